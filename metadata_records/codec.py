@@ -1,0 +1,255 @@
+"""The orjson codec: records <-> the JSON shape of API.md ("A record"), batches <-> bytes.
+
+Decoding never trusts its input: anything malformed raises ``DecodeError`` (a
+``ValueError``) naming what is wrong, and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING
+from typing import Any
+
+import orjson
+
+from .records import (
+    INT_RANGES,
+    RECORD_TYPES,
+    Batch,
+    Endpoint,
+    FeatureRange,
+    Kind,
+    Record,
+)
+from .uuids import InvalidUuid, parse_uuid
+
+BATCH_FORMAT = 1  # bumped if the batch envelope ever changes
+
+
+class DecodeError(ValueError):
+    """Bytes or JSON that are not a valid metaquorum record, batch or image."""
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _encode_value(kind: Kind, value: Any) -> Any:
+    if kind is Kind.ENDPOINTS:
+        return [
+            {"name": e.name, "host": e.host, "port": e.port, "securityProtocol": e.security_protocol}
+            for e in value
+        ]
+    if kind is Kind.FEATURES:
+        return [
+            {
+                "name": f.name,
+                "minSupportedVersion": f.min_supported_version,
+                "maxSupportedVersion": f.max_supported_version,
+            }
+            for f in value
+        ]
+    return value  # ints, bools, strings, None and tuples are JSON as they are
+
+
+def record_data(record: Record) -> dict[str, Any]:
+    """The record's fields for its version, camelCase, as API.md shows them."""
+    version = record.version
+    return {
+        spec.key: _encode_value(spec.kind, getattr(record, spec.attr))
+        for spec in record.FIELDS
+        if spec.since <= version
+    }
+
+
+def record_to_obj(record: Record) -> dict[str, Any]:
+    return {"type": record.TYPE, "version": record.version, "data": record_data(record)}
+
+
+def log_record_to_obj(
+    offset: int, timestamp_ms: int, controller_epoch: int, record: Record
+) -> dict[str, Any]:
+    """A record as the log, export and snapshot endpoints show it."""
+    return {
+        "offset": offset,
+        "type": record.TYPE,
+        "version": record.version,
+        "timestampMs": timestamp_ms,
+        "controllerEpoch": controller_epoch,
+        "data": record_data(record),
+    }
+
+
+def encode_batch(batch: Batch) -> bytes:
+    return orjson.dumps(
+        {
+            "format": BATCH_FORMAT,
+            "controllerEpoch": batch.controller_epoch,
+            "timestampMs": batch.timestamp_ms,
+            "records": [record_to_obj(r) for r in batch.records],
+        }
+    )
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _int(value: Any, kind: Kind, where: str) -> int:
+    # bool is an int in Python but never in Kafka's schemas.
+    if type(value) is not int:
+        raise DecodeError(f"{where}: expected {kind.value}, got {type(value).__name__}")
+    low, high = INT_RANGES[kind]
+    if not low <= value <= high:
+        raise DecodeError(f"{where}: {value} is out of the {kind.value} range [{low}, {high}]")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if type(value) is not str:
+        raise DecodeError(f"{where}: expected string, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, where: str) -> list:
+    if type(value) is not list:
+        raise DecodeError(f"{where}: expected array, got {type(value).__name__}")
+    return value
+
+
+def _obj(value: Any, where: str, keys: tuple[str, ...]) -> dict:
+    if type(value) is not dict:
+        raise DecodeError(f"{where}: expected object, got {type(value).__name__}")
+    missing = [k for k in keys if k not in value]
+    if missing:
+        raise DecodeError(f"{where}: missing field {missing[0]!r}")
+    extra = [k for k in value if k not in keys]
+    if extra:
+        raise DecodeError(f"{where}: unknown field {extra[0]!r}")
+    return value
+
+
+def _int32_list(value: Any, where: str) -> tuple[int, ...]:
+    return tuple(_int(v, Kind.INT32, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
+
+
+_ENDPOINT_KEYS = ("name", "host", "port", "securityProtocol")
+_FEATURE_KEYS = ("name", "minSupportedVersion", "maxSupportedVersion")
+
+
+def _decode_value(kind: Kind, value: Any, where: str) -> Any:
+    if kind in INT_RANGES:
+        return _int(value, kind, where)
+    if kind is Kind.BOOL:
+        if type(value) is not bool:
+            raise DecodeError(f"{where}: expected bool, got {type(value).__name__}")
+        return value
+    if kind is Kind.STRING:
+        return _str(value, where)
+    if kind is Kind.NULLABLE_STRING:
+        return None if value is None else _str(value, where)
+    if kind is Kind.UUID:
+        try:
+            return parse_uuid(value)
+        except InvalidUuid as e:
+            raise DecodeError(f"{where}: {e}") from None
+    if kind is Kind.INT32_LIST:
+        return _int32_list(value, where)
+    if kind is Kind.NULLABLE_INT32_LIST:
+        return None if value is None else _int32_list(value, where)
+    if kind is Kind.ENDPOINTS:
+        out = []
+        for i, item in enumerate(_list(value, where)):
+            w = f"{where}[{i}]"
+            e = _obj(item, w, _ENDPOINT_KEYS)
+            port = _int(e["port"], Kind.INT32, f"{w}.port")
+            if not 0 <= port <= 65535:
+                raise DecodeError(f"{w}.port: {port} is out of the uint16 range [0, 65535]")
+            out.append(
+                Endpoint(
+                    _str(e["name"], f"{w}.name"),
+                    _str(e["host"], f"{w}.host"),
+                    port,
+                    _int(e["securityProtocol"], Kind.INT16, f"{w}.securityProtocol"),
+                )
+            )
+        return tuple(out)
+    if kind is Kind.FEATURES:
+        out = []
+        for i, item in enumerate(_list(value, where)):
+            w = f"{where}[{i}]"
+            f = _obj(item, w, _FEATURE_KEYS)
+            out.append(
+                FeatureRange(
+                    _str(f["name"], f"{w}.name"),
+                    _int(f["minSupportedVersion"], Kind.INT16, f"{w}.minSupportedVersion"),
+                    _int(f["maxSupportedVersion"], Kind.INT16, f"{w}.maxSupportedVersion"),
+                )
+            )
+        return tuple(out)
+    raise AssertionError(kind)  # pragma: no cover - every Kind is handled above
+
+
+def record_from_obj(obj: Any, where: str = "record") -> Record:
+    """A record from ``{"type", "version", "data"}`` (extra envelope keys such as
+    ``offset`` are ignored here; the log layer reads them)."""
+    if type(obj) is not dict:
+        raise DecodeError(f"{where}: expected object, got {type(obj).__name__}")
+    type_name = obj.get("type")
+    cls = RECORD_TYPES.get(type_name) if type(type_name) is str else None
+    if cls is None:
+        raise DecodeError(f"{where}: unknown record type {str(type_name)[:60]!r}")
+    version = obj.get("version")
+    if type(version) is not int or not 0 <= version <= cls.MAX_VERSION:
+        raise DecodeError(
+            f"{where}: {type_name} version {str(version)[:20]} is not supported "
+            f"(0..{cls.MAX_VERSION})"
+        )
+    data = obj.get("data")
+    if type(data) is not dict:
+        raise DecodeError(f"{where}: 'data' must be an object")
+    values: dict[str, Any] = {}
+    known = set()
+    for spec in cls.FIELDS:
+        if spec.since > version:
+            continue
+        known.add(spec.key)
+        if spec.key in data:
+            values[spec.attr] = _decode_value(spec.kind, data[spec.key], f"{where}.data.{spec.key}")
+        elif spec.default is MISSING:
+            raise DecodeError(f"{where}: {type_name} v{version} requires field {spec.key!r}")
+    for key in data:
+        if key not in known:
+            raise DecodeError(f"{where}: {type_name} v{version} has no field {str(key)[:60]!r}")
+    return cls(**values, version=version)
+
+
+def _loads(data: Any, what: str) -> Any:
+    if not isinstance(data, bytes | bytearray | memoryview | str):
+        raise DecodeError(f"{what}: expected bytes, got {type(data).__name__}")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise DecodeError(f"{what}: not JSON ({e})") from None
+
+
+def decode_batch(data: Any) -> Batch:
+    obj = _loads(data, "batch")
+    if type(obj) is not dict:
+        raise DecodeError(f"batch: expected object, got {type(obj).__name__}")
+    if type(obj.get("format")) is not int or obj["format"] != BATCH_FORMAT:
+        raise DecodeError(f"batch: unsupported format {str(obj.get('format'))[:20]}")
+    epoch = _int(obj.get("controllerEpoch"), Kind.INT32, "batch.controllerEpoch")
+    ts = _int(obj.get("timestampMs"), Kind.INT64, "batch.timestampMs")
+    records = _list(obj.get("records"), "batch.records")
+    return Batch(
+        epoch,
+        ts,
+        tuple(record_from_obj(r, f"batch.records[{i}]") for i, r in enumerate(records)),
+    )
+
+
+def decode_record(data: Any) -> Record:
+    """One record from JSON bytes (``{"type", "version", "data", ...}``)."""
+    return record_from_obj(_loads(data, "record"))
+
+
+def encode_record(record: Record) -> bytes:
+    return orjson.dumps(record_to_obj(record))

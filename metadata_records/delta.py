@@ -1,0 +1,372 @@
+"""Records replayed on top of an image, and ``apply`` (Kafka's MetadataDelta).
+
+``ImageDelta`` is also the controller's view: "image + pending records". Its
+read methods see the image with the delta's changes on top; ``apply`` builds
+the next immutable image. The base image is never touched.
+
+Replay is total. A record that cannot take effect (a change record for an
+unknown broker or with a stale broker epoch, a partition of an unknown topic,
+an out-of-range flag) still takes its offset, changes nothing and is counted in
+``ignored_records``; Kafka treats these as fatal replay errors, but a Raft apply
+that raises wedges every voter, and the pipeline's audit reports them instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
+from .image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
+from .records import (
+    FENCE,
+    IN_CONTROLLED_SHUTDOWN,
+    NO_CHANGE,
+    TOPIC_RESOURCE,
+    UNFENCE,
+    Batch,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    LeaderChangeRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+
+def batch_applies(controller_epoch: int, batch: Batch) -> bool:
+    """Whether a batch takes effect on an image at ``controller_epoch``.
+
+    A batch opened by a LEADER_CHANGE starts a newer epoch; any other batch must
+    carry the current epoch. A deposed leader's batch (older epoch) is a no-op,
+    so decisions made on a stale image never commit; it takes no offsets.
+    """
+    records = batch.records
+    if records and type(records[0]) is LeaderChangeRecord:
+        return (
+            records[0].controller_epoch == batch.controller_epoch
+            and batch.controller_epoch > controller_epoch
+        )
+    return batch.controller_epoch == controller_epoch
+
+
+class ImageDelta:
+    __slots__ = (
+        "image",
+        "next_offset",
+        "controller_epoch",
+        "leader_id",
+        "leader_url",
+        "partition_count",
+        "ignored_records",
+        "_brokers",
+        "_topics",
+        "_topic_ids",
+        "_partitions",
+        "_features",
+    )
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.next_offset = image.next_offset
+        self.controller_epoch = image.controller_epoch
+        self.leader_id = image.leader_id
+        self.leader_url = image.leader_url
+        self.partition_count = image.partition_count
+        self.ignored_records = image.ignored_records
+        self._brokers: dict[int, BrokerRegistration] = {}
+        # Changed topic headers by id (None = removed). A header's ``partitions``
+        # is the base dict (the image's, or {} for a new topic); changed
+        # partitions are in ``_partitions`` until ``apply``.
+        self._topics: dict[str, TopicImage | None] = {}
+        self._topic_ids: dict[str, str | None] = {}
+        self._partitions: dict[str, dict[int, PartitionRegistration]] = {}
+        self._features: dict[str, int | None] = {}
+
+    # ------------------------------------------------------------ reads
+
+    def broker(self, broker_id: int) -> BrokerRegistration | None:
+        reg = self._brokers.get(broker_id)
+        return reg if reg is not None else self.image.brokers.get(broker_id)
+
+    def brokers(self) -> Iterator[BrokerRegistration]:
+        for broker_id in self.broker_ids():
+            yield self.broker(broker_id)
+
+    def broker_ids(self) -> list[int]:
+        if not self._brokers:
+            return sorted(self.image.brokers)
+        return sorted(self.image.brokers.keys() | self._brokers.keys())
+
+    def is_active(self, broker_id: int) -> bool:
+        reg = self.broker(broker_id)
+        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+    def _topic(self, topic_id: str) -> TopicImage | None:
+        if topic_id in self._topics:
+            return self._topics[topic_id]
+        return self.image.topics.get(topic_id)
+
+    def has_topic(self, topic_id: str) -> bool:
+        return self._topic(topic_id) is not None
+
+    def topic_id(self, name: str) -> str | None:
+        if name in self._topic_ids:
+            return self._topic_ids[name]
+        return self.image.topic_ids.get(name)
+
+    def topic_name(self, topic_id: str) -> str | None:
+        topic = self._topic(topic_id)
+        return None if topic is None else topic.name
+
+    def topic_configs(self, topic_id: str) -> dict[str, str]:
+        topic = self._topic(topic_id)
+        return {} if topic is None else topic.configs
+
+    def topic_ids(self) -> list[str]:
+        ids = set(self.image.topics)
+        for topic_id, header in self._topics.items():
+            if header is None:
+                ids.discard(topic_id)
+            else:
+                ids.add(topic_id)
+        return sorted(ids)
+
+    def topic_names(self) -> Iterable[str]:
+        if not self._topic_ids:
+            return self.image.topic_ids.keys()
+        names = set(self.image.topic_ids)
+        for name, topic_id in self._topic_ids.items():
+            if topic_id is None:
+                names.discard(name)
+            else:
+                names.add(name)
+        return names
+
+    def partition(self, topic_id: str, partition_id: int) -> PartitionRegistration | None:
+        changed = self._partitions.get(topic_id)
+        if changed is not None:
+            part = changed.get(partition_id)
+            if part is not None:
+                return part
+        topic = self._topic(topic_id)
+        return None if topic is None else topic.partitions.get(partition_id)
+
+    def partition_ids(self, topic_id: str) -> list[int]:
+        topic = self._topic(topic_id)
+        if topic is None:
+            return []
+        changed = self._partitions.get(topic_id)
+        if not changed:
+            return sorted(topic.partitions)
+        return sorted(topic.partitions.keys() | changed.keys())
+
+    def feature(self, name: str, default: int = 0) -> int:
+        if name in self._features:
+            level = self._features[name]
+            return default if level is None else level
+        return self.image.features.get(name, default)
+
+    @property
+    def metadata_version(self) -> int:
+        return self.feature(METADATA_VERSION, DEFAULT_METADATA_VERSION)
+
+    # ------------------------------------------------------------ replay
+
+    def replay_batch(self, batch: Batch) -> bool:
+        """Replays ``batch`` if it applies at the current controller epoch."""
+        if not batch_applies(self.controller_epoch, batch):
+            return False
+        for record in batch.records:
+            self.replay(record)
+        return True
+
+    def replay(self, record: Record) -> None:
+        """Applies one record at offset ``next_offset``; never raises."""
+        offset = self.next_offset
+        self.next_offset = offset + 1
+        handler = _REPLAY.get(type(record))
+        if handler is None or not handler(self, record, offset):
+            self.ignored_records += 1
+
+    def _replay_register_broker(self, r: RegisterBrokerRecord, offset: int) -> bool:
+        self._brokers[r.broker_id] = BrokerRegistration(
+            r.broker_id,
+            r.incarnation_id,
+            r.broker_epoch,
+            r.end_points,
+            r.features,
+            r.rack,
+            r.fenced,
+            r.in_controlled_shutdown if r.version >= 1 else False,
+            offset,
+        )
+        return True
+
+    def _replay_broker_change(self, r: BrokerRegistrationChangeRecord, offset: int) -> bool:
+        reg = self.broker(r.broker_id)
+        if reg is None or reg.epoch != r.broker_epoch:
+            return False
+        if r.fenced not in (FENCE, UNFENCE, NO_CHANGE):
+            return False
+        # A field the record's version does not have is not on the wire either.
+        change = r.in_controlled_shutdown if r.version >= 1 else NO_CHANGE
+        if change not in (IN_CONTROLLED_SHUTDOWN, NO_CHANGE):
+            return False
+        fenced = reg.fenced if r.fenced == NO_CHANGE else r.fenced == FENCE
+        # Sticky: only a new incarnation leaves controlled shutdown (KIP-841).
+        shutdown = reg.in_controlled_shutdown or change == IN_CONTROLLED_SHUTDOWN
+        self._brokers[r.broker_id] = reg._replace(fenced=fenced, in_controlled_shutdown=shutdown)
+        return True
+
+    def _replay_topic(self, r: TopicRecord, offset: int) -> bool:
+        if self.topic_id(r.name) is not None or self._topic(r.topic_id) is not None:
+            return False
+        self._topics[r.topic_id] = TopicImage(r.name, r.topic_id, {}, {})
+        self._topic_ids[r.name] = r.topic_id
+        return True
+
+    def _replay_partition(self, r: PartitionRecord, offset: int) -> bool:
+        if self._topic(r.topic_id) is None:
+            return False
+        if self.partition(r.topic_id, r.partition_id) is None:
+            self.partition_count += 1
+        self._partitions.setdefault(r.topic_id, {})[r.partition_id] = (
+            PartitionRegistration.from_record(r)
+        )
+        return True
+
+    def _replay_partition_change(self, r: PartitionChangeRecord, offset: int) -> bool:
+        part = self.partition(r.topic_id, r.partition_id)
+        if part is None:
+            return False
+        self._partitions.setdefault(r.topic_id, {})[r.partition_id] = part.merge(r)
+        return True
+
+    def _replay_config(self, r: ConfigRecord, offset: int) -> bool:
+        if r.resource_type != TOPIC_RESOURCE:
+            return False
+        topic_id = self.topic_id(r.resource_name)
+        if topic_id is None:
+            return False
+        topic = self._topic(topic_id)
+        configs = dict(topic.configs)
+        if r.value is None:
+            configs.pop(r.name, None)
+        else:
+            configs[r.name] = r.value
+        self._topics[topic_id] = topic._replace(configs=configs)
+        return True
+
+    def _replay_remove_topic(self, r: RemoveTopicRecord, offset: int) -> bool:
+        topic = self._topic(r.topic_id)
+        if topic is None:
+            return False
+        self.partition_count -= len(self.partition_ids(r.topic_id))
+        self._topics[r.topic_id] = None
+        self._partitions.pop(r.topic_id, None)
+        self._topic_ids[topic.name] = None
+        return True
+
+    def _replay_feature(self, r: FeatureLevelRecord, offset: int) -> bool:
+        self._features[r.name] = r.feature_level if r.feature_level != 0 else None
+        return True
+
+    def _replay_noop(self, r: NoOpRecord, offset: int) -> bool:
+        return True
+
+    def _replay_leader_change(self, r: LeaderChangeRecord, offset: int) -> bool:
+        if r.controller_epoch <= self.controller_epoch:
+            return False
+        self.controller_epoch = r.controller_epoch
+        self.leader_id = r.leader_id
+        self.leader_url = r.leader_url
+        return True
+
+    # ------------------------------------------------------------ build
+
+    def apply(self) -> MetadataImage:
+        """The image with every replayed record in it."""
+        base = self.image
+        brokers = {**base.brokers, **self._brokers} if self._brokers else base.brokers
+        topics = base.topics
+        if self._topics or self._partitions:
+            topics = dict(base.topics)
+            for topic_id, header in self._topics.items():
+                if header is None:
+                    topics.pop(topic_id, None)
+                else:
+                    topics[topic_id] = header
+            for topic_id, changed in self._partitions.items():
+                topic = topics[topic_id]
+                topics[topic_id] = topic._replace(partitions={**topic.partitions, **changed})
+        topic_ids = base.topic_ids
+        if self._topic_ids:
+            topic_ids = dict(base.topic_ids)
+            for name, topic_id in self._topic_ids.items():
+                if topic_id is None:
+                    topic_ids.pop(name, None)
+                else:
+                    topic_ids[name] = topic_id
+        features = base.features
+        if self._features:
+            features = dict(base.features)
+            for name, level in self._features.items():
+                if level is None:
+                    features.pop(name, None)
+                else:
+                    features[name] = level
+        return MetadataImage(
+            brokers=brokers,
+            topics=topics,
+            topic_ids=topic_ids,
+            features=features,
+            next_offset=self.next_offset,
+            controller_epoch=self.controller_epoch,
+            leader_id=self.leader_id,
+            leader_url=self.leader_url,
+            partition_count=self.partition_count,
+            ignored_records=self.ignored_records,
+        )
+
+
+_REPLAY = {
+    RegisterBrokerRecord: ImageDelta._replay_register_broker,
+    BrokerRegistrationChangeRecord: ImageDelta._replay_broker_change,
+    TopicRecord: ImageDelta._replay_topic,
+    PartitionRecord: ImageDelta._replay_partition,
+    PartitionChangeRecord: ImageDelta._replay_partition_change,
+    ConfigRecord: ImageDelta._replay_config,
+    RemoveTopicRecord: ImageDelta._replay_remove_topic,
+    FeatureLevelRecord: ImageDelta._replay_feature,
+    NoOpRecord: ImageDelta._replay_noop,
+    LeaderChangeRecord: ImageDelta._replay_leader_change,
+}
+
+
+def apply(image: MetadataImage, batch: Batch) -> MetadataImage:
+    """The image after ``batch``; the same image if the batch's epoch is stale.
+
+    Deterministic and total: it reads no clock and never raises on a decoded batch.
+    """
+    delta = ImageDelta(image)
+    if not delta.replay_batch(batch):
+        return image
+    return delta.apply()
+
+
+def apply_records(image: MetadataImage, records: Iterable[Record]) -> MetadataImage:
+    """Replays records with no epoch check (tests, tools and snapshot loading)."""
+    delta = ImageDelta(image)
+    for record in records:
+        delta.replay(record)
+    return delta.apply()

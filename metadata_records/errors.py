@@ -1,0 +1,68 @@
+"""Kafka's protocol error codes, by number and name (SEMANTICS.md section 1).
+
+Numbers are those of ``org.apache.kafka.common.protocol.Errors``; names travel on
+the wire as ``errorName`` next to ``errorCode``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Errors(IntEnum):
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    INVALID_TOPIC_EXCEPTION = 17
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    OPERATION_NOT_ATTEMPTED = 55
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
+    THROTTLING_QUOTA_EXCEEDED = 89
+    INVALID_UPDATE_VERSION = 95
+    UNKNOWN_TOPIC_ID = 100
+    DUPLICATE_BROKER_REGISTRATION = 101
+    BROKER_ID_NOT_REGISTERED = 102
+    INCONSISTENT_CLUSTER_ID = 104
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
+    INVALID_REGISTRATION = 119
+
+    @classmethod
+    def from_code(cls, code: int) -> Errors:
+        """The error for a wire code; unknown codes raise ValueError naming the code."""
+        try:
+            return cls(code)
+        except ValueError:
+            raise ValueError(f"unknown Kafka error code {code}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """An error code with the reason a person reads (Kafka's ``ApiError``)."""
+
+    error: Errors
+    message: str | None = None
+
+    @property
+    def is_success(self) -> bool:
+        return self.error is Errors.NONE
+
+
+NONE = ApiError(Errors.NONE)

@@ -1,0 +1,144 @@
+"""The metadata image: the state every voter derives by applying the log.
+
+An image is never mutated once built: ``delta.apply`` makes a new one and shares
+every untouched broker, topic and partition with the old. Readers on any thread
+may therefore hold an image without locks.
+
+Layout, chosen so that 1,000,000 partitions stay small: a partition is a
+NamedTuple of eight small fields (ints and int tuples, ``()`` shared when empty);
+partitions live in one dict per topic, so a batch copies only the dicts of the
+topics it touches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
+from .records import (
+    LRS_NO_CHANGE,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    Endpoint,
+    FeatureRange,
+    PartitionChangeRecord,
+    PartitionRecord,
+)
+
+
+class BrokerRegistration(NamedTuple):
+    broker_id: int
+    incarnation_id: str
+    epoch: int
+    listeners: tuple[Endpoint, ...]
+    features: tuple[FeatureRange, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    registration_offset: int  # offset of its latest RegisterBrokerRecord (the unfence threshold)
+
+    @property
+    def active(self) -> bool:
+        """Kafka's ``ClusterControlManager.isActive``: may lead and may join an ISR."""
+        return not self.fenced and not self.in_controlled_shutdown
+
+
+class PartitionRegistration(NamedTuple):
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    leader: int
+    leader_recovery_state: int
+    leader_epoch: int
+    partition_epoch: int
+
+    @classmethod
+    def from_record(cls, r: PartitionRecord) -> PartitionRegistration:
+        return cls(
+            r.replicas,
+            _share(r.isr, r.replicas),
+            r.removing_replicas,
+            r.adding_replicas,
+            r.leader,
+            r.leader_recovery_state,
+            r.leader_epoch,
+            r.partition_epoch,
+        )
+
+    def merge(self, r: PartitionChangeRecord) -> PartitionRegistration:
+        """Kafka's ``PartitionRegistration.merge``: every change adds 1 to the
+        partition epoch; the leader epoch grows iff the record names a leader."""
+        replicas = self.replicas if r.replicas is None else r.replicas
+        if r.leader == NO_LEADER_CHANGE:
+            leader, leader_epoch = self.leader, self.leader_epoch
+        else:
+            leader, leader_epoch = r.leader, self.leader_epoch + 1
+        return PartitionRegistration(
+            replicas,
+            self.isr if r.isr is None else _share(r.isr, replicas),
+            self.removing_replicas if r.removing_replicas is None else r.removing_replicas,
+            self.adding_replicas if r.adding_replicas is None else r.adding_replicas,
+            leader,
+            self.leader_recovery_state
+            if r.leader_recovery_state == LRS_NO_CHANGE
+            else r.leader_recovery_state,
+            leader_epoch,
+            self.partition_epoch + 1,
+        )
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
+
+
+def _share(isr: tuple[int, ...], replicas: tuple[int, ...]) -> tuple[int, ...]:
+    # Most ISRs equal their replica list; keeping one tuple for both halves memory.
+    return replicas if isr == replicas else isr
+
+
+class TopicImage(NamedTuple):
+    name: str
+    topic_id: str
+    partitions: dict[int, PartitionRegistration]
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    """Everything the log says, at ``next_offset`` (the offset the next record gets)."""
+
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicImage] = field(default_factory=dict)  # by topic id
+    topic_ids: dict[str, str] = field(default_factory=dict)  # topic name -> id
+    features: dict[str, int] = field(default_factory=dict)
+    next_offset: int = 0
+    controller_epoch: int = 0
+    leader_id: int = -1
+    leader_url: str | None = None
+    partition_count: int = 0
+    ignored_records: int = 0  # records that could not apply (see delta.py); 0 in a healthy log
+
+    @property
+    def last_offset(self) -> int:
+        return self.next_offset - 1
+
+    @property
+    def metadata_version(self) -> int:
+        return self.features.get(METADATA_VERSION, DEFAULT_METADATA_VERSION)
+
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        topic_id = self.topic_ids.get(name)
+        return None if topic_id is None else self.topics[topic_id]
+
+    def partition(self, topic_id: str, partition_id: int) -> PartitionRegistration | None:
+        topic = self.topics.get(topic_id)
+        return None if topic is None else topic.partitions.get(partition_id)
+
+
+EMPTY_IMAGE = MetadataImage()

@@ -1,0 +1,270 @@
+"""Metadata record types with Kafka's names, fields and versions (SEMANTICS.md section 0).
+
+A record is a fact: applying it never fails and never reads a clock. Each class
+is a frozen dataclass whose fields are declared with their Kafka kind and the
+version that introduced them; the codec reads those declarations, so a record's
+wire shape is written down once, here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import MISSING, dataclass, field, fields
+from enum import Enum
+from typing import Any, NamedTuple
+
+
+class Kind(Enum):
+    INT8 = "int8"
+    INT16 = "int16"
+    INT32 = "int32"
+    INT64 = "int64"
+    BOOL = "bool"
+    STRING = "string"
+    NULLABLE_STRING = "nullable string"
+    UUID = "uuid"
+    INT32_LIST = "int32 array"
+    NULLABLE_INT32_LIST = "nullable int32 array"
+    ENDPOINTS = "endpoint array"
+    FEATURES = "feature array"
+
+
+INT_RANGES = {
+    Kind.INT8: (-(2**7), 2**7 - 1),
+    Kind.INT16: (-(2**15), 2**15 - 1),
+    Kind.INT32: (-(2**31), 2**31 - 1),
+    Kind.INT64: (-(2**63), 2**63 - 1),
+}
+
+# Special values of PartitionChangeRecord and friends.
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+LRS_RECOVERED = 0
+LRS_RECOVERING = 1
+LRS_NO_CHANGE = -1
+# BrokerRegistrationChangeRecord.fenced / inControlledShutdown (Kafka's *Change enums).
+FENCE = 1
+UNFENCE = -1
+NO_CHANGE = 0
+IN_CONTROLLED_SHUTDOWN = 1
+# ConfigRecord.resourceType for topics (Kafka's ConfigResource.Type.TOPIC).
+TOPIC_RESOURCE = 2
+
+
+class Endpoint(NamedTuple):
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+class FeatureRange(NamedTuple):
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    attr: str  # Python attribute name
+    key: str  # camelCase JSON name
+    kind: Kind
+    since: int  # first record version that has the field
+    default: Any  # MISSING when the field is required
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _f(kind: Kind, *, since: int = 0, default: Any = MISSING) -> Any:
+    meta = {"kind": kind, "since": since}
+    if default is MISSING:
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+RECORD_TYPES: dict[str, type] = {}
+
+
+def _record(type_name: str, api_key: int, max_version: int):
+    def register(cls):
+        cls.TYPE = type_name
+        cls.API_KEY = api_key
+        cls.MAX_VERSION = max_version
+        cls.FIELDS = tuple(
+            FieldSpec(
+                f.name,
+                _camel(f.name),
+                f.metadata["kind"],
+                f.metadata["since"],
+                f.default,
+            )
+            for f in fields(cls)
+            if f.name != "version"
+        )
+        RECORD_TYPES[type_name] = cls
+        return cls
+
+    return register
+
+
+@_record("REGISTER_BROKER_RECORD", 0, 1)
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    broker_id: int = _f(Kind.INT32)
+    incarnation_id: str = _f(Kind.UUID)
+    broker_epoch: int = _f(Kind.INT64)
+    end_points: tuple[Endpoint, ...] = _f(Kind.ENDPOINTS, default=())
+    features: tuple[FeatureRange, ...] = _f(Kind.FEATURES, default=())
+    rack: str | None = _f(Kind.NULLABLE_STRING, default=None)
+    fenced: bool = _f(Kind.BOOL, default=True)
+    in_controlled_shutdown: bool = _f(Kind.BOOL, since=1, default=False)
+    version: int = 1
+
+
+@_record("TOPIC_RECORD", 2, 0)
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str = _f(Kind.STRING)
+    topic_id: str = _f(Kind.UUID)
+    version: int = 0
+
+
+@_record("PARTITION_RECORD", 3, 0)
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    partition_id: int = _f(Kind.INT32)
+    topic_id: str = _f(Kind.UUID)
+    replicas: tuple[int, ...] = _f(Kind.INT32_LIST)
+    isr: tuple[int, ...] = _f(Kind.INT32_LIST)
+    removing_replicas: tuple[int, ...] = _f(Kind.INT32_LIST, default=())
+    adding_replicas: tuple[int, ...] = _f(Kind.INT32_LIST, default=())
+    leader: int = _f(Kind.INT32, default=NO_LEADER)
+    leader_recovery_state: int = _f(Kind.INT8, default=LRS_RECOVERED)
+    leader_epoch: int = _f(Kind.INT32, default=0)
+    partition_epoch: int = _f(Kind.INT32, default=0)
+    version: int = 0
+
+
+@_record("CONFIG_RECORD", 4, 0)
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    resource_type: int = _f(Kind.INT8)
+    resource_name: str = _f(Kind.STRING)
+    name: str = _f(Kind.STRING)
+    value: str | None = _f(Kind.NULLABLE_STRING, default=None)
+    version: int = 0
+
+
+@_record("PARTITION_CHANGE_RECORD", 5, 0)
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """Null list fields and leader -2 / leaderRecoveryState -1 mean "unchanged"."""
+
+    partition_id: int = _f(Kind.INT32)
+    topic_id: str = _f(Kind.UUID)
+    isr: tuple[int, ...] | None = _f(Kind.NULLABLE_INT32_LIST, default=None)
+    leader: int = _f(Kind.INT32, default=NO_LEADER_CHANGE)
+    replicas: tuple[int, ...] | None = _f(Kind.NULLABLE_INT32_LIST, default=None)
+    removing_replicas: tuple[int, ...] | None = _f(Kind.NULLABLE_INT32_LIST, default=None)
+    adding_replicas: tuple[int, ...] | None = _f(Kind.NULLABLE_INT32_LIST, default=None)
+    leader_recovery_state: int = _f(Kind.INT8, default=LRS_NO_CHANGE)
+    version: int = 0
+
+
+@_record("REMOVE_TOPIC_RECORD", 9, 0)
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    topic_id: str = _f(Kind.UUID)
+    version: int = 0
+
+
+@_record("FEATURE_LEVEL_RECORD", 12, 0)
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    name: str = _f(Kind.STRING)
+    feature_level: int = _f(Kind.INT16)
+    version: int = 0
+
+
+@_record("BROKER_REGISTRATION_CHANGE_RECORD", 17, 1)
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    """``fenced``: 1 fence, -1 unfence, 0 no change. ``in_controlled_shutdown``:
+    1 enter, 0 no change; there is no value to leave (only a new incarnation does)."""
+
+    broker_id: int = _f(Kind.INT32)
+    broker_epoch: int = _f(Kind.INT64)
+    fenced: int = _f(Kind.INT8, default=NO_CHANGE)
+    in_controlled_shutdown: int = _f(Kind.INT8, since=1, default=NO_CHANGE)
+    version: int = 0
+
+
+@_record("NO_OP_RECORD", 20, 0)
+@dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    version: int = 0
+
+
+@_record("LEADER_CHANGE", -2, 0)
+@dataclass(frozen=True, slots=True)
+class LeaderChangeRecord:
+    """Control record a new active controller commits before answering any write.
+
+    ``controller_epoch`` is the Raft term that elected it: unique per leader and
+    increasing, so a deposed leader's batches can always be told apart."""
+
+    controller_epoch: int = _f(Kind.INT32)
+    leader_id: int = _f(Kind.INT32)
+    leader_url: str = _f(Kind.STRING)
+    version: int = 0
+
+
+Record = (
+    RegisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | ConfigRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | FeatureLevelRecord
+    | BrokerRegistrationChangeRecord
+    | NoOpRecord
+    | LeaderChangeRecord
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one Raft entry carries: records decided together under one controller
+    epoch, stamped with the leader's clock when the batch was built."""
+
+    controller_epoch: int
+    timestamp_ms: int
+    records: tuple[Record, ...]
+
+
+# Kafka's topic name rule (org.apache.kafka.common.internals.Topic).
+TOPIC_NAME_MAX_LENGTH = 249
+_TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a legal topic name, or None if it is."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > TOPIC_NAME_MAX_LENGTH:
+        return (
+            f"Topic name is illegal, it can't be longer than {TOPIC_NAME_MAX_LENGTH} characters, "
+            f"topic name: {name[:40]}..."
+        )
+    if not _TOPIC_NAME_RE.match(name):
+        return (
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None

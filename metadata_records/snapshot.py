@@ -1,0 +1,155 @@
+"""The image as bytes: the snapshot format and the digest voters compare.
+
+The encoding is canonical (brokers, topics and partitions sorted), so two voters
+hold the same image exactly when their digests match. It is our own JSON, made
+with the codec's value shapes, never pickled classes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj
+from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from .records import Kind
+
+SNAPSHOT_FORMAT = 1
+
+_BROKER_FIELDS = (
+    ("brokerId", Kind.INT32),
+    ("incarnationId", Kind.UUID),
+    ("brokerEpoch", Kind.INT64),
+    ("endPoints", Kind.ENDPOINTS),
+    ("features", Kind.FEATURES),
+    ("rack", Kind.NULLABLE_STRING),
+    ("fenced", Kind.BOOL),
+    ("inControlledShutdown", Kind.BOOL),
+    ("registrationOffset", Kind.INT64),
+)
+# A partition is a positional array, in PartitionRegistration's field order.
+_PARTITION_FIELDS = (
+    ("partitionId", Kind.INT32),
+    ("replicas", Kind.INT32_LIST),
+    ("isr", Kind.INT32_LIST),
+    ("removingReplicas", Kind.INT32_LIST),
+    ("addingReplicas", Kind.INT32_LIST),
+    ("leader", Kind.INT32),
+    ("leaderRecoveryState", Kind.INT8),
+    ("leaderEpoch", Kind.INT32),
+    ("partitionEpoch", Kind.INT32),
+)
+_IMAGE_KEYS = (
+    "format",
+    "nextOffset",
+    "controllerEpoch",
+    "leaderId",
+    "leaderUrl",
+    "ignoredRecords",
+    "features",
+    "brokers",
+    "topics",
+)
+
+
+def image_to_obj(image: MetadataImage) -> dict[str, Any]:
+    return {
+        "format": SNAPSHOT_FORMAT,
+        "nextOffset": image.next_offset,
+        "controllerEpoch": image.controller_epoch,
+        "leaderId": image.leader_id,
+        "leaderUrl": image.leader_url,
+        "ignoredRecords": image.ignored_records,
+        "features": dict(sorted(image.features.items())),
+        "brokers": [
+            [_encode_value(kind, value) for (_, kind), value in zip(_BROKER_FIELDS, b, strict=True)]
+            for _, b in sorted(image.brokers.items())
+        ],
+        "topics": [
+            {
+                "name": t.name,
+                "topicId": t.topic_id,
+                "configs": dict(sorted(t.configs.items())),
+                "partitions": [[pid, *p] for pid, p in sorted(t.partitions.items())],
+            }
+            for _, t in sorted(image.topics.items())
+        ],
+    }
+
+
+def encode_image(image: MetadataImage) -> bytes:
+    return orjson.dumps(image_to_obj(image))
+
+
+def image_digest(image: MetadataImage) -> str:
+    """SHA-256 of the canonical encoding: equal digests, equal images."""
+    return hashlib.sha256(encode_image(image)).hexdigest()
+
+
+def _row(value: Any, spec: tuple, where: str) -> list:
+    if type(value) is not list or len(value) != len(spec):
+        raise DecodeError(f"{where}: expected an array of {len(spec)} fields")
+    return [
+        _decode_value(kind, v, f"{where}.{name}") for (name, kind), v in zip(spec, value, strict=True)
+    ]
+
+
+def decode_image(data: Any) -> MetadataImage:
+    """An image from ``encode_image`` bytes; DecodeError names what is wrong."""
+    obj = _obj(_loads(data, "snapshot"), "snapshot", _IMAGE_KEYS)
+    if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
+        raise DecodeError(f"snapshot: unsupported format {str(obj['format'])[:20]}")
+    features = obj["features"]
+    if type(features) is not dict:
+        raise DecodeError("snapshot.features: expected object")
+    brokers: dict[int, BrokerRegistration] = {}
+    if type(obj["brokers"]) is not list:
+        raise DecodeError("snapshot.brokers: expected array")
+    for i, row in enumerate(obj["brokers"]):
+        reg = BrokerRegistration(*_row(row, _BROKER_FIELDS, f"snapshot.brokers[{i}]"))
+        if reg.broker_id in brokers:
+            raise DecodeError(f"snapshot.brokers[{i}]: broker {reg.broker_id} appears twice")
+        brokers[reg.broker_id] = reg
+    topics: dict[str, TopicImage] = {}
+    topic_ids: dict[str, str] = {}
+    count = 0
+    if type(obj["topics"]) is not list:
+        raise DecodeError("snapshot.topics: expected array")
+    for i, t in enumerate(obj["topics"]):
+        where = f"snapshot.topics[{i}]"
+        t = _obj(t, where, ("name", "topicId", "configs", "partitions"))
+        name = _decode_value(Kind.STRING, t["name"], f"{where}.name")
+        topic_id = _decode_value(Kind.UUID, t["topicId"], f"{where}.topicId")
+        if name in topic_ids or topic_id in topics:
+            raise DecodeError(f"{where}: topic {name!r} appears twice")
+        configs = t["configs"]
+        if type(configs) is not dict or any(type(v) is not str for v in configs.values()):
+            raise DecodeError(f"{where}.configs: expected an object of strings")
+        if type(t["partitions"]) is not list:
+            raise DecodeError(f"{where}.partitions: expected array")
+        partitions: dict[int, PartitionRegistration] = {}
+        for j, row in enumerate(t["partitions"]):
+            pid, *rest = _row(row, _PARTITION_FIELDS, f"{where}.partitions[{j}]")
+            partitions[pid] = PartitionRegistration(*rest)
+        count += len(partitions)
+        topics[topic_id] = TopicImage(name, topic_id, partitions, configs)
+        topic_ids[name] = topic_id
+    for name, level in features.items():
+        _int(level, Kind.INT16, f"snapshot.features.{name}")
+    leader_url = obj["leaderUrl"]
+    if leader_url is not None and type(leader_url) is not str:
+        raise DecodeError("snapshot.leaderUrl: expected string or null")
+    return MetadataImage(
+        brokers=brokers,
+        topics=topics,
+        topic_ids=topic_ids,
+        features=features,
+        next_offset=_int(obj["nextOffset"], Kind.INT64, "snapshot.nextOffset"),
+        controller_epoch=_int(obj["controllerEpoch"], Kind.INT32, "snapshot.controllerEpoch"),
+        leader_id=_int(obj["leaderId"], Kind.INT32, "snapshot.leaderId"),
+        leader_url=leader_url,
+        partition_count=count,
+        ignored_records=_int(obj["ignoredRecords"], Kind.INT64, "snapshot.ignoredRecords"),
+    )

@@ -1,0 +1,112 @@
+"""Broker registration and broker epochs (Kafka's ``ClusterControlManager``),
+SEMANTICS.md section 3."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from metadata_records.errors import ApiError, Errors
+from metadata_records.features import METADATA_VERSION, register_broker_record_version
+from metadata_records.records import FeatureRange, RegisterBrokerRecord
+
+from .messages import BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerResult
+
+if TYPE_CHECKING:
+    from .controller import Controller
+
+
+class ClusterControlManager:
+    def __init__(self, controller: Controller) -> None:
+        self.c = controller
+
+    def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> ApiError | None:
+        """STALE_BROKER_EPOCH unless ``broker_epoch`` is the broker's registered epoch."""
+        reg = self.c.view.broker(broker_id)
+        if reg is None:
+            return ApiError(
+                Errors.STALE_BROKER_EPOCH, f"No broker registration found for broker {broker_id}"
+            )
+        if reg.epoch != broker_epoch:
+            return ApiError(
+                Errors.STALE_BROKER_EPOCH,
+                f"Expected broker epoch {reg.epoch}, but got broker epoch {broker_epoch}",
+            )
+        return None
+
+    def _feature_problem(self, req: BrokerRegistrationRequest) -> str | None:
+        finalized = {METADATA_VERSION: self.c.view.metadata_version}
+        ranges = {f.name: f for f in req.features}
+        # A broker that names no metadata.version supports only the first level.
+        ranges.setdefault(METADATA_VERSION, FeatureRange(METADATA_VERSION, 1, 1))
+        # A finalized feature the broker does not name counts as [0, 0].
+        for name, level in finalized.items():
+            if level != 0:
+                ranges.setdefault(name, FeatureRange(name, 0, 0))
+        for name, r in ranges.items():
+            level = finalized.get(name, 1 if name == METADATA_VERSION else 0)
+            if not r.min_supported_version <= level <= r.max_supported_version:
+                return (
+                    f"Unable to register because the broker does not support finalized version "
+                    f"{level} of {name}. The broker wants a version between "
+                    f"{r.min_supported_version} and {r.max_supported_version}, inclusive."
+                )
+        return None
+
+    def register_broker(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult:
+        view = self.c.view
+
+        def fail(error: Errors, message: str) -> ControllerResult:
+            return ControllerResult((), BrokerRegistrationResponse(error, message))
+
+        if req.cluster_id != self.c.config.cluster_id:
+            return fail(
+                Errors.INCONSISTENT_CLUSTER_ID,
+                f"Expected cluster ID {self.c.config.cluster_id}, but got cluster ID "
+                f"{req.cluster_id}",
+            )
+        existing = view.broker(req.broker_id)
+        if (
+            existing is not None
+            and existing.incarnation_id != req.incarnation_id
+            and self.c.heartbeats.has_valid_session(view, req.broker_id, now_ms)
+        ):
+            return fail(
+                Errors.DUPLICATE_BROKER_REGISTRATION,
+                f"Another broker is registered with that broker id {req.broker_id} "
+                f"(incarnation {existing.incarnation_id}) and its session is still valid; "
+                f"retry after {self.c.config.session_timeout_ms} ms without heartbeats",
+            )
+        if req.is_migrating_zk_broker:
+            return fail(
+                Errors.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers."
+            )
+        problem = self._feature_problem(req)
+        if problem is not None:
+            return fail(Errors.UNSUPPORTED_VERSION, problem)
+
+        features = req.features
+        if not any(f.name == METADATA_VERSION for f in features):
+            features = (*features, FeatureRange(METADATA_VERSION, 1, 1))
+        if existing is not None and existing.incarnation_id == req.incarnation_id:
+            # Amending a registration keeps epoch and state (KAFKA-16757, KAFKA-16952).
+            epoch, fenced, shutdown = (
+                existing.epoch,
+                existing.fenced,
+                existing.in_controlled_shutdown,
+            )
+        else:
+            # KIP-380 in KRaft: the epoch is the offset of this very record.
+            epoch, fenced, shutdown = view.next_offset, True, False
+            self.c.heartbeats.register(req.broker_id, now_ms)
+        record = RegisterBrokerRecord(
+            broker_id=req.broker_id,
+            incarnation_id=req.incarnation_id,
+            broker_epoch=epoch,
+            end_points=req.listeners,
+            features=features,
+            rack=req.rack,
+            fenced=fenced,
+            in_controlled_shutdown=shutdown,
+            version=register_broker_record_version(view.metadata_version),
+        )
+        return ControllerResult((record,), BrokerRegistrationResponse(Errors.NONE, None, epoch))

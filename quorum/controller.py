@@ -1,0 +1,145 @@
+"""The controller: plain code over an image, with time as an argument.
+
+``Controller.handle(request, now_ms)`` decides one request against the view
+(the last committed image plus every record decided since) and returns Kafka's
+``ControllerResult``: the records to commit and the response to give once they
+have. It replays those records into the view at once, so the next request of
+the same batch is decided on top of them (group commit). ``committed(image)``
+moves the view onto the image a batch produced.
+
+Leader-side state lives here and nowhere in the log: heartbeat sessions, the
+brokers-to-ISR index. A new leader builds a new Controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from metadata_records.delta import ImageDelta
+from metadata_records.image import MetadataImage
+from metadata_records.records import (
+    PartitionChangeRecord,
+    PartitionRecord,
+    Record,
+    RemoveTopicRecord,
+)
+from metadata_records.uuids import random_uuid
+
+from .cluster_control import ClusterControlManager
+from .config import ControllerConfig
+from .features_control import FeatureControlManager, bootstrap_records
+from .heartbeats import BrokerHeartbeatManager
+from .isr_index import BrokersToIsrs
+from .messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    ControllerResult,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    ElectLeadersRequest,
+    UpdateFeaturesRequest,
+)
+from .partition_admin import PartitionAdminManager
+from .replication_control import ReplicationControlManager
+from .topic_control import TopicControlManager
+
+
+class Controller:
+    def __init__(
+        self,
+        image: MetadataImage,
+        config: ControllerConfig,
+        now_ms: int,
+        new_topic_id: Callable[[], str] = random_uuid,
+    ) -> None:
+        self.config = config
+        self.new_topic_id = new_topic_id
+        self.view = ImageDelta(image)
+        self.heartbeats = BrokerHeartbeatManager(config.session_timeout_ms)
+        self.heartbeats.reset(self.view, now_ms)
+        self._index: BrokersToIsrs | None = None
+        self.cluster = ClusterControlManager(self)
+        self.replication = ReplicationControlManager(self)
+        self.topics = TopicControlManager(self)
+        self.partitions = PartitionAdminManager(self)
+        self.features = FeatureControlManager(self)
+        self._handlers = {
+            BrokerRegistrationRequest: self.cluster.register_broker,
+            BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
+            AlterPartitionRequest: self.replication.alter_partition,
+            CreateTopicsRequest: self.topics.create_topics,
+            DeleteTopicsRequest: self.topics.delete_topics,
+            CreatePartitionsRequest: self.topics.create_partitions,
+            AlterPartitionReassignmentsRequest: self.partitions.alter_partition_reassignments,
+            ElectLeadersRequest: self.partitions.elect_leaders,
+            UpdateFeaturesRequest: self.features.update_features,
+        }
+
+    @property
+    def index(self) -> BrokersToIsrs:
+        # Built on first use, so a new leader with a large image answers its
+        # first writes without scanning every partition.
+        if self._index is None:
+            self._index = BrokersToIsrs.build(self.view)
+        return self._index
+
+    # ------------------------------------------------------------ deciding
+
+    def handle(self, request: object, now_ms: int) -> ControllerResult:
+        handler = self._handlers.get(type(request))
+        if handler is None:
+            raise TypeError(f"the controller has no handler for {type(request).__name__}")
+        result = handler(request, now_ms)
+        self.replay(result.records)
+        return result
+
+    def maybe_fence_stale_broker(self, now_ms: int) -> ControllerResult | None:
+        """Fences one broker whose session expired, if any (its id is the response)."""
+        result = self.replication.maybe_fence_stale_broker(now_ms)
+        if result is not None:
+            self.replay(result.records)
+        return result
+
+    def next_fence_check_ms(self) -> int | None:
+        return self.heartbeats.next_check_ms(self.view)
+
+    def bootstrap_records(self) -> list[Record]:
+        return bootstrap_records(self.view)
+
+    def replay(self, records: tuple[Record, ...] | list[Record]) -> None:
+        """Adds records this leader wrote (or must account for) to the view."""
+        view = self.view
+        index = self._index
+        for record in records:
+            kind = type(record)
+            if index is not None and (kind is PartitionRecord or kind is PartitionChangeRecord):
+                old = view.partition(record.topic_id, record.partition_id)
+                view.replay(record)
+                index.update(
+                    record.topic_id,
+                    record.partition_id,
+                    old,
+                    view.partition(record.topic_id, record.partition_id),
+                )
+            elif index is not None and kind is RemoveTopicRecord:
+                gone = [
+                    (pid, view.partition(record.topic_id, pid))
+                    for pid in view.partition_ids(record.topic_id)
+                ]
+                view.replay(record)
+                for pid, old in gone:
+                    index.update(record.topic_id, pid, old, None)
+            else:
+                view.replay(record)
+
+    def committed(self, image: MetadataImage) -> None:
+        """The log applied through ``image``: decide the next batch on top of it.
+
+        If the image is not where this controller's own records lead (someone
+        else's batch, or ours was discarded), leader-side indexes are rebuilt."""
+        if image.next_offset != self.view.next_offset:
+            self._index = None
+        self.view = ImageDelta(image)

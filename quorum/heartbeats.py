@@ -1,0 +1,122 @@
+"""Heartbeat soft state (Kafka's ``BrokerHeartbeatManager``): what only the
+active controller knows and a new leader rebuilds.
+
+Fenced and in-controlled-shutdown are facts in the image; what lives here is
+when each broker was last heard from, the metadata offset it reported, and the
+offset its controlled shutdown must see replicated. Time comes in as ``now_ms``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from metadata_records.delta import ImageDelta
+
+NO_OFFSET = -1
+MAX_OFFSET = 2**63 - 1
+
+
+@dataclass(slots=True)
+class BrokerSession:
+    last_contact_ms: int
+    metadata_offset: int = NO_OFFSET
+    # Offset of the last record of the batch that put the broker in controlled
+    # shutdown; -1 when it is not shutting down.
+    controlled_shutdown_offset: int = NO_OFFSET
+
+    @property
+    def shutting_down(self) -> bool:
+        return self.controlled_shutdown_offset >= 0
+
+
+class BrokerHeartbeatManager:
+    def __init__(self, session_timeout_ms: int) -> None:
+        if session_timeout_ms <= 0:
+            raise ValueError(f"session timeout must be positive, got {session_timeout_ms} ms")
+        self.session_timeout_ms = session_timeout_ms
+        self.sessions: dict[int, BrokerSession] = {}
+
+    def reset(self, view: ImageDelta, now_ms: int) -> None:
+        """A new leader's sessions: everyone registered was just heard from.
+
+        A broker the log shows in controlled shutdown keeps shutting down; its
+        wait offset becomes the last offset the new leader has, which every
+        active broker must reach before it may stop (Kafka loses this on
+        failover and relies on the broker asking again)."""
+        self.sessions = {}
+        for reg in view.brokers():
+            session = BrokerSession(now_ms)
+            if reg.in_controlled_shutdown and not reg.fenced:
+                session.controlled_shutdown_offset = max(view.next_offset - 1, 0)
+            self.sessions[reg.broker_id] = session
+
+    def session(self, broker_id: int, now_ms: int) -> BrokerSession:
+        session = self.sessions.get(broker_id)
+        if session is None:  # registered in a batch this leader did not decide
+            session = self.sessions[broker_id] = BrokerSession(now_ms)
+        return session
+
+    def register(self, broker_id: int, now_ms: int) -> None:
+        """A new incarnation: a fresh session, not shutting down."""
+        self.sessions[broker_id] = BrokerSession(now_ms)
+
+    def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
+        session = self.session(broker_id, now_ms)
+        session.last_contact_ms = now_ms
+        session.metadata_offset = metadata_offset
+
+    def fence(self, broker_id: int) -> None:
+        session = self.sessions.get(broker_id)
+        if session is not None:
+            session.controlled_shutdown_offset = NO_OFFSET
+
+    def start_controlled_shutdown(self, broker_id: int, offset: int, now_ms: int) -> None:
+        """Kafka's ``maybeUpdateControlledShutdownOffset``: set once."""
+        session = self.session(broker_id, now_ms)
+        if session.controlled_shutdown_offset < 0:
+            session.controlled_shutdown_offset = offset
+
+    def has_valid_session(self, view: ImageDelta, broker_id: int, now_ms: int) -> bool:
+        """Unfenced and heard from within the session timeout (a fenced broker
+        never has one, so a new incarnation can always replace it)."""
+        reg = view.broker(broker_id)
+        session = self.sessions.get(broker_id)
+        if reg is None or reg.fenced or session is None:
+            return False
+        return session.last_contact_ms + self.session_timeout_ms >= now_ms
+
+    def lowest_active_offset(self, view: ImageDelta) -> int:
+        """The least metadata offset reported by an unfenced broker that is not
+        shutting down; brokers in controlled shutdown wait for it."""
+        lowest = MAX_OFFSET
+        for broker_id, session in self.sessions.items():
+            if session.shutting_down:
+                continue
+            reg = view.broker(broker_id)
+            if reg is None or reg.fenced or reg.in_controlled_shutdown:
+                continue
+            lowest = min(lowest, session.metadata_offset)
+        return lowest
+
+    def _unfenced(self, view: ImageDelta):
+        for broker_id, session in self.sessions.items():
+            reg = view.broker(broker_id)
+            if reg is not None and not reg.fenced:
+                yield broker_id, session
+
+    def find_stale_broker(self, view: ImageDelta, now_ms: int) -> int | None:
+        """The unfenced broker heard from longest ago, if its session expired."""
+        oldest = None
+        for broker_id, session in self._unfenced(view):
+            if oldest is None or session.last_contact_ms < oldest[1].last_contact_ms:
+                oldest = (broker_id, session)
+        if oldest is not None and oldest[1].last_contact_ms + self.session_timeout_ms < now_ms:
+            return oldest[0]
+        return None
+
+    def next_check_ms(self, view: ImageDelta) -> int | None:
+        """When the oldest unfenced session expires; None if nobody is unfenced."""
+        contacts = [s.last_contact_ms for _, s in self._unfenced(view)]
+        if not contacts:
+            return None
+        return min(contacts) + self.session_timeout_ms + 1

@@ -1,0 +1,89 @@
+"""Kafka's ``BrokersToIsrs``: which partitions hold a broker in their ISR, which
+it leads, and which have no leader, so fencing, controlled shutdown and
+unfencing touch only the partitions that matter instead of scanning them all.
+
+Leader-side state: built from the view when first needed, kept up to date as the
+controller replays the records it decides, dropped with the leadership.
+"""
+
+from __future__ import annotations
+
+from metadata_records.delta import ImageDelta
+from metadata_records.image import PartitionRegistration
+from metadata_records.records import NO_LEADER
+
+TopicPartition = tuple[str, int]
+
+
+class BrokersToIsrs:
+    __slots__ = ("_isr", "_leaders")
+
+    def __init__(self) -> None:
+        # broker id (NO_LEADER for the leaderless) -> topic id -> partition ids
+        self._isr: dict[int, dict[str, set[int]]] = {}
+        self._leaders: dict[int, dict[str, set[int]]] = {}
+
+    @classmethod
+    def build(cls, view: ImageDelta) -> BrokersToIsrs:
+        index = cls()
+        for topic_id in view.topic_ids():
+            for pid in view.partition_ids(topic_id):
+                index.update(topic_id, pid, None, view.partition(topic_id, pid))
+        return index
+
+    @staticmethod
+    def _add(table: dict, broker: int, topic_id: str, pid: int) -> None:
+        table.setdefault(broker, {}).setdefault(topic_id, set()).add(pid)
+
+    @staticmethod
+    def _remove(table: dict, broker: int, topic_id: str, pid: int) -> None:
+        topics = table.get(broker)
+        if topics is None:
+            return
+        pids = topics.get(topic_id)
+        if pids is None:
+            return
+        pids.discard(pid)
+        if not pids:
+            del topics[topic_id]
+            if not topics:
+                del table[broker]
+
+    def update(
+        self,
+        topic_id: str,
+        pid: int,
+        old: PartitionRegistration | None,
+        new: PartitionRegistration | None,
+    ) -> None:
+        old_isr = old.isr if old is not None else ()
+        new_isr = new.isr if new is not None else ()
+        if old_isr != new_isr:
+            for broker in old_isr:
+                self._remove(self._isr, broker, topic_id, pid)
+            for broker in new_isr:
+                self._add(self._isr, broker, topic_id, pid)
+        old_leader = old.leader if old is not None else None
+        new_leader = new.leader if new is not None else None
+        if old_leader != new_leader:
+            if old_leader is not None:
+                self._remove(self._leaders, old_leader, topic_id, pid)
+            if new_leader is not None:
+                self._add(self._leaders, new_leader, topic_id, pid)
+
+    @staticmethod
+    def _sorted(table: dict, broker: int) -> list[TopicPartition]:
+        topics = table.get(broker, {})
+        return [(t, p) for t in sorted(topics) for p in sorted(topics[t])]
+
+    def partitions_with_broker_in_isr(self, broker: int) -> list[TopicPartition]:
+        return self._sorted(self._isr, broker)
+
+    def partitions_led_by(self, broker: int) -> list[TopicPartition]:
+        return self._sorted(self._leaders, broker)
+
+    def leads_any(self, broker: int) -> bool:
+        return broker in self._leaders
+
+    def partitions_without_leader(self) -> list[TopicPartition]:
+        return self._sorted(self._leaders, NO_LEADER)

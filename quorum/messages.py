@@ -1,0 +1,267 @@
+"""Requests the controller decides and the responses it gives (Kafka's RPC data).
+
+Plain frozen dataclasses: the HTTP layer parses and range-checks input into
+these; the controller never sees JSON. Field names follow Kafka's schemas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from metadata_records.errors import Errors
+from metadata_records.records import Endpoint, FeatureRange, Record
+
+# ------------------------------------------------------------------ brokers
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    broker_id: int
+    cluster_id: str
+    incarnation_id: str
+    listeners: tuple[Endpoint, ...] = ()
+    features: tuple[FeatureRange, ...] = ()
+    rack: str | None = None
+    is_migrating_zk_broker: bool = False
+    previous_broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    error: Errors
+    error_message: str | None = None
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool = False
+    want_shut_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    error: Errors
+    error_message: str | None = None
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+# ------------------------------------------------------------------ AlterPartition
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    """One member of ``newIsrWithEpochs`` (KIP-903); epoch -1 skips the check."""
+
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionPartition:
+    partition_index: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...] = ()  # versions 0-2
+    new_isr_with_epochs: tuple[BrokerState, ...] = ()  # version 3
+    leader_recovery_state: int = 0  # version 1+
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionTopic:
+    partitions: tuple[AlterPartitionPartition, ...]
+    topic_name: str | None = None  # versions 0-1
+    topic_id: str | None = None  # version 2+
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    broker_id: int
+    broker_epoch: int
+    topics: tuple[AlterPartitionTopic, ...]
+    version: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionPartitionResult:
+    partition_index: int
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    # Kafka's schema has no defaults for these, so error entries carry 0.
+    leader_id: int = 0
+    leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionTopicResult:
+    partitions: tuple[AlterPartitionPartitionResult, ...]
+    topic_name: str | None = None
+    topic_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResponse:
+    error: Errors
+    error_message: str | None = None
+    topics: tuple[AlterPartitionTopicResult, ...] = ()
+
+
+# ------------------------------------------------------------------ topics
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()  # (partitionIndex, brokerIds)
+    configs: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsRequest:
+    topics: tuple[CreatableTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopicResult:
+    name: str
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    topic_id: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicsResponse:
+    topics: tuple[CreatableTopicResult, ...]
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeletableTopicResult:
+    name: str
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    topic_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
+    topics: tuple[DeletableTopicResult, ...]
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    name: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None  # one broker list per new partition
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResponse:
+    name: str
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+# ------------------------------------------------------------------ reassignments, elections
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignablePartition:
+    partition_index: int
+    replicas: tuple[int, ...] | None  # None cancels
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignableTopic:
+    name: str
+    partitions: tuple[ReassignablePartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsRequest:
+    topics: tuple[ReassignableTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    partition_index: int
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionsResult:
+    name: str
+    partitions: tuple[PartitionResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReassignmentsResponse:
+    topics: tuple[TopicPartitionsResult, ...]
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+PREFERRED = 0
+UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    election_type: int  # 0 preferred, 1 unclean
+    # (topic, partitions); None means every partition of every topic.
+    topic_partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResponse:
+    topics: tuple[TopicPartitionsResult, ...]
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+# ------------------------------------------------------------------ features
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateFeaturesRequest:
+    name: str
+    level: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateFeaturesResponse:
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+# ------------------------------------------------------------------ result
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult:
+    """Kafka's ``ControllerResult``: the records to commit, and the answer to
+    give once they have committed. Records of one result commit together."""
+
+    records: tuple[Record, ...]
+    response: object = None

@@ -1,0 +1,170 @@
+"""AlterPartitionReassignments and ElectLeaders (SEMANTICS 5.2 and 5.4)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from metadata_records.errors import ApiError, Errors
+from metadata_records.records import NO_LEADER, Record
+
+from .messages import (
+    PREFERRED,
+    UNCLEAN,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ControllerResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    PartitionResult,
+    ReassignablePartition,
+    TopicPartitionsResult,
+)
+from .partition_change import Election, PartitionChangeBuilder
+
+if TYPE_CHECKING:
+    from .controller import Controller
+
+
+class PartitionAdminManager:
+    def __init__(self, controller: Controller) -> None:
+        self.c = controller
+
+    # ------------------------------------------------------------ reassignments
+
+    def alter_partition_reassignments(
+        self, req: AlterPartitionReassignmentsRequest, now_ms: int
+    ) -> ControllerResult:
+        view = self.c.view
+        records: list[Record] = []
+        topics = []
+        for topic in req.topics:
+            topic_id = view.topic_id(topic.name)
+            results = []
+            for p in topic.partitions:
+                if topic_id is None:
+                    error = ApiError(
+                        Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic.name}' does not exist."
+                    )
+                else:
+                    error = self._reassign(topic.name, topic_id, p, records)
+                results.append(PartitionResult(p.partition_index, error.error, error.message))
+            topics.append(TopicPartitionsResult(topic.name, tuple(results)))
+        return ControllerResult(tuple(records), AlterPartitionReassignmentsResponse(tuple(topics)))
+
+    def _reassign(
+        self, name: str, topic_id: str, p: ReassignablePartition, records: list[Record]
+    ) -> ApiError:
+        view = self.c.view
+        part = view.partition(topic_id, p.partition_index)
+        tp = f"{name}-{p.partition_index}"
+        if part is None:
+            return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {tp} does not exist.")
+        election = self.c.replication.election_for(topic_id)
+        if p.replicas is None:
+            if not part.is_reassigning:
+                return ApiError(
+                    Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
+                )
+            # Revert: drop what the reassignment was adding, keep what it was removing.
+            adding = set(part.adding_replicas)
+            replicas = tuple(r for r in part.replicas if r not in adding)
+            isr = tuple(r for r in part.isr if r not in adding)
+            builder = PartitionChangeBuilder(part, topic_id, p.partition_index, view.is_active)
+            if not isr:
+                # Every original replica left the ISR: only an unclean election
+                # can give the reverted partition a leader.
+                builder.election = Election.UNCLEAN
+            else:
+                builder.election = election
+            builder.target_isr = isr
+            builder.target_replicas = replicas
+            builder.target_removing = ()
+            builder.target_adding = ()
+        else:
+            target = tuple(p.replicas)
+            error = self.c.topics.manual_assignment_problem(target)
+            if error is not None:
+                return error
+            current = part.replicas
+            removing = tuple(r for r in current if r not in target)
+            adding = tuple(r for r in target if r not in current)
+            builder = PartitionChangeBuilder(part, topic_id, p.partition_index, view.is_active, election)
+            builder.target_replicas = target + removing
+            builder.target_removing = removing
+            builder.target_adding = adding
+        record = builder.build()
+        if record is not None:
+            records.append(record)
+        return ApiError(Errors.NONE)
+
+    # ------------------------------------------------------------ elections
+
+    def elect_leaders(self, req: ElectLeadersRequest, now_ms: int) -> ControllerResult:
+        view = self.c.view
+        if req.election_type not in (PREFERRED, UNCLEAN):
+            return ControllerResult(
+                (),
+                ElectLeadersResponse(
+                    (),
+                    Errors.INVALID_REQUEST,
+                    f"electionType {req.election_type} is not valid (0 = preferred, 1 = unclean)",
+                ),
+            )
+        records: list[Record] = []
+        topics = []
+        if req.topic_partitions is None:
+            # Every partition; those that already have the wanted leader are left out.
+            for topic_id in view.topic_ids():
+                name = view.topic_name(topic_id)
+                results = []
+                for pid in view.partition_ids(topic_id):
+                    error = self._elect(req.election_type, name, topic_id, pid, records)
+                    if error.error is not Errors.ELECTION_NOT_NEEDED:
+                        results.append(PartitionResult(pid, error.error, error.message))
+                if results:
+                    topics.append(TopicPartitionsResult(name, tuple(results)))
+        else:
+            for name, pids in req.topic_partitions:
+                topic_id = view.topic_id(name)
+                results = []
+                for pid in pids:
+                    if topic_id is None:
+                        error = ApiError(
+                            Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}"
+                        )
+                    else:
+                        error = self._elect(req.election_type, name, topic_id, pid, records)
+                    results.append(PartitionResult(pid, error.error, error.message))
+                topics.append(TopicPartitionsResult(name, tuple(results)))
+        return ControllerResult(tuple(records), ElectLeadersResponse(tuple(topics)))
+
+    def _elect(
+        self, election_type: int, name: str, topic_id: str, pid: int, records: list[Record]
+    ) -> ApiError:
+        view = self.c.view
+        part = view.partition(topic_id, pid)
+        tp = f"{name}-{pid}"
+        if part is None:
+            return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {tp}")
+        if election_type == PREFERRED:
+            if part.replicas and part.leader == part.replicas[0]:
+                return ApiError(Errors.ELECTION_NOT_NEEDED, f"{tp} is led by its preferred replica")
+            election = Election.PREFERRED
+        else:
+            if part.leader != NO_LEADER:
+                return ApiError(Errors.ELECTION_NOT_NEEDED, f"{tp} already has leader {part.leader}")
+            election = Election.UNCLEAN
+        record = PartitionChangeBuilder(part, topic_id, pid, view.is_active, election).build()
+        if record is None:
+            if election_type == PREFERRED:
+                return ApiError(
+                    Errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"Failed to elect the preferred replica {part.replicas[0]} for {tp}: it is "
+                    "not in the ISR or not active",
+                )
+            return ApiError(
+                Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"Failed to elect a leader for {tp}: no replica is active",
+            )
+        records.append(record)
+        return ApiError(Errors.NONE)

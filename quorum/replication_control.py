@@ -1,0 +1,424 @@
+"""Partitions and brokers' effect on them (Kafka's ``ReplicationControlManager``):
+AlterPartition (SEMANTICS 2), heartbeats, fencing, unfencing and controlled
+shutdown (4), and the leader elections they cause (5).
+
+Every handler reads the controller's view (image + records decided earlier in
+the batch) and returns new records plus a response; it never mutates the view.
+One request's records are decided against one view and commit together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from metadata_records.errors import ApiError, Errors
+from metadata_records.features import persists_controlled_shutdown
+from metadata_records.records import (
+    FENCE,
+    IN_CONTROLLED_SHUTDOWN,
+    LRS_RECOVERED,
+    LRS_RECOVERING,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    UNFENCE,
+    BrokerRegistrationChangeRecord,
+    Record,
+)
+from metadata_records.uuids import ZERO_UUID
+
+from .broker_states import BrokerControlState, current_state, next_state
+from .messages import (
+    AlterPartitionPartition,
+    AlterPartitionPartitionResult,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionTopicResult,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerState,
+    ControllerResult,
+)
+from .partition_change import Election, PartitionChangeBuilder
+
+if TYPE_CHECKING:
+    from metadata_records.image import PartitionRegistration
+
+    from .controller import Controller
+
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+
+
+class _AbortRequest(Exception):
+    """Fails a whole AlterPartition request (an invalid leaderRecoveryState)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ReplicationControlManager:
+    def __init__(self, controller: Controller) -> None:
+        self.c = controller
+
+    # ------------------------------------------------------------ helpers
+
+    def election_for(self, topic_id: str) -> Election:
+        configs = self.c.view.topic_configs(topic_id)
+        if configs.get(UNCLEAN_LEADER_ELECTION, "false").lower() == "true":
+            return Election.UNCLEAN
+        return Election.ONLINE
+
+    def generate_leader_and_isr_updates(
+        self,
+        broker_to_remove: int,
+        broker_to_add: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> list[Record]:
+        """Kafka's ``generateLeaderAndIsrUpdates``: drop ``broker_to_remove`` from
+        each ISR and elect where needed; ``broker_to_add`` may lead although the
+        view still has it fenced (it is being unfenced in the same request)."""
+        view = self.c.view
+
+        def acceptable(replica: int) -> bool:
+            return replica != broker_to_remove and (
+                replica == broker_to_add or view.is_active(replica)
+            )
+
+        records: list[Record] = []
+        for topic_id, pid in partitions:
+            part = view.partition(topic_id, pid)
+            if part is None:
+                continue
+            builder = PartitionChangeBuilder(
+                part, topic_id, pid, acceptable, self.election_for(topic_id)
+            )
+            if broker_to_remove != NO_LEADER:
+                builder.target_isr = tuple(r for r in part.isr if r != broker_to_remove)
+            record = builder.build()
+            if record is not None:
+                records.append(record)
+        return records
+
+    def handle_broker_fenced(self, broker_id: int, *, redundant_record: bool = True) -> list[Record]:
+        """ISR removals (with new leaders), then the fence record."""
+        reg = self.c.view.broker(broker_id)
+        records = self.generate_leader_and_isr_updates(
+            broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+        )
+        if redundant_record or not reg.fenced:
+            records.append(
+                BrokerRegistrationChangeRecord(
+                    broker_id=broker_id, broker_epoch=reg.epoch, fenced=FENCE, version=0
+                )
+            )
+        return records
+
+    def handle_broker_unfenced(self, broker_id: int, broker_epoch: int) -> list[Record]:
+        """The unfence record, then elections for leaderless partitions it can lead."""
+        records: list[Record] = [
+            BrokerRegistrationChangeRecord(
+                broker_id=broker_id, broker_epoch=broker_epoch, fenced=UNFENCE, version=0
+            )
+        ]
+        records += self.generate_leader_and_isr_updates(
+            NO_LEADER, broker_id, self.c.index.partitions_without_leader()
+        )
+        return records
+
+    def handle_broker_in_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[Record]:
+        """The in-controlled-shutdown record (KIP-841, metadata.version 2), then
+        the broker leaves every ISR and hands over its leaderships."""
+        view = self.c.view
+        records: list[Record] = []
+        reg = view.broker(broker_id)
+        if persists_controlled_shutdown(view.metadata_version) and not reg.in_controlled_shutdown:
+            records.append(
+                BrokerRegistrationChangeRecord(
+                    broker_id=broker_id,
+                    broker_epoch=broker_epoch,
+                    in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN,
+                    version=1,
+                )
+            )
+        records += self.generate_leader_and_isr_updates(
+            broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+        )
+        return records
+
+    # ------------------------------------------------------------ heartbeats
+
+    def process_broker_heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
+        view = self.c.view
+        heartbeats = self.c.heartbeats
+        reg = view.broker(req.broker_id)
+        if reg is None:
+            return ControllerResult(
+                (),
+                BrokerHeartbeatResponse(
+                    Errors.STALE_BROKER_EPOCH,
+                    f"Receive a heartbeat from broker {req.broker_id} before registration",
+                ),
+            )
+        error = self.c.cluster.check_broker_epoch(req.broker_id, req.broker_epoch)
+        if error is not None:
+            return ControllerResult((), BrokerHeartbeatResponse(error.error, error.message))
+
+        session = heartbeats.session(req.broker_id, now_ms)
+        caught_up = req.current_metadata_offset >= reg.registration_offset
+        current = current_state(reg.fenced, session.shutting_down)
+        leads_any = self.c.index.leads_any(req.broker_id)
+        nxt = next_state(
+            current,
+            want_fence=req.want_fence,
+            want_shut_down=req.want_shut_down,
+            caught_up=caught_up,
+            leads_any=leads_any,
+            shutdown_offset_replicated=session.controlled_shutdown_offset
+            <= heartbeats.lowest_active_offset(view),
+        )
+        records: list[Record] = []
+        if nxt is not current:
+            if nxt is BrokerControlState.UNFENCED:
+                records = self.handle_broker_unfenced(req.broker_id, req.broker_epoch)
+            elif nxt is BrokerControlState.CONTROLLED_SHUTDOWN:
+                records = self.handle_broker_in_controlled_shutdown(
+                    req.broker_id, req.broker_epoch
+                )
+                # Active brokers must replicate past these records before this
+                # broker may stop (Kafka's processBatchEndOffset).
+                heartbeats.start_controlled_shutdown(
+                    req.broker_id, view.next_offset + len(records) - 1, now_ms
+                )
+            else:  # FENCED or SHUTDOWN_NOW
+                # A fenced broker asking to stop gets no second fence record
+                # (Kafka writes a redundant one).
+                records = self.handle_broker_fenced(
+                    req.broker_id, redundant_record=current is not BrokerControlState.FENCED
+                )
+                heartbeats.fence(req.broker_id)
+        heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
+        return ControllerResult(
+            tuple(records),
+            BrokerHeartbeatResponse(
+                Errors.NONE,
+                None,
+                is_caught_up=caught_up,
+                is_fenced=nxt.fenced,
+                should_shut_down=nxt.should_shut_down,
+            ),
+        )
+
+    def maybe_fence_stale_broker(self, now_ms: int) -> ControllerResult | None:
+        """Fences at most one broker whose session expired (the one heard from
+        longest ago); the caller runs it again at once while it finds one."""
+        broker_id = self.c.heartbeats.find_stale_broker(self.c.view, now_ms)
+        if broker_id is None:
+            return None
+        records = self.handle_broker_fenced(broker_id)
+        self.c.heartbeats.fence(broker_id)
+        return ControllerResult(tuple(records), broker_id)
+
+    # ------------------------------------------------------------ AlterPartition
+
+    def alter_partition(self, req: AlterPartitionRequest, now_ms: int) -> ControllerResult:
+        if not req.topics:
+            # Kafka answers an empty request at once, without the epoch check.
+            return ControllerResult((), AlterPartitionResponse(Errors.NONE))
+        error = self.c.cluster.check_broker_epoch(req.broker_id, req.broker_epoch)
+        if error is not None:
+            return ControllerResult((), AlterPartitionResponse(error.error, error.message))
+        view = self.c.view
+        version = req.version
+        records: list[Record] = []
+        topic_results = []
+        try:
+            for topic in req.topics:
+                if version > 1:
+                    topic_id = topic.topic_id
+                    known = topic_id is not None and topic_id != ZERO_UUID and view.has_topic(topic_id)
+                    label = f"topic id {topic_id}"
+                else:
+                    topic_id = view.topic_id(topic.topic_name) if topic.topic_name is not None else None
+                    known = topic_id is not None
+                    label = f"topic {topic.topic_name!r}"
+                if not known:
+                    error = (
+                        Errors.UNKNOWN_TOPIC_ID if version > 1 else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                    )
+                    results = tuple(
+                        AlterPartitionPartitionResult(p.partition_index, error, f"unknown {label}")
+                        for p in topic.partitions
+                    )
+                else:
+                    results = tuple(
+                        self._alter_one(req, topic_id, p, records) for p in topic.partitions
+                    )
+                topic_results.append(
+                    AlterPartitionTopicResult(
+                        results,
+                        topic_name=topic.topic_name if version <= 1 else None,
+                        topic_id=topic.topic_id if version > 1 else None,
+                    )
+                )
+        except _AbortRequest as abort:
+            # Kafka throws here and answers UNKNOWN_SERVER_ERROR (and resigns);
+            # it is the request that is wrong, so say so and write nothing.
+            return ControllerResult((), AlterPartitionResponse(Errors.INVALID_REQUEST, abort.message))
+        return ControllerResult(
+            tuple(records), AlterPartitionResponse(Errors.NONE, None, tuple(topic_results))
+        )
+
+    def _alter_one(
+        self,
+        req: AlterPartitionRequest,
+        topic_id: str,
+        p: AlterPartitionPartition,
+        records: list[Record],
+    ) -> AlterPartitionPartitionResult:
+        view = self.c.view
+        pid = p.partition_index
+        part = view.partition(topic_id, pid)
+        if req.version >= 3:
+            states = p.new_isr_with_epochs
+        else:  # KIP-903: older versions carry no epochs, so the check is skipped
+            states = tuple(BrokerState(b, -1) for b in p.new_isr)
+        new_isr = tuple(s.broker_id for s in states)
+        error = self._validate(req, topic_id, p, part, states, new_isr)
+        if error is not None:
+            return AlterPartitionPartitionResult(pid, error.error, error.message)
+
+        builder = PartitionChangeBuilder(
+            part, topic_id, pid, view.is_active, self.election_for(topic_id)
+        )
+        builder.target_isr = new_isr
+        builder.target_lrs = p.leader_recovery_state
+        record = builder.build()
+        if record is None:
+            merged = part
+        else:
+            records.append(record)
+            merged = part.merge(record)
+            if record.leader not in (NO_LEADER_CHANGE, req.broker_id):
+                # Committing the ISR completed a reassignment that removed the
+                # requester: the change is written, but it no longer leads.
+                error = Errors.NEW_LEADER_ELECTED if req.version > 1 else Errors.FENCED_LEADER_EPOCH
+                return AlterPartitionPartitionResult(
+                    pid,
+                    error,
+                    f"the ISR change was applied and completed a reassignment; the new leader "
+                    f"is {record.leader} at leader epoch {merged.leader_epoch}",
+                )
+        return AlterPartitionPartitionResult(
+            pid,
+            Errors.NONE,
+            None,
+            leader_id=merged.leader,
+            leader_epoch=merged.leader_epoch,
+            isr=merged.isr,
+            leader_recovery_state=merged.leader_recovery_state,
+            partition_epoch=merged.partition_epoch,
+        )
+
+    def _validate(
+        self,
+        req: AlterPartitionRequest,
+        topic_id: str,
+        p: AlterPartitionPartition,
+        part: PartitionRegistration | None,
+        states: tuple[BrokerState, ...],
+        new_isr: tuple[int, ...],
+    ) -> ApiError | None:
+        """SEMANTICS 2.2, in its order; the first failing check wins."""
+        name = self.c.view.topic_name(topic_id)
+        tp = f"{name}-{p.partition_index}"
+        if part is None:
+            return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp} does not exist")
+        if p.leader_epoch > part.leader_epoch:
+            return ApiError(
+                Errors.NOT_CONTROLLER,
+                f"leader epoch {p.leader_epoch} of {tp} is newer than this controller's "
+                f"{part.leader_epoch}",
+            )
+        if p.partition_epoch > part.partition_epoch:
+            return ApiError(
+                Errors.NOT_CONTROLLER,
+                f"partition epoch {p.partition_epoch} of {tp} is newer than this controller's "
+                f"{part.partition_epoch}",
+            )
+        if p.leader_epoch < part.leader_epoch:
+            return ApiError(
+                Errors.FENCED_LEADER_EPOCH,
+                f"leader epoch {p.leader_epoch} of {tp} is stale; the current leader epoch is "
+                f"{part.leader_epoch}",
+            )
+        if req.broker_id != part.leader:
+            return ApiError(
+                Errors.INVALID_REQUEST,
+                f"broker {req.broker_id} is not the leader of {tp} (the leader is {part.leader})",
+            )
+        if p.partition_epoch < part.partition_epoch:
+            return ApiError(
+                Errors.INVALID_UPDATE_VERSION,
+                f"partition epoch {p.partition_epoch} of {tp} is stale; the current partition "
+                f"epoch is {part.partition_epoch}",
+            )
+        replicas = set(part.replicas)
+        seen: set[int] = set()
+        for broker in new_isr:
+            if broker < 0 or broker not in replicas or broker in seen:
+                why = (
+                    "is negative"
+                    if broker < 0
+                    else "appears twice"
+                    if broker in seen
+                    else f"is not a replica of {tp} (replicas {list(part.replicas)})"
+                )
+                return ApiError(
+                    Errors.INVALID_REQUEST, f"invalid ISR {list(new_isr)}: broker {broker} {why}"
+                )
+            seen.add(broker)
+        if part.leader not in seen:
+            return ApiError(
+                Errors.INVALID_REQUEST,
+                f"invalid ISR {list(new_isr)}: it does not contain the leader {part.leader}",
+            )
+        if p.leader_recovery_state not in (LRS_RECOVERED, LRS_RECOVERING):
+            raise _AbortRequest(
+                f"leaderRecoveryState {p.leader_recovery_state} for {tp} is not valid "
+                "(0 = RECOVERED, 1 = RECOVERING)"
+            )
+        if p.leader_recovery_state == LRS_RECOVERING and len(new_isr) > 1:
+            return ApiError(
+                Errors.INVALID_REQUEST,
+                f"a RECOVERING partition ({tp}) must have an ISR of one broker, got {list(new_isr)}",
+            )
+        if part.leader_recovery_state == LRS_RECOVERED and p.leader_recovery_state == LRS_RECOVERING:
+            return ApiError(
+                Errors.INVALID_REQUEST, f"{tp} is RECOVERED and cannot go back to RECOVERING"
+            )
+        reasons = self._ineligible(states)
+        if reasons:
+            error = Errors.INELIGIBLE_REPLICA if req.version > 1 else Errors.OPERATION_NOT_ATTEMPTED
+            return ApiError(error, "; ".join(reasons))
+        return None
+
+    def _ineligible(self, states: tuple[BrokerState, ...]) -> list[str]:
+        """KIP-841 and KIP-903: why each ISR member may not be in it, checked in
+        Kafka's order (registered, controlled shutdown, fenced, epoch)."""
+        view = self.c.view
+        reasons = []
+        for state in states:
+            reg = view.broker(state.broker_id)
+            if reg is None:
+                reasons.append(f"broker {state.broker_id} is not registered")
+            elif reg.in_controlled_shutdown:
+                reasons.append(f"broker {state.broker_id} is in controlled shutdown")
+            elif reg.fenced:
+                reasons.append(f"broker {state.broker_id} is fenced")
+            elif state.broker_epoch != -1 and state.broker_epoch != reg.epoch:
+                reasons.append(
+                    f"broker {state.broker_id} epoch mismatch: requested={state.broker_epoch} "
+                    f"expected={reg.epoch}"
+                )
+        return reasons

@@ -1,0 +1,331 @@
+"""CreateTopics, DeleteTopics and CreatePartitions (the topic half of Kafka's
+``ReplicationControlManager``, with ``ConfigurationControlManager``'s topic configs)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from metadata_records.errors import ApiError, Errors
+from metadata_records.records import (
+    TOPIC_RESOURCE,
+    ConfigRecord,
+    PartitionRecord,
+    Record,
+    RemoveTopicRecord,
+    TopicRecord,
+    topic_name_problem,
+)
+
+from .messages import (
+    ControllerResult,
+    CreatableTopic,
+    CreatableTopicResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from .placement import PlacementError, place
+
+if TYPE_CHECKING:
+    from .controller import Controller
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+TOPIC_CONFIGS = (MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION)
+
+
+class _Reject(Exception):
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(message)
+        self.api_error = ApiError(error, message)
+
+
+def _config_problem(name: str, value: str | None) -> str | None:
+    if name not in TOPIC_CONFIGS:
+        return f"Unknown topic config name: {name} (supported: {', '.join(TOPIC_CONFIGS)})"
+    if value is None:
+        return f"Null value not supported for topic config {name}"
+    if name == UNCLEAN_LEADER_ELECTION and value.lower() not in ("true", "false"):
+        return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+    if name == MIN_INSYNC_REPLICAS:
+        try:
+            if int(value) < 1:
+                raise ValueError
+        except ValueError:
+            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
+    return None
+
+
+def _normalized(name: str) -> str:
+    # '.' and '_' collide in metric names, so Kafka refuses names differing only there.
+    return name.replace(".", "_")
+
+
+class TopicControlManager:
+    def __init__(self, controller: Controller) -> None:
+        self.c = controller
+
+    # ------------------------------------------------------------ assignments
+
+    def manual_assignment_problem(self, replicas: tuple[int, ...]) -> ApiError | None:
+        """Why a replica list given by an operator is not acceptable, or None."""
+        try:
+            self._validate_manual(replicas, None, 0)
+        except _Reject as r:
+            return r.api_error
+        return None
+
+    def _validate_manual(self, replicas: tuple[int, ...], expected_rf: int | None, pid: int) -> None:
+        """Kafka's ``validateManualPartitionAssignment``."""
+        view = self.c.view
+        if not replicas:
+            raise _Reject(
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        seen: set[int] = set()
+        for broker in replicas:
+            if view.broker(broker) is None:
+                raise _Reject(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker}, but no such "
+                    "broker is registered.",
+                )
+            if broker in seen:
+                raise _Reject(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {broker} more than once.",
+                )
+            seen.add(broker)
+        if expected_rf is not None and len(replicas) != expected_rf:
+            raise _Reject(
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                f"replica(s), but this is not consistent with previous partitions, which have "
+                f"{expected_rf} replica(s).",
+            )
+
+    def _partition_record(
+        self, topic_id: str, pid: int, replicas: tuple[int, ...], manual: bool
+    ) -> PartitionRecord:
+        """ISR = the active replicas in assignment order; leader = the first."""
+        view = self.c.view
+        isr = tuple(b for b in replicas if view.is_active(b))
+        if not isr:
+            if manual:
+                raise _Reject(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{pid} are fenced or in controlled shutdown.",
+                )
+            raise _Reject(
+                Errors.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate partition {pid}: every chosen replica {list(replicas)} "
+                "is fenced or in controlled shutdown.",
+            )
+        return PartitionRecord(
+            partition_id=pid,
+            topic_id=topic_id,
+            replicas=replicas,
+            isr=isr,
+            leader=isr[0],
+            leader_epoch=0,
+            partition_epoch=0,
+        )
+
+    def _placed(self, count: int, rf: int, first_partition: int) -> list[tuple[int, ...]]:
+        view = self.c.view
+        regs = list(view.brokers())
+        usable = [(r.broker_id, r.rack) for r in regs if not r.fenced]
+        try:
+            return place(usable, len(regs), count, rf, view.partition_count, first_partition)
+        except PlacementError as e:
+            raise _Reject(Errors.INVALID_REPLICATION_FACTOR, str(e)) from None
+
+    # ------------------------------------------------------------ CreateTopics
+
+    def create_topics(self, req: CreateTopicsRequest, now_ms: int) -> ControllerResult:
+        counts: dict[str, int] = {}
+        for t in req.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        taken = {_normalized(n): n for n in self.c.view.topic_names()}
+        records: list[Record] = []
+        results = []
+        for t in req.topics:
+            if counts[t.name] > 1:
+                results.append(
+                    CreatableTopicResult(t.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
+                )
+                continue
+            try:
+                topic_records, result = self._create_topic(t, taken)
+            except _Reject as r:
+                results.append(
+                    CreatableTopicResult(t.name, r.api_error.error, r.api_error.message)
+                )
+                continue
+            records += topic_records
+            taken[_normalized(t.name)] = t.name
+            results.append(result)
+        return ControllerResult(tuple(records), CreateTopicsResponse(tuple(results)))
+
+    def _create_topic(
+        self, t: CreatableTopic, taken: dict[str, str]
+    ) -> tuple[list[Record], CreatableTopicResult]:
+        view = self.c.view
+        problem = topic_name_problem(t.name)
+        if problem is not None:
+            raise _Reject(Errors.INVALID_TOPIC_EXCEPTION, problem)
+        if view.topic_id(t.name) is not None or taken.get(_normalized(t.name)) == t.name:
+            raise _Reject(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+        other = taken.get(_normalized(t.name))
+        if other is not None:
+            raise _Reject(
+                Errors.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{t.name}' collides with existing topic: {other}",
+            )
+        configs: dict[str, str] = {}
+        for name, value in t.configs:
+            problem = _config_problem(name, value)
+            if problem is not None:
+                raise _Reject(Errors.INVALID_CONFIG, problem)
+            configs[name] = value
+
+        if t.assignments:
+            if t.num_partitions != -1:
+                raise _Reject(
+                    Errors.INVALID_REQUEST,
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.",
+                )
+            if t.replication_factor != -1:
+                raise _Reject(
+                    Errors.INVALID_REQUEST,
+                    "A manual partition assignment was specified, but replicationFactor was not "
+                    "set to -1.",
+                )
+            by_index = dict(t.assignments)
+            if len(by_index) != len(t.assignments) or sorted(by_index) != list(range(len(by_index))):
+                raise _Reject(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    "Partitions of a manual assignment must be numbered 0, 1, 2, ... without gaps "
+                    f"or repeats; got {sorted(i for i, _ in t.assignments)}",
+                )
+            assignment = [tuple(by_index[i]) for i in range(len(by_index))]
+            rf = len(assignment[0])
+            for pid, replicas in enumerate(assignment):
+                self._validate_manual(replicas, rf, pid)
+            manual = True
+        else:
+            count = self.c.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+            if count <= 0:
+                raise _Reject(
+                    Errors.INVALID_PARTITIONS,
+                    f"Number of partitions was set to an invalid non-positive value {count}.",
+                )
+            registered = len(view.broker_ids())
+            rf = (
+                min(self.c.config.max_default_replication_factor, registered)
+                if t.replication_factor == -1
+                else t.replication_factor
+            )
+            if t.replication_factor != -1 and rf <= 0:
+                raise _Reject(
+                    Errors.INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                )
+            if rf <= 0:
+                raise _Reject(
+                    Errors.INVALID_REPLICATION_FACTOR,
+                    "Unable to replicate the partition: no brokers are registered.",
+                )
+            assignment = self._placed(count, rf, 0)
+            manual = False
+
+        topic_id = self.c.new_topic_id()
+        records: list[Record] = [TopicRecord(name=t.name, topic_id=topic_id)]
+        records += [
+            ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
+            for k, v in sorted(configs.items())
+        ]
+        records += [
+            self._partition_record(topic_id, pid, replicas, manual)
+            for pid, replicas in enumerate(assignment)
+        ]
+        return records, CreatableTopicResult(
+            t.name, Errors.NONE, None, topic_id, len(assignment), rf
+        )
+
+    # ------------------------------------------------------------ DeleteTopics
+
+    def delete_topics(self, req: DeleteTopicsRequest, now_ms: int) -> ControllerResult:
+        view = self.c.view
+        counts: dict[str, int] = {}
+        for name in req.names:
+            counts[name] = counts.get(name, 0) + 1
+        records: list[Record] = []
+        results = []
+        for name in req.names:
+            topic_id = view.topic_id(name)
+            if counts[name] > 1:
+                results.append(DeletableTopicResult(name, Errors.INVALID_REQUEST, "Duplicate topic name."))
+            elif topic_id is None:
+                results.append(
+                    DeletableTopicResult(
+                        name, Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+                    )
+                )
+            else:
+                records.append(RemoveTopicRecord(topic_id=topic_id))
+                results.append(DeletableTopicResult(name, Errors.NONE, None, topic_id))
+        return ControllerResult(tuple(records), DeleteTopicsResponse(tuple(results)))
+
+    # ------------------------------------------------------------ CreatePartitions
+
+    def create_partitions(self, req: CreatePartitionsRequest, now_ms: int) -> ControllerResult:
+        try:
+            records = self._create_partitions(req)
+        except _Reject as r:
+            return ControllerResult(
+                (), CreatePartitionsResponse(req.name, r.api_error.error, r.api_error.message)
+            )
+        return ControllerResult(tuple(records), CreatePartitionsResponse(req.name))
+
+    def _create_partitions(self, req: CreatePartitionsRequest) -> list[Record]:
+        view = self.c.view
+        topic_id = view.topic_id(req.name)
+        if topic_id is None:
+            raise _Reject(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
+        existing = view.partition_ids(topic_id)
+        current = len(existing)
+        if req.count < current:
+            raise _Reject(
+                Errors.INVALID_PARTITIONS,
+                f"The topic {req.name} currently has {current} partition(s); {req.count} would "
+                "not be an increase.",
+            )
+        if req.count == current:
+            raise _Reject(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        added = req.count - current
+        rf = len(view.partition(topic_id, existing[0]).replicas) if existing else 1
+        if req.assignments is not None:
+            if len(req.assignments) != added:
+                raise _Reject(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(req.assignments)} assignment(s) were specified.",
+                )
+            for i, replicas in enumerate(req.assignments):
+                self._validate_manual(tuple(replicas), rf, current + i)
+            assignment = [tuple(r) for r in req.assignments]
+            manual = True
+        else:
+            assignment = self._placed(added, rf, current)
+            manual = False
+        return [
+            self._partition_record(topic_id, current + i, replicas, manual)
+            for i, replicas in enumerate(assignment)
+        ]
