@@ -35,7 +35,12 @@ class DecodeError(ValueError):
 def _encode_value(kind: Kind, value: Any) -> Any:
     if kind is Kind.ENDPOINTS:
         return [
-            {"name": e.name, "host": e.host, "port": e.port, "securityProtocol": e.security_protocol}
+            {
+                "name": e.name,
+                "host": e.host,
+                "port": e.port,
+                "securityProtocol": e.security_protocol,
+            }
             for e in value
         ]
     if kind is Kind.FEATURES:

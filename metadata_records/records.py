@@ -256,7 +256,7 @@ def topic_name_problem(name: str) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > TOPIC_NAME_MAX_LENGTH:
         return (
             f"Topic name is illegal, it can't be longer than {TOPIC_NAME_MAX_LENGTH} characters, "
@@ -264,7 +264,7 @@ def topic_name_problem(name: str) -> str | None:
         )
     if not _TOPIC_NAME_RE.match(name):
         return (
-            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"
         )
     return None

@@ -92,7 +92,8 @@ def _row(value: Any, spec: tuple, where: str) -> list:
     if type(value) is not list or len(value) != len(spec):
         raise DecodeError(f"{where}: expected an array of {len(spec)} fields")
     return [
-        _decode_value(kind, v, f"{where}.{name}") for (name, kind), v in zip(spec, value, strict=True)
+        _decode_value(kind, v, f"{where}.{name}")
+        for (name, kind), v in zip(spec, value, strict=True)
     ]
 
 

@@ -78,7 +78,8 @@ class ClusterControlManager:
             )
         if req.is_migrating_zk_broker:
             return fail(
-                Errors.BROKER_ID_NOT_REGISTERED, "Controller does not support registering ZK brokers."
+                Errors.BROKER_ID_NOT_REGISTERED,
+                "Controller does not support registering ZK brokers.",
             )
         problem = self._feature_problem(req)
         if problem is not None:

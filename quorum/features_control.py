@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from .controller import Controller
 
 
-def bootstrap_records(view: ImageDelta, metadata_version: int = BOOTSTRAP_METADATA_VERSION) -> list[Record]:
+def bootstrap_records(
+    view: ImageDelta, metadata_version: int = BOOTSTRAP_METADATA_VERSION
+) -> list[Record]:
     """What the first active controller writes into an empty log."""
     if view.feature(METADATA_VERSION, 0) != 0:
         return []
@@ -46,7 +48,9 @@ class FeatureControlManager:
             )
 
         if req.name != METADATA_VERSION:
-            return fail(f"The controller does not support the feature; only {METADATA_VERSION} is known.")
+            return fail(
+                f"The controller does not support the feature; only {METADATA_VERSION} is known."
+            )
         if not MIN_METADATA_VERSION <= req.level <= MAX_METADATA_VERSION:
             return fail(
                 f"The controller only supports versions {MIN_METADATA_VERSION}-{MAX_METADATA_VERSION}."

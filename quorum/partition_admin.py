@@ -88,7 +88,9 @@ class PartitionAdminManager:
             current = part.replicas
             removing = tuple(r for r in current if r not in target)
             adding = tuple(r for r in target if r not in current)
-            builder = PartitionChangeBuilder(part, topic_id, p.partition_index, view.is_active, election)
+            builder = PartitionChangeBuilder(
+                part, topic_id, p.partition_index, view.is_active, election
+            )
             builder.target_replicas = target + removing
             builder.target_removing = removing
             builder.target_adding = adding
@@ -152,7 +154,9 @@ class PartitionAdminManager:
             election = Election.PREFERRED
         else:
             if part.leader != NO_LEADER:
-                return ApiError(Errors.ELECTION_NOT_NEEDED, f"{tp} already has leader {part.leader}")
+                return ApiError(
+                    Errors.ELECTION_NOT_NEEDED, f"{tp} already has leader {part.leader}"
+                )
             election = Election.UNCLEAN
         record = PartitionChangeBuilder(part, topic_id, pid, view.is_active, election).build()
         if record is None:

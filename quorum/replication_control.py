@@ -100,7 +100,9 @@ class ReplicationControlManager:
                 records.append(record)
         return records
 
-    def handle_broker_fenced(self, broker_id: int, *, redundant_record: bool = True) -> list[Record]:
+    def handle_broker_fenced(
+        self, broker_id: int, *, redundant_record: bool = True
+    ) -> list[Record]:
         """ISR removals (with new leaders), then the fence record."""
         reg = self.c.view.broker(broker_id)
         records = self.generate_leader_and_isr_updates(
@@ -126,7 +128,9 @@ class ReplicationControlManager:
         )
         return records
 
-    def handle_broker_in_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[Record]:
+    def handle_broker_in_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> list[Record]:
         """The in-controlled-shutdown record (KIP-841, metadata.version 2), then
         the broker leaves every ISR and hands over its leaderships."""
         view = self.c.view
@@ -148,7 +152,9 @@ class ReplicationControlManager:
 
     # ------------------------------------------------------------ heartbeats
 
-    def process_broker_heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
+    def process_broker_heartbeat(
+        self, req: BrokerHeartbeatRequest, now_ms: int
+    ) -> ControllerResult:
         view = self.c.view
         heartbeats = self.c.heartbeats
         reg = view.broker(req.broker_id)
@@ -182,9 +188,7 @@ class ReplicationControlManager:
             if nxt is BrokerControlState.UNFENCED:
                 records = self.handle_broker_unfenced(req.broker_id, req.broker_epoch)
             elif nxt is BrokerControlState.CONTROLLED_SHUTDOWN:
-                records = self.handle_broker_in_controlled_shutdown(
-                    req.broker_id, req.broker_epoch
-                )
+                records = self.handle_broker_in_controlled_shutdown(req.broker_id, req.broker_epoch)
                 # Active brokers must replicate past these records before this
                 # broker may stop (Kafka's processBatchEndOffset).
                 heartbeats.start_controlled_shutdown(
@@ -236,15 +240,21 @@ class ReplicationControlManager:
             for topic in req.topics:
                 if version > 1:
                     topic_id = topic.topic_id
-                    known = topic_id is not None and topic_id != ZERO_UUID and view.has_topic(topic_id)
+                    known = (
+                        topic_id is not None and topic_id != ZERO_UUID and view.has_topic(topic_id)
+                    )
                     label = f"topic id {topic_id}"
                 else:
-                    topic_id = view.topic_id(topic.topic_name) if topic.topic_name is not None else None
+                    topic_id = (
+                        view.topic_id(topic.topic_name) if topic.topic_name is not None else None
+                    )
                     known = topic_id is not None
                     label = f"topic {topic.topic_name!r}"
                 if not known:
                     error = (
-                        Errors.UNKNOWN_TOPIC_ID if version > 1 else Errors.UNKNOWN_TOPIC_OR_PARTITION
+                        Errors.UNKNOWN_TOPIC_ID
+                        if version > 1
+                        else Errors.UNKNOWN_TOPIC_OR_PARTITION
                     )
                     results = tuple(
                         AlterPartitionPartitionResult(p.partition_index, error, f"unknown {label}")
@@ -264,7 +274,9 @@ class ReplicationControlManager:
         except _AbortRequest as abort:
             # Kafka throws here and answers UNKNOWN_SERVER_ERROR (and resigns);
             # it is the request that is wrong, so say so and write nothing.
-            return ControllerResult((), AlterPartitionResponse(Errors.INVALID_REQUEST, abort.message))
+            return ControllerResult(
+                (), AlterPartitionResponse(Errors.INVALID_REQUEST, abort.message)
+            )
         return ControllerResult(
             tuple(records), AlterPartitionResponse(Errors.NONE, None, tuple(topic_results))
         )
@@ -393,7 +405,10 @@ class ReplicationControlManager:
                 Errors.INVALID_REQUEST,
                 f"a RECOVERING partition ({tp}) must have an ISR of one broker, got {list(new_isr)}",
             )
-        if part.leader_recovery_state == LRS_RECOVERED and p.leader_recovery_state == LRS_RECOVERING:
+        if (
+            part.leader_recovery_state == LRS_RECOVERED
+            and p.leader_recovery_state == LRS_RECOVERING
+        ):
             return ApiError(
                 Errors.INVALID_REQUEST, f"{tp} is RECOVERED and cannot go back to RECOVERING"
             )

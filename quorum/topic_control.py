@@ -79,7 +79,9 @@ class TopicControlManager:
             return r.api_error
         return None
 
-    def _validate_manual(self, replicas: tuple[int, ...], expected_rf: int | None, pid: int) -> None:
+    def _validate_manual(
+        self, replicas: tuple[int, ...], expected_rf: int | None, pid: int
+    ) -> None:
         """Kafka's ``validateManualPartitionAssignment``."""
         view = self.c.view
         if not replicas:
@@ -164,9 +166,7 @@ class TopicControlManager:
             try:
                 topic_records, result = self._create_topic(t, taken)
             except _Reject as r:
-                results.append(
-                    CreatableTopicResult(t.name, r.api_error.error, r.api_error.message)
-                )
+                results.append(CreatableTopicResult(t.name, r.api_error.error, r.api_error.message))
                 continue
             records += topic_records
             taken[_normalized(t.name)] = t.name
@@ -208,7 +208,9 @@ class TopicControlManager:
                     "set to -1.",
                 )
             by_index = dict(t.assignments)
-            if len(by_index) != len(t.assignments) or sorted(by_index) != list(range(len(by_index))):
+            if len(by_index) != len(t.assignments) or sorted(by_index) != list(
+                range(len(by_index))
+            ):
                 raise _Reject(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     "Partitions of a manual assignment must be numbered 0, 1, 2, ... without gaps "
@@ -220,7 +222,9 @@ class TopicControlManager:
                 self._validate_manual(replicas, rf, pid)
             manual = True
         else:
-            count = self.c.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+            count = (
+                self.c.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+            )
             if count <= 0:
                 raise _Reject(
                     Errors.INVALID_PARTITIONS,
@@ -271,7 +275,9 @@ class TopicControlManager:
         for name in req.names:
             topic_id = view.topic_id(name)
             if counts[name] > 1:
-                results.append(DeletableTopicResult(name, Errors.INVALID_REQUEST, "Duplicate topic name."))
+                results.append(
+                    DeletableTopicResult(name, Errors.INVALID_REQUEST, "Duplicate topic name.")
+                )
             elif topic_id is None:
                 results.append(
                     DeletableTopicResult(

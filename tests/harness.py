@@ -72,14 +72,18 @@ class ControllerHarness:
             self.commit(
                 [
                     LeaderChangeRecord(controller_epoch=1, leader_id=0, leader_url="http://c0"),
-                    FeatureLevelRecord(name="metadata.version", feature_level=self.metadata_version),
+                    FeatureLevelRecord(
+                        name="metadata.version", feature_level=self.metadata_version
+                    ),
                 ],
                 leader_change=True,
             )
 
     # ------------------------------------------------------------ log
 
-    def commit(self, records: list[Record] | tuple[Record, ...], leader_change: bool = False) -> None:
+    def commit(
+        self, records: list[Record] | tuple[Record, ...], leader_change: bool = False
+    ) -> None:
         """Applies records as one batch, as every voter would, and moves the controller on."""
         epoch = records[0].controller_epoch if leader_change else self.image.controller_epoch
         batch = Batch(epoch, self.now_ms, tuple(records))
