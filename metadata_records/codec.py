@@ -97,6 +97,14 @@ def encode_batch(batch: Batch) -> bytes:
 # ---------------------------------------------------------------- decoding
 
 
+def brief(value: Any) -> str:
+    """A short, safe rendering of an untrusted value for an error message
+    (str() of a value nested a thousand deep would raise RecursionError)."""
+    if isinstance(value, dict | list):
+        return f"<{type(value).__name__} of {len(value)}>"
+    return repr(value)[:60]
+
+
 def _int(value: Any, kind: Kind, where: str) -> int:
     # bool is an int in Python but never in Kafka's schemas.
     if type(value) is not int:
@@ -127,7 +135,7 @@ def _obj(value: Any, where: str, keys: tuple[str, ...]) -> dict:
         raise DecodeError(f"{where}: missing field {missing[0]!r}")
     extra = [k for k in value if k not in keys]
     if extra:
-        raise DecodeError(f"{where}: unknown field {extra[0]!r}")
+        raise DecodeError(f"{where}: unknown field {brief(extra[0])}")
     return value
 
 
@@ -200,12 +208,11 @@ def record_from_obj(obj: Any, where: str = "record") -> Record:
     type_name = obj.get("type")
     cls = RECORD_TYPES.get(type_name) if type(type_name) is str else None
     if cls is None:
-        raise DecodeError(f"{where}: unknown record type {str(type_name)[:60]!r}")
+        raise DecodeError(f"{where}: unknown record type {brief(type_name)}")
     version = obj.get("version")
     if type(version) is not int or not 0 <= version <= cls.MAX_VERSION:
         raise DecodeError(
-            f"{where}: {type_name} version {str(version)[:20]} is not supported "
-            f"(0..{cls.MAX_VERSION})"
+            f"{where}: {type_name} version {brief(version)} is not supported (0..{cls.MAX_VERSION})"
         )
     data = obj.get("data")
     if type(data) is not dict:
@@ -222,7 +229,7 @@ def record_from_obj(obj: Any, where: str = "record") -> Record:
             raise DecodeError(f"{where}: {type_name} v{version} requires field {spec.key!r}")
     for key in data:
         if key not in known:
-            raise DecodeError(f"{where}: {type_name} v{version} has no field {str(key)[:60]!r}")
+            raise DecodeError(f"{where}: {type_name} v{version} has no field {brief(key)}")
     return cls(**values, version=version)
 
 
@@ -240,7 +247,7 @@ def decode_batch(data: Any) -> Batch:
     if type(obj) is not dict:
         raise DecodeError(f"batch: expected object, got {type(obj).__name__}")
     if type(obj.get("format")) is not int or obj["format"] != BATCH_FORMAT:
-        raise DecodeError(f"batch: unsupported format {str(obj.get('format'))[:20]}")
+        raise DecodeError(f"batch: unsupported format {brief(obj.get('format'))}")
     epoch = _int(obj.get("controllerEpoch"), Kind.INT32, "batch.controllerEpoch")
     ts = _int(obj.get("timestampMs"), Kind.INT64, "batch.timestampMs")
     records = _list(obj.get("records"), "batch.records")

@@ -25,6 +25,9 @@ from .image import (
 from .records import (
     FENCE,
     IN_CONTROLLED_SHUTDOWN,
+    LRS_NO_CHANGE,
+    LRS_RECOVERED,
+    LRS_RECOVERING,
     NO_CHANGE,
     TOPIC_RESOURCE,
     UNFENCE,
@@ -41,6 +44,8 @@ from .records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+
+_LRS = (LRS_RECOVERED, LRS_RECOVERING)  # Kafka's LeaderRecoveryState.of rejects the rest
 
 
 def batch_applies(controller_epoch: int, batch: Batch) -> bool:
@@ -236,7 +241,7 @@ class ImageDelta:
         return True
 
     def _replay_partition(self, r: PartitionRecord, offset: int) -> bool:
-        if self._topic(r.topic_id) is None:
+        if self._topic(r.topic_id) is None or r.leader_recovery_state not in _LRS:
             return False
         if self.partition(r.topic_id, r.partition_id) is None:
             self.partition_count += 1
@@ -247,7 +252,9 @@ class ImageDelta:
 
     def _replay_partition_change(self, r: PartitionChangeRecord, offset: int) -> bool:
         part = self.partition(r.topic_id, r.partition_id)
-        if part is None:
+        if part is None or (
+            r.leader_recovery_state != LRS_NO_CHANGE and r.leader_recovery_state not in _LRS
+        ):
             return False
         self._partitions.setdefault(r.topic_id, {})[r.partition_id] = part.merge(r)
         return True
@@ -278,6 +285,8 @@ class ImageDelta:
         return True
 
     def _replay_feature(self, r: FeatureLevelRecord, offset: int) -> bool:
+        if r.feature_level < 0:
+            return False
         self._features[r.name] = r.feature_level if r.feature_level != 0 else None
         return True
 

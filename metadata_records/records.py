@@ -248,7 +248,7 @@ class Batch:
 
 # Kafka's topic name rule (org.apache.kafka.common.internals.Topic).
 TOPIC_NAME_MAX_LENGTH = 249
-_TOPIC_NAME_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+_TOPIC_NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def topic_name_problem(name: str) -> str | None:
@@ -262,7 +262,7 @@ def topic_name_problem(name: str) -> str | None:
             f"Topic name is illegal, it can't be longer than {TOPIC_NAME_MAX_LENGTH} characters, "
             f"topic name: {name[:40]}..."
         )
-    if not _TOPIC_NAME_RE.match(name):
+    if not _TOPIC_NAME_RE.fullmatch(name):
         return (
             f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"

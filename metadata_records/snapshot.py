@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj
+from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj, brief
 from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from .records import Kind
 
@@ -101,7 +101,7 @@ def decode_image(data: Any) -> MetadataImage:
     """An image from ``encode_image`` bytes; DecodeError names what is wrong."""
     obj = _obj(_loads(data, "snapshot"), "snapshot", _IMAGE_KEYS)
     if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
-        raise DecodeError(f"snapshot: unsupported format {str(obj['format'])[:20]}")
+        raise DecodeError(f"snapshot: unsupported format {brief(obj['format'])}")
     features = obj["features"]
     if type(features) is not dict:
         raise DecodeError("snapshot.features: expected object")
@@ -132,13 +132,19 @@ def decode_image(data: Any) -> MetadataImage:
             raise DecodeError(f"{where}.partitions: expected array")
         partitions: dict[int, PartitionRegistration] = {}
         for j, row in enumerate(t["partitions"]):
-            pid, *rest = _row(row, _PARTITION_FIELDS, f"{where}.partitions[{j}]")
-            partitions[pid] = PartitionRegistration(*rest)
+            pid, replicas, isr, *rest = _row(row, _PARTITION_FIELDS, f"{where}.partitions[{j}]")
+            if pid in partitions:
+                raise DecodeError(f"{where}.partitions[{j}]: partition {pid} appears twice")
+            isr = replicas if isr == replicas else isr  # share, as apply does
+            partitions[pid] = PartitionRegistration(replicas, isr, *rest)
         count += len(partitions)
         topics[topic_id] = TopicImage(name, topic_id, partitions, configs)
         topic_ids[name] = topic_id
     for name, level in features.items():
-        _int(level, Kind.INT16, f"snapshot.features.{name}")
+        if _int(level, Kind.INT16, f"snapshot.features.{name}") < 1:
+            raise DecodeError(
+                f"snapshot.features.{name}: level {level} (a finalized level is >= 1)"
+            )
     leader_url = obj["leaderUrl"]
     if leader_url is not None and type(leader_url) is not str:
         raise DecodeError("snapshot.leaderUrl: expected string or null")

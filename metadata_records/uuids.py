@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import uuid as _uuid
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 # Kafka reserves the zero UUID and the metadata topic's id (1); neither is ever a topic id.
 METADATA_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 _RESERVED = frozenset({ZERO_UUID, METADATA_TOPIC_ID})
+# uuid.UUID() alone is lenient (strips hyphens, braces, accepts Unicode digits).
+_STANDARD = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
 
 
 class InvalidUuid(ValueError):
@@ -39,10 +44,9 @@ def parse_uuid(text: object) -> str:
             raise InvalidUuid(f"{text!r} is not a canonical base64url UUID")
         return text
     if len(text) == 36:
-        try:
-            return uuid_from_bytes(_uuid.UUID(text).bytes)
-        except ValueError:
-            raise InvalidUuid(f"{text!r} is not a UUID") from None
+        if not _STANDARD.fullmatch(text):
+            raise InvalidUuid(f"{text!r} is not a UUID (expected 8-4-4-4-12 hex digits)")
+        return uuid_from_bytes(_uuid.UUID(text).bytes)
     raise InvalidUuid(
         f"{text[:40]!r} is not a UUID (22 base64url or 36 standard characters expected)"
     )

@@ -43,6 +43,7 @@ def next_state(
     want_fence: bool,
     want_shut_down: bool,
     caught_up: bool,
+    in_controlled_shutdown: bool,
     leads_any: bool,
     shutdown_offset_replicated: bool,
 ) -> BrokerControlState:
@@ -50,7 +51,9 @@ def next_state(
     | current             | request / condition                         | next                |
     |---------------------|---------------------------------------------|---------------------|
     | FENCED              | wantShutDown                                | SHUTDOWN_NOW        |
-    | FENCED              | !wantFence and caught up                    | UNFENCED            |
+    | FENCED              | !wantFence, caught up, registration not in  | UNFENCED            |
+    |                     | controlled shutdown (only a new incarnation |                     |
+    |                     | leaves it, KIP-841)                         |                     |
     | FENCED              | otherwise                                   | FENCED              |
     | UNFENCED            | wantFence and wantShutDown                  | SHUTDOWN_NOW        |
     | UNFENCED            | wantFence                                   | FENCED              |
@@ -63,7 +66,9 @@ def next_state(
     if current is S.FENCED:
         if want_shut_down:
             return S.SHUTDOWN_NOW
-        if not want_fence and caught_up:
+        if not want_fence and caught_up and not in_controlled_shutdown:
+            # Kafka would unfence a broker told to shut down that keeps
+            # heartbeating, and let it lead while still in controlled shutdown.
             return S.UNFENCED
         return S.FENCED
     if current is S.UNFENCED:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import METADATA_VERSION, register_broker_record_version
-from metadata_records.records import FeatureRange, RegisterBrokerRecord
+from metadata_records.records import FeatureRange, Record, RegisterBrokerRecord
 
 from .messages import BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerResult
 
@@ -88,6 +88,7 @@ class ClusterControlManager:
         features = req.features
         if not any(f.name == METADATA_VERSION for f in features):
             features = (*features, FeatureRange(METADATA_VERSION, 1, 1))
+        records: list[Record] = []
         if existing is not None and existing.incarnation_id == req.incarnation_id:
             # Amending a registration keeps epoch and state (KAFKA-16757, KAFKA-16952).
             epoch, fenced, shutdown = (
@@ -96,8 +97,14 @@ class ClusterControlManager:
                 existing.in_controlled_shutdown,
             )
         else:
+            if existing is not None and not existing.fenced:
+                # The old incarnation's session expired but nobody fenced it yet.
+                # Kafka (without ELR) lets the new incarnation inherit its
+                # leaderships at the same leader epoch; we fence the old one
+                # first, so no fenced broker ever leads or sits in an ISR.
+                records = self.c.replication.handle_broker_fenced(req.broker_id)
             # KIP-380 in KRaft: the epoch is the offset of this very record.
-            epoch, fenced, shutdown = view.next_offset, True, False
+            epoch, fenced, shutdown = view.next_offset + len(records), True, False
             self.c.heartbeats.register(req.broker_id, now_ms)
         record = RegisterBrokerRecord(
             broker_id=req.broker_id,
@@ -110,4 +117,7 @@ class ClusterControlManager:
             in_controlled_shutdown=shutdown,
             version=register_broker_record_version(view.metadata_version),
         )
-        return ControllerResult((record,), BrokerRegistrationResponse(Errors.NONE, None, epoch))
+        records.append(record)
+        return ControllerResult(
+            tuple(records), BrokerRegistrationResponse(Errors.NONE, None, epoch)
+        )

@@ -65,17 +65,25 @@ class PartitionAdminManager:
                 return ApiError(
                     Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
                 )
-            # Revert: drop what the reassignment was adding, keep what it was removing.
+            # Revert (Kafka's PartitionReassignmentRevert): drop what the
+            # reassignment was adding, keep what it was removing.
             adding = set(part.adding_replicas)
             replicas = tuple(r for r in part.replicas if r not in adding)
             isr = tuple(r for r in part.isr if r not in adding)
-            builder = PartitionChangeBuilder(part, topic_id, p.partition_index, view.is_active)
             if not isr:
-                # Every original replica left the ISR: only an unclean election
-                # can give the reverted partition a leader.
-                builder.election = Election.UNCLEAN
-            else:
-                builder.election = election
+                # Only added replicas are in sync: reverting means trusting an
+                # out-of-sync original replica, which only an unclean topic allows.
+                if election is not Election.UNCLEAN:
+                    return ApiError(
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unable to revert partition assignment for {tp} because it would "
+                        "require an unclean leader election (unclean.leader.election.enable "
+                        "is false for the topic).",
+                    )
+                isr = replicas[:1]
+            builder = PartitionChangeBuilder(
+                part, topic_id, p.partition_index, view.is_active, election
+            )
             builder.target_isr = isr
             builder.target_replicas = replicas
             builder.target_removing = ()

@@ -179,6 +179,7 @@ class ReplicationControlManager:
             want_fence=req.want_fence,
             want_shut_down=req.want_shut_down,
             caught_up=caught_up,
+            in_controlled_shutdown=reg.in_controlled_shutdown,
             leads_any=leads_any,
             shutdown_offset_replicated=session.controlled_shutdown_offset
             <= heartbeats.lowest_active_offset(view),

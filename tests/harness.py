@@ -161,7 +161,7 @@ class ControllerHarness:
             resp = self.heartbeat(b)
             assert resp.error == 0 and not resp.is_fenced, resp
 
-    def create_topic(self, name: str, partitions: int = 1, rf: int = -1, **kw) -> object:
+    def create_topic(self, name: str, partitions: int = -1, rf: int = -1, **kw) -> object:
         resp = self.run(CreateTopicsRequest((CreatableTopic(name, partitions, rf, **kw),)))
         return resp.topics[0]
 

@@ -1,0 +1,1 @@
+"""The ``metaquorum`` console script: the one place that wires the others."""

@@ -1,0 +1,166 @@
+"""Broker registration (SEMANTICS 3): epochs, validation order, amendments."""
+
+from metadata_records.errors import Errors
+from metadata_records.records import FeatureRange, RegisterBrokerRecord
+from quorum.messages import BrokerRegistrationRequest
+
+from .harness import CLUSTER_ID, ControllerHarness, incarnation
+
+
+def test_new_incarnation_gets_the_offset_of_its_record_as_epoch_and_starts_fenced():
+    h = ControllerHarness()
+    offset = h.image.next_offset
+    resp = h.register(1)
+    assert resp.error is Errors.NONE and resp.broker_epoch == offset
+    (record,) = h.last.records
+    assert isinstance(record, RegisterBrokerRecord)
+    assert record.broker_epoch == offset and record.fenced and not record.in_controlled_shutdown
+    reg = h.image.brokers[1]
+    assert reg.epoch == reg.registration_offset == offset and reg.fenced
+    assert h.register(2).broker_epoch == offset + 1
+
+
+def test_epochs_follow_offsets_inside_one_batch():
+    h = ControllerHarness()
+    base = h.image.next_offset
+    results = [
+        h.decide(
+            BrokerRegistrationRequest(
+                b, CLUSTER_ID, incarnation(b), features=(FeatureRange("metadata.version", 1, 2),)
+            )
+        )
+        for b in (1, 2, 3)
+    ]
+    assert [r.response.broker_epoch for r in results] == [base, base + 1, base + 2]
+    h.commit([rec for r in results for rec in r.records])
+    assert [h.image.brokers[b].epoch for b in (1, 2, 3)] == [base, base + 1, base + 2]
+
+
+def test_cluster_id_is_checked_first_and_nothing_is_written():
+    h = ControllerHarness()
+    before = h.image.next_offset
+    resp = h.register(1, cluster_id="other", is_migrating_zk_broker=True, features=())
+    assert resp.error is Errors.INCONSISTENT_CLUSTER_ID and resp.broker_epoch == -1
+    assert "Expected cluster ID test-cluster, but got cluster ID other" == resp.error_message
+    assert h.image.next_offset == before
+
+
+def test_duplicate_registration_while_the_session_is_valid():
+    h = ControllerHarness(session_timeout_ms=9000)
+    h.start_brokers(1)
+    resp = h.register(1, generation=1)
+    assert resp.error is Errors.DUPLICATE_BROKER_REGISTRATION
+    assert "session is still valid" in resp.error_message
+    h.advance(9001)  # the session expired, although nobody fenced the broker yet
+    resp = h.register(1, generation=1)
+    assert resp.error is Errors.NONE and resp.broker_epoch > h.epochs.get(1, 0) - 1
+
+
+def test_a_fenced_broker_can_always_be_replaced():
+    h = ControllerHarness()
+    h.start_brokers(1)
+    h.heartbeat(1, want_fence=True)
+    assert h.image.brokers[1].fenced
+    resp = h.register(1, generation=1)
+    assert resp.error is Errors.NONE
+
+
+def test_a_broker_in_controlled_shutdown_still_has_a_session():
+    h = ControllerHarness()
+    h.start_brokers(1, 2)
+    h.create_topic("t", 2, 2)
+    assert not h.heartbeat(1, want_shut_down=True).is_fenced
+    assert h.image.brokers[1].in_controlled_shutdown
+    assert h.register(1, generation=1).error is Errors.DUPLICATE_BROKER_REGISTRATION
+
+
+def test_zk_migrating_brokers_are_refused():
+    h = ControllerHarness()
+    resp = h.register(1, is_migrating_zk_broker=True)
+    assert resp.error is Errors.BROKER_ID_NOT_REGISTERED
+    assert resp.error_message == "Controller does not support registering ZK brokers."
+
+
+def test_feature_ranges_must_contain_the_finalized_level():
+    h = ControllerHarness(metadata_version=2)
+    resp = h.register(1, features=())  # no metadata.version: treated as [1, 1]
+    assert resp.error is Errors.UNSUPPORTED_VERSION
+    assert resp.error_message == (
+        "Unable to register because the broker does not support finalized version 2 of "
+        "metadata.version. The broker wants a version between 1 and 1, inclusive."
+    )
+    assert (
+        h.register(1, features=(FeatureRange("metadata.version", 3, 5),)).error
+        is Errors.UNSUPPORTED_VERSION
+    )
+    # A feature that is not finalized is at level 0.
+    unknown = (FeatureRange("metadata.version", 1, 2), FeatureRange("group.version", 1, 3))
+    assert h.register(1, features=unknown).error is Errors.UNSUPPORTED_VERSION
+    fine = (FeatureRange("metadata.version", 1, 2), FeatureRange("group.version", 0, 3))
+    assert h.register(1, features=fine).error is Errors.NONE
+
+
+def test_metadata_version_1_accepts_brokers_that_name_no_level_and_writes_v0():
+    h = ControllerHarness(metadata_version=1)
+    assert h.register(1, features=()).error is Errors.NONE
+    (record,) = h.last.records
+    assert record.version == 0
+    assert record.features == (FeatureRange("metadata.version", 1, 1),)
+
+
+def test_metadata_version_2_writes_register_broker_record_v1():
+    h = ControllerHarness(metadata_version=2)
+    h.register(1)
+    assert h.last.records[0].version == 1
+
+
+def test_same_incarnation_keeps_epoch_and_state_but_moves_the_registration_offset():
+    h = ControllerHarness()
+    h.start_brokers(1)
+    epoch = h.epochs[1]
+    old_offset = h.image.brokers[1].registration_offset
+    resp = h.register(1)
+    assert resp.error is Errors.NONE and resp.broker_epoch == epoch
+    reg = h.image.brokers[1]
+    assert reg.epoch == epoch and not reg.fenced
+    assert reg.registration_offset > old_offset
+    # Not caught up with its new registration record until it reports that offset.
+    assert not h.heartbeat(1, offset=old_offset).is_caught_up
+
+
+def test_only_a_new_incarnation_leaves_controlled_shutdown():
+    h = ControllerHarness()
+    h.start_brokers(1, 2)
+    h.create_topic("t", 2, 2)
+    h.heartbeat(1, want_shut_down=True)
+    assert h.image.brokers[1].in_controlled_shutdown
+    h.register(1)  # same incarnation: state kept
+    assert h.image.brokers[1].in_controlled_shutdown
+    h.heartbeat(2)
+    h.heartbeat(1, want_shut_down=True)  # -> SHUTDOWN_NOW, fenced
+    assert h.image.brokers[1].fenced and h.image.brokers[1].in_controlled_shutdown
+    resp = h.register(1, generation=1)
+    reg = h.image.brokers[1]
+    assert resp.broker_epoch == reg.registration_offset
+    assert reg.fenced and not reg.in_controlled_shutdown
+    assert h.replayed() == h.image
+
+
+def test_a_new_incarnation_of_an_expired_but_unfenced_broker_fences_the_old_one_first():
+    h = ControllerHarness()
+    h.start_brokers(1, 2)
+    h.create_topic("t", assignments=((0, (1, 2)),))
+    h.create_topic("solo", assignments=((0, (1,)),))
+    h.advance(9001)
+    h.heartbeat(2)
+    resp = h.register(1, generation=1)
+    assert resp.error is Errors.NONE
+    *fencing, record = h.last.records
+    assert record.broker_epoch == resp.broker_epoch == h.image.brokers[1].registration_offset
+    assert fencing[-1].fenced == 1 and fencing[-1].broker_epoch < resp.broker_epoch
+    assert h.partition("t", 0).leader == 2 and h.partition("t", 0).isr == (2,)
+    assert h.partition("solo").leader == -1 and h.partition("solo").isr == (1,)
+    # Back and caught up: it leads its partition again, at a new leader epoch.
+    h.heartbeat(1)
+    assert h.partition("solo").leader == 1 and h.partition("solo").leader_epoch == 2
+    assert h.replayed() == h.image

@@ -1,0 +1,340 @@
+"""Hypothesis stateful tests: random sequences of broker and admin requests
+against the pure controller, with the invariants checked after every step.
+
+Invariants:
+- no fenced or in-controlled-shutdown broker is ever added to an ISR (KIP-841);
+- every leader is in its ISR and active, or -1; the ISR is never empty and is a
+  duplicate-free subset of the replicas;
+- every change record adds exactly 1 to the partition epoch, leader epochs
+  never decrease;
+- broker epochs are unique, each the offset of a RegisterBrokerRecord, and grow
+  per broker;
+- every record the controller writes applies (no ignored records), and
+  replaying the log from an empty image gives the same image;
+- the leader-side brokers-to-ISR index matches a fresh build.
+"""
+
+from collections import Counter
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from metadata_records.errors import Errors
+from metadata_records.records import PartitionChangeRecord, RegisterBrokerRecord
+from quorum.isr_index import BrokersToIsrs
+from quorum.messages import (
+    PREFERRED,
+    UNCLEAN,
+    AlterPartitionPartition,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    BrokerHeartbeatRequest,
+    BrokerState,
+    CreatableTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    ElectLeadersRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+
+from .harness import ControllerHarness
+
+BROKERS = st.integers(1, 4)
+RARELY = st.sampled_from([False, False, False, False, True])
+TOPICS = st.sampled_from(["a", "b", "c"])
+
+
+class ControllerMachine(RuleBasedStateMachine):
+    metadata_version = 2
+
+    def __init__(self):
+        super().__init__()
+        self.h = ControllerHarness(metadata_version=self.metadata_version, session_timeout_ms=5000)
+        self.generation = Counter()
+        self.epoch_history: dict[int, list[int]] = {}
+        self.checked_log = len(self.h.log)
+        self.before = self.h.image
+
+    @initialize(brokers=st.integers(0, 4), partitions=st.integers(1, 4))
+    def a_running_cluster(self, brokers, partitions):
+        """Most runs start from live brokers and a topic, so that short random
+        walks reach the interesting states."""
+        ids = list(range(1, brokers + 1))
+        if ids:
+            self.h.start_brokers(*ids)
+            self.h.run(CreateTopicsRequest((CreatableTopic("a", partitions, min(3, brokers)),)))
+        # Invariants compare each step with the state before it; this is step 0.
+        self.before = self.h.image
+        self.checked_log = len(self.h.log)
+
+    # ------------------------------------------------------------ helpers
+
+    def topics(self):
+        return sorted(self.h.image.topic_ids)
+
+    def commit_results(self, results):
+        self.h.commit([r for res in results for r in res.records])
+
+    # ------------------------------------------------------------ brokers
+
+    @rule(broker=BROKERS, new_incarnation=RARELY)
+    def register(self, broker, new_incarnation):
+        if new_incarnation or broker not in self.h.epochs:
+            self.generation[broker] += 1
+        resp = self.h.register(broker, generation=self.generation[broker])
+        if resp.error is Errors.DUPLICATE_BROKER_REGISTRATION:
+            self.generation[broker] -= 1
+        else:
+            assert resp.error is Errors.NONE, resp
+
+    @rule(
+        broker=BROKERS,
+        want_fence=RARELY,
+        want_shut_down=RARELY,
+        lag=st.sampled_from([0, 0, 0, 1, 5]),
+        stale=RARELY,
+    )
+    def heartbeat(self, broker, want_fence, want_shut_down, lag, stale):
+        epoch = self.h.epochs.get(broker, -1) - (1 if stale else 0)
+        resp = self.h.heartbeat(
+            broker,
+            epoch=epoch,
+            offset=max(self.h.image.next_offset - lag, 0),
+            want_fence=want_fence and not lag,
+            want_shut_down=want_shut_down,
+        )
+        registered = self.h.image.brokers.get(broker)
+        if registered is None or stale:
+            assert resp.error is Errors.STALE_BROKER_EPOCH
+        else:
+            assert resp.error is Errors.NONE
+            assert resp.is_fenced == registered.fenced
+            if resp.should_shut_down:
+                assert registered.fenced
+
+    @rule(brokers=st.lists(BROKERS, min_size=2, max_size=4, unique=True))
+    def group_commit_heartbeats(self, brokers):
+        """Several heartbeats decided into one batch, then committed together."""
+        c = self.h.controller
+        results = []
+        for b in brokers:
+            if b in self.h.epochs:
+                results.append(
+                    c.handle(
+                        BrokerHeartbeatRequest(b, self.h.epochs[b], c.view.next_offset),
+                        self.h.now_ms,
+                    )
+                )
+        self.commit_results(results)
+
+    @rule(broker=BROKERS)
+    def broker_crashes_and_restarts(self, broker):
+        """A new incarnation once the old session has expired, fenced or not."""
+        self.h.advance(self.h.session_timeout_ms + 1)
+        self.generation[broker] += 1
+        assert self.h.register(broker, generation=self.generation[broker]).error is Errors.NONE
+
+    @rule(ms=st.sampled_from([100, 1000, 3000, 6000]))
+    def time_passes(self, ms):
+        self.h.advance(ms)
+
+    @rule()
+    def fence_stale_brokers(self):
+        while (result := self.h.controller.maybe_fence_stale_broker(self.h.now_ms)) is not None:
+            self.h.commit(result.records)
+
+    @rule()
+    def failover(self):
+        self.h.new_leader()
+
+    # ------------------------------------------------------------ topics
+
+    @rule(name=TOPICS, partitions=st.integers(1, 4), rf=st.integers(1, 3))
+    def create_topic(self, name, partitions, rf):
+        self.h.run(CreateTopicsRequest((CreatableTopic(name, partitions, rf),)))
+
+    @rule(name=TOPICS, replicas=st.lists(BROKERS, min_size=1, max_size=3, unique=True))
+    def create_topic_manually(self, name, replicas):
+        self.h.run(
+            CreateTopicsRequest((CreatableTopic(name, assignments=((0, tuple(replicas)),)),))
+        )
+
+    @precondition(lambda self: self.h.image.topic_ids)
+    @rule(data=st.data())
+    def delete_topic(self, data):
+        name = data.draw(st.sampled_from(self.topics()))
+        self.h.run(DeleteTopicsRequest((name,)))
+
+    # ------------------------------------------------------------ AlterPartition
+
+    @precondition(lambda self: self.h.image.topic_ids)
+    @rule(data=st.data(), version=st.integers(0, 3))
+    def alter_partition(self, data, version):
+        h = self.h
+        name = data.draw(st.sampled_from(self.topics()))
+        topic_id = h.topic_id(name)
+        pids = h.image.topics[topic_id].partitions
+        count = data.draw(st.integers(1, 2))
+        entries = []
+        for _ in range(count):
+            pid = data.draw(st.sampled_from(sorted(pids)))
+            part = h.image.partition(topic_id, pid)
+            members = data.draw(st.lists(st.sampled_from(part.replicas), unique=True, max_size=4))
+            if part.leader >= 0 and part.leader not in members and data.draw(st.booleans()):
+                members.insert(0, part.leader)
+            epochs = [
+                data.draw(
+                    st.sampled_from(
+                        [h.epochs.get(b, -1), -1, h.epochs.get(b, -1), h.epochs.get(b, 0) + 7]
+                    )
+                )
+                for b in members
+            ]
+            entries.append(
+                AlterPartitionPartition(
+                    pid,
+                    part.leader_epoch + data.draw(st.sampled_from([0, 0, 0, -1, 1])),
+                    part.partition_epoch + data.draw(st.sampled_from([0, 0, 0, -1, 1])),
+                    new_isr=tuple(members) if version < 3 else (),
+                    new_isr_with_epochs=tuple(
+                        BrokerState(b, e) for b, e in zip(members, epochs, strict=True)
+                    )
+                    if version == 3
+                    else (),
+                    leader_recovery_state=data.draw(st.sampled_from([0, 0, 0, 1])),
+                )
+            )
+        requester = data.draw(
+            st.sampled_from([h.image.partition(topic_id, entries[0].partition_index).leader, 1, 2])
+        )
+        topic = (
+            AlterPartitionTopic(tuple(entries), topic_id=topic_id)
+            if version > 1
+            else AlterPartitionTopic(tuple(entries), topic_name=name)
+        )
+        resp = h.run(
+            AlterPartitionRequest(requester, h.epochs.get(requester, -1), (topic,), version)
+        )
+        if resp.error is Errors.NONE:
+            for entry, result in zip(entries, resp.topics[0].partitions, strict=True):
+                if result.error is Errors.NONE and len(entries) == 1:
+                    part = h.image.partition(topic_id, entry.partition_index)
+                    assert result.isr == part.isr
+                    assert result.partition_epoch == part.partition_epoch
+                    assert result.leader_epoch == part.leader_epoch
+
+    @precondition(lambda self: self.h.image.topic_ids)
+    @rule(
+        data=st.data(),
+        replicas=st.one_of(st.none(), st.lists(BROKERS, min_size=1, max_size=3, unique=True)),
+    )
+    def reassign(self, data, replicas):
+        name = data.draw(st.sampled_from(self.topics()))
+        self.h.run(
+            AlterPartitionReassignmentsRequest(
+                (
+                    ReassignableTopic(
+                        name,
+                        (ReassignablePartition(0, None if replicas is None else tuple(replicas)),),
+                    ),
+                )
+            )
+        )
+
+    @rule(kind=st.sampled_from([PREFERRED, UNCLEAN]))
+    def elect(self, kind):
+        self.h.run(ElectLeadersRequest(kind, None))
+
+    # ------------------------------------------------------------ invariants
+
+    @invariant()
+    def partitions_are_sound(self):
+        image = self.h.image
+        before = self.before
+        new_records = self.h.log[self.checked_log :]
+        changes = Counter(
+            (r.topic_id, r.partition_id)
+            for r in new_records
+            if isinstance(r, PartitionChangeRecord)
+        )
+        for topic_id, topic in image.topics.items():
+            for pid, part in topic.partitions.items():
+                assert part.isr, (topic.name, pid, part)
+                assert len(set(part.isr)) == len(part.isr)
+                assert set(part.isr) <= set(part.replicas), part
+                if part.leader != -1:
+                    assert part.leader in part.isr, part
+                    assert image.brokers[part.leader].active, (part, image.brokers[part.leader])
+                old = before.partition(topic_id, pid)
+                if old is None:
+                    added = set(part.isr)
+                else:
+                    assert part.partition_epoch == old.partition_epoch + changes[(topic_id, pid)]
+                    assert part.leader_epoch >= old.leader_epoch
+                    added = set(part.isr) - set(old.isr)
+                for broker in added:
+                    # Added members were active when decided and still are.
+                    assert before.brokers[broker].active and image.brokers[broker].active, (
+                        broker,
+                        part,
+                    )
+
+    @invariant()
+    def broker_epochs_are_offsets_and_grow(self):
+        offsets = {}
+        for offset, record in enumerate(self.h.log):
+            if isinstance(record, RegisterBrokerRecord):
+                offsets[offset] = record
+        epochs = {}
+        for broker_id, reg in self.h.image.brokers.items():
+            assert reg.epoch in offsets and offsets[reg.epoch].broker_id == broker_id
+            history = self.epoch_history.setdefault(broker_id, [])
+            if not history or history[-1] != reg.epoch:
+                assert not history or reg.epoch > history[-1]
+                history.append(reg.epoch)
+            epochs[reg.epoch] = broker_id
+        assert len(epochs) == len(self.h.image.brokers)
+
+    @invariant()
+    def the_log_replays_to_the_image(self):
+        assert self.h.image.ignored_records == 0
+        assert self.h.replayed() == self.h.image
+        self.checked_log = len(self.h.log)
+        self.before = self.h.image
+
+    @invariant()
+    def the_index_matches_a_fresh_build(self):
+        c = self.h.controller
+        if c._index is None:
+            return
+        fresh = BrokersToIsrs.build(c.view)
+        for broker in [-1, *range(1, 5)]:
+            assert c.index.partitions_with_broker_in_isr(
+                broker
+            ) == fresh.partitions_with_broker_in_isr(broker)
+            assert c.index.partitions_led_by(broker) == fresh.partitions_led_by(broker)
+
+
+class ControllerMachineMV1(ControllerMachine):
+    metadata_version = 1
+
+
+SETTINGS = settings(
+    max_examples=100,
+    stateful_step_count=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestController = ControllerMachine.TestCase
+TestController.settings = SETTINGS
+TestControllerMV1 = ControllerMachineMV1.TestCase
+TestControllerMV1.settings = SETTINGS

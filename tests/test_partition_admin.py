@@ -1,0 +1,149 @@
+"""AlterPartitionReassignments and ElectLeaders (SEMANTICS 5.2, 5.4)."""
+
+import pytest
+
+from metadata_records.errors import Errors
+from quorum.messages import (
+    PREFERRED,
+    UNCLEAN,
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+
+from .harness import ControllerHarness
+
+
+@pytest.fixture
+def h():
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3, 4)
+    h.create_topic("t", assignments=((0, (1, 2, 3)), (1, (2, 3, 1))))
+    return h
+
+
+def reassign(h, name, pid, replicas):
+    resp = h.run(
+        AlterPartitionReassignmentsRequest(
+            (ReassignableTopic(name, (ReassignablePartition(pid, replicas),)),)
+        )
+    )
+    return resp.topics[0].partitions[0]
+
+
+def elect(h, kind, tps=None):
+    return h.run(ElectLeadersRequest(kind, tps))
+
+
+def test_reassignment_adds_then_completes_when_the_isr_catches_up(h):
+    res = reassign(h, "t", 0, (2, 3, 4))
+    assert res.error is Errors.NONE
+    part = h.partition("t", 0)
+    assert part.replicas == (2, 3, 4, 1) and part.adding_replicas == (4,)
+    assert part.removing_replicas == (1,) and part.leader == 1 and part.leader_epoch == 0
+    # The leader reports 4 in sync: the reassignment completes and 1 is removed.
+    resp = h.alter_isr("t", 0, [1, 2, 3, 4])
+    assert resp.topics[0].partitions[0].error is Errors.NEW_LEADER_ELECTED
+    part = h.partition("t", 0)
+    assert part.replicas == (2, 3, 4) and part.isr == (2, 3, 4)
+    assert part.adding_replicas == () and part.removing_replicas == ()
+    assert part.leader == 2 and part.leader_epoch == 1
+    assert h.replayed() == h.image
+
+
+def test_reassignment_that_only_removes_completes_at_once_and_bumps_the_leader_epoch(h):
+    res = reassign(h, "t", 1, (2, 3))
+    assert res.error is Errors.NONE
+    part = h.partition("t", 1)
+    assert part.replicas == (2, 3) and part.isr == (2, 3) and not part.is_reassigning
+    assert part.leader == 2 and part.leader_epoch == 1
+
+
+def test_cancel_reverts_to_the_original_replicas(h):
+    reassign(h, "t", 0, (2, 3, 4))
+    res = reassign(h, "t", 0, None)
+    assert res.error is Errors.NONE
+    part = h.partition("t", 0)
+    # Kafka's revert keeps the reassignment's order (target first, then the
+    # replicas it was removing) minus what it was adding.
+    assert part.replicas == (2, 3, 1) and not part.is_reassigning and part.isr == (1, 2, 3)
+    assert part.leader == 1
+    res = reassign(h, "t", 0, None)
+    assert res.error is Errors.NO_REASSIGNMENT_IN_PROGRESS
+
+
+def test_reassignment_rejections(h):
+    before = h.image.next_offset
+    assert reassign(h, "t", 0, ()).error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert reassign(h, "t", 0, (1, 1)).error is Errors.INVALID_REPLICA_ASSIGNMENT
+    res = reassign(h, "t", 0, (1, 9))
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT and "broker 9" in res.error_message
+    assert reassign(h, "t", 7, (1,)).error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert reassign(h, "nope", 0, (1,)).error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert h.image.next_offset == before
+    assert reassign(h, "t", 0, (1, 2, 3)).error is Errors.NONE and h.last.records == ()
+
+
+def test_preferred_election(h):
+    h.heartbeat(1, want_fence=True)
+    h.heartbeat(1)  # back, but partition 0 is led by 2 now and 1 is out of the ISR
+    assert h.partition("t", 0).leader == 2
+    res = elect(h, PREFERRED, (("t", (0, 1)),)).topics[0].partitions
+    assert res[0].error is Errors.PREFERRED_LEADER_NOT_AVAILABLE  # 1 is not in the ISR
+    assert res[1].error is Errors.ELECTION_NOT_NEEDED
+    isr = list(h.partition("t", 0).isr)
+    h.alter_isr("t", 0, isr + [1])
+    res = elect(h, PREFERRED, (("t", (0,)),)).topics[0].partitions
+    assert res[0].error is Errors.NONE and h.partition("t", 0).leader == 1
+    assert h.partition("t", 0).leader_epoch == 2
+
+
+def test_unclean_election(h):
+    h.create_topic("u", assignments=((0, (1, 2)),))
+    h.alter_isr("u", 0, [1])
+    h.heartbeat(1, want_fence=True)
+    assert h.partition("u", 0).leader == -1
+    res = elect(h, UNCLEAN, (("u", (0,)), ("t", (0, 5)), ("zz", (0,)))).topics
+    assert res[0].partitions[0].error is Errors.NONE
+    part = h.partition("u", 0)
+    assert part.leader == 2 and part.isr == (2,) and part.leader_recovery_state == 1
+    assert res[1].partitions[0].error is Errors.ELECTION_NOT_NEEDED
+    assert res[1].partitions[1].error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert res[2].partitions[0].error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    h.heartbeat(2, want_fence=True)
+    (p,) = elect(h, UNCLEAN, (("u", (0,)),)).topics[0].partitions
+    assert p.error is Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+
+def test_election_over_every_partition_leaves_out_those_not_needed(h):
+    assert elect(h, PREFERRED).topics == ()
+    h.heartbeat(1, want_fence=True)
+    h.heartbeat(1)
+    isr = list(h.partition("t", 0).isr)
+    h.alter_isr("t", 0, isr + [1])
+    (topic,) = elect(h, PREFERRED).topics
+    assert [(p.partition_index, p.error) for p in topic.partitions] == [(0, Errors.NONE)]
+
+
+def test_invalid_election_type(h):
+    resp = elect(h, 7)
+    assert resp.error is Errors.INVALID_REQUEST and "electionType 7" in resp.error_message
+
+
+def test_cancel_when_only_added_replicas_are_in_sync_needs_an_unclean_topic(h):
+    for name, configs in (("clean", ()), ("dirty", (("unclean.leader.election.enable", "true"),))):
+        h.create_topic(name, assignments=((0, (1,)),), configs=configs)
+        reassign(h, name, 0, (2,))
+    # Make the added replica the only one in sync: 1 shuts down, 2 is elected uncleanly.
+    h.heartbeat(1, want_fence=True)
+    elect(h, UNCLEAN, (("clean", (0,)), ("dirty", (0,))))
+    assert h.partition("clean").isr == (2,) and h.partition("clean").adding_replicas == (2,)
+    res = reassign(h, "clean", 0, None)
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert "would require an unclean leader election" in res.error_message
+    res = reassign(h, "dirty", 0, None)
+    assert res.error is Errors.NONE
+    part = h.partition("dirty")
+    assert part.replicas == (1,) and part.isr == (1,) and part.leader == -1  # 1 is fenced
+    assert h.replayed() == h.image

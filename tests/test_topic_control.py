@@ -1,0 +1,226 @@
+"""CreateTopics, DeleteTopics, CreatePartitions."""
+
+import pytest
+
+from metadata_records.errors import Errors
+from metadata_records.records import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from quorum.messages import (
+    CreatableTopic,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+)
+
+from .harness import ControllerHarness
+
+
+@pytest.fixture
+def h():
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3, 4)
+    return h
+
+
+def create(h, *topics):
+    return h.run(CreateTopicsRequest(tuple(topics))).topics
+
+
+def test_create_writes_topic_configs_then_partitions(h):
+    (res,) = create(h, CreatableTopic("orders", 4, 3, configs=(("min.insync.replicas", "2"),)))
+    assert res.error is Errors.NONE and res.num_partitions == 4 and res.replication_factor == 3
+    kinds = [type(r) for r in h.last.records]
+    assert kinds == [TopicRecord, ConfigRecord] + [PartitionRecord] * 4
+    topic = h.image.topic_by_name("orders")
+    assert topic.topic_id == res.topic_id and topic.configs == {"min.insync.replicas": "2"}
+    for p in range(4):
+        part = h.partition("orders", p)
+        assert part.isr == part.replicas and part.leader == part.replicas[0]
+        assert (part.leader_epoch, part.partition_epoch) == (0, 0)
+    assert len({h.partition("orders", p).leader for p in range(4)}) == 4  # leaders spread
+
+
+def test_defaults(h):
+    (res,) = create(h, CreatableTopic("d"))
+    assert (res.num_partitions, res.replication_factor) == (1, 3)
+    small = ControllerHarness()
+    small.start_brokers(1, 2)
+    assert small.create_topic("d").replication_factor == 2  # min(3, brokers)
+
+
+def test_isr_is_the_active_replicas_and_the_leader_the_first_of_them(h):
+    h.heartbeat(1, want_fence=True)
+    (res,) = create(h, CreatableTopic("m", assignments=((0, (1, 2, 3)), (1, (3, 1, 2)))))
+    assert res.error is Errors.NONE and res.replication_factor == 3
+    assert h.partition("m", 0).isr == (2, 3) and h.partition("m", 0).leader == 2
+    assert h.partition("m", 1).isr == (3, 2) and h.partition("m", 1).leader == 3
+    # Placement never chooses a fenced broker.
+    (res,) = create(h, CreatableTopic("placed", 6, 3))
+    assert all(1 not in h.partition("placed", p).replicas for p in range(6))
+
+
+@pytest.mark.parametrize(
+    "topic,error,message",
+    [
+        (CreatableTopic(""), Errors.INVALID_TOPIC_EXCEPTION, "can't be empty"),
+        (CreatableTopic(".."), Errors.INVALID_TOPIC_EXCEPTION, '"." or ".."'),
+        (CreatableTopic("a/b"), Errors.INVALID_TOPIC_EXCEPTION, "illegal"),
+        (CreatableTopic("x" * 250), Errors.INVALID_TOPIC_EXCEPTION, "longer than 249"),
+        (CreatableTopic("t", 0), Errors.INVALID_PARTITIONS, "non-positive"),
+        (CreatableTopic("t", -2), Errors.INVALID_PARTITIONS, "non-positive"),
+        (CreatableTopic("t", 1, 0), Errors.INVALID_REPLICATION_FACTOR, "larger than 0"),
+        (CreatableTopic("t", 1, 5), Errors.INVALID_REPLICATION_FACTOR, "only 4 broker(s)"),
+        (CreatableTopic("t", 2, -1, ((0, (1,)),)), Errors.INVALID_REQUEST, "numPartitions"),
+        (CreatableTopic("t", -1, 1, ((0, (1,)),)), Errors.INVALID_REQUEST, "replicationFactor"),
+        (
+            CreatableTopic("t", assignments=((0, ()),)),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "empty replica list",
+        ),
+        (
+            CreatableTopic("t", assignments=((0, (1, 9)),)),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "broker 9, but no such broker",
+        ),
+        (
+            CreatableTopic("t", assignments=((0, (1, 1)),)),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "more than once",
+        ),
+        (
+            CreatableTopic("t", assignments=((0, (1, 2)), (1, (1,)))),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "not consistent",
+        ),
+        (
+            CreatableTopic("t", assignments=((1, (1,)),)),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "without gaps",
+        ),
+        (
+            CreatableTopic("t", configs=(("retention.ms", "1"),)),
+            Errors.INVALID_CONFIG,
+            "Unknown topic config name: retention.ms",
+        ),
+        (
+            CreatableTopic("t", configs=(("min.insync.replicas", "0"),)),
+            Errors.INVALID_CONFIG,
+            "at least 1",
+        ),
+        (
+            CreatableTopic("t", configs=(("unclean.leader.election.enable", "yes"),)),
+            Errors.INVALID_CONFIG,
+            "true or false",
+        ),
+    ],
+)
+def test_rejections_name_the_problem_and_write_nothing(h, topic, error, message):
+    before = h.image.next_offset
+    (res,) = create(h, topic)
+    assert res.error is error
+    assert message in res.error_message
+    assert res.topic_id is None
+    assert h.image.next_offset == before
+
+
+def test_existing_duplicates_and_collisions(h):
+    create(h, CreatableTopic("a.b"))
+    before = h.image.next_offset
+    res = create(
+        h, CreatableTopic("a.b"), CreatableTopic("a_b"), CreatableTopic("x"), CreatableTopic("x")
+    )
+    assert [r.error for r in res] == [
+        Errors.TOPIC_ALREADY_EXISTS,
+        Errors.INVALID_TOPIC_EXCEPTION,
+        Errors.INVALID_REQUEST,
+        Errors.INVALID_REQUEST,
+    ]
+    assert res[1].error_message == "Topic 'a_b' collides with existing topic: a.b"
+    assert res[2].error_message == "Duplicate topic name."
+    assert h.image.next_offset == before
+    # Collisions inside one request are caught too, and good topics still land.
+    res = create(h, CreatableTopic("p.q"), CreatableTopic("p_q"), CreatableTopic("ok"))
+    assert [r.error for r in res] == [Errors.NONE, Errors.INVALID_TOPIC_EXCEPTION, Errors.NONE]
+    assert set(h.image.topic_ids) == {"a.b", "p.q", "ok"}
+
+
+def test_all_replicas_fenced_or_shutting_down(h):
+    for b in (1, 2):
+        h.heartbeat(b, want_fence=True)
+    (res,) = create(h, CreatableTopic("t", assignments=((0, (1, 2)),)))
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert "are fenced or in controlled shutdown" in res.error_message
+    for b in (3, 4):
+        h.heartbeat(b, want_fence=True)
+    (res,) = create(h, CreatableTopic("t", 1, 1))
+    assert res.error is Errors.INVALID_REPLICATION_FACTOR
+    assert "All brokers are currently fenced" in res.error_message
+
+
+def test_no_brokers_at_all():
+    h = ControllerHarness()
+    res = h.create_topic("t")
+    assert (
+        res.error is Errors.INVALID_REPLICATION_FACTOR
+        and "no brokers are registered" in res.error_message
+    )
+
+
+def test_delete_topics(h):
+    create(h, CreatableTopic("a", 3, 2), CreatableTopic("b", 1, 1))
+    a_id = h.topic_id("a")
+    res = h.run(DeleteTopicsRequest(("a", "zzz", "b", "b"))).topics
+    assert [r.error for r in res] == [
+        Errors.NONE,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.INVALID_REQUEST,
+        Errors.INVALID_REQUEST,
+    ]
+    assert res[0].topic_id == a_id and res[1].error_message == "Topic 'zzz' does not exist."
+    assert h.last.records == (RemoveTopicRecord(topic_id=a_id),)
+    assert "a" not in h.image.topic_ids and h.image.partition_count == 1
+    # The name can be used again, with a new id.
+    (res,) = create(h, CreatableTopic("a"))
+    assert res.error is Errors.NONE and res.topic_id != a_id
+    assert h.replayed() == h.image
+
+
+def test_create_partitions(h):
+    create(h, CreatableTopic("t", 2, 3))
+    resp = h.run(CreatePartitionsRequest("t", 5))
+    assert resp.error is Errors.NONE
+    assert [r.partition_id for r in h.last.records] == [2, 3, 4]
+    assert all(len(h.partition("t", p).replicas) == 3 for p in range(5))
+    resp = h.run(CreatePartitionsRequest("t", 6, ((4, 3, 2),)))
+    assert resp.error is Errors.NONE and h.partition("t", 5).replicas == (4, 3, 2)
+    assert h.replayed() == h.image
+
+
+@pytest.mark.parametrize(
+    "req,error,message",
+    [
+        (CreatePartitionsRequest("nope", 3), Errors.UNKNOWN_TOPIC_OR_PARTITION, "does not exist"),
+        (CreatePartitionsRequest("t", 1), Errors.INVALID_PARTITIONS, "would not be an increase"),
+        (CreatePartitionsRequest("t", 2), Errors.INVALID_PARTITIONS, "already has 2 partition(s)"),
+        (
+            CreatePartitionsRequest("t", 4, ((1, 2),)),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "only 1 assignment",
+        ),
+        (
+            CreatePartitionsRequest("t", 3, ((1,),)),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "not consistent",
+        ),
+        (
+            CreatePartitionsRequest("t", 3, ((1, 7),)),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "no such broker",
+        ),
+    ],
+)
+def test_create_partitions_rejections(h, req, error, message):
+    create(h, CreatableTopic("t", 2, 2))
+    before = h.image.next_offset
+    resp = h.run(req)
+    assert resp.error is error and message in resp.error_message
+    assert h.image.next_offset == before
