@@ -316,8 +316,8 @@ class ImageDelta:
                 else:
                     topics[topic_id] = header
             for topic_id, changed in self._partitions.items():
-                topic = topics[topic_id]
-                topics[topic_id] = topic._replace(partitions={**topic.partitions, **changed})
+                name, _, parts, configs = topics[topic_id]
+                topics[topic_id] = TopicImage(name, topic_id, {**parts, **changed}, configs)
         topic_ids = base.topic_ids
         if self._topic_ids:
             topic_ids = dict(base.topic_ids)

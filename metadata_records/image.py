@@ -12,7 +12,6 @@ topics it touches.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
@@ -109,14 +108,16 @@ class TopicImage(NamedTuple):
     configs: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class MetadataImage:
-    """Everything the log says, at ``next_offset`` (the offset the next record gets)."""
+class MetadataImage(NamedTuple):
+    """Everything the log says, at ``next_offset`` (the offset the next record gets).
 
-    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
-    topics: dict[str, TopicImage] = field(default_factory=dict)  # by topic id
-    topic_ids: dict[str, str] = field(default_factory=dict)  # topic name -> id
-    features: dict[str, int] = field(default_factory=dict)
+    A NamedTuple: immutable and cheap to build once per batch. Its dicts are
+    never mutated after the image is built (``delta.apply`` makes new ones)."""
+
+    brokers: dict[int, BrokerRegistration]
+    topics: dict[str, TopicImage]  # by topic id
+    topic_ids: dict[str, str]  # topic name -> id
+    features: dict[str, int]
     next_offset: int = 0
     controller_epoch: int = 0
     leader_id: int = -1
@@ -141,4 +142,4 @@ class MetadataImage:
         return None if topic is None else topic.partitions.get(partition_id)
 
 
-EMPTY_IMAGE = MetadataImage()
+EMPTY_IMAGE = MetadataImage({}, {}, {}, {})

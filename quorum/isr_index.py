@@ -60,9 +60,11 @@ class BrokersToIsrs:
         new_isr = new.isr if new is not None else ()
         if old_isr != new_isr:
             for broker in old_isr:
-                self._remove(self._isr, broker, topic_id, pid)
+                if broker not in new_isr:
+                    self._remove(self._isr, broker, topic_id, pid)
             for broker in new_isr:
-                self._add(self._isr, broker, topic_id, pid)
+                if broker not in old_isr:
+                    self._add(self._isr, broker, topic_id, pid)
         old_leader = old.leader if old is not None else None
         new_leader = new.leader if new is not None else None
         if old_leader != new_leader:

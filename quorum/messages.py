@@ -1,7 +1,9 @@
 """Requests the controller decides and the responses it gives (Kafka's RPC data).
 
-Plain frozen dataclasses: the HTTP layer parses and range-checks input into
-these; the controller never sees JSON. Field names follow Kafka's schemas.
+Plain dataclasses: the HTTP layer parses and range-checks input into the
+(frozen) requests; the controller never sees JSON. Responses are built on every
+request, so they are not frozen (that costs a microsecond each); nothing
+changes them after the controller returns. Field names follow Kafka's schemas.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class BrokerRegistrationRequest:
     previous_broker_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BrokerRegistrationResponse:
     error: Errors
     error_message: str | None = None
@@ -42,7 +44,7 @@ class BrokerHeartbeatRequest:
     want_shut_down: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BrokerHeartbeatResponse:
     error: Errors
     error_message: str | None = None
@@ -87,7 +89,7 @@ class AlterPartitionRequest:
     version: int = 3
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AlterPartitionPartitionResult:
     partition_index: int
     error: Errors = Errors.NONE
@@ -100,14 +102,14 @@ class AlterPartitionPartitionResult:
     partition_epoch: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AlterPartitionTopicResult:
     partitions: tuple[AlterPartitionPartitionResult, ...]
     topic_name: str | None = None
     topic_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AlterPartitionResponse:
     error: Errors
     error_message: str | None = None
@@ -131,7 +133,7 @@ class CreateTopicsRequest:
     topics: tuple[CreatableTopic, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CreatableTopicResult:
     name: str
     error: Errors = Errors.NONE
@@ -141,7 +143,7 @@ class CreatableTopicResult:
     replication_factor: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CreateTopicsResponse:
     topics: tuple[CreatableTopicResult, ...]
     error: Errors = Errors.NONE
@@ -153,7 +155,7 @@ class DeleteTopicsRequest:
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeletableTopicResult:
     name: str
     error: Errors = Errors.NONE
@@ -161,7 +163,7 @@ class DeletableTopicResult:
     topic_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeleteTopicsResponse:
     topics: tuple[DeletableTopicResult, ...]
     error: Errors = Errors.NONE
@@ -175,7 +177,7 @@ class CreatePartitionsRequest:
     assignments: tuple[tuple[int, ...], ...] | None = None  # one broker list per new partition
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CreatePartitionsResponse:
     name: str
     error: Errors = Errors.NONE
@@ -202,20 +204,20 @@ class AlterPartitionReassignmentsRequest:
     topics: tuple[ReassignableTopic, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PartitionResult:
     partition_index: int
     error: Errors = Errors.NONE
     error_message: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TopicPartitionsResult:
     name: str
     partitions: tuple[PartitionResult, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AlterPartitionReassignmentsResponse:
     topics: tuple[TopicPartitionsResult, ...]
     error: Errors = Errors.NONE
@@ -233,7 +235,7 @@ class ElectLeadersRequest:
     topic_partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ElectLeadersResponse:
     topics: tuple[TopicPartitionsResult, ...]
     error: Errors = Errors.NONE
@@ -249,7 +251,7 @@ class UpdateFeaturesRequest:
     level: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UpdateFeaturesResponse:
     error: Errors = Errors.NONE
     error_message: str | None = None
@@ -258,7 +260,7 @@ class UpdateFeaturesResponse:
 # ------------------------------------------------------------------ result
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ControllerResult:
     """Kafka's ``ControllerResult``: the records to commit, and the answer to
     give once they have committed. Records of one result commit together."""

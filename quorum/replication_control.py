@@ -262,8 +262,10 @@ class ReplicationControlManager:
                         for p in topic.partitions
                     )
                 else:
+                    election = self.election_for(topic_id)
                     results = tuple(
-                        self._alter_one(req, topic_id, p, records) for p in topic.partitions
+                        self._alter_one(req, topic_id, election, p, records)
+                        for p in topic.partitions
                     )
                 topic_results.append(
                     AlterPartitionTopicResult(
@@ -286,6 +288,7 @@ class ReplicationControlManager:
         self,
         req: AlterPartitionRequest,
         topic_id: str,
+        election: Election,
         p: AlterPartitionPartition,
         records: list[Record],
     ) -> AlterPartitionPartitionResult:
@@ -301,9 +304,7 @@ class ReplicationControlManager:
         if error is not None:
             return AlterPartitionPartitionResult(pid, error.error, error.message)
 
-        builder = PartitionChangeBuilder(
-            part, topic_id, pid, view.is_active, self.election_for(topic_id)
-        )
+        builder = PartitionChangeBuilder(part, topic_id, pid, view.is_active, election)
         builder.target_isr = new_isr
         builder.target_lrs = p.leader_recovery_state
         record = builder.build()
@@ -343,41 +344,43 @@ class ReplicationControlManager:
         new_isr: tuple[int, ...],
     ) -> ApiError | None:
         """SEMANTICS 2.2, in its order; the first failing check wins."""
-        name = self.c.view.topic_name(topic_id)
-        tp = f"{name}-{p.partition_index}"
+
+        def name() -> str:  # only built for an error message: this is the hot path
+            return f"{self.c.view.topic_name(topic_id)}-{p.partition_index}"
+
         if part is None:
-            return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp} does not exist")
+            return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name()} does not exist")
         if p.leader_epoch > part.leader_epoch:
             return ApiError(
                 Errors.NOT_CONTROLLER,
-                f"leader epoch {p.leader_epoch} of {tp} is newer than this controller's "
+                f"leader epoch {p.leader_epoch} of {name()} is newer than this controller's "
                 f"{part.leader_epoch}",
             )
         if p.partition_epoch > part.partition_epoch:
             return ApiError(
                 Errors.NOT_CONTROLLER,
-                f"partition epoch {p.partition_epoch} of {tp} is newer than this controller's "
+                f"partition epoch {p.partition_epoch} of {name()} is newer than this controller's "
                 f"{part.partition_epoch}",
             )
         if p.leader_epoch < part.leader_epoch:
             return ApiError(
                 Errors.FENCED_LEADER_EPOCH,
-                f"leader epoch {p.leader_epoch} of {tp} is stale; the current leader epoch is "
+                f"leader epoch {p.leader_epoch} of {name()} is stale; the current leader epoch is "
                 f"{part.leader_epoch}",
             )
         if req.broker_id != part.leader:
             return ApiError(
                 Errors.INVALID_REQUEST,
-                f"broker {req.broker_id} is not the leader of {tp} (the leader is {part.leader})",
+                f"broker {req.broker_id} is not the leader of {name()} (the leader is {part.leader})",
             )
         if p.partition_epoch < part.partition_epoch:
             return ApiError(
                 Errors.INVALID_UPDATE_VERSION,
-                f"partition epoch {p.partition_epoch} of {tp} is stale; the current partition "
+                f"partition epoch {p.partition_epoch} of {name()} is stale; the current partition "
                 f"epoch is {part.partition_epoch}",
             )
-        replicas = set(part.replicas)
-        seen: set[int] = set()
+        replicas = part.replicas
+        seen: list[int] = []
         for broker in new_isr:
             if broker < 0 or broker not in replicas or broker in seen:
                 why = (
@@ -385,12 +388,12 @@ class ReplicationControlManager:
                     if broker < 0
                     else "appears twice"
                     if broker in seen
-                    else f"is not a replica of {tp} (replicas {list(part.replicas)})"
+                    else f"is not a replica of {name()} (replicas {list(part.replicas)})"
                 )
                 return ApiError(
                     Errors.INVALID_REQUEST, f"invalid ISR {list(new_isr)}: broker {broker} {why}"
                 )
-            seen.add(broker)
+            seen.append(broker)
         if part.leader not in seen:
             return ApiError(
                 Errors.INVALID_REQUEST,
@@ -398,20 +401,20 @@ class ReplicationControlManager:
             )
         if p.leader_recovery_state not in (LRS_RECOVERED, LRS_RECOVERING):
             raise _AbortRequest(
-                f"leaderRecoveryState {p.leader_recovery_state} for {tp} is not valid "
+                f"leaderRecoveryState {p.leader_recovery_state} for {name()} is not valid "
                 "(0 = RECOVERED, 1 = RECOVERING)"
             )
         if p.leader_recovery_state == LRS_RECOVERING and len(new_isr) > 1:
             return ApiError(
                 Errors.INVALID_REQUEST,
-                f"a RECOVERING partition ({tp}) must have an ISR of one broker, got {list(new_isr)}",
+                f"a RECOVERING partition ({name()}) must have an ISR of one broker, got {list(new_isr)}",
             )
         if (
             part.leader_recovery_state == LRS_RECOVERED
             and p.leader_recovery_state == LRS_RECOVERING
         ):
             return ApiError(
-                Errors.INVALID_REQUEST, f"{tp} is RECOVERED and cannot go back to RECOVERING"
+                Errors.INVALID_REQUEST, f"{name()} is RECOVERED and cannot go back to RECOVERING"
             )
         reasons = self._ineligible(states)
         if reasons:

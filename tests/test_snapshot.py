@@ -214,7 +214,7 @@ def test_digest_ignores_insertion_order_reversed():
 
 
 def _fields(img):
-    return {f: getattr(img, f) for f in img.__dataclass_fields__}
+    return img._asdict()
 
 
 def _with_broker(img, **kw):
