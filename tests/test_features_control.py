@@ -1,17 +1,8 @@
 from metadata_records.errors import Errors
-from metadata_records.features import (
-    persists_controlled_shutdown,
-    register_broker_record_version,
-)
 from metadata_records.records import FeatureLevelRecord, FeatureRange
 from quorum.messages import UpdateFeaturesRequest
 
 from .harness import ControllerHarness
-
-
-def test_levels_decide_record_versions():
-    assert register_broker_record_version(1) == 0 and register_broker_record_version(2) == 1
-    assert not persists_controlled_shutdown(1) and persists_controlled_shutdown(2)
 
 
 def test_new_clusters_start_at_level_2():
