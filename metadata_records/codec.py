@@ -89,6 +89,7 @@ def encode_batch(batch: Batch) -> bytes:
             "format": BATCH_FORMAT,
             "controllerEpoch": batch.controller_epoch,
             "timestampMs": batch.timestamp_ms,
+            "baseOffset": batch.base_offset,
             "records": [record_to_obj(r) for r in batch.records],
         }
     )
@@ -250,11 +251,13 @@ def decode_batch(data: Any) -> Batch:
         raise DecodeError(f"batch: unsupported format {brief(obj.get('format'))}")
     epoch = _int(obj.get("controllerEpoch"), Kind.INT32, "batch.controllerEpoch")
     ts = _int(obj.get("timestampMs"), Kind.INT64, "batch.timestampMs")
+    base = _int(obj.get("baseOffset", -1), Kind.INT64, "batch.baseOffset")
     records = _list(obj.get("records"), "batch.records")
     return Batch(
         epoch,
         ts,
         tuple(record_from_obj(r, f"batch.records[{i}]") for i, r in enumerate(records)),
+        base,
     )
 
 

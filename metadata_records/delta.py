@@ -48,13 +48,18 @@ from .records import (
 _LRS = (LRS_RECOVERED, LRS_RECOVERING)  # Kafka's LeaderRecoveryState.of rejects the rest
 
 
-def batch_applies(controller_epoch: int, batch: Batch) -> bool:
-    """Whether a batch takes effect on an image at ``controller_epoch``.
+def batch_applies(controller_epoch: int, batch: Batch, next_offset: int | None = None) -> bool:
+    """Whether a batch takes effect on an image at ``controller_epoch`` (and,
+    when given, ``next_offset``).
 
     A batch opened by a LEADER_CHANGE starts a newer epoch; any other batch must
     carry the current epoch. A deposed leader's batch (older epoch) is a no-op,
-    so decisions made on a stale image never commit; it takes no offsets.
+    so decisions made on a stale image never commit; it takes no offsets. A
+    batch whose ``base_offset`` is not where it lands is a no-op too: it was
+    decided on another image than the one it would change.
     """
+    if next_offset is not None and batch.base_offset >= 0 and batch.base_offset != next_offset:
+        return False
     records = batch.records
     if records and type(records[0]) is LeaderChangeRecord:
         return (
@@ -189,7 +194,7 @@ class ImageDelta:
 
     def replay_batch(self, batch: Batch) -> bool:
         """Replays ``batch`` if it applies at the current controller epoch."""
-        if not batch_applies(self.controller_epoch, batch):
+        if not batch_applies(self.controller_epoch, batch, self.next_offset):
             return False
         for record in batch.records:
             self.replay(record)

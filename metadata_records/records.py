@@ -239,11 +239,18 @@ Record = (
 @dataclass(frozen=True, slots=True)
 class Batch:
     """What one Raft entry carries: records decided together under one controller
-    epoch, stamped with the leader's clock when the batch was built."""
+    epoch, stamped with the leader's clock when the batch was built.
+
+    ``base_offset`` is the offset the leader decided the first record would get
+    (broker epochs are offsets, so a batch is only right where it was decided);
+    -1 when the batch does not depend on its position (LEADER_CHANGE, which a
+    new leader proposes before it has applied its whole log, and the empty
+    barrier batches of linearizable reads)."""
 
     controller_epoch: int
     timestamp_ms: int
     records: tuple[Record, ...]
+    base_offset: int = -1
 
 
 # Kafka's topic name rule (org.apache.kafka.common.internals.Topic).

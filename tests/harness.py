@@ -85,8 +85,12 @@ class ControllerHarness:
         self, records: list[Record] | tuple[Record, ...], leader_change: bool = False
     ) -> None:
         """Applies records as one batch, as every voter would, and moves the controller on."""
-        epoch = records[0].controller_epoch if leader_change else self.image.controller_epoch
-        batch = Batch(epoch, self.now_ms, tuple(records))
+        if leader_change:
+            batch = Batch(records[0].controller_epoch, self.now_ms, tuple(records))
+        else:  # as the quorum does: the batch must land where it was decided
+            batch = Batch(
+                self.image.controller_epoch, self.now_ms, tuple(records), self.image.next_offset
+            )
         before = self.image
         self.image = apply(self.image, batch)
         assert self.image.next_offset == before.next_offset + len(records)

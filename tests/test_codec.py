@@ -215,8 +215,11 @@ def test_batch_envelope_shape():
         "format": BATCH_FORMAT,
         "controllerEpoch": 3,
         "timestampMs": 1763800000000,
+        "baseOffset": -1,
         "records": [{"type": "NO_OP_RECORD", "version": 0, "data": {}}],
     }
+    decoded = decode_batch(encode_batch(Batch(3, 0, (), base_offset=42)))
+    assert decoded.base_offset == 42
 
 
 def test_field_beyond_version_is_not_written():

@@ -952,3 +952,14 @@ def test_image_delta_reads_agree_with_the_applied_image(first, second):
         assert delta.feature(name, -99) == img.features.get(name, -99)
     assert delta.metadata_version == img.metadata_version
     assert delta.partition_count == img.partition_count
+
+
+def test_a_batch_lands_only_at_the_offset_it_was_decided_for():
+    base = apply_records(EMPTY_IMAGE, [NoOpRecord(), NoOpRecord()])
+    assert base.next_offset == 2
+    assert apply(base, Batch(0, 0, (NoOpRecord(),), base_offset=2)).next_offset == 3
+    assert apply(base, Batch(0, 0, (NoOpRecord(),), base_offset=1)) is base
+    assert apply(base, Batch(0, 0, (NoOpRecord(),), base_offset=3)) is base
+    assert apply(base, Batch(0, 0, (NoOpRecord(),))).next_offset == 3  # -1: anywhere
+    assert batch_applies(0, Batch(0, 0, (), base_offset=7))  # no offset given: epoch only
+    assert not batch_applies(0, Batch(0, 0, (), base_offset=7), next_offset=2)
