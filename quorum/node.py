@@ -1,0 +1,570 @@
+"""A voter: pysyncobj underneath, the controller on top when it leads.
+
+Threads: pysyncobj's tick thread applies entries and fires callbacks; every
+controller decision is made on the asyncio loop. Callbacks cross over with
+``loop.call_soon_threadsafe``; nothing here blocks the loop or the tick thread.
+
+Writes (leader only) go through group commit with one batch in flight: while
+a batch replicates, requests queue; when it has applied, the whole queue is
+decided against the new image and becomes the next batch. The queue is
+bounded: past it a request is refused at once (THROTTLING_QUOTA_EXCEEDED),
+because pysyncobj collapses instead of slowing down when overloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
+
+from metadata_records.codec import encode_batch
+from metadata_records.features import METADATA_VERSION
+from metadata_records.image import MetadataImage
+from metadata_records.records import Batch, LeaderChangeRecord, Record
+
+from .config import ControllerConfig
+from .controller import Controller
+from .durability import install_journal
+from .node_config import NodeConfig
+from .state_machine import STALE, MetadataStateMachine
+
+log = logging.getLogger(__name__)
+
+FOLLOWER, CANDIDATE, LEADER = 0, 1, 2
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ------------------------------------------------------------------ errors
+
+
+class NodeError(Exception):
+    """A request this node cannot take; the API maps each kind to a status."""
+
+
+class NotControllerError(NodeError):
+    """Not the active controller; ``leader_url`` says where to go, if known."""
+
+    def __init__(self, leader_id: int | None, leader_url: str | None, why: str) -> None:
+        super().__init__(why)
+        self.leader_id = leader_id
+        self.leader_url = leader_url
+
+
+class UnavailableError(NodeError):
+    """No leader known yet, still replaying, or shutting down: retry later."""
+
+    def __init__(self, why: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(why)
+        self.retry_after_s = retry_after_s
+
+
+class ThrottledError(NodeError):
+    """Admission control: too much is queued; nothing was written."""
+
+    def __init__(self, why: str, retry_after_s: float = 0.5) -> None:
+        super().__init__(why)
+        self.retry_after_s = retry_after_s
+
+
+class OutcomeUnknownError(NodeError):
+    """The write may or may not commit (timeout, leadership lost mid-flight)."""
+
+
+# ------------------------------------------------------------------ the node
+
+
+@dataclass
+class _Pending:
+    request: object  # a controller request, or _FENCE
+    future: asyncio.Future | None
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+_FENCE = object()  # queue item: run the session-timeout fencer
+
+
+@dataclass
+class BatchStats:
+    batches: int = 0
+    records: int = 0
+    last_batch_records: int = 0
+    last_commit_s: float = 0.0
+    sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
+    latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
+
+
+class QuorumNode:
+    def __init__(self, config: NodeConfig, cluster_id: str) -> None:
+        """Builds the SyncObj: call from the main thread (its tick thread stops
+        when the constructing thread ends)."""
+        self.config = config
+        self.cluster_id = cluster_id
+        self.node_id = config.node_id
+        self.controller_config = ControllerConfig(
+            cluster_id, session_timeout_ms=config.session_timeout_ms
+        )
+        self.sm = MetadataStateMachine(config.log_retention)
+        self._id_by_address = {addr: node_id for node_id, addr in config.voters.items()}
+        install_journal(config.fsync)
+        conf = SyncObjConf(
+            appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
+            journalFile=config.journal_file,
+            fullDumpFile=config.dump_file,  # always with the journal (PYSYNCOBJ.md 3.3)
+            serializer=self.sm.write_snapshot,
+            deserializer=self.sm.read_snapshot,
+            logCompactionMinEntries=config.compaction_entries,
+            logCompactionMinTime=3600,
+            raftMinTimeout=config.raft_min_timeout,
+            raftMaxTimeout=config.raft_max_timeout,
+            connectionTimeout=max(4.0, config.raft_max_timeout + 0.5),
+            leaderFallbackTimeout=max(5.0, 2 * config.raft_max_timeout),
+            dnsCacheTime=2.0,
+            dnsFailCacheTime=2.0,
+            connectionRetryTime=1.0,
+            commandsQueueSize=1000,
+            commandsWaitLeader=False,
+            password=config.raft_secret,
+            bindAddress=config.raft_bind,
+            onStateChanged=self._on_state_changed,
+            maxBindRetries=30,
+        )
+        others = [
+            addr for node_id, addr in sorted(config.voters.items()) if node_id != self.node_id
+        ]
+        self.syncobj = SyncObj(config.raft_address, others, conf=conf, consumers=[self.sm])
+        # Replay gate: not ready before the commit index found on disk is applied.
+        self.replay_target = self.syncobj.raftCommitIndex
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.controller: Controller | None = None
+        self.active = False  # leader with its LEADER_CHANGE applied
+        self.term = 0
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._in_flight: list[tuple[_Pending, object]] | None = None
+        self._in_flight_started = 0.0
+        self._applied = asyncio.Event()  # replaced in start(); set on every apply
+        self._barrier: asyncio.Future | None = None
+        self._barrier_waiters = 0
+        self._fence_handle: asyncio.TimerHandle | None = None
+        self._stopping = False
+        self.stats = BatchStats()
+        self.throttled = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._applied = asyncio.Event()
+        self.sm.on_applied = self._on_applied_threadsafe
+        if self.syncobj._isLeader():
+            self.loop.call_soon(self._state_changed, LEADER)
+
+    async def stop(self, transfer: bool = True, timeout_s: float = 5.0) -> None:
+        """Hands leadership over (if leading and asked to), then stops Raft."""
+        self._stopping = True
+        if transfer and self.syncobj._isLeader() and len(self.config.voters) > 1:
+            await self.transfer_leadership(None, timeout_s=timeout_s)
+        self._step_down("this node is shutting down")
+        self.sm.on_applied = None
+        self.syncobj.destroy_synchronous()
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.sm.image
+
+    @property
+    def raft_alive(self) -> bool:
+        return self.syncobj.tick_thread_alive() and self.sm.fatal is None
+
+    @property
+    def replaying(self) -> bool:
+        return self.syncobj.raftLastApplied < self.replay_target
+
+    @property
+    def raft_leader_id(self) -> int | None:
+        leader = self.syncobj._getLeader()
+        if leader is None:
+            return None
+        return self._id_by_address.get(getattr(leader, "id", str(leader)))
+
+    @property
+    def leader_url(self) -> str | None:
+        """The active controller's URL, as its LEADER_CHANGE announced it."""
+        image = self.image
+        if image.leader_id >= 0 and image.leader_id == self.raft_leader_id:
+            return image.leader_url
+        return None
+
+    @property
+    def caught_up(self) -> bool:
+        return self.syncobj.raftLastApplied >= self.syncobj.raftCommitIndex - 1
+
+    @property
+    def ready(self) -> bool:
+        return (
+            self.raft_alive
+            and not self.replaying
+            and not self._stopping
+            and self.raft_leader_id is not None
+            and self.caught_up
+        )
+
+    # ------------------------------------------------------------ tick-thread bridges
+
+    def _call(self, fn, *args) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # loop closed during shutdown
+            pass
+
+    def _on_state_changed(self, old: int, new: int) -> None:  # tick thread
+        self._call(self._state_changed, new)
+
+    def _on_applied_threadsafe(self) -> None:  # tick thread
+        self._call(self._on_applied)
+
+    def _propose(self, batch: Batch) -> asyncio.Future:
+        """Submits a batch; the future gets (result, error) from the apply callback."""
+        loop = self.loop
+        future = loop.create_future()
+
+        def callback(result, error):  # tick thread, or this thread for QUEUE_FULL
+            def settle():
+                if not future.done():
+                    future.set_result((result, error))
+
+            if loop.is_closed():
+                return
+            try:
+                loop.call_soon_threadsafe(settle)
+            except RuntimeError:
+                pass
+
+        self.sm.apply_batch(encode_batch(batch), callback=callback)
+        return future
+
+    # ------------------------------------------------------------ leadership
+
+    def _state_changed(self, state: int) -> None:
+        if state == LEADER and not self._stopping:
+            self.term = self.syncobj.raftCurrentTerm
+            asyncio.ensure_future(self._become_active(self.term))
+        elif state != LEADER:
+            self._step_down("leadership moved to another voter")
+
+    async def _become_active(self, term: int) -> None:
+        """Commit LEADER_CHANGE; answer writes only once it has applied."""
+        self._step_down("a new term started")
+        record = LeaderChangeRecord(
+            controller_epoch=term, leader_id=self.node_id, leader_url=self.config.advertised_url
+        )
+        for attempt in range(3):
+            if not self.syncobj._isLeader() or self.syncobj.raftCurrentTerm != term:
+                return
+            result, error = await self._propose(Batch(term, now_ms(), (record,)))
+            image = self.image
+            if image.controller_epoch == term and image.leader_id == self.node_id:
+                break
+            log.warning(
+                "LEADER_CHANGE for epoch %d did not apply (%s, %s); retrying", term, result, error
+            )
+            await asyncio.sleep(0.05 * (attempt + 1))
+        else:
+            return
+        if not self.syncobj._isLeader() or self.syncobj.raftCurrentTerm != term:
+            return
+        self.controller = Controller(self.image, self.controller_config, now_ms())
+        self.active = True
+        log.info("node %d is the active controller at epoch %d", self.node_id, term)
+        if self.image.features.get(METADATA_VERSION) is None:
+            self._enqueue(_Pending(_BOOTSTRAP, None))
+        self._schedule_fencer()
+        self._pump()
+
+    def _step_down(self, why: str) -> None:
+        was_active = self.active
+        self.active = False
+        self.controller = None
+        if self._fence_handle is not None:
+            self._fence_handle.cancel()
+            self._fence_handle = None
+        error = self._not_controller(why)
+        if self._in_flight is not None:
+            for pending, _ in self._in_flight:
+                _fail(pending.future, OutcomeUnknownError(f"{why}; the write may still commit"))
+            self._in_flight = None
+        while self._queue:
+            _fail(self._queue.popleft().future, error)
+        if was_active:
+            log.info("node %d stopped being the active controller: %s", self.node_id, why)
+
+    def _not_controller(self, why: str) -> NodeError:
+        if self._stopping:
+            return UnavailableError("this node is shutting down", 1.0)
+        leader_url = self.leader_url
+        leader_id = self.raft_leader_id
+        if leader_url is None or leader_id == self.node_id:
+            return UnavailableError(f"no active controller is known yet ({why})", 0.5)
+        return NotControllerError(leader_id, leader_url, why)
+
+    # ------------------------------------------------------------ writes
+
+    async def submit(self, request: object, timeout_s: float = 10.0) -> object:
+        """Decides ``request`` as the active controller and returns its response
+        once the records are applied. Raises a NodeError otherwise."""
+        if self.sm.fatal is not None:
+            raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
+        if self.replaying:
+            raise UnavailableError("this node is still replaying its log", 1.0)
+        if not self.active:
+            raise self._not_controller("this node is not the active controller")
+        if len(self._queue) >= self.config.max_queued_requests:
+            self.throttled += 1
+            raise ThrottledError(
+                f"{len(self._queue)} requests are queued (the limit is "
+                f"{self.config.max_queued_requests}); nothing was written"
+            )
+        future = self.loop.create_future()
+        self._enqueue(_Pending(request, future))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            raise OutcomeUnknownError(
+                f"no answer within {timeout_s:.1f} s; the write may still commit"
+            ) from None
+
+    def _enqueue(self, pending: _Pending) -> None:
+        self._queue.append(pending)
+        self._pump()
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._queue)
+
+    def _pump(self) -> None:
+        """Decides everything queued into one batch, if none is in flight."""
+        if not self.active or self._in_flight is not None or not self._queue:
+            return
+        controller = self.controller
+        image = self.image
+        controller.committed(image)
+        now = now_ms()
+        decided: list[tuple[_Pending, object]] = []
+        records: list[Record] = []
+        while self._queue and len(records) < self.config.max_batch_records:
+            pending = self._queue.popleft()
+            if pending.future is not None and pending.future.done():
+                continue  # its caller gave up before we decided it
+            try:
+                if pending.request is _FENCE:
+                    while (result := controller.maybe_fence_stale_broker(now)) is not None:
+                        records.extend(result.records)
+                    continue
+                if pending.request is _BOOTSTRAP:
+                    boot = controller.bootstrap_records()
+                    controller.replay(boot)
+                    records.extend(boot)
+                    continue
+                result = controller.handle(pending.request, now)
+            except Exception as e:  # a bug: answer it, keep serving the rest
+                log.exception("the controller failed on %r", pending.request)
+                _fail(pending.future, e)
+                continue
+            records.extend(result.records)
+            decided.append((pending, result.response))
+        if not records:
+            # Nothing to write (rejections only): answer at once.
+            for pending, response in decided:
+                _settle(pending.future, response)
+            self._pump()
+            return
+        batch = Batch(self.term, now, tuple(records), image.next_offset)
+        self._in_flight = decided
+        self._in_flight_started = time.monotonic()
+        future = self._propose(batch)
+        future.add_done_callback(functools.partial(self._batch_done, decided, len(records)))
+
+    def _batch_done(self, decided, count: int, future: asyncio.Future) -> None:
+        if self._in_flight is not decided:
+            return  # we stepped down meanwhile; those callers were told already
+        self._in_flight = None
+        result, error = future.result()
+        if error == FAIL_REASON.SUCCESS and result is not None and result >= 0:
+            elapsed = time.monotonic() - self._in_flight_started
+            self.stats.batches += 1
+            self.stats.records += count
+            self.stats.last_batch_records = count
+            self.stats.last_commit_s = elapsed
+            self.stats.sizes.append(count)
+            self.stats.latencies.append(elapsed)
+            self.controller.committed(self.image)
+            for pending, response in decided:
+                _settle(pending.future, response)
+            self._pump()
+            return
+        why = f"the batch did not commit ({_reason(error, result)})"
+        log.warning("%s", why)
+        for pending, _ in decided:
+            _fail(pending.future, OutcomeUnknownError(why))
+        if (
+            self.syncobj._isLeader()
+            and self.syncobj.raftCurrentTerm == self.term
+            and result == STALE
+        ):
+            # Our view was wrong: rebuild leader state from the image, keep leading.
+            self.controller = Controller(self.image, self.controller_config, now_ms())
+            self._pump()
+        else:
+            self._step_down(why)
+
+    # ------------------------------------------------------------ session fencing
+
+    def _schedule_fencer(self) -> None:
+        if not self.active:
+            return
+        next_check = self.controller.next_fence_check_ms()
+        delay = 1.0 if next_check is None else max(0.05, (next_check - now_ms()) / 1000)
+        self._fence_handle = self.loop.call_later(min(delay, 1.0), self._fence_tick)
+
+    def _fence_tick(self) -> None:
+        self._fence_handle = None
+        if not self.active:
+            return
+        next_check = self.controller.next_fence_check_ms()
+        if next_check is not None and next_check <= now_ms():
+            self._enqueue(_Pending(_FENCE, None))
+        self._schedule_fencer()
+
+    # ------------------------------------------------------------ reads
+
+    def _on_applied(self) -> None:
+        event = self._applied
+        event.set()
+        self._applied = asyncio.Event()
+
+    async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
+        """Waits until the log reaches ``offset`` (exclusive end) or the timeout."""
+        deadline = time.monotonic() + timeout_s
+        while self.image.next_offset <= offset:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._applied.wait(), remaining)
+            except TimeoutError:
+                return False
+        return True
+
+    async def barrier(self, timeout_s: float = 5.0) -> int:
+        """Linearizable read barrier: returns an offset such that every write
+        acknowledged before the call is at or below it in this node's image.
+
+        One empty batch through the log, shared by every read that arrives
+        while none is in flight; it takes no offsets, so it can interleave with
+        the leader's batches anywhere."""
+        if self.replaying:
+            raise UnavailableError("this node is still replaying its log", 1.0)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._barrier is None or self._barrier.done():
+                if self.raft_leader_id is None:
+                    raise UnavailableError("no leader is known; a linearizable read needs one", 0.5)
+                self._barrier = self._propose(Batch(self.image.controller_epoch, now_ms(), ()))
+            barrier = self._barrier
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise UnavailableError("the read barrier did not commit in time", 0.5)
+            try:
+                result, error = await asyncio.wait_for(asyncio.shield(barrier), remaining)
+            except TimeoutError:
+                raise UnavailableError("the read barrier did not commit in time", 0.5) from None
+            if error == FAIL_REASON.SUCCESS and result is not None and result >= 0:
+                return self.image.last_offset
+            # The epoch moved (new leader) or the entry was lost: try again.
+            if self._barrier is barrier:
+                self._barrier = None
+            await asyncio.sleep(0.02)
+
+    # ------------------------------------------------------------ operations
+
+    async def transfer_leadership(self, target: int | None, timeout_s: float = 5.0) -> int | None:
+        """Asks Raft to hand leadership to ``target`` (or the most caught-up
+        voter); returns the new leader's id, or None if it did not move in time."""
+        if not self.syncobj._isLeader():
+            raise self._not_controller("only the leader can transfer leadership")
+        if target is not None:
+            if target not in self.config.voters or target == self.node_id:
+                raise ValueError(f"targetNodeId {target} is not another voter")
+            address = self.config.voters[target]
+        else:
+            address = None
+        done = self.loop.create_future()
+
+        def on_tick():  # transferLeadership is only safe on the tick thread
+            self.syncobj.removeOnTickCallback(on_tick)
+            try:
+                self.syncobj.transferLeadership(
+                    node=address, callback=lambda r, e: self._call(_settle, done, e)
+                )
+            except Exception as e:
+                self._call(_fail, done, e)
+
+        self.syncobj.addOnTickCallback(on_tick)
+        try:
+            error = await asyncio.wait_for(done, timeout_s)
+        except TimeoutError:
+            return None
+        if error != FAIL_REASON.SUCCESS:
+            raise UnavailableError(
+                f"the transfer was refused ({_reason(error, None)}): the target must be "
+                "connected and fully caught up",
+                1.0,
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            leader = self.raft_leader_id
+            if leader is not None and leader != self.node_id:
+                return leader
+            await asyncio.sleep(0.05)
+        return None
+
+    def raft_status(self) -> dict:
+        """pysyncobj's status; it reads internal dicts without a lock, so retry."""
+        for _ in range(3):
+            try:
+                return self.syncobj.getStatus()
+            except RuntimeError:
+                continue
+        return {}
+
+
+_BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
+
+
+def _settle(future: asyncio.Future | None, value) -> None:
+    if future is not None and not future.done():
+        future.set_result(value)
+
+
+def _fail(future: asyncio.Future | None, error: BaseException) -> None:
+    if future is not None and not future.done():
+        future.set_exception(error)
+
+
+_REASONS = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
+
+
+def _reason(error, result) -> str:
+    if error == FAIL_REASON.SUCCESS:
+        return "stale epoch or offset" if result == STALE else "not a valid batch"
+    return _REASONS.get(error, str(error))

@@ -1,0 +1,139 @@
+"""A voter's configuration, and the identity its data dir remembers."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import orjson
+
+from metadata_records.uuids import random_uuid
+
+from .config import DEFAULT_SESSION_TIMEOUT_MS
+
+IDENTITY_FILE = "metaquorum.json"
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message names the flag to fix (exit code 2)."""
+
+
+def parse_voters(text: str) -> dict[int, str]:
+    """``"0@host:port,1@host:port"`` -> {0: "host:port", 1: "host:port"}."""
+    voters: dict[int, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        node, sep, address = part.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not host:
+            raise ConfigError(f"--voters: {part!r} is not ID@HOST:PORT")
+        try:
+            node_id, port_number = int(node), int(port)
+        except ValueError:
+            raise ConfigError(f"--voters: {part!r} is not ID@HOST:PORT") from None
+        if not 0 <= node_id <= 2**31 - 1 or not 1 <= port_number <= 65535:
+            raise ConfigError(f"--voters: {part!r} has an out-of-range id or port")
+        if node_id in voters:
+            raise ConfigError(f"--voters: node id {node_id} appears twice")
+        if address in voters.values():
+            raise ConfigError(f"--voters: address {address} appears twice")
+        voters[node_id] = address
+    if not voters:
+        raise ConfigError("--voters: no voters given")
+    return voters
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    node_id: int
+    voters: dict[int, str]  # node id -> Raft "host:port", spelled the same on every voter
+    data_dir: str
+    advertised_url: str
+    cluster_id: str | None = None  # first start only; later read from the data dir
+    raft_secret: str | None = None
+    fsync: bool = True
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+    max_queued_requests: int = 5000
+    max_batch_records: int = 20_000
+    log_retention: int = 200_000
+    compaction_entries: int = 20_000
+    raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port
+    # Election timing with headroom for the GIL shared with uvicorn (PYSYNCOBJ.md 2.4).
+    raft_min_timeout: float = 1.0
+    raft_max_timeout: float = 2.5
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.node_id not in self.voters:
+            raise ConfigError(
+                f"--node-id {self.node_id} is not among --voters ({sorted(self.voters)})"
+            )
+        if len(self.voters) > 1 and not self.raft_secret:
+            raise ConfigError(
+                "--raft-secret-file is required with more than one voter: the Raft port "
+                "speaks pickle and the secret is its only authentication"
+            )
+        if self.session_timeout_ms <= 0:
+            raise ConfigError("--session-timeout-ms must be positive")
+
+    @property
+    def raft_address(self) -> str:
+        return self.voters[self.node_id]
+
+    @property
+    def journal_file(self) -> str:
+        return os.path.join(self.data_dir, "raft.journal")
+
+    @property
+    def dump_file(self) -> str:
+        return os.path.join(self.data_dir, "raft.snapshot")
+
+
+def claim_data_dir(config: NodeConfig) -> str:
+    """Creates or checks the data dir; returns the cluster id.
+
+    The data dir remembers its node and cluster: starting it as another node,
+    or with another cluster id, is refused (a voter must never mix logs)."""
+    os.makedirs(config.data_dir, exist_ok=True)
+    path = os.path.join(config.data_dir, IDENTITY_FILE)
+    if os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                identity = orjson.loads(f.read())
+            node_id, cluster_id = identity["nodeId"], identity["clusterId"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(
+                f"--data-dir: {path} is unreadable ({e}); restore it or use an empty dir"
+            ) from None
+        if node_id != config.node_id:
+            raise ConfigError(
+                f"--node-id {config.node_id} does not match --data-dir {config.data_dir}, "
+                f"which belongs to node {node_id}"
+            )
+        if config.cluster_id is not None and config.cluster_id != cluster_id:
+            raise ConfigError(
+                f"--cluster-id {config.cluster_id} does not match --data-dir {config.data_dir}, "
+                f"which belongs to cluster {cluster_id}"
+            )
+        return cluster_id
+    if any(os.scandir(config.data_dir)):
+        raise ConfigError(
+            f"--data-dir {config.data_dir} is not empty and has no {IDENTITY_FILE}: "
+            "refusing to use a directory that may hold another service's files"
+        )
+    cluster_id = config.cluster_id
+    if cluster_id is None:
+        if len(config.voters) > 1:
+            raise ConfigError(
+                "--cluster-id is required on the first start of a multi-voter cluster "
+                "(every voter must be given the same one)"
+            )
+        cluster_id = random_uuid()
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(orjson.dumps({"version": 1, "nodeId": config.node_id, "clusterId": cluster_id}))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return cluster_id

@@ -1,0 +1,163 @@
+"""The replicated state machine pysyncobj drives: one entry point, ``apply_batch``.
+
+Rules learned the hard way (PYSYNCOBJ.md section 0):
+* one replicated method forever (method ids are positional in the journal);
+* ``apply_batch`` never raises (a raising apply wedges every voter);
+* the image is published as one immutable object per batch, so the HTTP
+  thread reads it without locks;
+* snapshots are our own format (the image codec), never pickled classes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+
+import orjson
+from pysyncobj import SyncObjConsumer, replicated
+
+from metadata_records.codec import DecodeError, decode_batch
+from metadata_records.delta import ImageDelta, batch_applies
+from metadata_records.image import EMPTY_IMAGE, MetadataImage
+from metadata_records.snapshot import decode_image, encode_image
+
+from .record_log import RecordLog
+
+log = logging.getLogger(__name__)
+
+# apply_batch results, as its callback sees them
+STALE = -1  # decided under another controller epoch, or for another offset: a no-op
+INVALID = -2  # not a batch at all (never written by a metaquorum leader)
+
+SNAPSHOT_FORMAT = 1
+
+
+class SnapshotError(Exception):
+    """A snapshot file that cannot be trusted; the node must not serve from it."""
+
+
+class MetadataStateMachine(SyncObjConsumer):
+    def __init__(self, log_retention: int = 200_000) -> None:
+        super().__init__()
+        self.image: MetadataImage = EMPTY_IMAGE
+        self.log = RecordLog(log_retention)
+        self.stale_batches = 0
+        self.invalid_batches = 0
+        self.apply_errors = 0
+        self.fatal: str | None = None  # set when the node must stop serving
+        # Called on the apply thread after each applied entry; must not raise.
+        self.on_applied: Callable[[], None] | None = None
+
+    @replicated
+    def apply_batch(self, payload: bytes) -> int:
+        """Applies one batch; returns its first offset, or STALE / INVALID."""
+        try:
+            try:
+                batch = decode_batch(payload)
+            except DecodeError as e:
+                self.invalid_batches += 1
+                log.error("ignoring a Raft entry that is not a metadata batch: %s", e)
+                return INVALID
+            image = self.image
+            if not batch_applies(image.controller_epoch, batch, image.next_offset):
+                self.stale_batches += 1
+                return STALE
+            delta = ImageDelta(image)
+            for record in batch.records:
+                delta.replay(record)
+            self.log.append(batch, image.next_offset)
+            self.image = delta.apply()
+            return image.next_offset
+        except Exception:  # never let pysyncobj see an exception: it would wedge
+            self.apply_errors += 1
+            log.exception("applying a batch failed; the batch is ignored")
+            return INVALID
+        finally:
+            self._notify()
+
+    def _notify(self) -> None:
+        callback = self.on_applied
+        if callback is not None:
+            try:
+                callback()
+            except Exception:
+                log.exception("on_applied callback failed")
+
+    # ------------------------------------------------------------ snapshots
+
+    def write_snapshot(self, file_name: str, raft_data: tuple) -> None:
+        """pysyncobj ``serializer``: the image at the last applied entry, plus
+        pysyncobj's own bookkeeping (two journal entries and the voters)."""
+        last, prev, cluster = raft_data
+        image_bytes = encode_image(self.image)
+        header = {
+            "format": SNAPSHOT_FORMAT,
+            "raft": {
+                "last": _entry_to_json(last),
+                "prev": _entry_to_json(prev),
+                "cluster": sorted(getattr(node, "id", str(node)) for node in cluster),
+            },
+            "nextOffset": self.image.next_offset,
+            "imageBytes": len(image_bytes),
+            "imageSha256": hashlib.sha256(image_bytes).hexdigest(),
+        }
+        with open(file_name, "wb") as f:
+            f.write(orjson.dumps(header) + b"\n")
+            f.write(image_bytes)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read_snapshot(self, file_name: str) -> tuple:
+        """pysyncobj ``deserializer``: loads the image and returns the bookkeeping.
+
+        Any doubt about the file sets ``fatal`` and raises: pysyncobj would
+        otherwise carry on with an empty image as a normal member."""
+        try:
+            with open(file_name, "rb") as f:
+                header_line = f.readline(1 << 20)
+                image_bytes = f.read()
+            try:
+                header = orjson.loads(header_line)
+                raft = header["raft"]
+                expected = header["imageSha256"]
+                if header["format"] != SNAPSHOT_FORMAT:
+                    raise SnapshotError(f"unsupported snapshot format {header['format']!r}")
+            except (orjson.JSONDecodeError, KeyError, TypeError) as e:
+                raise SnapshotError(f"unreadable snapshot header ({e})") from None
+            if hashlib.sha256(image_bytes).hexdigest() != expected:
+                raise SnapshotError(
+                    f"the image in the snapshot does not match its checksum "
+                    f"({len(image_bytes)} bytes, {header.get('imageBytes')} expected)"
+                )
+            try:
+                image = decode_image(image_bytes)
+            except DecodeError as e:
+                raise SnapshotError(f"the image in the snapshot is invalid: {e}") from None
+            result = (
+                _entry_from_json(raft["last"]),
+                _entry_from_json(raft["prev"]),
+                raft["cluster"],
+            )
+        except (OSError, SnapshotError, ValueError, TypeError, KeyError) as e:
+            self.fatal = f"snapshot {file_name} is corrupt or unreadable: {e}"
+            log.error("%s", self.fatal)
+            raise
+        self.image = image
+        self.log.reset(image.next_offset)
+        self._notify()
+        return result
+
+
+def _entry_to_json(entry: tuple) -> list:
+    command, idx, term = entry
+    return [base64.b64encode(bytes(command)).decode(), idx, term]
+
+
+def _entry_from_json(obj: list) -> tuple:
+    command, idx, term = obj
+    if type(idx) is not int or type(term) is not int:
+        raise SnapshotError(f"bad Raft entry in snapshot header: {obj!r:.80}")
+    return (base64.b64decode(command, validate=True), idx, term)
