@@ -20,6 +20,23 @@ def _parser() -> argparse.ArgumentParser:
         "a topic, a KIP-903 rejection and a KIP-841 controlled shutdown.",
     )
     demo.add_argument("--json", action="store_true", help="print only the log, as NDJSON")
+
+    from .dev import add_dev_flags
+    from .serve import add_serve_flags
+
+    serve = commands.add_parser(
+        "serve",
+        help="run one voter: the Raft quorum and the HTTP API",
+        description="Runs one voter. Every flag is also an environment variable "
+        "(--node-id = METAQUORUM_NODE_ID). Exit codes: 0 clean stop, 2 bad configuration, "
+        "3 refused to serve (corrupt data).",
+    )
+    add_serve_flags(serve)
+    dev = commands.add_parser(
+        "dev",
+        help="a local cluster on 127.0.0.1 (1 voter, or --nodes 3), with curl recipes",
+    )
+    add_dev_flags(dev)
     return parser
 
 
@@ -30,6 +47,14 @@ def main(argv: list[str] | None = None) -> int:
             from .demo import run_demo
 
             return run_demo(as_json=args.json)
+        if args.command == "serve":
+            from .serve import run_serve
+
+            return run_serve(args)
+        if args.command == "dev":
+            from .dev import run_dev
+
+            return run_dev(args)
     except BrokenPipeError:
         # The reader went away (``metaquorum demo --json | head``): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

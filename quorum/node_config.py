@@ -76,6 +76,12 @@ class NodeConfig:
             )
         if self.session_timeout_ms <= 0:
             raise ConfigError("--session-timeout-ms must be positive")
+        # pysyncobj requires the election timeout above 3 heartbeat periods (0.1 s).
+        if not 0.3 < self.raft_min_timeout < self.raft_max_timeout:
+            raise ConfigError(
+                f"Raft election timeouts {self.raft_min_timeout}-{self.raft_max_timeout} s: "
+                "the minimum must exceed 0.3 s and be below the maximum"
+            )
 
     @property
     def raft_address(self) -> str:

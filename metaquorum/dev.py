@@ -1,0 +1,150 @@
+"""``metaquorum dev``: a local cluster on 127.0.0.1 in a local data dir.
+
+One voter runs in this process; ``--nodes 3`` starts three ``metaquorum serve``
+child processes (with a generated Raft secret) and stops them together on
+Ctrl-C. Either way it prints where to look and ready-to-paste curl commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+DEFAULT_DIR = ".metaquorum-dev"
+HTTP_BASE = 7070  # voter i: HTTP 7070 + 2i, Raft 7071 + 2i
+
+
+def add_dev_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=1, choices=[1, 3, 5], help="voters to run")
+    parser.add_argument("--data-dir", default=DEFAULT_DIR, help="where the voters keep their data")
+    parser.add_argument("--http-port", type=int, default=HTTP_BASE, help="first voter's HTTP port")
+    parser.add_argument("--fsync", choices=["always", "never"], default="always")
+    parser.add_argument("--fresh", action="store_true", help="delete the data dir first")
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def curl_recipes(url: str) -> str:
+    return f"""
+  Where to look:
+    {url}/docs                     the API, try it in the browser
+    {url}/v1/quorum/status         who leads, offsets, voters
+    {url}/metrics                  Prometheus metrics
+
+  Paste these:
+    curl -s {url}/v1/quorum/status
+    curl -s -X POST {url}/v1/brokers/register -H 'content-type: application/json' -d '{{"brokerId": 1, "clusterId": "'$(curl -s {url}/v1/quorum/status | python3 -c 'import sys,json; print(json.load(sys.stdin)["clusterId"])')'", "incarnationId": "'$(python3 -c 'import uuid; print(uuid.uuid4())')'", "listeners": [{{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}}], "features": [{{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}}]}}'
+    curl -s -X POST {url}/v1/brokers/heartbeat -H 'content-type: application/json' -d '{{"brokerId": 1, "brokerEpoch": <epoch from register>, "currentMetadataOffset": 100000, "wantFence": false, "wantShutDown": false}}'
+    curl -s -X POST {url}/v1/topics -H 'content-type: application/json' -d '{{"topics": [{{"name": "orders", "numPartitions": 3, "replicationFactor": 1}}]}}'
+    curl -s {url}/v1/topics/orders
+    curl -s '{url}/v1/log?fromOffset=0&maxRecords=20'
+"""
+
+
+def run_dev(args: argparse.Namespace) -> int:
+    data_dir = os.path.abspath(args.data_dir)
+    if args.fresh and os.path.isdir(data_dir):
+        import shutil
+
+        shutil.rmtree(data_dir)
+    os.makedirs(data_dir, exist_ok=True)
+    n = args.nodes
+    http = [args.http_port + 2 * i for i in range(n)]
+    raft = [p + 1 for p in http]
+    voters = ",".join(f"{i}@127.0.0.1:{raft[i]}" for i in range(n))
+    cluster_file = os.path.join(data_dir, "cluster-id")
+    if not os.path.exists(cluster_file):
+        from metadata_records.uuids import random_uuid
+
+        with open(cluster_file, "w") as f:
+            f.write(random_uuid())
+    with open(cluster_file) as f:
+        cluster_id = f.read().strip()
+    secret_file = os.path.join(data_dir, "raft-secret")
+    if n > 1 and not os.path.exists(secret_file):
+        with open(secret_file, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+        os.chmod(secret_file, 0o600)
+
+    def serve_args(i: int) -> list[str]:
+        out = [
+            "serve",
+            "--node-id", str(i),
+            "--voters", voters,
+            "--http-host", "127.0.0.1",
+            "--http-port", str(http[i]),
+            "--advertised-url", f"http://127.0.0.1:{http[i]}",
+            "--data-dir", os.path.join(data_dir, f"node-{i}"),
+            "--cluster-id", cluster_id,
+            "--fsync", args.fsync,
+        ]  # fmt: skip
+        if n > 1:
+            out += ["--raft-secret-file", secret_file]
+        return out
+
+    urls = [f"http://127.0.0.1:{p}" for p in http]
+    print(f"metaquorum dev: {n} voter(s), cluster {cluster_id}, data in {data_dir}")
+    if n == 1:
+        from .cli import main
+
+        print(curl_recipes(urls[0]))
+        print("  Ctrl-C stops it; the data dir keeps the log for the next start.\n")
+        return main(serve_args(0))
+
+    logs = [open(os.path.join(data_dir, f"node-{i}.log"), "ab") for i in range(n)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "metaquorum.cli", *serve_args(i)],
+            stdout=logs[i],
+            stderr=subprocess.STDOUT,
+        )
+        for i in range(n)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(_ready(u) for u in urls):
+            for i, child in enumerate(children):
+                if child.poll() is not None:
+                    print(f"voter {i} exited with {child.returncode}; see {logs[i].name}")
+                    return 1
+            if time.monotonic() > deadline:
+                print("the voters did not become ready within 60 s; see the node-*.log files")
+                return 1
+            time.sleep(0.2)
+        for i, url in enumerate(urls):
+            print(f"  voter {i}: {url}  (log: {logs[i].name})")
+        print(curl_recipes(urls[0]))
+        print("  Writes sent to a follower answer 307 to the leader: use curl -L.")
+        print("  Ctrl-C stops all voters.\n")
+        while all(c.poll() is None for c in children):
+            time.sleep(0.5)
+        print("a voter exited; stopping the others")
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping the voters")
+        return 0
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        for f in logs:
+            f.close()

@@ -1,0 +1,209 @@
+"""``metaquorum serve``: one voter, i.e. the Raft quorum and the HTTP API in one
+process with one uvicorn worker (each worker would build its own SyncObj).
+
+Every flag is also an environment variable (``--node-id`` = METAQUORUM_NODE_ID).
+Exit codes: 0 clean stop, 2 bad configuration (the message names the flag),
+3 the node refused to serve (a corrupt snapshot or journal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+import sys
+
+EXIT_CONFIG = 2
+EXIT_REFUSED = 3
+
+log = logging.getLogger("metaquorum")
+
+
+def _env(flag: str) -> str:
+    return "METAQUORUM_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    def flag(name: str, **kw) -> None:
+        env = _env(name)
+        kw["help"] = f"{kw.get('help', '')} [env {env}]".strip()
+        if env in os.environ:
+            kw["default"] = os.environ[env]
+            kw.pop("required", None)
+        parser.add_argument(name, **kw)
+
+    flag("--node-id", type=int, help="this voter's id (see --node-id-from-hostname)")
+    flag(
+        "--node-id-from-hostname",
+        action="store_true",
+        help="take the node id from the hostname's trailing ordinal (StatefulSet pod-N)",
+    )
+    flag("--voters", required=True, help='every voter: "0@host:raftport,1@host:raftport,..."')
+    flag("--http-host", default="0.0.0.0", help="HTTP bind address")
+    flag("--http-port", type=int, default=8080, help="HTTP port")
+    flag("--advertised-url", help="the URL brokers and peers use to reach this node's HTTP API")
+    flag("--data-dir", required=True, help="journal, snapshots and identity of this voter")
+    flag("--cluster-id", help="first start only; later starts read it from the data dir")
+    flag("--tokens-file", help="bearer tokens (token role [brokerId] per line); no file: auth off")
+    flag("--raft-secret-file", help="shared secret of the Raft port (required with >1 voter)")
+    flag("--session-timeout-ms", type=int, default=9000, help="broker session timeout")
+    flag("--fsync", choices=["always", "never"], default="always", help="sync the journal")
+    flag("--log-level", default="info", help="debug, info, warning, error")
+
+
+def _die(code: int, message: str) -> int:
+    print(f"metaquorum serve: {message}", file=sys.stderr)
+    return code
+
+
+def _read_secret(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            secret = f.read().strip()
+    except OSError as e:
+        raise ValueError(f"--raft-secret-file {path}: {e.strerror}") from None
+    if len(secret) < 16:
+        raise ValueError(f"--raft-secret-file {path}: the secret must be at least 16 characters")
+    return secret
+
+
+def node_id_from_hostname(hostname: str | None = None) -> int:
+    name = (hostname or socket.gethostname()).split(".")[0]
+    head, _, ordinal = name.rpartition("-")
+    if not head or not ordinal.isdigit():
+        raise ValueError(f"--node-id-from-hostname: hostname {name!r} does not end in -<ordinal>")
+    return int(ordinal)
+
+
+def build_config(args: argparse.Namespace):
+    """NodeConfig from flags; ValueError/ConfigError messages name the flag."""
+    from quorum.node_config import NodeConfig, parse_voters
+
+    if args.node_id_from_hostname in (True, "1", "true", "True"):
+        node_id = node_id_from_hostname()
+    elif args.node_id is None:
+        raise ValueError("--node-id is required (or --node-id-from-hostname)")
+    else:
+        node_id = int(args.node_id)
+    voters = parse_voters(args.voters)
+    secret = _read_secret(args.raft_secret_file) if args.raft_secret_file else None
+    http_port = int(args.http_port)
+    if not 1 <= http_port <= 65535:
+        raise ValueError(f"--http-port {http_port} is not a port")
+    url = args.advertised_url or f"http://{socket.getfqdn()}:{http_port}"
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"--advertised-url {url!r} must start with http:// or https://")
+    if args.tokens_file and not os.path.isfile(args.tokens_file):
+        raise ValueError(f"--tokens-file {args.tokens_file}: no such file")
+    return NodeConfig(
+        node_id=node_id,
+        voters=voters,
+        data_dir=args.data_dir,
+        advertised_url=url.rstrip("/"),
+        cluster_id=args.cluster_id,
+        raft_secret=secret,
+        fsync=args.fsync == "always",
+        session_timeout_ms=int(args.session_timeout_ms),
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=str(args.log_level).upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from quorum.node_config import ConfigError, claim_data_dir
+
+    try:
+        config = build_config(args)
+        cluster_id = claim_data_dir(config)
+    except (ConfigError, ValueError) as e:
+        return _die(EXIT_CONFIG, str(e))
+
+    from api.auth import load_tokens  # noqa: PLC0415 - the API is only needed to serve
+
+    try:
+        tokens = load_tokens(args.tokens_file) if args.tokens_file else None
+    except ValueError as e:
+        return _die(EXIT_CONFIG, f"--tokens-file: {e}")
+
+    from quorum.node import QuorumNode
+
+    # The SyncObj is built here, in the main thread, before the loop starts.
+    node = QuorumNode(config, cluster_id)
+    if tokens is None:
+        log.warning(
+            "auth is OFF: no --tokens-file was given; anyone who reaches the port may write"
+        )
+    log.info(
+        "node %d of cluster %s: raft %s, http %s, data %s, fsync %s",
+        config.node_id,
+        cluster_id,
+        config.raft_address,
+        config.advertised_url,
+        config.data_dir,
+        "always" if config.fsync else "never",
+    )
+    return asyncio.run(_serve(node, args, tokens))
+
+
+async def _serve(node, args, tokens) -> int:
+    import uvicorn
+
+    from api.app import create_app
+
+    app = create_app(node, tokens=tokens)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):  # noqa: ANN001 - uvicorn's signature
+            # Hand leadership over first, then stop serving; never re-raise the
+            # signal afterwards (uvicorn would, and the exit code would not be 0).
+            if not self.should_exit and not stopping.is_set():
+                loop.call_soon_threadsafe(stopping.set)
+            else:
+                self.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    server = Server(
+        uvicorn.Config(
+            app,
+            host=args.http_host,
+            port=int(args.http_port),
+            log_level="warning",
+            access_log=False,
+            workers=1,
+            timeout_graceful_shutdown=5,
+        )
+    )
+    await node.start()
+    serving = asyncio.ensure_future(server.serve())
+
+    async def watch() -> int:
+        while not stopping.is_set():
+            if node.sm.fatal is not None:
+                log.error("refusing to serve: %s", node.sm.fatal)
+                return EXIT_REFUSED
+            if serving.done():
+                return 0 if serving.exception() is None else EXIT_CONFIG
+            try:
+                await asyncio.wait_for(stopping.wait(), 0.5)
+            except TimeoutError:
+                pass
+        return 0
+
+    code = await watch()
+    if serving.done() and serving.exception() is not None:
+        log.error("the HTTP server failed: %s", serving.exception())
+        await node.stop(transfer=False)
+        return EXIT_CONFIG
+    log.info("stopping: transferring leadership if leading")
+    try:
+        await node.stop(transfer=code == 0)
+    finally:
+        server.should_exit = True
+        await serving
+    log.info("stopped")
+    return code

@@ -1,0 +1,58 @@
+"""Helpers for tests that run real voters: free ports, in-process nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from contextlib import closing
+
+from quorum.node import QuorumNode
+from quorum.node_config import NodeConfig, claim_data_dir
+
+
+def free_port() -> int:
+    """A port the OS says is free right now."""
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def single_voter_config(data_dir: str, raft_port: int | None = None, **kw) -> NodeConfig:
+    raft_port = raft_port or free_port()
+    return NodeConfig(
+        node_id=0,
+        voters={0: f"127.0.0.1:{raft_port}"},
+        data_dir=str(data_dir),
+        advertised_url=kw.pop("advertised_url", "http://127.0.0.1:1"),
+        fsync=kw.pop("fsync", False),
+        raft_min_timeout=kw.pop("raft_min_timeout", 0.4),
+        raft_max_timeout=kw.pop("raft_max_timeout", 0.8),
+        **kw,
+    )
+
+
+def build_node(config: NodeConfig) -> QuorumNode:
+    """Builds a voter in the calling (main) thread, as pysyncobj requires."""
+    return QuorumNode(config, claim_data_dir(config))
+
+
+async def wait_until(predicate, timeout_s: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout_s} s")
+        await asyncio.sleep(0.02)
+
+
+def run_with(node: QuorumNode, body, timeout_s: float = 60.0):
+    """Starts ``node`` on a fresh loop, runs ``body(node)``, always stops it."""
+
+    async def main():
+        await node.start()
+        try:
+            return await asyncio.wait_for(body(node), timeout_s)
+        finally:
+            await node.stop(transfer=False)
+
+    return asyncio.run(main())

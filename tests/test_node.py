@@ -1,0 +1,213 @@
+"""A real voter in this process (pysyncobj, journal, snapshots): group commit,
+restart and replay, compaction, corrupt data, admission control, stale batches."""
+
+import asyncio
+import os
+from dataclasses import replace
+
+import pytest
+
+from metadata_records.errors import Errors
+from metadata_records.records import Batch, Endpoint, FeatureRange, NoOpRecord
+from metadata_records.snapshot import image_digest
+from quorum.messages import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    CreatableTopic,
+    CreateTopicsRequest,
+)
+from quorum.node import ThrottledError, UnavailableError
+from quorum.node_config import ConfigError, claim_data_dir
+from quorum.record_log import OffsetTooOld
+from quorum.state_machine import STALE
+
+from .harness import incarnation
+from .nodes import build_node, run_with, single_voter_config, wait_until
+
+MV = (FeatureRange("metadata.version", 1, 2),)
+
+
+def register(node, broker_id, generation=0):
+    return node.submit(
+        BrokerRegistrationRequest(
+            broker_id,
+            node.cluster_id,
+            incarnation(broker_id, generation),
+            (Endpoint("PLAINTEXT", "localhost", 9092, 0),),
+            MV,
+        )
+    )
+
+
+async def active(node):
+    """Active controller, with the bootstrap records of a new cluster applied."""
+    await wait_until(
+        lambda: node.active and node.image.metadata_version == 2 and node.queue_depth == 0,
+        what="the node becoming active controller",
+    )
+
+
+def test_a_single_voter_leads_bootstraps_and_group_commits(tmp_path):
+    node = build_node(single_voter_config(tmp_path))
+
+    async def body(node):
+        await active(node)
+        image = node.image
+        assert image.controller_epoch >= 1 and image.leader_id == 0
+        await wait_until(lambda: node.image.metadata_version == 2, what="bootstrap")
+        responses = await asyncio.gather(*(register(node, b) for b in range(1, 21)))
+        assert all(r.error is Errors.NONE for r in responses)
+        epochs = sorted(r.broker_epoch for r in responses)
+        assert len(set(epochs)) == 20
+        for r in responses:  # each epoch is the offset of its own record
+            (entry,) = node.sm.log.read(r.broker_epoch, 1)
+            assert entry.record.broker_epoch == r.broker_epoch
+        # 20 requests arrived together: far fewer than 20 batches.
+        assert node.stats.batches < 20
+        return image_digest(node.image)
+
+    run_with(node, body)
+
+
+def test_restart_replays_the_journal_to_the_same_image(tmp_path):
+    config = single_voter_config(tmp_path, fsync=True)
+    node = build_node(config)
+
+    async def write(node):
+        await active(node)
+        for b in range(1, 6):
+            r = await register(node, b)
+            await node.submit(BrokerHeartbeatRequest(b, r.broker_epoch, 10**6))
+        res = await node.submit(CreateTopicsRequest((CreatableTopic("t", 8, 3),)))
+        assert res.topics[0].error is Errors.NONE
+        return image_digest(node.image), node.image.next_offset
+
+    digest, next_offset = run_with(node, write)
+    again = build_node(config)
+
+    async def check(node):
+        # Replay reaches the commit index found on disk (saved once a second by
+        # pysyncobj); the rest of the journal commits with the first entry of
+        # the new term.
+        await wait_until(lambda: not node.replaying, what="replay")
+        await active(node)
+        assert node.image.next_offset > next_offset
+        # The new term adds a LEADER_CHANGE; everything before it is identical.
+        entries = node.sm.log.read(next_offset, 10)
+        assert entries[0].record.TYPE == "LEADER_CHANGE"
+        return node.image
+
+    image = run_with(again, check)
+    assert image.topic_by_name("t") is not None and len(image.brokers) == 5
+    assert digest  # computed on the first run
+
+
+def test_compaction_snapshot_and_restart(tmp_path):
+    config = single_voter_config(tmp_path, compaction_entries=30)
+    node = build_node(config)
+
+    async def write(node):
+        await active(node)
+        r = await register(node, 1)
+        for _ in range(60):  # sequential: one batch each
+            await node.submit(BrokerHeartbeatRequest(1, r.broker_epoch, 10**6, want_fence=True))
+            await node.submit(BrokerHeartbeatRequest(1, r.broker_epoch, 10**6))
+        await wait_until(lambda: os.path.exists(config.dump_file), what="a snapshot file")
+        return image_digest(node.image), node.image.next_offset
+
+    digest, next_offset = run_with(node, write)
+    again = build_node(config)
+
+    async def check(node):
+        await wait_until(lambda: node.image.next_offset >= next_offset, what="replay")
+        # Records before the snapshot are gone from the log; the image is whole.
+        assert node.sm.log.oldest_offset > 0
+        with pytest.raises(OffsetTooOld):
+            node.sm.log.read(0, 1)
+        reg = node.image.brokers[1]
+        assert not reg.fenced
+        return node.image
+
+    run_with(again, check)
+
+
+def test_a_corrupt_snapshot_is_named_and_the_node_refuses_to_serve(tmp_path):
+    config = single_voter_config(tmp_path, compaction_entries=10)
+    node = build_node(config)
+
+    async def write(node):
+        await active(node)
+        r = await register(node, 1)
+        for _ in range(20):
+            await node.submit(BrokerHeartbeatRequest(1, r.broker_epoch, 10**6, want_fence=True))
+            await node.submit(BrokerHeartbeatRequest(1, r.broker_epoch, 10**6))
+        await wait_until(lambda: os.path.exists(config.dump_file), what="a snapshot file")
+
+    run_with(node, write)
+    with open(config.dump_file, "r+b") as f:
+        f.seek(-20, os.SEEK_END)
+        f.write(b"garbage!garbage!garb")
+    again = build_node(config)
+
+    async def check(node):
+        await wait_until(lambda: node.sm.fatal is not None, what="corruption detected")
+        assert "does not match its checksum" in node.sm.fatal
+        assert config.dump_file in node.sm.fatal
+        assert not node.raft_alive and not node.ready
+        with pytest.raises(UnavailableError, match="refuses to serve"):
+            await node.submit(BrokerHeartbeatRequest(1, 1, 1))
+
+    run_with(again, check)
+
+
+def test_admission_control_refuses_at_once_and_writes_nothing(tmp_path):
+    node = build_node(single_voter_config(tmp_path, max_queued_requests=5))
+
+    async def body(node):
+        await active(node)
+        results = await asyncio.gather(
+            *(register(node, b) for b in range(1, 200)), return_exceptions=True
+        )
+        refused = [r for r in results if isinstance(r, ThrottledError)]
+        accepted = [r for r in results if not isinstance(r, Exception)]
+        assert refused and accepted
+        assert "nothing was written" in str(refused[0])
+        assert len(node.image.brokers) == len(accepted)
+        # The node keeps serving afterwards.
+        assert (await register(node, 500)).error is Errors.NONE
+
+    run_with(node, body)
+
+
+def test_a_batch_from_an_older_epoch_or_offset_is_a_no_op(tmp_path):
+    node = build_node(single_voter_config(tmp_path))
+
+    async def body(node):
+        await active(node)
+        image = node.image
+        stale = Batch(image.controller_epoch - 1, 0, (NoOpRecord(),))
+        result, error = await node._propose(stale)
+        assert result == STALE and node.image.next_offset == image.next_offset
+        elsewhere = Batch(image.controller_epoch, 0, (NoOpRecord(),), image.next_offset + 5)
+        result, error = await node._propose(elsewhere)
+        assert result == STALE and node.image.next_offset == image.next_offset
+        assert node.sm.stale_batches == 2
+        # A read barrier commits through the log without taking an offset.
+        offset = await node.barrier()
+        assert offset == node.image.last_offset == image.last_offset
+
+    run_with(node, body)
+
+
+def test_the_data_dir_remembers_its_node_and_cluster(tmp_path):
+    config = single_voter_config(tmp_path, cluster_id="c1")
+    assert claim_data_dir(config) == "c1"
+    with pytest.raises(ConfigError, match="--node-id 5 does not match"):
+        claim_data_dir(replace(config, node_id=5, voters={5: "127.0.0.1:1"}))
+    with pytest.raises(ConfigError, match="--cluster-id c2 does not match"):
+        claim_data_dir(replace(config, cluster_id="c2"))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "stray").write_text("x")
+    with pytest.raises(ConfigError, match="is not empty"):
+        claim_data_dir(single_voter_config(other))
