@@ -50,6 +50,18 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     flag("--raft-secret-file", help="shared secret of the Raft port (required with >1 voter)")
     flag("--session-timeout-ms", type=int, default=9000, help="broker session timeout")
     flag("--fsync", choices=["always", "never"], default="always", help="sync the journal")
+    flag(
+        "--max-queued-requests",
+        type=int,
+        default=5000,
+        help="admission control: writes queued beyond this are refused with 429",
+    )
+    flag(
+        "--compaction-entries",
+        type=int,
+        default=20_000,
+        help="take a snapshot and compact the Raft log after this many entries",
+    )
     flag("--log-level", default="info", help="debug, info, warning, error")
 
 
@@ -106,7 +118,16 @@ def build_config(args: argparse.Namespace):
         raft_secret=secret,
         fsync=args.fsync == "always",
         session_timeout_ms=int(args.session_timeout_ms),
+        max_queued_requests=_positive(args.max_queued_requests, "--max-queued-requests"),
+        compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
     )
+
+
+def _positive(value, flag: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"{flag} must be at least 1, got {number}")
+    return number
 
 
 def run_serve(args: argparse.Namespace) -> int:
