@@ -11,6 +11,7 @@ import pytest
 from .cluster import Cluster
 
 pytestmark = pytest.mark.slow
+pytest.importorskip("api.app", reason="the HTTP API is not built yet")
 
 
 @pytest.fixture
