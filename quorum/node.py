@@ -120,6 +120,7 @@ class QuorumNode:
             fullDumpFile=config.dump_file,  # always with the journal (PYSYNCOBJ.md 3.3)
             serializer=self.sm.write_snapshot,
             deserializer=self.sm.read_snapshot,
+            serializeChecker=self.sm.snapshot_state,
             logCompactionMinEntries=config.compaction_entries,
             logCompactionMinTime=3600,
             raftMinTimeout=config.raft_min_timeout,

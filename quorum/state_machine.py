@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import orjson
 from pysyncobj import SyncObjConsumer, replicated
+from pysyncobj.config import SERIALIZER_STATE
 
 from metadata_records.codec import DecodeError, decode_batch
 from metadata_records.delta import ImageDelta, batch_applies
@@ -48,6 +49,9 @@ class MetadataStateMachine(SyncObjConsumer):
         self.invalid_batches = 0
         self.apply_errors = 0
         self.fatal: str | None = None  # set when the node must stop serving
+        self._snapshot_pid = 0
+        self.snapshots_written = 0
+        self.snapshot_failures = 0
         # Called on the apply thread after each applied entry; must not raise.
         self.on_applied: Callable[[], None] | None = None
 
@@ -88,27 +92,47 @@ class MetadataStateMachine(SyncObjConsumer):
 
     # ------------------------------------------------------------ snapshots
 
-    def write_snapshot(self, file_name: str, raft_data: tuple) -> None:
+    def write_snapshot(self, tmp_name: str, raft_data: tuple) -> None:
         """pysyncobj ``serializer``: the image at the last applied entry, plus
-        pysyncobj's own bookkeeping (two journal entries and the voters)."""
-        last, prev, cluster = raft_data
-        image_bytes = encode_image(self.image)
-        header = {
-            "format": SNAPSHOT_FORMAT,
-            "raft": {
-                "last": _entry_to_json(last),
-                "prev": _entry_to_json(prev),
-                "cluster": sorted(getattr(node, "id", str(node)) for node in cluster),
-            },
-            "nextOffset": self.image.next_offset,
-            "imageBytes": len(image_bytes),
-            "imageSha256": hashlib.sha256(image_bytes).hexdigest(),
-        }
-        with open(file_name, "wb") as f:
-            f.write(orjson.dumps(header) + b"\n")
-            f.write(image_bytes)
-            f.flush()
-            os.fsync(f.fileno())
+        pysyncobj's own bookkeeping (two journal entries and the voters).
+
+        Encoding a large image takes seconds, and this runs on the tick thread,
+        so a forked child writes it (copy-on-write of an immutable image) to
+        ``<dump>.part`` and renames it over the dump when complete and synced;
+        ``snapshot_state`` reports progress to pysyncobj. A crash mid-write
+        leaves the previous snapshot in place."""
+        if self._snapshot_pid:
+            return
+        final = tmp_name[: -len(".tmp")] if tmp_name.endswith(".tmp") else tmp_name
+        image, (last, prev, cluster) = self.image, raft_data
+        pid = os.fork()
+        if pid == 0:  # the child: write, sync, rename, exit; never return into pysyncobj
+            code = 1
+            try:
+                _write_snapshot_file(final, image, last, prev, cluster)
+                code = 0
+            finally:
+                os._exit(code)
+        self._snapshot_pid = pid
+
+    def snapshot_state(self) -> int:
+        """pysyncobj ``serializeChecker``."""
+        pid = self._snapshot_pid
+        if not pid:
+            return SERIALIZER_STATE.NOT_SERIALIZING
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = pid, 1
+        if done == 0:
+            return SERIALIZER_STATE.SERIALIZING
+        self._snapshot_pid = 0
+        if os.waitstatus_to_exitcode(status) == 0:
+            self.snapshots_written += 1
+            return SERIALIZER_STATE.SUCCESS
+        self.snapshot_failures += 1
+        log.error("writing a snapshot failed (child exit status %s); will retry", status)
+        return SERIALIZER_STATE.FAILED
 
     def read_snapshot(self, file_name: str) -> tuple:
         """pysyncobj ``deserializer``: loads the image and returns the bookkeeping.
@@ -149,6 +173,33 @@ class MetadataStateMachine(SyncObjConsumer):
         self.log.reset(image.next_offset)
         self._notify()
         return result
+
+
+def _write_snapshot_file(final: str, image: MetadataImage, last, prev, cluster) -> None:
+    image_bytes = encode_image(image)
+    header = {
+        "format": SNAPSHOT_FORMAT,
+        "raft": {
+            "last": _entry_to_json(last),
+            "prev": _entry_to_json(prev),
+            "cluster": sorted(getattr(node, "id", str(node)) for node in cluster),
+        },
+        "nextOffset": image.next_offset,
+        "imageBytes": len(image_bytes),
+        "imageSha256": hashlib.sha256(image_bytes).hexdigest(),
+    }
+    part = final + ".part"
+    with open(part, "wb") as f:
+        f.write(orjson.dumps(header) + b"\n")
+        f.write(image_bytes)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(part, final)
+    fd = os.open(os.path.dirname(os.path.abspath(final)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _entry_to_json(entry: tuple) -> list:
