@@ -116,6 +116,9 @@ class QuorumNode:
         install_journal(config.fsync)
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
+            # A lone voter gets no network event to wake its poller after an
+            # append, so each commit would wait a whole tick (50 ms by default).
+            autoTickPeriod=0.005 if len(config.voters) == 1 else 0.05,
             journalFile=config.journal_file,
             fullDumpFile=config.dump_file,  # always with the journal (PYSYNCOBJ.md 3.3)
             serializer=self.sm.write_snapshot,
