@@ -1,0 +1,1 @@
+"""The broker side: it speaks to metaquorum over HTTP only."""

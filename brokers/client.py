@@ -1,0 +1,396 @@
+"""An async HTTP client for metaquorum (httpx), as brokers and operators use it.
+
+* Leader discovery: a write answered 307 is retried on the leader it names,
+  and that leader is remembered; a connection error moves on to the next seed.
+* Bounded retries with exponential backoff and full jitter on 503, 429 and
+  connection errors, honouring ``Retry-After``.
+* A write that timed out, or whose answer was lost, is an **unknown outcome**:
+  the client raises ``OutcomeUnknown`` and never claims it failed (it may
+  commit later; Kafka's epochs make a retry safe).
+* Protocol errors (``errorCode`` != 0 with HTTP 200) are answers, not
+  exceptions: they come back in the typed response for the caller to act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+
+class ClientError(Exception):
+    """The request could not be answered by any controller."""
+
+
+class OutcomeUnknown(ClientError):
+    """The write may or may not have committed."""
+
+
+class RequestRejected(ClientError):
+    """HTTP 4xx other than 429: the request itself is wrong (or not allowed)."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(f"HTTP {status} {body.get('errorName')}: {body.get('errorMessage')}")
+        self.status = status
+        self.body = body
+
+
+# ------------------------------------------------------------------ responses
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Any protocol answer: ``errorCode``/``errorName``/``errorMessage`` and the body."""
+
+    error_code: int
+    error_name: str
+    error_message: str | None
+    body: dict[str, Any] = field(repr=False)
+    metadata_offset: int | None = None  # X-Metadata-Offset of reads
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == 0
+
+
+@dataclass(frozen=True)
+class Registration(Answer):
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class Heartbeat(Answer):
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    topic: str  # topicName (v0-1) or topicId (v2+), as sent
+    partition_index: int
+    error_code: int
+    error_name: str
+    error_message: str | None
+    leader_id: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    leader_recovery_state: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True)
+class AlterPartitionAnswer(Answer):
+    partitions: tuple[PartitionResult, ...] = ()
+
+
+def _answer(cls, body: dict, offset: int | None = None, **extra) -> Any:
+    return cls(
+        error_code=body.get("errorCode", 0),
+        error_name=body.get("errorName", "NONE"),
+        error_message=body.get("errorMessage"),
+        body=body,
+        metadata_offset=offset,
+        **extra,
+    )
+
+
+# ------------------------------------------------------------------ the client
+
+
+class MetaquorumClient:
+    def __init__(
+        self,
+        seeds: Sequence[str],
+        *,
+        token: str | None = None,
+        timeout_s: float = 10.0,
+        max_attempts: int = 8,
+        backoff_s: float = 0.05,
+        max_backoff_s: float = 2.0,
+        http: httpx.AsyncClient | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not seeds:
+            raise ValueError("at least one seed URL is needed")
+        self.seeds = [s.rstrip("/") for s in seeds]
+        self.leader: str | None = None
+        self._seed = 0
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._rng = rng or random.Random()
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._own_http = http is None
+        self.http = http or httpx.AsyncClient(
+            timeout=timeout_s,
+            headers=headers,
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+        )
+        if http is not None and headers:
+            self.http.headers.update(headers)
+
+    async def close(self) -> None:
+        if self._own_http:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> MetaquorumClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------ transport
+
+    def _base(self, write: bool) -> str:
+        if write and self.leader:
+            return self.leader
+        return self.seeds[self._seed % len(self.seeds)]
+
+    def _next_seed(self) -> None:
+        self._seed += 1
+        self.leader = None
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after:
+            try:
+                return min(float(retry_after), self.max_backoff_s * 4)
+            except ValueError:
+                pass
+        cap = min(self.max_backoff_s, self.backoff_s * (2**attempt))
+        return self._rng.uniform(0, cap)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict | None = None,
+        write: bool = False,
+        headers: dict | None = None,
+    ) -> httpx.Response:
+        """Sends until a controller answers (200/404/410/4xx) or attempts run out."""
+        last_problem = "no attempt made"
+        for attempt in range(self.max_attempts):
+            base = self._base(write)
+            try:
+                r = await self.http.request(
+                    method, base + path, json=json, params=params, headers=headers
+                )
+            except httpx.TimeoutException as e:
+                if write and not isinstance(e, httpx.ConnectTimeout):
+                    # It may have reached the leader and may still commit.
+                    raise OutcomeUnknown(f"{method} {path} timed out at {base}: {e!r}") from e
+                last_problem = f"timeout at {base}"
+                self._next_seed()
+                await asyncio.sleep(self._delay(attempt, None))
+                continue
+            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as e:
+                if write and isinstance(e, httpx.ReadError | httpx.RemoteProtocolError):
+                    raise OutcomeUnknown(f"{method} {path}: the answer was lost ({e!r})") from e
+                last_problem = f"cannot reach {base} ({e.__class__.__name__})"
+                self._next_seed()
+                await asyncio.sleep(self._delay(attempt, None))
+                continue
+            if r.status_code == 307:
+                location = r.headers.get("location", "")
+                leader = r.json().get("leaderUrl") if _is_json(r) else None
+                self.leader = (leader or location.split("/v1/")[0]).rstrip("/") or None
+                last_problem = f"redirected to {self.leader}"
+                continue
+            if r.status_code in (429, 503):
+                body = r.json() if _is_json(r) else {}
+                if r.status_code == 503 and body.get("errorName") == "REQUEST_TIMED_OUT":
+                    raise OutcomeUnknown(f"{method} {path}: {body.get('errorMessage')}")
+                last_problem = (
+                    f"HTTP {r.status_code} {body.get('errorName')}: {body.get('errorMessage')}"
+                )
+                if r.status_code == 503 and write:
+                    self.leader = None  # the leader may have moved
+                await asyncio.sleep(self._delay(attempt, r.headers.get("retry-after")))
+                continue
+            if r.status_code >= 400 and r.status_code not in (404, 410):
+                raise RequestRejected(
+                    r.status_code, r.json() if _is_json(r) else {"errorMessage": r.text}
+                )
+            if write and self.leader is None:
+                self.leader = base
+            return r
+        raise ClientError(
+            f"{method} {path}: gave up after {self.max_attempts} attempts ({last_problem})"
+        )
+
+    async def _post(self, path: str, body: dict, params: dict | None = None) -> dict:
+        r = await self.request("POST", path, json=body, params=params, write=True)
+        return r.json()
+
+    async def _get(self, path: str, params: dict | None = None) -> httpx.Response:
+        return await self.request("GET", path, params=params)
+
+    # ------------------------------------------------------------ broker endpoints
+
+    async def register(
+        self,
+        broker_id: int,
+        cluster_id: str,
+        incarnation_id: str,
+        listeners: Sequence[dict],
+        features: Sequence[dict],
+        rack: str | None = None,
+        previous_broker_epoch: int = -1,
+    ) -> Registration:
+        body = await self._post(
+            "/v1/brokers/register",
+            {
+                "brokerId": broker_id,
+                "clusterId": cluster_id,
+                "incarnationId": incarnation_id,
+                "listeners": list(listeners),
+                "features": list(features),
+                "rack": rack,
+                "previousBrokerEpoch": previous_broker_epoch,
+            },
+        )
+        return _answer(Registration, body, broker_epoch=body.get("brokerEpoch", -1))
+
+    async def heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool = False,
+        want_shut_down: bool = False,
+    ) -> Heartbeat:
+        body = await self._post(
+            "/v1/brokers/heartbeat",
+            {
+                "brokerId": broker_id,
+                "brokerEpoch": broker_epoch,
+                "currentMetadataOffset": current_metadata_offset,
+                "wantFence": want_fence,
+                "wantShutDown": want_shut_down,
+            },
+        )
+        return _answer(
+            Heartbeat,
+            body,
+            is_caught_up=body.get("isCaughtUp", False),
+            is_fenced=body.get("isFenced", True),
+            should_shut_down=body.get("shouldShutDown", False),
+        )
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, topics: Sequence[dict], version: int = 3
+    ) -> AlterPartitionAnswer:
+        """``topics`` in API.md's request shape for ``version``."""
+        body = await self._post(
+            "/v1/alter-partition",
+            {"brokerId": broker_id, "brokerEpoch": broker_epoch, "topics": list(topics)},
+            params={"version": version},
+        )
+        results = []
+        for topic in body.get("topics") or []:
+            name = topic.get("topicId") or topic.get("topicName")
+            for p in topic.get("partitions") or []:
+                results.append(
+                    PartitionResult(
+                        name,
+                        p["partitionIndex"],
+                        p.get("errorCode", 0),
+                        p.get("errorName", "NONE"),
+                        p.get("errorMessage"),
+                        p.get("leaderId", 0),
+                        p.get("leaderEpoch", 0),
+                        tuple(p.get("isr") or ()),
+                        p.get("leaderRecoveryState", 0),
+                        p.get("partitionEpoch", 0),
+                    )
+                )
+        return _answer(AlterPartitionAnswer, body, partitions=tuple(results))
+
+    # ------------------------------------------------------------ admin endpoints
+
+    async def create_topics(self, topics: Sequence[dict]) -> Answer:
+        return _answer(Answer, await self._post("/v1/topics", {"topics": list(topics)}))
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict | None = None,
+    ) -> Answer:
+        topic = {"name": name, "numPartitions": partitions, "replicationFactor": replication_factor}
+        if configs:
+            topic["configs"] = [{"name": k, "value": v} for k, v in configs.items()]
+        return await self.create_topics([topic])
+
+    async def delete_topic(self, name: str) -> Answer:
+        r = await self.request("DELETE", f"/v1/topics/{name}", write=True)
+        return _answer(Answer, r.json())
+
+    async def create_partitions(self, name: str, count: int) -> Answer:
+        return _answer(Answer, await self._post(f"/v1/topics/{name}/partitions", {"count": count}))
+
+    async def reassign(self, topics: Sequence[dict]) -> Answer:
+        return _answer(Answer, await self._post("/v1/reassignments", {"topics": list(topics)}))
+
+    async def elect_leaders(
+        self, election_type: int, topic_partitions: Sequence[dict] | None
+    ) -> Answer:
+        body = {"electionType": election_type, "topicPartitions": topic_partitions}
+        return _answer(Answer, await self._post("/v1/elect-leaders", body))
+
+    async def update_features(self, name: str, level: int) -> Answer:
+        return _answer(Answer, await self._post("/v1/features", {"name": name, "level": level}))
+
+    async def transfer_leadership(self, target_node_id: int | None = None) -> Answer:
+        body = {} if target_node_id is None else {"targetNodeId": target_node_id}
+        return _answer(Answer, await self._post("/v1/quorum/transfer-leadership", body))
+
+    # ------------------------------------------------------------ reads
+
+    async def _read(
+        self, path: str, params: dict | None = None, linearizable: bool = False
+    ) -> Answer:
+        params = dict(params or {})
+        if linearizable:
+            params["consistency"] = "linearizable"
+        r = await self._get(path, params)
+        body = r.json()
+        offset = r.headers.get("x-metadata-offset")
+        wrapped = body if isinstance(body, dict) else {"items": body}
+        wrapped.setdefault("errorCode", 0 if r.status_code == 200 else body.get("errorCode", -1))
+        return _answer(Answer, wrapped, int(offset) if offset else None)
+
+    async def brokers(self, linearizable: bool = False) -> Answer:
+        return await self._read("/v1/brokers", linearizable=linearizable)
+
+    async def topics(self, linearizable: bool = False) -> Answer:
+        return await self._read("/v1/topics", linearizable=linearizable)
+
+    async def topic(self, name: str, linearizable: bool = False) -> Answer:
+        return await self._read(f"/v1/topics/{name}", linearizable=linearizable)
+
+    async def status(self) -> Answer:
+        return await self._read("/v1/quorum/status")
+
+    async def log(self, from_offset: int, max_records: int = 1000, wait_ms: int = 0) -> Answer:
+        """One page of the metadata log; 410 (``oldestOffset``) means load the snapshot."""
+        params = {"fromOffset": from_offset, "maxRecords": max_records, "waitMs": wait_ms}
+        r = await self.request("GET", "/v1/log", params=params)
+        body = r.json()
+        body.setdefault("errorCode", 0 if r.status_code == 200 else body.get("errorCode", -1))
+        return _answer(Answer, body)
+
+    async def snapshot(self) -> Answer:
+        return await self._read("/v1/snapshot")
+
+
+def _is_json(r: httpx.Response) -> bool:
+    return r.headers.get("content-type", "").startswith("application/json")
