@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
         help="a local cluster on 127.0.0.1 (1 voter, or --nodes 3), with curl recipes",
     )
     add_dev_flags(dev)
+
+    from .ops import add_ops_commands
+
+    add_ops_commands(commands)
     return parser
 
 
@@ -55,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
             from .dev import run_dev
 
             return run_dev(args)
+        from .ops import OPS, run_op
+
+        if args.command in OPS:
+            return run_op(args)
     except BrokenPipeError:
         # The reader went away (``metaquorum demo --json | head``): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

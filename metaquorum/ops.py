@@ -1,0 +1,248 @@
+"""Operator commands: ``status``, ``brokers``, ``topics``, ``log``,
+``create-topic``, ``transfer-leadership``.
+
+Rich tables for people, ``--json`` for scripts. A failure is one clear line
+with the error name, and exit code 1. ``--url`` and ``--token`` default to
+METAQUORUM_URL and METAQUORUM_TOKEN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from brokers.client import ClientError, MetaquorumClient, RequestRejected
+
+DEFAULT_URL = "http://127.0.0.1:7070"
+
+
+def add_ops_commands(commands: argparse._SubParsersAction) -> None:
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = commands.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(
+            "--url",
+            default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
+            help="any voter's HTTP URL; several, comma-separated, are tried in turn [env METAQUORUM_URL]",
+        )
+        p.add_argument(
+            "--token", default=os.environ.get("METAQUORUM_TOKEN"), help="bearer token [env METAQUORUM_TOKEN]"
+        )
+        p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+        return p
+
+    p = command("status", "the quorum: who leads, epochs, offsets, voters and their lag")
+    p.add_argument("--linearizable", action="store_true", help=argparse.SUPPRESS)
+    p = command("brokers", "registered brokers and their state")
+    p.add_argument("--linearizable", action="store_true", help="read through the log first")
+    p = command("topics", "topics and their partitions")
+    p.add_argument("name", nargs="?", help="one topic")
+    p.add_argument("--linearizable", action="store_true", help="read through the log first")
+    p = command("log", "the decoded metadata log (like kafka-dump-log --cluster-metadata-decoder)")
+    p.add_argument("--from", dest="from_offset", type=int, default=0, help="first offset")
+    p.add_argument("--max", dest="max_records", type=int, default=100, help="records per page")
+    p.add_argument("--follow", action="store_true", help="keep printing new records")
+    p = command("create-topic", "create a topic")
+    p.add_argument("name")
+    p.add_argument("--partitions", type=int, default=-1)
+    p.add_argument("--replication-factor", type=int, default=-1)
+    p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    p = command("transfer-leadership", "move the active controller to another voter")
+    p.add_argument("--to", dest="target", type=int, help="target node id (default: most caught up)")
+
+
+OPS = {"status", "brokers", "topics", "log", "create-topic", "transfer-leadership"}
+
+
+def run_op(args: argparse.Namespace) -> int:
+    console = Console()
+    try:
+        return asyncio.run(_run(args, console))
+    except RequestRejected as e:
+        return _fail(f"{e.body.get('errorName', 'ERROR')}: {e.body.get('errorMessage')} (HTTP {e.status})")
+    except ClientError as e:
+        return _fail(f"UNAVAILABLE: {e}")
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(line: str) -> int:
+    print(f"metaquorum: {line}", file=sys.stderr)
+    return 1
+
+
+def _dump(obj: Any) -> None:
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+async def _run(args: argparse.Namespace, console: Console) -> int:
+    seeds = [u.strip() for u in args.url.split(",") if u.strip()]
+    async with MetaquorumClient(seeds, token=args.token) as client:
+        cmd = args.command
+        if cmd == "status":
+            body = (await client.status()).body
+            if args.json:
+                _dump(body)
+            else:
+                _print_status(console, body)
+            return 0
+        if cmd == "brokers":
+            answer = await client.brokers(linearizable=args.linearizable)
+            items = _items(answer.body, "brokers")
+            if args.json:
+                _dump(items)
+            else:
+                _print_brokers(console, items, answer.metadata_offset)
+            return 0
+        if cmd == "topics":
+            if args.name:
+                answer = await client.topic(args.name, linearizable=args.linearizable)
+                if answer.body.get("errorCode", 0) != 0 and "name" not in answer.body:
+                    return _fail(f"{answer.error_name}: {answer.error_message}")
+                items = [answer.body]
+            else:
+                answer = await client.topics(linearizable=args.linearizable)
+                items = _items(answer.body, "topics")
+            if args.json:
+                _dump(items if not args.name else items[0])
+            else:
+                _print_topics(console, items, answer.metadata_offset)
+            return 0
+        if cmd == "log":
+            return await _log(client, args, console)
+        if cmd == "create-topic":
+            configs = {}
+            for item in args.config:
+                name, sep, value = item.partition("=")
+                if not sep:
+                    return _fail(f"INVALID_REQUEST: --config {item!r} is not NAME=VALUE")
+                configs[name] = value
+            answer = await client.create_topic(
+                args.name, args.partitions, args.replication_factor, configs or None
+            )
+            topic = (answer.body.get("topics") or [{}])[0]
+            if args.json:
+                _dump(topic)
+            if topic.get("errorCode", answer.error_code) != 0:
+                return _fail(f"{topic.get('errorName')}: {topic.get('errorMessage')}")
+            if not args.json:
+                console.print(
+                    f"created topic [bold]{args.name}[/] ({topic.get('topicId')}): "
+                    f"{topic.get('numPartitions')} partitions x {topic.get('replicationFactor')} replicas"
+                )
+            return 0
+        if cmd == "transfer-leadership":
+            answer = await client.transfer_leadership(args.target)
+            if args.json:
+                _dump(answer.body)
+            if not answer.ok:
+                return _fail(f"{answer.error_name}: {answer.error_message}")
+            if not args.json:
+                console.print(f"leadership moved: {answer.body}")
+            return 0
+    raise AssertionError(cmd)
+
+
+def _items(body: dict, key: str) -> list:
+    if key in body:
+        return body[key]
+    return body.get("items", [])
+
+
+async def _log(client: MetaquorumClient, args, console: Console) -> int:
+    offset = args.from_offset
+    while True:
+        answer = await client.log(offset, args.max_records, wait_ms=5000 if args.follow else 0)
+        if "oldestOffset" in answer.body and not answer.body.get("records"):
+            return _fail(
+                f"OFFSET_OUT_OF_RANGE: offset {offset} is no longer retained; the oldest is "
+                f"{answer.body['oldestOffset']} (use --from {answer.body['oldestOffset']})"
+            )
+        for record in answer.body.get("records", []):
+            if args.json:
+                sys.stdout.write(orjson.dumps(record).decode() + "\n")
+            else:
+                console.print(
+                    f"[dim]{record['offset']:>8}[/] [bold]{record['type']}[/] v{record['version']} "
+                    f"epoch={record.get('controllerEpoch')} ",
+                    end="",
+                )
+                console.print(orjson.dumps(record["data"]).decode(), markup=False, soft_wrap=True)
+        sys.stdout.flush()
+        offset = answer.body.get("nextOffset", offset)
+        if not args.follow and not answer.body.get("records"):
+            return 0
+        if not args.follow and offset >= answer.body.get("highWatermark", offset):
+            return 0
+
+
+def _print_status(console: Console, s: dict) -> None:
+    console.print(
+        f"cluster [bold]{s.get('clusterId')}[/]  node {s.get('nodeId')}  "
+        f"leader [bold]{s.get('leaderId')}[/] ({s.get('leaderUrl')})  "
+        f"controller epoch {s.get('controllerEpoch')}  raft term {s.get('raftTerm')}  "
+        f"high watermark {s.get('highWatermark')}  applied {s.get('lastAppliedOffset')}  "
+        f"metadata.version {s.get('metadataVersion')}  auth {s.get('auth')}"
+    )
+    table = Table(title="voters")
+    for col in ("node", "url", "connected", "lag (records)", "last caught up (ms ago)"):
+        table.add_column(col)
+    for v in s.get("voters", []):
+        table.add_row(
+            str(v.get("nodeId")),
+            str(v.get("url")),
+            str(v.get("connected")),
+            str(v.get("lagRecords")),
+            str(v.get("lastCaughtUpMs")),
+        )
+    console.print(table)
+
+
+def _print_brokers(console: Console, items: list, offset: int | None) -> None:
+    table = Table(title=f"brokers at offset {offset}")
+    for col in ("id", "epoch", "state", "rack", "listeners", "registered at"):
+        table.add_column(col)
+    for b in items:
+        state = (
+            "fenced"
+            if b.get("fenced")
+            else "controlled shutdown"
+            if b.get("inControlledShutdown")
+            else "active"
+        )
+        if b.get("fenced") and b.get("inControlledShutdown"):
+            state = "fenced (shut down)"
+        listeners = ", ".join(f"{e['name']}://{e['host']}:{e['port']}" for e in b.get("listeners", []))
+        table.add_row(
+            str(b.get("brokerId")),
+            str(b.get("brokerEpoch")),
+            state,
+            str(b.get("rack") or ""),
+            listeners,
+            str(b.get("registrationOffset")),
+        )
+    console.print(table)
+
+
+def _print_topics(console: Console, items: list, offset: int | None) -> None:
+    table = Table(title=f"topics at offset {offset}")
+    for col in ("topic", "partition", "leader", "replicas", "isr", "leader epoch", "partition epoch"):
+        table.add_column(col)
+    for t in items:
+        for p in t.get("partitions", []):
+            table.add_row(
+                t.get("name"),
+                str(p.get("partitionIndex")),
+                str(p.get("leader")),
+                str(p.get("replicas")),
+                str(p.get("isr")),
+                str(p.get("leaderEpoch")),
+                str(p.get("partitionEpoch")),
+            )
+    console.print(table)
