@@ -26,6 +26,7 @@ from metadata_records.codec import encode_batch
 from metadata_records.features import METADATA_VERSION
 from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, LeaderChangeRecord, Record
+from metadata_records.snapshot import image_digest
 
 from .config import ControllerConfig
 from .controller import Controller
@@ -160,6 +161,7 @@ class QuorumNode:
         self._stopping = False
         self.stats = BatchStats()
         self.throttled = 0
+        self._digest: tuple[MetadataImage, str] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -541,6 +543,14 @@ class QuorumNode:
                 return leader
             await asyncio.sleep(0.05)
         return None
+
+    def image_digest(self) -> tuple[int, str]:
+        """(offset, SHA-256) of the current image; cached until the image changes."""
+        image = self.image
+        cached = self._digest
+        if cached is None or cached[0] is not image:
+            cached = self._digest = (image, image_digest(image))
+        return image.last_offset, cached[1]
 
     def raft_status(self) -> dict:
         """pysyncobj's status; it reads internal dicts without a lock, so retry."""
