@@ -96,6 +96,10 @@ class Controller:
         self.replay(result.records)
         return result
 
+    def expire_heartbeat(self, request: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
+        """Answers a heartbeat that queued past its deadline: REQUEST_TIMED_OUT."""
+        return self.replication.process_expired_heartbeat(request, now_ms)
+
     def maybe_fence_stale_broker(self, now_ms: int) -> ControllerResult | None:
         """Fences one broker whose session expired, if any (its id is the response)."""
         result = self.replication.maybe_fence_stale_broker(now_ms)

@@ -31,6 +31,7 @@ from metadata_records.snapshot import image_digest
 from .config import ControllerConfig
 from .controller import Controller
 from .durability import install_journal
+from .messages import BrokerHeartbeatRequest
 from .node_config import NodeConfig
 from .state_machine import STALE, MetadataStateMachine
 
@@ -381,7 +382,13 @@ class QuorumNode:
                     controller.replay(boot)
                     records.extend(boot)
                     continue
-                result = controller.handle(pending.request, now)
+                if (
+                    type(pending.request) is BrokerHeartbeatRequest
+                    and time.monotonic() - pending.enqueued > self.config.heartbeat_deadline_s
+                ):
+                    result = controller.expire_heartbeat(pending.request, now)
+                else:
+                    result = controller.handle(pending.request, now)
             except Exception as e:  # a bug: answer it, keep serving the rest
                 log.exception("the controller failed on %r", pending.request)
                 _fail(pending.future, e)

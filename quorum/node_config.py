@@ -56,6 +56,9 @@ class NodeConfig:
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     max_queued_requests: int = 5000
     max_batch_records: int = 20_000
+    # A heartbeat queued longer than this is answered REQUEST_TIMED_OUT (half of
+    # Kafka's default broker heartbeat interval, as Kafka does).
+    heartbeat_deadline_s: float = 1.0
     log_retention: int = 200_000
     compaction_entries: int = 20_000
     raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port

@@ -214,6 +214,19 @@ class ReplicationControlManager:
             ),
         )
 
+    def process_expired_heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
+        """A heartbeat that waited in the queue past its deadline (the controller
+        is overloaded): it only proves the broker is alive; no state changes
+        (Kafka's processExpiredBrokerHeartbeat)."""
+        error = self.c.cluster.check_broker_epoch(req.broker_id, req.broker_epoch)
+        if error is None:
+            self.c.heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
+            error = ApiError(
+                Errors.REQUEST_TIMED_OUT,
+                "the heartbeat waited too long in the controller's queue; send the next one",
+            )
+        return ControllerResult((), BrokerHeartbeatResponse(error.error, error.message))
+
     def maybe_fence_stale_broker(self, now_ms: int) -> ControllerResult | None:
         """Fences at most one broker whose session expired (the one heard from
         longest ago); the caller runs it again at once while it finds one."""

@@ -9,6 +9,7 @@ from metadata_records.records import (
     PartitionChangeRecord,
 )
 from quorum.heartbeats import BrokerHeartbeatManager
+from quorum.messages import BrokerHeartbeatRequest
 
 from .harness import ControllerHarness
 
@@ -271,3 +272,17 @@ def test_soft_state_rules():
     assert not m.sessions[1].shutting_down
     m.touch(1, 10, 33)
     assert (m.sessions[1].last_contact_ms, m.sessions[1].metadata_offset) == (10, 33)
+
+
+def test_a_heartbeat_that_queued_too_long_only_proves_the_broker_is_alive():
+    h = ControllerHarness()
+    h.start_brokers(1)
+    h.advance(5000)
+    request = BrokerHeartbeatRequest(1, h.epochs[1], 0, want_fence=True)
+    result = h.controller.expire_heartbeat(request, h.now_ms)
+    assert result.records == ()
+    assert result.response.error is Errors.REQUEST_TIMED_OUT
+    assert h.controller.heartbeats.sessions[1].last_contact_ms == h.now_ms
+    assert not h.image.brokers[1].fenced  # wantFence was not acted on
+    stale = h.controller.expire_heartbeat(BrokerHeartbeatRequest(1, 99, 0), h.now_ms)
+    assert stale.response.error is Errors.STALE_BROKER_EPOCH
