@@ -522,9 +522,14 @@ class QuorumNode:
         else:
             address = None
         done = self.loop.create_future()
+        fired = []
 
         def on_tick():  # transferLeadership is only safe on the tick thread
-            self.syncobj.removeOnTickCallback(on_tick)
+            # Runs under pysyncobj's tick-callback lock: removing itself here
+            # would deadlock the tick thread, so it runs once and is removed later.
+            if fired:
+                return
+            fired.append(True)
             try:
                 self.syncobj.transferLeadership(
                     node=address, callback=lambda r, e: self._call(_settle, done, e)
@@ -537,6 +542,8 @@ class QuorumNode:
             error = await asyncio.wait_for(done, timeout_s)
         except TimeoutError:
             return None
+        finally:
+            self.syncobj.removeOnTickCallback(on_tick)
         if error != FAIL_REASON.SUCCESS:
             raise UnavailableError(
                 f"the transfer was refused ({_reason(error, None)}): the target must be "
