@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/metaquorum demo
+	$(BIN)/metaquorum dev --nodes 3
 
 test: $(STAMP)
 	$(BIN)/ruff check .

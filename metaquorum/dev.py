@@ -37,20 +37,24 @@ def _ready(url: str) -> bool:
         return False
 
 
-def curl_recipes(url: str) -> str:
+def curl_recipes(url: str, cluster_id: str) -> str:
+    from metadata_records.uuids import random_uuid
+
+    post = "curl -sL -X POST -H 'content-type: application/json'"
     return f"""
   Where to look:
     {url}/docs                     the API, try it in the browser
     {url}/v1/quorum/status         who leads, offsets, voters
     {url}/metrics                  Prometheus metrics
+    metaquorum status --url {url}  the same, as a table
 
-  Paste these:
-    curl -s {url}/v1/quorum/status
-    curl -s -X POST {url}/v1/brokers/register -H 'content-type: application/json' -d '{{"brokerId": 1, "clusterId": "'$(curl -s {url}/v1/quorum/status | python3 -c 'import sys,json; print(json.load(sys.stdin)["clusterId"])')'", "incarnationId": "'$(python3 -c 'import uuid; print(uuid.uuid4())')'", "listeners": [{{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}}], "features": [{{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}}]}}'
-    curl -s -X POST {url}/v1/brokers/heartbeat -H 'content-type: application/json' -d '{{"brokerId": 1, "brokerEpoch": <epoch from register>, "currentMetadataOffset": 100000, "wantFence": false, "wantShutDown": false}}'
-    curl -s -X POST {url}/v1/topics -H 'content-type: application/json' -d '{{"topics": [{{"name": "orders", "numPartitions": 3, "replicationFactor": 1}}]}}'
+  Paste these (-L follows a follower's 307 to the leader):
+    {post} {url}/v1/brokers/register -d '{{"brokerId": 1, "clusterId": "{cluster_id}", "incarnationId": "{random_uuid()}", "listeners": [{{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}}], "features": [{{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}}]}}'
+    {post} {url}/v1/brokers/heartbeat -d '{{"brokerId": 1, "brokerEpoch": EPOCH_FROM_REGISTER, "currentMetadataOffset": 1000000, "wantFence": false, "wantShutDown": false}}'
+    {post} {url}/v1/topics -d '{{"topics": [{{"name": "orders", "numPartitions": 3, "replicationFactor": 1}}]}}'
     curl -s {url}/v1/topics/orders
     curl -s '{url}/v1/log?fromOffset=0&maxRecords=20'
+    curl -s '{url}/v1/brokers?consistency=linearizable'
 """
 
 
@@ -100,7 +104,7 @@ def run_dev(args: argparse.Namespace) -> int:
     if n == 1:
         from .cli import main
 
-        print(curl_recipes(urls[0]))
+        print(curl_recipes(urls[0], cluster_id))
         print("  Ctrl-C stops it; the data dir keeps the log for the next start.\n")
         return main(serve_args(0))
 
@@ -126,7 +130,7 @@ def run_dev(args: argparse.Namespace) -> int:
             time.sleep(0.2)
         for i, url in enumerate(urls):
             print(f"  voter {i}: {url}  (log: {logs[i].name})")
-        print(curl_recipes(urls[0]))
+        print(curl_recipes(urls[0], cluster_id))
         print("  Writes sent to a follower answer 307 to the leader: use curl -L.")
         print("  Ctrl-C stops all voters.\n")
         while all(c.poll() is None for c in children):
