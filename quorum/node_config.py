@@ -63,8 +63,8 @@ class NodeConfig:
     compaction_entries: int = 20_000
     raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port
     # Election timing with headroom for the GIL shared with uvicorn (PYSYNCOBJ.md 2.4).
-    raft_min_timeout: float = 1.0
-    raft_max_timeout: float = 2.5
+    raft_min_timeout: float = 0.7
+    raft_max_timeout: float = 1.5
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
