@@ -13,6 +13,7 @@ from enum import IntEnum
 class Errors(IntEnum):
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
     UNKNOWN_TOPIC_OR_PARTITION = 3
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7

@@ -211,7 +211,9 @@ class QuorumNode:
 
     @property
     def caught_up(self) -> bool:
-        return self.syncobj.raftLastApplied >= self.syncobj.raftCommitIndex - 1
+        """Applied nearly everything this voter knows is committed (a few
+        entries of lag under load are normal and must not flap readiness)."""
+        return self.syncobj.raftCommitIndex - self.syncobj.raftLastApplied <= self.config.ready_lag_entries
 
     @property
     def ready(self) -> bool:

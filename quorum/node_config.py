@@ -59,6 +59,8 @@ class NodeConfig:
     # A heartbeat queued longer than this is answered REQUEST_TIMED_OUT (half of
     # Kafka's default broker heartbeat interval, as Kafka does).
     heartbeat_deadline_s: float = 1.0
+    # Ready while at most this many committed Raft entries are not yet applied.
+    ready_lag_entries: int = 100
     log_retention: int = 200_000
     compaction_entries: int = 20_000
     raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port

@@ -14,6 +14,8 @@ import base64
 import hashlib
 import logging
 import os
+import signal
+import time
 from collections.abc import Callable
 
 import orjson
@@ -34,6 +36,7 @@ STALE = -1  # decided under another controller epoch, or for another offset: a n
 INVALID = -2  # not a batch at all (never written by a metaquorum leader)
 
 SNAPSHOT_FORMAT = 1
+SNAPSHOT_TIMEOUT_S = 300
 
 
 class SnapshotError(Exception):
@@ -50,6 +53,7 @@ class MetadataStateMachine(SyncObjConsumer):
         self.apply_errors = 0
         self.fatal: str | None = None  # set when the node must stop serving
         self._snapshot_pid = 0
+        self._snapshot_started = 0.0
         self.snapshots_written = 0
         self.snapshot_failures = 0
         # Called on the apply thread after each applied entry; must not raise.
@@ -114,6 +118,7 @@ class MetadataStateMachine(SyncObjConsumer):
             finally:
                 os._exit(code)
         self._snapshot_pid = pid
+        self._snapshot_started = time.monotonic()
 
     def snapshot_state(self) -> int:
         """pysyncobj ``serializeChecker``."""
@@ -125,7 +130,16 @@ class MetadataStateMachine(SyncObjConsumer):
         except ChildProcessError:
             done, status = pid, 1
         if done == 0:
-            return SERIALIZER_STATE.SERIALIZING
+            if time.monotonic() - self._snapshot_started < SNAPSHOT_TIMEOUT_S:
+                return SERIALIZER_STATE.SERIALIZING
+            # A child that hangs (e.g. on a lock another thread held at fork)
+            # must not stop compaction for good: kill it and try again later.
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            self._snapshot_pid = 0
+            self.snapshot_failures += 1
+            log.error("writing a snapshot took over %d s; the writer was killed", SNAPSHOT_TIMEOUT_S)
+            return SERIALIZER_STATE.FAILED
         self._snapshot_pid = 0
         if os.waitstatus_to_exitcode(status) == 0:
             self.snapshots_written += 1

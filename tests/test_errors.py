@@ -14,6 +14,7 @@ from metadata_records.errors import ApiError, Errors
 KAFKA_CODES = {
     "UNKNOWN_SERVER_ERROR": -1,
     "NONE": 0,
+    "OFFSET_OUT_OF_RANGE": 1,
     "UNKNOWN_TOPIC_OR_PARTITION": 3,
     "NOT_LEADER_OR_FOLLOWER": 6,
     "REQUEST_TIMED_OUT": 7,
@@ -70,7 +71,7 @@ def test_codes_are_unique():
     assert len(Errors.__members__) == len(list(Errors)) == len(KAFKA_CODES)
 
 
-@pytest.mark.parametrize("code", [1, 2, 5, 43, 76, 103, 109, 120, 9999, -2, 32767, -32768])
+@pytest.mark.parametrize("code", [2, 5, 43, 76, 103, 109, 120, 9999, -2, 32767, -32768])
 def test_from_code_unknown_raises_value_error_naming_the_code(code):
     with pytest.raises(ValueError, match=rf"(?<!\d){code}(?!\d)") as info:
         Errors.from_code(code)

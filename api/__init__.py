@@ -1,0 +1,68 @@
+"""metaquorum's HTTP API (shared/API.md) over a ``quorum.node.QuorumNode``.
+
+``create_app(node, tokens=..., body_limit_bytes=...)`` builds the FastAPI app.
+It parses and range-checks requests (``models``), authenticates bearer tokens
+(``auth``), hands each request to the active controller and maps the node's
+errors to HTTP statuses (``errors``); it holds no business rule.
+
+Statuses: 200 whenever the active controller processed the request (the
+outcome is in ``errorCode``); 400 invalid request (``INVALID_REQUEST``, the
+message names the field); 401/403 auth (``CLUSTER_AUTHORIZATION_FAILED``); 307
+to the leader (``NOT_CONTROLLER``); 413 body too large; 429 admission control
+(``THROTTLING_QUOTA_EXCEEDED``); 503 + ``Retry-After`` when no leader is known,
+the node is replaying, not ready or stopping (``NOT_CONTROLLER``).
+
+A write whose outcome is unknown (``OutcomeUnknownError``: no answer in time,
+or leadership lost while its batch was in flight) answers **503 with
+``Retry-After`` and ``REQUEST_TIMED_OUT`` (7)**, and its message says the write
+may still commit: Raft may yet commit the batch. Clients retry; the protocol's
+epochs make a retry safe (a re-registration of the same incarnation keeps its
+epoch, a repeated AlterPartition with a stale partition epoch is refused).
+
+Where shared/API.md is silent, this package decides (and its tests pin it):
+
+* Unknown body fields are ignored (as Kafka's JSON converters do); fields of
+  another AlterPartition version and ``validateOnly: true`` are refused (400).
+  Snake_case spellings are not accepted. Integers, booleans and strings are
+  strict (``"5"`` is not an int32, ``true`` is not an int).
+* AlterPartition answers echo ``topicName`` (v0-1) or ``topicId`` (v2+), never
+  both; ``leaderRecoveryState`` is in every partition entry.
+* Admin responses use Kafka's response field names: DeleteTopics
+  ``responses``, CreatePartitions ``results``, AlterPartitionReassignments
+  ``responses``, ElectLeaders ``replicaElectionResults[].partitionResult[]``;
+  each also carries the top-level ``errorCode``. DELETE /v1/topics/{name} and
+  CreatePartitions name one topic, so their top-level error is that topic's.
+  CreatePartitions ``assignments`` take ``{"brokerIds": [...]}`` or a bare list.
+  ElectLeaders without ``topicPartitions`` (or null) means every partition.
+  AlterPartitionReassignments requires ``replicas`` (null cancels).
+* Topic ``configs`` are shown as ``[{name, value}]``, sorted, like the request.
+* Reads (except /v1/quorum/status) answer 503 unless the node is ready
+  (replay done, a leader known, caught up): a restarted voter must not serve
+  an empty or partial image. Status is always served.
+* /v1/log: ``fromOffset`` default 0, ``maxRecords`` 1..10000 (default 1000),
+  ``waitMs`` 0..60000 (default 0); the answer also has ``oldestOffset``. With
+  NDJSON, ``X-Next-Offset``, ``X-High-Watermark`` and ``X-Oldest-Offset`` carry
+  the page's offsets. 410 has ``errorCode`` 1 ``OFFSET_OUT_OF_RANGE``.
+* /v1/snapshot: ``{offset, nextOffset, records}``; every record has ``offset``
+  = the image's last offset and the timestamp of the image's last record.
+* /v1/quorum/status voters: ``url`` is the HTTP URL when known (this node, the
+  leader), ``raftAddress`` the Raft host:port; ``lagRecords`` counts Raft
+  entries (batches) behind the commit index, known on the leader;
+  ``lastCaughtUpMs`` is when this node last saw the voter caught up (sampled
+  on /v1/quorum/status, /readyz and /metrics). Extra fields: ``active``,
+  ``ready``, ``replaying``, ``queueDepth``, ``raftCommitIndex``,
+  ``raftLastApplied``.
+* 401 carries ``WWW-Authenticate: Bearer``; 404 for an unknown broker is
+  ``BROKER_ID_NOT_REGISTERED`` (102), for a topic ``UNKNOWN_TOPIC_OR_PARTITION``
+  (3); an unknown route is 404 and a wrong method 405, both ``INVALID_REQUEST``.
+  A controller bug is 500 ``UNKNOWN_SERVER_ERROR`` (-1). /openapi.json and
+  /docs need no token.
+* POST /v1/quorum/transfer-leadership: 400 when there is no other voter or
+  ``targetNodeId`` is not one; 200 ``{leaderId}`` once another voter leads; 503
+  ``REQUEST_TIMED_OUT`` if it did not move in time.
+"""
+
+from .app import create_app
+from .auth import TokensFileError, TokenTable, load_tokens, parse_tokens
+
+__all__ = ["TokenTable", "TokensFileError", "create_app", "load_tokens", "parse_tokens"]

@@ -1,0 +1,836 @@
+"""The FastAPI app: every endpoint of shared/API.md over one ``QuorumNode``.
+
+``create_app(node)`` builds it; the node must already be started on the event
+loop the app runs on (``await node.start()``). The app translates HTTP to the
+controller's messages and the node's errors to statuses (see ``errors.py``); it
+decides nothing itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+import orjson
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import models_json_schema
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from metadata_records.codec import log_record_to_obj
+from metadata_records.errors import Errors
+from metadata_records.image import MetadataImage
+from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableError
+from quorum.record_log import OffsetTooOld
+
+from . import models as M
+from .auth import Authenticator, Principal, Role, TokenTable, load_tokens
+from .errors import (
+    ApiProblem,
+    JsonResponse,
+    bad_request,
+    error_body,
+    node_error_response,
+    retry_after,
+    validation_problem,
+)
+from .metrics import CONTENT_TYPE, ApiMetrics
+from .reads import (
+    VoterTracker,
+    broker_obj,
+    brokers_obj,
+    not_ready_reason,
+    quorum_status_obj,
+    snapshot_record_objs,
+    snapshot_timestamp,
+    topic_obj,
+    topics_obj,
+)
+
+log = logging.getLogger(__name__)
+
+MiB = 1 << 20
+DEFAULT_BODY_LIMIT = 16 * MiB
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MAX = 2**63 - 1
+MAX_LOG_RECORDS = 10_000
+DEFAULT_LOG_RECORDS = 1_000
+MAX_WAIT_MS = 60_000
+# Above this many partitions, building a read's JSON moves off the event loop.
+OFFLOAD_PARTITIONS = 20_000
+NDJSON = "application/x-ndjson"
+
+# Every request body, for the OpenAPI components (the app parses bodies itself).
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (
+    M.BrokerRegistrationRequest,
+    M.BrokerHeartbeatRequest,
+    M.AlterPartitionRequest,
+    M.CreateTopicsRequest,
+    M.CreatePartitionsRequest,
+    M.AlterPartitionReassignmentsRequest,
+    M.ElectLeadersRequest,
+    M.UpdateFeaturesRequest,
+    M.TransferLeadershipRequest,
+)
+
+DESCRIPTION = """\
+A Raft-replicated cluster-metadata service in the style of Apache Kafka's KRaft
+controller. The contract is shared/API.md.
+
+* JSON in and out; Kafka's camelCase field names; UUIDs in base64url (the
+  36-character form is accepted on input). Integers are strict and checked
+  against their Kafka type's range. Unknown fields are ignored, except fields
+  of another AlterPartition version, which are refused.
+* **200** whenever the active controller processed the request; the protocol
+  outcome is in `errorCode` / `errorName` / `errorMessage`.
+* **400** (`INVALID_REQUEST`, 42): not JSON, wrong type, missing field, out of
+  range, unknown query value; `errorMessage` names the field. Nothing is written.
+* **401 / 403** (`CLUSTER_AUTHORIZATION_FAILED`, 31): missing/unknown token, or
+  a token without the role (a bound broker token acting for another broker).
+* **307** (`NOT_CONTROLLER`, 41): a write reached a node that is not the
+  active controller; `Location` is the same path and query on the leader.
+* **503** + `Retry-After`: no leader known, replaying, not ready or shutting
+  down (`NOT_CONTROLLER`, 41); or the write's outcome is unknown
+  (`REQUEST_TIMED_OUT`, 7): it may still commit, so retry (epochs make a retry
+  safe).
+* **413** (42): body over the limit. **429** (`THROTTLING_QUOTA_EXCEEDED`, 89)
+  + `Retry-After`: too much is queued; nothing was written.
+* Reads carry `X-Metadata-Offset` (the serving node's last applied offset) and
+  take `?consistency=linearizable` (a barrier through the log first).
+"""
+
+TAGS = [
+    {"name": "brokers", "description": "Broker endpoints (role `broker`)"},
+    {"name": "admin", "description": "Admin endpoints (role `admin`)"},
+    {"name": "reads", "description": "Reads (role `read`), served by any ready node"},
+    {"name": "health", "description": "Probes and metrics (no token)"},
+]
+
+
+def _doc(model: type[BaseModel], description: str) -> dict[str, Any]:
+    return {"model": model, "description": description}
+
+
+_ERR_400 = {400: _doc(M.ErrorResponse, "invalid request; errorMessage names the field")}
+_ERR_AUTH = {
+    401: _doc(M.ErrorResponse, "missing or unknown bearer token"),
+    403: _doc(M.ErrorResponse, "the token lacks the role, or acts for another broker"),
+}
+_ERR_503 = {
+    503: _doc(
+        M.ErrorResponse,
+        "not ready / no leader known / shutting down (41), or the write's outcome is "
+        "unknown (7); see Retry-After",
+    )
+}
+WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    307: _doc(M.NotControllerResponse, "not the active controller: repeat at Location"),
+    **_ERR_400,
+    **_ERR_AUTH,
+    413: _doc(M.ErrorResponse, "request body over the limit"),
+    429: _doc(M.ErrorResponse, "admission control: too much is queued; nothing was written"),
+    **_ERR_503,
+}
+READ_RESPONSES: dict[int | str, dict[str, Any]] = {**_ERR_400, **_ERR_AUTH, **_ERR_503}
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _body_doc(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
+            },
+        }
+    }
+
+
+def parse_body(model: type[T], body: bytes) -> T:
+    """The body as ``model``, or a 400 naming the first bad field."""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as e:
+        raise validation_problem(e) from None
+
+
+def wants_ndjson(accept: str | None) -> bool:
+    if not accept:
+        return False
+    for part in accept.split(","):
+        media, *params = (x.strip() for x in part.split(";"))
+        if media.lower() == NDJSON:
+            return not any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00") for p in params)
+    return False
+
+
+def _ndjson(objs: list[dict[str, Any]]) -> bytes:
+    return b"".join(orjson.dumps(o) + b"\n" for o in objs)
+
+
+# ---------------------------------------------------------------- auth and query dependencies
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="A token from the tokens file (roles broker, admin, read)",
+)
+
+
+def _needs(role: Role) -> Callable[..., Awaitable[Principal]]:
+    async def authenticate(
+        request: Request, _: Annotated[Any, Depends(_bearer)] = None
+    ) -> Principal:
+        authenticator: Authenticator = request.app.state.auth
+        return authenticator.authenticate(request.headers.get("authorization"), role)
+
+    authenticate.__name__ = f"needs_{role.value}_role"
+    return authenticate
+
+
+BrokerCaller = Annotated[Principal, Depends(_needs(Role.BROKER))]
+AdminCaller = Annotated[Principal, Depends(_needs(Role.ADMIN))]
+ReadCaller = Annotated[Principal, Depends(_needs(Role.READ))]
+Consistency = Annotated[
+    Literal["linearizable"] | None,
+    Query(description="`linearizable`: commit a read barrier through the log first"),
+]
+
+
+# ---------------------------------------------------------------- the edge: size limit, metrics
+
+
+class EdgeMiddleware:
+    """Refuses bodies over the limit (by Content-Length, and by counting what
+    actually arrives), and times every request for /metrics."""
+
+    def __init__(self, app: ASGIApp, *, limit: int, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.limit = limit
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_and_watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            problem, receive = await self._buffer_body(scope, receive)
+            if problem is not None:
+                await problem.response()(scope, receive, send_and_watch)
+            else:
+                await self.app(scope, receive, send_and_watch)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.observe_request(
+                scope.get("method", "?"), route, status, time.perf_counter() - started
+            )
+
+    async def _buffer_body(
+        self, scope: Scope, receive: Receive
+    ) -> tuple[ApiProblem | None, Receive]:
+        length = None
+        chunked = False
+        for key, value in scope.get("headers", ()):
+            if key == b"content-length":
+                length = value
+            elif key == b"transfer-encoding":
+                chunked = True
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                return bad_request(f"Content-Length: {length[:40]!r} is not a number"), receive
+            if declared > self.limit:
+                return self._too_large(f"Content-Length is {declared} bytes"), receive
+        elif not chunked:
+            return None, receive  # no body
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away; let the app see an empty body
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                return self._too_large(f"more than {self.limit} bytes arrived"), receive
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return None, replay
+
+    def _too_large(self, what: str) -> ApiProblem:
+        return ApiProblem(
+            413,
+            Errors.INVALID_REQUEST,
+            f"request body too large: {what}; the limit is {self.limit} bytes",
+            headers={"Connection": "close"},
+        )
+
+
+# ---------------------------------------------------------------- the app
+
+
+def create_app(
+    node: QuorumNode,
+    *,
+    tokens: TokenTable | str | os.PathLike | None = None,
+    body_limit_bytes: int = DEFAULT_BODY_LIMIT,
+) -> FastAPI:
+    """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
+    tokens file (``auth.load_tokens``); None turns auth off."""
+    if isinstance(tokens, str | os.PathLike):
+        tokens = load_tokens(tokens)
+    if body_limit_bytes < 1:
+        raise ValueError(f"body_limit_bytes must be positive, got {body_limit_bytes}")
+    auth = Authenticator(tokens)
+    if not auth.enabled:
+        log.warning("auth is off: no tokens file was given; every caller is admin")
+    metrics = ApiMetrics(node)
+    tracker = VoterTracker()
+
+    app = FastAPI(
+        title="metaquorum",
+        version="1",
+        description=DESCRIPTION,
+        openapi_tags=TAGS,
+        default_response_class=JsonResponse,
+    )
+    app.state.node = node
+    app.state.auth = auth
+    app.state.metrics = metrics
+    app.add_middleware(EdgeMiddleware, limit=body_limit_bytes, metrics=metrics)
+
+    # ------------------------------------------------------------ errors -> responses
+
+    async def on_problem(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiProblem)
+        return exc.response()
+
+    async def on_node_error(request: Request, exc: Exception) -> Response:
+        return node_error_response(exc, request)
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return validation_problem(list(exc.errors())).response()
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404:
+            message = f"no such endpoint: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return JsonResponse(
+            error_body(Errors.INVALID_REQUEST, message),
+            status_code=exc.status_code,
+            headers=dict(exc.headers or {}),
+        )
+
+    app.add_exception_handler(ApiProblem, on_problem)
+    app.add_exception_handler(NodeError, on_node_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+
+    # ------------------------------------------------------------ helpers
+
+    async def submit(message: object) -> Any:
+        try:
+            return await node.submit(message)
+        except NodeError:
+            raise
+        except Exception as e:  # a controller bug: nothing of this request was written
+            log.exception("the controller failed on %r", message)
+            raise ApiProblem(
+                500, Errors.UNKNOWN_SERVER_ERROR, f"the controller failed: {type(e).__name__}: {e}"
+            ) from None
+
+    def answer(model: M.ResponseModel) -> JsonResponse:
+        return JsonResponse(model.to_json_obj())
+
+    async def read_image(consistency: str | None) -> MetadataImage:
+        reason = not_ready_reason(node)
+        if reason is not None:
+            raise UnavailableError(reason, 1.0)
+        if consistency == "linearizable":
+            await node.barrier()
+        return node.image
+
+    def with_offset(content: Any, image: MetadataImage, **headers: str) -> JsonResponse:
+        return JsonResponse(
+            content, headers={"X-Metadata-Offset": str(image.last_offset), **headers}
+        )
+
+    async def build(fn: Callable[[MetadataImage], Any], image: MetadataImage) -> Any:
+        if image.partition_count > OFFLOAD_PARTITIONS:
+            return await asyncio.to_thread(fn, image)  # the image is immutable
+        return fn(image)
+
+    # ------------------------------------------------------------ broker endpoints
+
+    @app.post(
+        "/v1/brokers/register",
+        tags=["brokers"],
+        summary="BrokerRegistration",
+        response_model=M.BrokerRegistrationResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.BrokerRegistrationRequest),
+    )
+    async def register_broker(request: Request, caller: BrokerCaller) -> Response:
+        """Registers a broker incarnation (SEMANTICS §3): a new incarnation gets
+        epoch = the offset of its RegisterBrokerRecord and starts fenced."""
+        req = parse_body(M.BrokerRegistrationRequest, await request.body())
+        auth.check_broker(caller, req.broker_id)
+        response = await submit(req.to_message())
+        return answer(M.BrokerRegistrationResponse.from_message(response))
+
+    @app.post(
+        "/v1/brokers/heartbeat",
+        tags=["brokers"],
+        summary="BrokerHeartbeat",
+        response_model=M.BrokerHeartbeatResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.BrokerHeartbeatRequest),
+    )
+    async def broker_heartbeat(request: Request, caller: BrokerCaller) -> Response:
+        """Keeps the broker's session; fences, unfences and runs controlled
+        shutdown (SEMANTICS §4)."""
+        req = parse_body(M.BrokerHeartbeatRequest, await request.body())
+        auth.check_broker(caller, req.broker_id)
+        response = await submit(req.to_message())
+        return answer(M.BrokerHeartbeatResponse.from_message(response))
+
+    @app.post(
+        "/v1/alter-partition",
+        tags=["brokers"],
+        summary="AlterPartition (v0-3)",
+        response_model=M.AlterPartitionResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.AlterPartitionRequest),
+    )
+    async def alter_partition(
+        request: Request,
+        caller: BrokerCaller,
+        version: Annotated[int, Query(ge=0, le=3, description="AlterPartition version")] = 3,
+    ) -> Response:
+        """A partition leader's ISR change (SEMANTICS §2), decided atomically
+        against one image."""
+        req = parse_body(M.AlterPartitionRequest, await request.body())
+        try:
+            message = req.to_message(version)
+        except M.VersionMismatch as e:
+            raise bad_request(str(e)) from None
+        auth.check_broker(caller, req.broker_id)
+        response = await submit(message)
+        return answer(M.AlterPartitionResponse.from_message(response))
+
+    # ------------------------------------------------------------ admin endpoints
+
+    @app.post(
+        "/v1/topics",
+        tags=["admin"],
+        summary="CreateTopics",
+        response_model=M.CreateTopicsResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.CreateTopicsRequest),
+    )
+    async def create_topics(request: Request, caller: AdminCaller) -> Response:
+        req = parse_body(M.CreateTopicsRequest, await request.body())
+        if req.validate_only:
+            raise bad_request("validateOnly: true is not supported (nothing was created)")
+        response = await submit(req.to_message())
+        return answer(M.CreateTopicsResponse.from_message(response))
+
+    @app.delete(
+        "/v1/topics/{name}",
+        tags=["admin"],
+        summary="DeleteTopics (one topic)",
+        response_model=M.DeleteTopicsResponse,
+        responses=WRITE_RESPONSES,
+    )
+    async def delete_topic(name: str, caller: AdminCaller) -> Response:
+        response = await submit(M.delete_topics_message(name))
+        return answer(M.DeleteTopicsResponse.from_message(response))
+
+    @app.post(
+        "/v1/topics/{name}/partitions",
+        tags=["admin"],
+        summary="CreatePartitions",
+        response_model=M.CreatePartitionsResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.CreatePartitionsRequest),
+    )
+    async def create_partitions(name: str, request: Request, caller: AdminCaller) -> Response:
+        req = parse_body(M.CreatePartitionsRequest, await request.body())
+        if req.validate_only:
+            raise bad_request("validateOnly: true is not supported (nothing was created)")
+        response = await submit(req.to_message(name))
+        return answer(M.CreatePartitionsResponse.from_message(response))
+
+    @app.post(
+        "/v1/reassignments",
+        tags=["admin"],
+        summary="AlterPartitionReassignments",
+        response_model=M.AlterPartitionReassignmentsResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.AlterPartitionReassignmentsRequest),
+    )
+    async def alter_reassignments(request: Request, caller: AdminCaller) -> Response:
+        req = parse_body(M.AlterPartitionReassignmentsRequest, await request.body())
+        response = await submit(req.to_message())
+        return answer(M.AlterPartitionReassignmentsResponse.from_message(response))
+
+    @app.post(
+        "/v1/elect-leaders",
+        tags=["admin"],
+        summary="ElectLeaders",
+        response_model=M.ElectLeadersResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.ElectLeadersRequest),
+    )
+    async def elect_leaders(request: Request, caller: AdminCaller) -> Response:
+        req = parse_body(M.ElectLeadersRequest, await request.body())
+        response = await submit(req.to_message())
+        return answer(M.ElectLeadersResponse.from_message(response))
+
+    @app.post(
+        "/v1/features",
+        tags=["admin"],
+        summary="UpdateFeatures (metadata.version)",
+        response_model=M.UpdateFeaturesResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.UpdateFeaturesRequest),
+    )
+    async def update_features(request: Request, caller: AdminCaller) -> Response:
+        req = parse_body(M.UpdateFeaturesRequest, await request.body())
+        response = await submit(req.to_message())
+        return answer(M.UpdateFeaturesResponse.from_message(response))
+
+    @app.post(
+        "/v1/quorum/transfer-leadership",
+        tags=["admin"],
+        summary="Transfer Raft leadership",
+        response_model=M.TransferLeadershipResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.TransferLeadershipRequest, required=False),
+    )
+    async def transfer_leadership(request: Request, caller: AdminCaller) -> Response:
+        """Hands leadership to ``targetNodeId`` (or the most caught-up voter);
+        answers once another voter leads. Used before a planned restart."""
+        body = await request.body()
+        req = parse_body(M.TransferLeadershipRequest, body if body.strip() else b"{}")
+        target = req.target_node_id
+        voters = node.config.voters
+        others = sorted(v for v in voters if v != node.node_id)
+        if target is not None and target not in others:
+            raise bad_request(f"targetNodeId: {target} is not another voter (others: {others})")
+        if not others:
+            raise bad_request("targetNodeId: this cluster has no other voter to lead it")
+        try:
+            new_leader = await node.transfer_leadership(target)
+        except ValueError as e:
+            raise bad_request(str(e)) from None
+        if new_leader is None:
+            raise OutcomeUnknownError(
+                "leadership did not move in time; it may still move (check /v1/quorum/status)"
+            )
+        return answer(
+            M.TransferLeadershipResponse(**M.error_fields(Errors.NONE), leader_id=new_leader)
+        )
+
+    # ------------------------------------------------------------ reads
+
+    @app.get(
+        "/v1/brokers",
+        tags=["reads"],
+        summary="Registered brokers",
+        response_model=M.BrokersOut,
+        responses=READ_RESPONSES,
+    )
+    async def list_brokers(caller: ReadCaller, consistency: Consistency = None) -> Response:
+        image = await read_image(consistency)
+        return with_offset(brokers_obj(image), image)
+
+    @app.get(
+        "/v1/brokers/{id}",
+        tags=["reads"],
+        summary="One broker",
+        response_model=M.BrokerOut,
+        responses={**READ_RESPONSES, 404: _doc(M.ErrorResponse, "no such broker")},
+    )
+    async def get_broker(
+        id: Annotated[int, Path(ge=INT32_MIN, le=INT32_MAX, description="the broker id")],
+        caller: ReadCaller,
+        consistency: Consistency = None,
+    ) -> Response:
+        image = await read_image(consistency)
+        reg = image.brokers.get(id)
+        if reg is None:
+            raise ApiProblem(
+                404,
+                Errors.BROKER_ID_NOT_REGISTERED,
+                f"broker {id} is not registered",
+                headers={"X-Metadata-Offset": str(image.last_offset)},
+            )
+        return with_offset(broker_obj(reg), image)
+
+    @app.get(
+        "/v1/topics",
+        tags=["reads"],
+        summary="Topics with their partitions",
+        response_model=M.TopicsOut,
+        responses=READ_RESPONSES,
+    )
+    async def list_topics(caller: ReadCaller, consistency: Consistency = None) -> Response:
+        image = await read_image(consistency)
+        return with_offset(await build(topics_obj, image), image)
+
+    @app.get(
+        "/v1/topics/{name}",
+        tags=["reads"],
+        summary="One topic",
+        response_model=M.TopicOut,
+        responses={**READ_RESPONSES, 404: _doc(M.ErrorResponse, "no such topic")},
+    )
+    async def get_topic(name: str, caller: ReadCaller, consistency: Consistency = None) -> Response:
+        image = await read_image(consistency)
+        topic = image.topic_by_name(name)
+        if topic is None:
+            raise ApiProblem(
+                404,
+                Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {name!r} does not exist",
+                headers={"X-Metadata-Offset": str(image.last_offset)},
+            )
+        return with_offset(topic_obj(topic), image)
+
+    @app.get(
+        "/v1/log",
+        tags=["reads"],
+        summary="The decoded metadata log (long-poll)",
+        response_model=M.LogOut,
+        responses={
+            **READ_RESPONSES,
+            200: {
+                "description": "the records (JSON, or one record per line with "
+                "`Accept: application/x-ndjson`; then X-Next-Offset and "
+                "X-High-Watermark carry the page's offsets)",
+                "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/RecordOut"}}},
+            },
+            410: _doc(
+                M.OffsetTooOldResponse, "fromOffset is no longer retained: load /v1/snapshot"
+            ),
+        },
+    )
+    async def read_log(
+        caller: ReadCaller,
+        from_offset: Annotated[int, Query(alias="fromOffset", ge=0, le=INT64_MAX)] = 0,
+        max_records: Annotated[
+            int, Query(alias="maxRecords", ge=1, le=MAX_LOG_RECORDS)
+        ] = DEFAULT_LOG_RECORDS,
+        wait_ms: Annotated[int, Query(alias="waitMs", ge=0, le=MAX_WAIT_MS)] = 0,
+        consistency: Consistency = None,
+        accept: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        image = await read_image(consistency)
+        if from_offset >= image.next_offset and wait_ms > 0:
+            await node.wait_for_offset(from_offset, wait_ms / 1000)
+        record_log = node.sm.log
+        try:
+            entries = record_log.read(from_offset, max_records)
+        except OffsetTooOld as e:
+            return JsonResponse(
+                {
+                    "errorCode": Errors.OFFSET_OUT_OF_RANGE.value,
+                    "errorName": Errors.OFFSET_OUT_OF_RANGE.name,
+                    "errorMessage": f"{e}; load /v1/snapshot, then follow the log from its "
+                    "nextOffset",
+                    "oldestOffset": e.oldest,
+                },
+                status_code=410,
+                headers={"X-Metadata-Offset": str(node.image.last_offset)},
+            )
+        # The log is appended just before the image is published: never show
+        # records beyond the image the headers describe.
+        image = node.image
+        entries = [e for e in entries if e.offset < image.next_offset]
+        next_offset = entries[-1].offset + 1 if entries else from_offset
+        records = [
+            log_record_to_obj(e.offset, e.timestamp_ms, e.controller_epoch, e.record)
+            for e in entries
+        ]
+        oldest = record_log.oldest_offset
+        if wants_ndjson(accept):
+            return Response(
+                _ndjson(records),
+                media_type=NDJSON,
+                headers={
+                    "X-Metadata-Offset": str(image.last_offset),
+                    "X-Next-Offset": str(next_offset),
+                    "X-High-Watermark": str(image.next_offset),
+                    "X-Oldest-Offset": str(oldest),
+                },
+            )
+        return with_offset(
+            {
+                "records": records,
+                "nextOffset": next_offset,
+                "highWatermark": image.next_offset,
+                "oldestOffset": oldest,
+            },
+            image,
+        )
+
+    @app.get(
+        "/v1/snapshot",
+        tags=["reads"],
+        summary="The image at an offset, as records",
+        response_model=M.SnapshotOut,
+        responses={
+            **READ_RESPONSES,
+            200: {
+                "description": "the snapshot (JSON, or one record per line with "
+                "`Accept: application/x-ndjson`; then X-Metadata-Offset and "
+                "X-Next-Offset give its offsets)",
+                "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/RecordOut"}}},
+            },
+        },
+    )
+    async def read_snapshot(
+        caller: ReadCaller,
+        consistency: Consistency = None,
+        accept: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        """Records that recreate the image (LEADER_CHANGE, FEATURE_LEVEL_RECORD,
+        REGISTER_BROKER_RECORD, TOPIC_RECORD, CONFIG_RECORD, PARTITION_RECORD);
+        each carries ``offset`` = the image's last offset."""
+        image = await read_image(consistency)
+        timestamp = snapshot_timestamp(node, image)
+        records = await build(lambda i: snapshot_record_objs(i, timestamp), image)
+        if wants_ndjson(accept):
+            body = await build(lambda _: _ndjson(records), image)
+            return Response(
+                body,
+                media_type=NDJSON,
+                headers={
+                    "X-Metadata-Offset": str(image.last_offset),
+                    "X-Next-Offset": str(image.next_offset),
+                },
+            )
+        return with_offset(
+            {"offset": image.last_offset, "nextOffset": image.next_offset, "records": records},
+            image,
+        )
+
+    @app.get(
+        "/v1/quorum/status",
+        tags=["reads"],
+        summary="Quorum status",
+        response_model=M.QuorumStatusOut,
+        responses={**_ERR_400, **_ERR_AUTH},
+    )
+    async def quorum_status(caller: ReadCaller) -> Response:
+        """Served even when the node is not ready (that is when it is needed)."""
+        status = quorum_status_obj(node, tracker, auth.enabled)
+        return with_offset(status, node.image)
+
+    # ------------------------------------------------------------ health and metrics
+
+    @app.get("/livez", tags=["health"], summary="Liveness", response_model=M.HealthOut)
+    async def livez() -> Response:
+        """The process and the Raft tick thread are alive."""
+        if node.raft_alive:
+            return JsonResponse({"status": "alive", "reason": None})
+        reason = node.sm.fatal or "the Raft tick thread is not running"
+        return JsonResponse({"status": "dead", "reason": reason}, status_code=503)
+
+    @app.get(
+        "/readyz",
+        tags=["health"],
+        summary="Readiness",
+        response_model=M.HealthOut,
+        responses={503: _doc(M.ErrorResponse, "not ready; the body gives the reason")},
+    )
+    async def readyz() -> Response:
+        """Replay done, a leader known, this node caught up."""
+        tracker.sample(node, node.raft_status())
+        reason = not_ready_reason(node)
+        if reason is None:
+            return JsonResponse({"status": "ready", "reason": None})
+        return JsonResponse(
+            {"status": "not ready", "reason": reason, **error_body(Errors.NOT_CONTROLLER, reason)},
+            status_code=503,
+            headers=retry_after(1.0),
+        )
+
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        summary="Prometheus metrics",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text"}},
+    )
+    async def prometheus() -> Response:
+        tracker.sample(node, node.raft_status())
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    # ------------------------------------------------------------ OpenAPI
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+            tags=TAGS,
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        _, defs = models_json_schema(
+            [(model, "validation") for model in REQUEST_MODELS],
+            ref_template="#/components/schemas/{model}",
+        )
+        for name, definition in defs.get("$defs", {}).items():
+            components.setdefault(name, definition)
+        # Validation errors are 400 here, never FastAPI's 422.
+        for item in schema.get("paths", {}).values():
+            for operation in item.values():
+                if isinstance(operation, dict):
+                    operation.get("responses", {}).pop("422", None)
+        components.pop("HTTPValidationError", None)
+        components.pop("ValidationError", None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

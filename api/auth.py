@@ -1,0 +1,182 @@
+"""Bearer-token authentication and roles (API.md "Auth").
+
+The tokens file has one ``token role [brokerId]`` per line; ``#`` starts a
+comment, blank lines are skipped. Roles:
+
+* ``admin``: every endpoint;
+* ``broker``: the broker endpoints and every GET. Bound to a ``brokerId``, it
+  may act only for that broker (the ``brokerId`` of the request body);
+* ``read``: the GETs.
+
+Without a tokens file auth is off (``/v1/quorum/status`` says ``"auth": "off"``).
+``/livez``, ``/readyz``, ``/metrics`` and the OpenAPI pages need no token.
+Tokens are kept as SHA-256 digests and looked up by digest, so a lookup's
+timing says nothing about the stored tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from enum import StrEnum
+
+from metadata_records.errors import Errors
+
+from .errors import ApiProblem
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    BROKER = "broker"
+    READ = "read"
+
+
+# Which token roles may call an endpoint that needs the key role.
+ALLOWED: dict[Role, frozenset[Role]] = {
+    Role.ADMIN: frozenset({Role.ADMIN}),
+    Role.BROKER: frozenset({Role.ADMIN, Role.BROKER}),
+    Role.READ: frozenset({Role.ADMIN, Role.BROKER, Role.READ}),
+}
+
+INT32_MAX = 2**31 - 1
+
+
+class TokensFileError(ValueError):
+    """A tokens file that cannot be used; the message names the file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    role: Role
+    broker_id: int | None = None  # a broker token bound to one broker
+    line: int = 0  # where the token is defined, for messages (never the token itself)
+
+    def describe(self) -> str:
+        bound = f" for broker {self.broker_id}" if self.broker_id is not None else ""
+        return f"the {self.role.value} token{bound} (tokens file line {self.line})"
+
+
+ANONYMOUS_ADMIN = Principal(Role.ADMIN)  # what every caller is when auth is off
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+class TokenTable:
+    """Tokens by digest. Build with ``parse_tokens`` or ``load_tokens``."""
+
+    def __init__(self, principals: dict[bytes, Principal], source: str = "<tokens>") -> None:
+        self._by_digest = principals
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
+    def lookup(self, token: str) -> Principal | None:
+        return self._by_digest.get(_digest(token))
+
+
+def parse_tokens(text: str, source: str = "<tokens>") -> TokenTable:
+    principals: dict[bytes, Principal] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{source} line {number}"
+        parts = line.split()
+        if len(parts) not in (2, 3):
+            raise TokensFileError(
+                f"{where}: expected 'token role [brokerId]', got {len(parts)} fields"
+            )
+        token, role_name = parts[0], parts[1]
+        try:
+            role = Role(role_name)
+        except ValueError:
+            raise TokensFileError(
+                f"{where}: unknown role {role_name!r} (expected broker, admin or read)"
+            ) from None
+        broker_id = None
+        if len(parts) == 3:
+            if role is not Role.BROKER:
+                raise TokensFileError(f"{where}: only a broker token can be bound to a brokerId")
+            text_id = parts[2]
+            if not text_id.isascii() or not text_id.isdigit() or int(text_id) > INT32_MAX:
+                raise TokensFileError(
+                    f"{where}: brokerId {text_id!r} is not an integer in [0, {INT32_MAX}]"
+                )
+            broker_id = int(text_id)
+        digest = _digest(token)
+        if digest in principals:
+            raise TokensFileError(
+                f"{where}: this token is already defined on line {principals[digest].line}"
+            )
+        principals[digest] = Principal(role, broker_id, number)
+    if not principals:
+        raise TokensFileError(
+            f"{source}: no tokens (a tokens file with none would refuse everyone)"
+        )
+    return TokenTable(principals, source)
+
+
+def load_tokens(path: str | os.PathLike) -> TokenTable:
+    """Reads a tokens file; TokensFileError names the file and the bad line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TokensFileError(f"{path}: cannot read the tokens file ({e})") from None
+    return parse_tokens(text, str(path))
+
+
+def _unauthorized(message: str) -> ApiProblem:
+    return ApiProblem(
+        401,
+        Errors.CLUSTER_AUTHORIZATION_FAILED,
+        message,
+        headers={"WWW-Authenticate": 'Bearer realm="metaquorum"'},
+    )
+
+
+class Authenticator:
+    """Checks a request's ``Authorization`` header against the token table."""
+
+    def __init__(self, tokens: TokenTable | None) -> None:
+        self.tokens = tokens
+
+    @property
+    def enabled(self) -> bool:
+        return self.tokens is not None
+
+    def authenticate(self, authorization: str | None, needs: Role) -> Principal:
+        """The caller, if it may call an endpoint that needs ``needs``; else 401/403."""
+        if self.tokens is None:
+            return ANONYMOUS_ADMIN
+        if not authorization:
+            raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
+        scheme, _, token = authorization.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise _unauthorized("the Authorization header must be 'Bearer <token>'")
+        principal = self.tokens.lookup(token)
+        if principal is None:
+            raise _unauthorized("unknown bearer token")
+        if principal.role not in ALLOWED[needs]:
+            raise ApiProblem(
+                403,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                f"{principal.describe()} may not call this endpoint (it needs the "
+                f"{needs.value} role)",
+            )
+        return principal
+
+    @staticmethod
+    def check_broker(principal: Principal, broker_id: int) -> None:
+        """A bound broker token may act only for its own broker (403 otherwise)."""
+        if principal.role is Role.BROKER and principal.broker_id not in (None, broker_id):
+            raise ApiProblem(
+                403,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                f"{principal.describe()} may not act for broker {broker_id}",
+            )

@@ -1,0 +1,238 @@
+"""HTTP statuses and error bodies (API.md "Conventions").
+
+Every error body carries ``errorCode``, ``errorName`` and ``errorMessage``.
+The node's errors map to statuses here and nowhere else:
+
+==========================  ======  =========================================
+``NotControllerError``      307     ``Location`` = same path and query on the
+                                    leader; body ``NOT_CONTROLLER`` (41),
+                                    ``leaderId``, ``leaderUrl``
+``UnavailableError``        503     ``NOT_CONTROLLER`` (41), ``Retry-After``
+``ThrottledError``          429     ``THROTTLING_QUOTA_EXCEEDED`` (89),
+                                    ``Retry-After``; nothing was written
+``OutcomeUnknownError``     503     ``REQUEST_TIMED_OUT`` (7), ``Retry-After``;
+                                    the write may still commit (Raft), so the
+                                    client retries and the protocol's epochs
+                                    make the retry safe
+anything else               500     ``UNKNOWN_SERVER_ERROR`` (-1)
+==========================  ======  =========================================
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from metadata_records.codec import brief
+from metadata_records.errors import Errors
+from quorum.node import (
+    NodeError,
+    NotControllerError,
+    OutcomeUnknownError,
+    ThrottledError,
+    UnavailableError,
+)
+
+from .models import INT_KINDS
+
+log = logging.getLogger(__name__)
+
+class JsonResponse(JSONResponse):
+    """JSON via orjson (a JSONResponse, so OpenAPI documents the response models)."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def error_body(error: Errors, message: str | None, **extra: Any) -> dict[str, Any]:
+    return {"errorCode": int(error), "errorName": error.name, "errorMessage": message, **extra}
+
+
+class ApiProblem(Exception):
+    """An answer other than 200, raised anywhere in a handler."""
+
+    def __init__(
+        self,
+        status: int,
+        error: Errors,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+        self.headers = headers or {}
+        self.extra = extra or {}
+
+    def response(self) -> JsonResponse:
+        return JsonResponse(
+            error_body(self.error, self.message, **self.extra),
+            status_code=self.status,
+            headers=self.headers,
+        )
+
+
+def bad_request(message: str) -> ApiProblem:
+    return ApiProblem(400, Errors.INVALID_REQUEST, message)
+
+
+def retry_after(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+# ---------------------------------------------------------------- node errors
+
+
+def leader_location(leader_url: str, request: Request) -> str:
+    """The same path and query on the leader's URL."""
+    path = request.scope.get("raw_path") or request.url.path.encode()
+    query = request.scope.get("query_string") or b""
+    location = leader_url.rstrip("/") + path.decode("latin-1")
+    if query:
+        location += "?" + query.decode("latin-1")
+    return location
+
+
+def node_error_response(error: BaseException, request: Request) -> JsonResponse:
+    if isinstance(error, NotControllerError) and error.leader_url:
+        return JsonResponse(
+            error_body(
+                Errors.NOT_CONTROLLER,
+                str(error),
+                leaderId=error.leader_id,
+                leaderUrl=error.leader_url,
+            ),
+            status_code=307,
+            headers={"Location": leader_location(error.leader_url, request)},
+        )
+    if isinstance(error, NotControllerError):  # no URL to send the client to
+        return JsonResponse(
+            error_body(Errors.NOT_CONTROLLER, str(error), leaderId=error.leader_id, leaderUrl=None),
+            status_code=503,
+            headers=retry_after(1.0),
+        )
+    if isinstance(error, UnavailableError):
+        return JsonResponse(
+            error_body(Errors.NOT_CONTROLLER, str(error)),
+            status_code=503,
+            headers=retry_after(error.retry_after_s),
+        )
+    if isinstance(error, ThrottledError):
+        return JsonResponse(
+            error_body(Errors.THROTTLING_QUOTA_EXCEEDED, str(error)),
+            status_code=429,
+            headers=retry_after(error.retry_after_s),
+        )
+    if isinstance(error, OutcomeUnknownError):
+        message = str(error)
+        if "may still commit" not in message:
+            message += "; the write may still commit"
+        message += " (retry: the protocol's epochs make a retry safe)"
+        return JsonResponse(
+            error_body(Errors.REQUEST_TIMED_OUT, message),
+            status_code=503,
+            headers=retry_after(1.0),
+        )
+    if isinstance(error, NodeError):  # a kind this module does not know yet
+        return JsonResponse(
+            error_body(Errors.NOT_CONTROLLER, str(error)),
+            status_code=503,
+            headers=retry_after(1.0),
+        )
+    log.error("unexpected error answering %s %s", request.method, request.url.path, exc_info=error)
+    return JsonResponse(
+        error_body(Errors.UNKNOWN_SERVER_ERROR, f"{type(error).__name__}: {error}"),
+        status_code=500,
+    )
+
+
+# ---------------------------------------------------------------- validation errors
+
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
+_KIND_BY_BOUND = {}
+for _kind, (_low, _high) in INT_KINDS.items():
+    _KIND_BY_BOUND.setdefault(("le", _high), _kind)
+    _KIND_BY_BOUND.setdefault(("ge", _low), _kind)
+_KIND_BY_BOUND[("ge", 0)] = "uint16"
+_KIND_BY_BOUND[("le", 65535)] = "uint16"
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "bool_type": "a boolean",
+    "bool_parsing": "a boolean",
+    "string_type": "a string",
+    "list_type": "an array",
+    "model_type": "an object",
+    "dict_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """``("topics", 0, "partitions", 1, "newIsr")`` -> ``topics[0].partitions[1].newIsr``."""
+    if loc and loc[0] in ("query", "path", "header"):
+        return f"{'.'.join(str(x) for x in loc[1:])} ({loc[0]} parameter)"
+    if loc and loc[0] == "body":
+        loc = loc[1:]
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+def describe_error(err: dict[str, Any]) -> str:
+    where = field_path(tuple(err.get("loc", ())))
+    kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    if kind == "missing":
+        return f"{where}: required field is missing"
+    if kind == "json_invalid":
+        return f"body: not valid JSON ({ctx.get('error', err.get('msg'))})"
+    if kind in _EXPECTED:
+        got = _JSON_TYPES.get(type(value), type(value).__name__)
+        return f"{where}: expected {_EXPECTED[kind]}, got {got} {brief(value)}"
+    if kind in ("less_than_equal", "greater_than_equal"):
+        bound = ("le", ctx.get("le")) if kind == "less_than_equal" else ("ge", ctx.get("ge"))
+        int_kind = _KIND_BY_BOUND.get(bound)
+        if int_kind is not None and not where.endswith("parameter)"):
+            low, high = INT_KINDS[int_kind]
+            return f"{where}: {brief(value)} is out of the {int_kind} range [{low}, {high}]"
+    return f"{where}: {err.get('msg')} (got {brief(value)})"
+
+
+def describe_errors(errors: list[dict[str, Any]]) -> str:
+    text = describe_error(errors[0])
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more: " + "; ".join(
+            describe_error(e) for e in errors[1:4]
+        )
+        text += "; ...)" if len(errors) > 4 else ")"
+    return text
+
+
+def validation_problem(error: ValidationError | list[dict[str, Any]]) -> ApiProblem:
+    errors = error.errors() if isinstance(error, ValidationError) else list(error)
+    if not errors:
+        return bad_request("the request is not valid")
+    return bad_request(describe_errors(errors))

@@ -1,0 +1,175 @@
+"""Prometheus metrics, one ``CollectorRegistry`` per app (so several apps, or
+several tests, never share series).
+
+Gauges are read from the node when scraped; the batch-size and commit-latency
+histograms are fed from ``node.stats`` at scrape time (every batch committed
+since the last scrape, up to the 1,024 the node remembers); request latencies
+are observed by the app's middleware, labelled by route template.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from metadata_records.image import MetadataImage
+from quorum.node import QuorumNode
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+_BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000)
+
+
+class _ImageCounts:
+    """Broker and partition counts of one image, computed once per image."""
+
+    def __init__(self) -> None:
+        self._image: MetadataImage | None = None
+        self.fenced = self.active = self.shutting_down = self.offline = 0
+
+    def of(self, image: MetadataImage) -> _ImageCounts:
+        if image is not self._image:
+            brokers = image.brokers.values()
+            self.fenced = sum(1 for b in brokers if b.fenced)
+            # Kafka's ActiveBrokerCount: registered and not fenced.
+            self.active = sum(1 for b in brokers if not b.fenced)
+            self.shutting_down = sum(1 for b in brokers if b.in_controlled_shutdown)
+            self.offline = sum(
+                1 for t in image.topics.values() for p in t.partitions.values() if p.leader < 0
+            )
+            self._image = image
+        return self
+
+
+class _NodeCollector(Collector):
+    def __init__(self, node: QuorumNode) -> None:
+        self.node = node
+        self.counts = _ImageCounts()
+
+    def collect(self):
+        node = self.node
+        image = node.image
+        counts = self.counts.of(image)
+        syncobj = node.syncobj
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"metaquorum_{name}", doc, value=value)
+
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            return CounterMetricFamily(f"metaquorum_{name}", doc, value=value)
+
+        yield gauge("active_controller", "1 if this node is the active controller", node.active)
+        yield gauge("fenced_broker_count", "registered brokers that are fenced", counts.fenced)
+        yield gauge("active_broker_count", "registered brokers that are not fenced", counts.active)
+        yield gauge(
+            "in_controlled_shutdown_broker_count",
+            "registered brokers in controlled shutdown",
+            counts.shutting_down,
+        )
+        yield gauge("registered_broker_count", "registered brokers", len(image.brokers))
+        yield gauge("offline_partitions_count", "partitions without a leader", counts.offline)
+        yield gauge("global_partition_count", "partitions", image.partition_count)
+        yield gauge("global_topic_count", "topics", len(image.topics))
+        yield gauge(
+            "last_applied_offset", "offset of the last record this node applied", image.last_offset
+        )
+        yield gauge("controller_epoch", "the image's controller epoch", image.controller_epoch)
+        yield gauge("metadata_version", "finalized metadata.version", image.metadata_version)
+        yield gauge(
+            "commit_lag",
+            "Raft entries committed but not yet applied on this node",
+            max(0, syncobj.raftCommitIndex - syncobj.raftLastApplied),
+        )
+        yield gauge("raft_term", "the Raft term this node knows", syncobj.raftCurrentTerm)
+        yield gauge("queue_depth", "requests waiting for the next batch", node.queue_depth)
+        yield gauge("ready", "1 if this node is ready (/readyz)", node.ready)
+        yield gauge("replaying", "1 while this node replays its log", node.replaying)
+        yield counter("throttled_requests", "requests refused by admission control", node.throttled)
+        yield counter(
+            "committed_batches", "batches this node committed as leader", node.stats.batches
+        )
+        yield counter(
+            "committed_records", "records this node committed as leader", node.stats.records
+        )
+        yield counter(
+            "ignored_records", "records in the log that could not apply", image.ignored_records
+        )
+        yield counter(
+            "stale_batches",
+            "batches applied as no-ops (stale epoch or offset)",
+            node.sm.stale_batches,
+        )
+
+
+class ApiMetrics:
+    def __init__(self, node: QuorumNode) -> None:
+        self.node = node
+        self.registry = CollectorRegistry()
+        self.registry.register(_NodeCollector(node))
+        self.request_latency = Histogram(
+            "metaquorum_http_request_duration_seconds",
+            "HTTP request latency by route (long polls included)",
+            ["method", "route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.responses = Counter(
+            "metaquorum_http_responses",
+            "HTTP responses by route and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.batch_records = Histogram(
+            "metaquorum_batch_records",
+            "records per committed batch (group commit)",
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_latency = Histogram(
+            "metaquorum_commit_latency_seconds",
+            "time from proposing a batch to its apply, on the leader",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._batches_seen = node.stats.batches
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.request_latency.labels(method, route).observe(seconds)
+        self.responses.labels(method, route, str(status)).inc()
+
+    def _feed_batches(self) -> None:
+        stats = self.node.stats
+        new = stats.batches - self._batches_seen
+        if new <= 0:
+            self._batches_seen = stats.batches
+            return
+        take = min(new, len(stats.sizes), len(stats.latencies))
+        sizes = list(stats.sizes)[-take:] if take else []
+        latencies = list(stats.latencies)[-take:] if take else []
+        for size in sizes:
+            self.batch_records.observe(size)
+        for seconds in latencies:
+            self.commit_latency.observe(seconds)
+        self._batches_seen = stats.batches
+
+    def render(self) -> bytes:
+        self._feed_batches()
+        return generate_latest(self.registry)

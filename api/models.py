@@ -1,0 +1,841 @@
+"""Request and response bodies of the HTTP contract (shared/API.md), as pydantic models.
+
+Input rules, the same for every body:
+
+* Field names are Kafka's camelCase names (``brokerId``, ``newIsrWithEpochs``);
+  the snake_case spellings are not accepted.
+* Integers are strict and range-checked with their Kafka type: a JSON number
+  with a fraction, a boolean or a string (``"5"``) is not an ``int32``, and an
+  ``int32`` outside ``[-2^31, 2^31-1]`` is refused. Booleans and strings are
+  strict too.
+* UUIDs are accepted in Kafka's 22-character base64url form or the standard
+  36-character form and normalised to base64url (``metadata_records.uuids``);
+  every UUID we send back is base64url.
+* **Unknown fields are ignored**, as Kafka's own JSON converters do, so a newer
+  client's extra fields do not break an older server. Two exceptions make
+  silent ignoring dangerous, so they are refused: a field that belongs to
+  another *version* of AlterPartition (``newIsr`` in version 3, ``topicName`` in
+  version 2, ...), and ``validateOnly: true`` in CreateTopics (metaquorum cannot
+  validate without creating).
+
+Every request model has ``to_message()`` building the controller's request
+(``quorum.messages``), and every response model has ``from_message()``; the
+HTTP layer holds no rule of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from metadata_records.errors import Errors
+from metadata_records.records import Endpoint, FeatureRange
+from metadata_records.uuids import InvalidUuid, parse_uuid
+from quorum import messages as m
+
+# ---------------------------------------------------------------- Kafka's scalar types
+
+INT_KINDS: dict[str, tuple[int, int]] = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint16": (0, 2**16 - 1),
+}
+
+
+def _kafka_int(kind: str) -> Any:
+    low, high = INT_KINDS[kind]
+    return Annotated[int, Field(strict=True, ge=low, le=high, json_schema_extra={"format": kind})]
+
+
+Int8 = _kafka_int("int8")
+Int16 = _kafka_int("int16")
+Int32 = _kafka_int("int32")
+Int64 = _kafka_int("int64")
+UInt16 = _kafka_int("uint16")
+StrictStr = Annotated[str, Field(strict=True)]
+StrictBool = Annotated[bool, Field(strict=True)]
+
+
+def _uuid(value: str) -> str:
+    try:
+        return parse_uuid(value)
+    except InvalidUuid as e:
+        raise PydanticCustomError("uuid", "{reason}", {"reason": str(e)}) from None
+
+
+Uuid = Annotated[
+    str,
+    Field(
+        strict=True,
+        json_schema_extra={
+            "format": "kafka-uuid",
+            "description": "Kafka UUID: 22 characters of base64url (the standard "
+            "36-character form is accepted on input)",
+            "examples": ["fPZv1VBsRFmnlRvmGcOW9w"],
+        },
+    ),
+    AfterValidator(_uuid),
+]
+
+
+class RequestModel(BaseModel):
+    """Input: camelCase names only, unknown fields ignored."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_alias=True,
+        validate_by_name=False,
+        extra="ignore",
+        frozen=True,
+    )
+
+
+class ResponseModel(BaseModel):
+    """Output: built from controller responses, serialised with camelCase names."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_alias=True,
+        validate_by_name=True,
+        serialize_by_alias=True,
+    )
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class ErrorFields(ResponseModel):
+    error_code: int = Field(description="Kafka's error code (0 = NONE)")
+    error_name: str = Field(description='Kafka\'s error name, e.g. "NONE", "STALE_BROKER_EPOCH"')
+    error_message: str | None = Field(None, description="what went wrong, for people")
+
+
+def error_fields(error: Errors, message: str | None = None) -> dict[str, Any]:
+    return {"error_code": int(error), "error_name": error.name, "error_message": message}
+
+
+class ErrorResponse(ErrorFields):
+    """The body of every non-200 answer (400, 401, 403, 404, 413, 429, 503, ...)."""
+
+
+class NotControllerResponse(ErrorFields):
+    """307: this node is not the active controller; repeat the request at ``leaderUrl``."""
+
+    leader_id: int | None = Field(None, description="the active controller's node id")
+    leader_url: str | None = Field(None, description="the active controller's HTTP URL")
+
+
+class OffsetTooOldResponse(ErrorFields):
+    """410: ``fromOffset`` is below the oldest retained record; load /v1/snapshot first."""
+
+    oldest_offset: int = Field(description="the oldest offset this node still serves")
+
+
+# ---------------------------------------------------------------- BrokerRegistration
+
+
+class Listener(RequestModel):
+    name: StrictStr
+    host: StrictStr
+    port: UInt16
+    security_protocol: Int16
+
+
+class BrokerFeature(RequestModel):
+    name: StrictStr
+    min_supported_version: Int16
+    max_supported_version: Int16
+
+
+class BrokerRegistrationRequest(RequestModel):
+    """POST /v1/brokers/register (Kafka's BrokerRegistrationRequest, api key 62)."""
+
+    broker_id: Int32
+    cluster_id: StrictStr
+    incarnation_id: Uuid
+    listeners: list[Listener] = []
+    features: list[BrokerFeature] = []
+    rack: StrictStr | None = None
+    is_migrating_zk_broker: StrictBool = Field(
+        False, description="Kafka's field; ZooKeeper brokers are refused"
+    )
+    previous_broker_epoch: Int64 = -1
+
+    def to_message(self) -> m.BrokerRegistrationRequest:
+        return m.BrokerRegistrationRequest(
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=tuple(
+                Endpoint(x.name, x.host, x.port, x.security_protocol) for x in self.listeners
+            ),
+            features=tuple(
+                FeatureRange(f.name, f.min_supported_version, f.max_supported_version)
+                for f in self.features
+            ),
+            rack=self.rack,
+            is_migrating_zk_broker=self.is_migrating_zk_broker,
+            previous_broker_epoch=self.previous_broker_epoch,
+        )
+
+
+class BrokerRegistrationResponse(ErrorFields):
+    throttle_time_ms: int = 0
+    broker_epoch: int = Field(-1, description="the broker's epoch; -1 on error")
+
+    @classmethod
+    def from_message(cls, r: m.BrokerRegistrationResponse) -> BrokerRegistrationResponse:
+        return cls(**error_fields(r.error, r.error_message), broker_epoch=r.broker_epoch)
+
+
+# ---------------------------------------------------------------- BrokerHeartbeat
+
+
+class BrokerHeartbeatRequest(RequestModel):
+    """POST /v1/brokers/heartbeat (Kafka's BrokerHeartbeatRequest, api key 63)."""
+
+    broker_id: Int32
+    broker_epoch: Int64 = -1
+    current_metadata_offset: Int64
+    want_fence: StrictBool = False
+    want_shut_down: StrictBool = False
+
+    def to_message(self) -> m.BrokerHeartbeatRequest:
+        return m.BrokerHeartbeatRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.current_metadata_offset,
+            want_fence=self.want_fence,
+            want_shut_down=self.want_shut_down,
+        )
+
+
+class BrokerHeartbeatResponse(ErrorFields):
+    throttle_time_ms: int = 0
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+    @classmethod
+    def from_message(cls, r: m.BrokerHeartbeatResponse) -> BrokerHeartbeatResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            is_caught_up=r.is_caught_up,
+            is_fenced=r.is_fenced,
+            should_shut_down=r.should_shut_down,
+        )
+
+
+# ---------------------------------------------------------------- AlterPartition
+
+ALTER_PARTITION_VERSIONS = range(0, 4)
+
+
+class VersionMismatch(ValueError):
+    """A body that does not fit its AlterPartition version; names the field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class BrokerState(RequestModel):
+    """One member of ``newIsrWithEpochs`` (KIP-903); ``brokerEpoch`` -1 skips the check."""
+
+    broker_id: Int32
+    broker_epoch: Int64 = -1
+
+
+class AlterPartitionPartitionData(RequestModel):
+    partition_index: Int32
+    leader_epoch: Int32
+    new_isr: list[Int32] | None = Field(None, description="versions 0-2 only")
+    new_isr_with_epochs: list[BrokerState] | None = Field(None, description="version 3 only")
+    leader_recovery_state: Int8 | None = Field(
+        None, description="versions 1+ (default 0 = RECOVERED, 1 = RECOVERING)"
+    )
+    partition_epoch: Int32
+
+
+class AlterPartitionTopicData(RequestModel):
+    topic_name: StrictStr | None = Field(None, description="versions 0-1 only")
+    topic_id: Uuid | None = Field(None, description="versions 2+ only")
+    partitions: list[AlterPartitionPartitionData]
+
+
+class AlterPartitionRequest(RequestModel):
+    """POST /v1/alter-partition?version=N (Kafka's AlterPartitionRequest, api key 56, v0-3).
+
+    ``topicName`` (v0-1) or ``topicId`` (v2+); ``newIsr`` (v0-2) or
+    ``newIsrWithEpochs`` (v3); ``leaderRecoveryState`` from v1. A field of
+    another version, or a missing field of this one, is a 400 naming it."""
+
+    broker_id: Int32
+    broker_epoch: Int64 = -1
+    topics: list[AlterPartitionTopicData]
+
+    def to_message(self, version: int) -> m.AlterPartitionRequest:
+        """The controller's request for ``version``; VersionMismatch if it does not fit."""
+
+        def refuse(field: str, value: Any, versions: str) -> None:
+            if value is not None:
+                raise VersionMismatch(
+                    field, f"not in AlterPartition version {version} (only in versions {versions})"
+                )
+
+        def require(field: str, value: Any) -> None:
+            if value is None:
+                raise VersionMismatch(field, f"required in AlterPartition version {version}")
+
+        topics = []
+        for ti, t in enumerate(self.topics):
+            where = f"topics[{ti}]"
+            if version >= 2:
+                refuse(f"{where}.topicName", t.topic_name, "0-1")
+                require(f"{where}.topicId", t.topic_id)
+            else:
+                refuse(f"{where}.topicId", t.topic_id, "2-3")
+                require(f"{where}.topicName", t.topic_name)
+            partitions = []
+            for pi, p in enumerate(t.partitions):
+                pw = f"{where}.partitions[{pi}]"
+                if version >= 3:
+                    refuse(f"{pw}.newIsr", p.new_isr, "0-2")
+                    require(f"{pw}.newIsrWithEpochs", p.new_isr_with_epochs)
+                else:
+                    refuse(f"{pw}.newIsrWithEpochs", p.new_isr_with_epochs, "3")
+                    require(f"{pw}.newIsr", p.new_isr)
+                if version == 0:
+                    refuse(f"{pw}.leaderRecoveryState", p.leader_recovery_state, "1-3")
+                partitions.append(
+                    m.AlterPartitionPartition(
+                        partition_index=p.partition_index,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                        new_isr=tuple(p.new_isr or ()),
+                        new_isr_with_epochs=tuple(
+                            m.BrokerState(s.broker_id, s.broker_epoch)
+                            for s in p.new_isr_with_epochs or ()
+                        ),
+                        leader_recovery_state=p.leader_recovery_state or 0,
+                    )
+                )
+            topics.append(
+                m.AlterPartitionTopic(
+                    partitions=tuple(partitions),
+                    topic_name=t.topic_name if version <= 1 else None,
+                    topic_id=t.topic_id if version >= 2 else None,
+                )
+            )
+        return m.AlterPartitionRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            topics=tuple(topics),
+            version=version,
+        )
+
+
+class AlterPartitionPartitionResult(ErrorFields):
+    partition_index: int
+    leader_id: int = 0
+    leader_epoch: int = 0
+    isr: list[int] = []
+    leader_recovery_state: int = 0
+    partition_epoch: int = 0
+
+
+class AlterPartitionTopicResult(ResponseModel):
+    topic_name: str | None = Field(None, description="echoed in versions 0-1")
+    topic_id: str | None = Field(None, description="echoed in versions 2+")
+    partitions: list[AlterPartitionPartitionResult]
+
+
+class AlterPartitionResponse(ErrorFields):
+    throttle_time_ms: int = 0
+    topics: list[AlterPartitionTopicResult] = []
+
+    @classmethod
+    def from_message(cls, r: m.AlterPartitionResponse) -> AlterPartitionResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            topics=[
+                AlterPartitionTopicResult(
+                    topic_name=t.topic_name,
+                    topic_id=t.topic_id,
+                    partitions=[
+                        AlterPartitionPartitionResult(
+                            **error_fields(p.error, p.error_message),
+                            partition_index=p.partition_index,
+                            leader_id=p.leader_id,
+                            leader_epoch=p.leader_epoch,
+                            isr=list(p.isr),
+                            leader_recovery_state=p.leader_recovery_state,
+                            partition_epoch=p.partition_epoch,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in r.topics
+            ],
+        )
+
+    def to_json_obj(self) -> dict[str, Any]:
+        obj = self.model_dump(mode="json", by_alias=True)
+        for topic in obj["topics"]:
+            # A topic is echoed by name (v0-1) or by id (v2+), never both.
+            if topic["topicId"] is None:
+                del topic["topicId"]
+            else:
+                del topic["topicName"]
+        return obj
+
+
+# ---------------------------------------------------------------- CreateTopics
+
+
+class CreatableReplicaAssignment(RequestModel):
+    partition_index: Int32
+    broker_ids: list[Int32]
+
+
+class CreatableTopicConfig(RequestModel):
+    name: StrictStr
+    value: StrictStr | None
+
+
+class CreatableTopic(RequestModel):
+    name: StrictStr
+    num_partitions: Int32 = Field(-1, description="-1 = the default (1)")
+    replication_factor: Int16 = Field(-1, description="-1 = the default: min(3, brokers)")
+    assignments: list[CreatableReplicaAssignment] = []
+    configs: list[CreatableTopicConfig] = Field(
+        [],
+        description="only unclean.leader.election.enable and min.insync.replicas are understood",
+    )
+
+
+class CreateTopicsRequest(RequestModel):
+    """POST /v1/topics (Kafka's CreateTopicsRequest)."""
+
+    topics: list[CreatableTopic]
+    validate_only: StrictBool = Field(False, description="must be false: not supported")
+
+    def to_message(self) -> m.CreateTopicsRequest:
+        return m.CreateTopicsRequest(
+            topics=tuple(
+                m.CreatableTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    assignments=tuple(
+                        (a.partition_index, tuple(a.broker_ids)) for a in t.assignments
+                    ),
+                    configs=tuple((c.name, c.value) for c in t.configs),
+                )
+                for t in self.topics
+            )
+        )
+
+
+class CreatableTopicResult(ErrorFields):
+    name: str
+    topic_id: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+class CreateTopicsResponse(ErrorFields):
+    throttle_time_ms: int = 0
+    topics: list[CreatableTopicResult]
+
+    @classmethod
+    def from_message(cls, r: m.CreateTopicsResponse) -> CreateTopicsResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            topics=[
+                CreatableTopicResult(
+                    **error_fields(t.error, t.error_message),
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                )
+                for t in r.topics
+            ],
+        )
+
+
+# ---------------------------------------------------------------- DeleteTopics
+
+
+class DeletableTopicResult(ErrorFields):
+    name: str
+    topic_id: str | None = None
+
+
+class DeleteTopicsResponse(ErrorFields):
+    """DELETE /v1/topics/{name}. The top-level error repeats the topic's, since
+    the request names exactly one topic."""
+
+    throttle_time_ms: int = 0
+    responses: list[DeletableTopicResult]
+
+    @classmethod
+    def from_message(cls, r: m.DeleteTopicsResponse) -> DeleteTopicsResponse:
+        results = [
+            DeletableTopicResult(
+                **error_fields(t.error, t.error_message), name=t.name, topic_id=t.topic_id
+            )
+            for t in r.topics
+        ]
+        top = error_fields(r.error, r.error_message)
+        if r.error is Errors.NONE and len(r.topics) == 1 and r.topics[0].error is not Errors.NONE:
+            top = error_fields(r.topics[0].error, r.topics[0].error_message)
+        return cls(**top, responses=results)
+
+
+def delete_topics_message(name: str) -> m.DeleteTopicsRequest:
+    return m.DeleteTopicsRequest(names=(name,))
+
+
+# ---------------------------------------------------------------- CreatePartitions
+
+
+class CreatePartitionsAssignment(RequestModel):
+    broker_ids: list[Int32]
+
+
+class CreatePartitionsRequest(RequestModel):
+    """POST /v1/topics/{name}/partitions (Kafka's CreatePartitionsRequest for one topic).
+
+    ``assignments``: one entry per new partition, Kafka's ``{"brokerIds": [...]}``
+    (a bare list of broker ids is accepted too)."""
+
+    count: Int32
+    assignments: list[CreatePartitionsAssignment] | None = None
+    validate_only: StrictBool = Field(False, description="must be false: not supported")
+
+    @field_validator("assignments", mode="before")
+    @classmethod
+    def _bare_lists(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"brokerIds": a} if isinstance(a, list) else a for a in value]
+        return value
+
+    def to_message(self, name: str) -> m.CreatePartitionsRequest:
+        return m.CreatePartitionsRequest(
+            name=name,
+            count=self.count,
+            assignments=None
+            if self.assignments is None
+            else tuple(tuple(a.broker_ids) for a in self.assignments),
+        )
+
+
+class CreatePartitionsTopicResult(ErrorFields):
+    name: str
+
+
+class CreatePartitionsResponse(ErrorFields):
+    throttle_time_ms: int = 0
+    results: list[CreatePartitionsTopicResult]
+
+    @classmethod
+    def from_message(cls, r: m.CreatePartitionsResponse) -> CreatePartitionsResponse:
+        fields = error_fields(r.error, r.error_message)
+        return cls(**fields, results=[CreatePartitionsTopicResult(**fields, name=r.name)])
+
+
+# ---------------------------------------------------------------- AlterPartitionReassignments
+
+
+class ReassignablePartition(RequestModel):
+    partition_index: Int32
+    replicas: list[Int32] | None = Field(
+        description="the target replicas, or null to cancel an ongoing reassignment"
+    )
+
+
+class ReassignableTopic(RequestModel):
+    name: StrictStr
+    partitions: list[ReassignablePartition]
+
+
+class AlterPartitionReassignmentsRequest(RequestModel):
+    """POST /v1/reassignments (Kafka's AlterPartitionReassignmentsRequest)."""
+
+    topics: list[ReassignableTopic]
+
+    def to_message(self) -> m.AlterPartitionReassignmentsRequest:
+        return m.AlterPartitionReassignmentsRequest(
+            topics=tuple(
+                m.ReassignableTopic(
+                    name=t.name,
+                    partitions=tuple(
+                        m.ReassignablePartition(
+                            p.partition_index, None if p.replicas is None else tuple(p.replicas)
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in self.topics
+            )
+        )
+
+
+class ReassignablePartitionResponse(ErrorFields):
+    partition_index: int
+
+
+class ReassignableTopicResponse(ResponseModel):
+    name: str
+    partitions: list[ReassignablePartitionResponse]
+
+
+class AlterPartitionReassignmentsResponse(ErrorFields):
+    throttle_time_ms: int = 0
+    responses: list[ReassignableTopicResponse]
+
+    @classmethod
+    def from_message(
+        cls, r: m.AlterPartitionReassignmentsResponse
+    ) -> AlterPartitionReassignmentsResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            responses=[
+                ReassignableTopicResponse(
+                    name=t.name,
+                    partitions=[
+                        ReassignablePartitionResponse(
+                            **error_fields(p.error, p.error_message),
+                            partition_index=p.partition_index,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in r.topics
+            ],
+        )
+
+
+# ---------------------------------------------------------------- ElectLeaders
+
+
+class TopicPartitions(RequestModel):
+    topic: StrictStr
+    partitions: list[Int32]
+
+
+class ElectLeadersRequest(RequestModel):
+    """POST /v1/elect-leaders (Kafka's ElectLeadersRequest).
+
+    ``topicPartitions`` null or absent: every partition (as Kafka's null)."""
+
+    election_type: Int8 = Field(0, description="0 = preferred, 1 = unclean")
+    topic_partitions: list[TopicPartitions] | None = None
+
+    def to_message(self) -> m.ElectLeadersRequest:
+        return m.ElectLeadersRequest(
+            election_type=self.election_type,
+            topic_partitions=None
+            if self.topic_partitions is None
+            else tuple((t.topic, tuple(t.partitions)) for t in self.topic_partitions),
+        )
+
+
+class PartitionResult(ErrorFields):
+    partition_id: int
+
+
+class ReplicaElectionResult(ResponseModel):
+    topic: str
+    partition_result: list[PartitionResult]
+
+
+class ElectLeadersResponse(ErrorFields):
+    throttle_time_ms: int = 0
+    replica_election_results: list[ReplicaElectionResult]
+
+    @classmethod
+    def from_message(cls, r: m.ElectLeadersResponse) -> ElectLeadersResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            replica_election_results=[
+                ReplicaElectionResult(
+                    topic=t.name,
+                    partition_result=[
+                        PartitionResult(
+                            **error_fields(p.error, p.error_message),
+                            partition_id=p.partition_index,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in r.topics
+            ],
+        )
+
+
+# ---------------------------------------------------------------- UpdateFeatures
+
+
+class UpdateFeaturesRequest(RequestModel):
+    """POST /v1/features: finalize ``name`` at ``level`` (upgrades only)."""
+
+    name: StrictStr = Field(examples=["metadata.version"])
+    level: Int16
+
+    def to_message(self) -> m.UpdateFeaturesRequest:
+        return m.UpdateFeaturesRequest(name=self.name, level=self.level)
+
+
+class UpdateFeaturesResponse(ErrorFields):
+    throttle_time_ms: int = 0
+
+    @classmethod
+    def from_message(cls, r: m.UpdateFeaturesResponse) -> UpdateFeaturesResponse:
+        return cls(**error_fields(r.error, r.error_message))
+
+
+# ---------------------------------------------------------------- leadership transfer
+
+
+class TransferLeadershipRequest(RequestModel):
+    """POST /v1/quorum/transfer-leadership; an empty body means "any caught-up voter"."""
+
+    target_node_id: Int32 | None = None
+
+
+class TransferLeadershipResponse(ErrorFields):
+    leader_id: int | None = Field(None, description="the new leader")
+
+
+# ---------------------------------------------------------------- reads
+
+
+class EndpointOut(ResponseModel):
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+class FeatureRangeOut(ResponseModel):
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+
+
+class BrokerOut(ResponseModel):
+    broker_id: int
+    broker_epoch: int
+    incarnation_id: str
+    fenced: bool
+    in_controlled_shutdown: bool
+    rack: str | None
+    listeners: list[EndpointOut]
+    features: list[FeatureRangeOut]
+    registration_offset: int = Field(description="offset of its latest RegisterBrokerRecord")
+
+
+class BrokersOut(ResponseModel):
+    brokers: list[BrokerOut]
+
+
+class TopicConfigOut(ResponseModel):
+    name: str
+    value: str
+
+
+class PartitionOut(ResponseModel):
+    partition_index: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: int
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+class TopicOut(ResponseModel):
+    name: str
+    topic_id: str
+    configs: list[TopicConfigOut]
+    partitions: list[PartitionOut]
+
+
+class TopicsOut(ResponseModel):
+    topics: list[TopicOut]
+
+
+class RecordOut(ResponseModel):
+    """A record as the log, export and snapshot show it (API.md "A record")."""
+
+    offset: int
+    type: str = Field(examples=["REGISTER_BROKER_RECORD"])
+    version: int
+    timestamp_ms: int
+    controller_epoch: int
+    data: dict[str, Any]
+
+
+class LogOut(ResponseModel):
+    records: list[RecordOut]
+    next_offset: int = Field(description="the offset to ask for next")
+    high_watermark: int = Field(description="this node's log end (the next offset it will apply)")
+    oldest_offset: int = Field(description="the oldest offset this node still serves")
+
+
+class SnapshotOut(ResponseModel):
+    """The image as records that recreate it. Every record carries ``offset`` =
+    the image's last offset; follow the log from ``nextOffset``."""
+
+    offset: int
+    next_offset: int
+    records: list[RecordOut]
+
+
+class VoterOut(ResponseModel):
+    node_id: int
+    url: str | None = Field(description="its HTTP URL, when this node knows it")
+    raft_address: str
+    connected: bool
+    lag_records: int | None = Field(
+        description="Raft entries (batches) it is behind the leader's commit index; "
+        "known on the leader (and for this node itself)"
+    )
+    last_caught_up_ms: int | None = Field(
+        description="wall clock (ms) when this node last saw it fully caught up"
+    )
+
+
+class QuorumStatusOut(ResponseModel):
+    cluster_id: str
+    node_id: int
+    leader_id: int | None
+    leader_url: str | None
+    controller_epoch: int
+    raft_term: int
+    high_watermark: int
+    last_applied_offset: int
+    metadata_version: int
+    auth: str = Field(examples=["on", "off"])
+    active: bool = Field(description="this node is the active controller")
+    ready: bool
+    replaying: bool
+    queue_depth: int
+    raft_commit_index: int
+    raft_last_applied: int
+    voters: list[VoterOut]
+
+
+class HealthOut(ResponseModel):
+    status: str
+    reason: str | None = None

@@ -1,0 +1,290 @@
+"""What the GET endpoints show, built from one immutable image (no locks needed).
+
+Plain dicts with the camelCase names of the response models in ``models.py``
+(built directly: a topic list can hold a million partitions).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from metadata_records.codec import log_record_to_obj
+from metadata_records.features import register_broker_record_version
+from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
+from metadata_records.records import (
+    IN_CONTROLLED_SHUTDOWN,
+    NO_CHANGE,
+    TOPIC_RESOURCE,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    LeaderChangeRecord,
+    PartitionRecord,
+    Record,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from quorum.node import QuorumNode
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------- brokers and topics
+
+
+def broker_obj(b: BrokerRegistration) -> dict[str, Any]:
+    return {
+        "brokerId": b.broker_id,
+        "brokerEpoch": b.epoch,
+        "incarnationId": b.incarnation_id,
+        "fenced": b.fenced,
+        "inControlledShutdown": b.in_controlled_shutdown,
+        "rack": b.rack,
+        "listeners": [
+            {
+                "name": e.name,
+                "host": e.host,
+                "port": e.port,
+                "securityProtocol": e.security_protocol,
+            }
+            for e in b.listeners
+        ],
+        "features": [
+            {
+                "name": f.name,
+                "minSupportedVersion": f.min_supported_version,
+                "maxSupportedVersion": f.max_supported_version,
+            }
+            for f in b.features
+        ],
+        "registrationOffset": b.registration_offset,
+    }
+
+
+def brokers_obj(image: MetadataImage) -> dict[str, Any]:
+    return {"brokers": [broker_obj(b) for _, b in sorted(image.brokers.items())]}
+
+
+def topic_obj(t: TopicImage) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "topicId": t.topic_id,
+        "configs": [{"name": k, "value": v} for k, v in sorted(t.configs.items())],
+        "partitions": [
+            {
+                "partitionIndex": pid,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "leader": p.leader,
+                "leaderEpoch": p.leader_epoch,
+                "partitionEpoch": p.partition_epoch,
+                "leaderRecoveryState": p.leader_recovery_state,
+                "addingReplicas": list(p.adding_replicas),
+                "removingReplicas": list(p.removing_replicas),
+            }
+            for pid, p in sorted(t.partitions.items())
+        ],
+    }
+
+
+def topics_obj(image: MetadataImage) -> dict[str, Any]:
+    topics = sorted(image.topics.values(), key=lambda t: t.name)
+    return {"topics": [topic_obj(t) for t in topics]}
+
+
+# ---------------------------------------------------------------- snapshot
+
+
+def snapshot_records(image: MetadataImage) -> list[Record]:
+    """Records that recreate ``image`` when replayed on an empty one.
+
+    Order: the controller's LEADER_CHANGE, feature levels (metadata.version
+    decides record versions), brokers, then per topic its TopicRecord,
+    ConfigRecords and PartitionRecords. What replay cannot reproduce: each
+    broker's ``registrationOffset`` (it becomes the record's position, as in
+    Kafka, where snapshot records take the snapshot's offset) and the count of
+    ignored records."""
+    records: list[Record] = []
+    if image.leader_id >= 0 and image.controller_epoch > 0:
+        records.append(
+            LeaderChangeRecord(
+                controller_epoch=image.controller_epoch,
+                leader_id=image.leader_id,
+                leader_url=image.leader_url or "",
+            )
+        )
+    for name, level in sorted(image.features.items()):
+        records.append(FeatureLevelRecord(name=name, feature_level=level))
+    version = register_broker_record_version(image.metadata_version)
+    for _, b in sorted(image.brokers.items()):
+        records.append(
+            RegisterBrokerRecord(
+                broker_id=b.broker_id,
+                incarnation_id=b.incarnation_id,
+                broker_epoch=b.epoch,
+                end_points=b.listeners,
+                features=b.features,
+                rack=b.rack,
+                fenced=b.fenced,
+                in_controlled_shutdown=b.in_controlled_shutdown if version >= 1 else False,
+                version=version,
+            )
+        )
+        if b.in_controlled_shutdown and version == 0:
+            records.append(
+                BrokerRegistrationChangeRecord(
+                    broker_id=b.broker_id,
+                    broker_epoch=b.epoch,
+                    fenced=NO_CHANGE,
+                    in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN,
+                    version=1,
+                )
+            )
+    for t in sorted(image.topics.values(), key=lambda t: t.name):
+        records.append(TopicRecord(name=t.name, topic_id=t.topic_id))
+        for name, value in sorted(t.configs.items()):
+            records.append(
+                ConfigRecord(
+                    resource_type=TOPIC_RESOURCE, resource_name=t.name, name=name, value=value
+                )
+            )
+        for pid, p in sorted(t.partitions.items()):
+            records.append(
+                PartitionRecord(
+                    partition_id=pid,
+                    topic_id=t.topic_id,
+                    replicas=p.replicas,
+                    isr=p.isr,
+                    removing_replicas=p.removing_replicas,
+                    adding_replicas=p.adding_replicas,
+                    leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                )
+            )
+    return records
+
+
+def snapshot_record_objs(image: MetadataImage, timestamp_ms: int) -> list[dict[str, Any]]:
+    """The snapshot records in the log's shape; each carries ``offset`` = the
+    image's last offset (the offset the snapshot is at)."""
+    offset = image.last_offset
+    epoch = image.controller_epoch
+    return [log_record_to_obj(offset, timestamp_ms, epoch, r) for r in snapshot_records(image)]
+
+
+def snapshot_timestamp(node: QuorumNode, image: MetadataImage) -> int:
+    """The timestamp of the image's last record if the log still holds it, else now."""
+    if image.next_offset > 0:
+        try:
+            entries = node.sm.log.read(image.last_offset, 1)
+        except LookupError:
+            entries = []
+        if entries and entries[0].offset == image.last_offset:
+            return entries[0].timestamp_ms
+    return now_ms()
+
+
+# ---------------------------------------------------------------- readiness and status
+
+
+def not_ready_reason(node: QuorumNode) -> str | None:
+    """Why the node is not ready (/readyz and reads), or None if it is."""
+    if node.ready:
+        return None
+    if node.sm.fatal is not None:
+        return f"this node refuses to serve: {node.sm.fatal}"
+    if not node.raft_alive:
+        return "the Raft tick thread is not running"
+    if node.replaying:
+        return "this node is still replaying its log"
+    if node.raft_leader_id is None:
+        return "no leader is known"
+    if not node.caught_up:
+        return (
+            f"this node is behind the leader (applied Raft entry "
+            f"{node.syncobj.raftLastApplied} of {node.syncobj.raftCommitIndex})"
+        )
+    return "this node is shutting down"
+
+
+class VoterTracker:
+    """When each voter was last seen fully caught up (wall clock ms).
+
+    Sampled whenever the status, /readyz or /metrics is asked for: pysyncobj
+    keeps no such history."""
+
+    def __init__(self) -> None:
+        self.last_caught_up: dict[int, int] = {}
+
+    def sample(self, node: QuorumNode, raft: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        now = now_ms()
+        is_leader = raft.get("state") == 2
+        commit = raft.get("commit_idx", node.syncobj.raftCommitIndex)
+        applied = raft.get("last_applied", node.syncobj.raftLastApplied)
+        out: dict[int, dict[str, Any]] = {}
+        for node_id, address in sorted(node.config.voters.items()):
+            if node_id == node.node_id:
+                connected = True
+                lag = max(0, commit - applied)
+            else:
+                connected = raft.get(f"partner_node_status_server_{address}") == 2
+                match = raft.get(f"match_idx_server_{address}")
+                lag = max(0, commit - match) if is_leader and match is not None else None
+            if lag == 0:
+                self.last_caught_up[node_id] = now
+            out[node_id] = {
+                "address": address,
+                "connected": connected,
+                "lag": lag,
+                "lastCaughtUpMs": self.last_caught_up.get(node_id),
+            }
+        return out
+
+
+def voter_url(node: QuorumNode, node_id: int) -> str | None:
+    if node_id == node.node_id:
+        return node.config.advertised_url
+    image = node.image
+    if image.leader_id == node_id:
+        return image.leader_url
+    return None
+
+
+def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) -> dict[str, Any]:
+    raft = node.raft_status()
+    image = node.image
+    voters = tracker.sample(node, raft)
+    return {
+        "clusterId": node.cluster_id,
+        "nodeId": node.node_id,
+        "leaderId": node.raft_leader_id,
+        "leaderUrl": node.leader_url,
+        "controllerEpoch": image.controller_epoch,
+        "raftTerm": raft.get("raft_term", node.syncobj.raftCurrentTerm),
+        "highWatermark": image.next_offset,
+        "lastAppliedOffset": image.last_offset,
+        "metadataVersion": image.metadata_version,
+        "auth": "on" if auth_on else "off",
+        "active": node.active,
+        "ready": node.ready,
+        "replaying": node.replaying,
+        "queueDepth": node.queue_depth,
+        "raftCommitIndex": raft.get("commit_idx", node.syncobj.raftCommitIndex),
+        "raftLastApplied": raft.get("last_applied", node.syncobj.raftLastApplied),
+        "voters": [
+            {
+                "nodeId": node_id,
+                "url": voter_url(node, node_id),
+                "raftAddress": v["address"],
+                "connected": v["connected"],
+                "lagRecords": v["lag"],
+                "lastCaughtUpMs": v["lastCaughtUpMs"],
+            }
+            for node_id, v in voters.items()
+        ],
+    }

@@ -1,0 +1,328 @@
+"""Admin endpoints over HTTP against a real single-voter node (API.md "Admin endpoints")."""
+
+from __future__ import annotations
+
+import pytest
+
+from api import create_app
+from api.testing import LocalNode, registration_body
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    node = LocalNode(str(tmp_path_factory.mktemp("admin")))
+    try:
+        node.wait_active()
+        yield node
+    finally:
+        node.close()
+
+
+@pytest.fixture(scope="module")
+def app(local):
+    return create_app(local.node)
+
+
+@pytest.fixture(scope="module")
+def brokers(local, app):
+    """Brokers 1, 2, 3 registered and unfenced; returns their epochs."""
+    epochs = {}
+    for b in (1, 2, 3):
+        r = local.request(
+            app, "POST", "/v1/brokers/register", json=registration_body(local.cluster_id, b)
+        )
+        epochs[b] = r.json()["brokerEpoch"]
+        hb = {"brokerId": b, "brokerEpoch": epochs[b], "currentMetadataOffset": 1 << 40}
+        assert (
+            local.request(app, "POST", "/v1/brokers/heartbeat", json=hb).json()["isFenced"] is False
+        )
+    return epochs
+
+
+def post(local, app, path, body):
+    r = local.request(app, "POST", path, json=body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def topic(local, app, name):
+    r = local.request(app, "GET", f"/v1/topics/{name}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# ---------------------------------------------------------------- CreateTopics
+
+
+def test_create_topics_with_defaults(local, app, brokers):
+    body = post(local, app, "/v1/topics", {"topics": [{"name": "defaults"}]})
+    assert (body["errorCode"], body["errorName"], body["errorMessage"]) == (0, "NONE", None)
+    (result,) = body["topics"]
+    assert result["name"] == "defaults"
+    assert result["errorName"] == "NONE"
+    assert (result["numPartitions"], result["replicationFactor"]) == (1, 3)
+    assert len(result["topicId"]) == 22
+    shown = topic(local, app, "defaults")
+    assert shown["topicId"] == result["topicId"]
+    (p,) = shown["partitions"]
+    assert sorted(p["replicas"]) == [1, 2, 3]
+    assert p["isr"] == p["replicas"]  # every replica is active, in assignment order
+    assert p["leader"] == p["replicas"][0]
+    assert (p["leaderEpoch"], p["partitionEpoch"], p["leaderRecoveryState"]) == (0, 0, 0)
+
+
+def test_create_topics_with_assignments_and_configs(local, app, brokers):
+    body = post(
+        local,
+        app,
+        "/v1/topics",
+        {
+            "topics": [
+                {
+                    "name": "manual",
+                    "assignments": [
+                        {"partitionIndex": 0, "brokerIds": [2, 3]},
+                        {"partitionIndex": 1, "brokerIds": [3, 1]},
+                    ],
+                    "configs": [
+                        {"name": "min.insync.replicas", "value": "2"},
+                        {"name": "unclean.leader.election.enable", "value": "true"},
+                    ],
+                }
+            ]
+        },
+    )
+    (result,) = body["topics"]
+    assert (result["errorName"], result["numPartitions"], result["replicationFactor"]) == (
+        "NONE",
+        2,
+        2,
+    )
+    shown = topic(local, app, "manual")
+    assert [p["replicas"] for p in shown["partitions"]] == [[2, 3], [3, 1]]
+    assert [p["leader"] for p in shown["partitions"]] == [2, 3]
+    assert shown["configs"] == [
+        {"name": "min.insync.replicas", "value": "2"},
+        {"name": "unclean.leader.election.enable", "value": "true"},
+    ]
+
+
+def test_create_topics_protocol_errors_are_per_topic(local, app, brokers):
+    post(local, app, "/v1/topics", {"topics": [{"name": "taken"}]})
+    body = post(
+        local,
+        app,
+        "/v1/topics",
+        {
+            "topics": [
+                {"name": "taken"},
+                {"name": "bad/name"},
+                {"name": "cfg", "configs": [{"name": "retention.ms", "value": "1"}]},
+                {"name": "rf", "replicationFactor": 4},
+                {"name": "fine"},
+            ]
+        },
+    )
+    assert body["errorName"] == "NONE"
+    names = {t["name"]: (t["errorCode"], t["errorName"]) for t in body["topics"]}
+    assert names == {
+        "taken": (36, "TOPIC_ALREADY_EXISTS"),
+        "bad/name": (17, "INVALID_TOPIC_EXCEPTION"),
+        "cfg": (40, "INVALID_CONFIG"),
+        "rf": (38, "INVALID_REPLICATION_FACTOR"),
+        "fine": (0, "NONE"),
+    }
+    assert all(t["errorMessage"] for t in body["topics"] if t["errorCode"])
+    assert local.request(app, "GET", "/v1/topics/cfg").status_code == 404
+
+
+def test_validate_only_is_refused(local, app, brokers):
+    r = local.request(
+        app, "POST", "/v1/topics", json={"topics": [{"name": "v"}], "validateOnly": True}
+    )
+    assert r.status_code == 400
+    assert "validateOnly" in r.json()["errorMessage"]
+    assert local.request(app, "GET", "/v1/topics/v").status_code == 404
+
+
+# ---------------------------------------------------------------- DeleteTopics
+
+
+def test_delete_topic(local, app, brokers):
+    created = post(local, app, "/v1/topics", {"topics": [{"name": "doomed"}]})["topics"][0]
+    r = local.request(app, "DELETE", "/v1/topics/doomed")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["errorName"] == "NONE"
+    assert body["responses"] == [
+        {
+            "name": "doomed",
+            "topicId": created["topicId"],
+            "errorCode": 0,
+            "errorName": "NONE",
+            "errorMessage": None,
+        }
+    ]
+    assert local.request(app, "GET", "/v1/topics/doomed").status_code == 404
+    log = local.request(app, "GET", "/v1/log?fromOffset=0&maxRecords=10000").json()["records"]
+    assert log[-1]["type"] == "REMOVE_TOPIC_RECORD"
+    assert log[-1]["data"] == {"topicId": created["topicId"]}
+
+
+def test_delete_unknown_topic_is_200_with_the_error_at_both_levels(local, app, brokers):
+    r = local.request(app, "DELETE", "/v1/topics/never-was")
+    assert r.status_code == 200
+    body = r.json()
+    assert (body["errorCode"], body["errorName"]) == (3, "UNKNOWN_TOPIC_OR_PARTITION")
+    assert body["responses"][0]["errorName"] == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+# ---------------------------------------------------------------- CreatePartitions
+
+
+def test_create_partitions(local, app, brokers):
+    post(
+        local,
+        app,
+        "/v1/topics",
+        {"topics": [{"name": "grow", "numPartitions": 1, "replicationFactor": 2}]},
+    )
+    body = post(local, app, "/v1/topics/grow/partitions", {"count": 3})
+    assert body["errorName"] == "NONE"
+    assert body["results"] == [
+        {"name": "grow", "errorCode": 0, "errorName": "NONE", "errorMessage": None}
+    ]
+    assert len(topic(local, app, "grow")["partitions"]) == 3
+    # Kafka's {"brokerIds": [...]} form, and a bare list, both work.
+    body = post(
+        local,
+        app,
+        "/v1/topics/grow/partitions",
+        {"count": 5, "assignments": [{"brokerIds": [1, 2]}, [3, 1]]},
+    )
+    assert body["errorName"] == "NONE"
+    parts = topic(local, app, "grow")["partitions"]
+    assert [p["replicas"] for p in parts[3:]] == [[1, 2], [3, 1]]
+
+
+def test_create_partitions_errors(local, app, brokers):
+    body = post(local, app, "/v1/topics/nope/partitions", {"count": 2})
+    assert (body["errorCode"], body["errorName"]) == (3, "UNKNOWN_TOPIC_OR_PARTITION")
+    post(local, app, "/v1/topics", {"topics": [{"name": "small", "numPartitions": 2}]})
+    body = post(local, app, "/v1/topics/small/partitions", {"count": 1})
+    assert body["errorName"] == "INVALID_PARTITIONS"
+    assert body["results"][0]["errorName"] == "INVALID_PARTITIONS"
+
+
+# ---------------------------------------------------------------- reassignments and elections
+
+
+def test_reassignment_and_cancel(local, app, brokers):
+    post(
+        local,
+        app,
+        "/v1/topics",
+        {"topics": [{"name": "move", "assignments": [{"partitionIndex": 0, "brokerIds": [1, 2]}]}]},
+    )
+    body = post(
+        local,
+        app,
+        "/v1/reassignments",
+        {"topics": [{"name": "move", "partitions": [{"partitionIndex": 0, "replicas": [2, 3]}]}]},
+    )
+    assert body["errorName"] == "NONE"
+    (result,) = body["responses"]
+    assert result["name"] == "move"
+    assert result["partitions"] == [
+        {"partitionIndex": 0, "errorCode": 0, "errorName": "NONE", "errorMessage": None}
+    ]
+    p = topic(local, app, "move")["partitions"][0]
+    assert p["addingReplicas"] == [3] and p["removingReplicas"] == [1]
+    cancel = {"topics": [{"name": "move", "partitions": [{"partitionIndex": 0, "replicas": None}]}]}
+    assert (
+        post(local, app, "/v1/reassignments", cancel)["responses"][0]["partitions"][0]["errorName"]
+        == "NONE"
+    )
+    p = topic(local, app, "move")["partitions"][0]
+    # Kafka reverts to the current replicas minus the adding ones, in their current order.
+    assert p["replicas"] == [2, 1] and p["addingReplicas"] == [] and p["removingReplicas"] == []
+    again = post(local, app, "/v1/reassignments", cancel)["responses"][0]["partitions"][0]
+    assert (again["errorCode"], again["errorName"]) == (85, "NO_REASSIGNMENT_IN_PROGRESS")
+    assert again["errorMessage"]
+
+
+def test_replicas_is_required_null_is_explicit(local, app, brokers):
+    r = local.request(
+        app,
+        "POST",
+        "/v1/reassignments",
+        json={"topics": [{"name": "move", "partitions": [{"partitionIndex": 0}]}]},
+    )
+    assert r.status_code == 400
+    assert r.json()["errorMessage"].startswith("topics[0].partitions[0].replicas:")
+
+
+def test_elect_leaders(local, app, brokers):
+    post(
+        local,
+        app,
+        "/v1/topics",
+        {
+            "topics": [
+                {"name": "elect", "assignments": [{"partitionIndex": 0, "brokerIds": [1, 2]}]}
+            ]
+        },
+    )
+    body = post(
+        local,
+        app,
+        "/v1/elect-leaders",
+        {
+            "electionType": 0,
+            "topicPartitions": [
+                {"topic": "elect", "partitions": [0, 7]},
+                {"topic": "ghost", "partitions": [0]},
+            ],
+        },
+    )
+    assert body["errorName"] == "NONE"
+    results = {r["topic"]: r["partitionResult"] for r in body["replicaElectionResults"]}
+    assert [(p["partitionId"], p["errorName"]) for p in results["elect"]] == [
+        (0, "ELECTION_NOT_NEEDED"),
+        (7, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ]
+    assert results["ghost"][0]["errorCode"] == 3
+    # electionType 2 fits an int8, so the controller answers it (INVALID_REQUEST, status 200).
+    body = post(local, app, "/v1/elect-leaders", {"electionType": 2})
+    assert (body["errorCode"], body["errorName"]) == (42, "INVALID_REQUEST")
+    # No topicPartitions: every partition (those already led by their preferred replica are left out).
+    assert post(local, app, "/v1/elect-leaders", {"electionType": 0})["errorName"] == "NONE"
+
+
+# ---------------------------------------------------------------- features and leadership
+
+
+def test_update_features(local, app, brokers):
+    assert (
+        post(local, app, "/v1/features", {"name": "metadata.version", "level": 2})["errorName"]
+        == "NONE"
+    )
+    down = post(local, app, "/v1/features", {"name": "metadata.version", "level": 1})
+    assert (down["errorCode"], down["errorName"]) == (95, "INVALID_UPDATE_VERSION")
+    assert "downgrade" in down["errorMessage"]
+    unknown = post(local, app, "/v1/features", {"name": "kraft.version", "level": 1})
+    assert unknown["errorName"] == "INVALID_UPDATE_VERSION"
+    r = local.request(
+        app, "POST", "/v1/features", json={"name": "metadata.version", "level": 40000}
+    )
+    assert r.status_code == 400 and "int16" in r.json()["errorMessage"]
+
+
+def test_transfer_leadership_needs_another_voter(local, app):
+    r = local.request(app, "POST", "/v1/quorum/transfer-leadership")
+    assert r.status_code == 400
+    assert r.json()["errorMessage"].startswith("targetNodeId:")
+    r = local.request(app, "POST", "/v1/quorum/transfer-leadership", json={"targetNodeId": 5})
+    assert r.status_code == 400
+    assert "5 is not another voter" in r.json()["errorMessage"]
+    assert local.node.active  # nothing moved

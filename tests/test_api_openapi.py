@@ -1,0 +1,259 @@
+"""The OpenAPI document: every path of API.md, named and documented models,
+resolvable references, 400 (never FastAPI's 422); and real answers match the
+response models the document publishes."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from api import create_app
+from api import models as M
+from api.testing import LocalNode, registration_body
+
+API_MD_OPERATIONS = {
+    ("post", "/v1/brokers/register"),
+    ("post", "/v1/brokers/heartbeat"),
+    ("post", "/v1/alter-partition"),
+    ("post", "/v1/topics"),
+    ("delete", "/v1/topics/{name}"),
+    ("post", "/v1/topics/{name}/partitions"),
+    ("post", "/v1/reassignments"),
+    ("post", "/v1/elect-leaders"),
+    ("post", "/v1/features"),
+    ("post", "/v1/quorum/transfer-leadership"),
+    ("get", "/v1/brokers"),
+    ("get", "/v1/brokers/{id}"),
+    ("get", "/v1/topics"),
+    ("get", "/v1/topics/{name}"),
+    ("get", "/v1/log"),
+    ("get", "/v1/snapshot"),
+    ("get", "/v1/quorum/status"),
+    ("get", "/livez"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+}
+WRITE_BODIES = {
+    "/v1/brokers/register": "BrokerRegistrationRequest",
+    "/v1/brokers/heartbeat": "BrokerHeartbeatRequest",
+    "/v1/alter-partition": "AlterPartitionRequest",
+    "/v1/topics": "CreateTopicsRequest",
+    "/v1/topics/{name}/partitions": "CreatePartitionsRequest",
+    "/v1/reassignments": "AlterPartitionReassignmentsRequest",
+    "/v1/elect-leaders": "ElectLeadersRequest",
+    "/v1/features": "UpdateFeaturesRequest",
+    "/v1/quorum/transfer-leadership": "TransferLeadershipRequest",
+}
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    node = LocalNode(str(tmp_path_factory.mktemp("openapi")))
+    try:
+        node.wait_active()
+        yield node
+    finally:
+        node.close()
+
+
+@pytest.fixture(scope="module")
+def app(local):
+    return create_app(local.node)
+
+
+@pytest.fixture(scope="module")
+def schema(local, app):
+    r = local.request(app, "GET", "/openapi.json")
+    assert r.status_code == 200
+    return r.json()
+
+
+def refs(node: Any):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref":
+                yield value
+            else:
+                yield from refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from refs(value)
+
+
+def test_every_operation_of_api_md_is_documented(schema):
+    assert schema["openapi"].startswith("3.")
+    assert schema["info"]["title"] == "metaquorum"
+    documented = {
+        (method, path)
+        for path, item in schema["paths"].items()
+        for method in item
+        if method in ("get", "post", "delete", "put", "patch")
+    }
+    assert API_MD_OPERATIONS <= documented
+    for method, path in API_MD_OPERATIONS:
+        operation = schema["paths"][path][method]
+        assert operation.get("summary"), (method, path)
+        assert "200" in operation["responses"], (method, path)
+        assert "422" not in operation["responses"], (method, path)
+
+
+def test_request_bodies_are_named_models(schema):
+    components = schema["components"]["schemas"]
+    for path, model in WRITE_BODIES.items():
+        body = schema["paths"][path]["post"]["requestBody"]
+        assert body["content"]["application/json"]["schema"] == {
+            "$ref": f"#/components/schemas/{model}"
+        }
+        assert model in components
+        assert components[model].get("description"), model
+    register = components["BrokerRegistrationRequest"]["properties"]
+    assert register["brokerId"]["maximum"] == 2**31 - 1
+    assert register["brokerId"]["format"] == "int32"
+    assert register["previousBrokerEpoch"]["format"] == "int64"
+    assert "incarnationId" in components["BrokerRegistrationRequest"]["required"]
+    listener = components["Listener"]["properties"]
+    assert (listener["port"]["minimum"], listener["port"]["maximum"]) == (0, 65535)
+    partition = components["AlterPartitionPartitionData"]["properties"]
+    assert {"newIsr", "newIsrWithEpochs", "leaderRecoveryState"} <= set(partition)
+    version = {p["name"]: p for p in schema["paths"]["/v1/alter-partition"]["post"]["parameters"]}
+    assert version["version"]["schema"]["maximum"] == 3
+
+
+def test_errors_are_documented_and_every_reference_resolves(schema):
+    components = schema["components"]["schemas"]
+    assert "HTTPValidationError" not in components
+    for name in (
+        "ErrorResponse",
+        "NotControllerResponse",
+        "OffsetTooOldResponse",
+        "BrokerOut",
+        "TopicOut",
+        "RecordOut",
+    ):
+        assert name in components, name
+    register = schema["paths"]["/v1/brokers/register"]["post"]["responses"]
+    assert {"200", "307", "400", "401", "403", "413", "429", "503"} <= set(register)
+    assert register["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/BrokerRegistrationResponse"
+    }
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            if path != "/metrics":
+                assert "$ref" in str(
+                    operation["responses"]["200"]["content"]["application/json"]
+                ), (method, path)
+    assert register["307"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/NotControllerResponse"
+    )
+    assert "410" in schema["paths"]["/v1/log"]["get"]["responses"]
+    assert "404" in schema["paths"]["/v1/brokers/{id}"]["get"]["responses"]
+    for ref in set(refs(schema)):
+        assert ref.startswith("#/components/schemas/"), ref
+        assert ref.rsplit("/", 1)[1] in components, ref
+    assert "bearer" in str(schema["components"].get("securitySchemes", {})).lower()
+
+
+def test_docs_page(local, app):
+    r = local.request(app, "GET", "/docs")
+    assert r.status_code == 200
+    assert "swagger" in r.text.lower()
+
+
+# ---------------------------------------------------------------- answers match the models
+
+
+def conforms(model: type[BaseModel], obj: Any, where: str = "body") -> None:
+    """``obj`` has exactly the model's camelCase keys (AlterPartition topics carry
+    one of topicName/topicId), and every nested value fits its model."""
+    assert isinstance(obj, dict), where
+    fields = {info.alias or name: info for name, info in model.model_fields.items()}
+    optional_echo = {"topicName", "topicId"} if model is M.AlterPartitionTopicResult else set()
+    assert set(obj) <= set(fields), (where, set(obj) - set(fields))
+    assert set(fields) - optional_echo <= set(obj), (where, set(fields) - set(obj))
+    model.model_validate(obj)
+    for key, info in fields.items():
+        if key not in obj:
+            continue
+        annotation = info.annotation
+        args = typing.get_args(annotation)
+        inner = args[0] if typing.get_origin(annotation) is list and args else annotation
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            values = obj[key] if isinstance(obj[key], list) else [obj[key]]
+            for i, value in enumerate(values):
+                conforms(inner, value, f"{where}.{key}[{i}]")
+
+
+def test_answers_match_the_published_models(local, app):
+    def call(method, path, body=None):
+        r = local.request(app, method, path, json=body)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    reg = call("POST", "/v1/brokers/register", registration_body(local.cluster_id, 1))
+    conforms(M.BrokerRegistrationResponse, reg)
+    hb = call(
+        "POST",
+        "/v1/brokers/heartbeat",
+        {"brokerId": 1, "brokerEpoch": reg["brokerEpoch"], "currentMetadataOffset": 1 << 40},
+    )
+    conforms(M.BrokerHeartbeatResponse, hb)
+    created = call("POST", "/v1/topics", {"topics": [{"name": "t", "numPartitions": 1}]})
+    conforms(M.CreateTopicsResponse, created)
+    topic = call("GET", "/v1/topics/t")
+    conforms(M.TopicOut, topic)
+    p = topic["partitions"][0]
+    for version, key, value in ((3, "topicId", topic["topicId"]), (1, "topicName", "t")):
+        isr = {"newIsrWithEpochs": [{"brokerId": 1}]} if version == 3 else {"newIsr": [1]}
+        ap = call(
+            "POST",
+            f"/v1/alter-partition?version={version}",
+            {
+                "brokerId": 1,
+                "brokerEpoch": reg["brokerEpoch"],
+                "topics": [
+                    {
+                        key: value,
+                        "partitions": [
+                            {
+                                "partitionIndex": 0,
+                                "leaderEpoch": p["leaderEpoch"],
+                                "partitionEpoch": p["partitionEpoch"],
+                                **isr,
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        conforms(M.AlterPartitionResponse, ap)
+    conforms(M.CreatePartitionsResponse, call("POST", "/v1/topics/t/partitions", {"count": 2}))
+    conforms(
+        M.AlterPartitionReassignmentsResponse,
+        call(
+            "POST",
+            "/v1/reassignments",
+            {"topics": [{"name": "t", "partitions": [{"partitionIndex": 0, "replicas": None}]}]},
+        ),
+    )
+    conforms(
+        M.ElectLeadersResponse,
+        call("POST", "/v1/elect-leaders", {"topicPartitions": [{"topic": "t", "partitions": [0]}]}),
+    )
+    conforms(
+        M.UpdateFeaturesResponse,
+        call("POST", "/v1/features", {"name": "metadata.version", "level": 2}),
+    )
+    conforms(M.BrokersOut, call("GET", "/v1/brokers"))
+    conforms(M.BrokerOut, call("GET", "/v1/brokers/1"))
+    conforms(M.TopicsOut, call("GET", "/v1/topics"))
+    conforms(M.LogOut, call("GET", "/v1/log"))
+    conforms(M.SnapshotOut, call("GET", "/v1/snapshot"))
+    conforms(M.QuorumStatusOut, call("GET", "/v1/quorum/status"))
+    conforms(M.HealthOut, call("GET", "/readyz"))
+    conforms(M.HealthOut, call("GET", "/livez"))
+    conforms(M.DeleteTopicsResponse, call("DELETE", "/v1/topics/t"))
+    missing = local.request(app, "GET", "/v1/topics/t")
+    conforms(M.ErrorResponse, missing.json())
