@@ -181,6 +181,7 @@ class QuorumNode:
         self._step_down("this node is shutting down")
         self.sm.on_applied = None
         self.syncobj.destroy_synchronous()
+        await asyncio.get_running_loop().run_in_executor(None, self.sm.finish_snapshot)
 
     @property
     def image(self) -> MetadataImage:

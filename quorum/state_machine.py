@@ -120,6 +120,26 @@ class MetadataStateMachine(SyncObjConsumer):
         self._snapshot_pid = pid
         self._snapshot_started = time.monotonic()
 
+    def finish_snapshot(self, timeout_s: float = 30.0) -> None:
+        """On shutdown: let a snapshot being written finish (or kill it), so
+        nothing renames a file into the data dir after the node has stopped."""
+        pid = self._snapshot_pid
+        if not pid:
+            return
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return
+                time.sleep(0.01)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass  # already reaped
+        finally:
+            self._snapshot_pid = 0
+
     def snapshot_state(self) -> int:
         """pysyncobj ``serializeChecker``."""
         pid = self._snapshot_pid
