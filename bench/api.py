@@ -5,7 +5,12 @@ of 100 partitions: requests/s, partition changes/s, latency p50/p99; then
 heartbeats/s. Every request is a real ISR change (shrink, then expand back),
 sent by the partition's leader with its current epochs.
 
-    python bench/api.py [--quick] [--json] [--seconds S]
+The load comes from ``wrk`` (C, with a Lua script that tracks each partition's
+epochs from the answers) when it is installed (``apt-get install wrk``): a
+Python load generator on the same two cores measures itself more than the
+server. Without wrk, an httpx generator runs instead and says so.
+
+    python bench/api.py [--quick] [--json] [--seconds S] [--no-wrk]
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -156,6 +163,110 @@ async def alter_load(url, epochs, topic_id, parts, clients, per_request, seconds
     }
 
 
+WRK_ALTER = r"""
+local n, per, tid = NPARTS, PER, "TOPIC_ID"
+local full = '[{"brokerId":1,"brokerEpoch":E1},{"brokerId":2,"brokerEpoch":E2},{"brokerId":3,"brokerEpoch":E3}]'
+local shrunk_isr = '[{"brokerId":1,"brokerEpoch":E1},{"brokerId":2,"brokerEpoch":E2}]'
+local pe, shrunk, nextp = {}, {}, 0
+changes, errors = 0, 0
+for i = 0, n - 1 do pe[i] = 0; shrunk[i] = false end
+local headers = {["Content-Type"] = "application/json"}
+request = function()
+  local parts = {}
+  for k = 1, per do
+    local p = nextp; nextp = (nextp + 1) % n
+    local isr = shrunk[p] and full or shrunk_isr
+    parts[k] = string.format('{"partitionIndex":%d,"leaderEpoch":0,"partitionEpoch":%d,"newIsrWithEpochs":%s}', p, pe[p], isr)
+  end
+  local body = '{"brokerId":1,"brokerEpoch":E1,"topics":[{"topicId":"' .. tid .. '","partitions":[' .. table.concat(parts, ",") .. ']}]}'
+  return wrk.format("POST", "/v1/alter-partition?version=3", headers, body)
+end
+response = function(status, hdrs, body)
+  if status ~= 200 then errors = errors + per; return end
+  -- partition entries: {"errorCode":..,"errorName":..,"errorMessage":..,"partitionIndex":..,...,"partitionEpoch":..}
+  local pattern = '"errorCode":(%-?%d+),"errorName":"[%u_]+","errorMessage":[^{]-,"partitionIndex":(%d+),[^}]-"partitionEpoch":(%d+)'
+  for code, idx, epoch in string.gmatch(body, pattern) do
+    idx = tonumber(idx)
+    if tonumber(code) == 0 then pe[idx] = tonumber(epoch); shrunk[idx] = not shrunk[idx]; changes = changes + 1
+    else errors = errors + 1 end
+  end
+end
+"""
+
+WRK_REPORT = r"""
+local threads = {}
+setup = function(thread) table.insert(threads, thread) end
+done = function(summary, latency, requests)
+  local changes, errors = 0, 0
+  for _, t in ipairs(threads) do changes = changes + (t:get("changes") or 0); errors = errors + (t:get("errors") or 0) end
+  io.write(string.format("RESULT %d %d %d %f %f %d\n", summary.requests, changes, errors,
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, summary.duration))
+end
+"""
+
+
+def run_wrk(url: str, path: str, script: str, clients: int, seconds: float) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script + WRK_REPORT)
+    try:
+        out = subprocess.run(
+            ["wrk", "-t1", f"-c{clients}", f"-d{max(1, int(seconds))}s", "--latency", "-s", f.name, url + path],
+            capture_output=True, text=True, timeout=seconds + 60,
+        ).stdout  # fmt: skip
+    finally:
+        Path(f.name).unlink()
+    m = re.search(r"RESULT (\d+) (\d+) (\d+) ([\d.]+) ([\d.]+) (\d+)", out)
+    if not m:
+        raise SystemExit(f"wrk printed no result:\n{out}")
+    requests, changes, errors, p50, p99, duration_us = m.groups()
+    elapsed = int(duration_us) / 1e6
+    return {
+        "requests_per_s": int(requests) / elapsed,
+        "changes_per_s": int(changes) / elapsed,
+        "p50_ms": float(p50),
+        "p99_ms": float(p99),
+        "errors": int(errors),
+    }
+
+
+async def fresh_topic(url: str, name: str, partitions: int) -> str:
+    """A topic whose partitions are all led by broker 1, every epoch 0."""
+    async with httpx.AsyncClient(base_url=url, timeout=120, follow_redirects=True) as c:
+        assignments = [{"partitionIndex": p, "brokerIds": [1, 2, 3]} for p in range(partitions)]
+        r = await c.post(
+            "/v1/topics", json={"topics": [{"name": name, "assignments": assignments}]}
+        )
+        topic = r.json()["topics"][0]
+        assert topic["errorName"] == "NONE", topic
+        return topic["topicId"]
+
+
+async def wrk_alter(url, epochs, clients, per_request, seconds, run_id) -> dict:
+    partitions = max(2000, clients * per_request * 4)
+    topic_id = await fresh_topic(url, f"wrk-{run_id}", partitions)
+    script = (
+        WRK_ALTER.replace("NPARTS", str(partitions)).replace("PER", str(per_request))
+        .replace("TOPIC_ID", topic_id).replace("E1", str(epochs[1]))
+        .replace("E2", str(epochs[2])).replace("E3", str(epochs[3]))
+    )  # fmt: skip
+    figures = run_wrk(url, "/v1/alter-partition?version=3", script, clients, seconds)
+    return {"clients": clients, "partitions_per_request": per_request, **figures}
+
+
+def wrk_heartbeats(url, epochs, clients, seconds) -> dict:
+    script = (
+        'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+        f'wrk.body = \'{{"brokerId":1,"brokerEpoch":{epochs[1]},"currentMetadataOffset":1000000000000}}\'\n'
+        "changes, errors = 0, 0\n"
+    )
+    figures = run_wrk(url, "/v1/brokers/heartbeat", script, clients, seconds)
+    return {
+        "clients": clients,
+        "heartbeats_per_s": figures["requests_per_s"],
+        "p50_ms": figures["p50_ms"],
+    }
+
+
 async def heartbeat_load(url, epochs, clients, seconds) -> dict:
     stop = time.monotonic() + seconds
     count = 0
@@ -185,7 +296,7 @@ async def heartbeat_load(url, epochs, clients, seconds) -> dict:
     }
 
 
-async def run(seconds: float, quick: bool) -> dict:
+async def run(seconds: float, quick: bool, use_wrk: bool) -> dict:
     root = Path(tempfile.mkdtemp(prefix="mq-api-bench-"))
     cluster = Cluster(root, fsync="always")
     try:
@@ -197,7 +308,22 @@ async def run(seconds: float, quick: bool) -> dict:
         partitions = max(concurrency) * 100 * 2
         progress(f"setup: {BROKERS} brokers, topic 'bench' with {partitions} partitions (RF 3)")
         epochs, topic_id, parts = await setup(url, cluster.cluster_id, partitions)
-        figures = {"alter_partition": [], "heartbeats": []}
+        figures = {"alter_partition": [], "heartbeats": [], "load": "wrk" if use_wrk else "httpx"}
+        if use_wrk:
+            run_id = 0
+            for per_request in (1, 100):
+                for clients in concurrency:
+                    run_id += 1
+                    progress(
+                        f"AlterPartition (wrk): {clients} connection(s), {per_request}/request, {seconds:.0f} s"
+                    )
+                    figures["alter_partition"].append(
+                        await wrk_alter(url, epochs, clients, per_request, seconds, run_id)
+                    )
+            for clients in concurrency:
+                progress(f"heartbeats (wrk): {clients} connection(s), {seconds:.0f} s")
+                figures["heartbeats"].append(wrk_heartbeats(url, epochs, clients, seconds))
+            return figures
         for per_request in (1, 100):
             for clients in concurrency:
                 progress(
@@ -227,13 +353,22 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--no-wrk", action="store_true", help="use the Python load generator")
     args = parser.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 5.0)
-    figures = asyncio.run(run(seconds, args.quick))
+    use_wrk = not args.no_wrk and shutil.which("wrk") is not None
+    if not use_wrk:
+        progress(
+            "wrk not found (apt-get install wrk): the httpx load generator runs, and limits the figures"
+        )
+    figures = asyncio.run(run(seconds, args.quick, use_wrk))
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
-    print("-- metaquorum HTTP API bench: 3 voters on loopback, fsync always, AlterPartition v3")
+    print(
+        f"-- metaquorum HTTP API bench: 3 voters on loopback, fsync always, AlterPartition v3, "
+        f"load from {figures['load']}"
+    )
     for f in figures["alter_partition"]:
         print(
             f"  {f['clients']:>3} client(s) x {f['partitions_per_request']:>3} partition(s)/request: "

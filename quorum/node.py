@@ -136,6 +136,9 @@ class QuorumNode:
             dnsFailCacheTime=2.0,
             connectionRetryTime=1.0,
             commandsQueueSize=1000,
+            # Our entries are whole batches: send each in one message, not in
+            # 64 KiB pieces that the follower must reassemble.
+            appendEntriesBatchSizeBytes=4 << 20,
             commandsWaitLeader=False,
             password=config.raft_secret,
             bindAddress=config.raft_bind,
@@ -214,7 +217,10 @@ class QuorumNode:
     def caught_up(self) -> bool:
         """Applied nearly everything this voter knows is committed (a few
         entries of lag under load are normal and must not flap readiness)."""
-        return self.syncobj.raftCommitIndex - self.syncobj.raftLastApplied <= self.config.ready_lag_entries
+        return (
+            self.syncobj.raftCommitIndex - self.syncobj.raftLastApplied
+            <= self.config.ready_lag_entries
+        )
 
     @property
     def ready(self) -> bool:

@@ -214,7 +214,9 @@ class ReplicationControlManager:
             ),
         )
 
-    def process_expired_heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
+    def process_expired_heartbeat(
+        self, req: BrokerHeartbeatRequest, now_ms: int
+    ) -> ControllerResult:
         """A heartbeat that waited in the queue past its deadline (the controller
         is overloaded): it only proves the broker is alive; no state changes
         (Kafka's processExpiredBrokerHeartbeat)."""

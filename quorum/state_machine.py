@@ -158,7 +158,9 @@ class MetadataStateMachine(SyncObjConsumer):
             os.waitpid(pid, 0)
             self._snapshot_pid = 0
             self.snapshot_failures += 1
-            log.error("writing a snapshot took over %d s; the writer was killed", SNAPSHOT_TIMEOUT_S)
+            log.error(
+                "writing a snapshot took over %d s; the writer was killed", SNAPSHOT_TIMEOUT_S
+            )
             return SERIALIZER_STATE.FAILED
         self._snapshot_pid = 0
         if os.waitstatus_to_exitcode(status) == 0:
