@@ -1,0 +1,140 @@
+"""End to end on a real 3-voter cluster, through brokers/client.py: brokers
+register and are unfenced, a topic is created, ISRs shrink and expand with
+AlterPartition v3, ineligible replicas are refused with Kafka's reasons, a
+controlled shutdown moves leadership, and a follower's linearizable read sees
+every acknowledged write."""
+
+import asyncio
+import uuid
+
+import pytest
+
+from brokers.client import MetaquorumClient
+
+from .cluster import Cluster
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("api.app", reason="the HTTP API is not built yet")
+
+MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+
+
+def listeners(b):
+    return [{"name": "PLAINTEXT", "host": "localhost", "port": 9090 + b, "securityProtocol": 0}]
+
+
+def test_a_broker_cluster_lives_its_life_through_the_client(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        c.start()
+        c.wait_ready()
+        leader = c.leader()
+        follower = next(i for i in range(c.n) if i != leader)
+        asyncio.run(scenario(c, leader, follower))
+    finally:
+        c.close()
+
+
+async def scenario(c: Cluster, leader: int, follower: int) -> None:
+    async with MetaquorumClient([c.url(follower)]) as client:
+        # Register three brokers through a follower: the client follows the 307.
+        epochs = {}
+        for b in (1, 2, 3):
+            reg = await client.register(b, c.cluster_id, str(uuid.uuid4()), listeners(b), MV)
+            assert reg.ok, reg
+            epochs[b] = reg.broker_epoch
+        assert client.leader == c.url(leader)
+        for b in (1, 2, 3):
+            hb = await client.heartbeat(b, epochs[b], 10**9)
+            assert hb.ok and not hb.is_fenced and hb.is_caught_up
+        created = await client.create_topics(
+            [
+                {
+                    "name": "e2e",
+                    "assignments": [
+                        {"partitionIndex": 0, "brokerIds": [1, 2, 3]},
+                        {"partitionIndex": 1, "brokerIds": [2, 3, 1]},
+                        {"partitionIndex": 2, "brokerIds": [3, 1, 2]},
+                    ],
+                }
+            ]
+        )
+        assert created.body["topics"][0]["errorName"] == "NONE"
+        topic_id = created.body["topics"][0]["topicId"]
+
+        async def partition(p: int, on: int = follower) -> dict:
+            async with MetaquorumClient([c.url(on)]) as reader:
+                topic = (await reader.topic("e2e", linearizable=True)).body
+            return topic["partitions"][p]
+
+        async def alter(isr: list[int], epoch_of=None):
+            part = await partition(0)
+            epoch_of = epoch_of or epochs
+            answer = await client.alter_partition(
+                1,
+                epochs[1],
+                [
+                    {
+                        "topicId": topic_id,
+                        "partitions": [
+                            {
+                                "partitionIndex": 0,
+                                "leaderEpoch": part["leaderEpoch"],
+                                "partitionEpoch": part["partitionEpoch"],
+                                "newIsrWithEpochs": [
+                                    {"brokerId": b, "brokerEpoch": epoch_of[b]} for b in isr
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            )
+            assert answer.ok, answer
+            return answer.partitions[0]
+
+        # Shrink, then expand: the partition epoch moves, the leader epoch does not.
+        before = await partition(0)
+        shrunk = await alter([1, 2])
+        assert shrunk.error_name == "NONE" and shrunk.isr == (1, 2)
+        assert shrunk.partition_epoch == before["partitionEpoch"] + 1
+        assert shrunk.leader_epoch == before["leaderEpoch"]
+        # A linearizable read on a follower sees the acknowledged change.
+        assert (await partition(0, on=follower))["isr"] == [1, 2]
+        expanded = await alter([1, 2, 3])
+        assert expanded.error_name == "NONE" and expanded.isr == (1, 2, 3)
+
+        # KIP-903: a stale broker epoch for a member is refused, with the reason.
+        stale = await alter([1, 2, 3], epoch_of={**epochs, 2: epochs[2] - 1})
+        assert stale.error_name == "INELIGIBLE_REPLICA"
+        assert (
+            stale.error_message
+            == f"broker 2 epoch mismatch: requested={epochs[2] - 1} expected={epochs[2]}"
+        )
+
+        # KIP-841: a fenced broker may not join an ISR.
+        hb = await client.heartbeat(3, epochs[3], 10**9, want_fence=True)
+        assert hb.is_fenced
+        assert 3 not in (await partition(0))["isr"]
+        fenced = await alter([1, 2, 3])
+        assert (
+            fenced.error_name == "INELIGIBLE_REPLICA"
+            and fenced.error_message == "broker 3 is fenced"
+        )
+        hb = await client.heartbeat(3, epochs[3], 10**9)
+        assert not hb.is_fenced
+
+        # Controlled shutdown of broker 1: its leaderships move, it leaves every ISR.
+        hb = await client.heartbeat(1, epochs[1], 10**9, want_shut_down=True)
+        assert (hb.is_fenced, hb.should_shut_down) == (False, False)
+        for p in range(3):
+            part = await partition(p)
+            assert 1 not in part["isr"] and part["leader"] != 1
+        brokers = {
+            b["brokerId"]: b for b in (await client.brokers(linearizable=True)).body["brokers"]
+        }
+        assert brokers[1]["inControlledShutdown"] and not brokers[1]["fenced"]
+        # Once the others have replicated it, broker 1 is told to stop.
+        for b in (2, 3):
+            await client.heartbeat(b, epochs[b], 10**9)
+        hb = await client.heartbeat(1, epochs[1], 10**9, want_shut_down=True)
+        assert (hb.is_fenced, hb.should_shut_down) == (True, True)
