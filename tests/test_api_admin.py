@@ -4,23 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api import create_app
-from api.testing import LocalNode, registration_body
-
-
-@pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    node = LocalNode(str(tmp_path_factory.mktemp("admin")))
-    try:
-        node.wait_active()
-        yield node
-    finally:
-        node.close()
-
-
-@pytest.fixture(scope="module")
-def app(local):
-    return create_app(local.node)
+from .local_node import registration_body
 
 
 @pytest.fixture(scope="module")

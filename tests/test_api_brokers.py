@@ -7,24 +7,9 @@ import uuid
 
 import pytest
 
-from api import create_app
-from api.testing import MV_FEATURES, LocalNode, incarnation_id, registration_body
 from metadata_records.uuids import parse_uuid, to_standard
 
-
-@pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    node = LocalNode(str(tmp_path_factory.mktemp("brokers")))
-    try:
-        node.wait_active()
-        yield node
-    finally:
-        node.close()
-
-
-@pytest.fixture(scope="module")
-def app(local):
-    return create_app(local.node)
+from .local_node import MV_FEATURES, incarnation_id, registration_body
 
 
 def post(local, app, path, body):

@@ -18,8 +18,9 @@ from starlette.requests import Request
 
 from api import TokensFileError, create_app, load_tokens, parse_tokens
 from api.errors import node_error_response
-from api.testing import LocalNode, registration_body
 from quorum.node import NotControllerError, OutcomeUnknownError, ThrottledError, UnavailableError
+
+from .local_node import LocalNode, registration_body
 
 TOKENS = """\
 # metaquorum tokens: token role [brokerId]

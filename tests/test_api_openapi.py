@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from api import create_app
 from api import models as M
-from api.testing import LocalNode, registration_body
+
+from .local_node import registration_body
 
 API_MD_OPERATIONS = {
     ("post", "/v1/brokers/register"),
@@ -47,21 +47,6 @@ WRITE_BODIES = {
     "/v1/features": "UpdateFeaturesRequest",
     "/v1/quorum/transfer-leadership": "TransferLeadershipRequest",
 }
-
-
-@pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    node = LocalNode(str(tmp_path_factory.mktemp("openapi")))
-    try:
-        node.wait_active()
-        yield node
-    finally:
-        node.close()
-
-
-@pytest.fixture(scope="module")
-def app(local):
-    return create_app(local.node)
 
 
 @pytest.fixture(scope="module")

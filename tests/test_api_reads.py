@@ -9,26 +9,11 @@ import time
 import orjson
 import pytest
 
-from api import create_app
-from api.testing import LocalNode, registration_body
 from metadata_records.codec import record_from_obj
 from metadata_records.delta import apply_records
 from metadata_records.image import EMPTY_IMAGE
 
-
-@pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    node = LocalNode(str(tmp_path_factory.mktemp("reads")))
-    try:
-        node.wait_active()
-        yield node
-    finally:
-        node.close()
-
-
-@pytest.fixture(scope="module")
-def app(local):
-    return create_app(local.node)
+from .local_node import registration_body
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,6 @@ from brokers.client import ClientError, MetaquorumClient, OutcomeUnknown, Reques
 from .cluster import Cluster
 from .nodes import free_port
 
-pytest.importorskip("api.app", reason="the HTTP API is not built yet")
-
 MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
 LISTENERS = [{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}]
 

@@ -11,7 +11,6 @@ import pytest
 from .cluster import Cluster
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("api.app", reason="the HTTP API is not built yet")
 
 
 @pytest.fixture

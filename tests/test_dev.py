@@ -11,8 +11,6 @@ import pytest
 
 from .nodes import free_port
 
-pytest.importorskip("api.app", reason="the HTTP API is not built yet")
-
 
 @pytest.mark.slow
 def test_dev_runs_three_voters_and_stops_them_together(tmp_path):
@@ -38,7 +36,9 @@ def test_dev_runs_three_voters_and_stops_them_together(tmp_path):
         out = "".join(lines)
         assert "Ctrl-C stops all voters" in out, out
         assert "curl -sL -X POST" in out and "/v1/brokers/register" in out
-        statuses = [httpx.get(f"http://127.0.0.1:{base + 2 * i}/v1/quorum/status").json() for i in range(3)]
+        statuses = [
+            httpx.get(f"http://127.0.0.1:{base + 2 * i}/v1/quorum/status").json() for i in range(3)
+        ]
         assert len({s["clusterId"] for s in statuses}) == 1
         assert {s["leaderId"] for s in statuses} <= {0, 1, 2}
         proc.send_signal(signal.SIGINT)

@@ -14,7 +14,6 @@ from brokers.client import MetaquorumClient
 from .cluster import Cluster
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("api.app", reason="the HTTP API is not built yet")
 
 MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
 

@@ -9,8 +9,6 @@ import pytest
 from .cluster import Cluster
 from .nodes import free_port
 
-pytest.importorskip("api.app", reason="the HTTP API is not built yet")
-
 
 @pytest.fixture(scope="module")
 def voter(tmp_path_factory):

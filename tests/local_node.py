@@ -1,6 +1,6 @@
 """A real single-voter node on a private event loop, with in-process HTTP calls.
 
-For tests and tools: ``LocalNode`` builds a ``QuorumNode`` in the calling
+For the API tests: ``LocalNode`` builds a ``QuorumNode`` in the calling
 (main) thread, as pysyncobj requires, on a free port from the OS, starts it on
 its own asyncio loop and talks to an app through ``httpx.ASGITransport`` on
 that same loop. Nothing is mocked. Always ``close()`` it (it stops Raft).
@@ -9,8 +9,6 @@ that same loop. Nothing is mocked. Always ``close()`` it (it stops Raft).
 from __future__ import annotations
 
 import asyncio
-import base64
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -20,15 +18,12 @@ import httpx
 from quorum.node import QuorumNode
 from quorum.node_config import NodeConfig, claim_data_dir
 
+from .harness import incarnation as incarnation_id
+from .nodes import free_port
+
 T = TypeVar("T")
 
 MV_FEATURES = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
-
-
-def incarnation_id(broker_id: int, generation: int = 0) -> str:
-    """A deterministic base64url UUID per broker and generation."""
-    raw = broker_id.to_bytes(8, "big") + (generation + 1).to_bytes(8, "big")
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 def registration_body(
@@ -51,12 +46,6 @@ def registration_body(
         "rack": None,
         **extra,
     }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalNode:
