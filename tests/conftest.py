@@ -1,10 +1,12 @@
-"""Fixtures shared by the API test modules: one real single-voter node per
-module (started once, always stopped) and the real app over it."""
+"""Fixtures shared by test modules: one real single-voter node per module
+(started once, always stopped) with the real app over it, and one real
+``metaquorum serve`` voter process per module."""
 
 import pytest
 
 from api.app import create_app
 
+from .cluster import Cluster
 from .local_node import LocalNode
 
 
@@ -21,3 +23,16 @@ def local(tmp_path_factory, request):
 @pytest.fixture(scope="module")
 def app(local):
     return create_app(local.node)
+
+
+@pytest.fixture(scope="module")
+def voter(tmp_path_factory, request):
+    """A single-voter ``metaquorum serve`` process, leading and ready."""
+    c = Cluster(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]), voters=1)
+    try:
+        c.start()
+        c.wait_ready()
+        c.leader()
+        yield c
+    finally:
+        c.close()

@@ -15,18 +15,6 @@ MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersio
 LISTENERS = [{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}]
 
 
-@pytest.fixture(scope="module")
-def voter(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("client"), voters=1)
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()
-        yield c
-    finally:
-        c.close()
-
-
 def run(coro):
     return asyncio.run(coro)
 

@@ -4,22 +4,7 @@ import json
 import subprocess
 import sys
 
-import pytest
-
-from .cluster import Cluster
 from .nodes import free_port
-
-
-@pytest.fixture(scope="module")
-def voter(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("ops"), voters=1)
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()
-        yield c
-    finally:
-        c.close()
 
 
 def mq(*args, url):
