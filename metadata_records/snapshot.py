@@ -97,6 +97,34 @@ def _row(value: Any, spec: tuple, where: str) -> list:
     ]
 
 
+_I32 = range(-(2**31), 2**31)
+_I8 = range(-(2**7), 2**7)
+
+
+def _int32s(values: Any) -> tuple[int, ...] | None:
+    if type(values) is not list:
+        return None
+    for v in values:
+        if type(v) is not int or v not in _I32:
+            return None
+    return tuple(values)
+
+
+def _partition_fast(row: Any) -> list | None:
+    """A well-formed partition row, checked without per-field calls (a restart
+    loads a million of them); None sends the row to the slow, explaining path."""
+    if type(row) is not list or len(row) != 9:
+        return None
+    pid, replicas, isr, removing, adding, leader, lrs, le, pe = row
+    for v, kind in ((pid, _I32), (leader, _I32), (lrs, _I8), (le, _I32), (pe, _I32)):
+        if type(v) is not int or v not in kind:
+            return None
+    lists = [_int32s(replicas), _int32s(isr), _int32s(removing), _int32s(adding)]
+    if None in lists:
+        return None
+    return [pid, *lists, leader, lrs, le, pe]
+
+
 def decode_image(data: Any) -> MetadataImage:
     """An image from ``encode_image`` bytes; DecodeError names what is wrong."""
     obj = _obj(_loads(data, "snapshot"), "snapshot", _IMAGE_KEYS)
@@ -132,7 +160,10 @@ def decode_image(data: Any) -> MetadataImage:
             raise DecodeError(f"{where}.partitions: expected array")
         partitions: dict[int, PartitionRegistration] = {}
         for j, row in enumerate(t["partitions"]):
-            pid, replicas, isr, *rest = _row(row, _PARTITION_FIELDS, f"{where}.partitions[{j}]")
+            fields = _partition_fast(row)
+            if fields is None:  # something is off: the slow path names it
+                fields = _row(row, _PARTITION_FIELDS, f"{where}.partitions[{j}]")
+            pid, replicas, isr, *rest = fields
             if pid in partitions:
                 raise DecodeError(f"{where}.partitions[{j}]: partition {pid} appears twice")
             isr = replicas if isr == replicas else isr  # share, as apply does

@@ -208,6 +208,42 @@ class MetadataStateMachine(SyncObjConsumer):
         self.image = image
         self.log.reset(image.next_offset)
         self._notify()
+        return self._keep_journal(result)
+
+    def _keep_journal(self, result: tuple) -> tuple:
+        """Protects the journal from pysyncobj's load of a newer snapshot.
+
+        pysyncobj clears the whole journal unless its first two entries are the
+        snapshot's last two. That is the case after a compaction, but not when
+        a snapshot was renamed into place and the process stopped before
+        compacting: the journal still starts earlier, and entries after the
+        snapshot would be dropped (lost, on a lone voter or a full restart).
+        When the journal covers the snapshot, we hand pysyncobj the journal's
+        first two entries instead: it then re-applies the journal from there,
+        and every batch the snapshot already holds is a no-op here (its base
+        offset or controller epoch no longer matches), so nothing applies twice.
+        """
+        last, prev, cluster = result
+        journal = getattr(self._syncObj, "_SyncObj__raftLog", None)
+        try:
+            if journal is None or len(journal) < 2:
+                return result
+            first, second, end = journal[0], journal[1], journal[len(journal) - 1]
+            if (first[1], first[2]) == (prev[1], prev[2]) and (second[1], second[2]) == (
+                last[1],
+                last[2],
+            ):
+                return result  # compacted at this snapshot: nothing to protect
+            if first[1] <= prev[1] and last[1] <= end[1]:
+                log.warning(
+                    "the snapshot (Raft index %d) is newer than the journal's start (%d): "
+                    "replaying the journal over it instead of dropping it",
+                    last[1],
+                    first[1],
+                )
+                return (second, first, cluster)
+        except (IndexError, TypeError):
+            pass
         return result
 
 
