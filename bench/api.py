@@ -164,9 +164,9 @@ async def alter_load(url, epochs, topic_id, parts, clients, per_request, seconds
 
 
 WRK_ALTER = r"""
-local n, per, tid = NPARTS, PER, "TOPIC_ID"
-local full = '[{"brokerId":1,"brokerEpoch":E1},{"brokerId":2,"brokerEpoch":E2},{"brokerId":3,"brokerEpoch":E3}]'
-local shrunk_isr = '[{"brokerId":1,"brokerEpoch":E1},{"brokerId":2,"brokerEpoch":E2}]'
+local n, per, tid = @NPARTS@, @PER@, "@TOPIC_ID@"
+local full = '[{"brokerId":1,"brokerEpoch":@E1@},{"brokerId":2,"brokerEpoch":@E2@},{"brokerId":3,"brokerEpoch":@E3@}]'
+local shrunk_isr = '[{"brokerId":1,"brokerEpoch":@E1@},{"brokerId":2,"brokerEpoch":@E2@}]'
 local pe, shrunk, nextp = {}, {}, 0
 changes, errors = 0, 0
 for i = 0, n - 1 do pe[i] = 0; shrunk[i] = false end
@@ -178,7 +178,7 @@ request = function()
     local isr = shrunk[p] and full or shrunk_isr
     parts[k] = string.format('{"partitionIndex":%d,"leaderEpoch":0,"partitionEpoch":%d,"newIsrWithEpochs":%s}', p, pe[p], isr)
   end
-  local body = '{"brokerId":1,"brokerEpoch":E1,"topics":[{"topicId":"' .. tid .. '","partitions":[' .. table.concat(parts, ",") .. ']}]}'
+  local body = '{"brokerId":1,"brokerEpoch":@E1@,"topics":[{"topicId":"' .. tid .. '","partitions":[' .. table.concat(parts, ",") .. ']}]}'
   return wrk.format("POST", "/v1/alter-partition?version=3", headers, body)
 end
 response = function(status, hdrs, body)
@@ -244,11 +244,15 @@ async def fresh_topic(url: str, name: str, partitions: int) -> str:
 async def wrk_alter(url, epochs, clients, per_request, seconds, run_id) -> dict:
     partitions = max(2000, clients * per_request * 4)
     topic_id = await fresh_topic(url, f"wrk-{run_id}", partitions)
-    script = (
-        WRK_ALTER.replace("NPARTS", str(partitions)).replace("PER", str(per_request))
-        .replace("TOPIC_ID", topic_id).replace("E1", str(epochs[1]))
-        .replace("E2", str(epochs[2])).replace("E3", str(epochs[3]))
-    )  # fmt: skip
+    # Placeholders are @NAME@ and the topic id goes in last: a random id may
+    # contain any letters.
+    script = WRK_ALTER
+    for name, value in (
+        ("@NPARTS@", partitions), ("@PER@", per_request),
+        ("@E1@", epochs[1]), ("@E2@", epochs[2]), ("@E3@", epochs[3]),
+        ("@TOPIC_ID@", topic_id),
+    ):  # fmt: skip
+        script = script.replace(name, str(value))
     figures = run_wrk(url, "/v1/alter-partition?version=3", script, clients, seconds)
     return {"clients": clients, "partitions_per_request": per_request, **figures}
 
@@ -298,7 +302,9 @@ async def heartbeat_load(url, epochs, clients, seconds) -> dict:
 
 async def run(seconds: float, quick: bool, use_wrk: bool) -> dict:
     root = Path(tempfile.mkdtemp(prefix="mq-api-bench-"))
-    cluster = Cluster(root, fsync="always")
+    # The benchmark's brokers send no heartbeats while it measures writes: a
+    # long session keeps them unfenced.
+    cluster = Cluster(root, fsync="always", extra=["--session-timeout-ms", "3600000"])
     try:
         cluster.start()
         cluster.wait_ready()
