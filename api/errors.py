@@ -43,6 +43,7 @@ from .models import INT_KINDS
 
 log = logging.getLogger(__name__)
 
+
 class JsonResponse(JSONResponse):
     """JSON via orjson (a JSONResponse, so OpenAPI documents the response models)."""
 

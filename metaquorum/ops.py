@@ -32,7 +32,9 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
             help="any voter's HTTP URL; several, comma-separated, are tried in turn [env METAQUORUM_URL]",
         )
         p.add_argument(
-            "--token", default=os.environ.get("METAQUORUM_TOKEN"), help="bearer token [env METAQUORUM_TOKEN]"
+            "--token",
+            default=os.environ.get("METAQUORUM_TOKEN"),
+            help="bearer token [env METAQUORUM_TOKEN]",
         )
         p.add_argument("--json", action="store_true", help="print JSON instead of tables")
         return p
@@ -65,7 +67,9 @@ def run_op(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args, console))
     except RequestRejected as e:
-        return _fail(f"{e.body.get('errorName', 'ERROR')}: {e.body.get('errorMessage')} (HTTP {e.status})")
+        return _fail(
+            f"{e.body.get('errorName', 'ERROR')}: {e.body.get('errorMessage')} (HTTP {e.status})"
+        )
     except ClientError as e:
         return _fail(f"UNAVAILABLE: {e}")
     except KeyboardInterrupt:
@@ -218,7 +222,9 @@ def _print_brokers(console: Console, items: list, offset: int | None) -> None:
         )
         if b.get("fenced") and b.get("inControlledShutdown"):
             state = "fenced (shut down)"
-        listeners = ", ".join(f"{e['name']}://{e['host']}:{e['port']}" for e in b.get("listeners", []))
+        listeners = ", ".join(
+            f"{e['name']}://{e['host']}:{e['port']}" for e in b.get("listeners", [])
+        )
         table.add_row(
             str(b.get("brokerId")),
             str(b.get("brokerEpoch")),
@@ -232,7 +238,15 @@ def _print_brokers(console: Console, items: list, offset: int | None) -> None:
 
 def _print_topics(console: Console, items: list, offset: int | None) -> None:
     table = Table(title=f"topics at offset {offset}")
-    for col in ("topic", "partition", "leader", "replicas", "isr", "leader epoch", "partition epoch"):
+    for col in (
+        "topic",
+        "partition",
+        "leader",
+        "replicas",
+        "isr",
+        "leader epoch",
+        "partition epoch",
+    ):
         table.add_column(col)
     for t in items:
         for p in t.get("partitions", []):

@@ -266,7 +266,9 @@ class QuorumNode:
             except RuntimeError:
                 pass
 
-        self.sm.apply_batch(encode_batch(batch), callback=callback)
+        payload = encode_batch(batch)
+        self.sm.expect(payload, batch)
+        self.sm.apply_batch(payload, callback=callback)
         return future
 
     # ------------------------------------------------------------ leadership

@@ -25,6 +25,7 @@ from pysyncobj.config import SERIALIZER_STATE
 from metadata_records.codec import DecodeError, decode_batch
 from metadata_records.delta import ImageDelta, batch_applies
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
+from metadata_records.records import Batch
 from metadata_records.snapshot import decode_image, encode_image
 
 from .record_log import RecordLog
@@ -52,6 +53,7 @@ class MetadataStateMachine(SyncObjConsumer):
         self.invalid_batches = 0
         self.apply_errors = 0
         self.fatal: str | None = None  # set when the node must stop serving
+        self._expected: dict[bytes, Batch] = {}
         self._snapshot_pid = 0
         self._snapshot_started = 0.0
         self.snapshots_written = 0
@@ -59,12 +61,20 @@ class MetadataStateMachine(SyncObjConsumer):
         # Called on the apply thread after each applied entry; must not raise.
         self.on_applied: Callable[[], None] | None = None
 
+    def expect(self, payload: bytes, batch: Batch) -> None:
+        """The leader proposes ``payload``, encoded from ``batch``: its apply can
+        reuse the batch instead of decoding the bytes back (codec round trips
+        are exact, which the codec's property tests check)."""
+        self._expected[payload] = batch
+        while len(self._expected) > 4:  # one batch in flight, plus barriers
+            self._expected.pop(next(iter(self._expected)))
+
     @replicated
     def apply_batch(self, payload: bytes) -> int:
         """Applies one batch; returns its first offset, or STALE / INVALID."""
         try:
             try:
-                batch = decode_batch(payload)
+                batch = self._expected.pop(payload, None) or decode_batch(payload)
             except DecodeError as e:
                 self.invalid_batches += 1
                 log.error("ignoring a Raft entry that is not a metadata batch: %s", e)
