@@ -211,3 +211,65 @@ def test_the_data_dir_remembers_its_node_and_cluster(tmp_path):
     (other / "stray").write_text("x")
     with pytest.raises(ConfigError, match="is not empty"):
         claim_data_dir(single_voter_config(other))
+
+
+def test_a_deposed_leaders_batch_forwarded_to_the_new_leader_commits_nothing(tmp_path):
+    """pysyncobj forwards a follower's (or a deposed leader's) proposals to the
+    leader: a batch decided under an older controller epoch reaches the log,
+    and every voter applies it as a no-op that takes no offsets."""
+    from quorum.node_config import NodeConfig
+
+    from .nodes import free_port
+
+    ports = [free_port() for _ in range(3)]
+    voters = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+    nodes = [
+        build_node(
+            NodeConfig(
+                node_id=i,
+                voters=voters,
+                data_dir=str(tmp_path / f"v{i}"),
+                advertised_url=f"http://127.0.0.1:{i + 1}",
+                cluster_id="c",
+                raft_secret="0123456789abcdef0123",
+                fsync=False,
+                raft_min_timeout=0.4,
+                raft_max_timeout=0.8,
+            )
+        )
+        for i in range(3)
+    ]
+
+    async def main():
+        for n in nodes:
+            await n.start()
+        try:
+            await wait_until(
+                lambda: any(n.active and n.image.metadata_version == 2 for n in nodes),
+                what="an active controller",
+            )
+            leader = next(n for n in nodes if n.active)
+            follower = next(n for n in nodes if n is not leader)
+            await register(leader, 1)
+            await wait_until(
+                lambda: all(n.image.next_offset == leader.image.next_offset for n in nodes),
+                what="every voter applied",
+            )
+            before = leader.image
+            # The follower proposes what a deposed leader would: a decision
+            # made under the previous epoch, for the current offset.
+            stale = Batch(before.controller_epoch - 1, 0, (NoOpRecord(),), before.next_offset)
+            result, error = await follower._propose(stale)
+            assert result == STALE
+            await leader.barrier()
+            for n in nodes:
+                await n.barrier()
+                assert n.image.next_offset == before.next_offset
+                assert n.sm.stale_batches >= 1  # every voter saw it, and ignored it
+            # The cluster keeps serving.
+            assert (await register(leader, 2)).error is Errors.NONE
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
