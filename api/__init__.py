@@ -36,9 +36,11 @@ Where shared/API.md is silent, this package decides (and its tests pin it):
   ElectLeaders without ``topicPartitions`` (or null) means every partition.
   AlterPartitionReassignments requires ``replicas`` (null cancels).
 * Topic ``configs`` are shown as ``[{name, value}]``, sorted, like the request.
-* Reads (except /v1/quorum/status) answer 503 unless the node is ready
-  (replay done, a leader known, caught up): a restarted voter must not serve
-  an empty or partial image. Status is always served.
+* Reads answer from the local image whenever it is whole: 503 only while the
+  node replays its log, refuses to serve (corrupt data) or its Raft thread is
+  dead. A voter cut off from the leader still answers local reads, with
+  ``X-Metadata-Offset`` saying how fresh they are; ``?consistency=linearizable``
+  needs a leader. /readyz stays strict (replay done, leader known, caught up).
 * /v1/log: ``fromOffset`` default 0, ``maxRecords`` 1..10000 (default 1000),
   ``waitMs`` 0..60000 (default 0); the answer also has ``oldestOffset``. With
   NDJSON, ``X-Next-Offset``, ``X-High-Watermark`` and ``X-Oldest-Offset`` carry

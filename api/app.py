@@ -378,9 +378,11 @@ def create_app(
         return JsonResponse(model.to_json_obj())
 
     async def read_image(consistency: str | None) -> MetadataImage:
-        reason = not_ready_reason(node)
-        if reason is not None:
-            raise UnavailableError(reason, 1.0)
+        # A local read needs a whole image, not a leader: a voter cut off from
+        # the others still answers (X-Metadata-Offset says how fresh); only a
+        # replaying or refusing node has nothing trustworthy to show.
+        if node.sm.fatal is not None or node.replaying or not node.raft_alive:
+            raise UnavailableError(not_ready_reason(node) or "this node cannot serve reads", 1.0)
         if consistency == "linearizable":
             await node.barrier()
         return node.image
