@@ -193,3 +193,18 @@ def test_sigterm_on_the_leader_transfers_leadership_and_exits_0(cluster):
     survivors = others(cluster, leader)
     new_leader = cluster.leader(among=survivors, timeout_s=30)
     register(cluster, new_leader, 5)
+
+
+def test_an_operator_moves_leadership_to_a_chosen_voter(cluster):
+    cluster.wait_ready()
+    leader = cluster.leader()
+    target = others(cluster, leader)[-1]
+    r = cluster.client.post(
+        cluster.url(leader) + "/v1/quorum/transfer-leadership", json={"targetNodeId": target}
+    )
+    assert r.status_code == 200, r.text
+    assert cluster.leader(timeout_s=30) == target
+    # The new active controller takes writes; the old one redirects to it.
+    r = cluster.post(leader, "/v1/brokers/register", register_body(cluster, 3))
+    assert r.status_code in (307, 503)
+    register(cluster, leader, 3)
