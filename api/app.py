@@ -760,10 +760,19 @@ def create_app(
         response_model=M.QuorumStatusOut,
         responses={**_ERR_400, **_ERR_AUTH},
     )
-    async def quorum_status(caller: ReadCaller) -> Response:
+    async def quorum_status(
+        caller: ReadCaller,
+        digest: Annotated[
+            bool, Query(description="also compute imageDigest (costs a full image encoding)")
+        ] = False,
+    ) -> Response:
         """Served even when the node is not ready (that is when it is needed)."""
+        image = node.image
         status = quorum_status_obj(node, tracker, auth.enabled)
-        return with_offset(status, node.image)
+        if digest:
+            offset, value = await asyncio.to_thread(node.image_digest)
+            status["lastAppliedOffset"], status["imageDigest"] = offset, value
+        return with_offset(status, image)
 
     # ------------------------------------------------------------ health and metrics
 

@@ -833,6 +833,11 @@ class QuorumStatusOut(ResponseModel):
     queue_depth: int
     raft_commit_index: int
     raft_last_applied: int
+    image_digest: str | None = Field(
+        None,
+        description="SHA-256 of the image at lastAppliedOffset, with ?digest=true: "
+        "voters at the same offset hold the same image exactly when these match",
+    )
     voters: list[VoterOut]
 
 

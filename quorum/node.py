@@ -97,8 +97,6 @@ _FENCE = object()  # queue item: run the session-timeout fencer
 class BatchStats:
     batches: int = 0
     records: int = 0
-    last_batch_records: int = 0
-    last_commit_s: float = 0.0
     sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
 
@@ -427,8 +425,6 @@ class QuorumNode:
             elapsed = time.monotonic() - self._in_flight_started
             self.stats.batches += 1
             self.stats.records += count
-            self.stats.last_batch_records = count
-            self.stats.last_commit_s = elapsed
             self.stats.sizes.append(count)
             self.stats.latencies.append(elapsed)
             self.controller.committed(self.image)

@@ -117,12 +117,20 @@ def test_all_voters_killed_and_restarted_keep_every_acknowledged_write(cluster):
     views = [brokers(cluster, i) for i in range(cluster.n)]
     assert all(v == acked for v in views)
     statuses = [cluster.status(i) for i in range(cluster.n)]
-    cluster.wait(
-        lambda: len({cluster.status(i)["lastAppliedOffset"] for i in range(cluster.n)}) == 1,
-        30,
-        "equal offsets",
-    )
     assert all(s["clusterId"] == cluster.cluster_id for s in statuses)
+
+    def digests():
+        seen = {
+            tuple(
+                cluster.get(i, "/v1/quorum/status?digest=true").json()[k]
+                for k in ("lastAppliedOffset", "imageDigest")
+            )
+            for i in range(cluster.n)
+        }
+        return len(seen) == 1
+
+    # Identical images on every voter, byte for byte (canonical encoding).
+    cluster.wait(digests, 30, "identical image digests on every voter")
 
 
 def test_a_follower_restarted_after_compaction_catches_up_from_a_snapshot(tmp_path):
