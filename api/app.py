@@ -769,6 +769,7 @@ def create_app(
         """Served even when the node is not ready (that is when it is needed)."""
         image = node.image
         status = quorum_status_obj(node, tracker, auth.enabled)
+        status["imageDigest"] = None
         if digest:
             offset, value = await asyncio.to_thread(node.image_digest)
             status["lastAppliedOffset"], status["imageDigest"] = offset, value
