@@ -273,3 +273,39 @@ def test_a_deposed_leaders_batch_forwarded_to_the_new_leader_commits_nothing(tmp
                 await n.stop(transfer=False)
 
     asyncio.run(main())
+
+
+def test_a_snapshot_newer_than_the_journal_start_does_not_drop_the_journal(tmp_path):
+    """A snapshot renamed into place, then a stop before pysyncobj compacted the
+    journal: pysyncobj would clear the journal down to the snapshot's two
+    entries and lose everything written after it; metaquorum replays it."""
+    from quorum.state_machine import _write_snapshot_file
+
+    config = single_voter_config(tmp_path, compaction_entries=100_000)
+    node = build_node(config)
+
+    async def write(node):
+        await active(node)
+        for b in range(1, 4):
+            await register(node, b)
+        journal = node.syncobj._SyncObj__raftLog
+        applied = node.syncobj.raftLastApplied
+        base = journal[0][1]
+        last, prev = journal[applied - base], journal[applied - base - 1]
+        _write_snapshot_file(config.dump_file, node.image, last, prev, [config.raft_address])
+        for b in range(4, 7):  # written after the snapshot, only in the journal
+            await register(node, b)
+        await wait_until(lambda: node.queue_depth == 0)
+        return node.image.next_offset
+
+    next_offset = run_with(node, write)
+    again = build_node(config)
+
+    async def check(node):
+        await wait_until(
+            lambda: node.image.next_offset >= next_offset, what="replay past the snapshot"
+        )
+        assert sorted(node.image.brokers) == [1, 2, 3, 4, 5, 6]
+        assert node.image.ignored_records == 0
+
+    run_with(again, check)
