@@ -14,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from metadata_records.image import MetadataImage
+from quorum.durability import SyncStats
 from quorum.node import QuorumNode
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -112,6 +113,8 @@ class _NodeCollector(Collector):
         yield counter(
             "ignored_records", "records in the log that could not apply", image.ignored_records
         )
+        yield counter("journal_syncs", "journal msyncs (fsync=always)", SyncStats.syncs)
+        yield counter("journal_sync_seconds", "time spent in journal msyncs", SyncStats.seconds)
         yield counter(
             "stale_batches",
             "batches applied as no-ops (stale epoch or offset)",

@@ -79,6 +79,24 @@ class _Cluster:
         self.commit(result.records)
         return result.response
 
+    def alter_isr(self, topic_name: str, pid: int, epochs: dict[int, int]) -> object:
+        """The partition's leader asks for ``epochs``' brokers as its ISR (v3)."""
+        topic = self.image.topic_by_name(topic_name)
+        part = topic.partitions[pid]
+        entry = AlterPartitionPartition(
+            pid,
+            part.leader_epoch,
+            part.partition_epoch,
+            new_isr_with_epochs=tuple(BrokerState(b, e) for b, e in epochs.items()),
+        )
+        return self.run(
+            AlterPartitionRequest(
+                part.leader,
+                self.epochs[part.leader],
+                (AlterPartitionTopic((entry,), topic_id=topic.topic_id),),
+            )
+        )
+
     def answer(self, text: str) -> None:
         if not self.as_json:
             self.console.print(f"  [green]<- {text}[/]")
@@ -145,28 +163,8 @@ def run_demo(as_json: bool = False) -> int:
         f"Leader {p0.leader} asks to keep broker {follower} in the ISR of orders-0, "
         "with a stale broker epoch for it (KIP-903)"
     )
-    resp = c.run(
-        AlterPartitionRequest(
-            p0.leader,
-            c.epochs[p0.leader],
-            (
-                AlterPartitionTopic(
-                    (
-                        AlterPartitionPartition(
-                            0,
-                            p0.leader_epoch,
-                            p0.partition_epoch,
-                            new_isr_with_epochs=tuple(
-                                BrokerState(b, c.epochs[b] - (1 if b == follower else 0))
-                                for b in p0.isr
-                            ),
-                        ),
-                    ),
-                    topic_id=topic.topic_id,
-                ),
-            ),
-        )
-    )
+    epochs = {b: c.epochs[b] - (1 if b == follower else 0) for b in p0.isr}
+    resp = c.alter_isr("orders", 0, epochs)
     part = resp.topics[0].partitions[0]
     c.answer(f"{part.error.name}: {part.error_message} (nothing written)")
 
@@ -179,27 +177,7 @@ def run_demo(as_json: bool = False) -> int:
     topic = c.image.topic_by_name("orders")
     pid, part = next((pid, p) for pid, p in sorted(topic.partitions.items()))
     c.say(f"Leader {part.leader} tries to add broker 1 back to the ISR of orders-{pid}")
-    resp = c.run(
-        AlterPartitionRequest(
-            part.leader,
-            c.epochs[part.leader],
-            (
-                AlterPartitionTopic(
-                    (
-                        AlterPartitionPartition(
-                            pid,
-                            part.leader_epoch,
-                            part.partition_epoch,
-                            new_isr_with_epochs=tuple(
-                                BrokerState(b, c.epochs[b]) for b in (*part.isr, 1)
-                            ),
-                        ),
-                    ),
-                    topic_id=topic.topic_id,
-                ),
-            ),
-        )
-    )
+    resp = c.alter_isr("orders", pid, {b: c.epochs[b] for b in (*part.isr, 1)})
     entry = resp.topics[0].partitions[0]
     c.answer(f"{entry.error.name}: {entry.error_message}")
 

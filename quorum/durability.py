@@ -29,7 +29,8 @@ class SyncStats:
     seconds = 0.0
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
+    """Makes a rename or create in ``path``'s directory durable."""
     fd = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -48,7 +49,7 @@ class DurableMetaStorer(MetaStorer):
             f.flush()
             os.fsync(f.fileno())
         os.replace(path + ".tmp", path)
-        _fsync_dir(path)
+        fsync_dir(path)
 
 
 class MetaquorumJournal(FileJournal):
@@ -68,7 +69,7 @@ class MetaquorumJournal(FileJournal):
         super().__init__(journal_file)
         if fsync:
             self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
-            _fsync_dir(journal_file)
+            fsync_dir(journal_file)
 
     def _sync(self) -> None:
         if not self._fsync or self._batching:

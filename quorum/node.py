@@ -91,6 +91,7 @@ class _Pending:
 
 
 _FENCE = object()  # queue item: run the session-timeout fencer
+_BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
 
 
 @dataclass
@@ -581,9 +582,6 @@ class QuorumNode:
             except RuntimeError:
                 continue
         return {}
-
-
-_BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
 
 
 def _settle(future: asyncio.Future | None, value) -> None:

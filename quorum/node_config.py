@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import orjson
 
@@ -67,7 +67,6 @@ class NodeConfig:
     # Election timing with headroom for the GIL shared with uvicorn (PYSYNCOBJ.md 2.4).
     raft_min_timeout: float = 0.7
     raft_max_timeout: float = 1.5
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:

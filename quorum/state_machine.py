@@ -28,6 +28,7 @@ from metadata_records.image import EMPTY_IMAGE, MetadataImage
 from metadata_records.records import Batch
 from metadata_records.snapshot import decode_image, encode_image
 
+from .durability import fsync_dir
 from .record_log import RecordLog
 
 log = logging.getLogger(__name__)
@@ -277,11 +278,7 @@ def _write_snapshot_file(final: str, image: MetadataImage, last, prev, cluster) 
         f.flush()
         os.fsync(f.fileno())
     os.replace(part, final)
-    fd = os.open(os.path.dirname(os.path.abspath(final)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(final)
 
 
 def _entry_to_json(entry: tuple) -> list:
