@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/metaquorum dev --nodes 3
+	$(BIN)/metaquorum dev --nodes 3 --sim
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -38,6 +38,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_dev_flags(dev)
 
+    from .sim import add_sim_flags
+
+    sim = commands.add_parser(
+        "sim",
+        help="many simulated brokers against a running cluster, with chaos and a live dashboard",
+        description="Runs N broker agents (register, heartbeat, follow the log, lead partitions "
+        "and ask for ISR changes) in one process, with chaos drawn from --seed, then checks "
+        "the log's invariants. Exit codes: 0 no violation, 1 a violation or no recovery, "
+        "2 bad flags or no cluster.",
+    )
+    add_sim_flags(sim)
+
     from .ops import add_ops_commands
 
     add_ops_commands(commands)
@@ -55,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             from .serve import run_serve
 
             return run_serve(args)
+        if args.command == "sim":
+            from .sim import run_sim
+
+            return run_sim(args)
         if args.command == "dev":
             from .dev import run_dev
 

@@ -27,6 +27,14 @@ def add_dev_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http-port", type=int, default=HTTP_BASE, help="first voter's HTTP port")
     parser.add_argument("--fsync", choices=["always", "never"], default="always")
     parser.add_argument("--fresh", action="store_true", help="delete the data dir first")
+    parser.add_argument(
+        "--sim",
+        action="store_true",
+        help="also run simulated brokers with chaos and a live dashboard (metaquorum sim); "
+        "Ctrl-C stops the brokers cleanly, then the voters",
+    )
+    parser.add_argument("--sim-brokers", type=int, default=20, help="brokers for --sim")
+    parser.add_argument("--sim-seed", type=int, default=0, help="chaos seed for --sim")
 
 
 def _ready(url: str) -> bool:
@@ -56,6 +64,20 @@ def curl_recipes(url: str, cluster_id: str) -> str:
     curl -s '{url}/v1/log?fromOffset=0&maxRecords=20'
     curl -s '{url}/v1/brokers?consistency=linearizable'
 """
+
+
+def _voter_preexec() -> None:
+    # Their own session: Ctrl-C reaches this process only, which stops the
+    # simulated brokers cleanly before it stops the voters. And if this process
+    # dies without stopping them (kill -9), the kernel sends them SIGTERM.
+    os.setsid()
+    try:
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: Ctrl-C and SIGTERM still stop them
 
 
 def run_dev(args: argparse.Namespace) -> int:
@@ -101,7 +123,7 @@ def run_dev(args: argparse.Namespace) -> int:
 
     urls = [f"http://127.0.0.1:{p}" for p in http]
     print(f"metaquorum dev: {n} voter(s), cluster {cluster_id}, data in {data_dir}")
-    if n == 1:
+    if n == 1 and not args.sim:
         from .cli import main
 
         print(curl_recipes(urls[0], cluster_id))
@@ -114,6 +136,7 @@ def run_dev(args: argparse.Namespace) -> int:
             [sys.executable, "-m", "metaquorum.cli", *serve_args(i)],
             stdout=logs[i],
             stderr=subprocess.STDOUT,
+            preexec_fn=_voter_preexec,
         )
         for i in range(n)
     ]
@@ -128,6 +151,8 @@ def run_dev(args: argparse.Namespace) -> int:
                 print("the voters did not become ready within 60 s; see the node-*.log files")
                 return 1
             time.sleep(0.2)
+        if args.sim:
+            return _run_sim(args, urls, cluster_id, [f.name for f in logs])
         for i, url in enumerate(urls):
             print(f"  voter {i}: {url}  (log: {logs[i].name})")
         print(curl_recipes(urls[0], cluster_id))
@@ -152,3 +177,37 @@ def run_dev(args: argparse.Namespace) -> int:
                 child.wait()
         for f in logs:
             f.close()
+
+
+def _run_sim(args: argparse.Namespace, urls: list[str], cluster_id: str, logs: list[str]) -> int:
+    """The README's main job: the voters plus simulated brokers on a live dashboard."""
+    from .sim import add_sim_flags, run_sim
+
+    url = urls[0]
+    header = "\n".join(
+        [
+            f"metaquorum dev: {len(urls)} voters  " + "  ".join(urls) + f"   docs: {url}/docs",
+            f"  curl -s {url}/v1/quorum/status        # who leads, offsets, per-voter lag",
+            f"  curl -s '{url}/v1/brokers?consistency=linearizable'   # the brokers below",
+            f"  curl -sL -H 'content-type: application/json' {url}/v1/topics "
+            '-d \'{"topics": [{"name": "orders", "numPartitions": 6}]}\'',
+            f"  voter logs: {os.path.dirname(logs[0])}/node-*.log   Ctrl-C: stop brokers cleanly, "
+            "then the voters",
+        ]
+    )
+    if not sys.stdout.isatty():
+        print(header)  # on a terminal it heads the dashboard instead
+    parser = argparse.ArgumentParser(prog="metaquorum dev --sim")
+    add_sim_flags(parser)
+    sim_args = parser.parse_args(
+        [
+            "--url", ",".join(urls),
+            "--brokers", str(args.sim_brokers),
+            "--topics", "4",
+            "--partitions", "25",
+            "--duration", "0",  # until Ctrl-C
+            "--chaos", "all",
+            "--seed", str(args.sim_seed),
+        ]
+    )  # fmt: skip
+    return run_sim(sim_args, header=header)

@@ -56,3 +56,27 @@ def run_with(node: QuorumNode, body, timeout_s: float = 60.0):
             await node.stop(transfer=False)
 
     return asyncio.run(main())
+
+
+def kill_processes_mentioning(text: str) -> int:
+    """SIGKILLs every process whose command line contains ``text`` (a test's own
+    tmp dir): the cleanup for processes started in sessions of their own."""
+    import os
+    import signal
+
+    killed = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed

@@ -1,0 +1,426 @@
+"""One broker, as the controller sees it: registration, heartbeats, controlled
+shutdown, and the leader side of ISR management, over HTTP only.
+
+Modelled on Kafka's ``BrokerLifecycleManager`` (register with a fresh incarnation
+id, heartbeat every interval with the real metadata offset, unfenced only once
+caught up, ``wantShutDown`` until ``shouldShutDown``) and ``Partition`` /
+``AlterPartitionManager`` for the partitions it leads (``brokers/isr_manager.py``
+holds that policy; this module drives it).
+
+The data plane is simulated: each led partition's log grows, and a
+``FollowerModel`` says what each follower fetched (caught up, lagging, stalled,
+and with which broker epoch, for KIP-903). Everything else is real: the
+metadata cache is the log replayed with ``metadata_records``' own ``apply``, and
+every request is a real HTTP call through ``brokers/client.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+from metadata_records.errors import Errors
+from metadata_records.image import MetadataImage
+
+from .client import ClientError, MetaquorumClient, OutcomeUnknown, RequestRejected
+from .isr_manager import IsrManager
+from .metadata_cache import LogFollower
+from .stats import SimStats
+
+log = logging.getLogger(__name__)
+
+LISTENER_PORT_BASE = 9092
+METADATA_VERSION_RANGE = {
+    "name": "metadata.version",
+    "minSupportedVersion": 1,
+    "maxSupportedVersion": 2,
+}
+
+
+class State(enum.Enum):
+    STOPPED = "stopped"  # not started, or stopped cleanly
+    REGISTERING = "registering"
+    FENCED = "fenced"  # registered; catching up, or fenced by the controller
+    ACTIVE = "active"
+    CONTROLLED_SHUTDOWN = "controlled-shutdown"  # wantShutDown sent, not yet told to stop
+    CRASHED = "crashed"  # gone without a word: heartbeats stop, fetches stop
+
+
+@dataclass
+class AgentConfig:
+    heartbeat_interval_s: float = 2.0  # Kafka's broker.heartbeat.interval.ms
+    replica_lag_time_max_ms: int = 30000  # Kafka's replica.lag.time.max.ms
+    tick_s: float = 0.25  # how often the leader looks at its partitions
+    register_retry_s: float = 1.0
+    shutdown_timeout_s: float = 60.0  # then give up on controlled shutdown, as Kafka does
+    records_per_tick: int = 20  # simulated produce rate per led partition
+
+
+class FollowerModel(Protocol):
+    """What a follower of a led partition fetched just now: ``(fetch offset,
+    broker epoch it reported)``, or None if it did not fetch."""
+
+    def fetch(
+        self, follower_id: int, topic_id: str, partition: int, leader_leo: int, now_ms: int
+    ) -> tuple[int, int] | None: ...
+
+
+class HealthyFollowers:
+    """Followers as a healthy cluster has them: every registered, unfenced replica
+    fetches up to the leader's log end with the epoch the metadata shows."""
+
+    def __init__(self, follower: LogFollower) -> None:
+        self.follower = follower
+
+    def fetch(self, follower_id, topic_id, partition, leader_leo, now_ms):
+        reg = self.follower.image.brokers.get(follower_id)
+        if reg is None or reg.fenced:
+            return None
+        return leader_leo, reg.epoch
+
+
+class BrokerAgent:
+    def __init__(
+        self,
+        broker_id: int,
+        cluster_id: str,
+        client: MetaquorumClient,
+        follower: LogFollower,
+        *,
+        config: AgentConfig | None = None,
+        followers: FollowerModel | None = None,
+        stats: SimStats | None = None,
+        rack: str | None = None,
+        rng: random.Random | None = None,
+        clock=time.monotonic,
+    ) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.client = client
+        self.follower = follower
+        self.config = config or AgentConfig()
+        self.followers = followers or HealthyFollowers(follower)
+        self.stats = stats or SimStats()
+        self.rack = rack
+        self.rng = rng or random.Random(broker_id)
+        self.clock = clock
+        self.state = State.STOPPED
+        self.epoch = -1
+        self.previous_epoch = -1  # the epoch of a clean previous run (KIP-966's field)
+        self.incarnation_id = ""
+        self.isr = IsrManager(broker_id, self.config.replica_lag_time_max_ms)
+        self._leo: dict[tuple[str, int], int] = {}
+        self._want_shut_down = False
+        self._shutdown_done: asyncio.Event | None = None
+        self._wake = asyncio.Event()
+        self._seen_image: MetadataImage | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._alter_task: asyncio.Task | None = None
+        self._alter_backoff_until = 0.0
+        self.blip_until = 0.0  # a network blip: nothing reaches the controller until then
+        self.in_flight_since: dict[tuple[str, int], float] = {}
+        self.problem: str | None = None  # the last thing that went wrong, for people
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in (State.STOPPED, State.CRASHED)
+
+    def start(self) -> None:
+        """Starts a new incarnation (a process start): register, then heartbeat."""
+        assert not self.alive, f"broker {self.broker_id} is already running"
+        self.state = State.REGISTERING
+        self.epoch = -1
+        self.incarnation_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        self.isr = IsrManager(self.broker_id, self.config.replica_lag_time_max_ms)
+        self._leo.clear()
+        self.in_flight_since.clear()
+        self._want_shut_down = False
+        self._shutdown_done = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._seen_image = None
+        self._tasks = [
+            asyncio.create_task(self._lifecycle(), name=f"broker-{self.broker_id}-lifecycle"),
+            asyncio.create_task(self._leader_loop(), name=f"broker-{self.broker_id}-isr"),
+        ]
+
+    async def stop(self) -> bool:
+        """Controlled shutdown (KIP-841): ``wantShutDown`` until the controller says
+        ``shouldShutDown``. Returns False if it gave up after the timeout."""
+        if not self.alive:
+            return True
+        self._want_shut_down = True
+        self._wake.set()  # say it now, not at the next interval
+        if self.state is State.REGISTERING:
+            await self._cancel(State.STOPPED)
+            return True
+        assert self._shutdown_done is not None
+        try:
+            await asyncio.wait_for(self._shutdown_done.wait(), self.config.shutdown_timeout_s)
+            clean = True
+        except TimeoutError:
+            self.stats.count("controlled_shutdown_timeouts")
+            self.problem = "controlled shutdown timed out; stopped anyway"
+            clean = False
+        self.previous_epoch = self.epoch if clean else -1
+        await self._cancel(State.STOPPED)
+        return clean
+
+    async def crash(self) -> None:
+        """Stops without a word, as a killed process: no controlled shutdown."""
+        if self.alive:
+            self.previous_epoch = -1
+            await self._cancel(State.CRASHED)
+
+    async def _cancel(self, state: State) -> None:
+        tasks = [t for t in (*self._tasks, self._alter_task) if t is not None]
+        current = asyncio.current_task()
+        for t in tasks:
+            if t is not current:
+                t.cancel()
+        await asyncio.gather(*(t for t in tasks if t is not current), return_exceptions=True)
+        self._tasks, self._alter_task = [], None
+        self.state = state
+
+    def blip(self, seconds: float) -> None:
+        """A network blip between this broker and the controller."""
+        self.blip_until = max(self.blip_until, self.clock() + seconds)
+
+    def _blipped(self) -> bool:
+        return self.clock() < self.blip_until
+
+    # ---------------------------------------------------------------- timed requests
+
+    async def _timed(self, endpoint: str, call):
+        start = self.clock()
+        try:
+            answer = await call
+        except OutcomeUnknown:
+            self.stats.observe(endpoint, self.clock() - start, "OUTCOME_UNKNOWN")
+            raise
+        except RequestRejected as e:
+            self.stats.observe(endpoint, self.clock() - start, f"HTTP_{e.status}")
+            raise
+        except ClientError:
+            self.stats.observe(endpoint, self.clock() - start, "UNAVAILABLE")
+            raise
+        self.stats.observe(endpoint, self.clock() - start, answer.error_name)
+        return answer
+
+    # ---------------------------------------------------------------- register + heartbeat
+
+    async def _lifecycle(self) -> None:
+        try:
+            await self._register()
+            await self._heartbeats()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a bug here must not take the whole simulator down
+            log.exception("broker %d: lifecycle failed", self.broker_id)
+            self.problem = f"lifecycle failed: {e!r}"
+            self.state = State.CRASHED
+
+    async def _register(self) -> None:
+        while True:
+            if self._blipped():
+                await asyncio.sleep(self.config.register_retry_s)
+                continue
+            try:
+                answer = await self._timed(
+                    "register",
+                    self.client.register(
+                        self.broker_id,
+                        self.cluster_id,
+                        self.incarnation_id,
+                        [
+                            {
+                                "name": "PLAINTEXT",
+                                "host": "localhost",
+                                "port": LISTENER_PORT_BASE + self.broker_id % 50000,
+                                "securityProtocol": 0,
+                            }
+                        ],
+                        [METADATA_VERSION_RANGE],
+                        rack=self.rack,
+                        previous_broker_epoch=self.previous_epoch,
+                    ),
+                )
+            except (ClientError, RequestRejected) as e:
+                # An unknown outcome is safe to retry: the same incarnation id
+                # re-registers without a new epoch.
+                self.problem = f"register: {e}"
+                await asyncio.sleep(self.config.register_retry_s)
+                continue
+            if answer.ok:
+                self.epoch = answer.broker_epoch
+                self.state = State.FENCED
+                self.problem = None
+                self.stats.count("registrations")
+                return
+            # DUPLICATE_BROKER_REGISTRATION: the previous incarnation's session is
+            # still valid; it expires within the session timeout. Anything else
+            # (INCONSISTENT_CLUSTER_ID, UNSUPPORTED_VERSION) is shown and retried.
+            self.problem = f"register: {answer.error_name}: {answer.error_message}"
+            await asyncio.sleep(self.config.register_retry_s)
+
+    async def _heartbeats(self) -> None:
+        interval = self.config.heartbeat_interval_s
+        # Spread the first beats so many agents do not beat in lockstep.
+        await asyncio.sleep(self.rng.uniform(0, min(interval, 0.2)))
+        while True:
+            started = self.clock()
+            if not self._blipped():
+                await self._heartbeat_once()
+                if self.state is State.STOPPED:
+                    return
+            # Kafka's lifecycle manager beats faster while it waits to be unfenced
+            # or to be let go, so a catching-up broker is not held back a whole interval.
+            pause = interval if self.state is State.ACTIVE else min(interval, 0.2)
+            try:
+                await asyncio.wait_for(
+                    self._wake.wait(), max(0.0, pause - (self.clock() - started))
+                )
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def _heartbeat_once(self) -> None:
+        offset = self.follower.image.last_offset
+        try:
+            hb = await self._timed(
+                "heartbeat",
+                self.client.heartbeat(
+                    self.broker_id, self.epoch, offset, want_shut_down=self._want_shut_down
+                ),
+            )
+        except (ClientError, RequestRejected) as e:
+            self.problem = f"heartbeat: {e}"
+            return
+        if hb.error_code == Errors.STALE_BROKER_EPOCH:
+            # Our registration was replaced (or the controller never saw it): a
+            # new incarnation must register again.
+            self.stats.count("stale_epoch_reregistrations")
+            self.problem = f"heartbeat: {hb.error_message}; registering again"
+            self.incarnation_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+            self.state = State.REGISTERING
+            await self._register()
+            return
+        if not hb.ok:
+            self.problem = f"heartbeat: {hb.error_name}: {hb.error_message}"
+            return
+        self.problem = None
+        if hb.should_shut_down:
+            self.state = State.STOPPED
+            if self._shutdown_done is not None:
+                self._shutdown_done.set()
+            return
+        if self._want_shut_down:
+            self.state = State.CONTROLLED_SHUTDOWN
+        elif hb.is_fenced:
+            if self.state is State.ACTIVE:
+                # Fenced although alive and beating: the session expired (a false
+                # fencing if this broker was healthy) or the controller failed over.
+                self.stats.count("unexpected_fencings")
+            self.state = State.FENCED
+        else:
+            if self.state is State.FENCED:
+                self.stats.count("unfencings")
+            self.state = State.ACTIVE
+
+    # ---------------------------------------------------------------- leader side
+
+    def _on_image(self, image: MetadataImage) -> None:
+        self._seen_image = image
+        self.isr.on_metadata(image)
+        self._forget_settled()
+
+    def _forget_settled(self) -> None:
+        for tp in list(self.in_flight_since):
+            if self.isr.in_flight(tp) is None:
+                del self.in_flight_since[tp]
+
+    async def _leader_loop(self) -> None:
+        tick = self.config.tick_s
+        await asyncio.sleep(self.rng.uniform(0, tick))
+        while True:
+            try:
+                self._step()
+            except Exception as e:  # noqa: BLE001 - keep the agent alive, say what broke
+                log.exception("broker %d: leader step failed", self.broker_id)
+                self.problem = f"leader step failed: {e!r}"
+            await asyncio.sleep(tick)
+
+    def _step(self) -> None:
+        if self.state not in (State.ACTIVE, State.CONTROLLED_SHUTDOWN, State.FENCED):
+            return
+        image = self.follower.image
+        if image is not self._seen_image:
+            self._on_image(image)
+        led = self.isr.led_partitions()
+        if not led:
+            return
+        now = self.clock()
+        now_ms = int(now * 1000)
+        n = self.config.records_per_tick
+        for tp in led:
+            leo = self._leo.get(tp, 0) + (self.rng.randint(0, 2 * n) if n else 0)
+            self._leo[tp] = leo
+            self.isr.on_append(tp[0], tp[1], leo, now_ms)
+            committed = self.isr.committed(tp)
+            if committed is None:
+                continue
+            for b in committed.replicas:
+                if b == self.broker_id:
+                    continue
+                fetched = self.followers.fetch(b, tp[0], tp[1], leo, now_ms)
+                if fetched is not None:
+                    self.isr.on_fetch(tp[0], tp[1], b, fetched[1], fetched[0], now_ms)
+        if self._alter_task is not None or self._blipped() or now < self._alter_backoff_until:
+            return
+        topics = self.isr.decide(now_ms, image)
+        if topics:
+            for t in topics:
+                for p in t["partitions"]:
+                    self.in_flight_since.setdefault((t["topicId"], p["partitionIndex"]), now)
+            self._alter_task = asyncio.create_task(self._alter(topics))
+
+    async def _alter(self, topics: list[dict]) -> None:
+        try:
+            answer = await self._timed(
+                "alter-partition", self.client.alter_partition(self.broker_id, self.epoch, topics)
+            )
+        except (ClientError, RequestRejected) as e:
+            self.isr.on_request_failed(int(self.clock() * 1000))
+            self.problem = f"alter-partition: {e}"
+            self._alter_backoff_until = self.clock() + 1.0
+            return
+        finally:
+            self._alter_task = None
+        now_ms = int(self.clock() * 1000)
+        self.isr.on_response(now_ms, answer.body.get("topics") or [], answer.error_code)
+        if not answer.ok:
+            # STALE_BROKER_EPOCH, NOT_CONTROLLER, ...: nothing was decided. Pause a
+            # little rather than resend at the tick rate.
+            self.problem = f"alter-partition: {answer.error_name}: {answer.error_message}"
+            self._alter_backoff_until = self.clock() + 1.0
+        for p in answer.partitions:
+            self.stats.count(f"alter_partition_{p.error_name}")
+        self._forget_settled()
+
+    # ---------------------------------------------------------------- queries
+
+    def stuck_changes(self, older_than_s: float) -> list[tuple[str, int]]:
+        """Led partitions with a change in flight for longer than ``older_than_s``."""
+        now = self.clock()
+        return sorted(
+            tp
+            for tp, since in self.in_flight_since.items()
+            if self.isr.in_flight(tp) is not None and now - since > older_than_s
+        )

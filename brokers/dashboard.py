@@ -1,0 +1,134 @@
+"""The simulator's live terminal dashboard and its end-of-run summary (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .sim import SimResult, Simulation
+
+
+def render(sim: Simulation, header: str | None = None) -> Group:
+    snap = sim.snapshot()
+    c = sim.config
+    parts = []
+    if header:
+        parts.append(Text(header, style="dim"))
+
+    ctl = sim.controller
+    leader = ctl.get("leaderId", -1)
+    controller = Text.assemble(
+        ("controller ", "bold"),
+        (f"node {leader}" if leader is not None and leader >= 0 else "none", "cyan"),
+        f"  epoch {ctl.get('controllerEpoch', '?')}",
+        f"  log offset {snap.offset}",
+        f"  hwm {ctl.get('highWatermark', '?')}",
+        ("   " + sim.phase, "yellow"),
+        f"   {snap.at_s:,.0f} s" + (f" / {c.duration_s:,.0f} s" if c.duration_s else ""),
+    )
+    parts.append(controller)
+
+    brokers = Table(title="brokers (metadata log)", title_justify="left", expand=True)
+    for col in ("active", "fenced", "controlled shutdown", "agents"):
+        brokers.add_column(col, justify="right")
+    agents = "  ".join(f"{k} {v}" for k, v in sorted(snap.agent_states.items()))
+    brokers.add_row(
+        Text(str(snap.brokers_active), style="green"),
+        Text(str(snap.brokers_fenced), style="red" if snap.brokers_fenced else ""),
+        Text(str(snap.brokers_shutting_down), style="yellow" if snap.brokers_shutting_down else ""),
+        agents,
+    )
+
+    shrink_rate, expand_rate = sim.isr_rates()
+    cache = sim.follower.cache if sim.follower else None
+    partitions = Table(title="partitions", title_justify="left", expand=True)
+    for col in ("total", "under-replicated", "offline", "ISR shrinks/s", "expands/s", "total ±"):
+        partitions.add_column(col, justify="right")
+    partitions.add_row(
+        str(snap.partitions),
+        Text(str(snap.under_replicated), style="yellow" if snap.under_replicated else "green"),
+        Text(str(snap.offline), style="red" if snap.offline else "green"),
+        f"{shrink_rate:.1f}",
+        f"{expand_rate:.1f}",
+        f"-{cache.isr_shrinks} +{cache.isr_expands}" if cache else "",
+    )
+
+    requests = Table(title="requests (last 5 s)", title_justify="left", expand=True)
+    for col in ("endpoint", "req/s", "p50 ms", "p99 ms", "errors (whole run)"):
+        requests.add_column(col, justify="right" if col != "endpoint" else "left")
+    for name in sorted(sim.stats.endpoints):
+        rate, h = sim.stats.recent(name)
+        errors = sim.stats.endpoints[name].errors
+        requests.add_row(
+            name,
+            f"{rate:,.0f}",
+            _fmt(h.quantile(0.5)),
+            _fmt(h.quantile(0.99)),
+            ", ".join(f"{k} {v}" for k, v in errors.most_common(3)),
+        )
+
+    chaos = Text("\n".join(sim.recent_chaos) or "(none yet)")
+    done = ", ".join(f"{k} {v}" for k, v in sorted(sim.chaos_done.items())) or "none"
+    parts += [
+        brokers,
+        partitions,
+        requests,
+        Panel(chaos, title=f"chaos: {done}", title_align="left"),
+    ]
+    troubled = [a for a in sim.agents.values() if a.problem]
+    if troubled:
+        a = troubled[0]
+        parts.append(
+            Text(
+                f"{len(troubled)} broker(s) report a problem; broker {a.broker_id}: {a.problem}",
+                style="red",
+            )
+        )
+    return Group(*parts)
+
+
+def summary(result: SimResult) -> Group:
+    t = Table(title="simulation summary", title_justify="left")
+    t.add_column("")
+    t.add_column("", justify="right")
+    t.add_row("brokers / partitions", f"{result.brokers} / {result.partitions}")
+    t.add_row("seed / duration", f"{result.seed} / {result.duration_s} s")
+    t.add_row(
+        "chaos injected", ", ".join(f"{k} {v}" for k, v in sorted(result.chaos.items())) or "none"
+    )
+    t.add_row("ISR shrinks / expands committed", f"{result.isr_shrinks} / {result.isr_expands}")
+    for key in ("registrations", "unfencings", "unexpected_fencings"):
+        t.add_row(key.replace("_", " "), str(result.events.get(key, 0)))
+    t.add_row(
+        "settled after chaos",
+        f"yes, in {result.settle_s} s"
+        if result.settled
+        else "NO (brokers or ISRs did not recover)",
+    )
+    t.add_row("records checked", str(result.records_checked))
+    t.add_row("violations", str(len(result.violations)))
+    t.add_row("stuck ISR changes", str(len(result.stuck)))
+    req = Table(title="requests", title_justify="left")
+    for col in ("endpoint", "count", "p50 ms", "p99 ms", "max ms", "errors"):
+        req.add_column(col, justify="left" if col in ("endpoint", "errors") else "right")
+    for name, r in result.requests.items():
+        req.add_row(
+            name,
+            str(r["count"]),
+            str(r["p50_ms"]),
+            str(r["p99_ms"]),
+            str(r["max_ms"]),
+            ", ".join(f"{k} {v}" for k, v in r["errors"].items()),
+        )
+    parts = [t, req]
+    for line in (result.violations + result.stuck + result.problems)[:20]:
+        parts.append(Text(line, style="red"))
+    verdict = "OK: no invariant violated" if result.ok else "FAILED: see above"
+    parts.append(Text(verdict, style="bold green" if result.ok else "bold red"))
+    return Group(*parts)
+
+
+def _fmt(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f}"

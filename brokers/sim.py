@@ -1,0 +1,609 @@
+"""Many simulated brokers in one process, with chaos, against a real cluster.
+
+N ``BrokerAgent``s share one HTTP connection pool and one log follower (their
+metadata caches would all be at the same offset anyway). A ``World`` plays the
+data plane between them: a follower fetches from its leaders while it is alive,
+with the broker epoch of its current incarnation (KIP-903), and stalls while it
+is "slow". Chaos follows a schedule drawn from ``--seed`` before the run starts,
+so a run can be repeated:
+
+* crash: the broker stops without a word (heartbeats and fetches stop); its
+  session expires and the controller fences it; it comes back as a new
+  incarnation after ``crash_downtime_s`` (DUPLICATE_BROKER_REGISTRATION until
+  the old session has expired, as in Kafka);
+* bounce: a controlled shutdown (KIP-841), then a new incarnation at once;
+* slow: its fetches stall past ``replica.lag.time.max.ms``: leaders shrink it
+  out of their ISRs, then expand it back once it catches up;
+* blip: nothing it sends reaches the controller for a few seconds (less than
+  the session timeout: no fencing should follow).
+
+Afterwards the chaos stops, every broker comes back, and the run settles; then
+the log is read back and checked (``log_checker``), and no agent may be left
+with an ISR change in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+
+from metadata_records.image import MetadataImage
+
+from .agent import AgentConfig, BrokerAgent, State
+from .client import ClientError, MetaquorumClient
+from .log_checker import LogChecker, Violation
+from .metadata_cache import LogFollower
+from .stats import SimStats
+
+CHAOS_KINDS = ("crash", "bounce", "slow", "blip")
+
+
+@dataclass
+class SimConfig:
+    urls: list[str]
+    brokers: int = 20
+    topics: int = 4
+    partitions: int = 50  # per topic
+    replication_factor: int = 3
+    duration_s: float = 60.0  # 0: until cancelled (Ctrl-C)
+    chaos: tuple[str, ...] = ()
+    seed: int = 0
+    token: str | None = None
+    first_broker_id: int = 1
+    topic_prefix: str = "sim-"
+    heartbeat_interval_s: float = 1.0
+    replica_lag_time_max_ms: int = 3000
+    chaos_interval_s: float = 3.0  # one chaos event every this many seconds
+    crash_downtime_s: float = 4.0
+    slow_s: float = 8.0
+    blip_s: float = 2.0
+    settle_timeout_s: float = 60.0
+    stuck_after_s: float = 15.0  # an ISR change in flight this long at the end is stuck
+    max_connections: int = 100
+    check_log: bool = True
+    log_wait_ms: int = 500
+
+    def problems(self) -> list[str]:
+        out = []
+        if not self.urls:
+            out.append("--url: at least one voter URL is needed")
+        if self.brokers < 1:
+            out.append(f"--brokers must be at least 1, got {self.brokers}")
+        if self.topics < 0 or self.partitions < 1:
+            out.append("--topics must be >= 0 and --partitions >= 1")
+        if not 1 <= self.replication_factor <= max(1, self.brokers):
+            out.append(
+                f"--replication-factor {self.replication_factor} needs at least as many brokers"
+            )
+        unknown = set(self.chaos) - set(CHAOS_KINDS)
+        if unknown:
+            out.append(
+                f"--chaos: unknown kind(s) {', '.join(sorted(unknown))}; "
+                f"choose from {','.join(CHAOS_KINDS)}"
+            )
+        if self.duration_s < 0:
+            out.append("--duration must not be negative")
+        return out
+
+
+@dataclass(frozen=True)
+class ChaosEvent:
+    at_s: float
+    kind: str
+    broker_id: int
+    duration_s: float
+
+
+def chaos_schedule(config: SimConfig) -> list[ChaosEvent]:
+    """The chaos of a run, drawn from its seed before it starts.
+
+    At most a fifth of the brokers (at least one) is disturbed at any time, and
+    a broker is never disturbed twice at once. Chaos stops a settle margin before
+    the end so the run can end calm."""
+    if not config.chaos:
+        return []
+    rng = random.Random(config.seed)
+    ids = list(range(config.first_broker_id, config.first_broker_id + config.brokers))
+    # Enough for a long interactive run too; the runner stops at the duration.
+    horizon = config.duration_s if config.duration_s > 0 else 24 * 3600
+    last_start = horizon - max(config.crash_downtime_s, config.slow_s) - 5
+    nominal = {
+        "crash": config.crash_downtime_s + 10,  # + session timeout and re-registration
+        "bounce": 5.0,
+        "slow": config.slow_s,
+        "blip": config.blip_s,
+    }
+    limit = max(1, config.brokers // 5)
+    busy: dict[int, float] = {}  # broker -> until
+    events = []
+    kinds: list[str] = []  # each kind once per round, in a shuffled order
+    t = min(config.chaos_interval_s, 5.0)
+    while t <= last_start:
+        for b in [b for b, until in busy.items() if until <= t]:
+            del busy[b]
+        if len(busy) < limit:
+            if not kinds:
+                kinds = list(config.chaos)
+                rng.shuffle(kinds)
+            kind = kinds.pop()
+            broker = rng.choice([b for b in ids if b not in busy])
+            duration = {
+                "crash": config.crash_downtime_s,
+                "bounce": 0.0,
+                "slow": config.slow_s,
+                "blip": config.blip_s,
+            }[kind]
+            events.append(ChaosEvent(round(t, 3), kind, broker, duration))
+            busy[broker] = t + nominal[kind]
+        t += config.chaos_interval_s * rng.uniform(0.5, 1.5)
+    return events
+
+
+class World:
+    """The data plane between the simulated brokers (a ``FollowerModel``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.agents: dict[int, BrokerAgent] = {}
+        self.slow_until: dict[int, float] = {}
+        self._stalled_at: dict[tuple[int, str, int], int] = {}
+        self.clock = clock
+
+    def fetch(self, follower_id, topic_id, partition, leader_leo, now_ms):
+        a = self.agents.get(follower_id)
+        if a is None or not a.alive or a.epoch < 0:
+            return None  # not running, or not registered yet: it does not fetch
+        key = (follower_id, topic_id, partition)
+        if self.clock() < self.slow_until.get(follower_id, 0.0):
+            # Stalled: stuck where it was when it slowed down, behind the leader.
+            return self._stalled_at.setdefault(key, max(0, leader_leo - 1)), a.epoch
+        self._stalled_at.pop(key, None)
+        return leader_leo, a.epoch
+
+
+@dataclass
+class Snapshot:
+    """What the dashboard shows, computed from the image and the agents."""
+
+    at_s: float
+    offset: int
+    brokers_active: int = 0
+    brokers_fenced: int = 0
+    brokers_shutting_down: int = 0
+    partitions: int = 0
+    under_replicated: int = 0
+    offline: int = 0
+    agent_states: dict[str, int] = field(default_factory=dict)
+
+
+def image_counts(image: MetadataImage, topic_ids: set[str] | None = None) -> dict[str, int]:
+    active = fenced = shutting = 0
+    for b in image.brokers.values():
+        if b.fenced:
+            fenced += 1
+        elif b.in_controlled_shutdown:
+            shutting += 1
+        else:
+            active += 1
+    partitions = urp = offline = 0
+    for topic_id, topic in image.topics.items():
+        if topic_ids is not None and topic_id not in topic_ids:
+            continue
+        for p in topic.partitions.values():
+            partitions += 1
+            urp += len(p.isr) < len(p.replicas)
+            offline += p.leader == -1
+    return {
+        "brokers_active": active,
+        "brokers_fenced": fenced,
+        "brokers_shutting_down": shutting,
+        "partitions": partitions,
+        "under_replicated": urp,
+        "offline": offline,
+    }
+
+
+@dataclass
+class SimResult:
+    seed: int
+    brokers: int
+    partitions: int
+    duration_s: float
+    chaos: dict[str, int]
+    chaos_skipped: int
+    schedule: list[dict]
+    settled: bool
+    settle_s: float | None
+    stuck: list[str]
+    violations: list[str]
+    records_checked: int
+    fencings: int  # committed to the log, by session timeout or controlled shutdown
+    isr_shrinks: int
+    isr_expands: int
+    events: dict[str, int]
+    requests: dict[str, dict[str, Any]]
+    unclean_shutdowns: int
+    final: dict[str, int]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.settled and not self.stuck and not self.violations and not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+class Simulation:
+    def __init__(self, config: SimConfig, log: Callable[[str], None] = lambda s: None) -> None:
+        bad = config.problems()
+        if bad:
+            raise ValueError("; ".join(bad))
+        self.config = config
+        self.say = log
+        self.stats = SimStats()
+        self.world = World()
+        self.schedule = chaos_schedule(config)
+        self.chaos_done: Counter = Counter()
+        self.chaos_skipped = 0
+        self.recent_chaos: list[str] = []
+        self.started = time.monotonic()
+        self.phase = "starting"
+        self.controller: dict[str, Any] = {}
+        self.topic_ids: set[str] = set()
+        self.client: MetaquorumClient | None = None
+        self.follower: LogFollower | None = None
+        self.agents: dict[int, BrokerAgent] = {}
+        self._rates: list[tuple[float, int, int]] = []
+        self._tasks: list[asyncio.Task] = []
+        self._stop = asyncio.Event()
+        self.problems: list[str] = []
+
+    def request_stop(self) -> None:
+        """Ends the run early (Ctrl-C), still settling, stopping cleanly and checking."""
+        self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    # ------------------------------------------------------------ views
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def snapshot(self) -> Snapshot:
+        image = self.follower.image if self.follower else None
+        counts = image_counts(image, self.topic_ids) if image is not None else {}
+        states = Counter(a.state.value for a in self.agents.values())
+        return Snapshot(
+            self.elapsed_s, image.last_offset if image else -1, **counts, agent_states=dict(states)
+        )
+
+    def isr_rates(self, window_s: float = 5.0) -> tuple[float, float]:
+        """ISR shrinks and expands per second committed, over the last window."""
+        if self.follower is None:
+            return 0.0, 0.0
+        cache = self.follower.cache
+        now = time.monotonic()
+        self._rates.append((now, cache.isr_shrinks, cache.isr_expands))
+        while len(self._rates) > 2 and now - self._rates[0][0] > window_s:
+            self._rates.pop(0)
+        t0, s0, e0 = self._rates[0]
+        span = now - t0
+        if span <= 0:
+            return 0.0, 0.0
+        return (cache.isr_shrinks - s0) / span, (cache.isr_expands - e0) / span
+
+    # ------------------------------------------------------------ the run
+
+    async def run(self) -> SimResult:
+        c = self.config
+        async with httpx.AsyncClient(
+            timeout=10.0,
+            limits=httpx.Limits(
+                max_connections=c.max_connections, max_keepalive_connections=c.max_connections
+            ),
+        ) as http:
+            self.client = MetaquorumClient(c.urls, token=c.token, http=http)
+            try:
+                return await self._run()
+            finally:
+                for t in self._tasks:
+                    t.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                for a in self.agents.values():
+                    if a.alive:
+                        await a.crash()
+
+    async def _run(self) -> SimResult:
+        c = self.config
+        cluster_id = await self._cluster_id()
+        self.follower = LogFollower(self.client, wait_ms=c.log_wait_ms)
+        self._tasks.append(asyncio.create_task(self.follower.run(), name="log-follower"))
+        self._tasks.append(asyncio.create_task(self._watch_controller(), name="controller"))
+        agent_config = AgentConfig(
+            heartbeat_interval_s=c.heartbeat_interval_s,
+            replica_lag_time_max_ms=c.replica_lag_time_max_ms,
+        )
+        rng = random.Random(c.seed)
+        for i in range(c.brokers):
+            b = c.first_broker_id + i
+            agent = BrokerAgent(
+                b,
+                cluster_id,
+                self.client,
+                self.follower,
+                config=agent_config,
+                followers=self.world,
+                stats=self.stats,
+                rack=f"rack-{i % 3}",
+                rng=random.Random(rng.getrandbits(64)),
+            )
+            self.agents[b] = self.world.agents[b] = agent
+
+        self.phase = "registering brokers"
+        for i, agent in enumerate(self.agents.values()):
+            agent.start()
+            if i % 100 == 99:
+                await asyncio.sleep(0.05)  # a staggered start, as a rolling deploy would
+        need = min(c.brokers, max(c.replication_factor, 1))
+        await self._wait(
+            lambda: sum(a.state is State.ACTIVE for a in self.agents.values()) >= need,
+            60.0,
+            f"{need} brokers active",
+        )
+        self.phase = "creating topics"
+        await self._create_topics()
+        self.phase = "running" + (f" with chaos ({','.join(c.chaos)})" if c.chaos else "")
+        run_start = time.monotonic()
+        chaos = asyncio.create_task(self._chaos(run_start), name="chaos")
+        self._tasks.append(chaos)
+        try:
+            remaining = c.duration_s - (time.monotonic() - run_start) if c.duration_s else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), remaining)
+        finally:
+            chaos.cancel()
+            await asyncio.gather(chaos, return_exceptions=True)
+        return await self.finish()
+
+    async def finish(self) -> SimResult:
+        """Calm down, settle, stop every broker cleanly, check the log."""
+        c = self.config
+        self.phase = "settling: every broker back, ISRs full"
+        self.world.slow_until.clear()
+        for a in self.agents.values():
+            a.blip_until = 0.0
+            if not a.alive:
+                a.start()
+        settle_start = time.monotonic()
+        settled = await self._wait(self._settled, c.settle_timeout_s, None)
+        settle_s = time.monotonic() - settle_start if settled else None
+        stuck = [
+            f"broker {a.broker_id}: {self._tp_name(tp)} has had a change in flight for "
+            f"over {c.stuck_after_s:.0f} s"
+            for a in self.agents.values()
+            for tp in a.stuck_changes(c.stuck_after_s)
+        ]
+        final = image_counts(self.follower.image, self.topic_ids)
+        self.phase = "stopping brokers (controlled shutdown)"
+        results = await asyncio.gather(*(a.stop() for a in self.agents.values()))
+        unclean = sum(1 for ok in results if not ok)
+        violations: list[Violation] = []
+        checked = fencings = 0
+        if c.check_log:
+            self.phase = "checking the log"
+            checker = await self.check_log()
+            violations, checked, fencings = checker.violations, checker.records, checker.fencings
+        cache = self.follower.cache
+        return SimResult(
+            seed=c.seed,
+            brokers=c.brokers,
+            partitions=final["partitions"],
+            duration_s=round(self.elapsed_s, 1),
+            chaos=dict(self.chaos_done),
+            chaos_skipped=self.chaos_skipped,
+            schedule=[asdict(e) for e in self.schedule],
+            settled=settled,
+            settle_s=None if settle_s is None else round(settle_s, 2),
+            stuck=stuck,
+            violations=[str(v) for v in violations],
+            records_checked=checked,
+            fencings=fencings,
+            isr_shrinks=cache.isr_shrinks,
+            isr_expands=cache.isr_expands,
+            events=dict(self.stats.events),
+            requests=self.request_summary(),
+            unclean_shutdowns=unclean,
+            final=final,
+            problems=self.problems,
+        )
+
+    def _settled(self) -> bool:
+        if any(a.state is not State.ACTIVE for a in self.agents.values()):
+            return False
+        if any(a.in_flight_since for a in self.agents.values()):
+            return False
+        # Only partitions on our brokers can heal (a topic left by an earlier run
+        # with other broker ids stays as it is).
+        ours = set(self.agents)
+        for topic_id in self.topic_ids:
+            topic = self.follower.image.topics.get(topic_id)
+            for p in topic.partitions.values() if topic else ():
+                if ours.issuperset(p.replicas) and (len(p.isr) < len(p.replicas) or p.leader == -1):
+                    return False
+        return True
+
+    def request_summary(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name, ep in sorted(self.stats.endpoints.items()):
+            h = ep.total
+            out[name] = {
+                "count": h.total,
+                "p50_ms": _ms(h.quantile(0.5)),
+                "p99_ms": _ms(h.quantile(0.99)),
+                "max_ms": _ms(h.max_s if h.total else None),
+                "errors": dict(ep.errors),
+            }
+        return out
+
+    # ------------------------------------------------------------ steps
+
+    async def _cluster_id(self) -> str:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status = await self.client.status()
+                if status.ok and status.body.get("clusterId"):
+                    self.controller = status.body
+                    return status.body["clusterId"]
+                problem = f"{status.error_name}: {status.error_message}"
+            except ClientError as e:
+                problem = str(e)
+            if time.monotonic() > deadline:
+                raise ClientError(
+                    f"no voter answered /v1/quorum/status within 60 s ({problem}); "
+                    f"is the cluster running at {', '.join(self.config.urls)}?"
+                )
+            self.say(f"waiting for the cluster: {problem}")
+            await asyncio.sleep(1.0)
+
+    async def _create_topics(self) -> None:
+        c = self.config
+        if c.topics == 0:
+            return
+        answer = await self.client.create_topics(
+            [
+                {
+                    "name": f"{c.topic_prefix}{i}",
+                    "numPartitions": c.partitions,
+                    "replicationFactor": c.replication_factor,
+                }
+                for i in range(c.topics)
+            ]
+        )
+        for t in answer.body.get("topics") or []:
+            if t["errorName"] not in ("NONE", "TOPIC_ALREADY_EXISTS"):
+                raise ClientError(
+                    f"creating topic {t['name']}: {t['errorName']}: {t.get('errorMessage')}"
+                )
+        names = {f"{c.topic_prefix}{i}" for i in range(c.topics)}
+
+        def known() -> bool:
+            ids = self.follower.image.topic_ids
+            return all(n in ids for n in names)
+
+        await self._wait(known, 30.0, "the topics in the metadata log")
+        self.topic_ids = {self.follower.image.topic_ids[n] for n in names}
+
+    async def _chaos(self, run_start: float) -> None:
+        pending: set[asyncio.Task] = set()
+        try:
+            for event in self.schedule:
+                delay = run_start + event.at_s - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                task = asyncio.create_task(self._disturb(event))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            await asyncio.Event().wait()
+        finally:
+            for t in list(pending):
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _disturb(self, e: ChaosEvent) -> None:
+        agent = self.agents[e.broker_id]
+        busy = (
+            not agent.alive
+            or agent.state is not State.ACTIVE
+            or time.monotonic() < self.world.slow_until.get(e.broker_id, 0.0)
+            or agent._blipped()
+        )
+        if busy:
+            self.chaos_skipped += 1  # still recovering from an earlier event
+            return
+        self.chaos_done[e.kind] += 1
+        self._note(f"{self.elapsed_s:6.1f}s  {e.kind:6} broker {e.broker_id}")
+        if e.kind == "crash":
+            await agent.crash()
+            await asyncio.sleep(e.duration_s)
+            agent.start()
+        elif e.kind == "bounce":
+            # Shielded: a bounce cut short by the end of the run would leave the
+            # broker half shut down; it finishes, and the settle waits for it.
+            await asyncio.shield(self._bounce(agent))
+        elif e.kind == "slow":
+            self.world.slow_until[e.broker_id] = time.monotonic() + e.duration_s
+        elif e.kind == "blip":
+            agent.blip(e.duration_s)
+
+    @staticmethod
+    async def _bounce(agent: BrokerAgent) -> None:
+        await agent.stop()
+        agent.start()
+
+    def _note(self, line: str) -> None:
+        self.recent_chaos.append(line)
+        del self.recent_chaos[:-8]
+
+    async def _watch_controller(self) -> None:
+        while True:
+            try:
+                status = await self.client.status()
+                if status.ok:
+                    self.controller = status.body
+            except ClientError:
+                pass
+            await asyncio.sleep(1.0)
+
+    async def _wait(self, predicate, timeout_s: float, what: str | None) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not predicate():
+            if time.monotonic() > deadline:
+                if what is None:
+                    return False
+                raise ClientError(f"{what} not reached within {timeout_s:.0f} s")
+            await asyncio.sleep(0.1)
+        return True
+
+    async def check_log(self) -> LogChecker:
+        """Reads the whole log back from the cluster and checks every offset."""
+        checker = LogChecker()
+        offset = 0
+        end = None
+        while True:
+            page = await self.client.log(offset, 5000)
+            if page.body.get("errorName") == "OFFSET_OUT_OF_RANGE":
+                snap = await self.client.snapshot()
+                checker.load_snapshot(snap.body["records"], snap.body["nextOffset"])
+                offset = snap.body["nextOffset"]
+                continue
+            if not page.ok:
+                raise ClientError(f"reading the log: {page.error_name}: {page.error_message}")
+            if end is None:
+                end = page.body["highWatermark"]
+            for obj in page.body["records"]:
+                checker.check(obj)
+            offset = page.body["nextOffset"]
+            if offset >= end or not page.body["records"]:
+                break
+        checker.finish()
+        return checker
+
+    def _tp_name(self, tp: tuple[str, int]) -> str:
+        topic = self.follower.image.topics.get(tp[0])
+        return f"{topic.name if topic else tp[0]}-{tp[1]}"
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)

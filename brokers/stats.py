@@ -1,0 +1,95 @@
+"""What the simulated brokers saw: request latencies per endpoint and event counters.
+
+Latencies go into fixed log-spaced buckets (like a Prometheus histogram), so a
+run of hours costs the same memory as a run of seconds; a recent window gives
+the dashboard its live percentiles.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+# 0.1 ms .. ~60 s, 8 buckets per doubling: quantiles within ~9%.
+_BOUNDS = [0.0001 * 2 ** (i / 8) for i in range(8 * 20)]
+
+
+class Histogram:
+    __slots__ = ("counts", "total", "sum_s", "max_s")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(_BOUNDS) + 1)
+        self.total = 0
+        self.sum_s = 0.0
+        self.max_s = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(_BOUNDS, seconds)] += 1
+        self.total += 1
+        self.sum_s += seconds
+        self.max_s = max(self.max_s, seconds)
+
+    def merge(self, other: Histogram) -> None:
+        for i, c in enumerate(other.counts):
+            self.counts[i] += c
+        self.total += other.total
+        self.sum_s += other.sum_s
+        self.max_s = max(self.max_s, other.max_s)
+
+    def quantile(self, q: float) -> float | None:
+        """The upper bound of the bucket holding the q-quantile (None if empty)."""
+        if self.total == 0:
+            return None
+        rank = q * self.total
+        seen = 0
+        for i, c in enumerate(self.counts):
+            seen += c
+            if seen >= rank and c:
+                return _BOUNDS[i] if i < len(_BOUNDS) else self.max_s
+        return self.max_s
+
+
+@dataclass
+class EndpointStats:
+    total: Histogram = field(default_factory=Histogram)
+    errors: Counter = field(default_factory=Counter)  # errorName or failure kind -> count
+    # (second, histogram) for the last few seconds: live percentiles.
+    recent: deque = field(default_factory=lambda: deque(maxlen=10))
+
+
+class SimStats:
+    """Shared by every agent of a process; single-threaded (asyncio), so no locks."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self.clock = clock
+        self.endpoints: dict[str, EndpointStats] = {}
+        self.events: Counter = Counter()
+
+    def observe(self, endpoint: str, seconds: float, outcome: str = "NONE") -> None:
+        ep = self.endpoints.get(endpoint)
+        if ep is None:
+            ep = self.endpoints[endpoint] = EndpointStats()
+        ep.total.observe(seconds)
+        second = int(self.clock())
+        if not ep.recent or ep.recent[-1][0] != second:
+            ep.recent.append((second, Histogram()))
+        ep.recent[-1][1].observe(seconds)
+        if outcome != "NONE":
+            ep.errors[outcome] += 1
+
+    def count(self, event: str, n: int = 1) -> None:
+        self.events[event] += n
+
+    def recent(self, endpoint: str, window_s: int = 5) -> tuple[float, Histogram]:
+        """(requests per second, merged histogram) over the last ``window_s`` seconds."""
+        h = Histogram()
+        ep = self.endpoints.get(endpoint)
+        if ep is None:
+            return 0.0, h
+        now = int(self.clock())
+        for second, hist in ep.recent:
+            if now - window_s <= second < now:
+                h.merge(hist)
+        return h.total / window_s, h

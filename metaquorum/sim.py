@@ -1,0 +1,189 @@
+"""``metaquorum sim``: many simulated brokers against a running cluster, with a
+live dashboard, chaos from a seed, and an invariant check of the log at the end.
+
+Exit codes: 0 the run ended with no violation; 1 a violation, a stuck ISR change
+or a cluster that did not settle; 2 bad flags or no cluster to talk to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+
+import orjson
+from rich.console import Console
+from rich.live import Live
+
+from brokers.client import ClientError
+from brokers.dashboard import render, summary
+from brokers.sim import CHAOS_KINDS, SimConfig, SimResult, Simulation
+
+from .ops import DEFAULT_URL
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``10m``, ``1h``; ``0`` runs until Ctrl-C."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (examples: 30s, 10m, 0)")
+    value, unit = float(m.group(1)), m.group(2) or "s"
+    return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+
+
+def parse_chaos(text: str) -> tuple[str, ...]:
+    if text in ("", "none"):
+        return ()
+    if text == "all":
+        return CHAOS_KINDS
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in CHAOS_KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown chaos kind {', '.join(unknown)}; choose from {','.join(CHAOS_KINDS)} or all"
+        )
+    return kinds
+
+
+def add_sim_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--url",
+        default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
+        help="voter URLs, comma-separated [env METAQUORUM_URL]",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("METAQUORUM_TOKEN"),
+        help="an admin token when auth is on [env METAQUORUM_TOKEN]",
+    )
+    p.add_argument("--brokers", type=int, default=20, help="simulated brokers")
+    p.add_argument("--topics", type=int, default=4, help="topics to create (replication factor 3)")
+    p.add_argument("--partitions", type=int, default=50, help="partitions per topic")
+    p.add_argument(
+        "--duration",
+        type=parse_duration,
+        default=parse_duration("60s"),
+        help="how long to run: 30s, 10m; 0 = until Ctrl-C",
+    )
+    p.add_argument(
+        "--chaos",
+        type=parse_chaos,
+        default=(),
+        help=f"comma-separated chaos kinds: {','.join(CHAOS_KINDS)}, or all",
+    )
+    p.add_argument("--seed", type=int, default=0, help="the chaos schedule's seed")
+    p.add_argument(
+        "--heartbeat-interval",
+        type=parse_duration,
+        default=1.0,
+        help="broker heartbeat interval (Kafka's default is 2s)",
+    )
+    p.add_argument(
+        "--replica-lag-ms",
+        type=int,
+        default=3000,
+        help="replica.lag.time.max.ms of the simulated leaders",
+    )
+    p.add_argument("--first-broker-id", type=int, default=1)
+    p.add_argument("--no-check", action="store_true", help="skip the log check at the end")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="no dashboard; progress on stderr, the summary as JSON on stdout",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    return SimConfig(
+        urls=[u.strip().rstrip("/") for u in args.url.split(",") if u.strip()],
+        brokers=args.brokers,
+        topics=args.topics,
+        partitions=args.partitions,
+        replication_factor=min(3, args.brokers),
+        duration_s=args.duration,
+        chaos=args.chaos,
+        seed=args.seed,
+        token=args.token,
+        first_broker_id=args.first_broker_id,
+        heartbeat_interval_s=args.heartbeat_interval,
+        replica_lag_time_max_ms=args.replica_lag_ms,
+        check_log=not args.no_check,
+    )
+
+
+def run_sim(args: argparse.Namespace, header: str | None = None) -> int:
+    config = config_from_args(args)
+    bad = config.problems()
+    if bad:
+        for line in bad:
+            print(f"metaquorum sim: {line}", file=sys.stderr)
+        return 2
+    try:
+        result = asyncio.run(simulate(config, as_json=args.json, header=header))
+    except ClientError as e:
+        print(f"metaquorum sim: {e}", file=sys.stderr)
+        return 2
+    if result is None:
+        return 130
+    if args.json:
+        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        Console().print(summary(result))
+    return 0 if result.ok else 1
+
+
+async def simulate(
+    config: SimConfig, *, as_json: bool = False, header: str | None = None
+) -> SimResult | None:
+    """Runs the simulation with the dashboard (or progress lines on stderr).
+
+    The first Ctrl-C ends the run early but cleanly (settle, controlled
+    shutdown, log check); a second one aborts (None)."""
+    err = Console(stderr=True)
+    sim = Simulation(config, log=lambda line: err.print(line, style="dim"))
+    run = asyncio.create_task(sim.run())
+    loop = asyncio.get_running_loop()
+
+    def on_interrupt() -> None:
+        if sim.stop_requested:
+            run.cancel()
+        else:
+            sim.request_stop()
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    live = None
+    if not as_json and sys.stdout.isatty():
+        live = Live(render(sim, header), refresh_per_second=4, transient=False)
+        live.start()
+    try:
+        last_line = -5.0
+        while not run.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(run), 0.5)
+            if live is not None:
+                live.update(render(sim, header))
+            elif sim.elapsed_s - last_line >= 5:
+                last_line = sim.elapsed_s
+                s = sim.snapshot()
+                err.print(
+                    f"[{s.at_s:5.0f}s] {sim.phase}: brokers active {s.brokers_active} "
+                    f"fenced {s.brokers_fenced} shutting down {s.brokers_shutting_down}; "
+                    f"partitions {s.partitions} under-replicated {s.under_replicated} "
+                    f"offline {s.offline}; offset {s.offset}",
+                    highlight=False,
+                )
+        try:
+            return run.result()
+        except asyncio.CancelledError:
+            return None
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        if live is not None:
+            live.update(render(sim, header))
+            live.stop()

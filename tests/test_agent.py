@@ -1,0 +1,193 @@
+"""brokers/agent.py and brokers/metadata_cache.py against a real voter process."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from brokers.agent import AgentConfig, BrokerAgent, State
+from brokers.client import MetaquorumClient
+from brokers.metadata_cache import LogFollower, MetadataCache
+from brokers.sim import World
+from brokers.stats import SimStats
+from metadata_records.snapshot import image_digest
+
+from .cluster import Cluster
+
+
+@pytest.fixture(scope="module")
+def voter(tmp_path_factory):
+    # A short session timeout keeps crash tests short.
+    c = Cluster(tmp_path_factory.mktemp("agent"), voters=1, extra=["--session-timeout-ms", "3000"])
+    try:
+        c.start()
+        c.wait_ready()
+        c.leader()
+        yield c
+    finally:
+        c.close()
+
+
+async def until(predicate, timeout_s: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s} s")
+        await asyncio.sleep(0.05)
+
+
+class Brokers:
+    """Agents sharing one client, one log follower and one World, as in the simulator."""
+
+    def __init__(self, voter: Cluster, ids, **config) -> None:
+        self.voter = voter
+        self.ids = ids
+        self.config = AgentConfig(
+            heartbeat_interval_s=0.5, replica_lag_time_max_ms=1500, tick_s=0.1, **config
+        )
+
+    async def __aenter__(self):
+        self.client = MetaquorumClient([self.voter.url(0)])
+        self.follower = LogFollower(self.client, wait_ms=200)
+        self.task = asyncio.create_task(self.follower.run())
+        self.world = World()
+        self.stats = SimStats()
+        self.agents = {}
+        for b in self.ids:
+            agent = BrokerAgent(
+                b,
+                self.voter.cluster_id,
+                self.client,
+                self.follower,
+                config=self.config,
+                followers=self.world,
+                stats=self.stats,
+            )
+            self.agents[b] = self.world.agents[b] = agent
+            agent.start()
+        await until(
+            lambda: all(a.state is State.ACTIVE for a in self.agents.values()), what="all active"
+        )
+        return self
+
+    async def __aexit__(self, *exc):
+        for a in self.agents.values():
+            await a.crash()
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.client.close()
+
+    def partition(self, name: str, index: int = 0):
+        image = self.follower.image
+        topic = image.topic_by_name(name)
+        return None if topic is None else topic.partitions.get(index)
+
+
+def test_the_cache_follows_the_log_to_the_servers_image(voter):
+    async def go():
+        async with Brokers(voter, [101, 102]) as bs:
+            await bs.client.create_topic("cache-t", 3, 2)
+            await until(lambda: bs.partition("cache-t", 2) is not None, what="topic in cache")
+            # Every broker is active: nothing writes to the log any more.
+            status = (await bs.client._read("/v1/quorum/status", {"digest": "true"})).body
+            last = status["lastAppliedOffset"]
+            await until(lambda: bs.follower.cache.next_offset == last + 1, what="cache at the end")
+            image = bs.follower.image
+            assert image_digest(image) == status["imageDigest"]
+            # The snapshot gives the same brokers and topics (registration offsets
+            # aside: a snapshot cannot carry them, as in Kafka).
+            snap = (await bs.client.snapshot()).body
+            assert snap["nextOffset"] == last + 1
+            loaded = MetadataCache().load_snapshot(snap["records"], snap["nextOffset"])
+            assert loaded.next_offset == image.next_offset
+            assert {b: r._replace(registration_offset=0) for b, r in loaded.brokers.items()} == {
+                b: r._replace(registration_offset=0) for b, r in image.brokers.items()
+            }
+            assert loaded.topics == image.topics
+
+    asyncio.run(go())
+
+
+def test_an_agent_is_unfenced_once_caught_up_and_shuts_down_cleanly(voter):
+    async def go():
+        async with Brokers(voter, [111, 112, 113]) as bs:
+            await bs.client.create_topics(
+                [
+                    {
+                        "name": "cs-t",
+                        "assignments": [{"partitionIndex": 0, "brokerIds": [111, 112, 113]}],
+                    }
+                ]
+            )
+            await until(lambda: bs.partition("cs-t") is not None)
+            assert bs.partition("cs-t").leader == 111
+            agent = bs.agents[111]
+            assert agent.stats.events["unfencings"] >= 3
+            assert await agent.stop()  # KIP-841: wantShutDown until shouldShutDown
+            assert agent.state is State.STOPPED
+            await until(lambda: bs.partition("cs-t").leader != 111, what="leadership moved")
+            p = bs.partition("cs-t")
+            assert 111 not in p.isr and p.leader in (112, 113)
+            await until(lambda: bs.follower.image.brokers[111].fenced, what="fenced at the end")
+            assert bs.follower.image.brokers[111].in_controlled_shutdown
+            # A restart is a new incarnation: a new epoch, out of controlled shutdown.
+            old_epoch = agent.epoch
+            agent.start()
+            await until(lambda: agent.state is State.ACTIVE, what="restarted broker active")
+            assert agent.epoch > old_epoch
+            await until(lambda: 111 in bs.partition("cs-t").isr, what="ISR expanded back")
+            assert not bs.follower.image.brokers[111].in_controlled_shutdown
+
+    asyncio.run(go())
+
+
+def test_a_stalled_follower_is_shrunk_out_and_expanded_back(voter):
+    async def go():
+        async with Brokers(voter, [121, 122, 123]) as bs:
+            await bs.client.create_topics(
+                [
+                    {
+                        "name": "slow-t",
+                        "assignments": [{"partitionIndex": 0, "brokerIds": [121, 122, 123]}],
+                    }
+                ]
+            )
+            await until(lambda: bs.partition("slow-t") is not None)
+            before = bs.partition("slow-t")
+            assert before.isr == (121, 122, 123)
+            bs.world.slow_until[123] = time.monotonic() + 3.0
+            await until(lambda: 123 not in bs.partition("slow-t").isr, what="shrink")
+            assert bs.partition("slow-t").leader == 121  # the leader's own AlterPartition
+            await until(lambda: 123 in bs.partition("slow-t").isr, what="expand")
+            after = bs.partition("slow-t")
+            assert after.partition_epoch >= before.partition_epoch + 2
+            assert bs.stats.events["alter_partition_NONE"] >= 2
+            assert not bs.agents[121].in_flight_since
+
+    asyncio.run(go())
+
+
+def test_a_crashed_broker_is_fenced_and_comes_back(voter):
+    async def go():
+        async with Brokers(voter, [131, 132, 133]) as bs:
+            await bs.client.create_topics(
+                [
+                    {
+                        "name": "crash-t",
+                        "assignments": [{"partitionIndex": 0, "brokerIds": [133, 131, 132]}],
+                    }
+                ]
+            )
+            await until(lambda: bs.partition("crash-t") is not None)
+            agent = bs.agents[133]
+            await agent.crash()  # no controlled shutdown: the session must expire
+            await until(lambda: bs.follower.image.brokers[133].fenced, what="session fencing")
+            p = bs.partition("crash-t")
+            assert p.leader in (131, 132) and 133 not in p.isr
+            agent.start()  # a new incarnation
+            await until(lambda: agent.state is State.ACTIVE, what="back and unfenced")
+            await until(lambda: 133 in bs.partition("crash-t").isr, what="back in the ISR")
+
+    asyncio.run(go())

@@ -1,0 +1,121 @@
+"""brokers/sim.py and ``metaquorum sim``: the chaos schedule, the data plane, and
+a real run against a real 3-voter cluster with crashes, bounces and slow followers."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from brokers.sim import CHAOS_KINDS, SimConfig, World, chaos_schedule
+from metaquorum.sim import parse_chaos, parse_duration
+
+from .cluster import Cluster
+
+
+def config(**kw) -> SimConfig:
+    return SimConfig(urls=["http://127.0.0.1:1"], **kw)
+
+
+def test_the_schedule_is_a_function_of_the_seed():
+    a = chaos_schedule(config(duration_s=120, chaos=CHAOS_KINDS, seed=7))
+    assert a == chaos_schedule(config(duration_s=120, chaos=CHAOS_KINDS, seed=7))
+    assert a != chaos_schedule(config(duration_s=120, chaos=CHAOS_KINDS, seed=8))
+    assert chaos_schedule(config(duration_s=120)) == []
+
+
+def test_the_schedule_covers_every_kind_and_disturbs_few_brokers_at_once():
+    c = config(brokers=10, duration_s=300, chaos=CHAOS_KINDS, seed=3)
+    events = chaos_schedule(c)
+    assert {e.kind for e in events[: len(CHAOS_KINDS)]} == set(CHAOS_KINDS)
+    last = c.duration_s - max(c.crash_downtime_s, c.slow_s) - 5
+    assert all(0 < e.at_s <= last for e in events)
+    for i, e in enumerate(events):  # a broker is never disturbed twice at once
+        later = [x for x in events[i + 1 :] if x.broker_id == e.broker_id]
+        if later:
+            assert later[0].at_s >= e.at_s + e.duration_s
+
+
+def test_bad_settings_are_named():
+    problems = config(brokers=2, replication_factor=3, chaos=("crash", "meteor")).problems()
+    assert any("--replication-factor 3" in p for p in problems)
+    assert any("meteor" in p and "crash,bounce,slow,blip" in p for p in problems)
+    with pytest.raises(argparse.ArgumentTypeError, match="meteor"):
+        parse_chaos("crash,meteor")
+    assert parse_chaos("all") == CHAOS_KINDS and parse_chaos("none") == ()
+    assert [parse_duration(x) for x in ("90", "30s", "10m", "0")] == [90, 30, 600, 0]
+    with pytest.raises(argparse.ArgumentTypeError, match="not a duration"):
+        parse_duration("soon")
+
+
+def test_a_slow_follower_stalls_where_it_was_and_a_dead_one_does_not_fetch():
+    class Agent:
+        alive, epoch = True, 42
+
+    now = [100.0]
+    world = World(clock=lambda: now[0])
+    world.agents[2] = Agent()
+    assert world.fetch(2, "t", 0, 500, 0) == (500, 42)
+    world.slow_until[2] = 105.0
+    assert world.fetch(2, "t", 0, 600, 0) == (599, 42)
+    assert world.fetch(2, "t", 0, 900, 0) == (599, 42)  # stalled, behind the leader
+    now[0] = 106.0
+    assert world.fetch(2, "t", 0, 950, 0) == (950, 42)  # caught up again
+    Agent.alive = False
+    assert world.fetch(2, "t", 0, 1000, 0) is None
+    assert world.fetch(3, "t", 0, 1000, 0) is None  # no such broker
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_twenty_brokers_with_chaos_keep_every_invariant(tmp_path):
+    """The issue's acceptance run: 3 voters, 20 brokers, 200 partitions, 30 s of
+    crashes, bounces and slow followers; the log check finds nothing."""
+    cluster = Cluster(tmp_path, voters=3)
+    try:
+        cluster.start()
+        cluster.wait_ready()
+        cluster.leader()
+        urls = ",".join(cluster.url(i) for i in range(3))
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "metaquorum.cli",
+                "sim",
+                "--url",
+                urls,
+                "--brokers",
+                "20",
+                "--topics",
+                "4",
+                "--partitions",
+                "50",
+                "--duration",
+                "30s",
+                "--chaos",
+                "crash,bounce,slow",
+                "--seed",
+                "11",
+                "--json",
+            ],  # fmt: skip
+            capture_output=True,
+            timeout=200,
+        )
+        assert run.stdout, run.stderr.decode()[-3000:]
+        result = orjson.loads(run.stdout)
+        summary = {k: result[k] for k in ("chaos", "violations", "stuck", "settled", "problems")}
+        assert run.returncode == 0, (summary, run.stderr.decode()[-3000:])
+        assert result["ok"] and result["violations"] == [] and result["stuck"] == []
+        assert result["partitions"] == 200
+        assert {"crash", "bounce", "slow"} <= result["chaos"].keys(), result["chaos"]
+        assert result["fencings"] >= 1  # crashed and bounced brokers were fenced ...
+        assert result["final"]["brokers_active"] >= 20  # ... and came back
+        assert result["isr_shrinks"] >= 1 and result["isr_expands"] >= 1
+        assert result["events"].get("alter_partition_NONE", 0) >= 1
+        assert result["records_checked"] > 200
+    finally:
+        cluster.close()
