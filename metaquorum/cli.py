@@ -49,6 +49,16 @@ def _parser() -> argparse.ArgumentParser:
         "2 bad flags or no cluster.",
     )
     add_sim_flags(sim)
+    from .sim import add_broker_flags
+
+    broker = commands.add_parser(
+        "broker",
+        help="one simulated broker agent; SIGTERM makes it shut down cleanly (KIP-841)",
+        description="Registers, heartbeats, follows the metadata log and leads its partitions "
+        "until SIGTERM or Ctrl-C, then asks for a controlled shutdown and waits for it. "
+        "Exit codes: 0 clean stop, 1 the controlled shutdown timed out, 2 no cluster.",
+    )
+    add_broker_flags(broker)
 
     from .ops import add_ops_commands
 
@@ -67,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             from .serve import run_serve
 
             return run_serve(args)
+        if args.command == "broker":
+            from .sim import run_broker
+
+            return run_broker(args)
         if args.command == "sim":
             from .sim import run_sim
 

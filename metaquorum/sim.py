@@ -187,3 +187,94 @@ async def simulate(
         if live is not None:
             live.update(render(sim, header))
             live.stop()
+
+
+# ---------------------------------------------------------------- one real broker
+
+
+def add_broker_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--url",
+        default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
+        help="voter URLs, comma-separated [env METAQUORUM_URL]",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("METAQUORUM_TOKEN"),
+        help="this broker's token when auth is on [env METAQUORUM_TOKEN]",
+    )
+    p.add_argument("--broker-id", type=int, required=True)
+    p.add_argument("--rack", default=None)
+    p.add_argument(
+        "--heartbeat-interval",
+        type=parse_duration,
+        default=2.0,
+        help="Kafka's broker.heartbeat.interval.ms (default 2s)",
+    )
+    p.add_argument(
+        "--replica-lag-ms", type=int, default=30000, help="replica.lag.time.max.ms (default 30000)"
+    )
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    """One broker agent until SIGTERM or Ctrl-C, then a controlled shutdown.
+    Its followers are the cluster's registered, unfenced brokers, fetching in step."""
+    from brokers.agent import AgentConfig, BrokerAgent
+    from brokers.client import MetaquorumClient
+    from brokers.metadata_cache import LogFollower
+
+    urls = [u.strip().rstrip("/") for u in args.url.split(",") if u.strip()]
+    err = Console(stderr=True)
+
+    async def main() -> int:
+        async with MetaquorumClient(urls, token=args.token) as client:
+            status = await client.status()
+            if not status.ok:
+                raise ClientError(f"{status.error_name}: {status.error_message}")
+            follower = LogFollower(client)
+            following = asyncio.create_task(follower.run())
+            agent = BrokerAgent(
+                args.broker_id,
+                status.body["clusterId"],
+                client,
+                follower,
+                config=AgentConfig(
+                    heartbeat_interval_s=args.heartbeat_interval,
+                    replica_lag_time_max_ms=args.replica_lag_ms,
+                ),
+                rack=args.rack,
+            )
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            agent.start()
+            err.print(f"broker {args.broker_id}: registering with {', '.join(urls)}")
+            last = None
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.5)
+                now = (agent.state, agent.epoch, agent.problem)
+                if now != last:
+                    last = now
+                    err.print(
+                        f"broker {args.broker_id}: {agent.state.value}, epoch {agent.epoch}, "
+                        f"metadata offset {follower.image.last_offset}"
+                        + (f"; {agent.problem}" if agent.problem else ""),
+                        highlight=False,
+                    )
+            err.print(f"broker {args.broker_id}: controlled shutdown")
+            clean = await agent.stop()
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+            err.print(
+                f"broker {args.broker_id}: "
+                + ("stopped cleanly" if clean else "controlled shutdown timed out; stopped")
+            )
+            return 0 if clean else 1
+
+    try:
+        return asyncio.run(main())
+    except ClientError as e:
+        print(f"metaquorum broker: {e}", file=sys.stderr)
+        return 2

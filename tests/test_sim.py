@@ -119,3 +119,49 @@ def test_twenty_brokers_with_chaos_keep_every_invariant(tmp_path):
         assert result["records_checked"] > 200
     finally:
         cluster.close()
+
+
+@pytest.mark.slow
+def test_a_broker_process_shuts_down_cleanly_on_sigterm(voter):
+    """``metaquorum broker``: a real agent process; SIGTERM is a controlled shutdown."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metaquorum.cli", "broker", "--url", voter.url(0),
+         "--broker-id", "41", "--heartbeat-interval", "0.5s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+
+        def broker():
+            r = voter.get(0, "/v1/brokers/41")
+            return r.json() if r.status_code == 200 else None
+
+        voter.wait(lambda: (b := broker()) and not b["fenced"], 30, "broker 41 unfenced")
+        created = voter.post(
+            0,
+            "/v1/topics",
+            {
+                "topics": [
+                    {"name": "sigterm-t", "assignments": [{"partitionIndex": 0, "brokerIds": [41]}]}
+                ]
+            },
+        )
+        assert created.json()["topics"][0]["errorName"] == "NONE"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert "stopped cleanly" in out and "active" in out
+        b = broker()
+        assert b["fenced"] and b["inControlledShutdown"], b
+        p = voter.get(0, "/v1/topics/sigterm-t").json()["partitions"][0]
+        assert p["leader"] == -1 and p["isr"] == [41]  # its last ISR member keeps the ISR
+        assert time.monotonic() - start < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
