@@ -280,13 +280,17 @@ class BrokerAgent:
                 await self._heartbeat_once()
                 if self.state is State.STOPPED:
                     return
-            # Kafka's lifecycle manager beats faster while it waits to be unfenced
-            # or to be let go, so a catching-up broker is not held back a whole interval.
-            pause = interval if self.state is State.ACTIVE else min(interval, 0.2)
+            remaining = max(0.0, interval - (self.clock() - started))
+            if self.state is State.FENCED and self.follower.image.last_offset < self.epoch:
+                # Catching up after registering: the beat that reports the
+                # registration's offset is the one that unfences, so send it as
+                # soon as the cache gets there rather than a whole interval later.
+                await self.follower.wait_for_offset(self.epoch, remaining)
+                continue
+            elif self.state is State.CONTROLLED_SHUTDOWN:
+                remaining = min(remaining, 0.5)  # waiting to be let go: ask more often
             try:
-                await asyncio.wait_for(
-                    self._wake.wait(), max(0.0, pause - (self.clock() - started))
-                )
+                await asyncio.wait_for(self._wake.wait(), remaining)
             except TimeoutError:
                 pass
             self._wake.clear()

@@ -38,6 +38,21 @@ class Histogram:
         self.sum_s += other.sum_s
         self.max_s = max(self.max_s, other.max_s)
 
+    def copy(self) -> Histogram:
+        h = Histogram()
+        h.merge(self)
+        return h
+
+    def since(self, earlier: Histogram) -> Histogram:
+        """What was observed after ``earlier`` (a copy of this histogram) was taken;
+        the maximum is the whole run's."""
+        h = Histogram()
+        h.counts = [a - b for a, b in zip(self.counts, earlier.counts, strict=True)]
+        h.total = self.total - earlier.total
+        h.sum_s = self.sum_s - earlier.sum_s
+        h.max_s = self.max_s
+        return h
+
     def quantile(self, q: float) -> float | None:
         """The upper bound of the bucket holding the q-quantile (None if empty)."""
         if self.total == 0:

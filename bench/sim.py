@@ -1,0 +1,220 @@
+"""Broker-side capacity: how many heartbeating brokers a 3-voter loopback cluster
+carries, and how many ISR changes per second the default simulation commits.
+
+    python bench/sim.py                          # steps 500..5000, 60 s each
+    python bench/sim.py --steps 5000 --window 600  # the issue's 10-minute figure
+    python bench/sim.py --isr-only
+
+Heartbeat capacity: for each step, N simulated brokers (no partitions) beat every
+2 s against a cluster with a 9 s session timeout (Kafka's defaults). Once all N
+are active, a window is measured: heartbeats answered, false fencings (an active
+broker told it is fenced), the most brokers fenced at once, heartbeat latency,
+and CPU per heartbeat on the leader (from /proc) and in this process (the
+simulator, which shares the machine's two cores with the three voters).
+
+Figures, not asserts: what is printed is what was measured on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from brokers.agent import State  # noqa: E402
+from brokers.sim import SimConfig, Simulation  # noqa: E402
+from tests.cluster import Cluster  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def progress(text: str) -> None:
+    print(f"  .. {text}", file=sys.stderr, flush=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
+def self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def heartbeat_step(cluster: Cluster, n: int, first_id: int, window_s: float) -> dict:
+    urls = [cluster.url(i) for i in range(cluster.n)]
+    sim = Simulation(
+        SimConfig(
+            urls=urls,
+            brokers=n,
+            topics=0,
+            duration_s=0,
+            first_broker_id=first_id,
+            heartbeat_interval_s=2.0,
+            check_log=False,
+            max_connections=64,
+            settle_timeout_s=30,
+        ),
+        log=progress,
+    )
+    run = asyncio.create_task(sim.run())
+    started = time.monotonic()
+    while sum(a.state is State.ACTIVE for a in sim.agents.values()) < n or not sim.agents:
+        if run.done():
+            run.result()
+        if time.monotonic() - started > 300:
+            sim.request_stop()
+            await run
+            return {"brokers": n, "error": "not all brokers became active within 300 s"}
+        await asyncio.sleep(0.5)
+    ramp_s = time.monotonic() - started
+    progress(f"{n} brokers active after {ramp_s:.0f} s; measuring {window_s:.0f} s")
+    leader = cluster.leader()
+    pid = cluster.procs[leader].pid
+    hb = sim.stats.endpoints["heartbeat"]
+    before = (
+        hb.total.copy(),
+        sim.stats.events["unexpected_fencings"],
+        cpu_seconds(pid),
+        self_cpu(),
+    )
+    t0 = time.monotonic()
+    max_fenced = 0
+    ids = set(sim.agents)
+    while time.monotonic() - t0 < window_s:
+        await asyncio.sleep(1.0)
+        image = sim.follower.image
+        fenced = sum(1 for b in ids if (r := image.brokers.get(b)) is not None and r.fenced)
+        max_fenced = max(max_fenced, fenced)
+    elapsed = time.monotonic() - t0
+    window = hb.total.since(before[0])
+    beats = window.total
+    false_fencings = sim.stats.events["unexpected_fencings"] - before[1]
+    leader_cpu = cpu_seconds(pid) - before[2]
+    sim_cpu = self_cpu() - before[3]
+    sim.request_stop()
+    await run
+    return {
+        "brokers": n,
+        "ramp_s": round(ramp_s, 1),
+        "window_s": round(elapsed, 1),
+        "heartbeats_per_s": round(beats / elapsed, 1),
+        "expected_per_s": round(n / 2.0, 1),
+        "false_fencings": false_fencings,
+        "max_fenced_at_once": max_fenced,
+        "heartbeat_p50_ms": _ms(window.quantile(0.5)),
+        "heartbeat_p99_ms": _ms(window.quantile(0.99)),
+        "leader_cpu_ms_per_heartbeat": round(1000 * leader_cpu / max(beats, 1), 3),
+        "leader_cpu_util": round(leader_cpu / elapsed, 2),
+        "simulator_cpu_ms_per_heartbeat": round(1000 * sim_cpu / max(beats, 1), 3),
+        "simulator_cpu_util": round(sim_cpu / elapsed, 2),
+        "heartbeat_errors": dict(hb.errors),
+    }
+
+
+async def isr_rate(cluster: Cluster, seconds: float) -> dict:
+    urls = [cluster.url(i) for i in range(cluster.n)]
+    sim = Simulation(
+        SimConfig(
+            urls=urls,
+            duration_s=seconds,
+            chaos=("crash", "bounce", "slow", "blip"),
+            first_broker_id=900_001,
+            topic_prefix="bench-isr-",
+        ),
+        log=progress,
+    )
+    t0 = time.monotonic()
+    result = await sim.run()
+    changes = result.isr_shrinks + result.isr_expands
+    return {
+        "brokers": result.brokers,
+        "partitions": result.partitions,
+        "seconds": round(time.monotonic() - t0, 1),
+        "isr_shrinks": result.isr_shrinks,
+        "isr_expands": result.isr_expands,
+        "isr_changes_per_s": round(changes / seconds, 1),
+        "alter_partition_accepted": result.events.get("alter_partition_NONE", 0),
+        "chaos": result.chaos,
+        "violations": len(result.violations),
+        "alter_partition_p99_ms": result.requests.get("alter-partition", {}).get("p99_ms"),
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", default="500,1000,2000,3000,5000", help="broker counts to try")
+    p.add_argument("--window", type=float, default=60.0, help="seconds measured per step")
+    p.add_argument("--isr-seconds", type=float, default=60.0)
+    p.add_argument("--isr-only", action="store_true")
+    p.add_argument("--fsync", default="always", choices=["always", "never"])
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    out: dict = {"machine": f"{os.cpu_count()} cores", "fsync": args.fsync, "steps": []}
+    with tempfile.TemporaryDirectory(prefix="bench-sim-") as tmp:
+        cluster = Cluster(Path(tmp), voters=3, fsync=args.fsync)
+        try:
+            cluster.start()
+            cluster.wait_ready()
+            cluster.leader()
+            if not args.isr_only:
+                for i, n in enumerate(int(s) for s in args.steps.split(",")):
+                    progress(f"step {i + 1}: {n} brokers at a 2 s heartbeat interval")
+                    step = asyncio.run(heartbeat_step(cluster, n, 100_000 * (i + 1), args.window))
+                    out["steps"].append(step)
+                    progress(json.dumps(step))
+                    if (
+                        step.get("error")
+                        or step["false_fencings"]
+                        or (step["heartbeats_per_s"] < 0.9 * step["expected_per_s"])
+                    ):
+                        progress("this step lost heartbeats or fenced brokers: stopping here")
+                        break
+            progress(f"ISR changes under the default simulation, {args.isr_seconds:.0f} s")
+            out["isr"] = asyncio.run(isr_rate(cluster, args.isr_seconds))
+        finally:
+            cluster.close()
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"\nheartbeat capacity (3 voters on loopback, fsync {args.fsync}, {out['machine']}):")
+    print(
+        f"{'brokers':>8} {'hb/s':>8} {'expect':>7} {'false':>6} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'leader ms/hb':>12} {'leader cpu':>10} {'sim ms/hb':>9}"
+    )
+    for s in out["steps"]:
+        if "error" in s:
+            print(f"{s['brokers']:>8} {s['error']}")
+            continue
+        print(
+            f"{s['brokers']:>8} {s['heartbeats_per_s']:>8} {s['expected_per_s']:>7} "
+            f"{s['false_fencings']:>6} {s['heartbeat_p50_ms']:>7} {s['heartbeat_p99_ms']:>7} "
+            f"{s['leader_cpu_ms_per_heartbeat']:>12} {s['leader_cpu_util']:>10} "
+            f"{s['simulator_cpu_ms_per_heartbeat']:>9}"
+        )
+    isr = out["isr"]
+    print(
+        f"\nISR changes under the default simulation ({isr['brokers']} brokers, "
+        f"{isr['partitions']} partitions, chaos {isr['chaos']}): {isr['isr_changes_per_s']}/s "
+        f"({isr['isr_shrinks']} shrinks, {isr['isr_expands']} expands, "
+        f"{isr['violations']} violations)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
