@@ -258,7 +258,8 @@ class Simulation:
         self.phase = "starting"
         self.controller: dict[str, Any] = {}
         self.topic_ids: set[str] = set()
-        self.client: MetaquorumClient | None = None
+        self.client: MetaquorumClient | None = None  # the brokers' requests
+        self.meta: MetaquorumClient | None = None  # metadata: log, snapshot, status
         self.follower: LogFollower | None = None
         self.agents: dict[int, BrokerAgent] = {}
         self._rates: list[tuple[float, int, int]] = []
@@ -307,13 +308,18 @@ class Simulation:
 
     async def run(self) -> SimResult:
         c = self.config
-        async with httpx.AsyncClient(
-            timeout=10.0,
-            limits=httpx.Limits(
-                max_connections=c.max_connections, max_keepalive_connections=c.max_connections
-            ),
-        ) as http:
+        limits = httpx.Limits(
+            max_connections=c.max_connections, max_keepalive_connections=c.max_connections
+        )
+        # Metadata (the log follower, status, the final check) has connections of
+        # its own, as a Kafka broker's metadata fetches do: under load it must not
+        # queue behind the brokers' heartbeats, or they could never catch up.
+        async with (
+            httpx.AsyncClient(timeout=10.0, limits=limits) as http,
+            httpx.AsyncClient(timeout=10.0, limits=httpx.Limits(max_connections=4)) as meta,
+        ):
             self.client = MetaquorumClient(c.urls, token=c.token, http=http)
+            self.meta = MetaquorumClient(c.urls, token=c.token, http=meta)
             try:
                 return await self._run()
             finally:
@@ -327,7 +333,7 @@ class Simulation:
     async def _run(self) -> SimResult:
         c = self.config
         cluster_id = await self._cluster_id()
-        self.follower = LogFollower(self.client, wait_ms=c.log_wait_ms)
+        self.follower = LogFollower(self.meta, wait_ms=c.log_wait_ms)
         self._tasks.append(asyncio.create_task(self.follower.run(), name="log-follower"))
         self._tasks.append(asyncio.create_task(self._watch_controller(), name="controller"))
         agent_config = AgentConfig(
@@ -462,7 +468,7 @@ class Simulation:
         deadline = time.monotonic() + 60
         while True:
             try:
-                status = await self.client.status()
+                status = await self.meta.status()
                 if status.ok and status.body.get("clusterId"):
                     self.controller = status.body
                     return status.body["clusterId"]
@@ -559,7 +565,7 @@ class Simulation:
     async def _watch_controller(self) -> None:
         while True:
             try:
-                status = await self.client.status()
+                status = await self.meta.status()
                 if status.ok:
                     self.controller = status.body
             except ClientError:
@@ -582,9 +588,9 @@ class Simulation:
         offset = 0
         end = None
         while True:
-            page = await self.client.log(offset, 5000)
+            page = await self.meta.log(offset, 5000)
             if page.body.get("errorName") == "OFFSET_OUT_OF_RANGE":
-                snap = await self.client.snapshot()
+                snap = await self.meta.snapshot()
                 checker.load_snapshot(snap.body["records"], snap.body["nextOffset"])
                 offset = snap.body["nextOffset"]
                 continue
