@@ -67,7 +67,7 @@ class SimConfig:
     blip_s: float = 2.0
     settle_timeout_s: float = 60.0
     stuck_after_s: float = 15.0  # an ISR change in flight this long at the end is stuck
-    max_connections: int = 100
+    max_connections: int = 16  # httpcore scans the whole pool per request queued
     check_log: bool = True
     log_wait_ms: int = 500
 
