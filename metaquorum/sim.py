@@ -49,7 +49,7 @@ def parse_chaos(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def add_sim_flags(p: argparse.ArgumentParser) -> None:
+def _connection_flags(p: argparse.ArgumentParser, token_help: str) -> None:
     p.add_argument(
         "--url",
         default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
@@ -58,8 +58,12 @@ def add_sim_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token",
         default=os.environ.get("METAQUORUM_TOKEN"),
-        help="an admin token when auth is on [env METAQUORUM_TOKEN]",
+        help=f"{token_help} when auth is on [env METAQUORUM_TOKEN]",
     )
+
+
+def add_sim_flags(p: argparse.ArgumentParser) -> None:
+    _connection_flags(p, "an admin token")
     p.add_argument("--brokers", type=int, default=20, help="simulated brokers")
     p.add_argument("--topics", type=int, default=4, help="topics to create (replication factor 3)")
     p.add_argument("--partitions", type=int, default=50, help="partitions per topic")
@@ -193,16 +197,7 @@ async def simulate(
 
 
 def add_broker_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--url",
-        default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
-        help="voter URLs, comma-separated [env METAQUORUM_URL]",
-    )
-    p.add_argument(
-        "--token",
-        default=os.environ.get("METAQUORUM_TOKEN"),
-        help="this broker's token when auth is on [env METAQUORUM_TOKEN]",
-    )
+    _connection_flags(p, "this broker's token")
     p.add_argument("--broker-id", type=int, required=True)
     p.add_argument("--rack", default=None)
     p.add_argument(

@@ -2,6 +2,8 @@
 (started once, always stopped) with the real app over it, and one real
 ``metaquorum serve`` voter process per module."""
 
+import contextlib
+
 import pytest
 
 from api.app import create_app
@@ -25,10 +27,11 @@ def app(local):
     return create_app(local.node)
 
 
-@pytest.fixture(scope="module")
-def voter(tmp_path_factory, request):
-    """A single-voter ``metaquorum serve`` process, leading and ready."""
-    c = Cluster(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]), voters=1)
+@contextlib.contextmanager
+def running_cluster(root, voters: int = 1, **kw):
+    """Voters as ``metaquorum serve`` processes, one leading and all ready;
+    stopped when the block ends, also on failure."""
+    c = Cluster(root, voters=voters, **kw)
     try:
         c.start()
         c.wait_ready()
@@ -36,3 +39,10 @@ def voter(tmp_path_factory, request):
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="module")
+def voter(tmp_path_factory, request):
+    """A single-voter ``metaquorum serve`` process, leading and ready."""
+    with running_cluster(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])) as c:
+        yield c

@@ -14,20 +14,16 @@ from brokers.sim import World
 from brokers.stats import SimStats
 from metadata_records.snapshot import image_digest
 
-from .cluster import Cluster
+from .conftest import running_cluster
 
 
 @pytest.fixture(scope="module")
 def voter(tmp_path_factory):
     # A short session timeout keeps crash tests short.
-    c = Cluster(tmp_path_factory.mktemp("agent"), voters=1, extra=["--session-timeout-ms", "3000"])
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()
+    with running_cluster(
+        tmp_path_factory.mktemp("agent"), extra=["--session-timeout-ms", "3000"]
+    ) as c:
         yield c
-    finally:
-        c.close()
 
 
 async def until(predicate, timeout_s: float = 20.0, what: str = "condition"):
@@ -41,7 +37,7 @@ async def until(predicate, timeout_s: float = 20.0, what: str = "condition"):
 class Brokers:
     """Agents sharing one client, one log follower and one World, as in the simulator."""
 
-    def __init__(self, voter: Cluster, ids, **config) -> None:
+    def __init__(self, voter, ids, **config) -> None:
         self.voter = voter
         self.ids = ids
         self.config = AgentConfig(
@@ -79,6 +75,13 @@ class Brokers:
         await asyncio.gather(self.task, return_exceptions=True)
         await self.client.close()
 
+    async def create_partition(self, name: str, replicas: list[int]) -> None:
+        """A topic with one partition on ``replicas`` (the first leads), in the cache."""
+        await self.client.create_topics(
+            [{"name": name, "assignments": [{"partitionIndex": 0, "brokerIds": replicas}]}]
+        )
+        await until(lambda: self.partition(name) is not None, what=f"{name} in the cache")
+
     def partition(self, name: str, index: int = 0):
         image = self.follower.image
         topic = image.topic_by_name(name)
@@ -113,15 +116,7 @@ def test_the_cache_follows_the_log_to_the_servers_image(voter):
 def test_an_agent_is_unfenced_once_caught_up_and_shuts_down_cleanly(voter):
     async def go():
         async with Brokers(voter, [111, 112, 113]) as bs:
-            await bs.client.create_topics(
-                [
-                    {
-                        "name": "cs-t",
-                        "assignments": [{"partitionIndex": 0, "brokerIds": [111, 112, 113]}],
-                    }
-                ]
-            )
-            await until(lambda: bs.partition("cs-t") is not None)
+            await bs.create_partition("cs-t", [111, 112, 113])
             assert bs.partition("cs-t").leader == 111
             agent = bs.agents[111]
             assert agent.stats.events["unfencings"] >= 3
@@ -146,15 +141,7 @@ def test_an_agent_is_unfenced_once_caught_up_and_shuts_down_cleanly(voter):
 def test_a_stalled_follower_is_shrunk_out_and_expanded_back(voter):
     async def go():
         async with Brokers(voter, [121, 122, 123]) as bs:
-            await bs.client.create_topics(
-                [
-                    {
-                        "name": "slow-t",
-                        "assignments": [{"partitionIndex": 0, "brokerIds": [121, 122, 123]}],
-                    }
-                ]
-            )
-            await until(lambda: bs.partition("slow-t") is not None)
+            await bs.create_partition("slow-t", [121, 122, 123])
             before = bs.partition("slow-t")
             assert before.isr == (121, 122, 123)
             bs.world.slow_until[123] = time.monotonic() + 3.0
@@ -172,15 +159,7 @@ def test_a_stalled_follower_is_shrunk_out_and_expanded_back(voter):
 def test_a_crashed_broker_is_fenced_and_comes_back(voter):
     async def go():
         async with Brokers(voter, [131, 132, 133]) as bs:
-            await bs.client.create_topics(
-                [
-                    {
-                        "name": "crash-t",
-                        "assignments": [{"partitionIndex": 0, "brokerIds": [133, 131, 132]}],
-                    }
-                ]
-            )
-            await until(lambda: bs.partition("crash-t") is not None)
+            await bs.create_partition("crash-t", [133, 131, 132])
             agent = bs.agents[133]
             await agent.crash()  # no controlled shutdown: the session must expire
             await until(lambda: bs.follower.image.brokers[133].fenced, what="session fencing")

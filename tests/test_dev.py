@@ -12,29 +12,39 @@ import pytest
 from .nodes import free_port, kill_processes_mentioning
 
 
-@pytest.mark.slow
-def test_dev_runs_three_voters_and_stops_them_together(tmp_path):
-    base = free_port()
-    proc = subprocess.Popen(
+def start_dev(tmp_path, base: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
         [sys.executable, "-m", "metaquorum.cli", "dev", "--nodes", "3",
-         "--data-dir", str(tmp_path), "--http-port", str(base), "--fsync", "never"],
+         "--data-dir", str(tmp_path), "--http-port", str(base), "--fsync", "never", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
     )  # fmt: skip
+
+
+def read_until(proc: subprocess.Popen, marker: str, timeout_s: float) -> str:
+    """Its output up to the line holding ``marker`` (asserted, with all output)."""
     lines = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            break
+    out = "".join(lines)
+    assert marker in out, out
+    return out
+
+
+@pytest.mark.slow
+def test_dev_runs_three_voters_and_stops_them_together(tmp_path):
+    base = free_port()
+    proc = start_dev(tmp_path, base)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "Ctrl-C stops all voters" in line:
-                break
-        out = "".join(lines)
-        assert "Ctrl-C stops all voters" in out, out
+        out = read_until(proc, "Ctrl-C stops all voters", 90)
         assert "curl -sL -X POST" in out and "/v1/brokers/register" in out
         statuses = [
             httpx.get(f"http://127.0.0.1:{base + 2 * i}/v1/quorum/status").json() for i in range(3)
@@ -66,27 +76,9 @@ def test_dev_with_simulated_brokers_is_the_main_job_and_stops_cleanly(tmp_path):
     """``make run``: voters, then brokers with chaos; Ctrl-C stops the brokers
     cleanly (controlled shutdown), checks the log, then stops the voters."""
     base = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "metaquorum.cli", "dev", "--nodes", "3", "--sim",
-         "--sim-brokers", "6", "--data-dir", str(tmp_path), "--http-port", str(base),
-         "--fsync", "never"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    lines = []
+    proc = start_dev(tmp_path, base, "--sim", "--sim-brokers", "6")
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "running with chaos" in line:
-                break
-        out = "".join(lines)
-        assert "running with chaos" in out, out
+        out = read_until(proc, "running with chaos", 120)
         assert f"http://127.0.0.1:{base}/docs" in out and "curl -s" in out
         brokers = httpx.get(f"http://127.0.0.1:{base}/v1/brokers").json()
         assert len(brokers["brokers"]) == 6, brokers
