@@ -48,8 +48,10 @@ Where shared/API.md is silent, this package decides (and its tests pin it):
 * /v1/snapshot: ``{offset, nextOffset, records}``; every record has ``offset``
   = the image's last offset and the timestamp of the image's last record.
 * /v1/quorum/status voters: ``url`` is the HTTP URL when known (this node, the
-  leader), ``raftAddress`` the Raft host:port; ``lagRecords`` counts Raft
-  entries (batches) behind the commit index, known on the leader;
+  leader), ``raftAddress`` the Raft host:port; ``lagRecords`` counts the
+  metadata records behind the commit index, known on the leader (Raft entries
+  when the records of those entries are not known here: not yet applied, or
+  compacted away);
   ``lastCaughtUpMs`` is when this node last saw the voter caught up (sampled
   on /v1/quorum/status, /readyz and /metrics). Extra fields: ``active``,
   ``ready``, ``replaying``, ``queueDepth``, ``raftCommitIndex``,

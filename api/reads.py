@@ -230,11 +230,15 @@ class VoterTracker:
         for node_id, address in sorted(node.config.voters.items()):
             if node_id == node.node_id:
                 connected = True
-                lag = max(0, commit - applied)
+                lag = records_between(node, applied, commit)
             else:
                 connected = raft.get(f"partner_node_status_server_{address}") == 2
                 match = raft.get(f"match_idx_server_{address}")
-                lag = max(0, commit - match) if is_leader and match is not None else None
+                lag = (
+                    records_between(node, match, commit)
+                    if is_leader and match is not None
+                    else None
+                )
             if lag == 0:
                 self.last_caught_up[node_id] = now
             out[node_id] = {
@@ -244,6 +248,19 @@ class VoterTracker:
                 "lastCaughtUpMs": self.last_caught_up.get(node_id),
             }
         return out
+
+
+def records_between(node: QuorumNode, behind: int, ahead: int) -> int:
+    """Metadata records in Raft entries (behind, ahead]: a voter's lag in records
+    (KIP-836). Entries are batches; when the records of an entry are no longer
+    known (compacted, or older than what is kept), the count of entries."""
+    if ahead <= behind:
+        return 0
+    hi = node.sm.next_offset_at(ahead)
+    lo = node.sm.next_offset_at(behind)
+    if hi is None or lo is None:
+        return ahead - behind
+    return max(0, hi - lo)
 
 
 def voter_url(node: QuorumNode, node_id: int) -> str | None:

@@ -11,6 +11,7 @@ Rules learned the hard way (PYSYNCOBJ.md section 0):
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 import logging
 import os
@@ -39,6 +40,7 @@ INVALID = -2  # not a batch at all (never written by a metaquorum leader)
 
 SNAPSHOT_FORMAT = 1
 SNAPSHOT_TIMEOUT_S = 300
+ENTRY_OFFSETS_KEPT = 100_000
 
 
 class SnapshotError(Exception):
@@ -61,6 +63,10 @@ class MetadataStateMachine(SyncObjConsumer):
         self.snapshot_failures = 0
         # Called on the apply thread after each applied entry; must not raise.
         self.on_applied: Callable[[], None] | None = None
+        # Raft index -> next record offset after it, for recent entries: voter
+        # lag in records (KIP-836) from pysyncobj's lag in entries (batches).
+        self._entry_index: list[int] = []
+        self._entry_offset: list[int] = []
 
     def expect(self, payload: bytes, batch: Batch) -> None:
         """The leader proposes ``payload``, encoded from ``batch``: its apply can
@@ -95,7 +101,26 @@ class MetadataStateMachine(SyncObjConsumer):
             log.exception("applying a batch failed; the batch is ignored")
             return INVALID
         finally:
+            self._remember_entry()
             self._notify()
+
+    def _remember_entry(self) -> None:
+        syncobj = self._syncObj
+        if syncobj is None:
+            return
+        self._entry_index.append(syncobj.raftLastApplied + 1)  # the entry being applied
+        self._entry_offset.append(self.image.next_offset)
+        if len(self._entry_index) > 2 * ENTRY_OFFSETS_KEPT:
+            del self._entry_index[:ENTRY_OFFSETS_KEPT]
+            del self._entry_offset[:ENTRY_OFFSETS_KEPT]
+
+    def next_offset_at(self, raft_index: int) -> int | None:
+        """The record offset after Raft entry ``raft_index`` (None if not known:
+        not applied yet, older than the entries kept, or before a snapshot)."""
+        if not self._entry_index or raft_index > self._entry_index[-1]:
+            return None
+        i = bisect.bisect_right(self._entry_index, raft_index) - 1
+        return self._entry_offset[i] if i >= 0 else None
 
     def _notify(self) -> None:
         callback = self.on_applied

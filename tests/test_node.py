@@ -69,6 +69,27 @@ def test_a_single_voter_leads_bootstraps_and_group_commits(tmp_path):
     run_with(node, body)
 
 
+def test_raft_entries_map_to_record_offsets_for_lag_in_records(tmp_path):
+    node = build_node(single_voter_config(tmp_path))
+
+    async def body(node):
+        await active(node)
+        await asyncio.gather(*(register(node, b) for b in range(1, 31)))
+        await wait_until(lambda: node.queue_depth == 0 and node.sm.image.next_offset > 30)
+        sm, raft = node.sm, node.syncobj
+        last = raft.raftLastApplied
+        assert sm.next_offset_at(last) == sm.image.next_offset
+        assert sm.next_offset_at(last + 1) is None  # not applied yet: unknown
+        # Entries are batches: the records between two indexes are the offsets'
+        # difference, more than the entries when requests were group committed.
+        first = sm._entry_index[0]
+        records = sm.next_offset_at(last) - sm.next_offset_at(first)
+        assert records >= last - first
+        assert records > 0
+
+    run_with(node, body)
+
+
 def test_restart_replays_the_journal_to_the_same_image(tmp_path):
     config = single_voter_config(tmp_path, fsync=True)
     node = build_node(config)
