@@ -57,6 +57,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         help="admission control: writes queued beyond this are refused with 429",
     )
     flag(
+        "--max-batches-in-flight",
+        type=int,
+        default=1,
+        help="group commit: batches replicating at once, each decided on top of those "
+        "before it (1, the design's default, or 2 to overlap replication and fsync)",
+    )
+    flag(
         "--compaction-entries",
         type=int,
         default=20_000,
@@ -120,6 +127,7 @@ def build_config(args: argparse.Namespace):
         session_timeout_ms=int(args.session_timeout_ms),
         max_queued_requests=_positive(args.max_queued_requests, "--max-queued-requests"),
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
+        max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),
     )
 
 

@@ -95,11 +95,27 @@ _BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluste
 
 
 @dataclass
+class _InFlight:
+    """A proposed batch: who waits for it, and for how long it has been out."""
+
+    decided: list[tuple[_Pending, object]]  # (request, its response) in order
+    records: int
+    started: float = field(default_factory=time.monotonic)
+
+
+# Under sustained load batches are always in flight and the controller's view
+# (a delta over the last image it was rebased on) keeps growing; every so many
+# batches the pump lets the pipeline drain and rebases the view on the image.
+REBASE_EVERY_BATCHES = 256
+
+
+@dataclass
 class BatchStats:
     batches: int = 0
     records: int = 0
     sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
+    most_in_flight: int = 0  # the most batches ever out at once
 
 
 class QuorumNode:
@@ -155,8 +171,9 @@ class QuorumNode:
         self.active = False  # leader with its LEADER_CHANGE applied
         self.term = 0
         self._queue: collections.deque[_Pending] = collections.deque()
-        self._in_flight: list[tuple[_Pending, object]] | None = None
-        self._in_flight_started = 0.0
+        self._in_flight: collections.deque[_InFlight] = collections.deque()
+        self._batches_since_rebase = 0
+        self._rebuild_pending = False  # a batch failed: rebuild the controller once drained
         self._applied = asyncio.Event()  # replaced in start(); set on every apply
         self._barrier: asyncio.Future | None = None
         self._barrier_waiters = 0
@@ -316,10 +333,10 @@ class QuorumNode:
             self._fence_handle.cancel()
             self._fence_handle = None
         error = self._not_controller(why)
-        if self._in_flight is not None:
-            for pending, _ in self._in_flight:
+        while self._in_flight:
+            for pending, _ in self._in_flight.popleft().decided:
                 _fail(pending.future, OutcomeUnknownError(f"{why}; the write may still commit"))
-            self._in_flight = None
+        self._rebuild_pending = False
         while self._queue:
             _fail(self._queue.popleft().future, error)
         if was_active:
@@ -369,12 +386,29 @@ class QuorumNode:
         return len(self._queue)
 
     def _pump(self) -> None:
-        """Decides everything queued into one batch, if none is in flight."""
-        if not self.active or self._in_flight is not None or not self._queue:
+        """Decides what is queued into the next batch, while fewer than
+        ``max_batches_in_flight`` are out; each is decided on top of the view
+        that already holds the records of the batches in flight."""
+        if not self.active or not self._queue:
             return
+        if self._in_flight and (
+            len(self._in_flight) >= self.config.max_batches_in_flight
+            or self._rebuild_pending
+            or self._batches_since_rebase >= REBASE_EVERY_BATCHES
+        ):
+            return  # _batch_done pumps again
         controller = self.controller
-        image = self.image
-        controller.committed(image)
+        if not self._in_flight:
+            if self._rebuild_pending:
+                # A batch failed (decided on a view the log did not follow): the
+                # leader state is rebuilt from what the log says.
+                self._rebuild_pending = False
+                controller = self.controller = Controller(
+                    self.image, self.controller_config, now_ms()
+                )
+            controller.committed(self.image)
+            self._batches_since_rebase = 0
+        base_offset = controller.view.next_offset
         now = now_ms()
         decided: list[tuple[_Pending, object]] = []
         records: list[Record] = []
@@ -406,44 +440,50 @@ class QuorumNode:
             records.extend(result.records)
             decided.append((pending, result.response))
         if not records:
-            # Nothing to write (rejections only): answer at once.
-            for pending, response in decided:
-                _settle(pending.future, response)
+            if self._in_flight:
+                # Rejections decided on a view that holds uncommitted records:
+                # answered when those commit, as Kafka does (its purgatory).
+                self._in_flight[-1].decided.extend(decided)
+            else:
+                for pending, response in decided:
+                    _settle(pending.future, response)
             self._pump()
             return
-        batch = Batch(self.term, now, tuple(records), image.next_offset)
-        self._in_flight = decided
-        self._in_flight_started = time.monotonic()
+        batch = Batch(self.term, now, tuple(records), base_offset)
+        entry = _InFlight(decided, len(records))
+        self._in_flight.append(entry)
+        self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
+        self._batches_since_rebase += 1
         future = self._propose(batch)
-        future.add_done_callback(functools.partial(self._batch_done, decided, len(records)))
+        future.add_done_callback(functools.partial(self._batch_done, entry))
+        self._pump()
 
-    def _batch_done(self, decided, count: int, future: asyncio.Future) -> None:
-        if self._in_flight is not decided:
+    def _batch_done(self, entry: _InFlight, future: asyncio.Future) -> None:
+        if not self._in_flight or self._in_flight[0] is not entry:
             return  # we stepped down meanwhile; those callers were told already
-        self._in_flight = None
+        self._in_flight.popleft()
         result, error = future.result()
         if error == FAIL_REASON.SUCCESS and result is not None and result >= 0:
-            elapsed = time.monotonic() - self._in_flight_started
             self.stats.batches += 1
-            self.stats.records += count
-            self.stats.sizes.append(count)
-            self.stats.latencies.append(elapsed)
-            self.controller.committed(self.image)
-            for pending, response in decided:
+            self.stats.records += entry.records
+            self.stats.sizes.append(entry.records)
+            self.stats.latencies.append(time.monotonic() - entry.started)
+            for pending, response in entry.decided:
                 _settle(pending.future, response)
             self._pump()
             return
         why = f"the batch did not commit ({_reason(error, result)})"
         log.warning("%s", why)
-        for pending, _ in decided:
+        for pending, _ in entry.decided:
             _fail(pending.future, OutcomeUnknownError(why))
         if (
             self.syncobj._isLeader()
             and self.syncobj.raftCurrentTerm == self.term
             and result == STALE
         ):
-            # Our view was wrong: rebuild leader state from the image, keep leading.
-            self.controller = Controller(self.image, self.controller_config, now_ms())
+            # Our view was wrong. The batches behind this one were decided on
+            # top of it and will come back STALE too; once they have, rebuild.
+            self._rebuild_pending = True
             self._pump()
         else:
             self._step_down(why)

@@ -56,6 +56,11 @@ class NodeConfig:
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     max_queued_requests: int = 5000
     max_batch_records: int = 20_000
+    # Batches proposed and not yet applied. DESIGN.md's group commit has one;
+    # with more, each is decided on top of those in flight (base offsets chain),
+    # so replication and fsync of one overlap the next, and a batch that fails
+    # makes every later one a no-op (docs/decisions.md).
+    max_batches_in_flight: int = 1
     # A heartbeat queued longer than this is answered REQUEST_TIMED_OUT (half of
     # Kafka's default broker heartbeat interval, as Kafka does).
     heartbeat_deadline_s: float = 1.0

@@ -73,7 +73,7 @@ class MetadataStateMachine(SyncObjConsumer):
         reuse the batch instead of decoding the bytes back (codec round trips
         are exact, which the codec's property tests check)."""
         self._expected[payload] = batch
-        while len(self._expected) > 4:  # one batch in flight, plus barriers
+        while len(self._expected) > 8:  # the batches in flight, plus barriers
             self._expected.pop(next(iter(self._expected)))
 
     @replicated

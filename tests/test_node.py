@@ -69,6 +69,37 @@ def test_a_single_voter_leads_bootstraps_and_group_commits(tmp_path):
     run_with(node, body)
 
 
+def test_batches_are_pipelined_and_each_is_decided_on_the_ones_in_flight(tmp_path):
+    # Small batches and many requests: several batches are out at once, each
+    # decided on top of the records of those before it (chained base offsets).
+    node = build_node(single_voter_config(tmp_path, max_batch_records=5, max_batches_in_flight=2))
+
+    async def body(node):
+        await active(node)
+        responses = await asyncio.gather(*(register(node, b) for b in range(1, 121)))
+        assert all(r.error is Errors.NONE for r in responses), {r.error for r in responses}
+        for r in responses:  # each epoch is the offset of its own record
+            (entry,) = node.sm.log.read(r.broker_epoch, 1)
+            assert entry.record.broker_epoch == r.broker_epoch
+        assert node.stats.most_in_flight == node.config.max_batches_in_flight == 2
+        assert node.sm.stale_batches == 0
+        # A rejection decided while batches are in flight is answered only once
+        # every batch decided before it has committed (Kafka's purgatory).
+        earlier = [asyncio.ensure_future(register(node, b)) for b in range(600, 660)]
+        await asyncio.sleep(0)  # they are queued first
+        bad = node.submit(
+            BrokerRegistrationRequest(
+                700, "another-cluster", incarnation(700), (Endpoint("P", "h", 1, 0),), MV
+            )
+        )
+        rejected = await bad
+        assert rejected.error is Errors.INCONSISTENT_CLUSTER_ID
+        assert set(range(600, 660)) <= node.image.brokers.keys()
+        await asyncio.gather(*earlier)
+
+    run_with(node, body)
+
+
 def test_raft_entries_map_to_record_offsets_for_lag_in_records(tmp_path):
     node = build_node(single_voter_config(tmp_path))
 
