@@ -165,3 +165,28 @@ def test_a_broker_process_shuts_down_cleanly_on_sigterm(voter):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_dashboard_and_summary_render_before_and_after_a_run():
+    from rich.console import Console
+
+    from brokers.dashboard import render, summary
+    from brokers.sim import SimResult, Simulation
+
+    sim = Simulation(config(chaos=("crash",)))
+    console = Console(record=True, width=120)
+    console.print(render(sim, "header line"))
+    text = console.export_text()
+    for label in ("header line", "controller", "brokers", "under-replicated", "requests", "chaos"):
+        assert label in text
+    result = SimResult(
+        seed=1, brokers=3, partitions=6, duration_s=1.0, chaos={"crash": 1}, chaos_skipped=0,
+        schedule=[], settled=True, settle_s=0.5, stuck=[],
+        violations=["offset 9: kip-841: partition t-0: broker 2 joined the ISR while fenced"],
+        records_checked=10, fencings=1, isr_shrinks=1, isr_expands=1, events={}, requests={},
+        unclean_shutdowns=0, final={}, problems=[],
+    )  # fmt: skip
+    assert not result.ok and result.to_json()["ok"] is False
+    console.print(summary(result))
+    text = console.export_text()
+    assert "FAILED" in text and "joined the ISR while fenced" in text
