@@ -484,6 +484,41 @@ def bench_shutdown(quick: bool) -> dict[str, Any]:
     return out
 
 
+# ---------------------------------------------------------------- 2b. heartbeats
+
+
+def bench_heartbeats(quick: bool) -> dict[str, Any]:
+    """Steady-state heartbeats of unfenced brokers: what a leader pays per beat
+    in the controller, and whether it grows with the number of brokers."""
+    progress("2b heartbeats: 500 and 5,000 unfenced brokers, 4 rounds each")
+    cases = []
+    for brokers in (500, 5_000) if not quick else (100, 500):
+        cl = Cluster()
+        cl.start_brokers(range(brokers))
+        requests = [
+            BrokerHeartbeatRequest(b, cl.epochs[b], cl.image.next_offset) for b in range(brokers)
+        ]
+        controller = cl.controller
+        gc.collect()
+        cpu0, t0 = cpu(), pc()
+        for _ in range(4):
+            for req in requests:
+                result = controller.handle(req, NOW_MS)
+                if result.records or result.response.is_fenced:
+                    raise RuntimeError(f"a steady heartbeat wrote or fenced: {result}")
+        wall = pc() - t0
+        cases.append(
+            {
+                "brokers": brokers,
+                "heartbeats_per_s": rate(4 * brokers, wall),
+                "us_per_heartbeat": 1e6 * wall / (4 * brokers),
+                "wall_over_cpu": wall / max(cpu() - cpu0, 1e-9),
+            }
+        )
+        progress(f"  {brokers:,} brokers: {cases[-1]['heartbeats_per_s']:,.0f} heartbeats/s")
+    return {"cases": cases}
+
+
 # ---------------------------------------------------------------- 3. apply throughput
 
 
@@ -798,6 +833,15 @@ def table(figures: dict[str, Any]) -> str:
         )
     )
     rows.append(("apply + committed", f"{s['apply_ms_median']:>9.1f} ms ({s['apply_ms_min']:.1f})"))
+    section("2b. Steady heartbeats of unfenced brokers (no records), through Controller.handle")
+    for c in figures["heartbeats"]["cases"]:
+        rows.append(
+            (
+                f"{c['brokers']:,} brokers",
+                f"{c['heartbeats_per_s']:>9,.0f} heartbeats/s ({c['us_per_heartbeat']:.1f} us "
+                f"each); wall/CPU {c['wall_over_cpu']:.2f}",
+            )
+        )
     a = figures["apply"]
     section(
         f"3. delta.apply: {a['partitions']:,}-partition image ({a['topics']:,} topics), "
@@ -875,6 +919,7 @@ def main(argv: list[str] | None = None) -> None:
     stages: list[tuple[str, Callable[[bool], dict[str, Any]]]] = [
         ("alter_partition", bench_alter_partition),
         ("controlled_shutdown", bench_shutdown),
+        ("heartbeats", bench_heartbeats),
         ("apply", bench_apply),
         ("memory", bench_memory),
     ]

@@ -181,8 +181,11 @@ class ReplicationControlManager:
             caught_up=caught_up,
             in_controlled_shutdown=reg.in_controlled_shutdown,
             leads_any=leads_any,
-            shutdown_offset_replicated=session.controlled_shutdown_offset
-            <= heartbeats.lowest_active_offset(view),
+            # Only the controlled-shutdown row reads it, and it scans every
+            # session: not paid on the common heartbeat.
+            shutdown_offset_replicated=current is BrokerControlState.CONTROLLED_SHUTDOWN
+            and not leads_any
+            and session.controlled_shutdown_offset <= heartbeats.lowest_active_offset(view),
         )
         records: list[Record] = []
         if nxt is not current:
