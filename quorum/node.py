@@ -179,7 +179,11 @@ class QuorumNode:
         """Hands leadership over (if leading and asked to), then stops Raft."""
         self._stopping = True
         if transfer and self.syncobj._isLeader() and len(self.config.voters) > 1:
-            await self.transfer_leadership(None, timeout_s=timeout_s)
+            try:
+                await self.transfer_leadership(None, timeout_s=timeout_s)
+            except UnavailableError as e:
+                # Stop anyway: the others elect a leader after an election timeout.
+                log.warning("leadership not handed over before stopping: %s", e)
         self._step_down("this node is shutting down")
         self.sm.on_applied = None
         self.syncobj.destroy_synchronous()
@@ -530,27 +534,41 @@ class QuorumNode:
         else:
             address = None
         done = self.loop.create_future()
-        fired = []
+        state = {"settled": False, "denied": 0}
 
         def on_tick():  # transferLeadership is only safe on the tick thread
             # Runs under pysyncobj's tick-callback lock: removing itself here
-            # would deadlock the tick thread, so it runs once and is removed later.
-            if fired:
+            # would deadlock the tick thread, so it settles once and is removed later.
+            if state["settled"]:
                 return
-            fired.append(True)
+            answers = []  # pysyncobj answers through the callback, synchronously
             try:
                 self.syncobj.transferLeadership(
-                    node=address, callback=lambda r, e: self._call(_settle, done, e)
+                    node=address, callback=lambda r, e: answers.append(e)
                 )
             except Exception as e:
+                state["settled"] = True
                 self._call(_fail, done, e)
+                return
+            error = answers[0] if answers else FAIL_REASON.SUCCESS
+            if error == FAIL_REASON.REQUEST_DENIED:
+                # Denied while the target is not fully caught up: under steady
+                # writes it lags by the batch in flight, so try again next tick.
+                state["denied"] += 1
+                return
+            state["settled"] = True
+            self._call(_settle, done, error)
 
         self.syncobj.addOnTickCallback(on_tick)
         try:
             error = await asyncio.wait_for(done, timeout_s)
         except TimeoutError:
-            return None
+            if state["denied"] and not state["settled"]:
+                error = FAIL_REASON.REQUEST_DENIED
+            else:
+                return None
         finally:
+            state["settled"] = True
             self.syncobj.removeOnTickCallback(on_tick)
         if error != FAIL_REASON.SUCCESS:
             raise UnavailableError(

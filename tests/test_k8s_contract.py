@@ -1,0 +1,123 @@
+"""Contract test: the rendered StatefulSet's container, run as real
+``metaquorum serve`` processes with exactly the rendered command, args and
+environment (tests/k8s_pods.py says what is rewritten for loopback, and why).
+
+The cluster forms with node ids from the pod names, the probes answer what
+they claim, and a rolling restart 2, 1, 0 the way the kubelet does it
+(preStop, SIGTERM, wait for ready) loses no acknowledged write. The
+write-unavailability window of each restart is printed (figures, not asserts;
+bench/k8s_rolling.py measures the same over several rounds)."""
+
+import base64
+
+import pytest
+
+from .k8s_pods import LoopbackStatefulSet
+from .k8s_render import named, prepared_copy, render
+from .k8s_rolling import (
+    Writer,
+    converged,
+    leader_of,
+    registered_brokers,
+    report_lines,
+    rolling_restart,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _secret(objects, prefix: str, key: str) -> str:
+    return base64.b64decode(named(objects, "Secret", prefix)["data"][key]).decode().strip()
+
+
+@pytest.fixture
+def base_pods(tmp_path):
+    objects = render(prepared_copy(tmp_path), "base")
+    pods = LoopbackStatefulSet(objects, tmp_path / "run")
+    try:
+        yield objects, pods
+    finally:
+        pods.close()
+
+
+def test_three_rendered_voters_form_a_quorum_and_survive_a_rolling_restart(base_pods, capsys):
+    objects, pods = base_pods
+    token = _secret(objects, "metaquorum-tokens", "admin-token")
+    cluster_id = named(objects, "ConfigMap", "metaquorum-config")["data"]["METAQUORUM_CLUSTER_ID"]
+    assert pods.replicas == 3
+
+    # One voter alone: alive (startup and liveness pass), not ready (no quorum).
+    pods.start(0)
+    pods.wait(lambda: pods.probe(0, "startupProbe")[0] == 200, 60, "metaquorum-0 started")
+    assert pods.probe(0, "livenessProbe") == (200, {"status": "alive", "reason": None})
+    status, body = pods.probe(0, "readinessProbe")
+    assert status == 503 and body["status"] == "not ready"
+    assert "no leader" in body["reason"]
+
+    # The others join (Parallel: they would all start at once); all become ready.
+    pods.start(1)
+    pods.start(2)
+    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "all three ready")
+    for i in range(3):
+        assert pods.probe(i, "readinessProbe") == (200, {"status": "ready", "reason": None})
+        s = pods.status(i, token)
+        # Node id from the pod name, peers from the headless names, the advertised
+        # URL built from $(HOSTNAME) and $(POD_NAMESPACE).
+        assert s["nodeId"] == i and s["clusterId"] == cluster_id
+        assert [v["raftAddress"] for v in s["voters"]] == [f"{pods.ip(j)}:9093" for j in range(3)]
+        assert s["auth"] != "off"
+    assert pods.pods[0].env["METAQUORUM_ADVERTISED_URL"] == pods.url(0)
+    assert pods.pods[0].env["HOSTNAME"] == "metaquorum-0"
+
+    writer = Writer([pods.url(i) for i in range(3)], token, cluster_id).start()
+    try:
+        pods.wait(lambda: len(writer.acked) >= 20, 60, "the writer's first acks")
+        results = rolling_restart(pods, writer, token)
+    finally:
+        writer.stop()
+
+    with capsys.disabled():
+        print("\nk8s rolling restart (3 voters, fsync always, one writer):")
+        for line in report_lines(results):
+            print("  " + line)
+        print(
+            f"  writes acknowledged {len(writer.acked)}, outcome unknown {len(writer.unknown)}, "
+            f"failed {len(writer.failed)}"
+        )
+
+    assert [r["pod"] for r in results] == ["metaquorum-2", "metaquorum-1", "metaquorum-0"]
+    for r in results:
+        assert r["exitCode"] == 0 and not r["killed"], (r, pods.tail(int(r["pod"][-1]), 40))
+        assert r["preStopExit"] == 0, r["preStopOutput"]
+        expected = "leadership moved" if r["wasLeader"] else "not the leader"
+        assert expected in r["preStopOutput"], r
+    assert not writer.failed, writer.failed[:5]
+
+    # No acknowledged write lost: every voter has every acked registration.
+    statuses = pods.wait(lambda: converged(pods, token), 60, "the voters to converge")
+    assert leader_of(pods, token) is not None
+    acked = {b for b, _ in writer.acked}
+    for i in range(3):
+        missing = acked - registered_brokers(pods, i, token)
+        assert not missing, f"metaquorum-{i} lost acknowledged writes {sorted(missing)[:10]}"
+    assert len({s["imageDigest"] for s in statuses}) == 1
+
+
+def test_the_dev_overlay_runs_one_voter_whose_prestop_is_a_no_op(tmp_path):
+    objects = render(prepared_copy(tmp_path), "dev")
+    pods = LoopbackStatefulSet(objects, tmp_path / "run")
+    token = _secret(objects, "metaquorum-tokens", "admin-token")
+    try:
+        assert pods.replicas == 1 and pods.namespace == "metaquorum-dev"
+        pods.start(0)
+        pods.wait(lambda: pods.ready(0), 60, "the dev voter ready")
+        assert pods.status(0, token)["leaderId"] == 0
+        stop = pods.terminate(0)
+        assert stop["preStopExit"] == 0 and "only voter" in stop["preStopOutput"], stop
+        assert stop["exitCode"] == 0 and not stop["killed"], stop
+        # It comes back from its volume with the same identity.
+        pods.start(0)
+        pods.wait(lambda: pods.ready(0), 60, "the dev voter ready again")
+        assert pods.status(0, token)["nodeId"] == 0
+    finally:
+        pods.close()
