@@ -25,6 +25,13 @@ applied to the resolved env, the command line and the preStop command:
   addresses (something holds the wildcard): then each is mapped to a free one
   (``port_map`` says which), in ``host:port`` and in a value that is exactly
   the port.
+
+``readOnlyRootFilesystem`` is enforced for real where the test runs as root:
+each pod process (and its preStop hook) runs in its own mount namespace
+(``unshare -m``) whose root filesystem is remounted read-only, with only the
+writable volumes (the PVC and the emptyDirs) left writable, so a write
+anywhere else fails as it would in the pod. Its /tmp is read-only too: the
+service needs no temporary files (the manifest still mounts an emptyDir there).
 """
 
 from __future__ import annotations
@@ -46,6 +53,27 @@ from pathlib import Path
 import httpx
 
 from .k8s_render import one
+
+# Runs in a fresh mount namespace: keep the writable volumes writable (a bind
+# mount onto itself), make everything else read-only, then exec the command.
+_READ_ONLY_ROOT = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do mount --bind "$1" "$1" || exit 97; shift; '
+    'n=$((n-1)); done; mount -o remount,ro,bind / || exit 97; exec "$@"'
+)
+
+
+def can_make_root_read_only() -> bool:
+    """Whether ``unshare -m`` and a read-only remount work here (root, util-linux)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", _READ_ONLY_ROOT, "ro", "0",
+         "sh", "-c", "! touch /.metaquorum-ro-probe 2>/dev/null"],
+        capture_output=True,
+        timeout=30,
+    )  # fmt: skip
+    return probe.returncode == 0
+
 
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
 
@@ -103,6 +131,7 @@ class LoopbackStatefulSet:
             Pod(i, f"{self.name}-{i}", f"{self.subnet}.{i + 1}") for i in range(self.replicas)
         ]
         self.http = httpx.Client(timeout=5.0)
+        self.read_only_root = can_make_root_read_only()
 
     # ------------------------------------------------------------ addresses
 
@@ -130,6 +159,20 @@ class LoopbackStatefulSet:
         return f"http://{self.ip(ordinal)}:{self.port_map[self.ports[port_name]]}"
 
     # ------------------------------------------------------------ rewrites
+
+    def _confined(self, argv: list[str], pod: Pod) -> list[str]:
+        if not self.read_only_root:
+            return argv
+        volumes = {v["name"]: v for v in self.pod_spec.get("volumes", [])}
+        writable = [
+            str(pod.mounts[m["mountPath"]])
+            for m in self.container.get("volumeMounts", [])
+            if not m.get("readOnly") and "secret" not in volumes.get(m["name"], {})
+        ]
+        return [
+            "unshare", "-m", "--propagation", "private", "sh", "-c", _READ_ONLY_ROOT,
+            "read-only-root", str(len(writable)), *writable, *argv,
+        ]  # fmt: skip
 
     def _volume_dirs(self, pod: Pod) -> dict[str, Path]:
         """mountPath -> directory, made and filled as the kubelet would."""
@@ -245,8 +288,9 @@ class LoopbackStatefulSet:
             log.write(f"--- start {pod.starts}: {argv}\n".encode())
             log.flush()
             pod.proc = subprocess.Popen(
-                argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(self.root)
-            )
+                self._confined(argv, pod), env=env, stdout=log, stderr=subprocess.STDOUT,
+                cwd=str(self.root),
+            )  # fmt: skip
 
     def start_all(self) -> None:
         for i in range(self.replicas):  # podManagementPolicy: Parallel
@@ -259,8 +303,9 @@ class LoopbackStatefulSet:
         # the kubelet does not expand $(VAR) in it.
         argv = self._argv(list(hook), pod.env, pod, pod.mounts)
         return subprocess.run(
-            argv, env=pod.env, capture_output=True, text=True, timeout=max(1.0, timeout_s)
-        )
+            self._confined(argv, pod), env=pod.env, capture_output=True, text=True,
+            timeout=max(1.0, timeout_s),
+        )  # fmt: skip
 
     def terminate(self, ordinal: int) -> dict:
         """Deletes the pod as the kubelet does: preStop, then SIGTERM, SIGKILL

@@ -9,6 +9,8 @@ write-unavailability window of each restart is printed (figures, not asserts;
 bench/k8s_rolling.py measures the same over several rounds)."""
 
 import base64
+import os
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +47,8 @@ def test_three_rendered_voters_form_a_quorum_and_survive_a_rolling_restart(base_
     token = _secret(objects, "metaquorum-tokens", "admin-token")
     cluster_id = named(objects, "ConfigMap", "metaquorum-config")["data"]["METAQUORUM_CLUSTER_ID"]
     assert pods.replicas == 3
+    # As root (CI), every pod runs with a read-only root filesystem, as in the pod.
+    assert pods.read_only_root or os.geteuid() != 0
 
     # One voter alone: alive (startup and liveness pass), not ready (no quorum).
     pods.start(0)
@@ -77,7 +81,8 @@ def test_three_rendered_voters_form_a_quorum_and_survive_a_rolling_restart(base_
         writer.stop()
 
     with capsys.disabled():
-        print("\nk8s rolling restart (3 voters, fsync always, one writer):")
+        ro = "read-only root filesystem" if pods.read_only_root else "root filesystem writable"
+        print(f"\nk8s rolling restart (3 voters, fsync always, one writer, {ro}):")
         for line in report_lines(results):
             print("  " + line)
         print(
@@ -112,6 +117,12 @@ def test_the_dev_overlay_runs_one_voter_whose_prestop_is_a_no_op(tmp_path):
         pods.start(0)
         pods.wait(lambda: pods.ready(0), 60, "the dev voter ready")
         assert pods.status(0, token)["leaderId"] == 0
+        if pods.read_only_root:  # the voter really runs on a read-only root
+            mounts = (Path("/proc") / str(pods.pods[0].proc.pid) / "mounts").read_text()
+            options = {line.split()[1]: line.split()[3] for line in mounts.splitlines()}
+            assert options["/"].startswith("ro,"), options["/"]
+            data = str(pods.pods[0].mounts["/var/lib/metaquorum"])
+            assert options[data].startswith("rw,"), options
         stop = pods.terminate(0)
         assert stop["preStopExit"] == 0 and "only voter" in stop["preStopOutput"], stop
         assert stop["exitCode"] == 0 and not stop["killed"], stop
