@@ -21,6 +21,9 @@ from rich.table import Table
 from brokers.client import ClientError, MetaquorumClient, RequestRejected
 
 DEFAULT_URL = "http://127.0.0.1:7070"
+# A voter this close to the leader catches up within the transfer (the leader
+# pauses new batches meanwhile); the same bound as readiness (NodeConfig).
+READY_LAG_ENTRIES = 100
 
 
 def add_ops_commands(commands: argparse._SubParsersAction) -> None:
@@ -128,6 +131,8 @@ async def transfer_if_leader(url: str, token: str | None, target: int | None) ->
         if len(status.get("voters", [])) < 2:
             print(f"node {me} is the only voter: nothing to transfer")
             return 0
+        if target is None:
+            target = rollout_target(me, status.get("voters", []))
         body = {} if target is None else {"targetNodeId": target}
         try:
             r = await http.post(base + "/v1/quorum/transfer-leadership", json=body)
@@ -146,6 +151,25 @@ async def transfer_if_leader(url: str, token: str | None, target: int | None) ->
             )
         print(f"leadership moved from node {me} to node {answer.get('leaderId')}")
         return 0
+
+
+def rollout_target(me: int, voters: list[dict]) -> int | None:
+    """The voter a StatefulSet rolling update restarts last, among those
+    connected and caught up: it goes from the highest ordinal down, so a
+    higher ordinal than ours is already updated (take the highest), else the
+    lowest is updated last. None: let the leader pick the most caught up."""
+    ready = [
+        v["nodeId"]
+        for v in voters
+        if v.get("nodeId") != me
+        and v.get("connected")
+        and v.get("lagRecords") is not None
+        and v["lagRecords"] <= READY_LAG_ENTRIES
+    ]
+    if not ready:
+        return None
+    higher = [n for n in ready if n > me]
+    return max(higher) if higher else min(ready)
 
 
 def _fail(line: str) -> int:

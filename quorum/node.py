@@ -162,6 +162,7 @@ class QuorumNode:
         self._barrier_waiters = 0
         self._fence_handle: asyncio.TimerHandle | None = None
         self._stopping = False
+        self._transferring = False  # no new batch while leadership is handed over
         self.stats = BatchStats()
         self.throttled = 0
         self._digest: tuple[MetadataImage, str] | None = None
@@ -376,6 +377,8 @@ class QuorumNode:
         """Decides everything queued into one batch, if none is in flight."""
         if not self.active or self._in_flight is not None or not self._queue:
             return
+        if self._transferring:
+            return  # the queue waits: the new leader answers it (307) or we resume
         controller = self.controller
         image = self.image
         controller.committed(image)
@@ -559,14 +562,23 @@ class QuorumNode:
             state["settled"] = True
             self._call(_settle, done, error)
 
+        # As Raft's leadership transfer asks: propose nothing new meanwhile, so
+        # the target catches up with the batch in flight and wins its election.
+        self._transferring = True
+        try:
+            return await self._await_transfer(done, state, on_tick, timeout_s)
+        finally:
+            self._transferring = False
+            self._pump()  # still leading (the transfer failed): the queue goes on
+
+    async def _await_transfer(self, done, state, on_tick, timeout_s: float) -> int | None:
         self.syncobj.addOnTickCallback(on_tick)
         try:
             error = await asyncio.wait_for(done, timeout_s)
         except TimeoutError:
-            if state["denied"] and not state["settled"]:
-                error = FAIL_REASON.REQUEST_DENIED
-            else:
+            if not state["denied"]:
                 return None
+            error = FAIL_REASON.REQUEST_DENIED
         finally:
             state["settled"] = True
             self.syncobj.removeOnTickCallback(on_tick)

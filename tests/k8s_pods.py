@@ -307,12 +307,16 @@ class LoopbackStatefulSet:
             timeout=max(1.0, timeout_s),
         )  # fmt: skip
 
-    def terminate(self, ordinal: int) -> dict:
+    def terminate(self, ordinal: int, prestop: bool = True) -> dict:
         """Deletes the pod as the kubelet does: preStop, then SIGTERM, SIGKILL
-        when terminationGracePeriodSeconds (counted from the start) runs out."""
+        when terminationGracePeriodSeconds (counted from the start) runs out.
+        ``prestop=False`` skips the hook (to measure what it buys)."""
         pod = self.pods[ordinal]
         t0 = time.monotonic()
-        hook = self.run_prestop(ordinal, self.grace_s)
+        if prestop:
+            hook = self.run_prestop(ordinal, self.grace_s)
+        else:
+            hook = subprocess.CompletedProcess([], 0, "(no preStop)", "")
         t_hook = time.monotonic() - t0
         killed = False
         if pod.proc.poll() is None:

@@ -26,11 +26,21 @@ from .k8s_pods import LoopbackStatefulSet
 MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
 
 
+class EagerClient(MetaquorumClient):
+    """Retries at once instead of waiting the server's Retry-After: what it
+    sees is how long the service itself could not take a write."""
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        return super()._delay(attempt, None)
+
+
 @dataclass
 class Writer:
     seeds: list[str]
     token: str
     cluster_id: str
+    eager: bool = False  # ignore Retry-After (see EagerClient)
+    first_id: int = 1000
     acked: list[tuple[int, float]] = field(default_factory=list)  # (broker id, monotonic ack)
     unknown: list[int] = field(default_factory=list)  # outcome unknown: may or may not commit
     failed: list[tuple[int, str]] = field(default_factory=list)
@@ -48,14 +58,25 @@ class Writer:
             self._thread.join(timeout=60)
 
     async def _run(self) -> None:
-        async with MetaquorumClient(
-            self.seeds, token=self.token, timeout_s=5.0, max_attempts=200, max_backoff_s=0.2
+        cls = EagerClient if self.eager else MetaquorumClient
+        async with cls(
+            self.seeds,
+            token=self.token,
+            timeout_s=5.0,
+            max_attempts=1000 if self.eager else 200,
+            backoff_s=0.01 if self.eager else 0.05,
+            max_backoff_s=0.05 if self.eager else 0.2,
         ) as client:
-            broker_id = 1000
+            broker_id = self.first_id
             while not self._stop.is_set():
                 broker_id += 1
                 listeners = [
-                    {"name": "PLAINTEXT", "host": "b", "port": broker_id, "securityProtocol": 0}
+                    {
+                        "name": "PLAINTEXT",
+                        "host": f"b{broker_id}",
+                        "port": 9092,
+                        "securityProtocol": 0,
+                    }
                 ]
                 try:
                     reg = await client.register(
@@ -92,14 +113,20 @@ def leader_of(pods: LoopbackStatefulSet, token: str) -> int | None:
 
 
 def rolling_restart(
-    pods: LoopbackStatefulSet, writer: Writer, token: str, ready_timeout_s: float = 120.0
+    pods: LoopbackStatefulSet,
+    writer: Writer,
+    token: str,
+    ready_timeout_s: float = 120.0,
+    prestop: bool = True,
+    eager: Writer | None = None,
 ) -> list[dict]:
     """Restarts every pod, highest ordinal first; one result per restart."""
     results = []
     for ordinal in reversed(range(pods.replicas)):
         leader_before = _leader(pods, token)
+        term_before = _term(pods, token, leader_before)
         t0 = time.monotonic()
-        stop = pods.terminate(ordinal)
+        stop = pods.terminate(ordinal, prestop=prestop)
         t_down = time.monotonic()
         pods.start(ordinal)
         name = pods.pods[ordinal].name
@@ -111,12 +138,16 @@ def rolling_restart(
         results.append(
             {
                 "pod": pods.pods[ordinal].name,
+                "t0": t0,
                 "wasLeader": leader_before == ordinal,
                 "leaderBefore": leader_before,
-                "leaderAfter": _leader(pods, token),
+                "leaderAfter": (leader_after := _leader(pods, token)),
+                # Raft terms this restart cost: 1 per leader handover or election.
+                "terms": _term(pods, token, leader_after) - term_before,
                 "stoppedSeconds": t_down - t0,
                 "downSeconds": t_ready - t0,
                 "writeUnavailableSeconds": writer.window(t0, t_ready),
+                "eagerUnavailableSeconds": eager.window(t0, t_ready) if eager else None,
                 **stop,
             }
         )
@@ -125,6 +156,11 @@ def rolling_restart(
 
 def _leader(pods: LoopbackStatefulSet, token: str) -> int:
     return pods.wait(lambda: _plus_one(leader_of(pods, token)), 60, "an active leader") - 1
+
+
+def _term(pods: LoopbackStatefulSet, token: str, ordinal: int) -> int:
+    status = pods.status(ordinal, token) or {}
+    return int(status.get("raftTerm", 0))
 
 
 def _plus_one(value: int | None) -> int | None:
@@ -155,12 +191,14 @@ def registered_brokers(pods: LoopbackStatefulSet, ordinal: int, token: str) -> s
 def report_lines(results: list[dict]) -> list[str]:
     lines = []
     for r in results:
+        eager = r.get("eagerUnavailableSeconds")
         lines.append(
             f"{r['pod']:<14} {'leader' if r['wasLeader'] else 'follower':<8} "
-            f"write-unavailable {r['writeUnavailableSeconds'] * 1000:7.0f} ms   "
-            f"stop {r['stoppedSeconds']:5.2f} s (preStop {r['preStopSeconds']:4.2f} s, "
+            f"write-unavailable {r['writeUnavailableSeconds'] * 1000:5.0f} ms"
+            + (f" (eager client {eager * 1000:4.0f} ms)" if eager is not None else "")
+            + f"   stop {r['stoppedSeconds']:5.2f} s (preStop {r['preStopSeconds']:4.2f} s, "
             f"exit {r['exitCode']}{', KILLED' if r['killed'] else ''})   "
             f"back ready after {r['downSeconds']:5.2f} s   "
-            f"leader {r['leaderBefore']} -> {r['leaderAfter']}"
+            f"leader {r['leaderBefore']} -> {r['leaderAfter']} (+{r['terms']} terms)"
         )
     return lines

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from metaquorum.ops import rollout_target
 from metaquorum.serve import node_id_from_hostname
 
 
@@ -71,3 +72,15 @@ def test_if_leader_on_a_lone_voter_is_a_no_op(voter, tmp_path):
 def test_if_leader_fails_clearly_when_nothing_answers():
     r = mq("transfer-leadership", "--if-leader", "--url", "http://127.0.0.1:1")
     assert r.returncode == 1 and "cannot read http://127.0.0.1:1/v1/quorum/status" in r.stderr
+
+
+def test_the_prestop_hands_over_to_the_voter_a_rollout_restarts_last():
+    def v(node, connected=True, lag=0):
+        return {"nodeId": node, "connected": connected, "lagRecords": lag}
+
+    voters = [v(0), v(1), v(2), v(3), v(4)]
+    assert rollout_target(2, voters) == 4  # 4 and 3 are already updated
+    assert rollout_target(4, voters) == 0  # the first restarted: 0 goes last
+    assert rollout_target(2, [v(0), v(1), v(2), v(3, lag=500), v(4, connected=False)]) == 0
+    assert rollout_target(2, [v(0), v(1), v(2), v(3, lag=5)]) == 3
+    assert rollout_target(0, [v(0), v(1, lag=None), v(2, connected=False)]) is None
