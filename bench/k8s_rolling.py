@@ -55,7 +55,7 @@ def log_gaps(pods: LoopbackStatefulSet, token: str, windows: list[tuple[float, f
                 pods.url(0) + "/v1/log", params={"fromOffset": offset, "maxRecords": 10000}
             ).json()
             records = body.get("records", [])
-            stamps += [r["timestampMs"] for r in records if r["type"] != "LEADER_CHANGE_RECORD"]
+            stamps += [r["timestampMs"] for r in records if r["type"] != "LEADER_CHANGE"]
             if not records or body["nextOffset"] >= body["highWatermark"]:
                 break
             offset = body["nextOffset"]

@@ -9,9 +9,12 @@ write-unavailability window of each restart is printed (figures, not asserts;
 bench/k8s_rolling.py measures the same over several rounds)."""
 
 import base64
+import json
 import os
+import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 
 from .k8s_pods import LoopbackStatefulSet
@@ -132,3 +135,44 @@ def test_the_dev_overlay_runs_one_voter_whose_prestop_is_a_no_op(tmp_path):
         assert pods.status(0, token)["nodeId"] == 0
     finally:
         pods.close()
+
+
+def test_backup_by_snapshot_download_and_restore_from_volume_copies(base_pods, tmp_path):
+    """docs/kubernetes.md's procedure: download /v1/snapshot (and note the
+    digest), scale to 0, copy every voter's volume, and later restore the
+    copies into fresh volumes: the restored cluster serves the same image."""
+    objects, pods = base_pods
+    token = _secret(objects, "metaquorum-tokens", "admin-token")
+    cluster_id = named(objects, "ConfigMap", "metaquorum-config")["data"]["METAQUORUM_CLUSTER_ID"]
+    pods.start_all()
+    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "all three ready")
+    writer = Writer([pods.url(i) for i in range(3)], token, cluster_id).start()
+    try:
+        pods.wait(lambda: len(writer.acked) >= 30, 60, "some writes")
+    finally:
+        writer.stop()
+    before = pods.wait(lambda: converged(pods, token), 60, "the voters to converge")[0]
+    headers = {"authorization": f"Bearer {token}"}
+    backup = httpx.get(pods.url(1) + "/v1/snapshot", headers=headers, timeout=30).json()
+    assert backup["offset"] == before["lastAppliedOffset"]
+
+    for i in reversed(range(3)):  # kubectl scale statefulset metaquorum --replicas=0
+        assert pods.terminate(i)["exitCode"] == 0
+    volumes = pods.root / "pvc"
+    shutil.copytree(volumes, tmp_path / "backup")
+    shutil.rmtree(volumes)  # the claims are gone: restore into new, empty ones
+    shutil.copytree(tmp_path / "backup", volumes)
+
+    pods.start_all()
+    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "the restored voters ready")
+    after = pods.wait(lambda: converged(pods, token), 60, "the restored voters to converge")
+    # Every voter agrees; the image moved on only by the new leader's LEADER_CHANGE.
+    assert len({s["imageDigest"] for s in after}) == 1
+    assert after[0]["lastAppliedOffset"] > before["lastAppliedOffset"]
+    restored = httpx.get(pods.url(0) + "/v1/snapshot", headers=headers, timeout=30).json()
+    # The same records (a new leader's LEADER_CHANGE may follow them in the log).
+    key = lambda r: (r["type"], json.dumps(r["data"], sort_keys=True))  # noqa: E731
+    kept = {key(r) for r in restored["records"] if r["type"] != "LEADER_CHANGE"}
+    assert kept == {key(r) for r in backup["records"] if r["type"] != "LEADER_CHANGE"}
+    acked = {b for b, _ in writer.acked}
+    assert acked <= registered_brokers(pods, 2, token)
