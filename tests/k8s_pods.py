@@ -112,7 +112,13 @@ class Pod:
 
 
 class LoopbackStatefulSet:
-    def __init__(self, objects: list[dict], root: Path, bin_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        objects: list[dict],
+        root: Path,
+        bin_dir: Path | None = None,
+        map_ports: bool = False,  # as if the rendered ports were taken (tests the mapping)
+    ) -> None:
         self.objects = objects
         self.root = Path(root)
         self.sts = one(objects, "StatefulSet")
@@ -126,7 +132,7 @@ class LoopbackStatefulSet:
         self.grace_s = float(self.pod_spec.get("terminationGracePeriodSeconds", 30))
         self.bin_dir = Path(bin_dir or Path(sys.executable).parent)
         self.ports = {p["name"]: int(p["containerPort"]) for p in self.container["ports"]}
-        self._choose_addresses()
+        self._choose_addresses(map_ports)
         self.pods = [
             Pod(i, f"{self.name}-{i}", f"{self.subnet}.{i + 1}") for i in range(self.replicas)
         ]
@@ -135,9 +141,9 @@ class LoopbackStatefulSet:
 
     # ------------------------------------------------------------ addresses
 
-    def _choose_addresses(self) -> None:
+    def _choose_addresses(self, map_ports: bool) -> None:
         rng = random.Random()
-        for _ in range(50):
+        for _ in range(0 if map_ports else 50):
             subnet = f"127.{rng.randint(1, 254)}.{rng.randint(1, 254)}"
             ips = [f"{subnet}.{i + 1}" for i in range(self.replicas)]
             if all(_bindable(ip, port) for ip in ips for port in self.ports.values()):

@@ -176,3 +176,25 @@ def test_backup_by_snapshot_download_and_restore_from_volume_copies(base_pods, t
     assert kept == {key(r) for r in backup["records"] if r["type"] != "LEADER_CHANGE"}
     acked = {b for b, _ in writer.acked}
     assert acked <= registered_brokers(pods, 2, token)
+
+
+def test_ports_are_mapped_when_the_rendered_ones_are_taken(tmp_path):
+    """If something held a rendered port on the wildcard address, the pods get
+    free ports instead, rewritten everywhere the rendered port appears."""
+    objects = render(prepared_copy(tmp_path), "dev")
+    pods = LoopbackStatefulSet(objects, tmp_path / "run", map_ports=True)
+    try:
+        assert pods.port_map[9093] != 9093 and pods.port_map[8080] != 8080
+        pods.start(0)
+        env = pods.pods[0].env
+        raft = f"{pods.ip(0)}:{pods.port_map[9093]}"
+        assert env["METAQUORUM_VOTERS"] == f"0@{raft}"
+        assert env["METAQUORUM_RAFT_BIND"] == pods.ip(0)
+        assert env["METAQUORUM_HTTP_PORT"] == str(pods.port_map[8080])
+        assert env["METAQUORUM_ADVERTISED_URL"] == pods.url(0)
+        pods.wait(lambda: pods.ready(0), 60, "the dev voter ready on mapped ports")
+        stop = pods.terminate(0)  # the preStop's 127.0.0.1:8080 is mapped too
+        assert stop["preStopExit"] == 0 and "only voter" in stop["preStopOutput"], stop
+        assert stop["exitCode"] == 0
+    finally:
+        pods.close()
