@@ -68,6 +68,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         default=20_000,
         help="take a snapshot and compact the Raft log after this many entries",
     )
+    flag(
+        "--startup-election-delay-ms",
+        type=int,
+        default=0,
+        help="a restarted voter waits this long before its first election, so that a "
+        "rolling restart does not depose the leader (Kubernetes: 5000)",
+    )
     flag("--log-level", default="info", help="debug, info, warning, error")
 
 
@@ -131,6 +138,7 @@ def build_config(args: argparse.Namespace):
         session_timeout_ms=int(args.session_timeout_ms),
         max_queued_requests=_positive(args.max_queued_requests, "--max-queued-requests"),
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
+        startup_election_delay_s=int(args.startup_election_delay_ms) / 1000,
         raft_bind=f"{bind}:{voters[node_id].rpartition(':')[2]}" if node_id in voters else None,
     )
 

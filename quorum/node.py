@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
+from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
 
 from metadata_records.codec import encode_batch
 from metadata_records.features import METADATA_VERSION
@@ -148,6 +149,8 @@ class QuorumNode:
             addr for node_id, addr in sorted(config.voters.items()) if node_id != self.node_id
         ]
         self.syncobj = SyncObj(config.raft_address, others, conf=conf, consumers=[self.sm])
+        if config.startup_election_delay_s > 0 and others:
+            self._delay_first_election(config.startup_election_delay_s)
         # Replay gate: not ready before the commit index found on disk is applied.
         self.replay_target = self.syncobj.raftCommitIndex
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -166,6 +169,18 @@ class QuorumNode:
         self.stats = BatchStats()
         self.throttled = 0
         self._digest: tuple[MetadataImage, str] | None = None
+
+    def _delay_first_election(self, delay_s: float) -> None:
+        """Pushes this voter's first election deadline ``delay_s`` away
+        (NodeConfig.startup_election_delay_s says why). pysyncobj has no
+        option for it: this sets its private deadline, checked to exist."""
+        attr = "_SyncObj__raftElectionDeadline"
+        if not isinstance(getattr(self.syncobj, attr, None), float):
+            raise RuntimeError(
+                "this pysyncobj has no election deadline to delay: run with "
+                "--startup-election-delay-ms 0, or pin the pysyncobj of pyproject.toml"
+            )
+        setattr(self.syncobj, attr, pysyncobj_monotonic() + delay_s)
 
     # ------------------------------------------------------------ lifecycle
 

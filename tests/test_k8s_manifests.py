@@ -117,6 +117,9 @@ def test_voters_match_replicas_and_name_the_headless_pods(rendered):
         for i in range(replicas)
     )
     assert config["METAQUORUM_VOTERS"] == expected
+    # A restarted voter waits for DNS (2 s cache) and a reconnect (1 s) before
+    # its first election (docs/kubernetes.md).
+    assert int(config["METAQUORUM_STARTUP_ELECTION_DELAY_MS"]) >= 3000
     assert sts["spec"]["podManagementPolicy"] == "Parallel"
     claims = sts["spec"]["volumeClaimTemplates"]
     assert [c["metadata"]["name"] for c in claims] == ["data"]
