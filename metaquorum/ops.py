@@ -121,9 +121,15 @@ async def transfer_if_leader(url: str, token: str | None, target: int | None) ->
 
     async with httpx.AsyncClient(timeout=15.0, headers=headers, follow_redirects=False) as http:
         try:
-            status = (await http.get(base + "/v1/quorum/status")).json()
+            r = await http.get(base + "/v1/quorum/status")
+            status = r.json()
         except (httpx.HTTPError, ValueError) as e:
             return _fail(f"UNAVAILABLE: cannot read {base}/v1/quorum/status ({e!r})")
+        if r.status_code != 200:
+            return _fail(
+                f"{status.get('errorName', 'ERROR')}: {status.get('errorMessage')} "
+                f"(HTTP {r.status_code} from {base}/v1/quorum/status; check --token-file)"
+            )
         me, leader = status.get("nodeId"), status.get("leaderId")
         if me is None or leader != me:
             print(f"node {me} is not the leader (leader: {leader}): nothing to transfer")

@@ -84,3 +84,22 @@ def test_the_prestop_hands_over_to_the_voter_a_rollout_restarts_last():
     assert rollout_target(2, [v(0), v(1), v(2), v(3, lag=500), v(4, connected=False)]) == 0
     assert rollout_target(2, [v(0), v(1), v(2), v(3, lag=5)]) == 3
     assert rollout_target(0, [v(0), v(1, lag=None), v(2, connected=False)]) is None
+
+
+def test_if_leader_with_a_wrong_token_fails_instead_of_skipping(tmp_path):
+    """A hook that cannot read the status must say so, not claim 'not the leader'."""
+    from .cluster import Cluster
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text("right-token admin\n")
+    (tmp_path / "c").mkdir()
+    c = Cluster(tmp_path / "c", voters=1, extra=["--tokens-file", str(tokens)])
+    try:
+        c.start()
+        c.wait_ready()
+        wrong = tmp_path / "wrong"
+        wrong.write_text("wrong-token\n")
+        r = mq("transfer-leadership", "--if-leader", "--url", c.url(0), "--token-file", str(wrong))
+        assert r.returncode == 1 and "HTTP 401" in r.stderr and "--token-file" in r.stderr
+    finally:
+        c.close()
