@@ -21,6 +21,9 @@ from rich.table import Table
 from brokers.client import ClientError, MetaquorumClient, RequestRejected
 
 DEFAULT_URL = "http://127.0.0.1:7070"
+# A voter this close to the leader catches up within the transfer (the leader
+# pauses new batches meanwhile); the same bound as readiness (NodeConfig).
+READY_LAG_ENTRIES = 100
 
 
 def add_ops_commands(commands: argparse._SubParsersAction) -> None:
@@ -35,6 +38,12 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
             "--token",
             default=os.environ.get("METAQUORUM_TOKEN"),
             help="bearer token [env METAQUORUM_TOKEN]",
+        )
+        p.add_argument(
+            "--token-file",
+            default=os.environ.get("METAQUORUM_TOKEN_FILE"),
+            help="read the bearer token from this file (e.g. a mounted Secret) "
+            "[env METAQUORUM_TOKEN_FILE]",
         )
         p.add_argument("--json", action="store_true", help="print JSON instead of tables")
         return p
@@ -57,6 +66,11 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     p = command("transfer-leadership", "move the active controller to another voter")
     p.add_argument("--to", dest="target", type=int, help="target node id (default: most caught up)")
+    p.add_argument(
+        "--if-leader",
+        action="store_true",
+        help="only if the voter at --url leads; otherwise do nothing and exit 0 (a preStop hook)",
+    )
 
 
 OPS = {"status", "brokers", "topics", "log", "create-topic", "transfer-leadership"}
@@ -65,7 +79,13 @@ OPS = {"status", "brokers", "topics", "log", "create-topic", "transfer-leadershi
 def run_op(args: argparse.Namespace) -> int:
     console = Console()
     try:
+        if args.token_file:
+            args.token = _read_token(args.token_file)
+        if args.command == "transfer-leadership" and args.if_leader:
+            return asyncio.run(transfer_if_leader(args.url, args.token, args.target))
         return asyncio.run(_run(args, console))
+    except ValueError as e:
+        return _fail(f"INVALID_REQUEST: {e}")
     except RequestRejected as e:
         return _fail(
             f"{e.body.get('errorName', 'ERROR')}: {e.body.get('errorMessage')} (HTTP {e.status})"
@@ -74,6 +94,88 @@ def run_op(args: argparse.Namespace) -> int:
         return _fail(f"UNAVAILABLE: {e}")
     except KeyboardInterrupt:
         return 130
+
+
+def _read_token(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--token-file {path}: cannot read it ({e})") from None
+    if not token or len(token.split()) != 1:
+        raise ValueError(f"--token-file {path}: expected one token, alone in the file")
+    return token
+
+
+async def transfer_if_leader(url: str, token: str | None, target: int | None) -> int:
+    """The preStop hook: if the voter at ``url`` (this pod) leads, hand
+    leadership over; if it does not, there is nothing to do.
+
+    Never follows a redirect: a follower's hook must not move the leadership
+    of another voter (it could even pick the voter that is about to stop)."""
+    if "," in url:
+        raise ValueError("--if-leader takes one --url: the voter that is about to stop")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    base = url.rstrip("/")
+    import httpx  # noqa: PLC0415 - only this path talks HTTP without the client
+
+    async with httpx.AsyncClient(timeout=15.0, headers=headers, follow_redirects=False) as http:
+        try:
+            r = await http.get(base + "/v1/quorum/status")
+            status = r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            return _fail(f"UNAVAILABLE: cannot read {base}/v1/quorum/status ({e!r})")
+        if r.status_code != 200:
+            return _fail(
+                f"{status.get('errorName', 'ERROR')}: {status.get('errorMessage')} "
+                f"(HTTP {r.status_code} from {base}/v1/quorum/status; check --token-file)"
+            )
+        me, leader = status.get("nodeId"), status.get("leaderId")
+        if me is None or leader != me:
+            print(f"node {me} is not the leader (leader: {leader}): nothing to transfer")
+            return 0
+        if len(status.get("voters", [])) < 2:
+            print(f"node {me} is the only voter: nothing to transfer")
+            return 0
+        if target is None:
+            target = rollout_target(me, status.get("voters", []))
+        body = {} if target is None else {"targetNodeId": target}
+        try:
+            r = await http.post(base + "/v1/quorum/transfer-leadership", json=body)
+        except httpx.HTTPError as e:
+            return _fail(f"UNAVAILABLE: {base}: {e!r} (the node hands over on SIGTERM too)")
+        answer = (
+            r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+        )
+        if r.status_code == 307:
+            print(f"node {me} stopped leading before the transfer: nothing to transfer")
+            return 0
+        if r.status_code != 200 or answer.get("errorCode", 0) != 0:
+            return _fail(
+                f"{answer.get('errorName', 'ERROR')}: {answer.get('errorMessage', r.text)} "
+                f"(HTTP {r.status_code}; the node hands over on SIGTERM too)"
+            )
+        print(f"leadership moved from node {me} to node {answer.get('leaderId')}")
+        return 0
+
+
+def rollout_target(me: int, voters: list[dict]) -> int | None:
+    """The voter a StatefulSet rolling update restarts last, among those
+    connected and caught up: it goes from the highest ordinal down, so a
+    higher ordinal than ours is already updated (take the highest), else the
+    lowest is updated last. None: let the leader pick the most caught up."""
+    ready = [
+        v["nodeId"]
+        for v in voters
+        if v.get("nodeId") != me
+        and v.get("connected")
+        and v.get("lagRecords") is not None
+        and v["lagRecords"] <= READY_LAG_ENTRIES
+    ]
+    if not ready:
+        return None
+    higher = [n for n in ready if n > me]
+    return max(higher) if higher else min(ready)
 
 
 def _fail(line: str) -> int:

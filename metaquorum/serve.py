@@ -38,11 +38,17 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     flag(
         "--node-id-from-hostname",
         action="store_true",
-        help="take the node id from the hostname's trailing ordinal (StatefulSet pod-N)",
+        help="take the node id from the hostname's trailing ordinal (StatefulSet pod-N); "
+        "the hostname is $HOSTNAME if set, else the system's",
     )
     flag("--voters", required=True, help='every voter: "0@host:raftport,1@host:raftport,..."')
     flag("--http-host", default="0.0.0.0", help="HTTP bind address")
     flag("--http-port", type=int, default=8080, help="HTTP port")
+    flag(
+        "--raft-bind",
+        default="0.0.0.0",
+        help="Raft bind address (the port is this voter's port in --voters)",
+    )
     flag("--advertised-url", help="the URL brokers and peers use to reach this node's HTTP API")
     flag("--data-dir", required=True, help="journal, snapshots and identity of this voter")
     flag("--cluster-id", help="first start only; later starts read it from the data dir")
@@ -69,6 +75,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         default=20_000,
         help="take a snapshot and compact the Raft log after this many entries",
     )
+    flag(
+        "--startup-election-delay-ms",
+        type=int,
+        default=0,
+        help="a restarted voter waits this long before its first election, so that a "
+        "rolling restart does not depose the leader (Kubernetes: 5000)",
+    )
     flag("--log-level", default="info", help="debug, info, warning, error")
 
 
@@ -89,7 +102,9 @@ def _read_secret(path: str) -> str:
 
 
 def node_id_from_hostname(hostname: str | None = None) -> int:
-    name = (hostname or socket.gethostname()).split(".")[0]
+    # $HOSTNAME first: Kubernetes sets it to the pod name (the manifest also
+    # sets it from the downward API), and a test can set it without a container.
+    name = (hostname or os.environ.get("HOSTNAME") or socket.gethostname()).split(".")[0]
     head, _, ordinal = name.rpartition("-")
     if not head or not ordinal.isdigit():
         raise ValueError(f"--node-id-from-hostname: hostname {name!r} does not end in -<ordinal>")
@@ -116,6 +131,9 @@ def build_config(args: argparse.Namespace):
         raise ValueError(f"--advertised-url {url!r} must start with http:// or https://")
     if args.tokens_file and not os.path.isfile(args.tokens_file):
         raise ValueError(f"--tokens-file {args.tokens_file}: no such file")
+    bind = str(args.raft_bind or "0.0.0.0").strip()
+    if not bind or any(c in bind for c in " /@,"):
+        raise ValueError(f"--raft-bind {args.raft_bind!r} is not a host or IP address")
     return NodeConfig(
         node_id=node_id,
         voters=voters,
@@ -128,6 +146,8 @@ def build_config(args: argparse.Namespace):
         max_queued_requests=_positive(args.max_queued_requests, "--max-queued-requests"),
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
         max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),
+        startup_election_delay_s=int(args.startup_election_delay_ms) / 1000,
+        raft_bind=f"{bind}:{voters[node_id].rpartition(':')[2]}" if node_id in voters else None,
     )
 
 

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
+from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
 
 from metadata_records.codec import encode_batch
 from metadata_records.features import METADATA_VERSION
@@ -164,6 +165,8 @@ class QuorumNode:
             addr for node_id, addr in sorted(config.voters.items()) if node_id != self.node_id
         ]
         self.syncobj = SyncObj(config.raft_address, others, conf=conf, consumers=[self.sm])
+        if config.startup_election_delay_s > 0 and others:
+            self._delay_first_election(config.startup_election_delay_s)
         # Replay gate: not ready before the commit index found on disk is applied.
         self.replay_target = self.syncobj.raftCommitIndex
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -179,9 +182,22 @@ class QuorumNode:
         self._barrier_waiters = 0
         self._fence_handle: asyncio.TimerHandle | None = None
         self._stopping = False
+        self._transferring = False  # no new batch while leadership is handed over
         self.stats = BatchStats()
         self.throttled = 0
         self._digest: tuple[MetadataImage, str] | None = None
+
+    def _delay_first_election(self, delay_s: float) -> None:
+        """Pushes this voter's first election deadline ``delay_s`` away
+        (NodeConfig.startup_election_delay_s says why). pysyncobj has no
+        option for it: this sets its private deadline, checked to exist."""
+        attr = "_SyncObj__raftElectionDeadline"
+        if not isinstance(getattr(self.syncobj, attr, None), float):
+            raise RuntimeError(
+                "this pysyncobj has no election deadline to delay: run with "
+                "--startup-election-delay-ms 0, or pin the pysyncobj of pyproject.toml"
+            )
+        setattr(self.syncobj, attr, pysyncobj_monotonic() + delay_s)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -196,7 +212,11 @@ class QuorumNode:
         """Hands leadership over (if leading and asked to), then stops Raft."""
         self._stopping = True
         if transfer and self.syncobj._isLeader() and len(self.config.voters) > 1:
-            await self.transfer_leadership(None, timeout_s=timeout_s)
+            try:
+                await self.transfer_leadership(None, timeout_s=timeout_s)
+            except UnavailableError as e:
+                # Stop anyway: the others elect a leader after an election timeout.
+                log.warning("leadership not handed over before stopping: %s", e)
         self._step_down("this node is shutting down")
         self.sm.on_applied = None
         self.syncobj.destroy_synchronous()
@@ -391,6 +411,8 @@ class QuorumNode:
         that already holds the records of the batches in flight."""
         if not self.active or not self._queue:
             return
+        if self._transferring:
+            return  # the queue waits: the new leader answers it (307) or we resume
         if self._in_flight and (
             len(self._in_flight) >= self.config.max_batches_in_flight
             or self._rebuild_pending
@@ -570,27 +592,50 @@ class QuorumNode:
         else:
             address = None
         done = self.loop.create_future()
-        fired = []
+        state = {"settled": False, "denied": 0}
 
         def on_tick():  # transferLeadership is only safe on the tick thread
             # Runs under pysyncobj's tick-callback lock: removing itself here
-            # would deadlock the tick thread, so it runs once and is removed later.
-            if fired:
+            # would deadlock the tick thread, so it settles once and is removed later.
+            if state["settled"]:
                 return
-            fired.append(True)
+            answers = []  # pysyncobj answers through the callback, synchronously
             try:
                 self.syncobj.transferLeadership(
-                    node=address, callback=lambda r, e: self._call(_settle, done, e)
+                    node=address, callback=lambda r, e: answers.append(e)
                 )
             except Exception as e:
+                state["settled"] = True
                 self._call(_fail, done, e)
+                return
+            error = answers[0] if answers else FAIL_REASON.SUCCESS
+            if error == FAIL_REASON.REQUEST_DENIED:
+                # Denied while the target is not fully caught up: under steady
+                # writes it lags by the batch in flight, so try again next tick.
+                state["denied"] += 1
+                return
+            state["settled"] = True
+            self._call(_settle, done, error)
 
+        # As Raft's leadership transfer asks: propose nothing new meanwhile, so
+        # the target catches up with the batch in flight and wins its election.
+        self._transferring = True
+        try:
+            return await self._await_transfer(done, state, on_tick, timeout_s)
+        finally:
+            self._transferring = False
+            self._pump()  # still leading (the transfer failed): the queue goes on
+
+    async def _await_transfer(self, done, state, on_tick, timeout_s: float) -> int | None:
         self.syncobj.addOnTickCallback(on_tick)
         try:
             error = await asyncio.wait_for(done, timeout_s)
         except TimeoutError:
-            return None
+            if not state["denied"]:
+                return None
+            error = FAIL_REASON.REQUEST_DENIED
         finally:
+            state["settled"] = True
             self.syncobj.removeOnTickCallback(on_tick)
         if error != FAIL_REASON.SUCCESS:
             raise UnavailableError(

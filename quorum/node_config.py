@@ -72,6 +72,11 @@ class NodeConfig:
     # Election timing with headroom for the GIL shared with uvicorn (PYSYNCOBJ.md 2.4).
     raft_min_timeout: float = 0.7
     raft_max_timeout: float = 1.5
+    # A restarted voter waits this long before its first election: the others
+    # must reconnect to it first (pysyncobj dials from the higher address to the
+    # lower one, on Kubernetes also after DNS shows the pod's new IP), and
+    # without pre-vote an early election would depose a healthy leader.
+    startup_election_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:
@@ -85,6 +90,11 @@ class NodeConfig:
             )
         if self.session_timeout_ms <= 0:
             raise ConfigError("--session-timeout-ms must be positive")
+        if not 0 <= self.startup_election_delay_s <= 600:
+            raise ConfigError(
+                f"--startup-election-delay-ms {self.startup_election_delay_s * 1000:.0f} "
+                "must be between 0 and 600000"
+            )
         # pysyncobj requires the election timeout above 3 heartbeat periods (0.1 s).
         if not 0.3 < self.raft_min_timeout < self.raft_max_timeout:
             raise ConfigError(
