@@ -21,6 +21,11 @@ epoch, a repeated AlterPartition with a stale partition epoch is refused).
 
 Where shared/API.md is silent, this package decides (and its tests pin it):
 
+* Every 429 and 503 from the node also carries ``retryAfterMs`` in its body:
+  ``Retry-After`` has whole seconds only (HTTP), and a leader elected in a
+  fifth of a second should not cost brokers a whole one. ``brokers/client.py``
+  prefers it.
+
 * Unknown body fields are ignored (as Kafka's JSON converters do); fields of
   another AlterPartition version and ``validateOnly: true`` are refused (400).
   Snake_case spellings are not accepted. Integers, booleans and strings are

@@ -127,7 +127,7 @@ _ERR_AUTH = {
 }
 _ERR_503 = {
     503: _doc(
-        M.ErrorResponse,
+        M.RetryResponse,
         "not ready / no leader known / shutting down (41), or the write's outcome is "
         "unknown (7); see Retry-After",
     )
@@ -137,7 +137,7 @@ WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_ERR_400,
     **_ERR_AUTH,
     413: _doc(M.ErrorResponse, "request body over the limit"),
-    429: _doc(M.ErrorResponse, "admission control: too much is queued; nothing was written"),
+    429: _doc(M.RetryResponse, "admission control: too much is queued; nothing was written"),
     **_ERR_503,
 }
 READ_RESPONSES: dict[int | str, dict[str, Any]] = {**_ERR_400, **_ERR_AUTH, **_ERR_503}

@@ -120,7 +120,16 @@ def error_fields(error: Errors, message: str | None = None) -> dict[str, Any]:
 
 
 class ErrorResponse(ErrorFields):
-    """The body of every non-200 answer (400, 401, 403, 404, 413, 429, 503, ...)."""
+    """The body of every non-200 answer (400, 401, 403, 404, 413, ...)."""
+
+
+class RetryResponse(ErrorFields):
+    """429 and 503: nothing was decided, or the outcome is unknown; retry later."""
+
+    retry_after_ms: int = Field(
+        description="when to retry, in milliseconds (the Retry-After header says the same "
+        "in whole seconds, rounded up, as HTTP has it)",
+    )
 
 
 class NotControllerResponse(ErrorFields):

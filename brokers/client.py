@@ -155,7 +155,10 @@ class MetaquorumClient:
         self._seed += 1
         self.leader = None
 
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
+    def _delay(self, attempt: int, retry_after: str | None, body: dict | None = None) -> float:
+        hint = (body or {}).get("retryAfterMs")
+        if type(hint) is int and hint >= 0:  # exact, where the header has whole seconds
+            return min(hint / 1000, self.max_backoff_s * 4)
         if retry_after:
             try:
                 return min(float(retry_after), self.max_backoff_s * 4)
@@ -212,7 +215,7 @@ class MetaquorumClient:
                 )
                 if r.status_code == 503 and write:
                     self.leader = None  # the leader may have moved
-                await asyncio.sleep(self._delay(attempt, r.headers.get("retry-after")))
+                await asyncio.sleep(self._delay(attempt, r.headers.get("retry-after"), body))
                 continue
             if r.status_code >= 400 and r.status_code not in (404, 410):
                 raise RequestRejected(

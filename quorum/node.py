@@ -368,7 +368,7 @@ class QuorumNode:
         leader_url = self.leader_url
         leader_id = self.raft_leader_id
         if leader_url is None or leader_id == self.node_id:
-            return UnavailableError(f"no active controller is known yet ({why})", 0.5)
+            return UnavailableError(f"no active controller is known yet ({why})", 0.25)
         return NotControllerError(leader_id, leader_url, why)
 
     # ------------------------------------------------------------ writes

@@ -561,9 +561,13 @@ def test_other_node_errors():
     r = node_error_response(UnavailableError("replaying", 2.5), request_for("/v1/topics"))
     assert (r.status_code, r.headers["Retry-After"]) == (503, "3")
     assert orjson.loads(r.body)["errorCode"] == 41
+    # The header has whole seconds (HTTP); the body has the exact hint.
+    r = node_error_response(UnavailableError("no leader yet", 0.25), request_for("/v1/topics"))
+    assert (r.headers["Retry-After"], orjson.loads(r.body)["retryAfterMs"]) == ("1", 250)
     r = node_error_response(ThrottledError("full", 0.5), request_for("/v1/topics"))
     assert (r.status_code, r.headers["Retry-After"]) == (429, "1")
     assert orjson.loads(r.body)["errorName"] == "THROTTLING_QUOTA_EXCEEDED"
+    assert orjson.loads(r.body)["retryAfterMs"] == 500
     r = node_error_response(
         OutcomeUnknownError("the batch did not commit (LEADER_CHANGED)"), request_for("/v1/topics")
     )

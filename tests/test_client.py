@@ -125,3 +125,14 @@ def test_a_write_without_an_answer_is_an_unknown_outcome(tmp_path):
     finally:
         c.signal(0, signal.SIGCONT)
         c.close()
+
+
+def test_the_exact_retry_hint_beats_the_whole_seconds_header():
+    client = MetaquorumClient(["http://127.0.0.1:1"], max_backoff_s=2.0)
+    try:
+        assert client._delay(0, "1", {"retryAfterMs": 250}) == 0.25
+        assert client._delay(0, "2", {"errorCode": 41}) == 2.0
+        assert client._delay(0, "60", None) == 8.0  # capped at 4x the backoff cap
+        assert client._delay(0, None, {"retryAfterMs": 60_000}) == 8.0
+    finally:
+        run(client.close())
