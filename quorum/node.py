@@ -33,6 +33,7 @@ from .controller import Controller
 from .durability import install_journal
 from .messages import BrokerHeartbeatRequest
 from .node_config import NodeConfig
+from .raft_port import GuardedTransport, install_frame_limits, raft_password
 from .state_machine import STALE, MetadataStateMachine
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ class QuorumNode:
         self.sm = MetadataStateMachine(config.log_retention)
         self._id_by_address = {addr: node_id for node_id, addr in config.voters.items()}
         install_journal(config.fsync)
+        install_frame_limits()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
@@ -139,7 +141,7 @@ class QuorumNode:
             # 64 KiB pieces that the follower must reassemble.
             appendEntriesBatchSizeBytes=4 << 20,
             commandsWaitLeader=False,
-            password=config.raft_secret,
+            password=raft_password(config.raft_secret, len(config.voters)),
             bindAddress=config.raft_bind,
             onStateChanged=self._on_state_changed,
             maxBindRetries=30,
@@ -147,7 +149,13 @@ class QuorumNode:
         others = [
             addr for node_id, addr in sorted(config.voters.items()) if node_id != self.node_id
         ]
-        self.syncobj = SyncObj(config.raft_address, others, conf=conf, consumers=[self.sm])
+        self.syncobj = SyncObj(
+            config.raft_address,
+            others,
+            conf=conf,
+            consumers=[self.sm],
+            transportClass=GuardedTransport,
+        )
         # Replay gate: not ready before the commit index found on disk is applied.
         self.replay_target = self.syncobj.raftCommitIndex
         self.loop: asyncio.AbstractEventLoop | None = None
