@@ -150,10 +150,14 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _die(EXIT_CONFIG, f"--tokens-file: {e}")
 
+    from quorum.journal_format import JournalCorruptError
     from quorum.node import QuorumNode
 
     # The SyncObj is built here, in the main thread, before the loop starts.
-    node = QuorumNode(config, cluster_id)
+    try:
+        node = QuorumNode(config, cluster_id)
+    except JournalCorruptError as e:
+        return _die(EXIT_REFUSED, f"refusing to serve: {e}")
     if tokens is None:
         log.warning(
             "auth is OFF: no --tokens-file was given; anyone who reaches the port may write"

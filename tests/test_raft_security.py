@@ -110,9 +110,7 @@ def test_a_peer_without_the_secret_is_disconnected_and_nothing_is_applied(voter)
     forged = [
         frame(zlib.compress(pickle.dumps("127.0.0.1:1"), 3)),
         frame(
-            zlib.compress(
-                pickle.dumps({"type": "append_entries", "term": 10**6, "entries": []}), 3
-            )
+            zlib.compress(pickle.dumps({"type": "append_entries", "term": 10**6, "entries": []}), 3)
         ),
     ]
     with socket.create_connection(raft_address(voter), timeout=10) as s:
