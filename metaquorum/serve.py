@@ -57,6 +57,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         help="admission control: writes queued beyond this are refused with 429",
     )
     flag(
+        "--max-pending-writes",
+        type=int,
+        default=256,
+        help="admission control at the HTTP edge: writes being handled at once beyond this "
+        "are refused with 429 before they are parsed",
+    )
+    flag(
         "--compaction-entries",
         type=int,
         default=20_000,
@@ -107,6 +114,7 @@ def build_config(args: argparse.Namespace):
     url = args.advertised_url or f"http://{socket.getfqdn()}:{http_port}"
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"--advertised-url {url!r} must start with http:// or https://")
+    _positive(args.max_pending_writes, "--max-pending-writes")  # used by the API
     if args.tokens_file and not os.path.isfile(args.tokens_file):
         raise ValueError(f"--tokens-file {args.tokens_file}: no such file")
     return NodeConfig(
@@ -179,7 +187,11 @@ async def _serve(node, args, tokens) -> int:
 
     from api.app import create_app
 
-    app = create_app(node, tokens=tokens)
+    app = create_app(
+        node,
+        tokens=tokens,
+        max_pending_writes=int(args.max_pending_writes),
+    )
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):  # noqa: ANN001 - uvicorn's signature
