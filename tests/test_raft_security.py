@@ -224,3 +224,68 @@ def test_a_lone_voter_without_a_secret_gets_a_random_one():
     assert raft_password("configured-secret-0123", 3) == "configured-secret-0123"
     with pytest.raises(ValueError, match="needs a Raft secret"):
         raft_password(None, 3)
+
+
+def test_an_impostor_voter_without_the_secret_cannot_disturb_the_cluster(tmp_path):
+    """A real pysyncobj node takes a stopped voter's address with a wrong
+    secret: it never gets a connection, so it can neither campaign nor be
+    sent the log, and the cluster goes on at the same term."""
+    from pysyncobj import SyncObj, SyncObjConf
+
+    c = Cluster(tmp_path)
+    impostor = None
+    try:
+        c.start()
+        c.wait_ready()
+        leader = c.leader()
+        victim = next(i for i in range(c.n) if i != leader)
+        assert c.stop(victim) == 0
+        before = c.status(leader)
+        others = [f"127.0.0.1:{c.raft[i]}" for i in range(c.n) if i != victim]
+        impostor = SyncObj(
+            f"127.0.0.1:{c.raft[victim]}",
+            others,
+            conf=SyncObjConf(
+                password="not-the-secret-0123456789",
+                raftMinTimeout=0.3,
+                raftMaxTimeout=0.5,
+                appendEntriesPeriod=0.05,
+                connectionRetryTime=0.2,
+            ),
+        )
+        # Give it many election timeouts to try, watching the cluster meanwhile.
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            status = c.status(leader)
+            assert status is not None and status["leaderId"] == leader, status
+            assert status["controllerEpoch"] == before["controllerEpoch"], status
+            time.sleep(0.1)
+        # pysyncobj campaigns only once connected to a peer: it never got that far.
+        assert impostor._getLeader() is None and impostor.raftCurrentTerm == 0
+        assert impostor.getStatus()["partner_nodes_count"] == len(others)
+        assert all(
+            impostor.getStatus()[f"partner_node_status_server_{peer}"] == 0 for peer in others
+        ), impostor.getStatus()
+        after = c.status(leader)
+        assert after["raftTerm"] == before["raftTerm"], (before, after)
+        assert_serving_cluster(c, leader)
+    finally:
+        if impostor is not None:
+            impostor.destroy()
+        c.close()
+
+
+def assert_serving_cluster(c: Cluster, leader: int) -> None:
+    r = c.post(
+        leader,
+        "/v1/brokers/register",
+        {
+            "brokerId": 1,
+            "clusterId": c.cluster_id,
+            "incarnationId": str(uuid.uuid4()),
+            "listeners": [],
+            "features": MV,
+            "rack": None,
+        },
+    )
+    assert r.status_code == 200 and r.json()["errorName"] == "NONE", r.text
