@@ -84,7 +84,7 @@ async def run(
             "offered_per_s": round(over.offered / over.seconds),
             "sent": over.offered - over.not_sent,
             "not_sent_client_saturated": over.not_sent,
-            "connection_failures": over.failed,
+            "connection_failures": dict(over.failed),
             "statuses": dict(over.statuses),
             "errors": dict(over.errors),
             "ok_per_s": round(over.ok_per_s),
@@ -120,7 +120,8 @@ def print_figures(f: dict) -> None:
     print(f"ceiling ({c['clients']} closed-loop clients): {c['requests_per_s']} req/s, "
           f"p50 {c['p50_ms']} ms, p99 {c['p99_ms']} ms")  # fmt: skip
     print(f"overload ({o['seconds']} s open loop): offered {o['offered_per_s']} req/s "
-          f"({o['not_sent_client_saturated']} not sent: client saturated); answered "
+          f"({o['not_sent_client_saturated']} not sent: client saturated; connection "
+          f"failures {o['connection_failures']}); answered "
           f"{o['statuses']}; errors {o['errors']}")  # fmt: skip
     print(f"  200s: {o['ok_per_s']} req/s, p50 {o['ok_p50_ms']} ms, p99 {o['ok_p99_ms']} ms; "
           f"429 without Retry-After: {o['throttled_without_retry_after']}; "

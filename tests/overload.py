@@ -48,7 +48,22 @@ class RawClient:
         self._open = 0
 
     async def post(self, path: str, body: bytes) -> Answer:
-        if self._idle:
+        request = (
+            b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (path.encode(), self.host.encode(), len(body), body)
+        )
+        # A pooled connection the server closed while idle (keep-alive timeout)
+        # answers EOF: send again once on a new one, as HTTP clients do.
+        reused = bool(self._idle)
+        answer = await self._send(request)
+        if answer is None and reused:
+            answer = await self._send(request, fresh=True)
+        if answer is None:
+            raise ConnectionResetError("the server closed the connection without answering")
+        return answer
+
+    async def _send(self, request: bytes, fresh: bool = False) -> Answer | None:
+        if self._idle and not fresh:
             reader, writer = self._idle.pop()
         elif self._open < self.max:
             self._open += 1
@@ -60,12 +75,12 @@ class RawClient:
         else:
             raise Saturated()
         try:
-            writer.write(
-                b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                b"Content-Length: %d\r\n\r\n%s"
-                % (path.encode(), self.host.encode(), len(body), body)
-            )
+            writer.write(request)
             status_line = await reader.readline()
+            if not status_line:
+                self._open -= 1
+                writer.close()
+                return None
             status = int(status_line.split(b" ", 2)[1])
             headers: dict[str, str] = {}
             while (line := await reader.readline()) not in (b"\r\n", b""):
@@ -140,7 +155,7 @@ class Stats:
     throttled_without_retry_after: int = 0
     unexpected: list[str] = field(default_factory=list)  # statuses outside DOCUMENTED
     not_sent: int = 0  # open loop: this client had no free connection
-    failed: int = 0  # connection errors
+    failed: collections.Counter = field(default_factory=collections.Counter)  # by error type
     offered: int = 0
 
     @property
@@ -173,8 +188,8 @@ async def _one(client: RawClient, body: bytes, stats: Stats) -> None:
     except Saturated:
         stats.not_sent += 1
         return
-    except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
-        stats.failed += 1
+    except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
+        stats.failed[type(e).__name__] += 1
         return
     stats.record(answer, time.perf_counter() - start)
 

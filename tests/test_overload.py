@@ -34,6 +34,7 @@ def test_three_times_the_ceiling_for_60_s(tmp_path, capsys):
             print_figures(figures)
         over = figures["overload"]
         assert not over["unexpected"], over["unexpected"]
+        assert not over["connection_failures"], over  # no resets, no unanswered requests
         assert over["statuses"].get(429, 0) > 0, over
         assert over["throttled_without_retry_after"] == 0
         assert set(over["errors"]) <= {"THROTTLING_QUOTA_EXCEEDED", "REQUEST_TIMED_OUT"}, over
