@@ -196,7 +196,7 @@ class MetadataStateMachine(SyncObjConsumer):
                 header = orjson.loads(header_line)
                 raft = header["raft"]
                 expected = header["imageSha256"]
-                if header["format"] not in SNAPSHOT_FORMATS:
+                if type(header["format"]) is not int or header["format"] not in SNAPSHOT_FORMATS:
                     raise SnapshotError(f"unsupported snapshot format {header['format']!r}")
             except (orjson.JSONDecodeError, KeyError, TypeError) as e:
                 raise SnapshotError(f"unreadable snapshot header ({e})") from None

@@ -155,3 +155,15 @@ def test_fuzz_arbitrary_headers_are_refused(tmp_path, header, image):
     path.write_bytes(orjson.dumps(header) + b"\n" + image)
     sm, result = load(path)
     assert isinstance(result, SnapshotError | OSError), result
+
+
+@pytest.mark.parametrize("fmt", [True, 1.0, "2", None])
+def test_a_format_that_only_looks_like_a_number_is_refused(tmp_path, snapshot_bytes, fmt):
+    """Found by the fuzzer: ``True in (1, 2)`` is true in Python."""
+    head, _, image = snapshot_bytes.partition(b"\n")
+    header = orjson.loads(head)
+    header["format"] = fmt
+    path = tmp_path / "raft.snapshot"
+    path.write_bytes(orjson.dumps(header) + b"\n" + image)
+    sm, result = load(path)
+    assert isinstance(result, SnapshotError) and "format" in sm.fatal
