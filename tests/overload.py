@@ -53,7 +53,7 @@ class RawClient:
             b"Content-Length: %d\r\n\r\n%s" % (path.encode(), self.host.encode(), len(body), body)
         )
         # A pooled connection the server closed while idle (keep-alive timeout)
-        # answers EOF: send again once on a new one, as HTTP clients do.
+        # answers EOF or a reset: send again once on a new one, as HTTP clients do.
         reused = bool(self._idle)
         answer = await self._send(request)
         if answer is None and reused:
@@ -76,7 +76,10 @@ class RawClient:
             raise Saturated()
         try:
             writer.write(request)
-            status_line = await reader.readline()
+            try:
+                status_line = await reader.readline()
+            except (ConnectionResetError, BrokenPipeError):
+                status_line = b""  # the same case: a closed idle connection
             if not status_line:
                 self._open -= 1
                 writer.close()
