@@ -41,6 +41,7 @@ from .errors import (
     error_body,
     node_error_response,
     retry_after,
+    retry_response,
     validation_problem,
 )
 from .metrics import CONTENT_TYPE, ApiMetrics
@@ -60,6 +61,12 @@ log = logging.getLogger(__name__)
 
 MiB = 1 << 20
 DEFAULT_BODY_LIMIT = 16 * MiB
+# Writes being handled at once by this node, HTTP parsing included. The
+# controller's queue (--max-queued-requests) bounds what waits for Raft; this
+# bounds what waits for the CPU before it: past it the event loop, not Raft, is
+# the bottleneck, and every extra request only adds latency to all the others.
+DEFAULT_MAX_PENDING_WRITES = 256
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MAX = 2**63 - 1
 MAX_LOG_RECORDS = 10_000
@@ -211,12 +218,17 @@ Consistency = Annotated[
 
 class EdgeMiddleware:
     """Refuses bodies over the limit (by Content-Length, and by counting what
-    actually arrives), and times every request for /metrics."""
+    actually arrives), refuses writes past ``max_pending_writes`` with 429 and
+    Retry-After before parsing them, and times every request for /metrics."""
 
-    def __init__(self, app: ASGIApp, *, limit: int, metrics: ApiMetrics) -> None:
+    def __init__(
+        self, app: ASGIApp, *, limit: int, metrics: ApiMetrics, max_pending_writes: int
+    ) -> None:
         self.app = app
         self.limit = limit
         self.metrics = metrics
+        self.max_pending_writes = max_pending_writes
+        self.pending_writes = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -231,12 +243,27 @@ class EdgeMiddleware:
                 status = message["status"]
             await send(message)
 
+        write = scope.get("method") in WRITE_METHODS
         try:
-            problem, receive = await self._buffer_body(scope, receive)
-            if problem is not None:
-                await problem.response()(scope, receive, send_and_watch)
-            else:
-                await self.app(scope, receive, send_and_watch)
+            if write and self.pending_writes >= self.max_pending_writes:
+                refusal = retry_response(
+                    429,
+                    Errors.THROTTLING_QUOTA_EXCEEDED,
+                    f"{self.pending_writes} writes are being handled by this node (the limit "
+                    f"is {self.max_pending_writes}); nothing was written",
+                    1.0,
+                )
+                await refusal(scope, receive, send_and_watch)
+                return
+            self.pending_writes += write
+            try:
+                problem, receive = await self._buffer_body(scope, receive)
+                if problem is not None:
+                    await problem.response()(scope, receive, send_and_watch)
+                else:
+                    await self.app(scope, receive, send_and_watch)
+            finally:
+                self.pending_writes -= write
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.observe_request(
@@ -304,6 +331,7 @@ def create_app(
     *,
     tokens: TokenTable | str | os.PathLike | None = None,
     body_limit_bytes: int = DEFAULT_BODY_LIMIT,
+    max_pending_writes: int = DEFAULT_MAX_PENDING_WRITES,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off."""
@@ -311,6 +339,8 @@ def create_app(
         tokens = load_tokens(tokens)
     if body_limit_bytes < 1:
         raise ValueError(f"body_limit_bytes must be positive, got {body_limit_bytes}")
+    if max_pending_writes < 1:
+        raise ValueError(f"max_pending_writes must be positive, got {max_pending_writes}")
     auth = Authenticator(tokens)
     if not auth.enabled:
         log.warning("auth is off: no tokens file was given; every caller is admin")
@@ -327,7 +357,12 @@ def create_app(
     app.state.node = node
     app.state.auth = auth
     app.state.metrics = metrics
-    app.add_middleware(EdgeMiddleware, limit=body_limit_bytes, metrics=metrics)
+    app.add_middleware(
+        EdgeMiddleware,
+        limit=body_limit_bytes,
+        metrics=metrics,
+        max_pending_writes=max_pending_writes,
+    )
 
     # ------------------------------------------------------------ errors -> responses
 

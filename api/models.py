@@ -74,6 +74,9 @@ Uuid = Annotated[
         strict=True,
         json_schema_extra={
             "format": "kafka-uuid",
+            # The shape only (the value is checked by parse_uuid): lets schema-driven
+            # clients and fuzzers produce acceptable ids.
+            "pattern": "^([A-Za-z0-9_-]{21}[AQgw]|[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})$",
             "description": "Kafka UUID: 22 characters of base64url (the standard "
             "36-character form is accepted on input)",
             "examples": ["fPZv1VBsRFmnlRvmGcOW9w"],

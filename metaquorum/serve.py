@@ -70,6 +70,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         "before it (1, the design's default, or 2 to overlap replication and fsync)",
     )
     flag(
+        "--max-pending-writes",
+        type=int,
+        default=256,
+        help="admission control at the HTTP edge: writes being handled at once beyond this "
+        "are refused with 429 before they are parsed",
+    )
+    flag(
         "--compaction-entries",
         type=int,
         default=20_000,
@@ -129,6 +136,7 @@ def build_config(args: argparse.Namespace):
     url = args.advertised_url or f"http://{socket.getfqdn()}:{http_port}"
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"--advertised-url {url!r} must start with http:// or https://")
+    _positive(args.max_pending_writes, "--max-pending-writes")  # used by the API
     if args.tokens_file and not os.path.isfile(args.tokens_file):
         raise ValueError(f"--tokens-file {args.tokens_file}: no such file")
     bind = str(args.raft_bind or "0.0.0.0").strip()
@@ -178,10 +186,14 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _die(EXIT_CONFIG, f"--tokens-file: {e}")
 
+    from quorum.journal_format import JournalCorruptError
     from quorum.node import QuorumNode
 
     # The SyncObj is built here, in the main thread, before the loop starts.
-    node = QuorumNode(config, cluster_id)
+    try:
+        node = QuorumNode(config, cluster_id)
+    except JournalCorruptError as e:
+        return _die(EXIT_REFUSED, f"refusing to serve: {e}")
     if tokens is None:
         log.warning(
             "auth is OFF: no --tokens-file was given; anyone who reaches the port may write"
@@ -203,7 +215,11 @@ async def _serve(node, args, tokens) -> int:
 
     from api.app import create_app
 
-    app = create_app(node, tokens=tokens)
+    app = create_app(
+        node,
+        tokens=tokens,
+        max_pending_writes=int(args.max_pending_writes),
+    )
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):  # noqa: ANN001 - uvicorn's signature

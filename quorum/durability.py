@@ -14,12 +14,25 @@ the process (one node per process). Pinned to pysyncobj 0.3.17.
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 import time
 
 import pysyncobj.syncobj as _syncobj
-from pysyncobj.journal import FileJournal, MemoryJournal, MetaStorer
-from pysyncobj.pickle import dumps
+from pysyncobj.journal import APP_VERSION, Journal, MemoryJournal, MetaStorer, ResizableFile
+from pysyncobj.pickle import dumps, loads, to_bytes
+
+from .journal_format import (
+    HEADER_SIZE,
+    LAST_OFFSET_AT,
+    JournalCorruptError,
+    encode_entry,
+    header,
+    scan,
+)
+
+log = logging.getLogger(__name__)
 
 
 class SyncStats:
@@ -52,9 +65,14 @@ class DurableMetaStorer(MetaStorer):
         fsync_dir(path)
 
 
-class MetaquorumJournal(FileJournal):
-    """pysyncobj's FileJournal, plus:
+class MetaquorumJournal(Journal):
+    """pysyncobj's file journal (its layout, our format 2 with a checksum per
+    entry: quorum/journal_format.py), plus:
 
+    * a check of every entry at start: a torn last append is dropped, anything
+      else damaged raises JournalCorruptError (the voter refuses to serve);
+    * a meta file (term, vote, commit index) that must be readable if present:
+      pysyncobj would silently start from term 0 with no vote;
     * with ``fsync``: an msync after every change and a synced meta file;
     * the commit index stored at most every 100 ms instead of once a second, so
       a restarted voter's replay target (what it must apply before it is ready)
@@ -63,45 +81,150 @@ class MetaquorumJournal(FileJournal):
     COMMIT_INDEX_EVERY_S = 0.1
 
     def __init__(self, journal_file: str, fsync: bool) -> None:
+        self._path = journal_file
         self._fsync = fsync
         self._batching = False
         self._commit_stored_at = 0.0
-        super().__init__(journal_file)
+        if os.path.exists(journal_file) and os.path.getsize(journal_file) < HEADER_SIZE:
+            raise JournalCorruptError(
+                journal_file, 0, f"the file has {os.path.getsize(journal_file)} bytes"
+            )
+        self._file = ResizableFile(journal_file, defaultContent=header(APP_VERSION))
+        scanned = scan(self._file.read, os.path.getsize(journal_file), journal_file)
+        self._fmt = scanned.fmt
+        self._entries = scanned.entries
+        self._offset = scanned.end
+        meta_path = journal_file + ".meta"
+        self._meta_storer = DurableMetaStorer(meta_path) if fsync else MetaStorer(meta_path)
+        self._meta = _load_meta(meta_path)
+        self._meta_saved = True
+        if scanned.torn is not None:
+            log.warning(
+                "Raft journal %s: dropped a torn last append (%s); it was never "
+                "acknowledged, the leader sends it again if it committed",
+                journal_file,
+                scanned.torn,
+            )
+            self._set_end(self._offset)
+            self._sync()
+            if self._entries and self.getRaftCommitIndex() > self._entries[-1][1]:
+                self.setRaftCommitIndex(self._entries[-1][1])
+                self.onOneSecondTimer()
         if fsync:
-            self._FileJournal__metaStorer = DurableMetaStorer(journal_file + ".meta")
             fsync_dir(journal_file)
+
+    # ------------------------------------------------------------ entries
+
+    def _set_end(self, offset: int) -> None:
+        self._file.write(LAST_OFFSET_AT, struct.pack("<I", offset))
 
     def _sync(self) -> None:
         if not self._fsync or self._batching:
             return
         start = time.perf_counter()
-        self.flush()  # mmap.flush(): msync(MS_SYNC) of the dirty pages
+        self._file.flush()  # mmap.flush(): msync(MS_SYNC) of the dirty pages
         SyncStats.syncs += 1
         SyncStats.seconds += time.perf_counter() - start
 
     def add(self, command, idx, term):
-        super().add(command, idx, term)
+        command = to_bytes(command)
+        self._entries.append((command, idx, term))
+        data = encode_entry(command, idx, term, self._fmt)
+        self._file.write(self._offset, data)
+        self._offset += len(data)
+        self._set_end(self._offset)
         self._sync()
 
+    def clear(self):
+        self._entries = []
+        self._offset = HEADER_SIZE
+        self._set_end(self._offset)
+
+    def __getitem__(self, item):
+        return self._entries[item]
+
+    def __len__(self):
+        return len(self._entries)
+
     def deleteEntriesFrom(self, entryFrom):  # noqa: N802 - pysyncobj's name
-        super().deleteEntriesFrom(entryFrom)
+        offset = self._offset
+        for _ in range(len(self._entries) - entryFrom):
+            (size,) = struct.unpack("<I", self._file.read(offset - 4, 4))
+            offset -= size + 8
+        del self._entries[entryFrom:]
+        self._offset = offset
+        self._set_end(offset)
         self._sync()
 
     def deleteEntriesTo(self, entryTo):  # noqa: N802
         # Compaction rewrites the journal through add(): sync once, at the end.
+        kept = self._entries[entryTo:]
         self._batching = True
         try:
-            super().deleteEntriesTo(entryTo)
+            self.clear()
+            for entry in kept:
+                self.add(*entry)
         finally:
             self._batching = False
         self._sync()
 
+    def flush(self):
+        self._file.flush()
+
+    def _destroy(self):
+        self._file._destroy()
+
+    # ------------------------------------------------------------ meta
+
     def setRaftCommitIndex(self, raftCommitIndex):  # noqa: N802
-        super().setRaftCommitIndex(raftCommitIndex)
+        self._meta["raftCommitIndex"] = raftCommitIndex
+        self._meta_saved = False
         now = time.monotonic()
         if now - self._commit_stored_at >= self.COMMIT_INDEX_EVERY_S:
             self._commit_stored_at = now
             self.onOneSecondTimer()  # stores the meta file if it changed
+
+    def getRaftCommitIndex(self):  # noqa: N802
+        return self._meta.get("raftCommitIndex", 1)
+
+    def setCurrentTerm(self, term, votedForNodeId):  # noqa: N802
+        # Raft: term and vote are durable before any message reflecting them.
+        self._meta["currentTerm"] = term
+        self._meta["votedForNodeId"] = votedForNodeId
+        self._meta_storer.storeMeta(self._meta)
+        self._meta_saved = True
+
+    def getCurrentTerm(self):  # noqa: N802
+        return self._meta.get("currentTerm", 0)
+
+    def getVotedForNodeId(self):  # noqa: N802
+        return self._meta.get("votedForNodeId", None)
+
+    def onOneSecondTimer(self):  # noqa: N802
+        if not self._meta_saved:
+            self._meta_storer.storeMeta(self._meta)
+            self._meta_saved = True
+
+
+def _load_meta(path: str) -> dict:
+    """Term, vote and commit index; {} for a new journal. pysyncobj's own loader
+    swallows every error and returns {}, which would forget a vote."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise JournalCorruptError(path, 0, f"the meta file is unreadable ({e})") from None
+    try:
+        meta = loads(data)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means damage
+        raise JournalCorruptError(path, 0, f"the meta file does not decode ({e!r:.100})") from None
+    if not isinstance(meta, dict) or not all(
+        isinstance(meta.get(key, 0), int) for key in ("raftCommitIndex", "currentTerm")
+    ):
+        raise JournalCorruptError(path, 0, f"the meta file holds {meta!r:.100}")
+    return meta
 
 
 def install_journal(fsync: bool) -> None:

@@ -34,6 +34,7 @@ from .controller import Controller
 from .durability import install_journal
 from .messages import BrokerHeartbeatRequest
 from .node_config import NodeConfig
+from .raft_port import GuardedTransport, install_frame_limits, raft_password
 from .state_machine import STALE, MetadataStateMachine
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class QuorumNode:
         self.sm = MetadataStateMachine(config.log_retention)
         self._id_by_address = {addr: node_id for node_id, addr in config.voters.items()}
         install_journal(config.fsync)
+        install_frame_limits()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
@@ -156,7 +158,7 @@ class QuorumNode:
             # 64 KiB pieces that the follower must reassemble.
             appendEntriesBatchSizeBytes=4 << 20,
             commandsWaitLeader=False,
-            password=config.raft_secret,
+            password=raft_password(config.raft_secret, len(config.voters)),
             bindAddress=config.raft_bind,
             onStateChanged=self._on_state_changed,
             maxBindRetries=30,
@@ -164,7 +166,13 @@ class QuorumNode:
         others = [
             addr for node_id, addr in sorted(config.voters.items()) if node_id != self.node_id
         ]
-        self.syncobj = SyncObj(config.raft_address, others, conf=conf, consumers=[self.sm])
+        self.syncobj = SyncObj(
+            config.raft_address,
+            others,
+            conf=conf,
+            consumers=[self.sm],
+            transportClass=GuardedTransport,
+        )
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
         # Replay gate: not ready before the commit index found on disk is applied.

@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 STALE = -1  # decided under another controller epoch, or for another offset: a no-op
 INVALID = -2  # not a batch at all (never written by a metaquorum leader)
 
-SNAPSHOT_FORMAT = 1
+# 2: the header carries its own SHA-256 (format 1, still read, had the image's only).
+SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMATS = (1, 2)
 SNAPSHOT_TIMEOUT_S = 300
 ENTRY_OFFSETS_KEPT = 100_000
 
@@ -219,10 +221,12 @@ class MetadataStateMachine(SyncObjConsumer):
                 header = orjson.loads(header_line)
                 raft = header["raft"]
                 expected = header["imageSha256"]
-                if header["format"] != SNAPSHOT_FORMAT:
+                if type(header["format"]) is not int or header["format"] not in SNAPSHOT_FORMATS:
                     raise SnapshotError(f"unsupported snapshot format {header['format']!r}")
             except (orjson.JSONDecodeError, KeyError, TypeError) as e:
                 raise SnapshotError(f"unreadable snapshot header ({e})") from None
+            if header["format"] >= 2 and header.get("headerSha256") != _header_sha256(header):
+                raise SnapshotError("the snapshot header does not match its checksum")
             if hashlib.sha256(image_bytes).hexdigest() != expected:
                 raise SnapshotError(
                     f"the image in the snapshot does not match its checksum "
@@ -235,12 +239,14 @@ class MetadataStateMachine(SyncObjConsumer):
             result = (
                 _entry_from_json(raft["last"]),
                 _entry_from_json(raft["prev"]),
-                raft["cluster"],
+                _cluster_from_json(raft["cluster"]),
             )
-        except (OSError, SnapshotError, ValueError, TypeError, KeyError) as e:
+        except Exception as e:  # noqa: BLE001 - any doubt: refuse, never serve an empty image
             self.fatal = f"snapshot {file_name} is corrupt or unreadable: {e}"
             log.error("%s", self.fatal)
-            raise
+            if isinstance(e, SnapshotError | OSError):
+                raise
+            raise SnapshotError(self.fatal) from e
         self.image = image
         self.log.reset(image.next_offset)
         self._notify()
@@ -296,6 +302,7 @@ def _write_snapshot_file(final: str, image: MetadataImage, last, prev, cluster) 
         "imageBytes": len(image_bytes),
         "imageSha256": hashlib.sha256(image_bytes).hexdigest(),
     }
+    header["headerSha256"] = _header_sha256(header)
     part = final + ".part"
     with open(part, "wb") as f:
         f.write(orjson.dumps(header) + b"\n")
@@ -306,13 +313,27 @@ def _write_snapshot_file(final: str, image: MetadataImage, last, prev, cluster) 
     fsync_dir(final)
 
 
+def _header_sha256(header: dict) -> str:
+    """Of the header without this field, as written (orjson keeps key order)."""
+    rest = {key: value for key, value in header.items() if key != "headerSha256"}
+    return hashlib.sha256(orjson.dumps(rest)).hexdigest()
+
+
+def _cluster_from_json(obj) -> list:
+    if not isinstance(obj, list) or not all(isinstance(node, str) for node in obj):
+        raise SnapshotError(f"bad voter list in snapshot header: {obj!r:.80}")
+    return obj
+
+
 def _entry_to_json(entry: tuple) -> list:
     command, idx, term = entry
     return [base64.b64encode(bytes(command)).decode(), idx, term]
 
 
 def _entry_from_json(obj: list) -> tuple:
+    if not isinstance(obj, list) or len(obj) != 3 or not isinstance(obj[0], str):
+        raise SnapshotError(f"bad Raft entry in snapshot header: {obj!r:.80}")
     command, idx, term = obj
-    if type(idx) is not int or type(term) is not int:
+    if type(idx) is not int or type(term) is not int or idx < 0 or term < 0:
         raise SnapshotError(f"bad Raft entry in snapshot header: {obj!r:.80}")
     return (base64.b64decode(command, validate=True), idx, term)

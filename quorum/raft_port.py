@@ -1,0 +1,123 @@
+"""Hardening of pysyncobj's Raft port (PYSYNCOBJ.md 0.9, 4.2, 6.1).
+
+pysyncobj's wire format is a signed 32-bit length, then a Fernet token (with a
+password) holding zlib-compressed pickle. Three holes, closed here:
+
+* **Oversized frames.** pysyncobj buffers a frame until its declared length has
+  arrived, however large (up to 2 GiB), by repeated ``bytes +=`` (quadratic).
+  Anyone who can reach the port could balloon a voter's memory and stall its
+  tick thread. We disconnect as soon as a frame's header declares more than a
+  limit: small until the connection has shown it knows the secret (a frame
+  decrypted), large enough for our biggest AppendEntries afterwards.
+* **Admin ("utility") commands** (``syncobj_admin``: status, add, remove,
+  set_version, transfer) are answered for anyone holding the secret, outside
+  the HTTP API's auth. metaquorum refuses them all; its own HTTP endpoints do
+  the same jobs with tokens.
+* **No secret on a lone voter** would leave a pickle port open to anyone
+  (remote code execution): a lone voter without ``--raft-secret-file`` gets a
+  random secret nobody else knows (no other voter needs to connect to it).
+
+pysyncobj's TcpConnection keeps its buffer in name-mangled attributes, so this
+patches them by name; pinned to pysyncobj 0.3.17 (as quorum/durability.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import struct
+
+from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.transport import TCPTransport
+
+log = logging.getLogger(__name__)
+
+# Before a connection proved it knows the secret: the first frame of a peer is a
+# Fernet token of a 32-byte key (about 200 bytes); anything far above is hostile.
+MAX_UNTRUSTED_FRAME_BYTES = 64 << 10
+# A proven peer: AppendEntries carry up to 4 MiB of entries (node.py), which
+# zlib, pickle and Fernet's base64 (x4/3) can grow; snapshots go in 64 KiB chunks.
+MAX_FRAME_BYTES = 64 << 20
+
+_TRUSTED = "_metaquorum_trusted"
+
+_installed = False
+
+
+class FrameRejected(Exception):
+    """Why a connection was dropped (logged, never raised into pysyncobj)."""
+
+
+def frame_limit(conn: TcpConnection) -> int:
+    return MAX_FRAME_BYTES if getattr(conn, _TRUSTED, False) else MAX_UNTRUSTED_FRAME_BYTES
+
+
+def check_frame_header(buffer: bytes, limit: int) -> None:
+    """Raises FrameRejected if the frame at the start of ``buffer`` declares a
+    negative length or more than ``limit`` bytes."""
+    if len(buffer) < 4:
+        return
+    (length,) = struct.unpack_from("i", buffer)  # native, as pysyncobj packs it
+    if length < 0 or length > limit:
+        raise FrameRejected(f"a frame declares {length} bytes (limit {limit})")
+
+
+def install_frame_limits() -> None:
+    """Patch pysyncobj's TcpConnection for this process (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    read = TcpConnection._TcpConnection__processRead
+    parse = TcpConnection._TcpConnection__processParseMessage
+    disconnect = TcpConnection.disconnect
+
+    def guarded_read(self: TcpConnection) -> bool:
+        more = read(self)
+        try:
+            check_frame_header(self._TcpConnection__readBuffer, frame_limit(self))
+        except FrameRejected as e:
+            log.warning("Raft port: dropping a connection: %s", e)
+            self.disconnect()
+            return False
+        return more
+
+    def tracking_parse(self: TcpConnection):
+        message = parse(self)
+        if message is not None and self.encryptor is not None:
+            setattr(self, _TRUSTED, True)  # it decrypted: the peer has the secret
+        return message
+
+    def resetting_disconnect(self: TcpConnection) -> None:
+        setattr(self, _TRUSTED, False)
+        disconnect(self)
+
+    TcpConnection._TcpConnection__processRead = guarded_read
+    TcpConnection._TcpConnection__processParseMessage = tracking_parse
+    TcpConnection.disconnect = resetting_disconnect
+    _installed = True
+
+
+def _refuse(args, callback):
+    raise PermissionError(
+        "pysyncobj admin commands are disabled on metaquorum's Raft port; "
+        "use the HTTP API (metaquorum status / transfer-leadership)"
+    )
+
+
+class GuardedTransport(TCPTransport):
+    """pysyncobj's TCP transport with every admin command answered by a refusal
+    (pysyncobj sends the exception's text back; nothing is changed). Set at
+    construction, so there is no moment when the commands are accepted."""
+
+    def setOnUtilityMessageCallback(self, message, callback):  # noqa: N802 - pysyncobj's name
+        super().setOnUtilityMessageCallback(message, _refuse if callback else None)
+
+
+def raft_password(secret: str | None, voters: int) -> str:
+    """The Raft port's password: the configured secret, or for a lone voter
+    without one, a random secret (nobody needs to connect to it)."""
+    if secret:
+        return secret
+    if voters > 1:  # NodeConfig refuses this; never fall back to an open port
+        raise ValueError("a multi-voter cluster needs a Raft secret")
+    return secrets.token_urlsafe(32)

@@ -1,0 +1,233 @@
+"""The Raft journal file: round trips, the check at start (a torn last append is
+dropped, any other damage is refused with the file and offset named), the
+meta file, pysyncobj's own format, and Hypothesis fuzzing of the loader."""
+
+import os
+import pickle
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pysyncobj.journal import FileJournal
+
+from quorum.durability import MetaquorumJournal
+from quorum.journal_format import (
+    FORMAT_CHECKSUMMED,
+    FORMAT_PYSYNCOBJ,
+    HEADER_SIZE,
+    JournalCorruptError,
+    scan,
+)
+
+ENTRIES = [(b"\x01" + bytes([i]) * (10 + 7 * i), i + 1, 1 + i // 3) for i in range(8)]
+
+
+def write_journal(path, entries=ENTRIES) -> list[int]:
+    """Writes ``entries``; returns each entry's byte offset."""
+    journal = MetaquorumJournal(str(path), fsync=False)
+    offsets = []
+    for entry in entries:
+        offsets.append(journal._offset)
+        journal.add(*entry)
+    journal.setCurrentTerm(entries[-1][2], None)
+    journal._destroy()
+    return offsets
+
+
+def reopen(path) -> list:
+    journal = MetaquorumJournal(str(path), fsync=False)
+    try:
+        return list(journal._entries)
+    finally:
+        journal._destroy()
+
+
+def end_offset(path) -> int:
+    with open(path, "rb") as f:
+        f.seek(36)
+        return struct.unpack("<I", f.read(4))[0]
+
+
+def patch(path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def flip(path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ 0x10]))
+
+
+@pytest.fixture
+def journal_path(tmp_path):
+    return tmp_path / "raft.journal"
+
+
+def test_entries_survive_a_reopen_and_new_journals_are_checksummed(journal_path):
+    write_journal(journal_path)
+    assert reopen(journal_path) == ENTRIES
+    with open(journal_path, "rb") as f:
+        assert struct.unpack_from("<I", f.read(40), 32)[0] == FORMAT_CHECKSUMMED
+    journal = MetaquorumJournal(str(journal_path), fsync=True)
+    assert journal.getCurrentTerm() == ENTRIES[-1][2]
+    journal.deleteEntriesFrom(5)  # a Raft truncation, then new appends
+    journal.add(b"\x01new", 6, 9)
+    journal.deleteEntriesTo(2)  # a compaction
+    journal._destroy()
+    assert reopen(journal_path) == ENTRIES[2:5] + [(b"\x01new", 6, 9)]
+
+
+def test_a_bit_flip_before_the_last_entry_is_refused_naming_file_and_offset(journal_path):
+    offsets = write_journal(journal_path)
+    flip(journal_path, offsets[3] + 4 + 16 + 2)  # inside entry 4's command
+    with pytest.raises(JournalCorruptError) as e:
+        reopen(journal_path)
+    message = str(e.value)
+    assert str(journal_path) in message and f"byte offset {offsets[3]}" in message
+    assert "entry 4" in message and "checksum mismatch" in message
+    assert "move the data dir aside" in message  # what to do next
+
+
+def test_a_flipped_size_field_is_refused(journal_path):
+    offsets = write_journal(journal_path)
+    flip(journal_path, offsets[2] + 1)
+    with pytest.raises(JournalCorruptError, match=f"byte offset {offsets[2]}"):
+        reopen(journal_path)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["cut-mid-entry", "flip-in-last-entry", "garbage-over-its-end", "zeroed-last-entry"],
+)
+def test_a_torn_last_append_is_dropped_and_appends_go_on(journal_path, damage):
+    offsets = write_journal(journal_path)
+    last, end = offsets[-1], end_offset(journal_path)
+    if damage == "cut-mid-entry":
+        os.truncate(journal_path, last + (end - last) // 2)
+    elif damage == "flip-in-last-entry":
+        flip(journal_path, end - 6)
+    elif damage == "garbage-over-its-end":
+        patch(journal_path, end - 5, b"\xfe" * 5)
+    else:
+        patch(journal_path, last + 4, b"\0" * (end - last - 8))
+    assert reopen(journal_path) == ENTRIES[:-1]
+    journal = MetaquorumJournal(str(journal_path), fsync=False)
+    assert journal._offset == last
+    journal.add(b"\x01again", ENTRIES[-1][1], ENTRIES[-1][2])
+    journal._destroy()
+    assert reopen(journal_path) == ENTRIES[:-1] + [(b"\x01again", *ENTRIES[-1][1:])]
+
+
+def test_a_file_cut_before_the_last_entry_is_refused(journal_path):
+    offsets = write_journal(journal_path)
+    os.truncate(journal_path, offsets[4] + 10)
+    with pytest.raises(JournalCorruptError, match=f"byte offset {offsets[4]}"):
+        reopen(journal_path)
+
+
+def test_garbage_after_the_end_is_not_part_of_the_journal(journal_path):
+    write_journal(journal_path)
+    with open(journal_path, "ab") as f:
+        f.write(os.urandom(5000))
+    assert reopen(journal_path) == ENTRIES
+
+
+def test_entries_out_of_sequence_are_refused_even_at_the_end(journal_path):
+    entries = ENTRIES[:-1] + [(b"\x01late", ENTRIES[-1][1] + 5, ENTRIES[-1][2])]
+    offsets = write_journal(journal_path, entries)
+    with pytest.raises(JournalCorruptError, match="does not follow") as e:
+        reopen(journal_path)
+    assert e.value.offset == offsets[-1]
+
+
+@pytest.mark.parametrize(
+    "content,reason",
+    [(b"", "0 bytes"), (b"PYSYNC", "6 bytes"), (b"X" * 4096, "not a journal header")],
+)
+def test_a_file_that_is_not_a_journal_is_refused(journal_path, content, reason):
+    journal_path.write_bytes(content)
+    with pytest.raises(JournalCorruptError, match=reason):
+        reopen(journal_path)
+
+
+@pytest.mark.parametrize("content", [b"\x80\x02garbage", b"", pickle.dumps([1, 2])])
+def test_a_damaged_meta_file_is_refused_not_read_as_term_0(journal_path, content):
+    """pysyncobj's loader turns any damage into {}: term 0, no vote, which could
+    let the voter vote twice in a term."""
+    write_journal(journal_path)
+    (journal_path.parent / "raft.journal.meta").write_bytes(content)
+    with pytest.raises(JournalCorruptError, match="meta"):
+        reopen(journal_path)
+
+
+def test_journals_in_pysyncobj_format_are_still_read_and_extended(journal_path):
+    old = FileJournal(str(journal_path))
+    for entry in ENTRIES:
+        old.add(*entry)
+    old._destroy()
+    assert reopen(journal_path) == ENTRIES
+    journal = MetaquorumJournal(str(journal_path), fsync=False)
+    assert journal._fmt == FORMAT_PYSYNCOBJ
+    journal.add(b"\x01more", 9, 3)
+    journal._destroy()
+    again = FileJournal(str(journal_path))  # still readable by pysyncobj itself
+    assert list(again._FileJournal__journal)[-1] == (b"\x01more", 9, 3)
+    again._destroy()
+
+
+# ------------------------------------------------------------------ fuzzing
+
+
+def _scan_bytes(data: bytes):
+    return scan(lambda offset, n: data[offset : offset + n], len(data), "fuzzed")
+
+
+@pytest.fixture(scope="module")
+def valid_journal(tmp_path_factory) -> bytes:
+    path = tmp_path_factory.mktemp("fuzz") / "raft.journal"
+    write_journal(path)
+    return path.read_bytes()[: end_offset(path)]
+
+
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_fuzz_damaged_entries_lose_at_most_the_last_entry_or_are_refused(valid_journal, data):
+    """Any damage after the header: the loader returns every entry, or every
+    entry but the last (a torn append), or refuses; nothing else, ever."""
+    journal = bytearray(valid_journal)
+    for _ in range(data.draw(st.integers(1, 4))):
+        kind = data.draw(st.sampled_from(["flip", "overwrite", "truncate", "append"]))
+        at = data.draw(st.integers(HEADER_SIZE, max(HEADER_SIZE, len(journal) - 1)))
+        if kind == "flip" and at < len(journal):
+            journal[at] ^= 1 << data.draw(st.integers(0, 7))
+        elif kind == "overwrite":
+            junk = data.draw(st.binary(min_size=1, max_size=64))
+            journal[at : at + len(junk)] = junk
+        elif kind == "truncate":
+            del journal[at:]
+        else:
+            journal += data.draw(st.binary(max_size=256))
+    try:
+        result = _scan_bytes(bytes(journal))
+    except JournalCorruptError as e:
+        assert e.offset >= 0 and "fuzzed" in str(e)
+        return
+    assert result.entries in (ENTRIES, ENTRIES[:-1])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=2048))
+def test_fuzz_arbitrary_bytes_are_refused_or_read(blob):
+    """Anything at all, header included: JournalCorruptError or a list of entries."""
+    try:
+        result = _scan_bytes(blob)
+    except JournalCorruptError:
+        return
+    assert all(len(entry) == 3 for entry in result.entries)
