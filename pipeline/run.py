@@ -1,0 +1,190 @@
+"""``metaquorum audit``: load an export, audit it, build the timelines, write
+the report. One progress line per stage; the exit code says whether every
+invariant held."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+
+from .audit import run_audit
+from .export_files import input_format
+from .report import ReportData, render
+from .spark import build_session, read_export
+from .timelines import (
+    broker_intervals,
+    controller_changes,
+    duration_summary,
+    intervals,
+    partition_timeline,
+    per_minute,
+)
+
+TABLE_ROWS = 50  # violations printed on the terminal
+REPORT_ROWS = 1000  # violations listed in the report
+
+
+@dataclass
+class AuditResult:
+    records: int
+    violations: int
+    counts: dict[str, int]
+    first_rows: list[tuple]
+    output_dir: str
+    report: str | None
+    summary: dict
+
+
+def default_output(input_dir: str) -> str:
+    return os.path.abspath(input_dir).rstrip("/") + "-audit"
+
+
+def audit_export(
+    spark,
+    input_dir: str,
+    output_dir: str | None = None,
+    report_path: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> AuditResult:
+    input_format(input_dir)  # a clear error before Spark reads anything
+    output_dir = output_dir or default_output(input_dir)
+    stages = 4 if report_path else 3
+    clock = time.perf_counter()
+
+    def stage(n: int, text: str) -> None:
+        echo(f"[{n}/{stages}] {text} ({time.perf_counter() - clock:.1f} s)")
+
+    stage(1, f"reading {input_dir}")
+    df = read_export(spark, input_dir)
+    stats = df.agg(
+        F.count("*").alias("records"),
+        F.min("offset").alias("first_offset"),
+        F.max("offset").alias("last_offset"),
+        F.min("timestamp_ms").alias("first_ms"),
+        F.max("timestamp_ms").alias("last_ms"),
+        F.sum(F.col("from_snapshot").cast("int")).alias("snapshot_rows"),
+    ).first()
+    records = stats["records"]
+    if records == 0:
+        raise ValueError(f"{input_dir} holds no records")
+    stage(2, f"auditing {records:,} records")
+    frames = run_audit(df)
+    viol_dir = os.path.join(output_dir, "violations")
+    frames.violations.orderBy("offset", "check", "entity").write.mode("overwrite").parquet(viol_dir)
+    written = spark.read.parquet(viol_dir)
+    counts = {
+        r["check"]: r["n"] for r in written.groupBy("check").agg(F.count("*").alias("n")).collect()
+    }
+    total = sum(counts.values())
+    first_rows = [
+        tuple(r) for r in written.orderBy("offset", "check", "entity").limit(REPORT_ROWS).collect()
+    ]
+
+    stage(3, "building timelines")
+    bi = broker_intervals(frames.brokers)
+    bi.write.mode("overwrite").parquet(os.path.join(output_dir, "broker_states"))
+    pt = partition_timeline(frames.partitions)
+    pt.write.mode("overwrite").parquet(os.path.join(output_dir, "partition_timeline"))
+    pt = spark.read.parquet(os.path.join(output_dir, "partition_timeline"))
+    last_ms = stats["last_ms"]
+    urp = intervals(pt, "under_replicated", last_ms)
+    urp.write.mode("overwrite").parquet(os.path.join(output_dir, "under_replicated_intervals"))
+    off = intervals(pt, "offline", last_ms)
+    off.write.mode("overwrite").parquet(os.path.join(output_dir, "offline_intervals"))
+    minutes = sorted(tuple(r) for r in per_minute(pt).collect())
+    changes = sorted(
+        (r["offset"], r["timestamp_ms"], r["controller_epoch"], r["leader_id"])
+        for r in controller_changes(df).collect()
+    )
+    brokers = [
+        tuple(r)
+        for r in spark.read.parquet(os.path.join(output_dir, "broker_states"))
+        .select("broker_id", "state", "start_ms", "end_ms")
+        .collect()
+    ]
+    urp_stats = duration_summary(
+        spark.read.parquet(os.path.join(output_dir, "under_replicated_intervals"))
+    )
+    off_stats = duration_summary(spark.read.parquet(os.path.join(output_dir, "offline_intervals")))
+    kinds = {r["type"]: r["n"] for r in df.groupBy("type").agg(F.count("*").alias("n")).collect()}
+    n_parts = frames.partitions.select("topic_id", "partition_id").distinct().count()
+    urp_now = peak = 0
+    for _m, _s, _e, du, _do in minutes:
+        urp_now += du
+        peak = max(peak, urp_now)
+    summary = {
+        "records": records,
+        "offsets": f"{stats['first_offset']} .. {stats['last_offset']}",
+        "snapshot records": stats["snapshot_rows"],
+        "time span (minutes)": round((last_ms - stats["first_ms"]) / 60_000, 1),
+        "brokers": len({b[0] for b in brokers}),
+        "topics": frames.topics.count(),
+        "partitions": n_parts,
+        "controller elections": len(changes),
+        "controller failovers": max(len(changes) - 1, 0),
+        "broker registrations": kinds.get("REGISTER_BROKER_RECORD", 0),
+        "fencings": sum(1 for b in brokers if b[1] == "fenced"),
+        "controlled shutdowns": sum(1 for b in brokers if b[1] == "controlled shutdown"),
+        "ISR shrinks": sum(m[1] for m in minutes),
+        "ISR expands": sum(m[2] for m in minutes),
+        "peak under-replicated partitions (minute ends)": peak,
+        "under-replicated spells": urp_stats["count"],
+        "under-replicated p50 / p99 / max (s)": _secs(urp_stats),
+        "offline spells": off_stats["count"],
+        "offline p50 / p99 / max (s)": _secs(off_stats),
+        "violations": total,
+    }
+    with open(os.path.join(output_dir, "summary.json"), "w") as f:
+        json.dump({"summary": summary, "violations": counts, "recordTypes": kinds}, f, indent=2)
+    report = None
+    if report_path:
+        stage(4, f"writing the report {report_path}")
+        data = ReportData(
+            input_dir=input_dir,
+            summary=summary,
+            broker_intervals=brokers,
+            minutes=minutes,
+            controller_changes=changes,
+            violations=first_rows,
+            violation_counts=counts,
+            total_violations=total,
+            first_ms=stats["first_ms"],
+            last_ms=last_ms,
+        )
+        page = render(data)
+        tmp = report_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(page)
+        os.replace(tmp, report_path)
+        report = report_path
+    echo(f"done in {time.perf_counter() - clock:.1f} s; results in {output_dir}")
+    return AuditResult(records, total, counts, first_rows[:TABLE_ROWS], output_dir, report, summary)
+
+
+def _secs(stats: dict) -> str:
+    return " / ".join(f"{stats[k] / 1000:.1f}" for k in ("p50_ms", "p99_ms", "max_ms"))
+
+
+def main_audit(
+    input_dir: str,
+    report_path: str | None,
+    master: str,
+    output_dir: str | None = None,
+    shuffle_partitions: int | None = None,
+    echo: Callable[[str], None] = print,
+) -> AuditResult:
+    conf = {}
+    if shuffle_partitions:
+        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    input_format(input_dir)
+    echo(f"starting Spark ({master})")
+    spark = build_session(master, **conf)
+    try:
+        return audit_export(spark, input_dir, output_dir, report_path, echo)
+    finally:
+        spark.stop()
