@@ -56,18 +56,19 @@ def _label(registered: Column, fenced: Column, shutdown: Column) -> Column:
 
 
 def offsets_checks(df: DataFrame) -> list[DataFrame]:
-    log = df.filter(~F.col("from_snapshot"))
     first = df.agg(F.min("offset")).first()[0]
-    before = df.groupBy("offset").agg(F.max("controller_epoch").alias("before_epoch"))
-    before = before.select((F.col("offset") + 1).alias("next"), "before_epoch")
-    joined = log.join(before, log["offset"] == before["next"], "left")
+    log = F.when(~F.col("from_snapshot"), 1).otherwise(0)
+    per_offset = df.groupBy("offset").agg(
+        F.max("controller_epoch").alias("before_epoch"),
+        F.sum(log).alias("n"),
+        F.min(F.when(~F.col("from_snapshot"), F.col("timestamp_ms"))).alias("timestamp_ms"),
+    )
+    before = per_offset.select((F.col("offset") + 1).alias("next"), "before_epoch")
+    live = df.filter(~F.col("from_snapshot")).select("offset", "timestamp_ms", "controller_epoch")
+    joined = live.join(before, live["offset"] == before["next"], "left")
     gaps = joined.filter(F.col("before_epoch").isNull() & (F.col("offset") > F.lit(first)))
     epochs = joined.filter(F.col("controller_epoch") < F.col("before_epoch"))
-    dups = (
-        log.groupBy("offset")
-        .agg(F.count("*").alias("n"), F.min("timestamp_ms").alias("timestamp_ms"))
-        .filter(F.col("n") > 1)
-    )
+    dups = per_offset.filter(F.col("n") > 1)
     o = F.col("offset")
     return [
         _violation(
@@ -192,22 +193,33 @@ def partition_states(df: DataFrame, topics: DataFrame) -> DataFrame:
     order = W.partitionBy(*key).orderBy("offset", "seq")
     upto = order.rowsBetween(UNBOUNDED, W.currentRow)
     is_pr = F.col("type") == PR
-    p = p.withColumn("seg", F.sum(is_pr.cast("int")).over(upto)).filter(F.col("seg") > 0)
-    seg_order = W.partitionBy(*key, "seg").orderBy("offset", "seq")
-    seg_upto = seg_order.rowsBetween(UNBOUNDED, W.currentRow)
-    leader_moves = F.when(~is_pr & (F.col("leader") != -2), 1).otherwise(0)
+    # Every window below shares one partitioning and order: one shuffle, one sort.
+    # A PartitionRecord starts a partition's history again (its epochs are
+    # given); each change after it adds 1 to the partition epoch, and 1 to the
+    # leader epoch when it names a leader.
+    moves = F.sum(F.when(~is_pr & (F.col("leader") != -2), 1).otherwise(0)).over(upto)
+    p = (
+        p.withColumn("seg", F.sum(is_pr.cast("int")).over(upto))
+        .withColumn("moves", moves)
+        .withColumn("n", F.row_number().over(order))
+        .filter(F.col("seg") > 0)
+    )
+    base = lambda col, count: F.last(F.when(is_pr, F.col(col) - F.col(count)), ignorenulls=True)  # noqa: E731
     p = (
         p.withColumn("isr_state", F.last("isr", ignorenulls=True).over(upto))
         .withColumn("replicas_state", F.last("replicas", ignorenulls=True).over(upto))
         .withColumn("leader_state", F.last(F.when(F.col("leader") != -2, F.col("leader")), ignorenulls=True).over(upto))
-        .withColumn("leader_epoch_state", F.first("leader_epoch", ignorenulls=True).over(seg_upto) + F.sum(leader_moves).over(seg_upto))
-        .withColumn("partition_epoch_state", F.first("partition_epoch", ignorenulls=True).over(seg_upto) + F.row_number().over(seg_order) - 1)
-        .withColumn("prev_isr", F.lag("isr_state").over(order))
+        .withColumn("leader_epoch_state", base("leader_epoch", "moves").over(upto) + F.col("moves"))
+        .withColumn("partition_epoch_state", base("partition_epoch", "n").over(upto) + F.col("n"))
+    )  # fmt: skip
+    p = (
+        p.withColumn("prev_isr", F.lag("isr_state").over(order))
         .withColumn("prev_replicas", F.lag("replicas_state").over(order))
         .withColumn("prev_leader", F.lag("leader_state").over(order))
         .withColumn("prev_leader_epoch", F.lag("leader_epoch_state").over(order))
         .withColumn("prev_partition_epoch", F.lag("partition_epoch_state").over(order))
-    )  # fmt: skip
+        .drop("seg", "moves", "n")
+    )
     name = F.coalesce(F.col("topic_name"), F.col("topic_id"))
     return p.join(F.broadcast(topics), "topic_id", "left").withColumn(
         "entity", F.concat(name, F.lit("-"), F.col("partition_id").cast("string"))

@@ -68,6 +68,7 @@ def replay_audit(directory: str) -> tuple[list[tuple], int]:
     cur_offset = cur_epoch = None  # this offset, the highest controller epoch at it
     last_offset = last_epoch = None  # the same for the offset before
     log_rows_here = 0
+    first_ts_here = 0  # the timestamp of the first log record at this offset
     n = 0
     for row in read_rows(directory):
         (
@@ -86,12 +87,14 @@ def replay_audit(directory: str) -> tuple[list[tuple], int]:
             log_rows_here += 1
             if log_rows_here > 1:
                 seen[offset] = log_rows_here
-                dup_ts.setdefault(offset, ts)
-            elif last_offset is not None and offset != last_offset + 1:
-                out.append(
-                    (offset, ts, "offsets-dense", "log",
-                     f"offset {offset - 1} is missing: no record precedes offset {offset}")
-                )  # fmt: skip
+                dup_ts[offset] = min(first_ts_here, ts)
+            else:
+                first_ts_here = ts
+                if last_offset is not None and offset != last_offset + 1:
+                    out.append(
+                        (offset, ts, "offsets-dense", "log",
+                         f"offset {offset - 1} is missing: no record precedes offset {offset}")
+                    )  # fmt: skip
             if last_offset == offset - 1 and cepoch < last_epoch:
                 out.append(
                     (offset, ts, "controller-epoch", "controller",

@@ -4,11 +4,34 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import tempfile
 
 import pyarrow as pa
 
 from .export_files import export_files, input_format
 from .schema import ARROW_SCHEMA
+
+# Spark logs at INFO/WARN through log4j2 unless told otherwise: errors only.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _log4j2_file() -> str:
+    path = os.path.join(tempfile.gettempdir(), f"metaquorum-log4j2-{os.getuid()}.properties")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(_LOG4J2)
+        os.replace(tmp, path)
+    return path
 
 
 def build_session(master: str = "local[*]", app_name: str = "metaquorum-audit", **conf: str):
@@ -18,7 +41,8 @@ def build_session(master: str = "local[*]", app_name: str = "metaquorum-audit", 
 
     # py4j logs every call at INFO when the root logger lets it.
     logging.getLogger("py4j").setLevel(logging.ERROR)
-    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", "python3"))
+    # Python workers run the interpreter running this (with pyarrow and friends).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -26,12 +50,11 @@ def build_session(master: str = "local[*]", app_name: str = "metaquorum-audit", 
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.adaptive.enabled", "true")
-        .config(
-            "spark.driver.extraJavaOptions",
-            "-Dlog4j2.level=ERROR -Dlog4j.rootLogger=ERROR,console",
-        )
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j2_file()}")
     )
     if master.startswith("local"):
+        # The machine's hostname may resolve to an address Spark warns about.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.memory", conf.pop("spark.driver.memory", "2g"))
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -6,11 +6,12 @@ exactly the offset the service gave it.
 Read-only: the journal is parsed from its bytes (pysyncobj's FileJournal would
 open it for writing and resize it), and pickled journal commands are loaded
 with an unpickler that refuses every class (a command is a tuple of an int and
-bytes; nothing else is legitimate).
+bytes; nothing else is legitimate) but the function protocol 2 builds bytes with.
 """
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import pickle
@@ -36,6 +37,9 @@ class DataDirError(Exception):
 
 class _NoClasses(pickle.Unpickler):
     def find_class(self, module, name):
+        # Protocol 2 (pysyncobj's) pickles bytes as _codecs.encode(text, "latin1").
+        if (module, name) == ("_codecs", "encode"):
+            return codecs.encode
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a journal")
 
 
@@ -57,18 +61,16 @@ def read_journal(path: str) -> Iterator[JournalEntry]:
     if len(data) < _HEADER or not data.startswith(b"PYSYNCOBJ"):
         raise DataDirError(f"{path} is not a pysyncobj journal (bad header)")
     (end,) = struct.unpack_from("<I", data, _HEADER - 4)
-    if end > len(data):
-        raise DataDirError(
-            f"{path} is truncated: its header says entries end at byte {end}, "
-            f"the file has {len(data)} bytes"
-        )
     pos = _HEADER
     while pos < end:
-        if pos + 4 > end:
-            raise DataDirError(f"{path}: entry at byte {pos} is truncated")
+        if pos + 4 > len(data) or pos + 8 + struct.unpack_from("<I", data, pos)[0] > len(data):
+            raise DataDirError(
+                f"{path} is truncated: the entry at byte {pos} goes past the end of the file "
+                f"({len(data)} bytes; the header says entries end at byte {end})"
+            )
         (size,) = struct.unpack_from("<I", data, pos)
         if size < 16 or pos + 8 + size > end:
-            raise DataDirError(f"{path}: entry at byte {pos} is truncated or corrupt")
+            raise DataDirError(f"{path}: the entry at byte {pos} is corrupt (bad size {size})")
         (trailer,) = struct.unpack_from("<I", data, pos + 4 + size)
         if trailer != size:
             raise DataDirError(f"{path}: entry at byte {pos} is corrupt (size fields disagree)")
@@ -136,7 +138,14 @@ def read_data_dir(data_dir: str, include_uncommitted: bool = False) -> DataDirLo
             raise DataDirError(f"{snapshot}: {sm.fatal or e}") from None
         snapshot_last_index = last[1]
         image = sm.image
-    entries = list(read_journal(journal)) if os.path.exists(journal) else []
+    entries: list[JournalEntry] = []
+    broken: DataDirError | None = None  # raised when the replay reaches it, with its offset
+    if os.path.exists(journal):
+        try:
+            for entry in read_journal(journal):
+                entries.append(entry)
+        except DataDirError as e:
+            broken = e
     commit = _commit_index(journal)
     limit = None if include_uncommitted or commit is None else commit
     held_back = sum(1 for e in entries if limit is not None and e.raft_index > limit)
@@ -164,5 +173,10 @@ def read_data_dir(data_dir: str, include_uncommitted: bool = False) -> DataDirLo
             count = sm.image.next_offset - first
             yield sm.log.read(first, count)
             sm.log.reset(sm.image.next_offset)  # keep memory flat on a long journal
+        if broken is not None:
+            raise DataDirError(
+                f"{broken} (the last good record is at offset {sm.image.last_offset}; "
+                f"the next would be {sm.image.next_offset})"
+            )
 
     return DataDirLog(image, batches(), len(entries), commit, held_back)
