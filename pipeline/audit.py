@@ -55,8 +55,8 @@ def _label(registered: Column, fenced: Column, shutdown: Column) -> Column:
     )
 
 
-def offsets_checks(df: DataFrame) -> list[DataFrame]:
-    first = df.agg(F.min("offset")).first()[0]
+def offsets_checks(df: DataFrame, first: int) -> list[DataFrame]:
+    """``first``: the lowest offset of the export (no record precedes it)."""
     log = F.when(~F.col("from_snapshot"), 1).otherwise(0)
     per_offset = df.groupBy("offset").agg(
         F.max("controller_epoch").alias("before_epoch"),
@@ -328,7 +328,7 @@ def partition_checks(p: DataFrame, b: DataFrame) -> list[DataFrame]:
     ]
 
 
-def run_audit(df: DataFrame) -> AuditFrames:
+def run_audit(df: DataFrame, first_offset: int) -> AuditFrames:
     topics = (
         df.filter(F.col("type") == "TOPIC_RECORD")
         .groupBy("topic_id")
@@ -336,7 +336,7 @@ def run_audit(df: DataFrame) -> AuditFrames:
     )
     b = broker_states(df).persist(StorageLevel.MEMORY_AND_DISK)
     p = partition_states(df, topics).persist(StorageLevel.MEMORY_AND_DISK)
-    parts = offsets_checks(df) + broker_checks(b) + partition_checks(p, b)
+    parts = offsets_checks(df, first_offset) + broker_checks(b) + partition_checks(p, b)
     violations = parts[0]
     for part in parts[1:]:
         violations = violations.unionByName(part)

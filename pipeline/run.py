@@ -19,7 +19,7 @@ from .spark import build_session, read_export
 from .timelines import (
     broker_intervals,
     controller_changes,
-    duration_summary,
+    duration_summaries,
     intervals,
     partition_timeline,
     per_minute,
@@ -61,41 +61,54 @@ def audit_export(
 
     stage(1, f"reading {input_dir}")
     df = read_export(spark, input_dir)
-    stats = df.agg(
-        F.count("*").alias("records"),
+    # One small job for every figure the record types give.
+    by_type = df.groupBy("type").agg(
+        F.count("*").alias("n"),
         F.min("offset").alias("first_offset"),
         F.max("offset").alias("last_offset"),
         F.min("timestamp_ms").alias("first_ms"),
         F.max("timestamp_ms").alias("last_ms"),
         F.sum(F.col("from_snapshot").cast("int")).alias("snapshot_rows"),
-    ).first()
-    records = stats["records"]
-    if records == 0:
+    ).collect()
+    if not by_type:
         raise ValueError(f"{input_dir} holds no records")
+    kinds = {r["type"]: r["n"] for r in by_type}
+    records = sum(kinds.values())
+    first_offset = min(r["first_offset"] for r in by_type)
+    last_offset = max(r["last_offset"] for r in by_type)
+    first_ms = min(r["first_ms"] for r in by_type)
+    last_ms = max(r["last_ms"] for r in by_type)
+
     stage(2, f"auditing {records:,} records")
-    frames = run_audit(df)
+    frames = run_audit(df, first_offset)
     viol_dir = os.path.join(output_dir, "violations")
     frames.violations.orderBy("offset", "check", "entity").write.mode("overwrite").parquet(viol_dir)
     written = spark.read.parquet(viol_dir)
-    counts = {
-        r["check"]: r["n"] for r in written.groupBy("check").agg(F.count("*").alias("n")).collect()
-    }
-    total = sum(counts.values())
     first_rows = [
         tuple(r) for r in written.orderBy("offset", "check", "entity").limit(REPORT_ROWS).collect()
     ]
+    counts: dict[str, int] = {}
+    if len(first_rows) < REPORT_ROWS:
+        for row in first_rows:
+            counts[row[2]] = counts.get(row[2], 0) + 1
+    else:
+        counts = {
+            r["check"]: r["n"]
+            for r in written.groupBy("check").agg(F.count("*").alias("n")).collect()
+        }
+    total = sum(counts.values())
 
     stage(3, "building timelines")
-    bi = broker_intervals(frames.brokers)
-    bi.write.mode("overwrite").parquet(os.path.join(output_dir, "broker_states"))
-    pt = partition_timeline(frames.partitions)
-    pt.write.mode("overwrite").parquet(os.path.join(output_dir, "partition_timeline"))
-    pt = spark.read.parquet(os.path.join(output_dir, "partition_timeline"))
-    last_ms = stats["last_ms"]
-    urp = intervals(pt, "under_replicated", last_ms)
-    urp.write.mode("overwrite").parquet(os.path.join(output_dir, "under_replicated_intervals"))
-    off = intervals(pt, "offline", last_ms)
-    off.write.mode("overwrite").parquet(os.path.join(output_dir, "offline_intervals"))
+    path = lambda name: os.path.join(output_dir, name)  # noqa: E731
+    broker_intervals(frames.brokers).write.mode("overwrite").parquet(path("broker_states"))
+    partition_timeline(frames.partitions).write.mode("overwrite").parquet(
+        path("partition_timeline")
+    )
+    pt = spark.read.parquet(path("partition_timeline"))
+    intervals(pt, "under_replicated", last_ms).write.mode("overwrite").parquet(
+        path("under_replicated_intervals")
+    )
+    intervals(pt, "offline", last_ms).write.mode("overwrite").parquet(path("offline_intervals"))
     minutes = sorted(tuple(r) for r in per_minute(pt).collect())
     changes = sorted(
         (r["offset"], r["timestamp_ms"], r["controller_epoch"], r["leader_id"])
@@ -103,28 +116,29 @@ def audit_export(
     )
     brokers = [
         tuple(r)
-        for r in spark.read.parquet(os.path.join(output_dir, "broker_states"))
+        for r in spark.read.parquet(path("broker_states"))
         .select("broker_id", "state", "start_ms", "end_ms")
         .collect()
     ]
-    urp_stats = duration_summary(
-        spark.read.parquet(os.path.join(output_dir, "under_replicated_intervals"))
+    spells = spark.read.parquet(path("under_replicated_intervals")).withColumn(
+        "kind", F.lit("urp")
+    ).unionByName(
+        spark.read.parquet(path("offline_intervals")).withColumn("kind", F.lit("offline"))
     )
-    off_stats = duration_summary(spark.read.parquet(os.path.join(output_dir, "offline_intervals")))
-    kinds = {r["type"]: r["n"] for r in df.groupBy("type").agg(F.count("*").alias("n")).collect()}
-    n_parts = frames.partitions.select("topic_id", "partition_id").distinct().count()
+    durations = duration_summaries(spells)
+    urp_stats, off_stats = durations["urp"], durations["offline"]
     urp_now = peak = 0
     for _m, _s, _e, du, _do in minutes:
         urp_now += du
         peak = max(peak, urp_now)
     summary = {
         "records": records,
-        "offsets": f"{stats['first_offset']} .. {stats['last_offset']}",
-        "snapshot records": stats["snapshot_rows"],
-        "time span (minutes)": round((last_ms - stats["first_ms"]) / 60_000, 1),
+        "offsets": f"{first_offset} .. {last_offset}",
+        "snapshot records": sum(r["snapshot_rows"] for r in by_type),
+        "time span (minutes)": round((last_ms - first_ms) / 60_000, 1),
         "brokers": len({b[0] for b in brokers}),
-        "topics": frames.topics.count(),
-        "partitions": n_parts,
+        "topics created": kinds.get("TOPIC_RECORD", 0),
+        "partitions created": kinds.get("PARTITION_RECORD", 0),
         "controller elections": len(changes),
         "controller failovers": max(len(changes) - 1, 0),
         "broker registrations": kinds.get("REGISTER_BROKER_RECORD", 0),
@@ -153,7 +167,7 @@ def audit_export(
             violations=first_rows,
             violation_counts=counts,
             total_violations=total,
-            first_ms=stats["first_ms"],
+            first_ms=first_ms,
             last_ms=last_ms,
         )
         page = render(data)

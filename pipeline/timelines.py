@@ -96,16 +96,21 @@ def intervals(t: DataFrame, flag: str, end_ms: int) -> DataFrame:
     )
 
 
-def duration_summary(iv: DataFrame) -> dict:
-    row = iv.agg(
+def duration_summaries(spells: DataFrame) -> dict[str, dict]:
+    """Count, open, p50, p99, max and total duration per ``kind`` of spell."""
+    rows = spells.groupBy("kind").agg(
         F.count("*").alias("count"),
         F.sum(F.col("open").cast("int")).alias("open"),
         F.expr("percentile_approx(duration_ms, 0.5)").alias("p50_ms"),
         F.expr("percentile_approx(duration_ms, 0.99)").alias("p99_ms"),
         F.max("duration_ms").alias("max_ms"),
         F.sum("duration_ms").alias("total_ms"),
-    ).first()
-    return {k: (row[k] if row[k] is not None else 0) for k in row.asDict()}
+    ).collect()
+    empty = dict.fromkeys(("count", "open", "p50_ms", "p99_ms", "max_ms", "total_ms"), 0)
+    out = {"urp": dict(empty), "offline": dict(empty)}
+    for row in rows:
+        out[row["kind"]] = {k: v or 0 for k, v in row.asDict().items() if k != "kind"}
+    return out
 
 
 def controller_changes(df: DataFrame) -> DataFrame:

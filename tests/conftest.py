@@ -36,3 +36,18 @@ def voter(tmp_path_factory, request):
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every Spark test (starting one takes seconds)."""
+    from pipeline.spark import build_session
+
+    session = build_session(
+        "local[2]",
+        **{"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"},
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

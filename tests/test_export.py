@@ -85,7 +85,7 @@ def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
 
 
 def test_a_data_dir_export_has_the_offsets_the_service_serves(voter, tmp_path):
-    asyncio.run(broker_scenario(voter.url(0), voter.cluster_id))
+    alive = asyncio.run(broker_scenario(voter.url(0), voter.cluster_id))
     r = voter.get(0, "/v1/log", params={"fromOffset": 0, "maxRecords": 10_000})
     served = r.json()["records"]
     assert len(served) > 20
@@ -109,7 +109,7 @@ def test_a_data_dir_export_has_the_offsets_the_service_serves(voter, tmp_path):
     assert replay_audit(str(by_url))[0] == []
 
     # More records, then the same command again: only the new ones are appended.
-    asyncio.run(broker_scenario(voter.url(0), voter.cluster_id, "more", (11, 12, 13)))
+    asyncio.run(broker_scenario(voter.url(0), voter.cluster_id, "more", (11, 12, 13), alive))
     again = run_export(str(by_url), url=voter.url(0), fmt="jsonl", quiet=True)
     assert again.first_offset == len(served)
     offsets = [row[0] for row in read_rows(str(by_url))]
