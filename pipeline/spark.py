@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
@@ -21,11 +22,15 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# PySpark counts as a shell: Spark would reset the root level to this logger's.
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
 """
 
 
 def _log4j2_file() -> str:
-    path = os.path.join(tempfile.gettempdir(), f"metaquorum-log4j2-{os.getuid()}.properties")
+    digest = hashlib.sha256(_LOG4J2.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"metaquorum-log4j2-{os.getuid()}-{digest}.properties")
     if not os.path.exists(path):
         tmp = f"{path}.{os.getpid()}"
         with open(tmp, "w") as f:
