@@ -196,9 +196,14 @@ def main_audit(
     if shuffle_partitions:
         conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     input_format(input_dir)
-    echo(f"starting Spark ({master})")
-    spark = build_session(master, **conf)
+    from pyspark.sql import SparkSession
+
+    # In a process that already runs a session (a notebook, the tests) use it, and leave it be.
+    running = SparkSession.getActiveSession()
+    echo(f"starting Spark ({master})" if running is None else "using the running Spark session")
+    spark = running or build_session(master, **conf)
     try:
         return audit_export(spark, input_dir, output_dir, report_path, echo)
     finally:
-        spark.stop()
+        if running is None:
+            spark.stop()

@@ -18,9 +18,11 @@ MINUTE_MS = 60_000
 def broker_intervals(b: DataFrame) -> DataFrame:
     """One row per stretch of time a broker spent fenced, active or in
     controlled shutdown; the last one of each broker is open (end null)."""
+    # A broker that finished its controlled shutdown is fenced (and keeps the
+    # sticky flag until it registers again): it shows as fenced.
     state = (
-        F.when(F.col("shutdown_after"), F.lit("controlled shutdown"))
-        .when(F.col("fenced_after"), F.lit("fenced"))
+        F.when(F.col("fenced_after"), F.lit("fenced"))
+        .when(F.col("shutdown_after"), F.lit("controlled shutdown"))
         .otherwise(F.lit("active"))
     )
     order = W.partitionBy("broker_id").orderBy("offset", "seq")

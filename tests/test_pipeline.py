@@ -12,6 +12,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
+from metaquorum.cli import main
 from metaquorum.export import run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.replay_audit import read_rows, replay_audit
@@ -37,7 +38,7 @@ def test_a_clean_log_passes(spark, tmp_path):
 
 
 def test_every_planted_violation_is_found_once_at_its_offset_and_the_report_renders(
-    spark, tmp_path
+    spark, tmp_path, capsys
 ):
     log = tmp_path / "planted"
     summary = run_synth_log(8_000, str(log), plant_kinds=list(PLANT_KINDS), quiet=True)
@@ -69,6 +70,12 @@ def test_every_planted_violation_is_found_once_at_its_offset_and_the_report_rend
     for v in found:
         assert f"<td class='num'>{v['offset']}</td>" in page
     assert f"{len(expected)} violation(s) found" in page
+
+    # The command: a table on the terminal, and exit code 1.
+    code = main(["audit", "--input", str(log), "--output", str(tmp_path / "cli")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"{len(expected)} violation(s)" in out and "by check: broker-epoch 1," in out
 
 
 def test_a_log_exported_from_a_real_three_voter_cluster_audits_clean(spark, tmp_path):
