@@ -80,7 +80,7 @@ def audit_export(
     last_ms = max(r["last_ms"] for r in by_type)
 
     stage(2, f"auditing {records:,} records")
-    frames = run_audit(df, first_offset)
+    frames = run_audit(df, first_offset, output_dir)
     viol_dir = os.path.join(output_dir, "violations")
     frames.violations.orderBy("offset", "check", "entity").write.mode("overwrite").parquet(viol_dir)
     written = spark.read.parquet(viol_dir)

@@ -44,16 +44,16 @@ def broker_intervals(b: DataFrame) -> DataFrame:
 def partition_timeline(p: DataFrame) -> DataFrame:
     """Every partition record with the partition's ISR size, replica count,
     leader, and whether the record shrank or expanded the ISR."""
-    size, prev = F.size("isr_state"), F.size("prev_isr")
-    has_prev = F.col("prev_isr").isNotNull()
-    ur = size < F.size("replicas_state")
-    prev_ur = has_prev & (prev < F.size("prev_replicas"))
+    size, prev = F.size("isr_state"), F.col("prev_isr_size")
+    has_prev = F.col("prev_leader_epoch").isNotNull()
+    ur = size < F.col("replicas_size")
+    prev_ur = has_prev & (prev < F.col("prev_replicas_size"))
     offline = F.col("leader_state") == -1
     prev_offline = has_prev & (F.col("prev_leader") == -1)
     return p.select(
-        "offset", "timestamp_ms", "topic_id", "partition_id", "entity",
+        "offset", "timestamp_ms", "topic_id", "partition_id",
         size.alias("isr_size"),
-        F.size("replicas_state").alias("replicas"),
+        F.col("replicas_size").alias("replicas"),
         F.col("leader_state").alias("leader"),
         (has_prev & (size < prev)).alias("shrink"),
         (has_prev & (size > prev)).alias("expand"),
@@ -83,12 +83,13 @@ def intervals(t: DataFrame, flag: str, end_ms: int) -> DataFrame:
     was = "was_" + flag
     order = W.partitionBy("topic_id", "partition_id").orderBy("offset")
     edges = t.filter(F.col(flag) != F.col(was)).select(
-        "entity", "topic_id", "partition_id", flag, "offset", "timestamp_ms",
+        "topic_id", "partition_id", flag, "offset", "timestamp_ms",
         F.lead("timestamp_ms").over(order).alias("next_ms"),
         F.lead("offset").over(order).alias("next_offset"),
     )  # fmt: skip
     return edges.filter(F.col(flag)).select(
-        "entity",
+        "topic_id",
+        "partition_id",
         F.col("offset").alias("start_offset"),
         F.col("timestamp_ms").alias("start_ms"),
         F.col("next_offset").alias("end_offset"),
