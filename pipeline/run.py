@@ -110,9 +110,10 @@ def audit_export(
     )
     intervals(pt, "offline", last_ms).write.mode("overwrite").parquet(path("offline_intervals"))
     minutes = sorted(tuple(r) for r in per_minute(pt).collect())
+    controller_changes(df).write.mode("overwrite").parquet(path("controller_elections"))
     changes = sorted(
         (r["offset"], r["timestamp_ms"], r["controller_epoch"], r["leader_id"])
-        for r in controller_changes(df).collect()
+        for r in spark.read.parquet(path("controller_elections")).collect()
     )
     brokers = [
         tuple(r)
