@@ -33,6 +33,7 @@ from pipeline.export_files import OffsetRangeWriter, export_files
 from pipeline.replay_audit import read_rows, replay_audit
 from pipeline.schema import COLUMN_NAMES, RENAMED
 
+from .cluster import Cluster
 from .pipeline_scenario import broker_scenario
 
 TID = "fPZv1VBsRFmnlRvmGcOW9w"
@@ -142,6 +143,38 @@ def test_a_data_dir_export_has_the_offsets_the_service_serves(voter, tmp_path):
     journal.write_bytes(bytes(data[: end - 10]))
     with pytest.raises(ExportError, match=r"truncated.*last good record is at offset \d+"):
         run_export(str(tmp_path / "from-cut"), data_dir=str(broken), include_uncommitted=True)
+
+
+@pytest.mark.slow
+def test_exports_start_from_the_snapshot_once_the_log_is_compacted(tmp_path):
+    (tmp_path / "c").mkdir()
+    c = Cluster(tmp_path / "c", voters=1, extra=["--compaction-entries", "5"])
+    by_dir, by_url = tmp_path / "by-dir", tmp_path / "by-url"
+    try:
+        c.start()
+        c.wait_ready()
+        c.leader()
+        asyncio.run(broker_scenario(c.url(0), c.cluster_id))
+        c.wait(lambda: (c.data_dir(0) / "raft.snapshot").exists(), 30, "a snapshot")
+        run_export(str(by_dir), data_dir=str(c.data_dir(0)), include_uncommitted=True, quiet=True)
+        # Restarted, the node holds only the log after its snapshot: 410 from offset 0.
+        assert c.stop(0) == 0
+        c.start(0)
+        c.wait_ready()
+        c.leader()
+        assert c.get(0, "/v1/log", params={"fromOffset": 0}).status_code == 410
+        run_export(str(by_url), url=c.url(0), quiet=True)
+    finally:
+        c.close()
+    for d in (by_dir, by_url):
+        rows = list(read_rows(str(d)))
+        snapshot = [r for r in rows if r[4]]
+        log = [r for r in rows if not r[4]]
+        assert snapshot and {r[0] for r in snapshot} == {snapshot[0][0]}, d
+        assert {r[3] for r in snapshot} >= {"REGISTER_BROKER_RECORD", "PARTITION_RECORD"}
+        start = snapshot[0][0] + 1
+        assert [r[0] for r in log] == list(range(start, start + len(log))), d
+        assert replay_audit(str(d))[0] == []
 
 
 def test_a_corrupt_or_truncated_page_names_the_offset():
