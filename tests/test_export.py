@@ -85,6 +85,7 @@ def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
             assert row[column] == (list(value) if isinstance(value, tuple) else value), column
 
 
+@pytest.mark.slow
 def test_a_data_dir_export_has_the_offsets_the_service_serves(voter, tmp_path):
     alive = asyncio.run(broker_scenario(voter.url(0), voter.cluster_id))
     r = voter.get(0, "/v1/log", params={"fromOffset": 0, "maxRecords": 10_000})
