@@ -63,6 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     from .ops import add_ops_commands
 
     add_ops_commands(commands)
+    from .pipeline_cli import add_pipeline_commands
+
+    add_pipeline_commands(commands)
     return parser
 
 
@@ -93,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.command in OPS:
             return run_op(args)
+        from .pipeline_cli import PIPELINE_COMMANDS, run_pipeline_command
+
+        if args.command in PIPELINE_COMMANDS:
+            return run_pipeline_command(args)
     except BrokenPipeError:
         # The reader went away (``metaquorum demo --json | head``): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -46,3 +46,18 @@ def voter(tmp_path_factory, request):
     """A single-voter ``metaquorum serve`` process, leading and ready."""
     with running_cluster(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every Spark test (starting one takes seconds)."""
+    from pipeline.spark import build_session
+
+    session = build_session(
+        "local[2]",
+        **{"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"},
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

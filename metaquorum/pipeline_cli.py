@@ -1,0 +1,184 @@
+"""The pipeline's commands: ``export``, ``audit`` and ``synth-log`` (docs/pipeline.md).
+
+Exit codes: 0 done (audit: every invariant held), 1 the audit found
+violations, 2 bad input (the message says which and what to do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+PIPELINE_COMMANDS = {"export", "audit", "synth-log"}
+
+
+def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "export",
+        help="export the metadata log as Parquet or JSONL files for the pipeline",
+        description="Writes the log (a live node's GET /v1/log, or a voter's data dir: snapshot "
+        "+ journal) as files partitioned by offset range, one flat schema (docs/pipeline.md). "
+        "Re-running appends what is new.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--url", help="a voter's HTTP URL")
+    src.add_argument("--data-dir", help="a voter's data dir (read offline, never modified)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
+    p.add_argument(
+        "--from", dest="from_offset", type=int, help="first offset (default: where --out ends)"
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("METAQUORUM_TOKEN"),
+        help="bearer token [env METAQUORUM_TOKEN]",
+    )
+    p.add_argument("--records-per-file", type=int, default=1_000_000)
+    p.add_argument(
+        "--uncommitted",
+        action="store_true",
+        help="--data-dir: also export journal entries after the stored commit index",
+    )
+
+    p = commands.add_parser(
+        "audit",
+        help="audit an exported log with PySpark: invariants, timelines, an HTML report",
+        description="Rebuilds every broker's and partition's state in offset order and reports "
+        "each violated invariant with its offset. Exit code 1 if any.",
+    )
+    p.add_argument("--input", required=True, help="an export directory (metaquorum export --out)")
+    p.add_argument("--report", help="write a self-contained HTML report here")
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument("--output", help="where violations and timelines go (default <input>-audit)")
+    p.add_argument("--shuffle-partitions", type=int, help="spark.sql.shuffle.partitions")
+
+    from .synth_log import PLANT_KINDS
+
+    p = commands.add_parser(
+        "synth-log",
+        help="write a large, realistic metadata log made by the real controller",
+        description="Simulated brokers (registrations, heartbeats, crashes, controlled shutdowns, "
+        "ISR churn, controller failovers) drive the real controller; --plant adds a violation.",
+    )
+    p.add_argument("--records", type=int, required=True, help="about this many records")
+    p.add_argument("--out", required=True, help="output directory (new or empty)")
+    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
+    p.add_argument("--plant", action="append", default=[], choices=PLANT_KINDS, metavar="KIND",
+                   help=f"append a violation of this kind (repeatable): {', '.join(PLANT_KINDS)}")  # fmt: skip
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--brokers", type=int, default=12)
+    p.add_argument("--topics", type=int, default=20)
+    p.add_argument("--partitions", type=int, default=50, help="partitions per topic")
+    p.add_argument("--records-per-file", type=int, default=1_000_000)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"metaquorum: {message}", file=sys.stderr)
+    return code
+
+
+def run_pipeline_command(args: argparse.Namespace) -> int:
+    if args.command == "export":
+        return _export(args)
+    if args.command == "audit":
+        return _audit(args)
+    return _synth(args)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import ExportError, run_export
+
+    try:
+        result = run_export(
+            args.out,
+            url=args.url,
+            data_dir=args.data_dir,
+            fmt=args.format,
+            from_offset=args.from_offset,
+            token=args.token,
+            records_per_file=args.records_per_file,
+            include_uncommitted=args.uncommitted,
+        )
+    except ExportError as e:
+        return _fail(f"export failed: {e}")
+    if result.note:
+        print(result.note)
+    if result.records == 0:
+        print(f"nothing new to export; {args.out} ends before offset {result.next_offset}")
+    else:
+        print(
+            f"exported {result.records:,} records (offsets {result.first_offset} to "
+            f"{result.next_offset - 1}) into {len(result.files)} file(s) in {args.out}"
+        )
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from pipeline.export_files import ExportDirError
+    from pipeline.run import main_audit
+
+    console = Console()
+    try:
+        result = main_audit(
+            args.input,
+            args.report,
+            args.master,
+            output_dir=args.output,
+            shuffle_partitions=args.shuffle_partitions,
+            echo=lambda line: console.print(line, highlight=False),
+        )
+    except (ExportDirError, ValueError) as e:
+        return _fail(str(e))
+    if not result.violations:
+        console.print(
+            f"[green]OK[/]: every invariant held at every offset ({result.records:,} records)"
+        )
+        return 0
+    table = Table(title=f"{result.violations} violation(s)", title_justify="left")
+    for column in ("offset", "time (UTC)", "check", "entity", "explanation"):
+        table.add_column(column, overflow="fold")
+    from pipeline.report import _when
+
+    for offset, ts, check, entity, explanation in result.first_rows:
+        table.add_row(str(offset), _when(ts), check, entity, explanation)
+    console.print(table)
+    if result.violations > len(result.first_rows):
+        console.print(
+            f"... and {result.violations - len(result.first_rows)} more in "
+            f"{os.path.join(result.output_dir, 'violations')}"
+        )
+    console.print("by check: " + ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())))
+    return 1
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from pipeline.export_files import ExportDirError
+
+    from .synth_log import SynthError, run_synth_log
+
+    try:
+        summary = run_synth_log(
+            args.records,
+            args.out,
+            plant_kinds=args.plant,
+            fmt=args.format,
+            seed=args.seed,
+            brokers=args.brokers,
+            topics=args.topics,
+            partitions=args.partitions,
+            records_per_file=args.records_per_file,
+        )
+    except (SynthError, ExportDirError) as e:
+        return _fail(str(e))
+    print(
+        f"wrote {summary['records']:,} records ({summary['brokers']} brokers, "
+        f"{summary['partitions']} partitions, {summary['simulatedMs'] / 60_000:.1f} simulated "
+        f"minutes, controller epoch {summary['controllerEpoch']}) to {args.out}"
+    )
+    for p in summary["planted"]:
+        print(f"planted {p['kind']} at offset {p['offset']}: {p['what']}")
+    return 0

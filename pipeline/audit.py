@@ -1,0 +1,409 @@
+"""The audit in Spark: each entity's state rebuilt with window functions in
+offset order, and every check of ``violations.CHECKS`` as a DataFrame of
+violations. Nothing is collected to the driver but a few scalars.
+
+The same checks, replayed sequentially, are in ``replay_audit.py``; the texts
+of the explanations match it word for word.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window as W
+
+REG = "REGISTER_BROKER_RECORD"
+CHANGE = "BROKER_REGISTRATION_CHANGE_RECORD"
+PR = "PARTITION_RECORD"
+PCR = "PARTITION_CHANGE_RECORD"
+UNBOUNDED = W.unboundedPreceding
+
+
+@dataclass
+class AuditFrames:
+    violations: DataFrame
+    brokers: DataFrame  # broker records with the broker's state after each
+    partitions: DataFrame  # partition records with the partition's state after each
+    topics: DataFrame  # topic id -> name
+
+
+def _isr_text(col: Column) -> Column:
+    return F.concat(F.lit("["), F.array_join(col, ", "), F.lit("]"))
+
+
+def _violation(df: DataFrame, check: str, entity: Column, explanation: Column) -> DataFrame:
+    return df.select(
+        F.col("offset").cast("long").alias("offset"),
+        F.col("timestamp_ms").cast("long").alias("timestamp_ms"),
+        F.lit(check).alias("check"),
+        entity.alias("entity"),
+        explanation.alias("explanation"),
+    )
+
+
+def _label(registered: Column, fenced: Column, shutdown: Column) -> Column:
+    """broker_label() of violations.py: '' when the broker is active."""
+    return F.when(registered.isNull(), F.lit("not registered")).otherwise(
+        F.concat_ws(
+            ", ",
+            F.when(fenced, F.lit("fenced")),
+            F.when(shutdown, F.lit("in controlled shutdown")),
+        )
+    )
+
+
+def offsets_look_right(df: DataFrame) -> bool:
+    """A one-pass test that needs no shuffle of the log: True when the log
+    records' offsets are exactly one dense range (count, sum and sum of
+    squares of a dense range are fixed by its ends) and each controller
+    epoch occupies an offset range after the previous epoch's. When it
+    returns False, the exact checks find where."""
+    log = df.filter(~F.col("from_snapshot"))
+    o = F.col("offset").cast("decimal(38,0)")
+    row = log.agg(
+        F.count("*").alias("n"),
+        F.min("offset").alias("lo"),
+        F.max("offset").alias("hi"),
+        F.sum(o).alias("s1"),
+        F.sum(o * o).alias("s2"),
+    ).first()
+    n, lo, hi = row["n"], row["lo"], row["hi"]
+    if n == 0:
+        return True
+    if n != hi - lo + 1:
+        return False
+    squares = lambda k: k * (k + 1) * (2 * k + 1) // 6  # noqa: E731  (sum of i^2, i <= k)
+    if row["s1"] != (lo + hi) * n // 2 or row["s2"] != squares(hi) - squares(lo - 1):
+        return False
+    snapshot = df.filter(F.col("from_snapshot")).agg(F.max("offset"), F.max("controller_epoch"))
+    snap_offset, snap_epoch = snapshot.first()
+    if snap_offset is not None and snap_offset != lo - 1:
+        return False
+    spans = sorted(
+        tuple(r)
+        for r in log.groupBy("controller_epoch")
+        .agg(F.min("offset"), F.max("offset"))
+        .collect()
+    )
+    if snap_epoch is not None and spans and spans[0][0] < snap_epoch:
+        return False
+    return all(a[2] < b[1] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def offsets_checks(df: DataFrame, first: int) -> list[DataFrame]:
+    """``first``: the lowest offset of the export (no record precedes it)."""
+    if offsets_look_right(df):
+        return []
+    log = F.when(~F.col("from_snapshot"), 1).otherwise(0)
+    per_offset = df.groupBy("offset").agg(
+        F.max("controller_epoch").alias("before_epoch"),
+        F.sum(log).alias("n"),
+        F.min(F.when(~F.col("from_snapshot"), F.col("timestamp_ms"))).alias("timestamp_ms"),
+    )
+    before = per_offset.select((F.col("offset") + 1).alias("next"), "before_epoch")
+    live = df.filter(~F.col("from_snapshot")).select("offset", "timestamp_ms", "controller_epoch")
+    joined = live.join(before, live["offset"] == before["next"], "left")
+    gaps = joined.filter(F.col("before_epoch").isNull() & (F.col("offset") > F.lit(first)))
+    epochs = joined.filter(F.col("controller_epoch") < F.col("before_epoch"))
+    dups = per_offset.filter(F.col("n") > 1)
+    o = F.col("offset")
+    return [
+        _violation(
+            gaps,
+            "offsets-dense",
+            F.lit("log"),
+            F.format_string("offset %d is missing: no record precedes offset %d", o - 1, o),
+        ),
+        _violation(
+            epochs,
+            "controller-epoch",
+            F.lit("controller"),
+            F.format_string(
+                "controller epoch %d at offset %d is below %d, the epoch at offset %d",
+                F.col("controller_epoch"),
+                o,
+                F.col("before_epoch"),
+                o - 1,
+            ),
+        ),
+        _violation(
+            dups,
+            "offsets-dense",
+            F.lit("log"),
+            F.format_string("offset %d appears %d times", o, F.col("n")),
+        ),
+    ]
+
+
+def broker_states(df: DataFrame) -> DataFrame:
+    """Broker records, each with the broker's state after it: registered epoch,
+    fenced, in controlled shutdown (sticky until a new registration), and
+    ``cur_epoch``, the epoch before it."""
+    b = df.filter(F.col("type").isin(REG, CHANGE)).select(
+        "offset", "seq", "timestamp_ms", "from_snapshot", "type", "broker_id", "broker_epoch",
+        "fenced", "in_controlled_shutdown", "fenced_change", "in_controlled_shutdown_change",
+    )  # fmt: skip
+    order = W.partitionBy("broker_id").orderBy("offset", "seq")
+    upto = order.rowsBetween(UNBOUNDED, W.currentRow)
+    before = order.rowsBetween(UNBOUNDED, -1)
+    is_reg = F.col("type") == REG
+    b = b.withColumn(
+        "cur_epoch", F.last(F.when(is_reg, F.col("broker_epoch")), ignorenulls=True).over(before)
+    )
+    cs_code = F.coalesce(F.col("in_controlled_shutdown_change"), F.lit(0))
+    applied = is_reg | (
+        F.col("cur_epoch").isNotNull()
+        & (F.col("broker_epoch") == F.col("cur_epoch"))
+        & F.col("fenced_change").isin(-1, 0, 1)
+        & cs_code.isin(0, 1)
+    )
+    fenced_set = (
+        F.when(is_reg, F.coalesce(F.col("fenced"), F.lit(False)))
+        .when(applied & (F.col("fenced_change") == 1), F.lit(True))
+        .when(applied & (F.col("fenced_change") == -1), F.lit(False))
+    )
+    # Only a registration clears controlled shutdown, so "last set" is sticky.
+    cs_set = F.when(is_reg, F.coalesce(F.col("in_controlled_shutdown"), F.lit(False))).when(
+        applied & (cs_code == 1), F.lit(True)
+    )
+    return (
+        b.withColumn("applied", applied)
+        .withColumn("fenced_after", F.last(fenced_set, ignorenulls=True).over(upto))
+        .withColumn("shutdown_after", F.last(cs_set, ignorenulls=True).over(upto))
+        .withColumn("registered_epoch", F.last(F.when(is_reg, F.col("broker_epoch")), ignorenulls=True).over(upto))
+    )  # fmt: skip
+
+
+def broker_checks(b: DataFrame) -> list[DataFrame]:
+    live = b.filter(~F.col("from_snapshot"))
+    reg = live.filter(F.col("type") == REG)
+    epoch, off, prev = F.col("broker_epoch"), F.col("offset"), F.col("cur_epoch")
+    problems = F.concat_ws(
+        " and ",
+        F.when(
+            epoch != off,
+            F.format_string("which is not the offset of its RegisterBrokerRecord (%d)", off),
+        ),
+        F.when(
+            prev.isNotNull() & (epoch <= prev),
+            F.format_string("which does not increase on its previous epoch %d", prev),
+        ),
+    )
+    reg = reg.withColumn("problems", problems).filter(F.col("problems") != "")
+    change = live.filter((F.col("type") == CHANGE) & (prev.isNull() | (epoch != prev)))
+    entity = F.format_string("broker %d", F.col("broker_id"))
+    return [
+        _violation(
+            reg,
+            "broker-epoch",
+            entity,
+            F.format_string("registered with epoch %d %s", epoch, F.col("problems")),
+        ),
+        _violation(
+            change,
+            "change-epoch",
+            entity,
+            F.when(
+                prev.isNull(),
+                F.format_string(
+                    "change record for broker %d, which is not registered", F.col("broker_id")
+                ),
+            ).otherwise(
+                F.format_string(
+                    "change record carries epoch %d, but the broker's current epoch is %d",
+                    epoch,
+                    prev,
+                )
+            ),
+        ),
+    ]
+
+
+def partition_states(df: DataFrame) -> DataFrame:
+    """Partition records of existing partitions, each with the partition's state
+    after it (ISR, replica count, leader, leader and partition epochs) and
+    before it. Arrays are kept only where a check needs the members."""
+    p = df.filter(F.col("type").isin(PR, PCR)).select(
+        "offset", "seq", "timestamp_ms", "from_snapshot", "type", "topic_id", "partition_id",
+        "replicas", "isr", "leader", "leader_epoch", "partition_epoch",
+    )  # fmt: skip
+    key = ("topic_id", "partition_id")
+    order = W.partitionBy(*key).orderBy("offset", "seq")
+    upto = order.rowsBetween(UNBOUNDED, W.currentRow)
+    is_pr = F.col("type") == PR
+    # Every window below shares one partitioning and order: one shuffle, one sort.
+    # A PartitionRecord starts a partition's history again (its epochs are
+    # given); each change after it adds 1 to the partition epoch, and 1 to the
+    # leader epoch when it names a leader.
+    moves = F.sum(F.when(~is_pr & (F.col("leader") != -2), 1).otherwise(0)).over(upto)
+    p = (
+        p.withColumn("seg", F.sum(is_pr.cast("int")).over(upto))
+        .withColumn("moves", moves)
+        .withColumn("n", F.row_number().over(order))
+        .filter(F.col("seg") > 0)
+    )
+    base = lambda col, count: F.last(F.when(is_pr, F.col(col) - F.col(count)), ignorenulls=True)  # noqa: E731
+    p = (
+        p.withColumn("isr_state", F.last("isr", ignorenulls=True).over(upto))
+        .withColumn("replicas_size", F.size(F.last("replicas", ignorenulls=True).over(upto)))
+        .withColumn("leader_state", F.last(F.when(F.col("leader") != -2, F.col("leader")), ignorenulls=True).over(upto))
+        .withColumn("leader_epoch_state", base("leader_epoch", "moves").over(upto) + F.col("moves"))
+        .withColumn("partition_epoch_state", base("partition_epoch", "n").over(upto) + F.col("n"))
+    )  # fmt: skip
+    p = (
+        p.withColumn("prev_isr", F.lag("isr_state").over(order))
+        .withColumn("prev_replicas_size", F.lag("replicas_size").over(order))
+        .withColumn("prev_leader", F.lag("leader_state").over(order))
+        .withColumn("prev_leader_epoch", F.lag("leader_epoch_state").over(order))
+        .withColumn("prev_partition_epoch", F.lag("partition_epoch_state").over(order))
+        # Who the record puts into the ISR: KIP-841 looks at these only.
+        .withColumn("added", F.array_except("isr", F.coalesce("prev_isr", F.array().cast("array<int>"))))
+        .withColumn("prev_isr_size", F.size("prev_isr"))
+        .drop("seg", "moves", "n", "replicas", "prev_isr")
+    )  # fmt: skip
+    return p
+
+
+def with_entity(df: DataFrame, topics: DataFrame) -> DataFrame:
+    """Adds ``entity`` (``<topic name>-<partition>``) to a few partition rows."""
+    name = F.coalesce(F.col("topic_name"), F.col("topic_id"))
+    return df.join(F.broadcast(topics), "topic_id", "left").withColumn(
+        "entity", F.concat(name, F.lit("-"), F.col("partition_id").cast("string"))
+    )
+
+
+def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFrame]:
+    live = p.filter(~F.col("from_snapshot"))
+    carry = ["offset", "seq", "timestamp_ms", "topic_id", "partition_id", "isr", "isr_state",
+             "leader_state"]  # fmt: skip
+    isr_probes = live.filter(F.col("isr").isNotNull()).select(
+        *carry, F.posexplode("added").alias("pos", "probe_broker"), F.lit("isr").alias("role")
+    )
+    leader_probes = live.filter(F.col("leader_state") != -1).select(
+        *carry, F.lit(-1).alias("pos"), F.col("leader_state").alias("probe_broker"),
+        F.lit("leader").alias("role"),
+    )  # fmt: skip
+    probes = isr_probes.unionByName(leader_probes).withColumn("broker_id", F.col("probe_broker"))
+    states = b.select(
+        "offset", "seq", "broker_id", "fenced_after", "shutdown_after",
+        F.lit(True).alias("registered"),
+    )  # fmt: skip
+    timeline = probes.unionByName(states, allowMissingColumns=True)
+    upto = W.partitionBy("broker_id").orderBy("offset", "seq").rowsBetween(UNBOUNDED, W.currentRow)
+    timeline = timeline.select(
+        "*",
+        F.last("registered", ignorenulls=True).over(upto).alias("reg_now"),
+        F.last("fenced_after", ignorenulls=True).over(upto).alias("fenced_now"),
+        F.last("shutdown_after", ignorenulls=True).over(upto).alias("shutdown_now"),
+    ).filter(F.col("role").isNotNull())
+    timeline = timeline.withColumn(
+        "label", _label(F.col("reg_now"), F.col("fenced_now"), F.col("shutdown_now"))
+    )
+    # Only the probes that found something wrong: few, so cached, and the
+    # probe window runs once for both checks below.
+    is_leader = F.col("role") == "leader"
+    timeline = timeline.filter(
+        (F.col("label") != "") | (is_leader & ~F.array_contains("isr_state", F.col("leader_state")))
+    )
+    timeline = with_entity(timeline, topics).cache()
+    bad_isr = (
+        timeline.filter((F.col("role") == "isr") & (F.col("label") != ""))
+        .groupBy("offset", "seq", "timestamp_ms", "entity", "isr")
+        .agg(
+            F.sort_array(
+                F.collect_list(
+                    F.struct("pos", F.format_string("broker %d (%s)", "probe_broker", "label"))
+                )
+            ).alias("items")
+        )
+    )
+    lead = timeline.filter(F.col("role") == "leader").withColumn(
+        "problems",
+        F.concat_ws(
+            " and ",
+            F.when(
+                ~F.array_contains("isr_state", F.col("leader_state")),
+                F.concat(F.lit("not in the ISR "), _isr_text(F.col("isr_state"))),
+            ),
+            F.when(F.col("label") != "", F.col("label")),
+        ),
+    )
+    lead = lead.filter(F.col("problems") != "")
+    restated = with_entity(
+        live.filter((F.col("type") == PR) & F.col("prev_partition_epoch").isNotNull()), topics
+    )
+    entity = F.col("entity")
+    return [
+        _violation(
+            bad_isr,
+            "kip-841",
+            entity,
+            F.concat(
+                F.lit("ISR "),
+                _isr_text(F.col("isr")),
+                F.lit(" adds "),
+                F.array_join(F.transform("items", lambda s: s.getField("col2")), ", "),
+            ),
+        ),  # fmt: skip
+        _violation(
+            lead,
+            "leader",
+            entity,
+            F.format_string("leader %d is %s", F.col("leader_state"), F.col("problems")),
+        ),
+        _violation(
+            with_entity(live.filter(F.col("isr").isNotNull() & (F.size("isr") == 0)), topics),
+            "isr-empty",
+            entity,
+            F.lit("the ISR is empty"),
+        ),
+        _violation(
+            restated.filter(F.col("partition_epoch") != F.col("prev_partition_epoch") + 1),
+            "partition-epoch",
+            entity,
+            F.format_string(
+                "partition epoch %d follows %d: expected %d",
+                F.col("partition_epoch"),
+                F.col("prev_partition_epoch"),
+                F.col("prev_partition_epoch") + 1,
+            ),
+        ),
+        _violation(
+            restated.filter(F.col("leader_epoch") < F.col("prev_leader_epoch")),
+            "leader-epoch",
+            entity,
+            F.format_string(
+                "leader epoch %d is below the previous %d",
+                F.col("leader_epoch"),
+                F.col("prev_leader_epoch"),
+            ),
+        ),
+    ]
+
+
+def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
+    """The violations, and the rebuilt states the timelines start from.
+
+    The partition states (as many rows as the log) are written to
+    ``workdir/partition_states`` as Parquet and read back: every later step
+    reads only the columns it needs, where Spark's in-memory cache would
+    build (slowly) a columnar copy of every array."""
+    topics = (
+        df.filter(F.col("type") == "TOPIC_RECORD")
+        .groupBy("topic_id")
+        .agg(F.min_by("name", F.col("offset")).alias("topic_name"))
+        .cache()
+    )
+    b = broker_states(df).persist(StorageLevel.MEMORY_AND_DISK)  # one row per broker record
+    path = os.path.join(workdir, "partition_states")
+    partition_states(df).write.mode("overwrite").parquet(path)
+    p = df.sparkSession.read.parquet(path)
+    parts = offsets_checks(df, first_offset) + broker_checks(b) + partition_checks(p, b, topics)
+    violations = parts[0]
+    for part in parts[1:]:
+        violations = violations.unionByName(part)
+    return AuditFrames(violations, b, p, topics)

@@ -1,0 +1,210 @@
+"""``metaquorum audit``: load an export, audit it, build the timelines, write
+the report. One progress line per stage; the exit code says whether every
+invariant held."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+
+from .audit import run_audit
+from .export_files import input_format
+from .report import ReportData, render
+from .spark import build_session, read_export
+from .timelines import (
+    broker_intervals,
+    controller_changes,
+    duration_summaries,
+    intervals,
+    partition_timeline,
+    per_minute,
+)
+
+TABLE_ROWS = 50  # violations printed on the terminal
+REPORT_ROWS = 1000  # violations listed in the report
+
+
+@dataclass
+class AuditResult:
+    records: int
+    violations: int
+    counts: dict[str, int]
+    first_rows: list[tuple]
+    output_dir: str
+    report: str | None
+    summary: dict
+
+
+def default_output(input_dir: str) -> str:
+    return os.path.abspath(input_dir).rstrip("/") + "-audit"
+
+
+def audit_export(
+    spark,
+    input_dir: str,
+    output_dir: str | None = None,
+    report_path: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> AuditResult:
+    input_format(input_dir)  # a clear error before Spark reads anything
+    output_dir = output_dir or default_output(input_dir)
+    stages = 4 if report_path else 3
+    clock = time.perf_counter()
+
+    def stage(n: int, text: str) -> None:
+        echo(f"[{n}/{stages}] {text} ({time.perf_counter() - clock:.1f} s)")
+
+    stage(1, f"reading {input_dir}")
+    df = read_export(spark, input_dir)
+    # One small job for every figure the record types give.
+    by_type = df.groupBy("type").agg(
+        F.count("*").alias("n"),
+        F.min("offset").alias("first_offset"),
+        F.max("offset").alias("last_offset"),
+        F.min("timestamp_ms").alias("first_ms"),
+        F.max("timestamp_ms").alias("last_ms"),
+        F.sum(F.col("from_snapshot").cast("int")).alias("snapshot_rows"),
+    ).collect()
+    if not by_type:
+        raise ValueError(f"{input_dir} holds no records")
+    kinds = {r["type"]: r["n"] for r in by_type}
+    records = sum(kinds.values())
+    first_offset = min(r["first_offset"] for r in by_type)
+    last_offset = max(r["last_offset"] for r in by_type)
+    first_ms = min(r["first_ms"] for r in by_type)
+    last_ms = max(r["last_ms"] for r in by_type)
+
+    stage(2, f"auditing {records:,} records")
+    frames = run_audit(df, first_offset, output_dir)
+    viol_dir = os.path.join(output_dir, "violations")
+    frames.violations.orderBy("offset", "check", "entity").write.mode("overwrite").parquet(viol_dir)
+    written = spark.read.parquet(viol_dir)
+    first_rows = [
+        tuple(r) for r in written.orderBy("offset", "check", "entity").limit(REPORT_ROWS).collect()
+    ]
+    counts: dict[str, int] = {}
+    if len(first_rows) < REPORT_ROWS:
+        for row in first_rows:
+            counts[row[2]] = counts.get(row[2], 0) + 1
+    else:
+        counts = {
+            r["check"]: r["n"]
+            for r in written.groupBy("check").agg(F.count("*").alias("n")).collect()
+        }
+    total = sum(counts.values())
+
+    stage(3, "building timelines")
+    path = lambda name: os.path.join(output_dir, name)  # noqa: E731
+    broker_intervals(frames.brokers).write.mode("overwrite").parquet(path("broker_states"))
+    partition_timeline(frames.partitions).write.mode("overwrite").parquet(
+        path("partition_timeline")
+    )
+    pt = spark.read.parquet(path("partition_timeline"))
+    intervals(pt, "under_replicated", last_ms).write.mode("overwrite").parquet(
+        path("under_replicated_intervals")
+    )
+    intervals(pt, "offline", last_ms).write.mode("overwrite").parquet(path("offline_intervals"))
+    minutes = sorted(tuple(r) for r in per_minute(pt).collect())
+    controller_changes(df).write.mode("overwrite").parquet(path("controller_elections"))
+    changes = sorted(
+        (r["offset"], r["timestamp_ms"], r["controller_epoch"], r["leader_id"])
+        for r in spark.read.parquet(path("controller_elections")).collect()
+    )
+    brokers = [
+        tuple(r)
+        for r in spark.read.parquet(path("broker_states"))
+        .select("broker_id", "state", "start_ms", "end_ms")
+        .collect()
+    ]
+    spells = spark.read.parquet(path("under_replicated_intervals")).withColumn(
+        "kind", F.lit("urp")
+    ).unionByName(
+        spark.read.parquet(path("offline_intervals")).withColumn("kind", F.lit("offline"))
+    )
+    durations = duration_summaries(spells)
+    urp_stats, off_stats = durations["urp"], durations["offline"]
+    urp_now = peak = 0
+    for _m, _s, _e, du, _do in minutes:
+        urp_now += du
+        peak = max(peak, urp_now)
+    summary = {
+        "records": records,
+        "offsets": f"{first_offset} .. {last_offset}",
+        "snapshot records": sum(r["snapshot_rows"] for r in by_type),
+        "time span (minutes)": round((last_ms - first_ms) / 60_000, 1),
+        "brokers": len({b[0] for b in brokers}),
+        "topics created": kinds.get("TOPIC_RECORD", 0),
+        "partitions created": kinds.get("PARTITION_RECORD", 0),
+        "controller elections": len(changes),
+        "controller failovers": max(len(changes) - 1, 0),
+        "broker registrations": kinds.get("REGISTER_BROKER_RECORD", 0),
+        "fencings": sum(1 for b in brokers if b[1] == "fenced"),
+        "controlled shutdowns": sum(1 for b in brokers if b[1] == "controlled shutdown"),
+        "ISR shrinks": sum(m[1] for m in minutes),
+        "ISR expands": sum(m[2] for m in minutes),
+        "peak under-replicated partitions (minute ends)": peak,
+        "under-replicated spells": urp_stats["count"],
+        "under-replicated p50 / p99 / max (s)": _secs(urp_stats),
+        "offline spells": off_stats["count"],
+        "offline p50 / p99 / max (s)": _secs(off_stats),
+        "violations": total,
+    }
+    with open(os.path.join(output_dir, "summary.json"), "w") as f:
+        json.dump({"summary": summary, "violations": counts, "recordTypes": kinds}, f, indent=2)
+    report = None
+    if report_path:
+        stage(4, f"writing the report {report_path}")
+        data = ReportData(
+            input_dir=input_dir,
+            summary=summary,
+            broker_intervals=brokers,
+            minutes=minutes,
+            controller_changes=changes,
+            violations=first_rows,
+            violation_counts=counts,
+            total_violations=total,
+            first_ms=first_ms,
+            last_ms=last_ms,
+        )
+        page = render(data)
+        tmp = report_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(page)
+        os.replace(tmp, report_path)
+        report = report_path
+    echo(f"done in {time.perf_counter() - clock:.1f} s; results in {output_dir}")
+    return AuditResult(records, total, counts, first_rows[:TABLE_ROWS], output_dir, report, summary)
+
+
+def _secs(stats: dict) -> str:
+    return " / ".join(f"{stats[k] / 1000:.1f}" for k in ("p50_ms", "p99_ms", "max_ms"))
+
+
+def main_audit(
+    input_dir: str,
+    report_path: str | None,
+    master: str,
+    output_dir: str | None = None,
+    shuffle_partitions: int | None = None,
+    echo: Callable[[str], None] = print,
+) -> AuditResult:
+    conf = {}
+    if shuffle_partitions:
+        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    input_format(input_dir)
+    from pyspark.sql import SparkSession
+
+    # In a process that already runs a session (a notebook, the tests) use it, and leave it be.
+    running = SparkSession.getActiveSession()
+    echo(f"starting Spark ({master})" if running is None else "using the running Spark session")
+    spark = running or build_session(master, **conf)
+    try:
+        return audit_export(spark, input_dir, output_dir, report_path, echo)
+    finally:
+        if running is None:
+            spark.stop()

@@ -1,0 +1,178 @@
+"""The export's one flat schema: a row per record, a column per record field.
+
+Columns are derived from the field declarations in ``metadata_records.records``,
+so a new record field becomes a new column here without a second list to keep
+in step. Two fields of different types share a Kafka name (``fenced`` and
+``inControlledShutdown`` are booleans in RegisterBrokerRecord but change
+codes in BrokerRegistrationChangeRecord): the change codes get their own
+``*_change`` columns. LEADER_CHANGE's ``controllerEpoch`` is the envelope's
+``controller_epoch`` (a batch only applies when the two agree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from metadata_records.records import RECORD_TYPES, Kind, Record
+
+ENDPOINT_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("host", pa.string()),
+        ("port", pa.int32()),
+        ("security_protocol", pa.int16()),
+    ]
+)
+FEATURE_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("min_supported_version", pa.int16()),
+        ("max_supported_version", pa.int16()),
+    ]
+)
+_ARROW = {
+    Kind.INT8: pa.int8(),
+    Kind.INT16: pa.int16(),
+    Kind.INT32: pa.int32(),
+    Kind.INT64: pa.int64(),
+    Kind.BOOL: pa.bool_(),
+    Kind.STRING: pa.string(),
+    Kind.NULLABLE_STRING: pa.string(),
+    Kind.UUID: pa.string(),
+    Kind.INT32_LIST: pa.list_(pa.int32()),
+    Kind.NULLABLE_INT32_LIST: pa.list_(pa.int32()),
+    Kind.ENDPOINTS: pa.list_(ENDPOINT_TYPE),
+    Kind.FEATURES: pa.list_(FEATURE_TYPE),
+}
+
+ENVELOPE = [
+    ("offset", pa.int64()),
+    ("timestamp_ms", pa.int64()),
+    ("controller_epoch", pa.int32()),
+    ("type", pa.string()),
+    ("version", pa.int16()),
+    # True for the records that restate a snapshot (all at the snapshot's offset).
+    ("from_snapshot", pa.bool_()),
+    # Position among the rows of one offset: 0 for log records, 0..n-1 for a snapshot.
+    ("seq", pa.int32()),
+]
+
+# (record type, attribute) -> column, where the Kafka name alone would clash.
+RENAMED = {
+    ("BROKER_REGISTRATION_CHANGE_RECORD", "fenced"): "fenced_change",
+    (
+        "BROKER_REGISTRATION_CHANGE_RECORD",
+        "in_controlled_shutdown",
+    ): "in_controlled_shutdown_change",
+    ("LEADER_CHANGE", "controller_epoch"): "controller_epoch",
+}
+
+
+def _field_columns() -> list[tuple[str, pa.DataType]]:
+    columns: dict[str, pa.DataType] = {}
+    envelope = dict(ENVELOPE)
+    for cls in RECORD_TYPES.values():
+        for spec in cls.FIELDS:
+            name = RENAMED.get((cls.TYPE, spec.attr), spec.attr)
+            arrow = _ARROW[spec.kind]
+            known = columns.get(name, envelope.get(name))
+            if known is not None and known != arrow:
+                raise AssertionError(f"column {name} would hold both {known} and {arrow}")
+            if name not in envelope:
+                columns[name] = arrow
+    return list(columns.items())
+
+
+FIELD_COLUMNS = _field_columns()
+ARROW_SCHEMA = pa.schema(ENVELOPE + FIELD_COLUMNS)
+COLUMN_NAMES = [name for name, _ in ENVELOPE + FIELD_COLUMNS]
+
+
+def _endpoints(value: Any) -> list[dict]:
+    return [
+        {"name": e.name, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
+        for e in value
+    ]
+
+
+def _features(value: Any) -> list[dict]:
+    return [
+        {
+            "name": f.name,
+            "min_supported_version": f.min_supported_version,
+            "max_supported_version": f.max_supported_version,
+        }
+        for f in value
+    ]
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if type(value) is tuple else value
+
+
+_CONVERT: dict[Kind, Callable[[Any], Any]] = {Kind.ENDPOINTS: _endpoints, Kind.FEATURES: _features}
+
+
+def _getters(cls: type, version: int) -> list[tuple[str, str, Callable[[Any], Any]]]:
+    return [
+        (RENAMED.get((cls.TYPE, s.attr), s.attr), s.attr, _CONVERT.get(s.kind, _plain))
+        for s in cls.FIELDS
+        if s.since <= version
+    ]
+
+
+_GETTERS: dict[tuple[type, int], list] = {
+    (cls, v): _getters(cls, v) for cls in RECORD_TYPES.values() for v in range(cls.MAX_VERSION + 1)
+}
+_FIELD_NAMES = [name for name, _ in FIELD_COLUMNS]
+# The columns a record of that type and version leaves null.
+_ABSENT: dict[tuple[type, int], list[str]] = {
+    key: [c for c in _FIELD_NAMES if c not in {g[0] for g in getters}]
+    for key, getters in _GETTERS.items()
+}
+
+
+class ColumnBuffer:
+    """Rows collected column by column (what pyarrow builds a table from fastest)."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list] = {name: [] for name in COLUMN_NAMES}
+        self.rows = 0
+        self.first_offset: int | None = None
+        self.last_offset: int | None = None
+
+    def add(
+        self,
+        offset: int,
+        timestamp_ms: int,
+        controller_epoch: int,
+        record: Record,
+        from_snapshot: bool = False,
+        seq: int = 0,
+    ) -> None:
+        cols = self.columns
+        key = (type(record), record.version)
+        cols["offset"].append(offset)
+        cols["timestamp_ms"].append(timestamp_ms)
+        cols["controller_epoch"].append(controller_epoch)
+        cols["type"].append(record.TYPE)
+        cols["version"].append(record.version)
+        cols["from_snapshot"].append(from_snapshot)
+        cols["seq"].append(seq)
+        for column, attr, convert in _GETTERS[key]:
+            if column == "controller_epoch":
+                cols[column][-1] = getattr(record, attr)
+            else:
+                cols[column].append(convert(getattr(record, attr)))
+        for column in _ABSENT[key]:
+            cols[column].append(None)
+        self.rows += 1
+        if self.first_offset is None:
+            self.first_offset = offset
+        self.last_offset = offset
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_pydict(self.columns, schema=ARROW_SCHEMA)

@@ -1,0 +1,105 @@
+"""The SparkSession the pipeline runs on, and reading an export directory into it."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import tempfile
+
+import pyarrow as pa
+
+from .export_files import export_files, input_format
+from .schema import ARROW_SCHEMA
+
+# Spark logs at INFO/WARN through log4j2 unless told otherwise: errors only.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# PySpark counts as a shell: Spark would reset the root level to this logger's.
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+
+def _log4j2_file() -> str:
+    digest = hashlib.sha256(_LOG4J2.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"metaquorum-log4j2-{os.getuid()}-{digest}.properties")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(_LOG4J2)
+        os.replace(tmp, path)
+    return path
+
+
+def build_session(master: str = "local[*]", app_name: str = "metaquorum-audit", **conf: str):
+    """A session on ``master`` (``local[*]``, ``spark://host:7077``, ``yarn``, ...),
+    with Spark's own logging turned down to errors and no web UI."""
+    from pyspark.sql import SparkSession
+
+    # py4j logs every call at INFO when the root logger lets it.
+    logging.getLogger("py4j").setLevel(logging.ERROR)
+    # Python workers run the interpreter running this (with pyarrow and friends).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j2_file()}")
+    )
+    if master.startswith("local"):
+        # The machine's hostname may resolve to an address Spark warns about.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.memory", conf.pop("spark.driver.memory", "2g"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _spark_type(t: pa.DataType):
+    from pyspark.sql import types as T
+
+    if pa.types.is_int8(t):
+        return T.ByteType()
+    if pa.types.is_int16(t):
+        return T.ShortType()
+    if pa.types.is_int32(t):
+        return T.IntegerType()
+    if pa.types.is_int64(t):
+        return T.LongType()
+    if pa.types.is_boolean(t):
+        return T.BooleanType()
+    if pa.types.is_string(t):
+        return T.StringType()
+    if pa.types.is_list(t):
+        return T.ArrayType(_spark_type(t.value_type))
+    if pa.types.is_struct(t):
+        return T.StructType([T.StructField(f.name, _spark_type(f.type)) for f in t])
+    raise AssertionError(t)
+
+
+def spark_schema():
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, _spark_type(f.type)) for f in ARROW_SCHEMA])
+
+
+def read_export(spark, directory: str):
+    """The exported records of ``directory`` as one DataFrame (Parquet or JSONL)."""
+    fmt = input_format(directory)
+    paths = [f.path for f in export_files(directory)]
+    if fmt == "parquet":
+        return spark.read.schema(spark_schema()).parquet(*paths)
+    return spark.read.schema(spark_schema()).json(*paths)

@@ -1,0 +1,241 @@
+"""``metaquorum export``, ``synth-log`` and the Python replay of the audit's
+checks (no Spark here: tests/test_pipeline.py has the Spark ones)."""
+
+import asyncio
+import os
+import shutil
+import struct
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from metadata_records.codec import log_record_to_obj, record_data
+from metadata_records.records import (
+    RECORD_TYPES,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    Endpoint,
+    FeatureLevelRecord,
+    FeatureRange,
+    LeaderChangeRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from metaquorum.cli import main
+from metaquorum.export import ExportError, _records, run_export
+from metaquorum.synth_log import PLANT_KINDS, run_synth_log
+from pipeline.export_files import OffsetRangeWriter, export_files
+from pipeline.replay_audit import read_rows, replay_audit
+from pipeline.schema import COLUMN_NAMES, RENAMED
+
+from .cluster import Cluster
+from .pipeline_scenario import broker_scenario
+
+TID = "fPZv1VBsRFmnlRvmGcOW9w"
+EVERY_TYPE = [
+    LeaderChangeRecord(controller_epoch=1, leader_id=0, leader_url="http://c0"),
+    FeatureLevelRecord(name="metadata.version", feature_level=2),
+    RegisterBrokerRecord(
+        broker_id=1,
+        incarnation_id=TID,
+        broker_epoch=2,
+        end_points=(Endpoint("PLAINTEXT", "h", 9092, 0),),
+        features=(FeatureRange("metadata.version", 1, 2),),
+        rack="r1",
+    ),
+    BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=2, fenced=-1, version=1),
+    TopicRecord(name="t", topic_id=TID),
+    ConfigRecord(resource_type=2, resource_name="t", name="min.insync.replicas", value="1"),
+    PartitionRecord(partition_id=0, topic_id=TID, replicas=(1,), isr=(1,), leader=1),
+    PartitionChangeRecord(partition_id=0, topic_id=TID, isr=(1,), leader=-2),
+    NoOpRecord(),
+    RemoveTopicRecord(topic_id=TID),
+]
+
+
+def _snake(key: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in key)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
+    assert {r.TYPE for r in EVERY_TYPE} == set(RECORD_TYPES)
+    w = OffsetRangeWriter(str(tmp_path), fmt)
+    for i, r in enumerate(EVERY_TYPE):
+        w.add(i, 1000 + i, 1, r)
+    w.flush()
+    (f,) = export_files(str(tmp_path))
+    if fmt == "parquet":
+        rows = pq.read_table(f.path).to_pylist()
+    else:
+        rows = [orjson.loads(line) for line in open(f.path, "rb")]
+    assert [list(row) for row in rows] == [COLUMN_NAMES] * len(EVERY_TYPE)
+    for i, (row, record) in enumerate(zip(rows, EVERY_TYPE, strict=True)):
+        assert (row["offset"], row["timestamp_ms"], row["type"]) == (i, 1000 + i, record.TYPE)
+        for key, value in record_data(record).items():
+            spec = next(s for s in record.FIELDS if s.key == key)
+            column = RENAMED.get((record.TYPE, spec.attr), _snake(key))
+            if key in ("endPoints", "features"):
+                value = [{_snake(k): v for k, v in item.items()} for item in value]
+            assert row[column] == (list(value) if isinstance(value, tuple) else value), column
+
+
+@pytest.mark.slow
+def test_a_data_dir_export_has_the_offsets_the_service_serves(voter, tmp_path):
+    alive = asyncio.run(broker_scenario(voter.url(0), voter.cluster_id))
+    r = voter.get(0, "/v1/log", params={"fromOffset": 0, "maxRecords": 10_000})
+    served = r.json()["records"]
+    assert len(served) > 20
+
+    by_url = tmp_path / "by-url"
+    result = run_export(str(by_url), url=voter.url(0), fmt="jsonl", records_per_file=7, quiet=True)
+    assert (result.first_offset, result.next_offset) == (0, len(served))
+    assert len(result.files) == -(-len(served) // 7)  # ceil: one file per 7 records
+
+    by_dir = tmp_path / "by-dir"
+    run_export(str(by_dir), data_dir=str(voter.data_dir(0)), include_uncommitted=True, quiet=True)
+
+    url_rows = list(read_rows(str(by_url)))
+    dir_rows = list(read_rows(str(by_dir)))
+    # The lone voter's journal is all committed; it may hold a barrier more, never less.
+    assert dir_rows[: len(url_rows)] == url_rows
+    assert [row[0] for row in url_rows] == [rec["offset"] for rec in served]
+    assert [row[1:4] for row in url_rows] == [
+        (rec["timestampMs"], rec["controllerEpoch"], rec["type"]) for rec in served
+    ]
+    assert replay_audit(str(by_url))[0] == []
+
+    # More records, then the same command again: only the new ones are appended.
+    asyncio.run(broker_scenario(voter.url(0), voter.cluster_id, "more", (11, 12, 13), alive))
+    again = run_export(str(by_url), url=voter.url(0), fmt="jsonl", quiet=True)
+    assert again.first_offset == len(served)
+    offsets = [row[0] for row in read_rows(str(by_url))]
+    assert offsets == list(range(len(offsets))) and len(offsets) > len(served)
+    # --from behind the end skips what is there; --from past it would leave a gap.
+    behind = run_export(str(by_url), url=voter.url(0), fmt="jsonl", from_offset=3, quiet=True)
+    assert behind.records == 0 and "continuing from" in behind.note
+    with pytest.raises(ExportError, match=f"--from {len(offsets) + 5} would leave a gap"):
+        run_export(str(by_url), url=voter.url(0), fmt="jsonl", from_offset=len(offsets) + 5)
+    with pytest.raises(ExportError, match="already holds jsonl files"):
+        run_export(str(by_url), url=voter.url(0), fmt="parquet")
+
+    # A corrupt journal entry: the export names the Raft entry and the offset,
+    # and leaves no file behind.
+    broken = tmp_path / "broken-dir"
+    shutil.copytree(voter.data_dir(0), broken)
+    journal = broken / "raft.journal"
+    data = bytearray(journal.read_bytes())
+    at = data.index(b'"TOPIC_RECORD"')
+    data[at + 1 : at + 6] = b"TOPIX"
+    journal.write_bytes(bytes(data))
+    out = tmp_path / "from-broken"
+    with pytest.raises(ExportError, match=r"Raft entry \d+ \(at metadata offset \d+\).*TOPIX"):
+        run_export(str(out), data_dir=str(broken), include_uncommitted=True, quiet=True)
+    assert os.listdir(out) == []
+
+    # A truncated journal: the error says where the good records end.
+    data = bytearray((voter.data_dir(0) / "raft.journal").read_bytes())
+    (end,) = struct.unpack_from("<I", data, 36)
+    journal.write_bytes(bytes(data[: end - 10]))
+    with pytest.raises(ExportError, match=r"truncated.*last good record is at offset \d+"):
+        run_export(str(tmp_path / "from-cut"), data_dir=str(broken), include_uncommitted=True)
+
+
+@pytest.mark.slow
+def test_exports_start_from_the_snapshot_once_the_log_is_compacted(tmp_path):
+    (tmp_path / "c").mkdir()
+    c = Cluster(tmp_path / "c", voters=1, extra=["--compaction-entries", "5"])
+    by_dir, by_url = tmp_path / "by-dir", tmp_path / "by-url"
+    try:
+        c.start()
+        c.wait_ready()
+        c.leader()
+        asyncio.run(broker_scenario(c.url(0), c.cluster_id))
+        c.wait(lambda: (c.data_dir(0) / "raft.snapshot").exists(), 30, "a snapshot")
+        run_export(str(by_dir), data_dir=str(c.data_dir(0)), include_uncommitted=True, quiet=True)
+        # Restarted, the node holds only the log after its snapshot: 410 from offset 0.
+        assert c.stop(0) == 0
+        c.start(0)
+        c.wait_ready()
+        c.leader()
+        assert c.get(0, "/v1/log", params={"fromOffset": 0}).status_code == 410
+        run_export(str(by_url), url=c.url(0), quiet=True)
+    finally:
+        c.close()
+    for d in (by_dir, by_url):
+        rows = list(read_rows(str(d)))
+        snapshot = [r for r in rows if r[4]]
+        log = [r for r in rows if not r[4]]
+        assert snapshot and {r[0] for r in snapshot} == {snapshot[0][0]}, d
+        assert {r[3] for r in snapshot} >= {"REGISTER_BROKER_RECORD", "PARTITION_RECORD"}
+        start = snapshot[0][0] + 1
+        assert [r[0] for r in log] == list(range(start, start + len(log))), d
+        assert replay_audit(str(d))[0] == []
+
+
+def test_a_corrupt_or_truncated_page_names_the_offset():
+    good = [
+        orjson.dumps(log_record_to_obj(5 + i, 1, 1, r))
+        for i, r in enumerate([NoOpRecord(), NoOpRecord()])
+    ]
+    assert [off for off, *_ in _records(b"\n".join(good), 5, "log")] == [5, 6]
+    with pytest.raises(ExportError, match="the record at offset 6 is not JSON"):
+        list(_records(good[0] + b"\n" + good[1][:-7], 5, "log"))
+    with pytest.raises(ExportError, match="expected offset 6, got 5"):
+        list(_records(good[0] + b"\n" + good[0], 5, "log"))
+    bad = orjson.dumps({**orjson.loads(good[1]), "type": "NO_SUCH_RECORD"})
+    with pytest.raises(ExportError, match="offset 6: unknown record type 'NO_SUCH_RECORD'"):
+        list(_records(good[0] + b"\n" + bad, 5, "log"))
+
+
+def test_export_refuses_what_it_cannot_read(tmp_path, capsys):
+    assert main(["export", "--data-dir", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["export", "--data-dir", str(empty), "--out", str(tmp_path / "o")]) == 2
+    assert "holds neither raft.journal nor raft.snapshot" in capsys.readouterr().err
+    assert main(["export", "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "o")]) == 2
+    assert "is the node up?" in capsys.readouterr().err
+    assert main(["audit", "--input", str(empty)]) == 2
+    assert "holds no exported records" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- synth-log
+
+
+def test_a_synthetic_log_audits_clean_and_covers_broker_life(tmp_path):
+    summary = run_synth_log(30_000, str(tmp_path), quiet=True, records_per_file=10_000)
+    assert summary["records"] >= 30_000 and len(summary["files"]) == 4
+    rows = list(read_rows(str(tmp_path)))
+    assert [r[0] for r in rows] == list(range(len(rows)))
+    types = {r[3] for r in rows}
+    assert {"REGISTER_BROKER_RECORD", "PARTITION_CHANGE_RECORD", "LEADER_CHANGE"} <= types
+    changes = [r for r in rows if r[3] == "BROKER_REGISTRATION_CHANGE_RECORD"]
+    assert {r[9] for r in changes} >= {1, -1}  # fenced and unfenced
+    assert any(r[10] == 1 for r in changes)  # a controlled shutdown
+    assert replay_audit(str(tmp_path)) == ([], len(rows))
+
+
+@pytest.mark.parametrize("kind", PLANT_KINDS)
+def test_each_planted_violation_is_found_once_at_its_offset(tmp_path, kind):
+    summary = run_synth_log(8_000, str(tmp_path), plant_kinds=[kind], quiet=True)
+    (planted,) = summary["planted"]
+    assert orjson.loads((tmp_path / "PLANTED.json").read_bytes()) == [planted]
+    violations, _ = replay_audit(str(tmp_path))
+    check = {"gap": "offsets-dense", "kip841": "kip-841", "empty-isr": "isr-empty"}.get(kind, kind)
+    assert [(v[0], v[2]) for v in violations] == [(planted["offset"], check)], violations
+
+
+def test_synth_log_refuses_bad_input(tmp_path, capsys):
+    assert main(["synth-log", "--records", "0", "--out", str(tmp_path / "a")]) == 2
+    assert "--records must be at least 1" in capsys.readouterr().err
+    run_synth_log(100, str(tmp_path / "b"), quiet=True)
+    assert main(["synth-log", "--records", "100", "--out", str(tmp_path / "b")]) == 2
+    assert "already holds an exported log" in capsys.readouterr().err
+
