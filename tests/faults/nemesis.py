@@ -5,6 +5,8 @@ Kinds:
 
 * ``kill``: SIGKILL a voter (the leader half the time), restart it on the same
   data dir after the hold.
+* ``kill-all``: SIGKILL every voter at once, restart them all (with --fsync
+  always an acknowledged write is on a majority's disk: none may be lost).
 * ``restart``: SIGTERM (a clean stop hands leadership over), start again.
 * ``pause``: SIGSTOP a voter (the leader half the time), SIGCONT after the hold.
 * ``isolate-leader``: the leader cut from both other voters (the workload still
@@ -30,6 +32,7 @@ from .voters import NetnsCluster
 
 KINDS = (
     "kill",
+    "kill-all",
     "restart",
     "pause",
     "isolate-leader",
@@ -62,7 +65,12 @@ class Nemesis:
         interval_s: tuple[float, float] = (10.0, 20.0),
         hold_s: tuple[float, float] = (3.0, 8.0),
         progress=print,
+        kinds: tuple[str, ...] = KINDS,
     ) -> None:
+        unknown = [k for k in kinds if k not in KINDS]
+        if unknown or not kinds:
+            raise ValueError(f"fault kinds {unknown or kinds}: choose among {', '.join(KINDS)}")
+        self.kinds = tuple(kinds)
         self.cluster = cluster
         self.net = cluster.net
         self.rng = random.Random(seed)
@@ -101,7 +109,7 @@ class Nemesis:
     def _run(self) -> None:
         try:
             while not self._stop.wait(self.rng.uniform(*self.interval_s)):
-                self.inject(self.rng.choice(KINDS))
+                self.inject(self.rng.choice(self.kinds))
         except BaseException as e:  # reported by stop(), in the test's thread
             self.error = e
 
@@ -121,6 +129,11 @@ class Nemesis:
             fault.target = f"voter {i}"
             c.kill(i)
             heal = lambda: c.start(i)  # noqa: E731
+        elif kind == "kill-all":
+            fault.target = "every voter"
+            for i in range(c.n):
+                c.kill(i)
+            heal = c.start
         elif kind == "restart":
             i = self._pick(leader)
             fault.target = f"voter {i}"

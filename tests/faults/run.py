@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from .checker import check
-from .nemesis import Nemesis
+from .nemesis import KINDS, Nemesis
 from .netns import Network
 from .report import RunReport, longest_unavailability
 from .voters import NetnsCluster
@@ -37,7 +37,9 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def run_nemesis(root: Path, duration_s: float, seed: int, progress=print) -> RunReport:
+def run_nemesis(
+    root: Path, duration_s: float, seed: int, progress=print, kinds: tuple[str, ...] = KINDS
+) -> RunReport:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     net = Network(3, random.Random(seed))
@@ -52,7 +54,7 @@ def run_nemesis(root: Path, duration_s: float, seed: int, progress=print) -> Run
         cluster.start()
         cluster.wait_ready()
         progress(f"3 voters ready, leader {cluster.leader()}; {duration_s:.0f} s of faults")
-        report = asyncio.run(_run(cluster, root, duration_s, seed, progress))
+        report = asyncio.run(_run(cluster, root, duration_s, seed, progress, kinds))
         return report
     finally:
         if cluster is not None:
@@ -60,9 +62,9 @@ def run_nemesis(root: Path, duration_s: float, seed: int, progress=print) -> Run
         net.teardown()
 
 
-async def _run(cluster: NetnsCluster, root: Path, duration_s: float, seed: int, progress):
+async def _run(cluster: NetnsCluster, root: Path, duration_s: float, seed: int, progress, kinds):
     workload = Workload(cluster.urls, cluster.cluster_id, seed)
-    nemesis = Nemesis(cluster, seed, workload.t0, progress=progress)
+    nemesis = Nemesis(cluster, seed, workload.t0, progress=progress, kinds=kinds)
     until = asyncio.Event()
     task = asyncio.create_task(workload.run(until))
     nemesis.start()

@@ -24,7 +24,9 @@ SECRET = "nemesis-raft-secret-0123456789abcdef"
 
 
 class NetnsCluster:
-    def __init__(self, net: Network, root: Path, compaction_entries: int = 1000) -> None:
+    # Compaction well below the default so voters snapshot, compact and restart
+    # from snapshots several times within a run.
+    def __init__(self, net: Network, root: Path, compaction_entries: int = 500) -> None:
         self.net = net
         self.n = net.n
         self.root = Path(root)
