@@ -50,12 +50,23 @@ def run(*cmd: str, check: bool = True, timeout: float = 30.0) -> subprocess.Comp
 
 
 def netns_unavailable_reason() -> str | None:
-    """Why this machine cannot run the namespace tests, or None if it can."""
+    """Why this machine cannot run the namespace tests (not root), or None.
+
+    Only that is a reason to skip: a root machine without the tools fails with
+    what to install (``require_tools``), never skips."""
     if os.geteuid() != 0:
-        return "network namespaces need root (ip netns add); run as root or in CI"
-    if shutil.which("ip") is None:
-        return "iproute2's `ip` is not installed (apt-get install iproute2)"
+        return "network namespaces need root (ip netns add); run as root, as CI does"
     return None
+
+
+def require_tools(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        packages = " ".join("iproute2" if t in ("ip", "tc") else t for t in missing)
+        raise NetnsError(
+            f"{', '.join(missing)} not installed: apt-get install {packages} "
+            "(.ci/run installs them when missing)"
+        )
 
 
 def _pid_alive(pid: int) -> bool:
@@ -136,6 +147,7 @@ class Network:
     # ------------------------------------------------------------ build and remove
 
     def setup(self) -> Network:
+        require_tools("ip", "tc")
         clean_leftovers()
         self._built = True
         prefix = self.subnet.prefixlen
@@ -207,8 +219,7 @@ class Network:
 
     def loss(self, i: int, fraction: float) -> None:
         """Drops ``fraction`` of the packets voter ``i`` sends and receives."""
-        if shutil.which("iptables") is None:
-            raise NetnsError("packet loss needs iptables (apt-get install iptables)")
+        require_tools("iptables")
         for chain in ("INPUT", "OUTPUT"):
             run(*self.exec_prefix(i), "iptables", "-A", chain, "-m", "statistic", "--mode",
                 "random", "--probability", f"{fraction:.3f}", "-j", "DROP")  # fmt: skip

@@ -45,6 +45,7 @@ class RunReport:
     result: CheckResult
     unavailability: Unavailability
     root: str
+    log_sources: dict[int, int]  # voter -> records of the reference log read from it
 
     @property
     def acknowledged(self) -> int:
@@ -92,6 +93,10 @@ class RunReport:
         lines.append(
             f"final log: offsets 0..{r.final_offset}, replay digest {r.replay_digest[:16]}, "
             + ", ".join(f"voter {i} {d[:16] if d else d}" for i, d in r.voter_digests.items())
+        )
+        lines.append(
+            "  reference log read from "
+            + ", ".join(f"voter {i} ({n} records)" for i, n in sorted(self.log_sources.items()))
         )
         lines.extend(f"  {note}" for note in r.checks)
         if r.ok:

@@ -13,7 +13,7 @@ import httpx
 
 from .checker import check
 from .nemesis import KINDS, Nemesis
-from .netns import Network
+from .netns import Network, require_tools
 from .report import RunReport, longest_unavailability
 from .voters import NetnsCluster
 from .workload import Workload
@@ -42,6 +42,8 @@ def run_nemesis(
 ) -> RunReport:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
+    if "loss" in kinds:
+        require_tools("iptables")  # before minutes of running, not at the first loss fault
     net = Network(3, random.Random(seed))
     cluster: NetnsCluster | None = None
     try:
@@ -70,7 +72,7 @@ async def _run(cluster: NetnsCluster, root: Path, duration_s: float, seed: int, 
     nemesis.start()
     try:
         end = time.monotonic() + duration_s
-        while time.monotonic() < end and not task.done():
+        while time.monotonic() < end and not task.done() and nemesis.error is None:
             await asyncio.sleep(min(30.0, max(0.0, end - time.monotonic())))
             acked = sum(op.outcome == "ok" for op in workload.ops)
             unknown = sum(op.outcome == "unknown" for op in workload.ops)
@@ -105,6 +107,7 @@ async def _run(cluster: NetnsCluster, root: Path, duration_s: float, seed: int, 
         result,
         longest_unavailability(workload.ops, nemesis.faults, workload_end),
         str(root),
+        dict(workload.log_sources),
     )
 
 

@@ -4,6 +4,7 @@ voter's pid is the serve process itself (so SIGSTOP reaches it)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from .netns import NetnsError, Network, clean_leftovers, netns_unavailable_reason, run
+from .netns import Network, clean_leftovers, netns_unavailable_reason, run
 
 _why = netns_unavailable_reason()
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
@@ -113,10 +114,7 @@ def test_an_offline_voter_is_cut_from_the_workload_too(net):
 
 @pytest.mark.slow
 def test_loss_and_delay_are_applied_and_removed(net):
-    try:
-        net.loss(0, 1.0)  # all of it: nothing gets through
-    except NetnsError as e:
-        pytest.fail(f"{e} (.ci/run installs iptables)")
+    net.loss(0, 1.0)  # all of it: nothing gets through (NetnsError: install iptables)
     assert not reaches(net, None, 0)
     net.heal()
     assert reaches(net, None, 0)
@@ -141,3 +139,34 @@ def test_the_popen_pid_is_the_process_inside_the_namespace(net):
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_leftovers_of_a_dead_run_are_removed_and_a_live_runs_kept():
+    dead, live = 2**22 + 12345, os.getpid()  # beyond pid_max's default: never alive
+    while _alive(dead):
+        dead += 1
+    names = [f"mqnem-{dead}-dead-0", f"mqnem-{live}-live-0"]
+    bridges = {"mqnbdea0": dead, "mqnblve0": live}
+    try:
+        for ns in names:
+            run("ip", "netns", "add", ns)
+        for bridge, pid in bridges.items():
+            run("ip", "link", "add", bridge, "type", "bridge")
+            run("ip", "link", "set", bridge, "alias", f"metaquorum-nemesis pid={pid}")
+        removed = clean_leftovers()
+        assert names[0] in removed and "mqnbdea0" in removed
+        assert names[1] not in removed and "mqnblve0" not in removed
+        assert names[1] in run("ip", "netns", "list").stdout
+    finally:
+        for ns in names:
+            run("ip", "netns", "del", ns, check=False)
+        for bridge in bridges:
+            run("ip", "link", "del", bridge, check=False)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
