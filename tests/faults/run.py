@@ -38,8 +38,16 @@ def parse_duration(text: str) -> float:
 
 
 def run_nemesis(
-    root: Path, duration_s: float, seed: int, progress=print, kinds: tuple[str, ...] = KINDS
+    root: Path,
+    duration_s: float,
+    seed: int,
+    progress=print,
+    kinds: tuple[str, ...] = KINDS,
+    interval_s: tuple[float, float] = (10.0, 20.0),
+    hold_s: tuple[float, float] = (3.0, 8.0),
 ) -> RunReport:
+    """Runs the nemesis and returns its report; faults every ``interval_s``
+    seconds (a uniform draw), each held ``hold_s`` seconds."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     if "loss" in kinds:
@@ -56,7 +64,8 @@ def run_nemesis(
         cluster.start()
         cluster.wait_ready()
         progress(f"3 voters ready, leader {cluster.leader()}; {duration_s:.0f} s of faults")
-        report = asyncio.run(_run(cluster, root, duration_s, seed, progress, kinds))
+        nemesis = Nemesis(cluster, seed, 0.0, interval_s, hold_s, progress, kinds)
+        report = asyncio.run(_run(cluster, nemesis, root, duration_s, seed, progress))
         return report
     finally:
         if cluster is not None:
@@ -64,9 +73,11 @@ def run_nemesis(
         net.teardown()
 
 
-async def _run(cluster: NetnsCluster, root: Path, duration_s: float, seed: int, progress, kinds):
+async def _run(
+    cluster: NetnsCluster, nemesis: Nemesis, root: Path, duration_s: float, seed: int, progress
+):
     workload = Workload(cluster.urls, cluster.cluster_id, seed)
-    nemesis = Nemesis(cluster, seed, workload.t0, progress=progress, kinds=kinds)
+    nemesis.t0 = workload.t0  # one clock for faults and operations
     until = asyncio.Event()
     task = asyncio.create_task(workload.run(until))
     nemesis.start()
