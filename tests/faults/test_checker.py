@@ -1,4 +1,4 @@
-"""The nemesis checker on hand-made logs: a healthy history passes, and each
+"""The nemesis checker (and the report's unavailability) on hand-made logs: a healthy history passes, and each
 kind of violation it exists to catch is caught (so a green nemesis run means
 something). No root needed."""
 
@@ -29,6 +29,8 @@ from metadata_records.snapshot import image_digest
 from metadata_records.uuids import parse_uuid, uuid_from_bytes
 
 from .checker import check
+from .nemesis import Fault
+from .report import longest_unavailability
 from .workload import Op
 
 T1 = uuid_from_bytes(b"\x01" * 16)
@@ -210,3 +212,16 @@ def test_a_diverging_voter_log_and_digest_are_caught():
         and "voter 1 offset 4" in result.violations["divergence"][0]
     )
     assert result.counts.get("digest") == 1 and "voter 2" in result.violations["digest"][0]
+
+
+def test_unavailability_is_the_longest_time_without_an_acknowledged_write():
+    ops = [
+        Op(i, "heartbeat", 1, t - 0.1, t, outcome)
+        for i, (t, outcome) in enumerate(
+            [(1.0, "ok"), (2.0, "ok"), (5.0, "unknown"), (8.0, "ok"), (9.0, "ok")]
+        )
+    ]
+    faults = [Fault("pause", "voter 0", 2.5, 6.0), Fault("kill", "voter 1", 8.5, 9.5)]
+    gap = longest_unavailability(ops, faults, end=12.5)
+    assert (gap.seconds, gap.start, gap.end) == (6.0, 2.0, 8.0)
+    assert gap.faults == ["pause on voter 0 at 2.5-6.0s"]
