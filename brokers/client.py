@@ -1,7 +1,8 @@
 """An async HTTP client for metaquorum (httpx), as brokers and operators use it.
 
 * Leader discovery: a write answered 307 is retried on the leader it names,
-  and that leader is remembered; a connection error moves on to the next seed.
+  and that leader is remembered; a connection error, and a write whose outcome
+  is unknown (its node may be paused, cut off or deposed), move on to the next seed.
 * Bounded retries with exponential backoff and full jitter on 503, 429 and
   connection errors, honouring ``Retry-After``.
 * A write that timed out, or whose answer was lost, is an **unknown outcome**:
@@ -187,7 +188,10 @@ class MetaquorumClient:
                 )
             except httpx.TimeoutException as e:
                 if write and not isinstance(e, httpx.ConnectTimeout):
-                    # It may have reached the leader and may still commit.
+                    # It may have reached the leader and may still commit. That
+                    # leader may also be paused, cut off or deposed: the next
+                    # write asks the next seed (one redirect if it was fine).
+                    self._next_seed()
                     raise OutcomeUnknown(f"{method} {path} timed out at {base}: {e!r}") from e
                 last_problem = f"timeout at {base}"
                 self._next_seed()
@@ -195,6 +199,7 @@ class MetaquorumClient:
                 continue
             except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as e:
                 if write and isinstance(e, httpx.ReadError | httpx.RemoteProtocolError):
+                    self._next_seed()
                     raise OutcomeUnknown(f"{method} {path}: the answer was lost ({e!r})") from e
                 last_problem = f"cannot reach {base} ({e.__class__.__name__})"
                 self._next_seed()
@@ -209,6 +214,7 @@ class MetaquorumClient:
             if r.status_code in (429, 503):
                 body = r.json() if _is_json(r) else {}
                 if r.status_code == 503 and body.get("errorName") == "REQUEST_TIMED_OUT":
+                    self._next_seed()
                     raise OutcomeUnknown(f"{method} {path}: {body.get('errorMessage')}")
                 last_problem = (
                     f"HTTP {r.status_code} {body.get('errorName')}: {body.get('errorMessage')}"

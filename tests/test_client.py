@@ -108,7 +108,7 @@ def test_nobody_answering_is_an_error_that_says_so():
     run(go())
 
 
-def test_a_write_without_an_answer_is_an_unknown_outcome(tmp_path):
+def test_a_write_without_an_answer_is_an_unknown_outcome(tmp_path, voter):
     c = Cluster(tmp_path, voters=1)
     try:
         c.start()
@@ -117,9 +117,13 @@ def test_a_write_without_an_answer_is_an_unknown_outcome(tmp_path):
         c.signal(0, signal.SIGSTOP)
 
         async def go():
-            async with MetaquorumClient([c.url(0)], timeout_s=0.5) as client:
+            async with MetaquorumClient([c.url(0), voter.url(0)], timeout_s=0.5) as client:
                 with pytest.raises(OutcomeUnknown):
                     await client.register(3, c.cluster_id, str(uuid.uuid4()), LISTENERS, MV)
+                # The paused node is not asked again: the next write goes to the
+                # next seed (here another, live voter with the same cluster id).
+                again = await client.register(3, voter.cluster_id, str(uuid.uuid4()), LISTENERS, MV)
+                assert again.ok and client.leader == voter.url(0)
 
         run(go())
     finally:

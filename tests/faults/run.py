@@ -1,0 +1,163 @@
+"""One nemesis run: namespaces up, three voters, workload and nemesis for the
+duration, heal, settle, check, everything torn down (also on failure)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from pathlib import Path
+
+import httpx
+
+from .checker import check
+from .nemesis import KINDS, Nemesis
+from .netns import Network, require_tools
+from .report import RunReport, longest_unavailability
+from .voters import NetnsCluster
+from .workload import Workload
+
+SETTLE_TIMEOUT_S = 240.0
+
+
+def parse_duration(text: str) -> float:
+    """``300``, ``300s``, ``5m``, ``30m``, ``1h`` -> seconds."""
+    text = str(text).strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1] in units:
+            value = float(text[:-1]) * units[text[-1]]
+        else:
+            value = float(text)
+    except ValueError:
+        raise ValueError(f"duration {text!r}: expected seconds or e.g. 90s, 5m, 30m, 1h") from None
+    if value <= 0:
+        raise ValueError(f"duration {text!r} must be positive")
+    return value
+
+
+def run_nemesis(
+    root: Path,
+    duration_s: float,
+    seed: int,
+    progress=print,
+    kinds: tuple[str, ...] = KINDS,
+    interval_s: tuple[float, float] = (10.0, 20.0),
+    hold_s: tuple[float, float] = (3.0, 8.0),
+) -> RunReport:
+    """Runs the nemesis and returns its report; faults every ``interval_s``
+    seconds (a uniform draw), each held ``hold_s`` seconds."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    if "loss" in kinds:
+        require_tools("iptables")  # before minutes of running, not at the first loss fault
+    net = Network(3, random.Random(seed))
+    cluster: NetnsCluster | None = None
+    try:
+        net.setup()
+        progress(
+            f"network: bridge {net.bridge} {net.bridge_ip}, voters {', '.join(net.ips)} "
+            f"in namespaces {', '.join(net.namespaces)}"
+        )
+        cluster = NetnsCluster(net, root)
+        cluster.start()
+        cluster.wait_ready()
+        progress(f"3 voters ready, leader {cluster.leader()}; {duration_s:.0f} s of faults")
+        nemesis = Nemesis(cluster, seed, 0.0, interval_s, hold_s, progress, kinds)
+        report = asyncio.run(_run(cluster, nemesis, root, duration_s, seed, progress))
+        return report
+    finally:
+        if cluster is not None:
+            cluster.close()
+        net.teardown()
+
+
+async def _run(
+    cluster: NetnsCluster, nemesis: Nemesis, root: Path, duration_s: float, seed: int, progress
+):
+    workload = Workload(cluster.urls, cluster.cluster_id, seed)
+    nemesis.t0 = workload.t0  # one clock for faults and operations
+    until = asyncio.Event()
+    task = asyncio.create_task(workload.run(until))
+    nemesis.start()
+    try:
+        end = time.monotonic() + duration_s
+        while time.monotonic() < end and not task.done() and nemesis.error is None:
+            await asyncio.sleep(min(30.0, max(0.0, end - time.monotonic())))
+            acked = sum(op.outcome == "ok" for op in workload.ops)
+            unknown = sum(op.outcome == "unknown" for op in workload.ops)
+            progress(
+                f"[{workload.now():6.1f}s] {len(workload.ops)} writes, {acked} acknowledged, "
+                f"{unknown} unknown; log at offset {workload.metadata_offset}; "
+                f"{len(nemesis.faults)} faults"
+            )
+    finally:
+        await asyncio.to_thread(nemesis.stop)
+        until.set()
+        await task  # raises what the workload raised (an offset gap, say)
+    workload_end = workload.now()
+    progress(f"[{workload_end:6.1f}s] faults healed, workload stopped; waiting to settle")
+    statuses = await asyncio.to_thread(settle, cluster)
+    final = statuses[0]["lastAppliedOffset"]
+    await asyncio.wait_for(workload.follow_log(stop_at=final), 120)
+    del workload.records[final + 1 :]
+    voter_logs = {i: await fetch_log(cluster.url(i), final) for i in range(cluster.n)}
+    await workload.close()
+    (root / "history.jsonl").write_text(
+        "\n".join(json.dumps(op.to_json()) for op in workload.ops) + "\n"
+    )
+    (root / "faults.json").write_text(json.dumps([f.to_json() for f in nemesis.faults], indent=1))
+    (root / "log.jsonl").write_text("\n".join(json.dumps(r) for r in workload.records) + "\n")
+    result = await asyncio.to_thread(check, workload.records, workload.ops, voter_logs, statuses)
+    return RunReport(
+        seed,
+        duration_s,
+        nemesis.faults,
+        workload.ops,
+        result,
+        longest_unavailability(workload.ops, nemesis.faults, workload_end),
+        str(root),
+        dict(workload.log_sources),
+    )
+
+
+def settle(cluster: NetnsCluster, timeout_s: float = SETTLE_TIMEOUT_S) -> dict[int, dict]:
+    """Waits until every voter is ready and all report the same offset and image
+    digest, unchanged over a few seconds (the brokers' sessions expire first)."""
+    cluster.wait_ready(timeout_s)
+    previous = None
+
+    def same() -> dict[int, dict] | None:
+        nonlocal previous
+        statuses = {i: cluster.status(i, digest=True, timeout=10.0) for i in range(cluster.n)}
+        if any(s is None for s in statuses.values()):
+            return None
+        seen = {(s["lastAppliedOffset"], s["imageDigest"]) for s in statuses.values()}
+        stable = len(seen) == 1 and seen == previous
+        previous = seen
+        if not stable:
+            time.sleep(3.0)
+        return statuses if stable else None
+
+    return cluster.wait(same, timeout_s, "every voter at the same offset and image digest")
+
+
+async def fetch_log(url: str, final: int) -> tuple[int, list[dict]]:
+    """(oldest retained offset, records up to ``final``) of one voter."""
+    records: list[dict] = []
+    async with httpx.AsyncClient(timeout=30.0, trust_env=False) as http:
+        offset = 0
+        oldest = 0
+        while offset <= final:
+            r = await http.get(url + "/v1/log", params={"fromOffset": offset, "maxRecords": 5000})
+            if r.status_code == 410:
+                offset = oldest = r.json()["oldestOffset"]
+                continue
+            r.raise_for_status()
+            page = r.json()["records"]
+            if not page:
+                break
+            records.extend(page)
+            offset = page[-1]["offset"] + 1
+    return oldest, [rec for rec in records if rec["offset"] <= final]

@@ -1,0 +1,184 @@
+"""Real ``metaquorum serve`` voters, one per network namespace, with --fsync always
+(the suite tests the durability claim). Every port is the same in every
+namespace: each namespace has its own port space.
+
+``ip netns exec`` execs the command, so the Popen pid is the serve process
+itself: SIGSTOP/SIGKILL reach the voter, not a wrapper (``serve_pid`` checks).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from .netns import Network
+
+HTTP_PORT = 7070
+RAFT_PORT = 7071
+SECRET = "nemesis-raft-secret-0123456789abcdef"
+
+
+class NetnsCluster:
+    # Compaction well below the default so voters snapshot, compact and restart
+    # from snapshots several times within a run.
+    def __init__(self, net: Network, root: Path, compaction_entries: int = 500) -> None:
+        self.net = net
+        self.n = net.n
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.voters = ",".join(f"{i}@{net.ips[i]}:{RAFT_PORT}" for i in range(self.n))
+        self.cluster_id = "nemesis-cluster"
+        self.secret_file = self.root / "raft-secret"
+        self.secret_file.write_text(SECRET)
+        self.compaction_entries = compaction_entries
+        self.procs: list[subprocess.Popen | None] = [None] * self.n
+        self.logs = [self.root / f"voter-{i}.log" for i in range(self.n)]
+        self.http = httpx.Client(timeout=3.0, trust_env=False)
+
+    def url(self, i: int) -> str:
+        return f"http://{self.net.ips[i]}:{HTTP_PORT}"
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.url(i) for i in range(self.n)]
+
+    def args(self, i: int) -> list[str]:
+        return [
+            *self.net.exec_prefix(i),
+            sys.executable, "-m", "metaquorum.cli", "serve",
+            "--node-id", str(i),
+            "--voters", self.voters,
+            "--http-host", "0.0.0.0",
+            "--http-port", str(HTTP_PORT),
+            "--advertised-url", self.url(i),
+            "--data-dir", str(self.root / f"voter-{i}"),
+            "--cluster-id", self.cluster_id,
+            "--raft-secret-file", str(self.secret_file),
+            "--fsync", "always",
+            "--compaction-entries", str(self.compaction_entries),
+        ]  # fmt: skip
+
+    # ------------------------------------------------------------ processes
+
+    def start(self, i: int | None = None) -> NetnsCluster:
+        for j in range(self.n) if i is None else [i]:
+            if self.alive(j):
+                continue
+            with open(self.logs[j], "ab") as log:
+                log.write(f"\n=== start at {time.strftime('%H:%M:%S')}\n".encode())
+                log.flush()
+                self.procs[j] = subprocess.Popen(self.args(j), stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def serve_pid(self, i: int) -> int:
+        """The pid of the serve process (the Popen pid, as ip netns exec execs)."""
+        proc = self.procs[i]
+        assert proc is not None
+        return proc.pid
+
+    def alive(self, i: int) -> bool:
+        proc = self.procs[i]
+        return proc is not None and proc.poll() is None
+
+    def pause(self, i: int) -> None:
+        if self.alive(i):
+            self.procs[i].send_signal(signal.SIGSTOP)
+
+    def resume(self, i: int) -> None:
+        if self.alive(i):
+            self.procs[i].send_signal(signal.SIGCONT)
+
+    def kill(self, i: int) -> None:
+        proc = self.procs[i]
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait(timeout=30)
+
+    def stop(self, i: int, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM (the voter hands leadership over first); SIGKILL past ``timeout_s``."""
+        proc = self.procs[i]
+        if proc is None or proc.poll() is not None:
+            return None if proc is None else proc.returncode
+        proc.send_signal(signal.SIGCONT)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+            return None
+
+    def close(self) -> None:
+        for i in range(self.n):
+            self.kill(i)
+        self.http.close()
+
+    def tail(self, i: int, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.logs[i].read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def crashed(self) -> list[int]:
+        """Voters that exited on their own (not by our signals)."""
+        return [
+            i
+            for i, p in enumerate(self.procs)
+            if p is not None and p.poll() not in (None, 0, -signal.SIGKILL, -signal.SIGTERM)
+        ]
+
+    # ------------------------------------------------------------ HTTP
+
+    def status(self, i: int, digest: bool = False, timeout: float = 2.0) -> dict | None:
+        try:
+            r = self.http.get(
+                self.url(i) + "/v1/quorum/status",
+                params={"digest": "true"} if digest else None,
+                timeout=timeout,
+            )
+        except httpx.HTTPError:
+            return None
+        return r.json() if r.status_code == 200 else None
+
+    def ready(self, i: int) -> bool:
+        try:
+            return self.http.get(self.url(i) + "/readyz", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def leader(self) -> int | None:
+        """The voter that says it is the active controller, if one does now."""
+        for i in range(self.n):
+            if not self.alive(i):
+                continue
+            s = self.status(i, timeout=1.0)
+            if s and s.get("leaderId") == i and s.get("controllerEpoch", 0) > 0:
+                return i
+        return None
+
+    def wait(self, predicate, timeout_s: float, what: str):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = predicate()
+            if value:
+                return value
+            crashed = self.crashed()
+            if crashed:
+                i = crashed[0]
+                raise AssertionError(
+                    f"voter {i} exited with {self.procs[i].returncode}:\n{self.tail(i)}"
+                )
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- voter {i}\n{self.tail(i, 10)}" for i in range(self.n))
+                raise AssertionError(f"{what} not reached within {timeout_s} s\n{logs}")
+            time.sleep(0.2)
+
+    def wait_ready(self, timeout_s: float = 90.0) -> None:
+        self.wait(lambda: all(self.ready(i) for i in range(self.n)), timeout_s, "all voters ready")
+        self.wait(lambda: self.leader() is not None, timeout_s, "an active controller")
