@@ -77,6 +77,8 @@ def render(sim: Simulation, header: str | None = None) -> Group:
         requests,
         Panel(chaos, title=f"chaos: {done}", title_align="left"),
     ]
+    if sim.follower is not None and sim.follower.problem:
+        parts.append(Text(f"metadata log: {sim.follower.problem}", style="red"))
     troubled = [a for a in sim.agents.values() if a.problem]
     if troubled:
         a = troubled[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from metadata_records.codec import DecodeError, record_from_obj
@@ -81,7 +81,7 @@ class MetadataCache:
 
 
 class LogFollower:
-    """Follows the metadata log by long-poll and tells subscribers of each new image.
+    """Follows the metadata log by long-poll, and wakes whoever waits for an offset.
 
     One follower can feed many agents in one process (the simulator), as if each
     broker's cache were at the same offset; a standalone agent has its own."""
@@ -98,22 +98,12 @@ class LogFollower:
         self.wait_ms = wait_ms
         self.max_records = max_records
         self.cache = cache or MetadataCache()
-        self._subscribers: list[Callable[[MetadataImage], None]] = []
         self._changed = asyncio.Condition()
-        self.connected = False
-        self.problem: str | None = None  # the last reason the follower could not read
-        self.resyncs = 0
+        self.problem: str | None = None  # why the last read failed (None: it worked)
 
     @property
     def image(self) -> MetadataImage:
         return self.cache.image
-
-    def subscribe(self, callback: Callable[[MetadataImage], None]) -> None:
-        self._subscribers.append(callback)
-
-    def unsubscribe(self, callback: Callable[[MetadataImage], None]) -> None:
-        if callback in self._subscribers:
-            self._subscribers.remove(callback)
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until the cache has applied ``offset`` (True) or the timeout passes."""
@@ -133,18 +123,18 @@ class LogFollower:
         while True:
             try:
                 await self.poll_once()
-                self.connected, self.problem = True, None
+                self.problem = None
             except asyncio.CancelledError:
                 raise
             except (ClientError, LogGap, DecodeError, KeyError, ValueError) as e:
                 # A gap or a record we cannot decode: start again from a snapshot
                 # rather than serve a cache that may be wrong.
-                self.connected, self.problem = False, f"{e.__class__.__name__}: {e}"
+                self.problem = f"{e.__class__.__name__}: {e}"
                 if isinstance(e, LogGap | DecodeError):
                     await self._resync()
                 await asyncio.sleep(0.2)
             except Exception as e:  # noqa: BLE001 - httpx and JSON surprises; keep following
-                self.connected, self.problem = False, f"{e.__class__.__name__}: {e}"
+                self.problem = f"{e.__class__.__name__}: {e}"
                 log.warning("log follower: %s", self.problem)
                 await asyncio.sleep(0.5)
 
@@ -160,20 +150,17 @@ class LogFollower:
         self.cache.high_watermark = page.body.get("highWatermark", self.cache.high_watermark)
         records = page.body.get("records") or []
         if records:
-            self._publish(self.cache.apply_page(records))
+            self.cache.apply_page(records)
+            await self._notify()
 
     async def _resync(self) -> None:
         snap = await self.client.snapshot()
         if not snap.ok:
             raise ClientError(f"the snapshot read failed: {snap.error_name}: {snap.error_message}")
-        self.resyncs += 1
-        self._publish(self.cache.load_snapshot(snap.body["records"], snap.body["nextOffset"]))
-
-    def _publish(self, image: MetadataImage) -> None:
-        for callback in list(self._subscribers):
-            callback(image)
-        asyncio.get_running_loop().create_task(self._notify())
+        self.cache.load_snapshot(snap.body["records"], snap.body["nextOffset"])
+        await self._notify()
 
     async def _notify(self) -> None:
+        """Wakes whoever waits in ``wait_for_offset``."""
         async with self._changed:
             self._changed.notify_all()
