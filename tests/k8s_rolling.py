@@ -30,8 +30,8 @@ class EagerClient(MetaquorumClient):
     """Retries at once instead of waiting the server's Retry-After: what it
     sees is how long the service itself could not take a write."""
 
-    def _delay(self, attempt: int, retry_after: str | None) -> float:
-        return super()._delay(attempt, None)
+    def _delay(self, attempt: int, retry_after: str | None, body: dict | None = None) -> float:
+        return super()._delay(attempt, None, None)
 
 
 @dataclass
