@@ -25,11 +25,14 @@ import resource
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from brokers.agent import State  # noqa: E402
+import httpx  # noqa: E402
+
+from brokers.agent import METADATA_VERSION_RANGE, State  # noqa: E402
 from brokers.sim import SimConfig, Simulation  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402
 
@@ -151,6 +154,111 @@ async def isr_rate(cluster: Cluster, seconds: float) -> dict:
     }
 
 
+WRK_HEARTBEATS = r"""
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local epochs = {@EPOCHS@}
+local first, n, pause = @FIRST@, @N@, @DELAY_MS@
+local i = math.random(0, n - 1)
+changes, errors = 0, 0
+request = function()
+  i = (i + 1) % n
+  local body = string.format('{"brokerId":%d,"brokerEpoch":%d,"currentMetadataOffset":1000000000000}',
+    first + i, epochs[i + 1])
+  return wrk.format(nil, nil, nil, body)
+end
+delay = function() return pause end
+response = function(status, headers, body)
+  if status ~= 200 or not string.find(body, '"errorCode":0', 1, true) then errors = errors + 1
+  elseif string.find(body, '"isFenced":true', 1, true) then changes = changes + 1 end
+end
+"""
+
+
+async def wrk_step(cluster: Cluster, n: int, first_id: int, window_s: float) -> dict:
+    """N brokers whose heartbeats come from wrk (C, paced with its delay hook at
+    one beat per broker every 2 s): the server's capacity without a Python load
+    generator on the same cores. False fencings: fence records the controller
+    wrote during the window, and beats answered isFenced."""
+    import shutil
+
+    from bench.api import run_wrk
+
+    if shutil.which("wrk") is None:
+        return {"brokers": n, "error": "wrk is not installed (apt-get install wrk)"}
+    url = cluster.url(cluster.leader())
+    async with httpx.AsyncClient(base_url=url, timeout=60, follow_redirects=True) as c:
+        cluster_id = (await c.get("/v1/quorum/status")).json()["clusterId"]
+        slots = asyncio.Semaphore(32)
+        epochs: dict[int, int] = {}
+
+        async def register(b: int) -> None:
+            async with slots:
+                body = {
+                    "brokerId": b, "clusterId": cluster_id,
+                    "incarnationId": str(uuid.UUID(int=b, version=4)),
+                    "listeners": [], "features": [METADATA_VERSION_RANGE],
+                }  # fmt: skip
+                epochs[b] = (await c.post("/v1/brokers/register", json=body)).json()["brokerEpoch"]
+                await c.post(
+                    "/v1/brokers/heartbeat",
+                    json={"brokerId": b, "brokerEpoch": epochs[b], "currentMetadataOffset": 10**12},
+                )
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(register(first_id + i) for i in range(n)))
+        progress(f"{n} brokers registered and unfenced in {time.monotonic() - t0:.0f} s (httpx)")
+    connections = 50
+    pause_ms = max(1, int(connections * 2000 / n))  # each broker beats every ~2 s
+    script = WRK_HEARTBEATS
+    for name, value in (
+        ("@EPOCHS@", ",".join(str(epochs[first_id + i]) for i in range(n))),
+        ("@FIRST@", first_id), ("@N@", n), ("@DELAY_MS@", pause_ms),
+    ):  # fmt: skip
+        script = script.replace(name, str(value))
+    pid = cluster.procs[cluster.leader()].pid
+    cpu0 = cpu_seconds(pid)
+    load = asyncio.create_task(
+        asyncio.to_thread(run_wrk, url, "/v1/brokers/heartbeat", script, connections, window_s)
+    )
+    # Brokers registered first went unheard while the rest registered, and their
+    # sessions may have expired then: fencings count from wrk's first full round.
+    await asyncio.sleep(5.0)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+        start = (await c.get("/v1/quorum/status")).json()["highWatermark"]
+    figures = await load
+    leader_cpu = cpu_seconds(pid) - cpu0
+    fences = 0
+    async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+        offset = start
+        while True:
+            page = (
+                await c.get("/v1/log", params={"fromOffset": offset, "maxRecords": 5000})
+            ).json()
+            for r in page["records"]:
+                data = r["data"]
+                if r["type"] == "BROKER_REGISTRATION_CHANGE_RECORD" and data.get("fenced") == 1:
+                    fences += 1
+            if not page["records"]:
+                break
+            offset = page["nextOffset"]
+    beats = figures["requests_per_s"] * window_s
+    return {
+        "brokers": n,
+        "load": "wrk",
+        "window_s": window_s,
+        "heartbeats_per_s": round(figures["requests_per_s"], 1),
+        "expected_per_s": n / 2.0,
+        "false_fencings": fences,
+        "answered_fenced": int(figures["changes_per_s"] * window_s),
+        "errors": figures["errors"],
+        "heartbeat_p50_ms": figures["p50_ms"],
+        "heartbeat_p99_ms": figures["p99_ms"],
+        "leader_cpu_ms_per_heartbeat": round(1000 * leader_cpu / max(beats, 1), 3),
+        "leader_cpu_util": round(leader_cpu / window_s, 2),
+    }
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
 
@@ -161,6 +269,12 @@ def main() -> int:
     p.add_argument("--window", type=float, default=60.0, help="seconds measured per step")
     p.add_argument("--isr-seconds", type=float, default=60.0)
     p.add_argument("--isr-only", action="store_true")
+    p.add_argument(
+        "--wrk",
+        default="",
+        metavar="STEPS",
+        help="also: broker counts whose heartbeats come from wrk instead of the simulator",
+    )
     p.add_argument("--fsync", default="always", choices=["always", "never"])
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -172,7 +286,7 @@ def main() -> int:
             cluster.wait_ready()
             cluster.leader()
             if not args.isr_only:
-                for i, n in enumerate(int(s) for s in args.steps.split(",")):
+                for i, n in enumerate(int(s) for s in args.steps.split(",") if s):
                     progress(f"step {i + 1}: {n} brokers at a 2 s heartbeat interval")
                     step = asyncio.run(heartbeat_step(cluster, n, 100_000 * (i + 1), args.window))
                     out["steps"].append(step)
@@ -184,6 +298,12 @@ def main() -> int:
                     ):
                         progress("this step lost heartbeats or fenced brokers: stopping here")
                         break
+            out["wrk_steps"] = []
+            for i, n in enumerate(int(x) for x in args.wrk.split(",") if x):
+                progress(f"wrk step: {n} brokers at a 2 s heartbeat interval, {args.window:.0f} s")
+                step = asyncio.run(wrk_step(cluster, n, 10_000_000 * (i + 1), args.window))
+                out["wrk_steps"].append(step)
+                progress(json.dumps(step))
             progress(f"ISR changes under the default simulation, {args.isr_seconds:.0f} s")
             out["isr"] = asyncio.run(isr_rate(cluster, args.isr_seconds))
         finally:
@@ -206,6 +326,17 @@ def main() -> int:
             f"{s['leader_cpu_ms_per_heartbeat']:>12} {s['leader_cpu_util']:>10} "
             f"{s['simulator_cpu_ms_per_heartbeat']:>9}"
         )
+    if out["wrk_steps"]:
+        print("\nheartbeats from wrk (paced at one per broker every 2 s):")
+        for s in out["wrk_steps"]:
+            if "error" in s:
+                print(f"{s['brokers']:>8} {s['error']}")
+                continue
+            print(
+                f"{s['brokers']:>8} {s['heartbeats_per_s']:>8} {s['expected_per_s']:>7} "
+                f"{s['false_fencings']:>6} {s['heartbeat_p50_ms']:>7} {s['heartbeat_p99_ms']:>7} "
+                f"{s['leader_cpu_ms_per_heartbeat']:>12} {s['leader_cpu_util']:>10}"
+            )
     isr = out["isr"]
     print(
         f"\nISR changes under the default simulation ({isr['brokers']} brokers, "

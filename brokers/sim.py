@@ -280,7 +280,13 @@ class Simulation:
         self._rates: list[tuple[float, int, int]] = []
         self._tasks: list[asyncio.Task] = []
         self._stop = asyncio.Event()
+        self._run_start: float | None = None  # when the chaos clock started
         self.problems: list[str] = []
+
+    @property
+    def _ran_s(self) -> float:
+        """Seconds since the chaos clock started (0 before it did)."""
+        return 0.0 if self._run_start is None else time.monotonic() - self._run_start
 
     def request_stop(self) -> None:
         """Ends the run early (Ctrl-C), still settling, stopping cleanly and checking."""
@@ -385,7 +391,7 @@ class Simulation:
         self.phase = "creating topics"
         await self._create_topics()
         self.phase = "running" + (f" with chaos ({','.join(c.chaos)})" if c.chaos else "")
-        run_start = time.monotonic()
+        run_start = self._run_start = time.monotonic()
         chaos = asyncio.create_task(self._chaos(run_start), name="chaos")
         self._tasks.append(chaos)
         try:
@@ -433,7 +439,8 @@ class Simulation:
             duration_s=round(self.elapsed_s, 1),
             chaos=dict(self.chaos_done),
             chaos_skipped=self.chaos_skipped,
-            schedule=[asdict(e) for e in self.schedule],
+            # What was due (a run until Ctrl-C draws a day's schedule up front).
+            schedule=[asdict(e) for e in self.schedule if e.at_s <= self._ran_s],
             settled=settled,
             settle_s=None if settle_s is None else round(settle_s, 2),
             stuck=stuck,
