@@ -89,10 +89,14 @@ def main() -> None:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)
     print()
-    print("| records | Spark audit s | Spark rec/s | audit+timelines s | Python replay s | Python rec/s |")
+    print(
+        "| records | Spark audit s | Spark rec/s | audit+timelines s | Python replay s | Python rec/s |"
+    )
     print("|---:|---:|---:|---:|---:|---:|")
     for _n, records, a, p, r in rows:
-        print(f"| {records:,} | {a:.1f} | {records / a:,.0f} | {p:.1f} | {r:.1f} | {records / r:,.0f} |")
+        print(
+            f"| {records:,} | {a:.1f} | {records / a:,.0f} | {p:.1f} | {r:.1f} | {records / r:,.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -240,8 +240,9 @@ class SimResult:
     violations: list[str]
     records_checked: int
     fencings: int  # committed to the log, by session timeout or controlled shutdown
-    isr_shrinks: int
+    isr_shrinks: int  # committed over the whole run, the final shutdowns included
     isr_expands: int
+    isr_while_running: dict[str, int]  # committed before the run began to wind down
     events: dict[str, int]
     requests: dict[str, dict[str, Any]]
     unclean_shutdowns: int
@@ -406,6 +407,8 @@ class Simulation:
     async def finish(self) -> SimResult:
         """Calm down, settle, stop every broker cleanly, check the log."""
         c = self.config
+        cache = self.follower.cache
+        running = {"isr_shrinks": cache.isr_shrinks, "isr_expands": cache.isr_expands}
         self.phase = "settling: every broker back, ISRs full"
         self.world.slow_until.clear()
         for a in self.agents.values():
@@ -431,7 +434,6 @@ class Simulation:
             self.phase = "checking the log"
             checker = await self.check_log()
             violations, checked, fencings = checker.violations, checker.records, checker.fencings
-        cache = self.follower.cache
         return SimResult(
             seed=c.seed,
             brokers=c.brokers,
@@ -449,6 +451,7 @@ class Simulation:
             fencings=fencings,
             isr_shrinks=cache.isr_shrinks,
             isr_expands=cache.isr_expands,
+            isr_while_running=running,
             events=dict(self.stats.events),
             requests=self.request_summary(),
             unclean_shutdowns=unclean,

@@ -183,7 +183,8 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
         seed=1, brokers=3, partitions=6, duration_s=1.0, chaos={"crash": 1}, chaos_skipped=0,
         schedule=[], settled=True, settle_s=0.5, stuck=[],
         violations=["offset 9: kip-841: partition t-0: broker 2 joined the ISR while fenced"],
-        records_checked=10, fencings=1, isr_shrinks=1, isr_expands=1, events={}, requests={},
+        records_checked=10, fencings=1, isr_shrinks=1, isr_expands=1,
+        isr_while_running={"isr_shrinks": 1, "isr_expands": 1}, events={}, requests={},
         unclean_shutdowns=0, final={}, problems=[],
     )  # fmt: skip
     assert not result.ok and result.to_json()["ok"] is False
