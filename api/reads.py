@@ -20,7 +20,6 @@ from metadata_records.records import (
     ConfigRecord,
     FeatureLevelRecord,
     LeaderChangeRecord,
-    PartitionRecord,
     Record,
     RegisterBrokerRecord,
     TopicRecord,
@@ -152,20 +151,7 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                 )
             )
         for pid, p in sorted(t.partitions.items()):
-            records.append(
-                PartitionRecord(
-                    partition_id=pid,
-                    topic_id=t.topic_id,
-                    replicas=p.replicas,
-                    isr=p.isr,
-                    removing_replicas=p.removing_replicas,
-                    adding_replicas=p.adding_replicas,
-                    leader=p.leader,
-                    leader_recovery_state=p.leader_recovery_state,
-                    leader_epoch=p.leader_epoch,
-                    partition_epoch=p.partition_epoch,
-                )
-            )
+            records.append(p.to_record(t.topic_id, pid))
     return records
 
 

@@ -66,6 +66,10 @@ class PartitionRegistration(NamedTuple):
             r.partition_epoch,
         )
 
+    def to_record(self, topic_id: str, partition_id: int) -> PartitionRecord:
+        """The PartitionRecord that recreates this registration (snapshots, tools)."""
+        return PartitionRecord(partition_id=partition_id, topic_id=topic_id, **self._asdict())
+
     def merge(self, r: PartitionChangeRecord) -> PartitionRegistration:
         """Kafka's ``PartitionRegistration.merge``: every change adds 1 to the
         partition epoch; the leader epoch grows iff the record names a leader."""

@@ -36,7 +36,6 @@ from metadata_records.records import (
     LeaderChangeRecord,
     NoOpRecord,
     PartitionChangeRecord,
-    PartitionRecord,
     Record,
     RegisterBrokerRecord,
 )
@@ -261,7 +260,9 @@ class Simulation:
             for pid in view.partition_ids(topic_id):
                 part = view.partition(topic_id, pid)
                 if b.broker_id in part.replicas and b.broker_id not in part.isr:
-                    self._expand_later(topic_id, pid, b.broker_id, self.rng.randrange(1_000, 15_000))
+                    self._expand_later(
+                        topic_id, pid, b.broker_id, self.rng.randrange(1_000, 15_000)
+                    )
 
     # ------------------------------------------------------------ running
 
@@ -402,18 +403,10 @@ def plant(sim: Simulation, kinds: list[str]) -> list[dict]:
             )
             why = f"broker {victim.broker_id} (not in the ISR, in controlled shutdown) made leader"
         elif kind in ("partition-epoch", "leader-epoch"):
-            record = PartitionRecord(
-                partition_id=pid,
-                topic_id=topic_id,
-                replicas=p.replicas,
-                isr=p.isr,
-                removing_replicas=p.removing_replicas,
-                adding_replicas=p.adding_replicas,
-                leader=p.leader,
-                leader_recovery_state=p.leader_recovery_state,
+            record = p._replace(
                 leader_epoch=p.leader_epoch - 1 if kind == "leader-epoch" else p.leader_epoch,
                 partition_epoch=p.partition_epoch + (1 if kind == "leader-epoch" else 3),
-            )
+            ).to_record(topic_id, pid)
             why = f"partition restated with a wrong {kind.split('-')[0]} epoch"
         elif kind == "controller-epoch":
             record = NoOpRecord()

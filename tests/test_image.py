@@ -321,3 +321,10 @@ def test_apply_shares_isr_with_replicas():
     )
     p = img.partition(T1, 0)
     assert p.isr is p.replicas
+
+
+def test_a_registration_turns_back_into_the_record_that_makes_it():
+    reg = PartitionRegistration((1, 2, 3), (1, 3), (3,), (), 1, 0, 4, 9)
+    record = reg.to_record("fPZv1VBsRFmnlRvmGcOW9w", 7)
+    assert (record.topic_id, record.partition_id) == ("fPZv1VBsRFmnlRvmGcOW9w", 7)
+    assert PartitionRegistration.from_record(record) == reg
