@@ -266,6 +266,19 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
 
 
+def print_step(s: dict) -> None:
+    if "error" in s:
+        print(f"{s['brokers']:>8} {s['error']}")
+        return
+    sim = s.get("simulator_cpu_ms_per_heartbeat")  # none when wrk sent the heartbeats
+    print(
+        f"{s['brokers']:>8} {s['heartbeats_per_s']:>8} {s['expected_per_s']:>7} "
+        f"{s['false_fencings']:>6} {s['heartbeat_p50_ms']:>7} {s['heartbeat_p99_ms']:>7} "
+        f"{s['leader_cpu_ms_per_heartbeat']:>12} {s['leader_cpu_util']:>10}"
+        + ("" if sim is None else f" {sim:>9}")
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", default="500,1000,2000,3000,5000", help="broker counts to try")
@@ -320,26 +333,11 @@ def main() -> int:
         f"{'leader ms/hb':>12} {'leader cpu':>10} {'sim ms/hb':>9}"
     )
     for s in out["steps"]:
-        if "error" in s:
-            print(f"{s['brokers']:>8} {s['error']}")
-            continue
-        print(
-            f"{s['brokers']:>8} {s['heartbeats_per_s']:>8} {s['expected_per_s']:>7} "
-            f"{s['false_fencings']:>6} {s['heartbeat_p50_ms']:>7} {s['heartbeat_p99_ms']:>7} "
-            f"{s['leader_cpu_ms_per_heartbeat']:>12} {s['leader_cpu_util']:>10} "
-            f"{s['simulator_cpu_ms_per_heartbeat']:>9}"
-        )
+        print_step(s)
     if out["wrk_steps"]:
         print("\nheartbeats from wrk (paced at one per broker every 2 s):")
         for s in out["wrk_steps"]:
-            if "error" in s:
-                print(f"{s['brokers']:>8} {s['error']}")
-                continue
-            print(
-                f"{s['brokers']:>8} {s['heartbeats_per_s']:>8} {s['expected_per_s']:>7} "
-                f"{s['false_fencings']:>6} {s['heartbeat_p50_ms']:>7} {s['heartbeat_p99_ms']:>7} "
-                f"{s['leader_cpu_ms_per_heartbeat']:>12} {s['leader_cpu_util']:>10}"
-            )
+            print_step(s)
     isr = out["isr"]
     print(
         f"\nISR changes under the default simulation ({isr['brokers']} brokers, "

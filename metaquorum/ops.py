@@ -26,19 +26,24 @@ DEFAULT_URL = "http://127.0.0.1:7070"
 READY_LAG_ENTRIES = 100
 
 
+def add_connection_flags(p: argparse.ArgumentParser, token_help: str = "bearer token") -> None:
+    """--url and --token, as every command that talks to a cluster takes them."""
+    p.add_argument(
+        "--url",
+        default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
+        help="any voter's HTTP URL; several, comma-separated, are tried in turn [env METAQUORUM_URL]",
+    )
+    p.add_argument(
+        "--token",
+        default=os.environ.get("METAQUORUM_TOKEN"),
+        help=f"{token_help} [env METAQUORUM_TOKEN]",
+    )
+
+
 def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(
-            "--url",
-            default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
-            help="any voter's HTTP URL; several, comma-separated, are tried in turn [env METAQUORUM_URL]",
-        )
-        p.add_argument(
-            "--token",
-            default=os.environ.get("METAQUORUM_TOKEN"),
-            help="bearer token [env METAQUORUM_TOKEN]",
-        )
+        add_connection_flags(p)
         p.add_argument(
             "--token-file",
             default=os.environ.get("METAQUORUM_TOKEN_FILE"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import re
 import signal
 import sys
@@ -23,7 +22,7 @@ from brokers.client import ClientError
 from brokers.dashboard import render, summary
 from brokers.sim import CHAOS_KINDS, SimConfig, SimResult, Simulation
 
-from .ops import DEFAULT_URL
+from .ops import add_connection_flags
 
 
 def parse_duration(text: str) -> float:
@@ -49,21 +48,8 @@ def parse_chaos(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def _connection_flags(p: argparse.ArgumentParser, token_help: str) -> None:
-    p.add_argument(
-        "--url",
-        default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
-        help="voter URLs, comma-separated [env METAQUORUM_URL]",
-    )
-    p.add_argument(
-        "--token",
-        default=os.environ.get("METAQUORUM_TOKEN"),
-        help=f"{token_help} when auth is on [env METAQUORUM_TOKEN]",
-    )
-
-
 def add_sim_flags(p: argparse.ArgumentParser) -> None:
-    _connection_flags(p, "an admin token")
+    add_connection_flags(p, "an admin token when auth is on")
     p.add_argument("--brokers", type=int, default=20, help="simulated brokers")
     p.add_argument("--topics", type=int, default=4, help="topics to create (replication factor 3)")
     p.add_argument("--partitions", type=int, default=50, help="partitions per topic")
@@ -197,7 +183,7 @@ async def simulate(
 
 
 def add_broker_flags(p: argparse.ArgumentParser) -> None:
-    _connection_flags(p, "this broker's token")
+    add_connection_flags(p, "this broker's token when auth is on")
     p.add_argument("--broker-id", type=int, required=True)
     p.add_argument("--rack", default=None)
     p.add_argument(
