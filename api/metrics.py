@@ -113,8 +113,8 @@ class _NodeCollector(Collector):
         yield counter(
             "ignored_records", "records in the log that could not apply", image.ignored_records
         )
-        yield counter("journal_syncs", "journal msyncs (fsync=always)", SyncStats.syncs)
-        yield counter("journal_sync_seconds", "time spent in journal msyncs", SyncStats.seconds)
+        yield counter("journal_syncs", "journal fdatasyncs (fsync=always)", SyncStats.syncs)
+        yield counter("journal_sync_seconds", "time spent in journal fdatasyncs", SyncStats.seconds)
         yield counter(
             "stale_batches",
             "batches applied as no-ops (stale epoch or offset)",

@@ -70,8 +70,11 @@ def voter_main(args: argparse.Namespace) -> int:
     async def load(size: int, window: int) -> dict:
         """Batches of ``size`` NoOpRecords with up to ``window`` in flight, each
         based on the offsets of those before it (as the node's group commit does)."""
+        from quorum.durability import SyncStats
+
         latencies: list[float] = []
         records = 0
+        syncs, sync_s = SyncStats.syncs, SyncStats.seconds
         in_flight: list = []
         next_base = node.image.next_offset
         start = time.perf_counter()
@@ -97,6 +100,9 @@ def voter_main(args: argparse.Namespace) -> int:
             "batches_per_s": len(latencies) / elapsed,
             "p50_ms": pct(latencies, 0.5) * 1000,
             "p99_ms": pct(latencies, 0.99) * 1000,
+            # The leader's own journal syncs (fdatasync) in this run.
+            "syncs_per_batch": (SyncStats.syncs - syncs) / len(latencies),
+            "sync_ms": 1000 * (SyncStats.seconds - sync_s) / max(1, SyncStats.syncs - syncs),
         }
 
     async def run() -> None:

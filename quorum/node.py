@@ -31,7 +31,7 @@ from metadata_records.snapshot import image_digest
 
 from .config import ControllerConfig
 from .controller import Controller
-from .durability import install_journal
+from .durability import MetaquorumJournal, install_journal
 from .messages import BrokerHeartbeatRequest
 from .node_config import NodeConfig
 from .raft_port import GuardedTransport, install_frame_limits, raft_password
@@ -173,6 +173,7 @@ class QuorumNode:
             consumers=[self.sm],
             transportClass=GuardedTransport,
         )
+        self._wire_journal_syncs()
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
         # Replay gate: not ready before the commit index found on disk is applied.
@@ -194,6 +195,21 @@ class QuorumNode:
         self.stats = BatchStats()
         self.throttled = 0
         self._digest: tuple[MetadataImage, str] | None = None
+
+    def _wire_journal_syncs(self) -> None:
+        """With fsync on, the journal syncs before a follower acknowledges and
+        at the end of each leader tick (quorum/durability.py says why)."""
+        journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
+        transport = getattr(self.syncobj, "_SyncObj__transport", None)
+        if not isinstance(journal, MetaquorumJournal) or not isinstance(
+            transport, GuardedTransport
+        ):
+            raise RuntimeError(
+                "pysyncobj did not build metaquorum's journal and transport: "
+                "pin the pysyncobj of pyproject.toml"
+            )
+        transport.before_ack = journal.sync_pending
+        self.syncobj.addOnTickCallback(journal.sync_pending)
 
     def _delay_first_election(self, delay_s: float) -> None:
         """Pushes this voter's first election deadline ``delay_s`` away

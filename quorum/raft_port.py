@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import secrets
 import struct
+from collections.abc import Callable
 
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
@@ -107,7 +108,19 @@ def _refuse(args, callback):
 class GuardedTransport(TCPTransport):
     """pysyncobj's TCP transport with every admin command answered by a refusal
     (pysyncobj sends the exception's text back; nothing is changed). Set at
-    construction, so there is no moment when the commands are accepted."""
+    construction, so there is no moment when the commands are accepted.
+
+    ``before_ack`` (set by the node) runs before every answer to an
+    AppendEntries leaves: the journal syncs there, so a follower never tells
+    the leader it holds entries that are not on its disk."""
+
+    before_ack: Callable[[], None] | None = None
+
+    def send(self, node, message):
+        if self.before_ack is not None and isinstance(message, dict):
+            if message.get("type") == "next_node_idx":
+                self.before_ack()
+        return super().send(node, message)
 
     def setOnUtilityMessageCallback(self, message, callback):  # noqa: N802 - pysyncobj's name
         super().setOnUtilityMessageCallback(message, _refuse if callback else None)

@@ -82,6 +82,57 @@ def test_entries_survive_a_reopen_and_new_journals_are_checksummed(journal_path)
     assert reopen(journal_path) == ENTRIES[2:5] + [(b"\x01new", 6, 9)]
 
 
+def test_with_fsync_changes_are_synced_once_before_they_count(journal_path, monkeypatch):
+    """An append is written at once but synced only when something would count
+    it (sync_pending: a follower's answer, the end of a leader's tick) or the
+    commit index moves: one sync covers every change before it."""
+    from quorum.durability import JournalFile
+
+    syncs = []
+    real_sync = JournalFile.sync
+    monkeypatch.setattr(JournalFile, "sync", lambda self: (syncs.append(1), real_sync(self)))
+    journal = MetaquorumJournal(str(journal_path), fsync=True)
+    base = len(syncs)
+    for entry in ENTRIES[:3]:
+        journal.add(*entry)
+    assert len(syncs) == base  # written, not yet synced
+    journal.sync_pending()
+    journal.sync_pending()  # nothing new: no second sync
+    assert len(syncs) == base + 1
+    journal.add(*ENTRIES[3])
+    journal.setRaftCommitIndex(4)  # the leader's own entries count toward a commit
+    assert len(syncs) == base + 2 and not journal._dirty
+    journal.deleteEntriesFrom(3)  # a truncation (from list position 3) is a change too
+    journal.sync_pending()
+    assert len(syncs) == base + 3
+    journal._destroy()
+    assert reopen(journal_path) == ENTRIES[:3]
+
+    plain = MetaquorumJournal(str(journal_path), fsync=False)
+    plain.add(*ENTRIES[3])
+    plain.sync_pending()
+    plain.setRaftCommitIndex(4)
+    assert len(syncs) == base + 3  # fsync never: no sync at all
+    plain._destroy()
+
+
+def test_the_file_grows_in_zero_filled_steps_and_keeps_every_entry(journal_path):
+    """Appends past the zero-filled room grow the file (by doubling, at most
+    JournalFile.GROW_MAX a step); every entry is read back after a reopen."""
+    from quorum.durability import JournalFile
+
+    big = [(b"\x01" + bytes([i % 251]) * 70_000, i + 1, 1) for i in range(40)]
+    journal = MetaquorumJournal(str(journal_path), fsync=True)
+    for entry in big:
+        journal.add(*entry)
+    journal.sync_pending()
+    end = journal._offset
+    journal._destroy()
+    size = os.path.getsize(journal_path)
+    assert end <= size <= end + JournalFile.GROW_MAX
+    assert reopen(journal_path) == big
+
+
 def test_a_bit_flip_before_the_last_entry_is_refused_naming_file_and_offset(journal_path):
     offsets = write_journal(journal_path)
     flip(journal_path, offsets[3] + 4 + 16 + 2)  # inside entry 4's command

@@ -361,3 +361,83 @@ def test_a_snapshot_newer_than_the_journal_start_does_not_drop_the_journal(tmp_p
         assert node.image.ignored_records == 0
 
     run_with(again, check)
+
+
+def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(tmp_path, monkeypatch):
+    """fsync=always on three voters: whenever a follower answers an
+    AppendEntries, and whenever a commit index moves, that voter's journal has
+    nothing unsynced (quorum/durability.py). One sync may cover many entries."""
+    from pysyncobj.transport import TCPTransport
+
+    from quorum.durability import MetaquorumJournal, SyncStats
+    from quorum.node_config import NodeConfig
+
+    from .nodes import free_port
+
+    checks = {"acks": 0, "commits": 0}
+    violations = []
+    journals = {}  # transport -> its voter's journal
+    real_send = TCPTransport.send
+
+    def checked_send(self, node, message):
+        if isinstance(message, dict) and message.get("type") == "next_node_idx":
+            checks["acks"] += 1
+            if journals[self]._dirty:
+                violations.append(f"an answer sent with unsynced entries: {message}")
+        return real_send(self, node, message)
+
+    real_commit = MetaquorumJournal.setRaftCommitIndex
+
+    def checked_commit(self, index):
+        real_commit(self, index)
+        checks["commits"] += 1
+        if self._dirty:
+            violations.append(f"commit index {index} set with unsynced entries")
+
+    monkeypatch.setattr(TCPTransport, "send", checked_send)
+    monkeypatch.setattr(MetaquorumJournal, "setRaftCommitIndex", checked_commit)
+    ports = [free_port() for _ in range(3)]
+    voters = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+    nodes = [
+        build_node(
+            NodeConfig(
+                node_id=i,
+                voters=voters,
+                data_dir=str(tmp_path / f"v{i}"),
+                advertised_url=f"http://127.0.0.1:{i + 1}",
+                cluster_id="c",
+                raft_secret="0123456789abcdef0123",
+                fsync=True,
+                raft_min_timeout=0.4,
+                raft_max_timeout=0.8,
+            )
+        )
+        for i in range(3)
+    ]
+    for n in nodes:
+        journals[n.syncobj._SyncObj__transport] = n.syncobj._SyncObj__raftLog
+    syncs_before = SyncStats.syncs
+
+    async def main():
+        for n in nodes:
+            await n.start()
+        try:
+            await wait_until(
+                lambda: any(n.active and n.image.metadata_version == 2 for n in nodes),
+                what="an active controller",
+            )
+            leader = next(n for n in nodes if n.active)
+            responses = await asyncio.gather(*(register(leader, b) for b in range(1, 41)))
+            assert all(r.error is Errors.NONE for r in responses)
+            await wait_until(
+                lambda: all(n.image.next_offset == leader.image.next_offset for n in nodes),
+                what="every voter applied",
+            )
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
+    assert violations == []
+    assert checks["acks"] > 0 and checks["commits"] > 0
+    assert SyncStats.syncs > syncs_before
