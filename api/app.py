@@ -20,7 +20,7 @@ from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
@@ -34,6 +34,7 @@ from quorum.record_log import OffsetTooOld
 
 from . import models as M
 from .auth import Authenticator, Principal, Role, TokenTable, load_tokens
+from .direct_routes import DirectRoute, DirectRoutes, query_param
 from .errors import (
     ApiProblem,
     JsonResponse,
@@ -332,9 +333,12 @@ def create_app(
     tokens: TokenTable | str | os.PathLike | None = None,
     body_limit_bytes: int = DEFAULT_BODY_LIMIT,
     max_pending_writes: int = DEFAULT_MAX_PENDING_WRITES,
+    direct_routes: bool = True,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
-    tokens file (``auth.load_tokens``); None turns auth off."""
+    tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
+    serve the broker endpoints without FastAPI's routing (api/direct_routes.py);
+    off, FastAPI serves them (the tests compare the two)."""
     if isinstance(tokens, str | os.PathLike):
         tokens = load_tokens(tokens)
     if body_limit_bytes < 1:
@@ -357,6 +361,8 @@ def create_app(
     app.state.node = node
     app.state.auth = auth
     app.state.metrics = metrics
+    direct: dict[str, DirectRoute] = {}  # filled below, once the endpoints exist
+    app.add_middleware(DirectRoutes, auth=auth, routes=direct)  # inside the edge
     app.add_middleware(
         EdgeMiddleware,
         limit=body_limit_bytes,
@@ -448,7 +454,7 @@ def create_app(
         req = parse_body(M.BrokerRegistrationRequest, await request.body())
         auth.check_broker(caller, req.broker_id)
         response = await submit(req.to_message())
-        return answer(M.BrokerRegistrationResponse.from_message(response))
+        return JsonResponse(M.BrokerRegistrationResponse.json_obj(response))
 
     @app.post(
         "/v1/brokers/heartbeat",
@@ -464,7 +470,7 @@ def create_app(
         req = parse_body(M.BrokerHeartbeatRequest, await request.body())
         auth.check_broker(caller, req.broker_id)
         response = await submit(req.to_message())
-        return answer(M.BrokerHeartbeatResponse.from_message(response))
+        return JsonResponse(M.BrokerHeartbeatResponse.json_obj(response))
 
     @app.post(
         "/v1/alter-partition",
@@ -488,7 +494,22 @@ def create_app(
             raise bad_request(str(e)) from None
         auth.check_broker(caller, req.broker_id)
         response = await submit(message)
-        return answer(M.AlterPartitionResponse.from_message(response))
+        return JsonResponse(M.AlterPartitionResponse.json_obj(response))
+
+    routes = {getattr(r, "path", None): r for r in app.routes}
+    version_query = TypeAdapter(Annotated[int, Field(ge=0, le=3)])
+
+    async def alter_partition_direct(request: Request, caller: Principal) -> Response:
+        version = query_param(request, "version", version_query, 3)
+        return await alter_partition(request, caller, version)
+
+    for path, endpoint in (
+        ("/v1/brokers/register", register_broker),
+        ("/v1/brokers/heartbeat", broker_heartbeat),
+        ("/v1/alter-partition", alter_partition_direct),
+    ):
+        if direct_routes:
+            direct[path] = DirectRoute(routes[path], Role.BROKER, endpoint)
 
     # ------------------------------------------------------------ admin endpoints
 

@@ -204,6 +204,17 @@ class BrokerRegistrationResponse(ErrorFields):
     def from_message(cls, r: m.BrokerRegistrationResponse) -> BrokerRegistrationResponse:
         return cls(**error_fields(r.error, r.error_message), broker_epoch=r.broker_epoch)
 
+    @staticmethod
+    def json_obj(r: m.BrokerRegistrationResponse) -> dict[str, Any]:
+        """``from_message(r).to_json_obj()``, built directly (a hot path)."""
+        return {
+            "errorCode": int(r.error),
+            "errorName": r.error.name,
+            "errorMessage": r.error_message,
+            "throttleTimeMs": 0,
+            "brokerEpoch": r.broker_epoch,
+        }
+
 
 # ---------------------------------------------------------------- BrokerHeartbeat
 
@@ -241,6 +252,19 @@ class BrokerHeartbeatResponse(ErrorFields):
             is_fenced=r.is_fenced,
             should_shut_down=r.should_shut_down,
         )
+
+    @staticmethod
+    def json_obj(r: m.BrokerHeartbeatResponse) -> dict[str, Any]:
+        """``from_message(r).to_json_obj()``, built directly (the hottest path)."""
+        return {
+            "errorCode": int(r.error),
+            "errorName": r.error.name,
+            "errorMessage": r.error_message,
+            "throttleTimeMs": 0,
+            "isCaughtUp": r.is_caught_up,
+            "isFenced": r.is_fenced,
+            "shouldShutDown": r.should_shut_down,
+        }
 
 
 # ---------------------------------------------------------------- AlterPartition
@@ -293,48 +317,29 @@ class AlterPartitionRequest(RequestModel):
 
     def to_message(self, version: int) -> m.AlterPartitionRequest:
         """The controller's request for ``version``; VersionMismatch if it does not fit."""
-
-        def refuse(field: str, value: Any, versions: str) -> None:
-            if value is not None:
-                raise VersionMismatch(
-                    field, f"not in AlterPartition version {version} (only in versions {versions})"
-                )
-
-        def require(field: str, value: Any) -> None:
-            if value is None:
-                raise VersionMismatch(field, f"required in AlterPartition version {version}")
-
         topics = []
         for ti, t in enumerate(self.topics):
-            where = f"topics[{ti}]"
-            if version >= 2:
-                refuse(f"{where}.topicName", t.topic_name, "0-1")
-                require(f"{where}.topicId", t.topic_id)
-            else:
-                refuse(f"{where}.topicId", t.topic_id, "2-3")
-                require(f"{where}.topicName", t.topic_name)
+            if (t.topic_name is None) == (version <= 1) or (t.topic_id is None) == (version >= 2):
+                _check_topic_version(version, f"topics[{ti}]", t)
             partitions = []
             for pi, p in enumerate(t.partitions):
-                pw = f"{where}.partitions[{pi}]"
                 if version >= 3:
-                    refuse(f"{pw}.newIsr", p.new_isr, "0-2")
-                    require(f"{pw}.newIsrWithEpochs", p.new_isr_with_epochs)
+                    fits = p.new_isr is None and p.new_isr_with_epochs is not None
                 else:
-                    refuse(f"{pw}.newIsrWithEpochs", p.new_isr_with_epochs, "3")
-                    require(f"{pw}.newIsr", p.new_isr)
-                if version == 0:
-                    refuse(f"{pw}.leaderRecoveryState", p.leader_recovery_state, "1-3")
+                    fits = p.new_isr_with_epochs is None and p.new_isr is not None
+                if not fits or (version == 0 and p.leader_recovery_state is not None):
+                    _check_partition_version(version, f"topics[{ti}].partitions[{pi}]", p)
+                states = p.new_isr_with_epochs
                 partitions.append(
                     m.AlterPartitionPartition(
-                        partition_index=p.partition_index,
-                        leader_epoch=p.leader_epoch,
-                        partition_epoch=p.partition_epoch,
-                        new_isr=tuple(p.new_isr or ()),
-                        new_isr_with_epochs=tuple(
-                            m.BrokerState(s.broker_id, s.broker_epoch)
-                            for s in p.new_isr_with_epochs or ()
-                        ),
-                        leader_recovery_state=p.leader_recovery_state or 0,
+                        p.partition_index,
+                        p.leader_epoch,
+                        p.partition_epoch,
+                        () if p.new_isr is None else tuple(p.new_isr),
+                        ()
+                        if states is None
+                        else tuple([m.BrokerState(x.broker_id, x.broker_epoch) for x in states]),
+                        p.leader_recovery_state or 0,
                     )
                 )
             topics.append(
@@ -350,6 +355,42 @@ class AlterPartitionRequest(RequestModel):
             topics=tuple(topics),
             version=version,
         )
+
+
+# The field checks of AlterPartition versions; the places are only spelled out
+# for an entry that does not fit (to_message runs them for those alone).
+
+
+def _refuse(version: int, field: str, value: Any, versions: str) -> None:
+    if value is not None:
+        raise VersionMismatch(
+            field, f"not in AlterPartition version {version} (only in versions {versions})"
+        )
+
+
+def _require(version: int, field: str, value: Any) -> None:
+    if value is None:
+        raise VersionMismatch(field, f"required in AlterPartition version {version}")
+
+
+def _check_topic_version(version: int, where: str, t: AlterPartitionTopicData) -> None:
+    if version >= 2:
+        _refuse(version, f"{where}.topicName", t.topic_name, "0-1")
+        _require(version, f"{where}.topicId", t.topic_id)
+    else:
+        _refuse(version, f"{where}.topicId", t.topic_id, "2-3")
+        _require(version, f"{where}.topicName", t.topic_name)
+
+
+def _check_partition_version(version: int, where: str, p: AlterPartitionPartitionData) -> None:
+    if version >= 3:
+        _refuse(version, f"{where}.newIsr", p.new_isr, "0-2")
+        _require(version, f"{where}.newIsrWithEpochs", p.new_isr_with_epochs)
+    else:
+        _refuse(version, f"{where}.newIsrWithEpochs", p.new_isr_with_epochs, "3")
+        _require(version, f"{where}.newIsr", p.new_isr)
+    if version == 0:
+        _refuse(version, f"{where}.leaderRecoveryState", p.leader_recovery_state, "1-3")
 
 
 class AlterPartitionPartitionResult(ErrorFields):
@@ -395,6 +436,38 @@ class AlterPartitionResponse(ErrorFields):
                 for t in r.topics
             ],
         )
+
+    @staticmethod
+    def json_obj(r: m.AlterPartitionResponse) -> dict[str, Any]:
+        """``from_message(r).to_json_obj()``, built directly: pydantic models
+        for every partition cost more than deciding the change (bench/api.py)."""
+        topics = []
+        for t in r.topics:
+            partitions = [
+                {
+                    "errorCode": int(p.error),
+                    "errorName": p.error.name,
+                    "errorMessage": p.error_message,
+                    "partitionIndex": p.partition_index,
+                    "leaderId": p.leader_id,
+                    "leaderEpoch": p.leader_epoch,
+                    "isr": list(p.isr),
+                    "leaderRecoveryState": p.leader_recovery_state,
+                    "partitionEpoch": p.partition_epoch,
+                }
+                for p in t.partitions
+            ]
+            if t.topic_id is None:
+                topics.append({"topicName": t.topic_name, "partitions": partitions})
+            else:
+                topics.append({"topicId": t.topic_id, "partitions": partitions})
+        return {
+            "errorCode": int(r.error),
+            "errorName": r.error.name,
+            "errorMessage": r.error_message,
+            "throttleTimeMs": 0,
+            "topics": topics,
+        }
 
     def to_json_obj(self) -> dict[str, Any]:
         obj = self.model_dump(mode="json", by_alias=True)

@@ -6,6 +6,7 @@ Decoding never trusts its input: anything malformed raises ``DecodeError`` (a
 
 from __future__ import annotations
 
+import operator
 from dataclasses import MISSING
 from typing import Any
 
@@ -55,14 +56,42 @@ def _encode_value(kind: Kind, value: Any) -> Any:
     return value  # ints, bools, strings, None and tuples are JSON as they are
 
 
+_NESTED = (Kind.ENDPOINTS, Kind.FEATURES)  # the kinds whose JSON is not the value itself
+
+
+class _Plan:
+    """What coding one record type at one version needs, worked out once:
+    every batch holds thousands of records of a handful of (type, version)s."""
+
+    __slots__ = ("specs", "keys", "known", "get", "nested")
+
+    def __init__(self, cls: type, version: int) -> None:
+        self.specs = tuple(spec for spec in cls.FIELDS if spec.since <= version)
+        self.keys = tuple(spec.key for spec in self.specs)
+        self.known = frozenset(self.keys)
+        attrs = [spec.attr for spec in self.specs]
+        getter = operator.attrgetter(*attrs) if attrs else (lambda record: ())
+        self.get = (lambda record: (getter(record),)) if len(attrs) == 1 else getter
+        self.nested = any(spec.kind in _NESTED for spec in self.specs)
+
+
+_PLANS: dict[tuple[type, int], _Plan] = {}
+
+
+def _plan(cls: type, version: int) -> _Plan:
+    plan = _PLANS.get((cls, version))
+    if plan is None:
+        plan = _PLANS[(cls, version)] = _Plan(cls, version)
+    return plan
+
+
 def record_data(record: Record) -> dict[str, Any]:
     """The record's fields for its version, camelCase, as API.md shows them."""
-    version = record.version
-    return {
-        spec.key: _encode_value(spec.kind, getattr(record, spec.attr))
-        for spec in record.FIELDS
-        if spec.since <= version
-    }
+    plan = _plan(type(record), record.version)
+    values = plan.get(record)
+    if plan.nested:
+        values = [_encode_value(spec.kind, v) for spec, v in zip(plan.specs, values, strict=True)]
+    return dict(zip(plan.keys, values, strict=True))
 
 
 def record_to_obj(record: Record) -> dict[str, Any]:
@@ -229,20 +258,60 @@ def record_from_obj(obj: Any, where: str = "record") -> Record:
     data = obj.get("data")
     if type(data) is not dict:
         raise DecodeError(f"{where}: 'data' must be an object")
+    plan = _plan(cls, version)
     values: dict[str, Any] = {}
-    known = set()
-    for spec in cls.FIELDS:
-        if spec.since > version:
-            continue
-        known.add(spec.key)
-        if spec.key in data:
-            values[spec.attr] = _decode_value(spec.kind, data[spec.key], f"{where}.data.{spec.key}")
+    for spec in plan.specs:
+        key = spec.key
+        if key in data:
+            value = data[key]
+            # A quick check of the usual value; anything else takes the path
+            # that names the field (and spells its place only then).
+            checked = _quick(spec.kind, value)
+            if checked is _SLOW:
+                checked = _decode_value(spec.kind, value, f"{where}.data.{key}")
+            values[spec.attr] = checked
         elif spec.default is MISSING:
-            raise DecodeError(f"{where}: {type_name} v{version} requires field {spec.key!r}")
-    for key in data:
-        if key not in known:
-            raise DecodeError(f"{where}: {type_name} v{version} has no field {brief(key)}")
+            raise DecodeError(f"{where}: {type_name} v{version} requires field {key!r}")
+    if not plan.known.issuperset(data):
+        unknown = next(key for key in data if key not in plan.known)
+        raise DecodeError(f"{where}: {type_name} v{version} has no field {brief(unknown)}")
     return cls(**values, version=version)
+
+
+_SLOW = object()  # _quick could not vouch for the value
+_UUIDS: dict[str, str] = {}  # UUID texts seen -> canonical form (topic ids repeat)
+
+
+def _quick(kind: Kind, value: Any) -> Any:
+    """``value`` decoded if it is plainly valid for ``kind``, else _SLOW."""
+    bounds = INT_RANGES.get(kind)
+    if bounds is not None:
+        return value if type(value) is int and bounds[0] <= value <= bounds[1] else _SLOW
+    if kind is Kind.UUID:
+        canonical = _UUIDS.get(value) if type(value) is str else None
+        if canonical is None:
+            try:
+                canonical = parse_uuid(value)
+            except InvalidUuid:
+                return _SLOW
+            if len(_UUIDS) >= 100_000:
+                _UUIDS.clear()
+            _UUIDS[value] = canonical
+        return canonical
+    if kind is Kind.NULLABLE_INT32_LIST or kind is Kind.INT32_LIST:
+        if value is None:
+            return None if kind is Kind.NULLABLE_INT32_LIST else _SLOW
+        if type(value) is list:
+            for v in value:
+                if type(v) is not int or not _INT32_MIN <= v <= _INT32_MAX:
+                    return _SLOW
+            return tuple(value)
+        return _SLOW
+    if kind is Kind.STRING:
+        return value if type(value) is str else _SLOW
+    if kind is Kind.BOOL:
+        return value if type(value) is bool else _SLOW
+    return _SLOW
 
 
 def _loads(data: Any, what: str) -> Any:
