@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 from metadata_records.image import MetadataImage
 from quorum.durability import SyncStats
 from quorum.node import QuorumNode
+from quorum.runtime_tuning import GcPauses
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -115,6 +116,21 @@ class _NodeCollector(Collector):
         )
         yield counter("journal_syncs", "journal fdatasyncs (fsync=always)", SyncStats.syncs)
         yield counter("journal_sync_seconds", "time spent in journal fdatasyncs", SyncStats.seconds)
+        collections = CounterMetricFamily(
+            "metaquorum_gc_collections",
+            "garbage collections of this process, by generation (2 = full)",
+            labels=["generation"],
+        )
+        pauses = CounterMetricFamily(
+            "metaquorum_gc_pause_seconds",
+            "time this process was stopped by garbage collections, by generation",
+            labels=["generation"],
+        )
+        for generation in range(3):
+            collections.add_metric([str(generation)], GcPauses.collections[generation])
+            pauses.add_metric([str(generation)], GcPauses.seconds[generation])
+        yield collections
+        yield pauses
         yield counter(
             "stale_batches",
             "batches applied as no-ops (stale epoch or offset)",

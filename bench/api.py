@@ -1,7 +1,7 @@
 """HTTP API benchmark against a 3-voter loopback cluster (figures, not asserts).
 
-AlterPartition v3 with C concurrent clients (1, 16, 64) and requests of 1 and
-of 100 partitions: requests/s, partition changes/s, latency p50/p99; then
+AlterPartition v3 with C concurrent clients (1, 16, 64; and 4, 8 for 100-
+partition requests) and requests of 1 and of 100 partitions: requests/s, partition changes/s, latency p50/p99; then
 heartbeats/s. Every request is a real ISR change (shrink, then expand back),
 sent by the partition's leader with its current epochs.
 
@@ -311,6 +311,9 @@ async def run(seconds: float, quick: bool, use_wrk: bool) -> dict:
         leader = cluster.leader()
         url = cluster.url(leader)
         concurrency = (1, 16) if quick else (1, 16, 64)
+        # The p99 target of 100-partition requests is met, if anywhere, at a
+        # moderate concurrency: at 16 clients a request queues behind 15 others.
+        concurrency_100 = (1, 4, 16) if quick else (1, 4, 8, 16, 64)
         partitions = max(concurrency) * 100 * 2
         progress(f"setup: {BROKERS} brokers, topic 'bench' with {partitions} partitions (RF 3)")
         epochs, topic_id, parts = await setup(url, cluster.cluster_id, partitions)
@@ -318,7 +321,7 @@ async def run(seconds: float, quick: bool, use_wrk: bool) -> dict:
         if use_wrk:
             run_id = 0
             for per_request in (1, 100):
-                for clients in concurrency:
+                for clients in concurrency if per_request == 1 else concurrency_100:
                     run_id += 1
                     progress(
                         f"AlterPartition (wrk): {clients} connection(s), {per_request}/request, {seconds:.0f} s"
@@ -388,6 +391,24 @@ def main() -> int:
     print(
         "  targets: >= 3,000 single-partition requests/s; >= 20,000 changes/s with 100-partition requests at p99 <= 50 ms"
     )
+    single = max(
+        (
+            f["requests_per_s"]
+            for f in figures["alter_partition"]
+            if f["partitions_per_request"] == 1
+        ),
+        default=0,
+    )
+    within = [
+        f
+        for f in figures["alter_partition"]
+        if f["partitions_per_request"] == 100 and f["p99_ms"] <= 50
+    ]
+    best = max(within, key=lambda f: f["changes_per_s"], default=None)
+    print(f"  best single-partition: {single:,.0f} requests/s")
+    print("  best 100-partition at p99 <= 50 ms: " + (
+        f"{best['changes_per_s']:,.0f} changes/s ({best['clients']} clients, p99 {best['p99_ms']:.1f} ms)"
+        if best else "none within 50 ms"))  # fmt: skip
     return 0
 
 

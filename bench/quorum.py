@@ -54,6 +54,9 @@ def voter_main(args: argparse.Namespace) -> int:
     from metadata_records.records import Batch, NoOpRecord
     from quorum.node import QuorumNode
     from quorum.node_config import NodeConfig, claim_data_dir
+    from quorum.runtime_tuning import tune_runtime
+
+    tune_runtime()  # as metaquorum serve does
 
     voters = {i: f"127.0.0.1:{p}" for i, p in enumerate(json.loads(args.raft_ports))}
     config = NodeConfig(

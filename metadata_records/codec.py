@@ -7,6 +7,7 @@ Decoding never trusts its input: anything malformed raises ``DecodeError`` (a
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import MISSING
 from typing import Any
 
@@ -63,10 +64,15 @@ class _Plan:
     """What coding one record type at one version needs, worked out once:
     every batch holds thousands of records of a handful of (type, version)s."""
 
-    __slots__ = ("specs", "keys", "known", "get", "nested")
+    __slots__ = ("specs", "keys", "known", "get", "nested", "fields")
 
     def __init__(self, cls: type, version: int) -> None:
         self.specs = tuple(spec for spec in cls.FIELDS if spec.since <= version)
+        # Decoding: (key, attr, quick check of the usual value, kind, required).
+        self.fields = tuple(
+            (spec.key, spec.attr, _quick_check(spec.kind), spec.kind, spec.default is MISSING)
+            for spec in self.specs
+        )
         self.keys = tuple(spec.key for spec in self.specs)
         self.known = frozenset(self.keys)
         attrs = [spec.attr for spec in self.specs]
@@ -260,17 +266,15 @@ def record_from_obj(obj: Any, where: str = "record") -> Record:
         raise DecodeError(f"{where}: 'data' must be an object")
     plan = _plan(cls, version)
     values: dict[str, Any] = {}
-    for spec in plan.specs:
-        key = spec.key
+    for key, attr, quick, kind, required in plan.fields:
         if key in data:
-            value = data[key]
             # A quick check of the usual value; anything else takes the path
             # that names the field (and spells its place only then).
-            checked = _quick(spec.kind, value)
+            checked = quick(data[key])
             if checked is _SLOW:
-                checked = _decode_value(spec.kind, value, f"{where}.data.{key}")
-            values[spec.attr] = checked
-        elif spec.default is MISSING:
+                checked = _decode_value(kind, data[key], f"{where}.data.{key}")
+            values[attr] = checked
+        elif required:
             raise DecodeError(f"{where}: {type_name} v{version} requires field {key!r}")
     if not plan.known.issuperset(data):
         unknown = next(key for key in data if key not in plan.known)
@@ -278,40 +282,51 @@ def record_from_obj(obj: Any, where: str = "record") -> Record:
     return cls(**values, version=version)
 
 
-_SLOW = object()  # _quick could not vouch for the value
+_SLOW = object()  # a quick check could not vouch for the value
 _UUIDS: dict[str, str] = {}  # UUID texts seen -> canonical form (topic ids repeat)
 
 
-def _quick(kind: Kind, value: Any) -> Any:
-    """``value`` decoded if it is plainly valid for ``kind``, else _SLOW."""
+def _quick_uuid(value: Any) -> Any:
+    canonical = _UUIDS.get(value) if type(value) is str else None
+    if canonical is None:
+        try:
+            canonical = parse_uuid(value)
+        except InvalidUuid:
+            return _SLOW
+        if len(_UUIDS) >= 100_000:
+            _UUIDS.clear()
+        _UUIDS[value] = canonical
+    return canonical
+
+
+def _quick_int32_list(value: Any) -> Any:
+    if type(value) is not list:
+        return _SLOW
+    for v in value:
+        if type(v) is not int or not _INT32_MIN <= v <= _INT32_MAX:
+            return _SLOW
+    return tuple(value)
+
+
+def _quick_nullable_int32_list(value: Any) -> Any:
+    return None if value is None else _quick_int32_list(value)
+
+
+def _quick_check(kind: Kind) -> Callable[[Any], Any]:
+    """A function returning a plainly valid value of ``kind`` decoded, or _SLOW."""
     bounds = INT_RANGES.get(kind)
     if bounds is not None:
-        return value if type(value) is int and bounds[0] <= value <= bounds[1] else _SLOW
-    if kind is Kind.UUID:
-        canonical = _UUIDS.get(value) if type(value) is str else None
-        if canonical is None:
-            try:
-                canonical = parse_uuid(value)
-            except InvalidUuid:
-                return _SLOW
-            if len(_UUIDS) >= 100_000:
-                _UUIDS.clear()
-            _UUIDS[value] = canonical
-        return canonical
-    if kind is Kind.NULLABLE_INT32_LIST or kind is Kind.INT32_LIST:
-        if value is None:
-            return None if kind is Kind.NULLABLE_INT32_LIST else _SLOW
-        if type(value) is list:
-            for v in value:
-                if type(v) is not int or not _INT32_MIN <= v <= _INT32_MAX:
-                    return _SLOW
-            return tuple(value)
-        return _SLOW
-    if kind is Kind.STRING:
-        return value if type(value) is str else _SLOW
-    if kind is Kind.BOOL:
-        return value if type(value) is bool else _SLOW
-    return _SLOW
+        low, high = bounds
+        return lambda v: v if type(v) is int and low <= v <= high else _SLOW
+    quick: dict[Kind, Callable[[Any], Any]] = {
+        Kind.UUID: _quick_uuid,
+        Kind.INT32_LIST: _quick_int32_list,
+        Kind.NULLABLE_INT32_LIST: _quick_nullable_int32_list,
+        Kind.STRING: lambda v: v if type(v) is str else _SLOW,
+        Kind.NULLABLE_STRING: lambda v: v if v is None or type(v) is str else _SLOW,
+        Kind.BOOL: lambda v: v if type(v) is bool else _SLOW,
+    }
+    return quick.get(kind, lambda v: _SLOW)  # endpoints, features: always the full path
 
 
 def _loads(data: Any, what: str) -> Any:

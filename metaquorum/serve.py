@@ -186,11 +186,12 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _die(EXIT_CONFIG, f"--tokens-file: {e}")
 
-    from quorum.gc_policy import tune_gc
     from quorum.journal_format import JournalCorruptError
     from quorum.node import QuorumNode
+    from quorum.runtime_tuning import tune_runtime, watch_pauses
 
-    tune_gc()
+    tune_runtime()
+    watch_pauses()
 
     # The SyncObj is built here, in the main thread, before the loop starts.
     try:
@@ -219,7 +220,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 async def _freeze_when_replayed(node) -> None:
-    from quorum.gc_policy import freeze_startup_heap
+    from quorum.runtime_tuning import freeze_startup_heap
 
     while node.replaying:
         await asyncio.sleep(0.1)
