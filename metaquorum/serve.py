@@ -220,11 +220,15 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 async def _freeze_when_replayed(node) -> None:
-    from quorum.runtime_tuning import freeze_startup_heap
+    """The collector's freezing (quorum/runtime_tuning.py), from the loop."""
+    from quorum.runtime_tuning import freeze_startup_heap, refreeze
 
     while node.replaying:
         await asyncio.sleep(0.1)
     freeze_startup_heap()
+    while True:
+        await asyncio.sleep(0.5)
+        refreeze()
 
 
 async def _serve(node, args, tokens) -> int:

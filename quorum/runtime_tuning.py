@@ -20,6 +20,12 @@ collection, and per-request CPU fell from 6.1 to 3.4 ms with these settings.
   journal, that heap (the image, the log, the code) moves to the permanent
   generation, so full collections no longer walk it. Objects freed later are
   still freed by reference counting; only a cycle among them would be kept.
+* ``refreeze``, called every half second by the serving loop: after a full
+  collection, what survived it (long-lived: new partitions, log records) is
+  frozen too, so each full collection walks only what is newer than the last
+  one (74 ms -> a few ms with a growing log and image). Once an hour
+  everything is unfrozen and collected once, so cycles that died while frozen
+  are not kept for longer than that.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ class GcPauses:
 
     collections = [0, 0, 0]
     seconds = [0.0, 0.0, 0.0]
+    full_since_freeze = False
     _started = 0.0
 
     @classmethod
@@ -52,6 +59,8 @@ class GcPauses:
         generation = info["generation"]
         cls.collections[generation] += 1
         cls.seconds[generation] += took
+        if generation == 2:
+            cls.full_since_freeze = True
         if took >= LONG_PAUSE_S:
             log.warning(
                 "garbage collector: a generation-%d collection stopped the process for "
@@ -75,8 +84,30 @@ def watch_pauses() -> None:
         gc.callbacks.append(GcPauses.callback)
 
 
+CLEAN_EVERY_S = 3600.0
+_last_clean = 0.0
+
+
 def freeze_startup_heap() -> None:
     """Collects once, then moves everything alive to the permanent generation."""
+    global _last_clean
     gc.collect()
     gc.freeze()
+    _last_clean = time.monotonic()
+    GcPauses.full_since_freeze = False
     log.info("garbage collector: %d startup objects frozen", gc.get_freeze_count())
+
+
+def refreeze() -> None:
+    """Freezes what survived the last full collection; once every
+    ``CLEAN_EVERY_S``, unfreezes and collects everything first."""
+    global _last_clean
+    if time.monotonic() - _last_clean >= CLEAN_EVERY_S:
+        started = time.perf_counter()
+        gc.unfreeze()
+        freeze_startup_heap()
+        log.info("garbage collector: hourly full collection took %.0f ms",
+                 (time.perf_counter() - started) * 1000)  # fmt: skip
+    elif GcPauses.full_since_freeze:
+        GcPauses.full_since_freeze = False
+        gc.freeze()

@@ -4,6 +4,7 @@ collections, and collections are counted for /metrics."""
 
 import gc
 import sys
+import time
 
 from quorum.runtime_tuning import (
     SWITCH_INTERVAL_S,
@@ -21,10 +22,11 @@ def test_tune_then_freeze_the_startup_heap():
         tune_runtime()
         assert gc.get_threshold()[0] == YOUNG_THRESHOLD
         assert sys.getswitchinterval() == SWITCH_INTERVAL_S
-        startup_heap = [{"partition": i} for i in range(1000)]  # stands for the image
+        startup_heap = [[i] for i in range(1000)]  # stands for the image
         freeze_startup_heap()
         assert gc.get_freeze_count() >= len(startup_heap)
-        assert not any(gc.is_tracked(x) and x in gc.get_objects(2) for x in startup_heap[:3])
+        collected = {id(o) for generation in range(3) for o in gc.get_objects(generation)}
+        assert all(gc.is_tracked(x) and id(x) not in collected for x in startup_heap)
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
@@ -43,3 +45,28 @@ def test_collections_are_counted_by_generation():
         assert GcPauses.seconds[2] > 0
     finally:
         gc.callbacks.remove(GcPauses.callback)
+
+
+def test_what_survives_a_full_collection_is_frozen_and_unfrozen_hourly(monkeypatch):
+    import quorum.runtime_tuning as rt
+
+    watch_pauses()
+    try:
+        freeze_startup_heap()
+        frozen = gc.get_freeze_count()
+        survivors = [[i] for i in range(500)]  # stands for new log records
+        rt.refreeze()  # no full collection since the freeze: nothing to do
+        assert gc.get_freeze_count() == frozen
+        gc.collect()
+        rt.refreeze()
+        assert gc.get_freeze_count() >= frozen + len(survivors)
+        assert not GcPauses.full_since_freeze
+        # An hour later everything is unfrozen, collected once, and frozen again.
+        unfrozen = []
+        monkeypatch.setattr(gc, "unfreeze", lambda real=gc.unfreeze: (unfrozen.append(1), real()))
+        monkeypatch.setattr(rt, "_last_clean", time.monotonic() - rt.CLEAN_EVERY_S)
+        rt.refreeze()
+        assert unfrozen == [1] and gc.get_freeze_count() > 0
+    finally:
+        gc.callbacks.remove(GcPauses.callback)
+        gc.unfreeze()
