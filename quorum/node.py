@@ -34,7 +34,12 @@ from .controller import Controller
 from .durability import MetaquorumJournal, install_journal
 from .messages import BrokerHeartbeatRequest
 from .node_config import NodeConfig
-from .raft_port import GuardedTransport, install_frame_limits, raft_password
+from .raft_port import (
+    GuardedTransport,
+    install_frame_limits,
+    keep_next_index_forward,
+    raft_password,
+)
 from .state_machine import STALE, MetadataStateMachine
 
 log = logging.getLogger(__name__)
@@ -134,6 +139,7 @@ class QuorumNode:
         self._id_by_address = {addr: node_id for node_id, addr in config.voters.items()}
         install_journal(config.fsync)
         install_frame_limits()
+        keep_next_index_forward()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an

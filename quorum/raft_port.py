@@ -134,3 +134,44 @@ def raft_password(secret: str | None, voters: int) -> str:
     if voters > 1:  # NodeConfig refuses this; never fall back to an open port
         raise ValueError("a multi-voter cluster needs a Raft secret")
     return secrets.token_urlsafe(32)
+
+
+_next_index_kept = False
+
+
+def keep_next_index_forward() -> None:
+    """A late acknowledgement never moves a follower's next index back.
+
+    pysyncobj's leader sets a follower's next index to what each successful
+    answer names. Answers to older messages (an empty heartbeat, a batch sent
+    before the last) arrive after newer entries went out, so the next index
+    falls back, the entries are sent again, and the follower truncates the
+    copies it already had (and had applied: pysyncobj logs "truncating
+    already-applied log entries" at CRITICAL) and writes them again. Raft's
+    consistency check does not need the index to move back on success; a
+    follower that really lacks entries answers with ``reset`` and is reset as
+    before. Patched by name like the rest of this module (pysyncobj 0.3.17)."""
+    global _next_index_kept
+    if _next_index_kept:
+        return
+    from pysyncobj.syncobj import SyncObj
+
+    original = SyncObj._SyncObj__onMessageReceived
+
+    def on_message(self, node, message):
+        if (
+            isinstance(message, dict)
+            and message.get("type") == "next_node_idx"
+            and message.get("success")
+            and not message.get("reset")
+        ):
+            next_index = self._SyncObj__raftNextIndex
+            before = next_index.get(node)
+            original(self, node, message)
+            if before is not None and next_index.get(node, before) < before:
+                next_index[node] = before
+            return
+        original(self, node, message)
+
+    SyncObj._SyncObj__onMessageReceived = on_message
+    _next_index_kept = True

@@ -216,3 +216,33 @@ def test_an_operator_moves_leadership_to_a_chosen_voter(cluster):
     r = cluster.post(leader, "/v1/brokers/register", register_body(cluster, 3))
     assert r.status_code in (307, 503)
     register(cluster, leader, 3)
+
+
+def test_under_concurrent_writes_no_follower_truncates_entries_it_applied(tmp_path):
+    """Late answers to AppendEntries must not make the leader send entries
+    again (quorum/raft_port.keep_next_index_forward): pysyncobj would have the
+    follower truncate copies it already applied and log it at CRITICAL."""
+    c = Cluster(tmp_path, fsync="always")
+    try:
+        c.start()
+        c.wait_ready()
+        leader = c.leader()
+        url = c.url(leader) + "/v1/brokers/register"
+        bodies = [register_body(c, b) for b in range(1, 1201)]
+        deadline = time.monotonic() + 120
+
+        def client(share):
+            with httpx.Client(timeout=30) as http:
+                for body in share:
+                    assert time.monotonic() < deadline, "the writes took over two minutes"
+                    r = http.post(url, json=body)
+                    assert r.status_code == 200 and r.json()["errorName"] == "NONE", r.text
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            list(pool.map(client, [bodies[i::16] for i in range(16)]))
+        assert len(brokers(c, leader)) == 1200
+    finally:
+        c.close()
+    for i in range(3):
+        log = c.logs[i].read_text(errors="replace")
+        assert "truncating already-applied" not in log, f"voter {i} truncated applied entries"
