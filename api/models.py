@@ -122,6 +122,12 @@ def error_fields(error: Errors, message: str | None = None) -> dict[str, Any]:
     return {"error_code": int(error), "error_name": error.name, "error_message": message}
 
 
+def error_obj(r: Any) -> dict[str, Any]:
+    """The error fields of a controller response (anything with ``error`` and
+    ``error_message``) as JSON, for the responses built as dicts."""
+    return {"errorCode": int(r.error), "errorName": r.error.name, "errorMessage": r.error_message}
+
+
 class ErrorResponse(ErrorFields):
     """The body of every non-200 answer (400, 401, 403, 404, 413, ...)."""
 
@@ -207,13 +213,7 @@ class BrokerRegistrationResponse(ErrorFields):
     @staticmethod
     def json_obj(r: m.BrokerRegistrationResponse) -> dict[str, Any]:
         """``from_message(r).to_json_obj()``, built directly (a hot path)."""
-        return {
-            "errorCode": int(r.error),
-            "errorName": r.error.name,
-            "errorMessage": r.error_message,
-            "throttleTimeMs": 0,
-            "brokerEpoch": r.broker_epoch,
-        }
+        return {**error_obj(r), "throttleTimeMs": 0, "brokerEpoch": r.broker_epoch}
 
 
 # ---------------------------------------------------------------- BrokerHeartbeat
@@ -257,9 +257,7 @@ class BrokerHeartbeatResponse(ErrorFields):
     def json_obj(r: m.BrokerHeartbeatResponse) -> dict[str, Any]:
         """``from_message(r).to_json_obj()``, built directly (the hottest path)."""
         return {
-            "errorCode": int(r.error),
-            "errorName": r.error.name,
-            "errorMessage": r.error_message,
+            **error_obj(r),
             "throttleTimeMs": 0,
             "isCaughtUp": r.is_caught_up,
             "isFenced": r.is_fenced,
@@ -461,13 +459,7 @@ class AlterPartitionResponse(ErrorFields):
                 topics.append({"topicName": t.topic_name, "partitions": partitions})
             else:
                 topics.append({"topicId": t.topic_id, "partitions": partitions})
-        return {
-            "errorCode": int(r.error),
-            "errorName": r.error.name,
-            "errorMessage": r.error_message,
-            "throttleTimeMs": 0,
-            "topics": topics,
-        }
+        return {**error_obj(r), "throttleTimeMs": 0, "topics": topics}
 
     def to_json_obj(self) -> dict[str, Any]:
         obj = self.model_dump(mode="json", by_alias=True)

@@ -47,6 +47,42 @@ async def active(node):
     )
 
 
+def three_voters(tmp_path, fsync: bool) -> list:
+    """Three voters in this process, built (not started) in this thread."""
+    from quorum.node_config import NodeConfig
+
+    from .nodes import free_port
+
+    voters = {i: f"127.0.0.1:{free_port()}" for i in range(3)}
+    return [
+        build_node(
+            NodeConfig(
+                node_id=i,
+                voters=voters,
+                data_dir=str(tmp_path / f"v{i}"),
+                advertised_url=f"http://127.0.0.1:{i + 1}",
+                cluster_id="c",
+                raft_secret="0123456789abcdef0123",
+                fsync=fsync,
+                raft_min_timeout=0.4,
+                raft_max_timeout=0.8,
+            )
+        )
+        for i in range(3)
+    ]
+
+
+async def start_and_lead(nodes):
+    """Starts ``nodes``; returns the active controller once it has bootstrapped."""
+    for n in nodes:
+        await n.start()
+    await wait_until(
+        lambda: any(n.active and n.image.metadata_version == 2 for n in nodes),
+        what="an active controller",
+    )
+    return next(n for n in nodes if n.active)
+
+
 def test_a_single_voter_leads_bootstraps_and_group_commits(tmp_path):
     node = build_node(single_voter_config(tmp_path))
 
@@ -269,38 +305,11 @@ def test_a_deposed_leaders_batch_forwarded_to_the_new_leader_commits_nothing(tmp
     """pysyncobj forwards a follower's (or a deposed leader's) proposals to the
     leader: a batch decided under an older controller epoch reaches the log,
     and every voter applies it as a no-op that takes no offsets."""
-    from quorum.node_config import NodeConfig
-
-    from .nodes import free_port
-
-    ports = [free_port() for _ in range(3)]
-    voters = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
-    nodes = [
-        build_node(
-            NodeConfig(
-                node_id=i,
-                voters=voters,
-                data_dir=str(tmp_path / f"v{i}"),
-                advertised_url=f"http://127.0.0.1:{i + 1}",
-                cluster_id="c",
-                raft_secret="0123456789abcdef0123",
-                fsync=False,
-                raft_min_timeout=0.4,
-                raft_max_timeout=0.8,
-            )
-        )
-        for i in range(3)
-    ]
+    nodes = three_voters(tmp_path, fsync=False)
 
     async def main():
-        for n in nodes:
-            await n.start()
+        leader = await start_and_lead(nodes)
         try:
-            await wait_until(
-                lambda: any(n.active and n.image.metadata_version == 2 for n in nodes),
-                what="an active controller",
-            )
-            leader = next(n for n in nodes if n.active)
             follower = next(n for n in nodes if n is not leader)
             await register(leader, 1)
             await wait_until(
@@ -374,9 +383,6 @@ def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(
     from pysyncobj.transport import TCPTransport
 
     from quorum.durability import MetaquorumJournal, SyncStats
-    from quorum.node_config import NodeConfig
-
-    from .nodes import free_port
 
     checks = {"acks": 0, "commits": 0}
     violations = []
@@ -400,37 +406,14 @@ def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(
 
     monkeypatch.setattr(TCPTransport, "send", checked_send)
     monkeypatch.setattr(MetaquorumJournal, "setRaftCommitIndex", checked_commit)
-    ports = [free_port() for _ in range(3)]
-    voters = {i: f"127.0.0.1:{p}" for i, p in enumerate(ports)}
-    nodes = [
-        build_node(
-            NodeConfig(
-                node_id=i,
-                voters=voters,
-                data_dir=str(tmp_path / f"v{i}"),
-                advertised_url=f"http://127.0.0.1:{i + 1}",
-                cluster_id="c",
-                raft_secret="0123456789abcdef0123",
-                fsync=True,
-                raft_min_timeout=0.4,
-                raft_max_timeout=0.8,
-            )
-        )
-        for i in range(3)
-    ]
+    nodes = three_voters(tmp_path, fsync=True)
     for n in nodes:
         journals[n.syncobj._SyncObj__transport] = n.syncobj._SyncObj__raftLog
     syncs_before = SyncStats.syncs
 
     async def main():
-        for n in nodes:
-            await n.start()
+        leader = await start_and_lead(nodes)
         try:
-            await wait_until(
-                lambda: any(n.active and n.image.metadata_version == 2 for n in nodes),
-                what="an active controller",
-            )
-            leader = next(n for n in nodes if n.active)
             for wave in range(10):  # waves of concurrent writes, batches back to back
                 responses = await asyncio.gather(
                     *(register(leader, b) for b in range(1 + 20 * wave, 21 + 20 * wave))
