@@ -179,14 +179,11 @@ _INT32_MIN, _INT32_MAX = INT_RANGES[Kind.INT32]
 
 
 def _int32_list(value: Any, where: str) -> tuple[int, ...]:
-    if type(value) is list:
-        # Fast path (replicas, ISRs: every batch has thousands): one pass of
-        # cheap checks; anything odd takes the path that names the element.
-        for v in value:
-            if type(v) is not int or not _INT32_MIN <= v <= _INT32_MAX:
-                break
-        else:
-            return tuple(value)
+    # Replicas and ISRs: every batch and snapshot has thousands. One pass of
+    # cheap checks; anything odd takes the path that names the element.
+    quick = _quick_int32_list(value)
+    if quick is not _SLOW:
+        return quick
     return tuple(_int(v, Kind.INT32, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
 
 
