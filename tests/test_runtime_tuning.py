@@ -51,12 +51,13 @@ def test_what_survives_a_full_collection_is_frozen_and_unfrozen_hourly(monkeypat
     import quorum.runtime_tuning as rt
 
     watch_pauses()
+    gc.disable()  # only this test's collections: the counts it checks are exact
     try:
         freeze_startup_heap()
         frozen = gc.get_freeze_count()
         survivors = [[i] for i in range(500)]  # stands for new log records
         rt.refreeze()  # no full collection since the freeze: nothing to do
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() <= frozen  # (frozen objects may still be freed)
         gc.collect()
         rt.refreeze()
         assert gc.get_freeze_count() >= frozen + len(survivors)
@@ -68,5 +69,6 @@ def test_what_survives_a_full_collection_is_frozen_and_unfrozen_hourly(monkeypat
         rt.refreeze()
         assert unfrozen == [1] and gc.get_freeze_count() > 0
     finally:
+        gc.enable()
         gc.callbacks.remove(GcPauses.callback)
         gc.unfreeze()
