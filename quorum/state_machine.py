@@ -95,7 +95,7 @@ class MetadataStateMachine(SyncObjConsumer):
             delta = ImageDelta(image)
             for record in batch.records:
                 delta.replay(record)
-            self.log.append(batch, image.next_offset)
+            self.log.append(batch, image.next_offset, payload)
             self.image = delta.apply()
             return image.next_offset
         except Exception:  # never let pysyncobj see an exception: it would wedge
