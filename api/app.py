@@ -487,12 +487,15 @@ def create_app(
     ) -> Response:
         """A partition leader's ISR change (SEMANTICS §2), decided atomically
         against one image."""
-        req = parse_body(M.AlterPartitionRequest, await request.body())
-        try:
-            message = req.to_message(version)
-        except M.VersionMismatch as e:
-            raise bad_request(str(e)) from None
-        auth.check_broker(caller, req.broker_id)
+        body = await request.body()
+        message = M.alter_partition_message(body, version)
+        if message is None:  # not plainly valid: pydantic names the problem
+            req = parse_body(M.AlterPartitionRequest, body)
+            try:
+                message = req.to_message(version)
+            except M.VersionMismatch as e:
+                raise bad_request(str(e)) from None
+        auth.check_broker(caller, message.broker_id)
         response = await submit(message)
         return JsonResponse(M.AlterPartitionResponse.json_obj(response))
 
