@@ -116,6 +116,14 @@ class _NodeCollector(Collector):
         )
         yield counter("journal_syncs", "journal fdatasyncs (fsync=always)", SyncStats.syncs)
         yield counter("journal_sync_seconds", "time spent in journal fdatasyncs", SyncStats.seconds)
+        yield counter(
+            "meta_stores", "synced stores of term, vote and commit index", SyncStats.meta_stores
+        )
+        yield counter(
+            "meta_store_seconds",
+            "time spent storing term, vote and commit index",
+            SyncStats.meta_seconds,
+        )
         collections = CounterMetricFamily(
             "metaquorum_gc_collections",
             "garbage collections of this process, by generation (2 = full)",

@@ -52,10 +52,20 @@ log = logging.getLogger(__name__)
 
 
 class SyncStats:
-    """How much syncing costs (read by /metrics and the bench)."""
+    """How much syncing costs (read by /metrics and the bench). A sync that
+    holds pysyncobj's tick thread for ``SLOW_S`` or more is logged: nothing
+    replicates or commits meanwhile."""
 
+    SLOW_S = 0.1
     syncs = 0
     seconds = 0.0
+    meta_stores = 0
+    meta_seconds = 0.0
+
+    @classmethod
+    def note_slow(cls, what: str, seconds: float) -> None:
+        if seconds >= cls.SLOW_S:
+            log.warning("%s took %.0f ms (the Raft thread waited)", what, seconds * 1000)
 
 
 def fsync_dir(path: str) -> None:
@@ -127,6 +137,7 @@ class DurableMetaStorer(MetaStorer):
     and the directory fsynced, so a vote is never forgotten after a crash."""
 
     def storeMeta(self, meta):  # noqa: N802 - pysyncobj's name
+        start = time.perf_counter()
         path = self.getPath()
         with open(path + ".tmp", "wb") as f:
             f.write(dumps(meta))
@@ -134,6 +145,10 @@ class DurableMetaStorer(MetaStorer):
             os.fsync(f.fileno())
         os.replace(path + ".tmp", path)
         fsync_dir(path)
+        took = time.perf_counter() - start
+        SyncStats.meta_stores += 1
+        SyncStats.meta_seconds += took
+        SyncStats.note_slow("storing the Raft meta file (term, vote, commit index)", took)
 
 
 class MetaquorumJournal(Journal):
@@ -202,8 +217,10 @@ class MetaquorumJournal(Journal):
         start = time.perf_counter()
         self._file.sync()
         self._dirty = False
+        took = time.perf_counter() - start
         SyncStats.syncs += 1
-        SyncStats.seconds += time.perf_counter() - start
+        SyncStats.seconds += took
+        SyncStats.note_slow("a Raft journal sync", took)
 
     def add(self, command, idx, term):
         command = to_bytes(command)

@@ -282,3 +282,22 @@ def test_fuzz_arbitrary_bytes_are_refused_or_read(blob):
     except JournalCorruptError:
         return
     assert all(len(entry) == 3 for entry in result.entries)
+
+
+def test_a_slow_sync_is_logged_and_counted(journal_path, monkeypatch, caplog):
+    """A sync that holds the Raft thread for SyncStats.SLOW_S or more is named
+    in the log (here every sync is 'slow'); meta stores are counted too."""
+    from quorum.durability import SyncStats
+
+    monkeypatch.setattr(SyncStats, "SLOW_S", 0.0)
+    stores = SyncStats.meta_stores
+    journal = MetaquorumJournal(str(journal_path), fsync=True)
+    with caplog.at_level("WARNING", logger="quorum.durability"):
+        journal.add(*ENTRIES[0])
+        journal.sync_pending()
+        journal.setCurrentTerm(2, None)
+    journal._destroy()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("a Raft journal sync took" in m for m in messages)
+    assert any("storing the Raft meta file" in m for m in messages)
+    assert SyncStats.meta_stores > stores
