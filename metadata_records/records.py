@@ -13,6 +13,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from typing import Any, NamedTuple
 
+from .fast_init import fast_frozen_init
+
 
 class Kind(Enum):
     INT8 = "int8"
@@ -104,7 +106,7 @@ def _record(type_name: str, api_key: int, max_version: int):
             for f in fields(cls)
             if f.name != "version"
         )
-        RECORD_TYPES[type_name] = cls
+        RECORD_TYPES[type_name] = fast_frozen_init(cls)
         return cls
 
     return register

@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from metadata_records.errors import Errors
+from metadata_records.fast_init import fast_frozen_init
 from metadata_records.records import Endpoint, FeatureRange, Record
 
 # ------------------------------------------------------------------ brokers
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class BrokerRegistrationRequest:
     broker_id: int
@@ -35,6 +37,7 @@ class BrokerRegistrationResponse:
     broker_epoch: int = -1
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class BrokerHeartbeatRequest:
     broker_id: int
@@ -56,6 +59,7 @@ class BrokerHeartbeatResponse:
 # ------------------------------------------------------------------ AlterPartition
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class BrokerState:
     """One member of ``newIsrWithEpochs`` (KIP-903); epoch -1 skips the check."""
@@ -64,6 +68,7 @@ class BrokerState:
     broker_epoch: int = -1
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class AlterPartitionPartition:
     partition_index: int
@@ -74,6 +79,7 @@ class AlterPartitionPartition:
     leader_recovery_state: int = 0  # version 1+
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class AlterPartitionTopic:
     partitions: tuple[AlterPartitionPartition, ...]
@@ -81,6 +87,7 @@ class AlterPartitionTopic:
     topic_id: str | None = None  # version 2+
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class AlterPartitionRequest:
     broker_id: int
@@ -119,6 +126,7 @@ class AlterPartitionResponse:
 # ------------------------------------------------------------------ topics
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class CreatableTopic:
     name: str
@@ -128,6 +136,7 @@ class CreatableTopic:
     configs: tuple[tuple[str, str | None], ...] = ()
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class CreateTopicsRequest:
     topics: tuple[CreatableTopic, ...]
@@ -150,6 +159,7 @@ class CreateTopicsResponse:
     error_message: str | None = None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class DeleteTopicsRequest:
     names: tuple[str, ...]
@@ -170,6 +180,7 @@ class DeleteTopicsResponse:
     error_message: str | None = None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class CreatePartitionsRequest:
     name: str
@@ -187,18 +198,21 @@ class CreatePartitionsResponse:
 # ------------------------------------------------------------------ reassignments, elections
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ReassignablePartition:
     partition_index: int
     replicas: tuple[int, ...] | None  # None cancels
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ReassignableTopic:
     name: str
     partitions: tuple[ReassignablePartition, ...]
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class AlterPartitionReassignmentsRequest:
     topics: tuple[ReassignableTopic, ...]
@@ -228,6 +242,7 @@ PREFERRED = 0
 UNCLEAN = 1
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ElectLeadersRequest:
     election_type: int  # 0 preferred, 1 unclean
@@ -245,6 +260,7 @@ class ElectLeadersResponse:
 # ------------------------------------------------------------------ features
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class UpdateFeaturesRequest:
     name: str
