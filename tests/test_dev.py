@@ -12,6 +12,12 @@ import pytest
 from .nodes import free_port, kill_processes_mentioning
 
 
+def _default_sigint() -> None:
+    # A test run started in the background (``cmd &`` in a script) ignores
+    # SIGINT, and children inherit that: this test's Ctrl-C must arrive.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_dev(tmp_path, base: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "metaquorum.cli", "dev", "--nodes", "3",
@@ -20,6 +26,7 @@ def start_dev(tmp_path, base: int, *extra: str) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        preexec_fn=_default_sigint,
     )  # fmt: skip
 
 
