@@ -933,11 +933,15 @@ class _NotPlain(Exception):
     """The body is not plainly valid: let pydantic say why (or accept it)."""
 
 
-def _plain_int(obj: dict, key: str, bounds: tuple[int, int], default: Any = _NotPlain) -> Any:
-    value = obj.get(key, default)
-    if value is _NotPlain:
+_REQUIRED = object()
+
+
+def _plain_int(obj: Any, key: str, bounds: tuple[int, int], default: Any = _REQUIRED) -> Any:
+    """``obj[key]`` if it is an int within ``bounds`` (``default`` if absent)."""
+    if type(obj) is not dict:
         raise _NotPlain
-    if value is default:
+    value = obj.get(key, default)
+    if value is default and value is not _REQUIRED:
         return value
     if type(value) is not int or not bounds[0] <= value <= bounds[1]:
         raise _NotPlain
@@ -1006,8 +1010,6 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
                                 _plain_int(s, "brokerId", _I32),
                                 _plain_int(s, "brokerEpoch", _I64, -1),
                             )
-                            if type(s) is dict
-                            else _not_plain()
                             for s in members
                         ]
                     )
@@ -1034,7 +1036,3 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
         return m.AlterPartitionRequest(broker_id, broker_epoch, tuple(topics), version)
     except (_NotPlain, orjson.JSONDecodeError, InvalidUuid):
         return None
-
-
-def _not_plain() -> Any:
-    raise _NotPlain

@@ -219,8 +219,9 @@ def run_serve(args: argparse.Namespace) -> int:
         return runner.run(_serve(node, args, tokens))
 
 
-async def _freeze_when_replayed(node) -> None:
-    """The collector's freezing (quorum/runtime_tuning.py), from the loop."""
+async def _manage_collector(node) -> None:
+    """Freezes the heap once replayed, then what survives each full collection
+    (quorum/runtime_tuning.py), from the event loop."""
     from quorum.runtime_tuning import freeze_startup_heap, refreeze
 
     while node.replaying:
@@ -269,7 +270,7 @@ async def _serve(node, args, tokens) -> int:
     )
     await node.start()
     serving = asyncio.ensure_future(server.serve())
-    freezing = asyncio.ensure_future(_freeze_when_replayed(node))
+    collector = asyncio.ensure_future(_manage_collector(node))
 
     async def watch() -> int:
         while not stopping.is_set():
@@ -285,7 +286,7 @@ async def _serve(node, args, tokens) -> int:
         return 0
 
     code = await watch()
-    freezing.cancel()
+    collector.cancel()
     if serving.done() and serving.exception() is not None:
         log.error("the HTTP server failed: %s", serving.exception())
         await node.stop(transfer=False)

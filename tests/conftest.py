@@ -41,6 +41,16 @@ def running_cluster(root, voters: int = 1, **kw):
         c.close()
 
 
+@pytest.fixture
+def cluster(tmp_path):
+    """Three voters as ``metaquorum serve`` processes, started (not yet ready)."""
+    c = Cluster(tmp_path)
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
 @pytest.fixture(scope="module")
 def voter(tmp_path_factory, request):
     """A single-voter ``metaquorum serve`` process, leading and ready."""

@@ -13,15 +13,6 @@ from .cluster import Cluster
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    try:
-        yield c.start()
-    finally:
-        c.close()
-
-
 MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
 
 

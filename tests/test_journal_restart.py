@@ -19,15 +19,6 @@ pytestmark = pytest.mark.slow
 MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    try:
-        yield c.start()
-    finally:
-        c.close()
-
-
 def register(c: Cluster, leader: int, broker_id: int) -> None:
     body = {
         "brokerId": broker_id,

@@ -25,22 +25,11 @@ from quorum.raft_port import (
 
 from .cluster import SECRET, Cluster
 
+# ``voter`` (conftest): one voter with a Raft secret, what a hostile peer would attack.
+
 pytestmark = pytest.mark.slow
 
 MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
-
-
-@pytest.fixture(scope="module")
-def voter(tmp_path_factory):
-    """One voter with a Raft secret (what a hostile peer would attack)."""
-    c = Cluster(tmp_path_factory.mktemp("raft-security"), voters=1)
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()
-        yield c
-    finally:
-        c.close()
 
 
 def raft_address(c: Cluster) -> tuple[str, int]:
