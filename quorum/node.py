@@ -36,8 +36,10 @@ from .messages import BrokerHeartbeatRequest
 from .node_config import NodeConfig
 from .raft_port import (
     GuardedTransport,
+    excuse_own_stall,
     install_frame_limits,
     keep_next_index_forward,
+    listen_before_electing,
     raft_password,
 )
 from .state_machine import STALE, MetadataStateMachine
@@ -114,6 +116,9 @@ class _InFlight:
 # (a delta over the last image it was rebased on) keeps growing; every so many
 # batches the pump lets the pipeline drain and rebases the view on the image.
 REBASE_EVERY_BATCHES = 256
+# A follower's journal sync this long moves its election deadline on by as much
+# (raft_port.excuse_own_stall); shorter ones are far inside the election timeout.
+STALL_EXCUSED_S = 0.05
 
 
 @dataclass
@@ -140,6 +145,7 @@ class QuorumNode:
         install_journal(config.fsync)
         install_frame_limits()
         keep_next_index_forward()
+        listen_before_electing()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
@@ -214,8 +220,17 @@ class QuorumNode:
                 "pysyncobj did not build metaquorum's journal and transport: "
                 "pin the pysyncobj of pyproject.toml"
             )
-        transport.before_ack = journal.sync_pending
-        self.syncobj.addOnTickCallback(journal.sync_pending)
+        syncobj = self.syncobj
+
+        def sync_before_ack() -> None:
+            started = time.monotonic()
+            journal.sync_pending()
+            held = time.monotonic() - started
+            if held >= STALL_EXCUSED_S:
+                excuse_own_stall(syncobj, held)
+
+        transport.before_ack = sync_before_ack
+        syncobj.addOnTickCallback(journal.sync_pending)
 
     def _delay_first_election(self, delay_s: float) -> None:
         """Pushes this voter's first election deadline ``delay_s`` away

@@ -175,3 +175,70 @@ def keep_next_index_forward() -> None:
 
     SyncObj._SyncObj__onMessageReceived = on_message
     _next_index_kept = True
+
+
+_listening_before_electing = False
+_HEARD_A_LEADER = "_metaquorum_heard_a_leader"
+
+
+def listen_before_electing() -> None:
+    """A follower reads what has arrived before it decides the leader is gone.
+
+    pysyncobj checks the election deadline at the start of a tick and reads
+    its sockets at the end. A follower whose thread was held up past its
+    deadline (its journal sync stalled on the disk, the process was not
+    scheduled on a loaded machine) started an election with the leader's
+    heartbeats still unread in its socket, and without pre-vote that election
+    deposed a healthy leader (seen under 3x overload). Now an overdue follower
+    reads its sockets first; the leader's AppendEntries push the deadline on
+    as usual. A leader that is really gone sent nothing, so nothing is delayed.
+    Each election this voter starts is logged (pysyncobj is silent about it)."""
+    global _listening_before_electing
+    if _listening_before_electing:
+        return
+    from pysyncobj.monotonic import monotonic
+    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
+
+    original = SyncObj._onTick
+
+    def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
+        if (
+            self._SyncObj__raftState != _RAFT_STATE.LEADER
+            and self._SyncObj__selfNode is not None
+            and self._SyncObj__raftElectionDeadline < monotonic()
+            and self._SyncObj__transport.ready
+        ):
+            self._poller.poll(0)
+        term = self._SyncObj__raftCurrentTerm
+        original(self, timeToWait)
+        # A new term while candidate or leader: this voter stood for election
+        # (a higher term from another voter makes it a follower).
+        if self._SyncObj__raftCurrentTerm != term and self._SyncObj__raftState in (
+            _RAFT_STATE.CANDIDATE,
+            _RAFT_STATE.LEADER,
+        ):
+            if getattr(self, _HEARD_A_LEADER, False):
+                log.warning(
+                    "no word from the leader within the election timeout: this "
+                    "voter stands for election at Raft term %d",
+                    self._SyncObj__raftCurrentTerm,
+                )
+            else:
+                log.info(
+                    "no leader known yet: this voter stands for election at Raft term %d",
+                    self._SyncObj__raftCurrentTerm,
+                )
+        if self._SyncObj__raftLeader is not None:
+            setattr(self, _HEARD_A_LEADER, True)
+
+    SyncObj._onTick = on_tick
+    _listening_before_electing = True
+
+
+def excuse_own_stall(syncobj, seconds: float) -> None:
+    """Moves a follower's election deadline on by ``seconds`` its own thread
+    spent in a journal sync: it could not hear the leader meanwhile, and a disk
+    stall on shared storage holds the leader's sync (and heartbeats) at the
+    same time. Only called after acknowledging an AppendEntries, i.e. while
+    a leader is talking to this voter, so a dead leader is never excused."""
+    syncobj._SyncObj__raftElectionDeadline += seconds

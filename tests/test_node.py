@@ -47,7 +47,7 @@ async def active(node):
     )
 
 
-def three_voters(tmp_path, fsync: bool) -> list:
+def three_voters(tmp_path, fsync: bool, timeouts: tuple[float, float] = (0.4, 0.8)) -> list:
     """Three voters in this process, built (not started) in this thread."""
     from quorum.node_config import NodeConfig
 
@@ -64,8 +64,8 @@ def three_voters(tmp_path, fsync: bool) -> list:
                 cluster_id="c",
                 raft_secret="0123456789abcdef0123",
                 fsync=fsync,
-                raft_min_timeout=0.4,
-                raft_max_timeout=0.8,
+                raft_min_timeout=timeouts[0],
+                raft_max_timeout=timeouts[1],
             )
         )
         for i in range(3)
@@ -433,3 +433,93 @@ def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(
     assert checks["acks"] > 0 and checks["commits"] > 0
     assert not [r for r in caplog.records if "truncating" in r.getMessage()]
     assert SyncStats.syncs > syncs_before
+
+
+def terms(nodes) -> list[int]:
+    return [n.syncobj.raftCurrentTerm for n in nodes]
+
+
+def test_a_follower_held_up_past_its_election_deadline_hears_the_leader_first(tmp_path, caplog):
+    """A follower's thread held up longer than any election timeout while it
+    answers an AppendEntries (as by a process not scheduled on a loaded
+    machine), the leader sending heartbeats meanwhile: it reads them before
+    deciding the leader is gone, so no election deposes the healthy leader
+    (raft_port.listen_before_electing)."""
+    import threading
+    import time
+
+    nodes = three_voters(tmp_path, fsync=False)
+    held = threading.Event()
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            follower = next(n for n in nodes if n is not leader)
+            transport = follower.syncobj._SyncObj__transport
+            before_ack = transport.before_ack
+
+            def hold_once():
+                if not held.is_set():
+                    held.set()
+                    time.sleep(1.5)  # past raft_max_timeout 0.8 s
+                before_ack()
+
+            before = terms(nodes)
+            transport.before_ack = hold_once
+            assert (await register(leader, 1)).error is Errors.NONE
+            await wait_until(held.is_set, what="the follower's tick thread held")
+            # Long enough for the held answer to go and any election to show.
+            await asyncio.sleep(2.5)
+            assert leader.active and terms(nodes) == before, (before, terms(nodes))
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    with caplog.at_level("WARNING", logger="quorum.raft_port"):
+        asyncio.run(main())
+    assert not [r for r in caplog.records if "stands for election" in r.getMessage()]
+
+
+def test_a_disk_stall_on_every_voter_at_once_does_not_depose_the_leader(tmp_path, caplog):
+    """A shared disk stalls every voter's journal sync at the same moment: the
+    followers sit 1.5 s in the sync before their answer, the leader 1.55 s in
+    its own and sends no heartbeat meanwhile. The followers do not count their
+    own stall against the leader (raft_port.excuse_own_stall): no election."""
+    import threading
+    import time
+
+    nodes = three_voters(tmp_path, fsync=True, timeouts=(0.8, 1.2))
+    armed = threading.Event()
+    stalled = []
+
+    def stall_first_sync(node, seconds):
+        journal_file = node.syncobj._SyncObj__raftLog._file
+        real_sync = journal_file.sync
+
+        def sync():
+            if armed.is_set() and node not in stalled:
+                stalled.append(node)
+                time.sleep(seconds)
+            real_sync()
+
+        journal_file.sync = sync
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            for n in nodes:
+                stall_first_sync(n, 1.55 if n is leader else 1.5)
+            before = terms(nodes)
+            armed.set()
+            response = await register(leader, 1)
+            assert response.error is Errors.NONE
+            await wait_until(lambda: len(stalled) == 3, what="every voter's sync stalled")
+            await asyncio.sleep(2.0)
+            assert leader.active and terms(nodes) == before, (before, terms(nodes))
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    with caplog.at_level("WARNING", logger="quorum.raft_port"):
+        asyncio.run(main())
+    assert not [r for r in caplog.records if "stands for election" in r.getMessage()]

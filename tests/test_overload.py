@@ -33,17 +33,33 @@ def test_three_times_the_ceiling_for_60_s(tmp_path, capsys):
             print("\n[overload]", end=" ")
             print_figures(figures)
         over = figures["overload"]
-        assert not over["unexpected"], over["unexpected"]
+        assert not over["unexpected"], (over["unexpected"], warnings(c))
         # Connections the server reset or closed unanswered: at most a trace.
         assert sum(over["connection_failures"].values()) <= 0.01 * over["sent"], over
         assert over["statuses"].get(429, 0) > 0, over
         assert over["throttled_without_retry_after"] == 0
         assert set(over["errors"]) <= {"THROTTLING_QUOTA_EXCEEDED", "REQUEST_TIMED_OUT"}, over
-        assert figures["leader"]["same"], figures["leader"]
+        assert figures["leader"]["same"], (figures["leader"], warnings(c))
         assert figures["recovery"]["seconds_to_normal"] is not None, figures["recovery"]
         assert all(c.alive(i) for i in range(c.n))
     finally:
         c.close()
+
+
+def warnings(c: Cluster) -> list[str]:
+    """What the voters logged at WARNING or above, and leadership changes:
+    why a leader changed."""
+    return [
+        f"{log.name}: {line}"
+        for log in c.logs
+        if log.exists()
+        for line in log.read_text(errors="replace").splitlines()
+        if (
+            any(level in line for level in (" WARNING ", " ERROR ", " CRITICAL "))
+            or "active controller" in line
+        )
+        and "auth is" not in line
+    ]
 
 
 def edge(app) -> EdgeMiddleware | None:
