@@ -198,7 +198,12 @@ class QuorumNode:
         self._in_flight: collections.deque[_InFlight] = collections.deque()
         self._batches_since_rebase = 0
         self._rebuild_pending = False  # a batch failed: rebuild the controller once drained
-        self._applied = asyncio.Event()  # replaced in start(); set on every apply
+        # Set after an apply (then replaced) while wait_for_offset has waiters:
+        # waking the event loop for every batch nobody waits on would cost a
+        # syscall and a GIL hand-over on the Raft thread's critical path.
+        self._applied = asyncio.Event()  # replaced in start()
+        self._offset_waiters = 0  # written by the loop, read by the tick thread
+        self._applied_wakeup_pending = False
         self._barrier: asyncio.Future | None = None
         self._barrier_waiters = 0
         self._fence_handle: asyncio.TimerHandle | None = None
@@ -327,8 +332,12 @@ class QuorumNode:
     def _on_state_changed(self, old: int, new: int) -> None:  # tick thread
         self._call(self._state_changed, new)
 
-    def _on_applied_threadsafe(self) -> None:  # tick thread
-        self._call(self._on_applied)
+    def _on_applied_threadsafe(self) -> None:  # tick thread, after the image moved
+        # A waiter counts itself before it reads the image (wait_for_offset), so
+        # either it sees the new image or this sees it waiting: no lost wakeup.
+        if self._offset_waiters and not self._applied_wakeup_pending:
+            self._applied_wakeup_pending = True
+            self._call(self._on_applied)
 
     def _propose(self, batch: Batch) -> asyncio.Future:
         """Submits a batch; the future gets (result, error) from the apply callback."""
@@ -576,6 +585,7 @@ class QuorumNode:
     # ------------------------------------------------------------ reads
 
     def _on_applied(self) -> None:
+        self._applied_wakeup_pending = False
         event = self._applied
         event.set()
         self._applied = asyncio.Event()
@@ -583,15 +593,19 @@ class QuorumNode:
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until the log reaches ``offset`` (exclusive end) or the timeout."""
         deadline = time.monotonic() + timeout_s
-        while self.image.next_offset <= offset:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            try:
-                await asyncio.wait_for(self._applied.wait(), remaining)
-            except TimeoutError:
-                return False
-        return True
+        self._offset_waiters += 1
+        try:
+            while self.image.next_offset <= offset:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                try:
+                    await asyncio.wait_for(self._applied.wait(), remaining)
+                except TimeoutError:
+                    return False
+            return True
+        finally:
+            self._offset_waiters -= 1
 
     async def barrier(self, timeout_s: float = 5.0) -> int:
         """Linearizable read barrier: returns an offset such that every write
