@@ -208,6 +208,24 @@ class ImageDelta:
         if handler is None or not handler(self, record, offset):
             self.ignored_records += 1
 
+    def replay_known_change(
+        self, r: PartitionChangeRecord, before: PartitionRegistration, after: PartitionRegistration
+    ) -> bool:
+        """``replay(r)`` for a caller that already merged ``r`` into the
+        partition's registration: ``before`` must be what ``partition()``
+        returns now and ``after`` ``before.merge(r)``. Saves the lookup and the
+        merge on the controller's hot path; returns False (nothing done, call
+        ``replay``) when ``before`` is not current."""
+        if (
+            before is None
+            or self.partition(r.topic_id, r.partition_id) is not before
+            or (r.leader_recovery_state != LRS_NO_CHANGE and r.leader_recovery_state not in _LRS)
+        ):
+            return False
+        self.next_offset += 1
+        self._partitions.setdefault(r.topic_id, {})[r.partition_id] = after
+        return True
+
     def _replay_register_broker(self, r: RegisterBrokerRecord, offset: int) -> bool:
         self._brokers[r.broker_id] = BrokerRegistration(
             r.broker_id,

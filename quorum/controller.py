@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from metadata_records.delta import ImageDelta
-from metadata_records.image import MetadataImage
+from metadata_records.image import MetadataImage, PartitionRegistration
 from metadata_records.records import (
     PartitionChangeRecord,
     PartitionRecord,
@@ -61,6 +61,11 @@ class Controller:
         self.heartbeats = BrokerHeartbeatManager(config.session_timeout_ms)
         self.heartbeats.reset(self.view, now_ms)
         self._index: BrokersToIsrs | None = None
+        # Registrations a handler already computed for the PartitionChangeRecords
+        # it returns: id(record) -> (before, after). replay() uses them instead
+        # of merging again; handle() clears them (ids are only unique while the
+        # records live).
+        self.merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] = {}
         self.cluster = ClusterControlManager(self)
         self.replication = ReplicationControlManager(self)
         self.topics = TopicControlManager(self)
@@ -92,8 +97,11 @@ class Controller:
         handler = self._handlers.get(type(request))
         if handler is None:
             raise TypeError(f"the controller has no handler for {type(request).__name__}")
-        result = handler(request, now_ms)
-        self.replay(result.records)
+        try:
+            result = handler(request, now_ms)
+            self.replay(result.records)
+        finally:
+            self.merged.clear()
         return result
 
     def expire_heartbeat(self, request: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
@@ -117,8 +125,15 @@ class Controller:
         """Adds records this leader wrote (or must account for) to the view."""
         view = self.view
         index = self._index
+        merged = self.merged
         for record in records:
             kind = type(record)
+            if kind is PartitionChangeRecord and merged:
+                before, after = merged.pop(id(record), (None, None))
+                if view.replay_known_change(record, before, after):
+                    if index is not None:
+                        index.update(record.topic_id, record.partition_id, before, after)
+                    continue
             if index is not None and (kind is PartitionRecord or kind is PartitionChangeRecord):
                 old = view.partition(record.topic_id, record.partition_id)
                 view.replay(record)

@@ -331,6 +331,7 @@ class ReplicationControlManager:
         else:
             records.append(record)
             merged = part.merge(record)
+            self.c.merged[id(record)] = (part, merged)
             if record.leader not in (NO_LEADER_CHANGE, req.broker_id):
                 # Committing the ISR completed a reassignment that removed the
                 # requester: the change is written, but it no longer leads.

@@ -64,6 +64,7 @@ class ControllerHarness:
     epochs: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._decided = None
         ids = _topic_ids()
         self.config = ControllerConfig(CLUSTER_ID, session_timeout_ms=self.session_timeout_ms)
         self.controller = Controller(self.image, self.config, self.now_ms, lambda: next(ids))
@@ -94,11 +95,23 @@ class ControllerHarness:
         before = self.image
         self.image = apply(self.image, batch)
         assert self.image.next_offset == before.next_offset + len(records)
+        decided, self._decided = self._decided, None
+        if decided is not None and decided[0] is records:
+            view = decided[1]
+            assert (view.brokers, view.topics, view.next_offset) == (
+                self.image.brokers,
+                self.image.topics,
+                self.image.next_offset,
+            ), "the controller's view differs from what its records do"
         self.log.extend(records)
         self.controller.committed(self.image)
 
     def decide(self, request: object) -> ControllerResult:
-        return self.controller.handle(request, self.now_ms)
+        result = self.controller.handle(request, self.now_ms)
+        # What the controller now believes, to check against what its records
+        # really do once committed (its view takes shortcuts: Controller.merged).
+        self._decided = (result.records, self.controller.view.apply())
+        return result
 
     def run(self, request: object) -> object:
         result = self.decide(request)

@@ -552,6 +552,24 @@ def test_image_delta_replay_batch_reports_whether_it_applied():
     assert delta.apply().next_offset == img.next_offset + 3
 
 
+def test_replay_known_change_is_replay_when_before_is_current_and_refuses_otherwise():
+    base = apply_records(EMPTY_IMAGE, topic_with_partitions("t", T1, 1))
+    change = PartitionChangeRecord(partition_id=0, topic_id=T1, isr=(1, 2))
+    by_replay, known = ImageDelta(base), ImageDelta(base)
+    by_replay.replay(change)
+    before = known.partition(T1, 0)
+    assert known.replay_known_change(change, before, before.merge(change))
+    assert known.apply() == by_replay.apply()
+    # A second change to the same partition: ``before`` is no longer current.
+    again = PartitionChangeRecord(partition_id=0, topic_id=T1, isr=(1,))
+    assert not known.replay_known_change(again, before, before.merge(again))
+    assert not known.replay_known_change(again, None, None)
+    assert known.next_offset == by_replay.next_offset  # nothing done
+    known.replay(again)
+    by_replay.replay(again)
+    assert known.apply() == by_replay.apply()
+
+
 def test_unknown_record_type_is_ignored_not_raised():
     delta = ImageDelta(EMPTY_IMAGE)
     delta.replay(object())  # type: ignore[arg-type]
