@@ -61,11 +61,6 @@ class Controller:
         self.heartbeats = BrokerHeartbeatManager(config.session_timeout_ms)
         self.heartbeats.reset(self.view, now_ms)
         self._index: BrokersToIsrs | None = None
-        # Registrations a handler already computed for the PartitionChangeRecords
-        # it returns: id(record) -> (before, after). replay() uses them instead
-        # of merging again; handle() clears them (ids are only unique while the
-        # records live).
-        self.merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] = {}
         self.cluster = ClusterControlManager(self)
         self.replication = ReplicationControlManager(self)
         self.topics = TopicControlManager(self)
@@ -97,11 +92,8 @@ class Controller:
         handler = self._handlers.get(type(request))
         if handler is None:
             raise TypeError(f"the controller has no handler for {type(request).__name__}")
-        try:
-            result = handler(request, now_ms)
-            self.replay(result.records)
-        finally:
-            self.merged.clear()
+        result = handler(request, now_ms)
+        self.replay(result.records, result.merged)
         return result
 
     def expire_heartbeat(self, request: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
@@ -121,15 +113,19 @@ class Controller:
     def bootstrap_records(self) -> list[Record]:
         return bootstrap_records(self.view)
 
-    def replay(self, records: tuple[Record, ...] | list[Record]) -> None:
-        """Adds records this leader wrote (or must account for) to the view."""
+    def replay(
+        self,
+        records: tuple[Record, ...] | list[Record],
+        merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] | None = None,
+    ) -> None:
+        """Adds records this leader wrote (or must account for) to the view;
+        ``merged`` as in ControllerResult."""
         view = self.view
         index = self._index
-        merged = self.merged
         for record in records:
             kind = type(record)
             if kind is PartitionChangeRecord and merged:
-                before, after = merged.pop(id(record), (None, None))
+                before, after = merged.get(id(record), (None, None))
                 if view.replay_known_change(record, before, after):
                     if index is not None:
                         index.update(record.topic_id, record.partition_id, before, after)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from metadata_records.errors import Errors
 from metadata_records.fast_init import fast_frozen_init
+from metadata_records.image import PartitionRegistration
 from metadata_records.records import Endpoint, FeatureRange, Record
 
 # ------------------------------------------------------------------ brokers
@@ -283,3 +284,8 @@ class ControllerResult:
 
     records: tuple[Record, ...]
     response: object = None
+    # For PartitionChangeRecords whose effect the handler already computed:
+    # id(record) -> (registration before, registration after). The controller's
+    # view and the leader's own apply reuse them instead of merging again
+    # (ImageDelta.replay_known_change); valid while ``records`` lives.
+    merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] | None = None

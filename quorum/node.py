@@ -339,8 +339,9 @@ class QuorumNode:
             self._applied_wakeup_pending = True
             self._call(self._on_applied)
 
-    def _propose(self, batch: Batch) -> asyncio.Future:
-        """Submits a batch; the future gets (result, error) from the apply callback."""
+    def _propose(self, batch: Batch, known: dict | None = None) -> asyncio.Future:
+        """Submits a batch; the future gets (result, error) from the apply callback.
+        ``known``: ControllerResult.merged for the batch's records."""
         loop = self.loop
         future = loop.create_future()
 
@@ -357,7 +358,7 @@ class QuorumNode:
                 pass
 
         payload = encode_batch(batch)
-        self.sm.expect(payload, batch)
+        self.sm.expect(payload, batch, known)
         self.sm.apply_batch(payload, callback=callback)
         return future
 
@@ -488,6 +489,7 @@ class QuorumNode:
         now = now_ms()
         decided: list[tuple[_Pending, object]] = []
         records: list[Record] = []
+        known: dict = {}  # ControllerResult.merged of every result in the batch
         while self._queue and len(records) < self.config.max_batch_records:
             pending = self._queue.popleft()
             if pending.future is not None and pending.future.done():
@@ -514,6 +516,8 @@ class QuorumNode:
                 _fail(pending.future, e)
                 continue
             records.extend(result.records)
+            if result.merged:
+                known.update(result.merged)
             decided.append((pending, result.response))
         if not records:
             if self._in_flight:
@@ -530,7 +534,7 @@ class QuorumNode:
         self._in_flight.append(entry)
         self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
         self._batches_since_rebase += 1
-        future = self._propose(batch)
+        future = self._propose(batch, known)
         future.add_done_callback(functools.partial(self._batch_done, entry))
         self._pump()
 

@@ -254,6 +254,7 @@ class ReplicationControlManager:
         view = self.c.view
         version = req.version
         records: list[Record] = []
+        merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] = {}
         topic_results = []
         try:
             for topic in req.topics:
@@ -282,7 +283,7 @@ class ReplicationControlManager:
                 else:
                     election = self.election_for(topic_id)
                     results = tuple(
-                        self._alter_one(req, topic_id, election, p, records)
+                        self._alter_one(req, topic_id, election, p, records, merged)
                         for p in topic.partitions
                     )
                 topic_results.append(
@@ -299,7 +300,9 @@ class ReplicationControlManager:
                 (), AlterPartitionResponse(Errors.INVALID_REQUEST, abort.message)
             )
         return ControllerResult(
-            tuple(records), AlterPartitionResponse(Errors.NONE, None, tuple(topic_results))
+            tuple(records),
+            AlterPartitionResponse(Errors.NONE, None, tuple(topic_results)),
+            merged,
         )
 
     def _alter_one(
@@ -309,6 +312,7 @@ class ReplicationControlManager:
         election: Election,
         p: AlterPartitionPartition,
         records: list[Record],
+        merged_by_record: dict[int, tuple[PartitionRegistration, PartitionRegistration]],
     ) -> AlterPartitionPartitionResult:
         view = self.c.view
         pid = p.partition_index
@@ -331,7 +335,7 @@ class ReplicationControlManager:
         else:
             records.append(record)
             merged = part.merge(record)
-            self.c.merged[id(record)] = (part, merged)
+            merged_by_record[id(record)] = (part, merged)
             if record.leader not in (NO_LEADER_CHANGE, req.broker_id):
                 # Committing the ISR completed a reassignment that removed the
                 # requester: the change is written, but it no longer leads.

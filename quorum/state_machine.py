@@ -26,13 +26,15 @@ from pysyncobj.config import SERIALIZER_STATE
 from metadata_records.codec import DecodeError, decode_batch
 from metadata_records.delta import ImageDelta, batch_applies
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
-from metadata_records.records import Batch
+from metadata_records.records import Batch, PartitionChangeRecord
 from metadata_records.snapshot import decode_image, encode_image
 
 from .durability import fsync_dir
 from .record_log import RecordLog
 
 log = logging.getLogger(__name__)
+
+_UNKNOWN = (None, None)
 
 # apply_batch results, as its callback sees them
 STALE = -1  # decided under another controller epoch, or for another offset: a no-op
@@ -70,11 +72,13 @@ class MetadataStateMachine(SyncObjConsumer):
         self._entry_index: list[int] = []
         self._entry_offset: list[int] = []
 
-    def expect(self, payload: bytes, batch: Batch) -> None:
+    def expect(self, payload: bytes, batch: Batch, known: dict | None = None) -> None:
         """The leader proposes ``payload``, encoded from ``batch``: its apply can
         reuse the batch instead of decoding the bytes back (codec round trips
-        are exact, which the codec's property tests check)."""
-        self._expected[payload] = batch
+        are exact, which the codec's property tests check), and the partition
+        registrations its controller already computed (``known``, as
+        ControllerResult.merged) where they still apply."""
+        self._expected[payload] = (batch, known)
         while len(self._expected) > 8:  # the batches in flight, plus barriers
             self._expected.pop(next(iter(self._expected)))
 
@@ -83,7 +87,7 @@ class MetadataStateMachine(SyncObjConsumer):
         """Applies one batch; returns its first offset, or STALE / INVALID."""
         try:
             try:
-                batch = self._expected.pop(payload, None) or decode_batch(payload)
+                batch, known = self._expected.pop(payload, None) or (decode_batch(payload), None)
             except DecodeError as e:
                 self.invalid_batches += 1
                 log.error("ignoring a Raft entry that is not a metadata batch: %s", e)
@@ -93,8 +97,18 @@ class MetadataStateMachine(SyncObjConsumer):
                 self.stale_batches += 1
                 return STALE
             delta = ImageDelta(image)
-            for record in batch.records:
-                delta.replay(record)
+            if known:
+                # Identity-checked: a registration that is no longer current
+                # (anything but this leader's own batches in order) is merged.
+                for record in batch.records:
+                    if type(record) is PartitionChangeRecord:
+                        before, after = known.get(id(record), _UNKNOWN)
+                        if delta.replay_known_change(record, before, after):
+                            continue
+                    delta.replay(record)
+            else:
+                for record in batch.records:
+                    delta.replay(record)
             self.log.append(batch, image.next_offset, payload)
             self.image = delta.apply()
             return image.next_offset

@@ -523,3 +523,83 @@ def test_a_disk_stall_on_every_voter_at_once_does_not_depose_the_leader(tmp_path
     with caplog.at_level("WARNING", logger="quorum.raft_port"):
         asyncio.run(main())
     assert not [r for r in caplog.records if "stands for election" in r.getMessage()]
+
+
+def test_the_leader_applies_its_controllers_registrations_and_every_voter_agrees(
+    tmp_path, monkeypatch
+):
+    """The leader's own batches apply with the partition registrations its
+    controller computed (ControllerResult.merged, identity-checked), followers
+    merge the decoded records: after ISR shrinks and expands, with a partition
+    twice in one request, every voter holds the same image."""
+    import threading
+
+    from metadata_records.delta import ImageDelta
+    from quorum.messages import (
+        AlterPartitionPartition,
+        AlterPartitionRequest,
+        AlterPartitionTopic,
+        BrokerState,
+    )
+
+    reused_on = []
+    real = ImageDelta.replay_known_change
+
+    def counting(self, record, before, after):
+        done = real(self, record, before, after)
+        if done:
+            reused_on.append(threading.get_ident())
+        return done
+
+    monkeypatch.setattr(ImageDelta, "replay_known_change", counting)
+    nodes = three_voters(tmp_path, fsync=False)
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            epochs = {}
+            for b in (1, 2, 3):
+                epochs[b] = (await register(leader, b)).broker_epoch
+                await leader.submit(BrokerHeartbeatRequest(b, epochs[b], 10**6))
+            created = await leader.submit(CreateTopicsRequest((CreatableTopic("t", 6, 3),)))
+            topic_id = created.topics[0].topic_id
+            for wave in range(4):
+                by_leader = {}
+                for pid in range(6):
+                    part = leader.image.topics[topic_id].partitions[pid]
+                    others = [b for b in part.replicas if b != part.leader]
+                    isr = (part.leader, *others) if wave % 2 else (part.leader, others[0])
+                    entry = AlterPartitionPartition(
+                        pid,
+                        part.leader_epoch,
+                        part.partition_epoch,
+                        new_isr_with_epochs=tuple(BrokerState(b, epochs[b]) for b in isr),
+                    )
+                    by_leader.setdefault(part.leader, []).append(entry)
+                    if wave == 0 and pid == 0:  # the same partition twice
+                        by_leader[part.leader].append(entry)
+                responses = await asyncio.gather(
+                    *(
+                        leader.submit(
+                            AlterPartitionRequest(
+                                b, epochs[b], (AlterPartitionTopic(tuple(es), topic_id=topic_id),)
+                            )
+                        )
+                        for b, es in by_leader.items()
+                    )
+                )
+                for r in responses:
+                    assert all(p.error is Errors.NONE for p in r.topics[0].partitions), r
+            await wait_until(
+                lambda: all(n.image.next_offset == leader.image.next_offset for n in nodes),
+                what="every voter applied",
+            )
+            assert len({image_digest(n.image) for n in nodes}) == 1
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    main_thread = threading.get_ident()
+    asyncio.run(main())
+    # The controller (this thread) and the leader's apply (its Raft thread) both reused them.
+    assert main_thread in reused_on and any(t != main_thread for t in reused_on)
