@@ -73,14 +73,21 @@ def three_voters(tmp_path, fsync: bool, timeouts: tuple[float, float] = (0.4, 0.
 
 
 async def start_and_lead(nodes):
-    """Starts ``nodes``; returns the active controller once it has bootstrapped."""
+    """Starts ``nodes``; returns the active controller once it has bootstrapped
+    and every voter follows it (a voter not yet connected could still stand
+    for election and depose it)."""
     for n in nodes:
         await n.start()
     await wait_until(
         lambda: any(n.active and n.image.metadata_version == 2 for n in nodes),
         what="an active controller",
     )
-    return next(n for n in nodes if n.active)
+    leader = next(n for n in nodes if n.active)
+    await wait_until(
+        lambda: all(n.raft_leader_id == leader.node_id for n in nodes),
+        what="every voter following the leader",
+    )
+    return leader
 
 
 def test_a_single_voter_leads_bootstraps_and_group_commits(tmp_path):
@@ -142,8 +149,15 @@ def test_raft_entries_map_to_record_offsets_for_lag_in_records(tmp_path):
     async def body(node):
         await active(node)
         await asyncio.gather(*(register(node, b) for b in range(1, 31)))
-        await wait_until(lambda: node.queue_depth == 0 and node.sm.image.next_offset > 30)
         sm, raft = node.sm, node.syncobj
+        # Quiet: pysyncobj counts an entry applied only after apply_batch returns.
+        await wait_until(
+            lambda: (
+                node.queue_depth == 0
+                and sm.image.next_offset > 30
+                and raft.raftLastApplied == sm._entry_index[-1]
+            )
+        )
         last = raft.raftLastApplied
         assert sm.next_offset_at(last) == sm.image.next_offset
         assert sm.next_offset_at(last + 1) is None  # not applied yet: unknown
