@@ -976,6 +976,10 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
         if topics_in is None:
             return None
         topics = []
+        lo8, hi8 = _I8
+        lo32, hi32 = _I32
+        lo64, hi64 = _I64
+        memo: dict[tuple, tuple[m.BrokerState, ...]] = {}
         for t in topics_in:
             if type(t) is not dict:
                 return None
@@ -991,34 +995,53 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
                 return None
             partitions = []
             for p in partitions_in:
+                # _plain_int's checks, inlined: this loop runs for every partition.
                 if type(p) is not dict:
                     return None
-                index = _plain_int(p, "partitionIndex", _I32)
-                leader_epoch = _plain_int(p, "leaderEpoch", _I32)
-                partition_epoch = _plain_int(p, "partitionEpoch", _I32)
-                lrs = _plain_int(p, "leaderRecoveryState", _I8, None)
-                if version == 0 and lrs is not None:
+                index = p.get("partitionIndex")
+                leader_epoch = p.get("leaderEpoch")
+                partition_epoch = p.get("partitionEpoch")
+                lrs = p.get("leaderRecoveryState")
+                if (
+                    type(index) is not int
+                    or not lo32 <= index <= hi32
+                    or type(leader_epoch) is not int
+                    or not lo32 <= leader_epoch <= hi32
+                    or type(partition_epoch) is not int
+                    or not lo32 <= partition_epoch <= hi32
+                    or (lrs is not None and (type(lrs) is not int or not lo8 <= lrs <= hi8))
+                    or (version == 0 and lrs is not None)
+                ):
                     return None
                 isr, states = (), ()
                 if version >= 3:
-                    members = _plain_list(p, "newIsrWithEpochs")
-                    if members is None or p.get("newIsr") is not None:
+                    members = p.get("newIsrWithEpochs")
+                    if type(members) is not list or p.get("newIsr") is not None:
                         return None
-                    states = tuple(
-                        [
-                            m.BrokerState(
-                                _plain_int(s, "brokerId", _I32),
-                                _plain_int(s, "brokerEpoch", _I64, -1),
-                            )
-                            for s in members
-                        ]
-                    )
+                    pairs = []
+                    for member in members:
+                        if type(member) is not dict:
+                            return None
+                        b, e = member.get("brokerId"), member.get("brokerEpoch", -1)
+                        if (
+                            type(b) is not int
+                            or not lo32 <= b <= hi32
+                            or type(e) is not int
+                            or not lo64 <= e <= hi64
+                        ):
+                            return None
+                        pairs.append((b, e))
+                    # The same members recur across partitions: built once.
+                    key = tuple(pairs)
+                    states = memo.get(key)
+                    if states is None:
+                        states = memo[key] = tuple([m.BrokerState(b, e) for b, e in pairs])
                 else:
-                    members = _plain_list(p, "newIsr")
-                    if members is None or p.get("newIsrWithEpochs") is not None:
+                    members = p.get("newIsr")
+                    if type(members) is not list or p.get("newIsrWithEpochs") is not None:
                         return None
                     for b in members:
-                        if type(b) is not int or not _I32[0] <= b <= _I32[1]:
+                        if type(b) is not int or not lo32 <= b <= hi32:
                             return None
                     isr = tuple(members)
                 partitions.append(
