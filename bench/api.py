@@ -38,7 +38,7 @@ MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersio
 
 
 def progress(text: str) -> None:
-    print(f"[bench] {text}", file=sys.stderr, flush=True)
+    print(f"[bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -300,6 +300,17 @@ async def heartbeat_load(url, epochs, clients, seconds) -> dict:
     }
 
 
+def report_stalls(cluster: Cluster) -> None:
+    """What the voters logged that stalls requests (slow journal syncs, long
+    collector pauses, elections): the usual reason for a p99 far above p50."""
+    for i, path in enumerate(cluster.logs):
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if " WARNING " in line and "auth is" not in line:
+                progress(f"voter {i}: {line}")
+
+
 async def run(seconds: float, quick: bool, use_wrk: bool) -> dict:
     root = Path(tempfile.mkdtemp(prefix="mq-api-bench-"))
     # The benchmark's brokers send no heartbeats while it measures writes: a
@@ -332,6 +343,7 @@ async def run(seconds: float, quick: bool, use_wrk: bool) -> dict:
             for clients in concurrency:
                 progress(f"heartbeats (wrk): {clients} connection(s), {seconds:.0f} s")
                 figures["heartbeats"].append(wrk_heartbeats(url, epochs, clients, seconds))
+            report_stalls(cluster)
             return figures
         for per_request in (1, 100):
             for clients in concurrency:
