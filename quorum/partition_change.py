@@ -127,7 +127,11 @@ class PartitionChangeBuilder:
 
         # A replica leaving the assignment must not keep a fetch session on the
         # old leader epoch: bump it by naming the same leader.
-        if leader == NO_LEADER_CHANGE and not set(part.replicas).issubset(self.target_replicas):
+        if (
+            leader == NO_LEADER_CHANGE
+            and self.target_replicas is not part.replicas  # the common case: unchanged
+            and not set(part.replicas).issubset(self.target_replicas)
+        ):
             leader = part.leader
 
         if isr is None and self.target_isr and self.target_isr != part.isr:

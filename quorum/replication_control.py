@@ -57,6 +57,17 @@ class _AbortRequest(Exception):
         self.message = message
 
 
+class _Members:
+    """One ISR list of an AlterPartition request, worked out once per request."""
+
+    __slots__ = ("states", "new_isr", "reasons")
+
+    def __init__(self, states: tuple[BrokerState, ...], new_isr: tuple[int, ...]) -> None:
+        self.states = states
+        self.new_isr = new_isr
+        self.reasons: list[str] | None = None  # why members are ineligible, once checked
+
+
 class ReplicationControlManager:
     def __init__(self, controller: Controller) -> None:
         self.c = controller
@@ -255,6 +266,7 @@ class ReplicationControlManager:
         version = req.version
         records: list[Record] = []
         merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] = {}
+        members: dict[int, _Members] = {}
         topic_results = []
         try:
             for topic in req.topics:
@@ -283,7 +295,7 @@ class ReplicationControlManager:
                 else:
                     election = self.election_for(topic_id)
                     results = tuple(
-                        self._alter_one(req, topic_id, election, p, records, merged)
+                        self._alter_one(req, topic_id, election, p, records, merged, members)
                         for p in topic.partitions
                     )
                 topic_results.append(
@@ -313,16 +325,22 @@ class ReplicationControlManager:
         p: AlterPartitionPartition,
         records: list[Record],
         merged_by_record: dict[int, tuple[PartitionRegistration, PartitionRegistration]],
+        members: dict[int, _Members],
     ) -> AlterPartitionPartitionResult:
         view = self.c.view
         pid = p.partition_index
         part = view.partition(topic_id, pid)
-        if req.version >= 3:
-            states = p.new_isr_with_epochs
-        else:  # KIP-903: older versions carry no epochs, so the check is skipped
-            states = tuple(BrokerState(b, -1) for b in p.new_isr)
-        new_isr = tuple(s.broker_id for s in states)
-        error = self._validate(req, topic_id, p, part, states, new_isr)
+        # The same ISR list recurs across a request's partitions (the parser
+        # shares equal ones): its members and their eligibility are worked out
+        # once. Keyed by the id of the request's own tuple, alive all request.
+        source = p.new_isr_with_epochs if req.version >= 3 else p.new_isr
+        known = members.get(id(source))
+        if known is None:
+            # KIP-903: versions before 3 carry no epochs, so the check is skipped.
+            states = source if req.version >= 3 else tuple(BrokerState(b, -1) for b in source)
+            known = members[id(source)] = _Members(states, tuple(s.broker_id for s in states))
+        new_isr = known.new_isr
+        error = self._validate(req, topic_id, p, part, known)
         if error is not None:
             return AlterPartitionPartitionResult(pid, error.error, error.message)
 
@@ -363,10 +381,10 @@ class ReplicationControlManager:
         topic_id: str,
         p: AlterPartitionPartition,
         part: PartitionRegistration | None,
-        states: tuple[BrokerState, ...],
-        new_isr: tuple[int, ...],
+        members: _Members,
     ) -> ApiError | None:
         """SEMANTICS 2.2, in its order; the first failing check wins."""
+        new_isr = members.new_isr
 
         def name() -> str:  # only built for an error message: this is the hot path
             return f"{self.c.view.topic_name(topic_id)}-{p.partition_index}"
@@ -439,7 +457,9 @@ class ReplicationControlManager:
             return ApiError(
                 Errors.INVALID_REQUEST, f"{name()} is RECOVERED and cannot go back to RECOVERING"
             )
-        reasons = self._ineligible(states)
+        reasons = members.reasons
+        if reasons is None:  # the view's brokers do not change during a request
+            reasons = members.reasons = self._ineligible(members.states)
         if reasons:
             error = Errors.INELIGIBLE_REPLICA if req.version > 1 else Errors.OPERATION_NOT_ATTEMPTED
             return ApiError(error, "; ".join(reasons))
