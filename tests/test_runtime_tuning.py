@@ -2,15 +2,21 @@
 faster, the heap a voter holds after replay is frozen out of full
 collections, and collections are counted for /metrics."""
 
+import ctypes
+import ctypes.util
 import gc
 import sys
 import time
+import zlib
+
+import pytest
 
 from quorum.runtime_tuning import (
     SWITCH_INTERVAL_S,
     YOUNG_THRESHOLD,
     GcPauses,
     freeze_startup_heap,
+    tune_malloc,
     tune_runtime,
     watch_pauses,
 )
@@ -31,6 +37,27 @@ def test_tune_then_freeze_the_startup_heap():
         gc.unfreeze()
         gc.set_threshold(*thresholds)
         sys.setswitchinterval(switch)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+        "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+
+def test_a_zlib_sized_allocation_comes_from_the_heap_not_a_fresh_mapping():
+    """After tune_malloc, a 300 KB allocation (zlib's state for each Raft
+    message is about 270 KB) is served from glibc's heap: the count of mapped
+    chunks (mallinfo2().hblks) does not grow while it is held."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("not glibc 2.33 or later: no mallinfo2")
+    libc.mallinfo2.restype = _MallInfo2
+    assert tune_malloc()
+    before = libc.mallinfo2().hblks
+    held = bytearray(300_000)
+    assert libc.mallinfo2().hblks == before
+    assert zlib.decompress(zlib.compress(bytes(held[:100]))) == bytes(100)
 
 
 def test_collections_are_counted_by_generation():
