@@ -10,7 +10,11 @@ epochs from the answers) when it is installed (``apt-get install wrk``): a
 Python load generator on the same two cores measures itself more than the
 server. Without wrk, an httpx generator runs instead and says so.
 
-    python bench/api.py [--quick] [--json] [--seconds S] [--no-wrk]
+    python bench/api.py [--quick] [--json] [--seconds S] [--no-wrk] [--fsync never]
+
+``--fsync never`` runs the same load without journal syncs: the difference
+from the default (always) is what the disk costs, its stalls included (the
+voters' slow-sync warnings are printed at the end of every run).
 """
 
 from __future__ import annotations
@@ -302,20 +306,21 @@ async def heartbeat_load(url, epochs, clients, seconds) -> dict:
 
 def report_stalls(cluster: Cluster) -> None:
     """What the voters logged that stalls requests (slow journal syncs, long
-    collector pauses, elections): the usual reason for a p99 far above p50."""
+    collector pauses, snapshot forks, elections): the usual reason for a p99
+    far above p50."""
     for i, path in enumerate(cluster.logs):
         if not path.exists():
             continue
         for line in path.read_text(errors="replace").splitlines():
-            if " WARNING " in line and "auth is" not in line:
+            if (" WARNING " in line and "auth is" not in line) or "snapshot at offset" in line:
                 progress(f"voter {i}: {line}")
 
 
-async def run(seconds: float, quick: bool, use_wrk: bool) -> dict:
+async def run(seconds: float, quick: bool, use_wrk: bool, fsync: str = "always") -> dict:
     root = Path(tempfile.mkdtemp(prefix="mq-api-bench-"))
     # The benchmark's brokers send no heartbeats while it measures writes: a
     # long session keeps them unfenced.
-    cluster = Cluster(root, fsync="always", extra=["--session-timeout-ms", "3600000"])
+    cluster = Cluster(root, fsync=fsync, extra=["--session-timeout-ms", "3600000"])
     try:
         cluster.start()
         cluster.wait_ready()
@@ -375,6 +380,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--no-wrk", action="store_true", help="use the Python load generator")
+    parser.add_argument(
+        "--fsync", choices=("always", "never"), default="always", help="the voters' --fsync"
+    )
     args = parser.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 5.0)
     use_wrk = not args.no_wrk and shutil.which("wrk") is not None
@@ -382,12 +390,12 @@ def main() -> int:
         progress(
             "wrk not found (apt-get install wrk): the httpx load generator runs, and limits the figures"
         )
-    figures = asyncio.run(run(seconds, args.quick, use_wrk))
+    figures = asyncio.run(run(seconds, args.quick, use_wrk, args.fsync))
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
     print(
-        f"-- metaquorum HTTP API bench: 3 voters on loopback, fsync always, AlterPartition v3, "
+        f"-- metaquorum HTTP API bench: 3 voters on loopback, fsync {args.fsync}, AlterPartition v3, "
         f"load from {figures['load']}"
     )
     for f in figures["alter_partition"]:
