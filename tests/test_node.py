@@ -453,6 +453,13 @@ def terms(nodes) -> list[int]:
     return [n.syncobj.raftCurrentTerm for n in nodes]
 
 
+def run_without_elections(scenario, caplog) -> None:
+    """Runs ``scenario()``; no voter may have stood for election meanwhile."""
+    with caplog.at_level("WARNING", logger="quorum.raft_port"):
+        asyncio.run(scenario())
+    assert not [r for r in caplog.records if "stands for election" in r.getMessage()]
+
+
 def test_a_follower_held_up_past_its_election_deadline_hears_the_leader_first(tmp_path, caplog):
     """A follower's thread held up longer than any election timeout while it
     answers an AppendEntries (as by a process not scheduled on a loaded
@@ -489,9 +496,7 @@ def test_a_follower_held_up_past_its_election_deadline_hears_the_leader_first(tm
             for n in nodes:
                 await n.stop(transfer=False)
 
-    with caplog.at_level("WARNING", logger="quorum.raft_port"):
-        asyncio.run(main())
-    assert not [r for r in caplog.records if "stands for election" in r.getMessage()]
+    run_without_elections(main, caplog)
 
 
 def test_a_disk_stall_on_every_voter_at_once_does_not_depose_the_leader(tmp_path, caplog):
@@ -534,9 +539,7 @@ def test_a_disk_stall_on_every_voter_at_once_does_not_depose_the_leader(tmp_path
             for n in nodes:
                 await n.stop(transfer=False)
 
-    with caplog.at_level("WARNING", logger="quorum.raft_port"):
-        asyncio.run(main())
-    assert not [r for r in caplog.records if "stands for election" in r.getMessage()]
+    run_without_elections(main, caplog)
 
 
 def test_the_leader_applies_its_controllers_registrations_and_every_voter_agrees(
