@@ -161,9 +161,9 @@ class MetaquorumJournal(Journal):
       pysyncobj would silently start from term 0 with no vote;
     * with ``fsync``: changes synced before they are acknowledged or counted
       (``sync_pending``, see the module's docstring) and a synced meta file;
-    * the commit index stored at most every 100 ms instead of once a second, so
-      a restarted voter's replay target (what it must apply before it is ready)
-      is close to what it had really applied."""
+    * the commit index stored at most every 100 ms instead of once a second
+      (``end_of_tick``), so a restarted voter's replay target (what it must
+      apply before it is ready) is close to what it had really applied."""
 
     COMMIT_INDEX_EVERY_S = 0.1
 
@@ -274,11 +274,20 @@ class MetaquorumJournal(Journal):
         # its disk before the commit index (and what it answers) moves.
         self.sync_pending()
         self._meta["raftCommitIndex"] = raftCommitIndex
-        self._meta_saved = False
-        now = time.monotonic()
-        if now - self._commit_stored_at >= self.COMMIT_INDEX_EVERY_S:
-            self._commit_stored_at = now
-            self.onOneSecondTimer()  # stores the meta file if it changed
+        self._meta_saved = False  # stored by end_of_tick, off the commit path
+
+    def end_of_tick(self) -> None:
+        """The Raft thread's last step of a tick (an on-tick callback): syncs
+        what this tick appended, then stores a moved commit index at most every
+        ``COMMIT_INDEX_EVERY_S``. Storing it here rather than when it moves
+        keeps the meta file's fsync (and any disk stall in it) from sitting
+        between a commit and its apply, and out of a follower's answer."""
+        self.sync_pending()
+        if not self._meta_saved:
+            now = time.monotonic()
+            if now - self._commit_stored_at >= self.COMMIT_INDEX_EVERY_S:
+                self._commit_stored_at = now
+                self.onOneSecondTimer()  # stores the meta file
 
     def getRaftCommitIndex(self):  # noqa: N802
         return self._meta.get("raftCommitIndex", 1)

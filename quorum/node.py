@@ -235,7 +235,7 @@ class QuorumNode:
                 excuse_own_stall(syncobj, held)
 
         transport.before_ack = sync_before_ack
-        syncobj.addOnTickCallback(journal.sync_pending)
+        syncobj.addOnTickCallback(journal.end_of_tick)
 
     def _delay_first_election(self, delay_s: float) -> None:
         """Pushes this voter's first election deadline ``delay_s`` away

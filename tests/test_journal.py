@@ -116,6 +116,30 @@ def test_with_fsync_changes_are_synced_once_before_they_count(journal_path, monk
     plain._destroy()
 
 
+def test_a_moved_commit_index_is_stored_at_the_end_of_the_tick(journal_path, monkeypatch):
+    """Moving the commit index syncs the journal but stores nothing: the meta
+    file (an fsync) is written by end_of_tick, after the apply, at most every
+    COMMIT_INDEX_EVERY_S."""
+    from quorum.durability import SyncStats, _load_meta
+
+    journal = MetaquorumJournal(str(journal_path), fsync=True)
+    for entry in ENTRIES[:3]:
+        journal.add(*entry)
+    stores = SyncStats.meta_stores
+    journal.setRaftCommitIndex(2)
+    assert SyncStats.meta_stores == stores and not journal._dirty
+    journal.end_of_tick()
+    assert SyncStats.meta_stores == stores + 1
+    assert _load_meta(str(journal_path) + ".meta")["raftCommitIndex"] == 2
+    monkeypatch.setattr(MetaquorumJournal, "COMMIT_INDEX_EVERY_S", 3600.0)
+    journal.setRaftCommitIndex(3)
+    journal.end_of_tick()
+    assert SyncStats.meta_stores == stores + 1  # not due yet
+    journal.onOneSecondTimer()  # pysyncobj's own timer stores it at the latest
+    assert _load_meta(str(journal_path) + ".meta")["raftCommitIndex"] == 3
+    journal._destroy()
+
+
 def test_the_file_grows_in_zero_filled_steps_and_keeps_every_entry(journal_path):
     """Appends past the zero-filled room grow the file (by doubling, at most
     JournalFile.GROW_MAX a step); every entry is read back after a reopen."""
