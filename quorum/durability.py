@@ -209,11 +209,12 @@ class MetaquorumJournal(Journal):
     def _mark_dirty(self) -> None:
         self._dirty = self._fsync
 
-    def sync_pending(self) -> None:
+    def sync_pending(self) -> float:
         """Makes every change so far durable (a no-op when there is none, or
-        with fsync off). Called on pysyncobj's tick thread only."""
+        with fsync off); returns the seconds the sync took (0.0 for none).
+        Called on pysyncobj's tick thread only."""
         if not self._dirty:
-            return
+            return 0.0
         start = time.perf_counter()
         self._file.sync()
         self._dirty = False
@@ -221,6 +222,7 @@ class MetaquorumJournal(Journal):
         SyncStats.syncs += 1
         SyncStats.seconds += took
         SyncStats.note_slow("a Raft journal sync", took)
+        return took
 
     def add(self, command, idx, term):
         command = to_bytes(command)

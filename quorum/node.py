@@ -228,9 +228,7 @@ class QuorumNode:
         syncobj = self.syncobj
 
         def sync_before_ack() -> None:
-            started = time.monotonic()
-            journal.sync_pending()
-            held = time.monotonic() - started
+            held = journal.sync_pending()
             if held >= STALL_EXCUSED_S:
                 excuse_own_stall(syncobj, held)
 
