@@ -28,17 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.nodes import free_port  # noqa: E402 - after the path is set; ports a restart gets back
+
 
 def progress(text: str) -> None:
     print(f"[bench] {text}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pct(values: list[float], q: float) -> float:

@@ -53,6 +53,7 @@ from pathlib import Path
 import httpx
 
 from .k8s_render import one
+from .nodes import free_port
 
 # Runs in a fresh mount namespace: keep the writable volumes writable (a bind
 # mount onto itself), make everything else read-only, then exec the command.
@@ -154,9 +155,7 @@ class LoopbackStatefulSet:
         self.subnet = f"127.{rng.randint(1, 254)}.{rng.randint(1, 254)}"
         self.port_map = {}
         for port in self.ports.values():
-            with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-                s.bind(("127.0.0.1", 0))
-                self.port_map[port] = s.getsockname()[1]
+            self.port_map[port] = free_port()
 
     def ip(self, ordinal: int) -> str:
         return self.pods[ordinal].ip

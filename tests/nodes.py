@@ -3,19 +3,55 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import time
 from contextlib import closing
+from pathlib import Path
 
 from quorum.node import QuorumNode
 from quorum.node_config import NodeConfig, claim_data_dir
 
+# Ports are taken from below the kernel's ephemeral range. A port the OS hands
+# out for bind(0) comes from that range, and while its voter is down any
+# outgoing connection may borrow it as a source port; the voter's restart then
+# fails with "address already in use". Ports below the range are never borrowed.
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PORT = 10000
+_handed_out: set[int] = set()
 
-def free_port() -> int:
-    """A port the OS says is free right now."""
+
+def _bindable(port: int) -> bool:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(span: int = 1) -> int:
+    """The first of ``span`` consecutive ports that are free now and that no
+    other call of this process has handed out, outside the ephemeral range."""
+    try:
+        ephemeral_low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    if ephemeral_low - span <= _LOWEST_PORT:
+        raise RuntimeError(
+            f"no room for test ports below the ephemeral range ({ephemeral_low}): "
+            f"lower {_EPHEMERAL_RANGE} or raise it"
+        )
+    rng = random.Random()
+    for _ in range(2000):
+        first = rng.randrange(_LOWEST_PORT, ephemeral_low - span)
+        ports = range(first, first + span)
+        if any(p in _handed_out for p in ports):
+            continue
+        if all(_bindable(p) for p in ports):
+            _handed_out.update(ports)
+            return first
+    raise RuntimeError(f"no {span} free consecutive ports found in {_LOWEST_PORT}..{ephemeral_low}")
 
 
 def single_voter_config(data_dir: str, raft_port: int | None = None, **kw) -> NodeConfig:

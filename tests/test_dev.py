@@ -48,7 +48,7 @@ def read_until(proc: subprocess.Popen, marker: str, timeout_s: float) -> str:
 
 @pytest.mark.slow
 def test_dev_runs_three_voters_and_stops_them_together(tmp_path):
-    base = free_port()
+    base = free_port(span=6)  # dev --nodes 3 uses base .. base + 5
     proc = start_dev(tmp_path, base)
     try:
         out = read_until(proc, "Ctrl-C stops all voters", 90)
@@ -82,7 +82,7 @@ def stop_all(proc: subprocess.Popen, tmp_path) -> None:
 def test_dev_with_simulated_brokers_is_the_main_job_and_stops_cleanly(tmp_path):
     """``make run``: voters, then brokers with chaos; Ctrl-C stops the brokers
     cleanly (controlled shutdown), checks the log, then stops the voters."""
-    base = free_port()
+    base = free_port(span=6)  # dev --nodes 3 uses base .. base + 5
     proc = start_dev(tmp_path, base, "--sim", "--sim-brokers", "6")
     try:
         out = read_until(proc, "running with chaos", 120)
