@@ -36,6 +36,7 @@ from .messages import BrokerHeartbeatRequest
 from .node_config import NodeConfig
 from .raft_port import (
     GuardedTransport,
+    defer_commit_push,
     excuse_own_stall,
     install_frame_limits,
     keep_next_index_forward,
@@ -186,6 +187,7 @@ class QuorumNode:
             transportClass=GuardedTransport,
         )
         self._wire_journal_syncs()
+        defer_commit_push(self.syncobj)
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
         # Replay gate: not ready before the commit index found on disk is applied.

@@ -620,3 +620,50 @@ def test_the_leader_applies_its_controllers_registrations_and_every_voter_agrees
     asyncio.run(main())
     # The controller (this thread) and the leader's apply (its Raft thread) both reused them.
     assert main_thread in reused_on and any(t != main_thread for t in reused_on)
+
+
+def test_a_leader_sends_a_moved_commit_index_with_its_next_batch_and_alone_only_when_idle(
+    tmp_path,
+):
+    """After each commit pysyncobj's leader sent every follower an AppendEntries
+    that carried only the new commit index; the next batch carries it anyway
+    (raft_port.defer_commit_push). Over sequential writes the leader sends
+    batches, not one lone commit index per batch; once it is idle the last
+    commit index still reaches the followers, which apply the last write."""
+    from quorum.raft_port import defer_commit_push
+
+    nodes = three_voters(tmp_path, fsync=False)
+    writes = 20
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            # 50 ms instead of 2: a loaded machine rarely takes that long to
+            # propose the next write once the last one is answered.
+            defer_commit_push(leader.syncobj, 0.05)
+            transport = leader.syncobj._SyncObj__transport
+            real_send = transport.send
+            sent = {"batch": 0, "index only": 0}
+
+            def counting_send(node, message):
+                if isinstance(message, dict) and message.get("type") == "append_entries":
+                    sent["batch" if message.get("entries") else "index only"] += 1
+                return real_send(node, message)
+
+            transport.send = counting_send
+            for b in range(1, writes + 1):
+                assert (await register(leader, b)).error is Errors.NONE
+            counted = dict(sent)
+            await wait_until(
+                lambda: all(n.image.next_offset == leader.image.next_offset for n in nodes),
+                what="every follower applying the last write",
+            )
+            # Two followers: 2 * writes batches; pysyncobj alone would also have
+            # sent 2 * writes lone commit indexes.
+            assert counted["batch"] >= 2 * writes, counted
+            assert counted["index only"] < writes, counted
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
