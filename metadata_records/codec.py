@@ -402,12 +402,32 @@ def decode_batch(data: Any) -> Batch:
     ts = _int(obj.get("timestampMs"), Kind.INT64, "batch.timestampMs")
     base = _int(obj.get("baseOffset", -1), Kind.INT64, "batch.baseOffset")
     records = _list(obj.get("records"), "batch.records")
-    return Batch(
-        epoch,
-        ts,
-        tuple(record_from_obj(r, f"batch.records[{i}]") for i, r in enumerate(records)),
-        base,
-    )
+    decoded = []
+    append = decoded.append
+    for r in records:
+        # Inline the usual record (a follower decodes every one the leader
+        # writes); anything else takes record_from_obj, which names problems.
+        if type(r) is dict:
+            name, version, data = r.get("type"), r.get("version"), r.get("data")
+            # A bool is no version (True == 1); a list or object is no name.
+            if type(name) is str and type(version) is int and type(data) is dict:
+                from_data = _FROM_DATA.get((name, version))
+                if from_data is not None:
+                    record = from_data(data)
+                    if record is not None:
+                        append(record)
+                        continue
+        append(record_from_obj(r, f"batch.records[{len(decoded)}]"))
+    return Batch(epoch, ts, tuple(decoded), base)
+
+
+def _from_data_table() -> dict[tuple[str, int], Any]:
+    """(type name, version) -> the generated decoder of its usual ``data``."""
+    return {
+        (name, version): _plan(cls, version).from_data
+        for name, cls in RECORD_TYPES.items()
+        for version in range(cls.MAX_VERSION + 1)
+    }
 
 
 def decode_record(data: Any) -> Record:
@@ -417,3 +437,6 @@ def decode_record(data: Any) -> Record:
 
 def encode_record(record: Record) -> bytes:
     return orjson.dumps(record_to_obj(record))
+
+
+_FROM_DATA = _from_data_table()

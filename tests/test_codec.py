@@ -690,6 +690,25 @@ def test_batch_bad_record_is_located():
     _expect_batch_error(obj, "batch.records[0]", "topicId")
 
 
+@pytest.mark.parametrize(
+    ("key", "bad", "needle"),
+    [
+        ("version", True, "version True"),  # True == 1: no version all the same
+        ("version", 0.0, "version 0.0"),
+        ("type", ["NO_OP_RECORD"], "unknown record type"),  # unhashable
+        ("type", {"t": 1}, "unknown record type"),
+        ("type", None, "unknown record type"),
+        ("data", [], "'data' must be an object"),
+    ],
+)
+def test_a_batch_record_off_the_usual_shape_is_named_with_its_place(key, bad, needle):
+    """decode_batch inlines the usual record; anything else must still get
+    record_from_obj's error naming the record's place, never a TypeError."""
+    obj = _valid_batch_obj()
+    obj["records"][1][key] = bad
+    _expect_batch_error(obj, "batch.records[1]", needle)
+
+
 @pytest.mark.parametrize("top", [b"[]", b"1", b'"s"', b"null"])
 def test_batch_must_be_an_object(top):
     with pytest.raises(DecodeError, match="expected object"):
