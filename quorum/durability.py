@@ -33,6 +33,7 @@ import logging
 import mmap
 import os
 import struct
+import threading
 import time
 
 import pysyncobj.syncobj as _syncobj
@@ -63,9 +64,9 @@ class SyncStats:
     meta_seconds = 0.0
 
     @classmethod
-    def note_slow(cls, what: str, seconds: float) -> None:
+    def note_slow(cls, what: str, seconds: float, who_waited: str = "the Raft thread") -> None:
         if seconds >= cls.SLOW_S:
-            log.warning("%s took %.0f ms (the Raft thread waited)", what, seconds * 1000)
+            log.warning("%s took %.0f ms (%s waited)", what, seconds * 1000, who_waited)
 
 
 def fsync_dir(path: str) -> None:
@@ -136,7 +137,7 @@ class DurableMetaStorer(MetaStorer):
     """Term, vote and commit index: written to a temp file, fsynced, renamed,
     and the directory fsynced, so a vote is never forgotten after a crash."""
 
-    def storeMeta(self, meta):  # noqa: N802 - pysyncobj's name
+    def storeMeta(self, meta, who_waited: str = "the Raft thread"):  # noqa: N802 - pysyncobj's name
         start = time.perf_counter()
         path = self.getPath()
         with open(path + ".tmp", "wb") as f:
@@ -148,7 +149,61 @@ class DurableMetaStorer(MetaStorer):
         took = time.perf_counter() - start
         SyncStats.meta_stores += 1
         SyncStats.meta_seconds += took
-        SyncStats.note_slow("storing the Raft meta file (term, vote, commit index)", took)
+        SyncStats.note_slow(
+            "storing the Raft meta file (term, vote, commit index)", took, who_waited
+        )
+
+
+_OFF_THE_RAFT_THREAD = "the commit-index store thread, not the Raft thread,"
+
+
+class MetaStoreThread:
+    """Stores the commit index off pysyncobj's tick thread.
+
+    The commit index on disk is only a restarted voter's replay target (how
+    far it must apply before it is ready), never a safety property, so it
+    need not be stored before anything goes on. Its store is a write, an
+    fsync, a rename and a directory fsync: two filesystem journal commits,
+    which on a busy shared disk took 100 ms to over a second and held the
+    Raft thread (of the leader: the whole cluster) meanwhile. ``request()``
+    asks for a store of the journal's meta as it is when the store runs; the
+    newest request wins. Term and vote are still stored on the Raft thread
+    before anything reflects them (Raft requires it); both go through the
+    journal's lock, so the last store of any kind holds the newest term and
+    vote."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self._cond = threading.Condition()
+        self._pending = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="raft-meta-store", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        with self._cond:
+            self._pending = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                self._pending = False
+            try:
+                self._store()
+            except Exception:  # noqa: BLE001 - the next request tries again
+                log.exception("storing the Raft commit index failed; tried again at the next one")
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stores what is pending, then ends the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout_s)
 
 
 class MetaquorumJournal(Journal):
@@ -184,6 +239,7 @@ class MetaquorumJournal(Journal):
         meta_path = journal_file + ".meta"
         self._meta_storer = DurableMetaStorer(meta_path) if fsync else MetaStorer(meta_path)
         self._meta = _load_meta(meta_path)
+        self._meta_lock = threading.Lock()  # one store at a time, of the newest meta
         self._meta_saved = True
         if scanned.torn is not None:
             log.warning(
@@ -197,9 +253,14 @@ class MetaquorumJournal(Journal):
             self.sync_pending()
             if self._entries and self.getRaftCommitIndex() > self._entries[-1][1]:
                 self.setRaftCommitIndex(self._entries[-1][1])
-                self.onOneSecondTimer()
+                self._store_meta()
+                self._meta_saved = True
         if fsync:
             fsync_dir(journal_file)
+        # Without fsync a store is a write and a rename: done on the Raft thread.
+        self._meta_thread = (
+            MetaStoreThread(lambda: self._store_meta(_OFF_THE_RAFT_THREAD)) if fsync else None
+        )
 
     # ------------------------------------------------------------ entries
 
@@ -267,6 +328,11 @@ class MetaquorumJournal(Journal):
         self._file.sync()
 
     def _destroy(self):
+        if self._meta_thread is not None:
+            self._meta_thread.close()
+        if not self._meta_saved:  # a clean stop leaves the last commit index
+            self._store_meta()
+            self._meta_saved = True
         self._file.close()
 
     # ------------------------------------------------------------ meta
@@ -280,25 +346,26 @@ class MetaquorumJournal(Journal):
 
     def end_of_tick(self) -> None:
         """The Raft thread's last step of a tick (an on-tick callback): syncs
-        what this tick appended, then stores a moved commit index at most every
-        ``COMMIT_INDEX_EVERY_S``. Storing it here rather than when it moves
-        keeps the meta file's fsync (and any disk stall in it) from sitting
-        between a commit and its apply, and out of a follower's answer."""
+        what this tick appended, then has a moved commit index stored at most
+        every ``COMMIT_INDEX_EVERY_S``, by the MetaStoreThread with fsync:
+        the meta file's fsyncs (and any disk stall in them) stay off the
+        Raft thread, out of commits, applies and followers' answers."""
         self.sync_pending()
         if not self._meta_saved:
             now = time.monotonic()
             if now - self._commit_stored_at >= self.COMMIT_INDEX_EVERY_S:
                 self._commit_stored_at = now
-                self.onOneSecondTimer()  # stores the meta file
+                self.onOneSecondTimer()
 
     def getRaftCommitIndex(self):  # noqa: N802
         return self._meta.get("raftCommitIndex", 1)
 
     def setCurrentTerm(self, term, votedForNodeId):  # noqa: N802
         # Raft: term and vote are durable before any message reflecting them.
-        self._meta["currentTerm"] = term
-        self._meta["votedForNodeId"] = votedForNodeId
-        self._meta_storer.storeMeta(self._meta)
+        with self._meta_lock:  # a background store copies both or neither
+            self._meta["currentTerm"] = term
+            self._meta["votedForNodeId"] = votedForNodeId
+        self._store_meta()
         self._meta_saved = True
 
     def getCurrentTerm(self):  # noqa: N802
@@ -307,10 +374,23 @@ class MetaquorumJournal(Journal):
     def getVotedForNodeId(self):  # noqa: N802
         return self._meta.get("votedForNodeId", None)
 
-    def onOneSecondTimer(self):  # noqa: N802
+    def onOneSecondTimer(self):  # noqa: N802 - pysyncobj calls it every second
         if not self._meta_saved:
-            self._meta_storer.storeMeta(self._meta)
             self._meta_saved = True
+            if self._meta_thread is not None:
+                self._meta_thread.request()
+            else:
+                self._store_meta()
+
+    def _store_meta(self, who_waited: str = "the Raft thread") -> None:
+        """Stores the meta as it is now. Under the lock, so a store never
+        overtakes a newer one with an older term or vote."""
+        with self._meta_lock:
+            meta = dict(self._meta)
+            if isinstance(self._meta_storer, DurableMetaStorer):
+                self._meta_storer.storeMeta(meta, who_waited)
+            else:
+                self._meta_storer.storeMeta(meta)
 
 
 def _load_meta(path: str) -> dict:

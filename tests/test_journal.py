@@ -5,6 +5,7 @@ meta file, pysyncobj's own format, and Hypothesis fuzzing of the loader."""
 import os
 import pickle
 import struct
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -116,12 +117,32 @@ def test_with_fsync_changes_are_synced_once_before_they_count(journal_path, monk
     plain._destroy()
 
 
-def test_a_moved_commit_index_is_stored_at_the_end_of_the_tick(journal_path, monkeypatch):
-    """Moving the commit index syncs the journal but stores nothing: the meta
-    file (an fsync) is written by end_of_tick, after the apply, at most every
-    COMMIT_INDEX_EVERY_S."""
-    from quorum.durability import SyncStats, _load_meta
+def _wait_for(predicate, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
 
+
+def test_a_moved_commit_index_is_stored_off_the_raft_thread_at_the_end_of_the_tick(
+    journal_path, monkeypatch
+):
+    """Moving the commit index syncs the journal but stores nothing: the meta
+    file (two fsyncs) is written after end_of_tick asks, at most every
+    COMMIT_INDEX_EVERY_S, by the store thread; the Raft thread never does it."""
+    import threading
+
+    from quorum.durability import DurableMetaStorer, SyncStats, _load_meta
+
+    stored_on = []
+    real_store = DurableMetaStorer.storeMeta
+
+    def recording_store(self, meta, who_waited="the Raft thread"):
+        stored_on.append(threading.current_thread().name)
+        real_store(self, meta, who_waited)
+
+    monkeypatch.setattr(DurableMetaStorer, "storeMeta", recording_store)
+    meta_path = str(journal_path) + ".meta"
     journal = MetaquorumJournal(str(journal_path), fsync=True)
     for entry in ENTRIES[:3]:
         journal.add(*entry)
@@ -129,15 +150,65 @@ def test_a_moved_commit_index_is_stored_at_the_end_of_the_tick(journal_path, mon
     journal.setRaftCommitIndex(2)
     assert SyncStats.meta_stores == stores and not journal._dirty
     journal.end_of_tick()
-    assert SyncStats.meta_stores == stores + 1
-    assert _load_meta(str(journal_path) + ".meta")["raftCommitIndex"] == 2
+    _wait_for(lambda: SyncStats.meta_stores == stores + 1)
+    assert _load_meta(meta_path)["raftCommitIndex"] == 2
     monkeypatch.setattr(MetaquorumJournal, "COMMIT_INDEX_EVERY_S", 3600.0)
     journal.setRaftCommitIndex(3)
     journal.end_of_tick()
+    time.sleep(0.05)
     assert SyncStats.meta_stores == stores + 1  # not due yet
-    journal.onOneSecondTimer()  # pysyncobj's own timer stores it at the latest
-    assert _load_meta(str(journal_path) + ".meta")["raftCommitIndex"] == 3
+    journal.onOneSecondTimer()  # pysyncobj's own timer has it stored at the latest
+    _wait_for(lambda: _load_meta(meta_path)["raftCommitIndex"] == 3)
+    assert stored_on == ["raft-meta-store", "raft-meta-store"]
+    journal.setRaftCommitIndex(4)
+    journal._destroy()  # a clean stop stores the last one
+    assert _load_meta(meta_path)["raftCommitIndex"] == 4
+
+
+def test_a_stalled_commit_index_store_holds_neither_the_raft_thread_nor_an_older_term(
+    journal_path, monkeypatch
+):
+    """The disk stalls the background store of the commit index: the Raft
+    thread goes on syncing entries; a term and vote stored meanwhile waits for
+    the stalled store and is stored after it, so the file ends with the new
+    term and the newest commit index."""
+    import threading
+
+    from quorum.durability import DurableMetaStorer, _load_meta
+
+    gate = threading.Event()
+    stalled = threading.Event()
+    real_store = DurableMetaStorer.storeMeta
+
+    def stalling_store(self, meta, who_waited="the Raft thread"):
+        if threading.current_thread().name == "raft-meta-store" and not gate.is_set():
+            stalled.set()
+            assert gate.wait(20)
+        real_store(self, meta, who_waited)
+
+    monkeypatch.setattr(DurableMetaStorer, "storeMeta", stalling_store)
+    meta_path = str(journal_path) + ".meta"
+    journal = MetaquorumJournal(str(journal_path), fsync=True)
+    journal.setCurrentTerm(1, None)
+    journal.add(*ENTRIES[0])
+    journal.setRaftCommitIndex(1)
+    journal.end_of_tick()
+    _wait_for(stalled.is_set)
+    for entry in ENTRIES[1:4]:  # the Raft thread goes on while the store stalls
+        journal.add(*entry)
+        journal.end_of_tick()
+    journal.setRaftCommitIndex(4)
+    voted = threading.Thread(target=journal.setCurrentTerm, args=(2, "127.0.0.1:1"))
+    voted.start()
+    time.sleep(0.05)
+    assert _load_meta(meta_path)["currentTerm"] == 1  # the vote waits for the stalled store
+    gate.set()
+    voted.join(20)
+    meta = _load_meta(meta_path)
+    assert meta["currentTerm"] == 2 and meta["votedForNodeId"] == "127.0.0.1:1"
+    assert meta["raftCommitIndex"] == 4
     journal._destroy()
+    assert reopen(journal_path) == list(ENTRIES[:4])
 
 
 def test_the_file_grows_in_zero_filled_steps_and_keeps_every_entry(journal_path):
