@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -304,6 +305,44 @@ async def heartbeat_load(url, epochs, clients, seconds) -> dict:
     }
 
 
+_RAFT_WAIT = re.compile(r"a Raft journal sync took (\d+) ms")
+
+
+def disk_stalls(cluster: Cluster) -> list[tuple[float, float]]:
+    """(wall-clock time, ms) of each journal sync of 100 ms or more that held a
+    voter's Raft thread; one stall of a shared disk shows on several voters
+    within milliseconds and counts once."""
+    seen: list[tuple[float, float]] = []
+    for path in cluster.logs:
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            m = _RAFT_WAIT.search(line)
+            if not m:
+                continue
+            try:
+                at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                continue
+            seen.append((at, float(m.group(1))))
+    merged: list[tuple[float, float]] = []
+    for at, ms in sorted(seen):
+        if merged and at - merged[-1][0] < 0.05:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], ms))
+        else:
+            merged.append((at, ms))
+    return merged
+
+
+def note_stalls(figures: list[dict], stalls: list[tuple[float, float]]) -> None:
+    """Adds to each run the disk stalls that fell in its window."""
+    for f in figures:
+        start, end = f.pop("window")
+        inside = [ms for at, ms in stalls if start <= at <= end]
+        f["disk_stalls"] = len(inside)
+        f["worst_disk_stall_ms"] = max(inside, default=0.0)
+
+
 def report_stalls(cluster: Cluster) -> None:
     """What the voters logged that stalls requests (slow journal syncs, long
     collector pauses, snapshot forks, elections): the usual reason for a p99
@@ -342,12 +381,14 @@ async def run(seconds: float, quick: bool, use_wrk: bool, fsync: str = "always")
                     progress(
                         f"AlterPartition (wrk): {clients} connection(s), {per_request}/request, {seconds:.0f} s"
                     )
-                    figures["alter_partition"].append(
-                        await wrk_alter(url, epochs, clients, per_request, seconds, run_id)
-                    )
+                    started = time.time()
+                    figure = await wrk_alter(url, epochs, clients, per_request, seconds, run_id)
+                    figure["window"] = (started, time.time())
+                    figures["alter_partition"].append(figure)
             for clients in concurrency:
                 progress(f"heartbeats (wrk): {clients} connection(s), {seconds:.0f} s")
                 figures["heartbeats"].append(wrk_heartbeats(url, epochs, clients, seconds))
+            note_stalls(figures["alter_partition"], disk_stalls(cluster))
             report_stalls(cluster)
             return figures
         for per_request in (1, 100):
@@ -360,12 +401,17 @@ async def run(seconds: float, quick: bool, use_wrk: bool, fsync: str = "always")
                     parts = (
                         await c.get("/v1/topics/bench", params={"consistency": "linearizable"})
                     ).json()["partitions"]
-                figures["alter_partition"].append(
-                    await alter_load(url, epochs, topic_id, parts, clients, per_request, seconds)
+                started = time.time()
+                figure = await alter_load(
+                    url, epochs, topic_id, parts, clients, per_request, seconds
                 )
+                figure["window"] = (started, time.time())
+                figures["alter_partition"].append(figure)
         for clients in concurrency:
             progress(f"heartbeats: {clients} client(s), {seconds:.0f} s")
             figures["heartbeats"].append(await heartbeat_load(url, epochs, clients, seconds))
+        note_stalls(figures["alter_partition"], disk_stalls(cluster))
+        report_stalls(cluster)
         return figures
     finally:
         cluster.close()
@@ -403,6 +449,11 @@ def main() -> int:
             f"  {f['clients']:>3} client(s) x {f['partitions_per_request']:>3} partition(s)/request: "
             f"{f['requests_per_s']:>8,.0f} requests/s {f['changes_per_s']:>9,.0f} changes/s  "
             f"p50 {f['p50_ms']:6.1f} ms  p99 {f['p99_ms']:6.1f} ms  errors {f['errors']}"
+            + (
+                f"  disk stalls {f['disk_stalls']} (worst {f['worst_disk_stall_ms']:.0f} ms)"
+                if f["disk_stalls"]
+                else ""
+            )
         )
     for f in figures["heartbeats"]:
         print(
@@ -429,6 +480,13 @@ def main() -> int:
     print("  best 100-partition at p99 <= 50 ms: " + (
         f"{best['changes_per_s']:,.0f} changes/s ({best['clients']} clients, p99 {best['p99_ms']:.1f} ms)"
         if best else "none within 50 ms"))  # fmt: skip
+    stalled = [f for f in figures["alter_partition"] if f["disk_stalls"]]
+    if stalled:
+        print(
+            f"  {len(stalled)} of {len(figures['alter_partition'])} AlterPartition runs had a "
+            "journal sync of 100 ms or more on the voters (the disk: the same stall shows on "
+            "every voter; compare --fsync never)"
+        )
     return 0
 
 
