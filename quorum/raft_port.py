@@ -261,8 +261,8 @@ def defer_commit_push(syncobj, delay_s: float = COMMIT_PUSH_DELAY_S) -> None:
     and the leader parses both answers. With one batch in flight the next
     batch follows a few hundred microseconds later and carries the same
     index, so that exchange doubled the messages per batch and sat on the
-    Raft thread between one batch and the next (measured: 40k -> 56k records/s
-    at batches of 100, bench/quorum.py). Now the push is due ``delay_s``
+    Raft thread between one batch and the next (bench/quorum.py, batches of
+    100, A/B in the same hour: 33-38k -> 44-50k records/s). Now the push is due ``delay_s``
     later; a batch sent before then carries the index and cancels it (any
     AppendEntries resets pysyncobj's heartbeat time). Followers learn a
     commit at most that much later when the leader is idle. Called again on
