@@ -226,10 +226,10 @@ async def _manage_collector(node) -> None:
 
     while node.replaying:
         await asyncio.sleep(0.1)
-    freeze_startup_heap()
+    freeze_startup_heap(node.image.partition_count)
     while True:
         await asyncio.sleep(0.5)
-        refreeze()
+        refreeze(node.image.partition_count)
 
 
 async def _serve(node, args, tokens) -> int:
