@@ -10,7 +10,7 @@ are observed by the app's middleware, labelled by route template.
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from metadata_records.image import MetadataImage
@@ -116,6 +116,7 @@ class _NodeCollector(Collector):
         )
         yield counter("journal_syncs", "journal fdatasyncs (fsync=always)", SyncStats.syncs)
         yield counter("journal_sync_seconds", "time spent in journal fdatasyncs", SyncStats.seconds)
+        yield _sync_histogram()
         yield counter(
             "meta_stores", "synced stores of term, vote and commit index", SyncStats.meta_stores
         )
@@ -144,6 +145,22 @@ class _NodeCollector(Collector):
             "batches applied as no-ops (stale epoch or offset)",
             node.sm.stale_batches,
         )
+
+
+def _sync_histogram() -> HistogramMetricFamily:
+    """Journal fdatasync latency (etcd's wal_fsync_duration_seconds): the
+    disk's slow syncs, also those under the 100 ms that are logged."""
+    cumulative, buckets = 0, []
+    for bound, count in zip(SyncStats.SYNC_BUCKETS, SyncStats.sync_buckets, strict=False):
+        cumulative += count
+        buckets.append((repr(float(bound)), cumulative))
+    buckets.append(("+Inf", cumulative + SyncStats.sync_buckets[-1]))
+    return HistogramMetricFamily(
+        "metaquorum_journal_sync_duration_seconds",
+        "journal fdatasync latency (fsync=always); the Raft thread waits for each",
+        buckets=buckets,
+        sum_value=SyncStats.seconds,
+    )
 
 
 class ApiMetrics:

@@ -29,6 +29,7 @@ the process (one node per process). Pinned to pysyncobj 0.3.17.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import mmap
 import os
@@ -58,10 +59,20 @@ class SyncStats:
     replicates or commits meanwhile."""
 
     SLOW_S = 0.1
+    # Upper bounds (seconds) of the journal-sync latency histogram in /metrics:
+    # slow syncs under SLOW_S are not logged, but show there.
+    SYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
     syncs = 0
     seconds = 0.0
+    sync_buckets = [0] * (len(SYNC_BUCKETS) + 1)  # the last: above every bound
     meta_stores = 0
     meta_seconds = 0.0
+
+    @classmethod
+    def count_sync(cls, seconds: float) -> None:
+        cls.syncs += 1
+        cls.seconds += seconds
+        cls.sync_buckets[bisect.bisect_left(cls.SYNC_BUCKETS, seconds)] += 1
 
     @classmethod
     def note_slow(cls, what: str, seconds: float, who_waited: str = "the Raft thread") -> None:
@@ -280,8 +291,7 @@ class MetaquorumJournal(Journal):
         self._file.sync()
         self._dirty = False
         took = time.perf_counter() - start
-        SyncStats.syncs += 1
-        SyncStats.seconds += took
+        SyncStats.count_sync(took)
         SyncStats.note_slow("a Raft journal sync", took)
         return took
 

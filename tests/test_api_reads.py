@@ -299,6 +299,9 @@ def test_metrics(local, app, cluster):
     assert value("metaquorum_queue_depth") == 0
     assert value("metaquorum_batch_records_count") >= 1
     assert value("metaquorum_commit_latency_seconds_count") >= 1
+    assert value("metaquorum_journal_sync_duration_seconds_count") == value(
+        "metaquorum_journal_syncs_total"
+    )
     assert (
         'metaquorum_http_request_duration_seconds_count{method="GET",route="/v1/brokers/{id}"}'
         in text

@@ -396,3 +396,20 @@ def test_a_slow_sync_is_logged_and_counted(journal_path, monkeypatch, caplog):
     assert any("a Raft journal sync took" in m for m in messages)
     assert any("storing the Raft meta file" in m for m in messages)
     assert SyncStats.meta_stores > stores
+
+
+def test_sync_latencies_are_counted_in_histogram_buckets(monkeypatch):
+    """Each journal sync lands in the first bucket whose bound it does not
+    exceed (Prometheus' "le"), or past the last one; count and sum follow."""
+    from quorum.durability import SyncStats
+
+    monkeypatch.setattr(SyncStats, "sync_buckets", [0] * (len(SyncStats.SYNC_BUCKETS) + 1))
+    monkeypatch.setattr(SyncStats, "syncs", 0)
+    monkeypatch.setattr(SyncStats, "seconds", 0.0)
+    bounds = SyncStats.SYNC_BUCKETS
+    for seconds in (bounds[0], bounds[0] * 1.01, bounds[-1], bounds[-1] * 2):
+        SyncStats.count_sync(seconds)
+    assert SyncStats.sync_buckets[0] == 1 and SyncStats.sync_buckets[1] == 1
+    assert SyncStats.sync_buckets[-2] == 1 and SyncStats.sync_buckets[-1] == 1
+    assert SyncStats.syncs == 4
+    assert SyncStats.seconds == sum((bounds[0], bounds[0] * 1.01, bounds[-1], bounds[-1] * 2))
