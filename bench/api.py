@@ -51,6 +51,24 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
+# Kafka's cap on the partitions one CreateTopics or CreatePartitions request
+# may ask for (quorum/topic_control.py): larger topics grow in steps.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
+async def grow(c: httpx.AsyncClient, name: str, have: int, want: int, replicas=None) -> None:
+    """Adds partitions to topic ``name`` until it has ``want``, at most
+    MAX_PARTITIONS_PER_REQUEST per request (``replicas``: each new one's brokers)."""
+    while have < want:
+        count = min(want, have + MAX_PARTITIONS_PER_REQUEST)
+        body: dict = {"count": count}
+        if replicas is not None:
+            body["assignments"] = [{"brokerIds": replicas}] * (count - have)
+        r = await c.post(f"/v1/topics/{name}/partitions", json=body)
+        assert r.json()["errorName"] == "NONE", r.text
+        have = count
+
+
 async def setup(url: str, cluster_id: str, partitions: int) -> tuple[dict, str, list]:
     async with httpx.AsyncClient(base_url=url, timeout=60, follow_redirects=True) as c:
         epochs = {}
@@ -71,13 +89,13 @@ async def setup(url: str, cluster_id: str, partitions: int) -> tuple[dict, str, 
                 "/v1/brokers/heartbeat",
                 json={"brokerId": b, "brokerEpoch": e, "currentMetadataOffset": 10**12},
             )
+        first = min(partitions, MAX_PARTITIONS_PER_REQUEST)
         r = await c.post(
             "/v1/topics",
-            json={
-                "topics": [{"name": "bench", "numPartitions": partitions, "replicationFactor": 3}]
-            },
+            json={"topics": [{"name": "bench", "numPartitions": first, "replicationFactor": 3}]},
         )
         assert r.json()["topics"][0]["errorName"] == "NONE", r.text
+        await grow(c, "bench", first, partitions)
         topic = (await c.get("/v1/topics/bench", params={"consistency": "linearizable"})).json()
         return epochs, topic["topicId"], topic["partitions"]
 
@@ -237,12 +255,14 @@ def run_wrk(url: str, path: str, script: str, clients: int, seconds: float) -> d
 async def fresh_topic(url: str, name: str, partitions: int) -> str:
     """A topic whose partitions are all led by broker 1, every epoch 0."""
     async with httpx.AsyncClient(base_url=url, timeout=120, follow_redirects=True) as c:
-        assignments = [{"partitionIndex": p, "brokerIds": [1, 2, 3]} for p in range(partitions)]
+        first = min(partitions, MAX_PARTITIONS_PER_REQUEST)
+        assignments = [{"partitionIndex": p, "brokerIds": [1, 2, 3]} for p in range(first)]
         r = await c.post(
             "/v1/topics", json={"topics": [{"name": name, "assignments": assignments}]}
         )
         topic = r.json()["topics"][0]
         assert topic["errorName"] == "NONE", topic
+        await grow(c, name, first, partitions, replicas=[1, 2, 3])
         return topic["topicId"]
 
 

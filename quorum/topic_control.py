@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 TOPIC_CONFIGS = (MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION)
+# Kafka's MAX_PARTITIONS_PER_BATCH (ReplicationControlManager): partitions one
+# CreateTopics request may ask for, over all its topics.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 class _Reject(Exception):
@@ -151,6 +154,32 @@ class TopicControlManager:
     # ------------------------------------------------------------ CreateTopics
 
     def create_topics(self, req: CreateTopicsRequest, now_ms: int) -> ControllerResult:
+        # Kafka's cap, checked before anything is built: a request for two
+        # billion partitions made the controller allocate until it was killed.
+        requested = sum(
+            len(t.assignments)
+            if t.assignments
+            else (
+                self.c.config.default_num_partitions
+                if t.num_partitions == -1
+                else max(0, t.num_partitions)
+            )
+            for t in req.topics
+        )
+        if requested > MAX_PARTITIONS_PER_REQUEST:
+            message = (
+                "Excessively large number of partitions per request: "
+                f"{requested} requested, at most {MAX_PARTITIONS_PER_REQUEST}."
+            )
+            return ControllerResult(
+                (),
+                CreateTopicsResponse(
+                    tuple(
+                        CreatableTopicResult(t.name, Errors.POLICY_VIOLATION, message)
+                        for t in req.topics
+                    )
+                ),
+            )
         counts: dict[str, int] = {}
         for t in req.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
@@ -316,6 +345,12 @@ class TopicControlManager:
         if req.count == current:
             raise _Reject(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         added = req.count - current
+        if added > MAX_PARTITIONS_PER_REQUEST:
+            raise _Reject(
+                Errors.POLICY_VIOLATION,
+                "Excessively large number of partitions per request: "
+                f"{added} requested, at most {MAX_PARTITIONS_PER_REQUEST}.",
+            )
         rf = len(view.partition(topic_id, existing[0]).replicas) if existing else 1
         if req.assignments is not None:
             if len(req.assignments) != added:

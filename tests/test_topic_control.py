@@ -224,3 +224,27 @@ def test_create_partitions_rejections(h, req, error, message):
     resp = h.run(req)
     assert resp.error is error and message in resp.error_message
     assert h.image.next_offset == before
+
+
+def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(h):
+    """Kafka's cap (MAX_PARTITIONS_PER_BATCH), over all topics of a request and
+    checked before anything is built: two billion partitions made the
+    controller allocate until it was killed. Nothing is written."""
+    from quorum.messages import CreatePartitionsRequest
+    from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST
+
+    before = h.image.next_offset
+    results = create(
+        h,
+        CreatableTopic("a", MAX_PARTITIONS_PER_REQUEST, 1),
+        CreatableTopic("b", 1, 1),
+    )
+    assert [r.error for r in results] == [Errors.POLICY_VIOLATION] * 2
+    assert "10001 requested, at most 10000" in results[0].error_message
+    (huge,) = create(h, CreatableTopic("c", 2**31 - 1, 1))
+    assert huge.error is Errors.POLICY_VIOLATION
+    assert h.image.next_offset == before
+    (ok,) = create(h, CreatableTopic("d", 2, 1))
+    assert ok.error is Errors.NONE
+    grown = h.run(CreatePartitionsRequest("d", 2**31 - 1))
+    assert grown.error is Errors.POLICY_VIOLATION and "at most 10000" in grown.error_message
