@@ -36,6 +36,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402 - after the path is set
 
 BROKERS = 6
@@ -49,11 +50,6 @@ def progress(text: str) -> None:
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
-# Kafka's cap on the partitions one CreateTopics or CreatePartitions request
-# may ask for (quorum/topic_control.py): larger topics grow in steps.
-MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 async def grow(c: httpx.AsyncClient, name: str, have: int, want: int, replicas=None) -> None:
@@ -356,6 +352,14 @@ def disk_stalls(cluster: Cluster) -> list[tuple[float, float]]:
     return merged
 
 
+async def timed(run) -> dict:
+    """The figures of ``run`` (a coroutine), with its wall-clock window."""
+    started = time.time()
+    figure = await run
+    figure["window"] = (started, time.time())
+    return figure
+
+
 def note_stalls(figures: list[dict], stalls: list[tuple[float, float]]) -> None:
     """Adds to each run the disk stalls that fell in its window."""
     for f in figures:
@@ -403,10 +407,9 @@ async def run(seconds: float, quick: bool, use_wrk: bool, fsync: str = "always")
                     progress(
                         f"AlterPartition (wrk): {clients} connection(s), {per_request}/request, {seconds:.0f} s"
                     )
-                    started = time.time()
-                    figure = await wrk_alter(url, epochs, clients, per_request, seconds, run_id)
-                    figure["window"] = (started, time.time())
-                    figures["alter_partition"].append(figure)
+                    figures["alter_partition"].append(
+                        await timed(wrk_alter(url, epochs, clients, per_request, seconds, run_id))
+                    )
             for clients in concurrency:
                 progress(f"heartbeats (wrk): {clients} connection(s), {seconds:.0f} s")
                 figures["heartbeats"].append(wrk_heartbeats(url, epochs, clients, seconds))
@@ -423,12 +426,11 @@ async def run(seconds: float, quick: bool, use_wrk: bool, fsync: str = "always")
                     parts = (
                         await c.get("/v1/topics/bench", params={"consistency": "linearizable"})
                     ).json()["partitions"]
-                started = time.time()
-                figure = await alter_load(
-                    url, epochs, topic_id, parts, clients, per_request, seconds
+                figures["alter_partition"].append(
+                    await timed(
+                        alter_load(url, epochs, topic_id, parts, clients, per_request, seconds)
+                    )
                 )
-                figure["window"] = (started, time.time())
-                figures["alter_partition"].append(figure)
         for clients in concurrency:
             progress(f"heartbeats: {clients} client(s), {seconds:.0f} s")
             figures["heartbeats"].append(await heartbeat_load(url, epochs, clients, seconds))

@@ -36,9 +36,16 @@ if TYPE_CHECKING:
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 TOPIC_CONFIGS = (MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION)
-# Kafka's MAX_PARTITIONS_PER_BATCH (ReplicationControlManager): partitions one
-# CreateTopics request may ask for, over all its topics.
+# Kafka's MAX_PARTITIONS_PER_BATCH (ReplicationControlManager): new partitions
+# one CreateTopics (over all its topics) or CreatePartitions request may ask for.
 MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
+def _too_many_partitions(requested: int) -> str:
+    return (
+        "Excessively large number of partitions per request: "
+        f"{requested} requested, at most {MAX_PARTITIONS_PER_REQUEST}."
+    )
 
 
 class _Reject(Exception):
@@ -167,10 +174,7 @@ class TopicControlManager:
             for t in req.topics
         )
         if requested > MAX_PARTITIONS_PER_REQUEST:
-            message = (
-                "Excessively large number of partitions per request: "
-                f"{requested} requested, at most {MAX_PARTITIONS_PER_REQUEST}."
-            )
+            message = _too_many_partitions(requested)
             return ControllerResult(
                 (),
                 CreateTopicsResponse(
@@ -346,11 +350,7 @@ class TopicControlManager:
             raise _Reject(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         added = req.count - current
         if added > MAX_PARTITIONS_PER_REQUEST:
-            raise _Reject(
-                Errors.POLICY_VIOLATION,
-                "Excessively large number of partitions per request: "
-                f"{added} requested, at most {MAX_PARTITIONS_PER_REQUEST}.",
-            )
+            raise _Reject(Errors.POLICY_VIOLATION, _too_many_partitions(added))
         rf = len(view.partition(topic_id, existing[0]).replicas) if existing else 1
         if req.assignments is not None:
             if len(req.assignments) != added:

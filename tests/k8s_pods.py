@@ -42,18 +42,16 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from .k8s_render import one
-from .nodes import free_port
+from .nodes import bindable, free_port
 
 # Runs in a fresh mount namespace: keep the writable volumes writable (a bind
 # mount onto itself), make everything else read-only, then exec the command.
@@ -89,15 +87,6 @@ def expand(text: str, env: dict[str, str]) -> str:
         return env.get(m.group(1), m.group(0))
 
     return _VAR.sub(sub, text)
-
-
-def _bindable(ip: str, port: int) -> bool:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        try:
-            s.bind((ip, port))
-        except OSError:
-            return False
-        return True
 
 
 @dataclass
@@ -147,7 +136,7 @@ class LoopbackStatefulSet:
         for _ in range(0 if map_ports else 50):
             subnet = f"127.{rng.randint(1, 254)}.{rng.randint(1, 254)}"
             ips = [f"{subnet}.{i + 1}" for i in range(self.replicas)]
-            if all(_bindable(ip, port) for ip in ips for port in self.ports.values()):
+            if all(bindable(port, ip) for ip in ips for port in self.ports.values()):
                 self.subnet = subnet
                 self.port_map = {p: p for p in self.ports.values()}
                 return

@@ -21,10 +21,10 @@ _LOWEST_PORT = 10000
 _handed_out: set[int] = set()
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int, ip: str = "127.0.0.1") -> bool:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((ip, port))
         except OSError:
             return False
         return True
@@ -48,7 +48,7 @@ def free_port(span: int = 1) -> int:
         ports = range(first, first + span)
         if any(p in _handed_out for p in ports):
             continue
-        if all(_bindable(p) for p in ports):
+        if all(bindable(p) for p in ports):
             _handed_out.update(ports)
             return first
     raise RuntimeError(f"no {span} free consecutive ports found in {_LOWEST_PORT}..{ephemeral_low}")
