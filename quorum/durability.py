@@ -92,13 +92,16 @@ def fsync_dir(path: str) -> None:
 class JournalFile:
     """The journal's bytes on disk: positional writes and reads, and room
     ahead of the end filled with real zeros, so that appends overwrite
-    allocated blocks and a sync has no metadata to write. The room grows by
-    doubling, at most ``GROW_MAX`` at a time (one zero-fill per that many
-    bytes of journal)."""
+    allocated blocks and a sync has no metadata to write.
 
-    GROW_MIN = 1 << 20
-    GROW_MAX = 16 << 20
-    _ZEROS = bytes(1 << 20)
+    The room grows ``GROW_STEP`` at a time. The zeros are synced with the
+    next append, on the Raft thread, at the same log position on every voter
+    (their journals are identical), so a large step is a pause of the whole
+    cluster: 16 MiB took 40-75 ms to fill and sync on this disk, 1 MiB 1.5-2.5
+    ms. Every journal byte is written twice either way (zeros, then data)."""
+
+    GROW_STEP = 1 << 20
+    _ZEROS = bytes(GROW_STEP)
 
     def __init__(self, path: str, default_content: bytes) -> None:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -116,8 +119,7 @@ class JournalFile:
             view, offset = view[written:], offset + written
 
     def _grow(self, needed: int) -> None:
-        step = min(max(self._size, self.GROW_MIN), self.GROW_MAX)
-        target = max(needed, self._size + step)
+        target = max(needed, self._size + self.GROW_STEP)
         offset = self._size
         while offset < target:
             chunk = self._ZEROS[: target - offset]

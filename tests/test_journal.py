@@ -212,8 +212,9 @@ def test_a_stalled_commit_index_store_holds_neither_the_raft_thread_nor_an_older
 
 
 def test_the_file_grows_in_zero_filled_steps_and_keeps_every_entry(journal_path):
-    """Appends past the zero-filled room grow the file (by doubling, at most
-    JournalFile.GROW_MAX a step); every entry is read back after a reopen."""
+    """Appends past the zero-filled room grow the file (JournalFile.GROW_STEP
+    at a time, or what a larger entry needs); every entry is read back after
+    a reopen."""
     from quorum.durability import JournalFile
 
     big = [(b"\x01" + bytes([i % 251]) * 70_000, i + 1, 1) for i in range(40)]
@@ -224,7 +225,7 @@ def test_the_file_grows_in_zero_filled_steps_and_keeps_every_entry(journal_path)
     end = journal._offset
     journal._destroy()
     size = os.path.getsize(journal_path)
-    assert end <= size <= end + JournalFile.GROW_MAX
+    assert end <= size <= end + JournalFile.GROW_STEP
     assert reopen(journal_path) == big
 
 
