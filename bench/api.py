@@ -10,7 +10,11 @@ epochs from the answers) when it is installed (``apt-get install wrk``): a
 Python load generator on the same two cores measures itself more than the
 server. Without wrk, an httpx generator runs instead and says so.
 
-    python bench/api.py [--quick] [--json] [--seconds S] [--no-wrk] [--fsync never]
+    python bench/api.py [--quick] [--json] [--seconds S] [--rounds N] [--no-wrk] [--fsync never]
+
+``--rounds N`` repeats the whole run on a fresh cluster N times and says in
+how many rounds each target was met: on a shared 2-core machine the figures
+move with its disk and CPU between runs more than with most changes.
 
 ``--fsync never`` runs the same load without journal syncs: the difference
 from the default (always) is what the disk costs, its stalls included (the
@@ -442,6 +446,12 @@ async def run(seconds: float, quick: bool, use_wrk: bool, fsync: str = "always")
         shutil.rmtree(root, ignore_errors=True)
 
 
+# Issue 5's targets.
+TARGET_SINGLE_PER_S = 3_000
+TARGET_CHANGES_PER_S = 20_000
+TARGET_P99_MS = 50
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -449,6 +459,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--rounds", type=int, default=1, help="whole runs, each on a fresh cluster")
     parser.add_argument("--no-wrk", action="store_true", help="use the Python load generator")
     parser.add_argument(
         "--fsync", choices=("always", "never"), default="always", help="the voters' --fsync"
@@ -460,13 +471,39 @@ def main() -> int:
         progress(
             "wrk not found (apt-get install wrk): the httpx load generator runs, and limits the figures"
         )
-    figures = asyncio.run(run(seconds, args.quick, use_wrk, args.fsync))
+    rounds = []
+    for n in range(max(1, args.rounds)):
+        if args.rounds > 1:
+            progress(f"round {n + 1}/{args.rounds}")
+        rounds.append(asyncio.run(run(seconds, args.quick, use_wrk, args.fsync)))
     if args.json:
-        print(json.dumps(figures, indent=2))
+        print(json.dumps(rounds[0] if len(rounds) == 1 else rounds, indent=2))
         return 0
+    best_single, best_100 = [], []
+    for n, figures in enumerate(rounds):
+        single, best = print_round(figures, args.fsync, n, len(rounds))
+        best_single.append(single)
+        best_100.append(best)
+    if len(rounds) > 1:
+        ok_single = sum(s >= TARGET_SINGLE_PER_S for s in best_single)
+        ok_100 = sum(b is not None and b["changes_per_s"] >= TARGET_CHANGES_PER_S for b in best_100)
+        print(
+            f"  over {len(rounds)} rounds: single-partition target met in {ok_single} "
+            f"(best per round {', '.join(f'{s:,.0f}' for s in best_single)}); 100-partition "
+            f"target met in {ok_100} (best at p99 <= {TARGET_P99_MS} ms per round "
+            + ", ".join(f"{b['changes_per_s']:,.0f}" if b else "none" for b in best_100)
+            + ")"
+        )
+    return 0
+
+
+def print_round(figures: dict, fsync: str, n: int, rounds: int) -> tuple[float, dict | None]:
+    """Prints one round's table; returns its best single-partition requests/s
+    and its best 100-partition run within the p99 target (or None)."""
+    head = f" (round {n + 1}/{rounds})" if rounds > 1 else ""
     print(
-        f"-- metaquorum HTTP API bench: 3 voters on loopback, fsync {args.fsync}, AlterPartition v3, "
-        f"load from {figures['load']}"
+        f"-- metaquorum HTTP API bench{head}: 3 voters on loopback, fsync {fsync}, "
+        f"AlterPartition v3, load from {figures['load']}"
     )
     for f in figures["alter_partition"]:
         print(
@@ -484,7 +521,9 @@ def main() -> int:
             f"  heartbeats, {f['clients']:>3} client(s): {f['heartbeats_per_s']:>8,.0f}/s  p50 {f['p50_ms']:.1f} ms"
         )
     print(
-        "  targets: >= 3,000 single-partition requests/s; >= 20,000 changes/s with 100-partition requests at p99 <= 50 ms"
+        f"  targets: >= {TARGET_SINGLE_PER_S:,} single-partition requests/s; >= "
+        f"{TARGET_CHANGES_PER_S:,} changes/s with 100-partition requests at p99 <= "
+        f"{TARGET_P99_MS} ms"
     )
     single = max(
         (
@@ -497,13 +536,13 @@ def main() -> int:
     within = [
         f
         for f in figures["alter_partition"]
-        if f["partitions_per_request"] == 100 and f["p99_ms"] <= 50
+        if f["partitions_per_request"] == 100 and f["p99_ms"] <= TARGET_P99_MS
     ]
     best = max(within, key=lambda f: f["changes_per_s"], default=None)
     print(f"  best single-partition: {single:,.0f} requests/s")
-    print("  best 100-partition at p99 <= 50 ms: " + (
+    print(f"  best 100-partition at p99 <= {TARGET_P99_MS} ms: " + (
         f"{best['changes_per_s']:,.0f} changes/s ({best['clients']} clients, p99 {best['p99_ms']:.1f} ms)"
-        if best else "none within 50 ms"))  # fmt: skip
+        if best else "none"))  # fmt: skip
     stalled = [f for f in figures["alter_partition"] if f["disk_stalls"]]
     if stalled:
         print(
@@ -511,7 +550,7 @@ def main() -> int:
             "journal sync or meta-file store of 100 ms or more on the voters (the disk: the "
             "same stall shows on every voter; compare --fsync never)"
         )
-    return 0
+    return single, best
 
 
 if __name__ == "__main__":
