@@ -85,9 +85,7 @@ def offsets_look_right(df: DataFrame) -> bool:
         return False
     spans = sorted(
         tuple(r)
-        for r in log.groupBy("controller_epoch")
-        .agg(F.min("offset"), F.max("offset"))
-        .collect()
+        for r in log.groupBy("controller_epoch").agg(F.min("offset"), F.max("offset")).collect()
     )
     if snap_epoch is not None and spans and spans[0][0] < snap_epoch:
         return False

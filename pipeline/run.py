@@ -62,14 +62,18 @@ def audit_export(
     stage(1, f"reading {input_dir}")
     df = read_export(spark, input_dir)
     # One small job for every figure the record types give.
-    by_type = df.groupBy("type").agg(
-        F.count("*").alias("n"),
-        F.min("offset").alias("first_offset"),
-        F.max("offset").alias("last_offset"),
-        F.min("timestamp_ms").alias("first_ms"),
-        F.max("timestamp_ms").alias("last_ms"),
-        F.sum(F.col("from_snapshot").cast("int")).alias("snapshot_rows"),
-    ).collect()
+    by_type = (
+        df.groupBy("type")
+        .agg(
+            F.count("*").alias("n"),
+            F.min("offset").alias("first_offset"),
+            F.max("offset").alias("last_offset"),
+            F.min("timestamp_ms").alias("first_ms"),
+            F.max("timestamp_ms").alias("last_ms"),
+            F.sum(F.col("from_snapshot").cast("int")).alias("snapshot_rows"),
+        )
+        .collect()
+    )
     if not by_type:
         raise ValueError(f"{input_dir} holds no records")
     kinds = {r["type"]: r["n"] for r in by_type}
@@ -121,10 +125,12 @@ def audit_export(
         .select("broker_id", "state", "start_ms", "end_ms")
         .collect()
     ]
-    spells = spark.read.parquet(path("under_replicated_intervals")).withColumn(
-        "kind", F.lit("urp")
-    ).unionByName(
-        spark.read.parquet(path("offline_intervals")).withColumn("kind", F.lit("offline"))
+    spells = (
+        spark.read.parquet(path("under_replicated_intervals"))
+        .withColumn("kind", F.lit("urp"))
+        .unionByName(
+            spark.read.parquet(path("offline_intervals")).withColumn("kind", F.lit("offline"))
+        )
     )
     durations = duration_summaries(spells)
     urp_stats, off_stats = durations["urp"], durations["offline"]

@@ -30,7 +30,9 @@ logger.repl.level = error
 
 def _log4j2_file() -> str:
     digest = hashlib.sha256(_LOG4J2.encode()).hexdigest()[:12]
-    path = os.path.join(tempfile.gettempdir(), f"metaquorum-log4j2-{os.getuid()}-{digest}.properties")
+    path = os.path.join(
+        tempfile.gettempdir(), f"metaquorum-log4j2-{os.getuid()}-{digest}.properties"
+    )
     if not os.path.exists(path):
         tmp = f"{path}.{os.getpid()}"
         with open(tmp, "w") as f:

@@ -101,14 +101,18 @@ def intervals(t: DataFrame, flag: str, end_ms: int) -> DataFrame:
 
 def duration_summaries(spells: DataFrame) -> dict[str, dict]:
     """Count, open, p50, p99, max and total duration per ``kind`` of spell."""
-    rows = spells.groupBy("kind").agg(
-        F.count("*").alias("count"),
-        F.sum(F.col("open").cast("int")).alias("open"),
-        F.expr("percentile_approx(duration_ms, 0.5)").alias("p50_ms"),
-        F.expr("percentile_approx(duration_ms, 0.99)").alias("p99_ms"),
-        F.max("duration_ms").alias("max_ms"),
-        F.sum("duration_ms").alias("total_ms"),
-    ).collect()
+    rows = (
+        spells.groupBy("kind")
+        .agg(
+            F.count("*").alias("count"),
+            F.sum(F.col("open").cast("int")).alias("open"),
+            F.expr("percentile_approx(duration_ms, 0.5)").alias("p50_ms"),
+            F.expr("percentile_approx(duration_ms, 0.99)").alias("p99_ms"),
+            F.max("duration_ms").alias("max_ms"),
+            F.sum("duration_ms").alias("total_ms"),
+        )
+        .collect()
+    )
     empty = dict.fromkeys(("count", "open", "p50_ms", "p99_ms", "max_ms", "total_ms"), 0)
     out = {"urp": dict(empty), "offline": dict(empty)}
     for row in rows:

@@ -238,4 +238,3 @@ def test_synth_log_refuses_bad_input(tmp_path, capsys):
     run_synth_log(100, str(tmp_path / "b"), quiet=True)
     assert main(["synth-log", "--records", "100", "--out", str(tmp_path / "b")]) == 2
     assert "already holds an exported log" in capsys.readouterr().err
-
