@@ -16,6 +16,11 @@ server. Without wrk, an httpx generator runs instead and says so.
 how many rounds each target was met: on a shared 2-core machine the figures
 move with its disk and CPU between runs more than with most changes.
 
+Each AlterPartition row also gives the leader's journal syncs in its window
+(from its ``metaquorum_journal_sync_duration_seconds`` histogram): the p99
+bucket and how many took 25 ms or more, so a slow disk under the 100 ms that
+the voters log is told apart from a saturated CPU.
+
 ``--fsync never`` runs the same load without journal syncs: the difference
 from the default (always) is what the disk costs, its stalls included (the
 voters' slow-sync warnings are printed at the end of every run).
@@ -36,6 +41,7 @@ from datetime import datetime
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -356,11 +362,43 @@ def disk_stalls(cluster: Cluster) -> list[tuple[float, float]]:
     return merged
 
 
-async def timed(run) -> dict:
-    """The figures of ``run`` (a coroutine), with its wall-clock window."""
+SYNC_HISTOGRAM = "metaquorum_journal_sync_duration_seconds"
+SLOW_SYNC_S = 0.025  # a sync this slow is half the p99 target of a request
+
+
+async def sync_buckets(url: str) -> dict[float, float]:
+    """The voter's journal-sync histogram from /metrics: upper bound (s) ->
+    cumulative count."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        text = (await c.get("/metrics")).text
+    buckets = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == SYNC_HISTOGRAM:
+            for sample in family.samples:
+                if sample.name == SYNC_HISTOGRAM + "_bucket":
+                    buckets[float(sample.labels["le"])] = sample.value
+    return buckets
+
+
+def sync_figures(before: dict[float, float], after: dict[float, float]) -> dict:
+    """The syncs between two histograms: how many, the bucket bound their
+    p99 falls under, and how many took SLOW_SYNC_S or more."""
+    bounds = sorted(after)
+    delta = [after[b] - before.get(b, 0.0) for b in bounds]  # cumulative
+    total = delta[-1] if delta else 0.0
+    p99 = next((b for b, n in zip(bounds, delta, strict=True) if n >= 0.99 * total), 0.0)
+    fast = max((n for b, n in zip(bounds, delta, strict=True) if b < SLOW_SYNC_S), default=0.0)
+    return {"syncs": int(total), "sync_p99_ms": p99 * 1000, "slow_syncs": int(total - fast)}
+
+
+async def timed(run, url: str) -> dict:
+    """The figures of ``run`` (a coroutine), with its wall-clock window and the
+    journal syncs of the voter at ``url`` (the leader) meanwhile."""
+    before = await sync_buckets(url)
     started = time.time()
     figure = await run
     figure["window"] = (started, time.time())
+    figure |= sync_figures(before, await sync_buckets(url))
     return figure
 
 
@@ -412,7 +450,9 @@ async def run(seconds: float, quick: bool, use_wrk: bool, fsync: str = "always")
                         f"AlterPartition (wrk): {clients} connection(s), {per_request}/request, {seconds:.0f} s"
                     )
                     figures["alter_partition"].append(
-                        await timed(wrk_alter(url, epochs, clients, per_request, seconds, run_id))
+                        await timed(
+                            wrk_alter(url, epochs, clients, per_request, seconds, run_id), url
+                        )
                     )
             for clients in concurrency:
                 progress(f"heartbeats (wrk): {clients} connection(s), {seconds:.0f} s")
@@ -432,7 +472,8 @@ async def run(seconds: float, quick: bool, use_wrk: bool, fsync: str = "always")
                     ).json()["partitions"]
                 figures["alter_partition"].append(
                     await timed(
-                        alter_load(url, epochs, topic_id, parts, clients, per_request, seconds)
+                        alter_load(url, epochs, topic_id, parts, clients, per_request, seconds),
+                        url,
                     )
                 )
         for clients in concurrency:
@@ -510,6 +551,12 @@ def print_round(figures: dict, fsync: str, n: int, rounds: int) -> tuple[float, 
             f"  {f['clients']:>3} client(s) x {f['partitions_per_request']:>3} partition(s)/request: "
             f"{f['requests_per_s']:>8,.0f} requests/s {f['changes_per_s']:>9,.0f} changes/s  "
             f"p50 {f['p50_ms']:6.1f} ms  p99 {f['p99_ms']:6.1f} ms  errors {f['errors']}"
+            + (
+                f"  leader syncs p99 <= {f['sync_p99_ms']:g} ms "
+                f"({f['slow_syncs']} >= {SLOW_SYNC_S * 1000:g} ms)"
+                if f["syncs"]
+                else ""
+            )
             + (
                 f"  disk stalls {f['disk_stalls']} (worst {f['worst_disk_stall_ms']:.0f} ms)"
                 if f["disk_stalls"]
