@@ -38,6 +38,7 @@ from .raft_port import (
     GuardedTransport,
     defer_commit_push,
     excuse_own_stall,
+    install_cipher,
     install_frame_limits,
     keep_next_index_forward,
     listen_before_electing,
@@ -144,6 +145,7 @@ class QuorumNode:
         self.sm = MetadataStateMachine(config.log_retention)
         self._id_by_address = {addr: node_id for node_id, addr in config.voters.items()}
         install_journal(config.fsync)
+        install_cipher()
         install_frame_limits()
         keep_next_index_forward()
         listen_before_electing()

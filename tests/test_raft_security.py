@@ -11,6 +11,7 @@ import time
 import uuid
 import zlib
 
+import pysyncobj.utility
 import pytest
 from cryptography.fernet import Fernet
 from pysyncobj.encryptor import getEncryptor
@@ -19,6 +20,7 @@ from pysyncobj.utility import TcpUtility, UtilityException
 from quorum.raft_port import (
     MAX_UNTRUSTED_FRAME_BYTES,
     FrameRejected,
+    RaftCipher,
     check_frame_header,
     raft_password,
 )
@@ -85,9 +87,18 @@ def closed_by_peer(sock: socket.socket, timeout_s: float = 20.0) -> bool:
         return False
 
 
-def admin(c: Cluster, password: str | None, command: list) -> str:
+def admin(c: Cluster, password: str | None, command: list, monkeypatch) -> str:
+    """pysyncobj's admin tool (``syncobj_admin``), speaking the voter's cipher."""
+    monkeypatch.setattr(pysyncobj.utility, "getEncryptor", RaftCipher)
     host, port = raft_address(c)
     return TcpUtility(password=password, timeout=10.0).executeCommand(f"{host}:{port}", command)
+
+
+def first_frame(encryptor) -> bytes:
+    """What a pysyncobj peer sends first when it has a password: its random
+    key, pickled, compressed, encrypted."""
+    data = zlib.compress(pickle.dumps(os.urandom(32)), 3)
+    return frame(encryptor.encrypt_at_time(data, int(time.monotonic())))
 
 
 # ------------------------------------------------------------------ secret
@@ -109,11 +120,12 @@ def test_a_peer_without_the_secret_is_disconnected_and_nothing_is_applied(voter)
     with socket.create_connection(raft_address(voter), timeout=10) as s:
         s.sendall(b"".join(forged))
         assert closed_by_peer(s)
-    # The same, encrypted with a wrong secret.
-    wrong = getEncryptor("not-the-secret-0123456789")
-    with socket.create_connection(raft_address(voter), timeout=10) as s:
-        s.sendall(frame(wrong.encrypt(zlib.compress(pickle.dumps(os.urandom(32)), 3))))
-        assert closed_by_peer(s)
+    # The same, encrypted with a wrong secret; and with the secret, by a peer
+    # speaking pysyncobj's own cipher (Fernet, metaquorum before AES-GCM).
+    for encryptor in (RaftCipher("not-the-secret-0123456789"), getEncryptor(SECRET)):
+        with socket.create_connection(raft_address(voter), timeout=10) as s:
+            s.sendall(first_frame(encryptor))
+            assert closed_by_peer(s)
     assert last_offset(voter) == before
     status = voter.status(0)
     assert status["leaderId"] == 0 and status["raftTerm"] < 10**6
@@ -122,9 +134,9 @@ def test_a_peer_without_the_secret_is_disconnected_and_nothing_is_applied(voter)
 
 @pytest.mark.parametrize("password", [None, "not-the-secret-0123456789"])
 @pytest.mark.parametrize("command", [["status"], ["add", "127.0.0.1:1"], ["remove", "x:1"]])
-def test_admin_commands_without_the_secret_get_no_answer(voter, password, command):
+def test_admin_commands_without_the_secret_get_no_answer(voter, password, command, monkeypatch):
     with pytest.raises(UtilityException):
-        admin(voter, password, command)
+        admin(voter, password, command, monkeypatch)
     assert voter.status(0)["voters"] and len(voter.status(0)["voters"]) == 1
     assert_serving(voter)
 
@@ -134,9 +146,9 @@ def test_admin_commands_without_the_secret_get_no_answer(voter, password, comman
     [["status"], ["add", "127.0.0.1:1"], ["remove", "127.0.0.1:1"], ["set_version", 7],
      ["transfer", "127.0.0.1:1"]],
 )  # fmt: skip
-def test_admin_commands_are_refused_even_with_the_secret(voter, command):
+def test_admin_commands_are_refused_even_with_the_secret(voter, command, monkeypatch):
     """metaquorum's HTTP API (with tokens) is the only way to operate a voter."""
-    answer = admin(voter, SECRET, command)
+    answer = admin(voter, SECRET, command, monkeypatch)
     assert "admin commands are disabled" in answer, answer
     assert len(voter.status(0)["voters"]) == 1
     assert_serving(voter)
