@@ -101,24 +101,22 @@ class RaftCipher:
         nonce = self._nonce()
         return head + nonce + self._aead.encrypt(nonce, data, head)
 
-    def _head_end(self, token: bytes) -> int:
-        end = self._HEAD.size
-        if len(token) < end + self._NONCE_BYTES + self._TAG_BYTES:
+    def _check(self, token: bytes) -> None:
+        if len(token) < self._HEAD.size + self._NONCE_BYTES + self._TAG_BYTES:
             raise InvalidRaftToken(f"a token of {len(token)} bytes is too short")
         if token[0] != self.VERSION:
             raise InvalidRaftToken(f"token version {token[0]} (this voter speaks {self.VERSION})")
-        return end
 
     def extract_timestamp(self, token: bytes) -> int:
-        self._head_end(token)
+        self._check(token)
         return self._HEAD.unpack_from(token)[1]
 
     def decrypt(self, token: bytes) -> bytes:
         """The plaintext; raises if the token was not made with this key or was
         changed in any byte."""
-        end = self._head_end(token)
-        nonce = token[end : end + self._NONCE_BYTES]
-        return self._aead.decrypt(nonce, token[end + self._NONCE_BYTES :], token[:end])
+        self._check(token)
+        head, body = self._HEAD.size, self._HEAD.size + self._NONCE_BYTES
+        return self._aead.decrypt(token[head:body], token[body:], token[:head])
 
 
 def install_cipher() -> None:
