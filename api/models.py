@@ -19,7 +19,7 @@ Input rules, the same for every body:
   validate without creating).
 
 Every request model has ``to_message()`` building the controller's request
-(``quorum.messages``), and every response model has ``from_message()``; the
+(``controller.messages``), and every response model has ``from_message()``; the
 HTTP layer holds no rule of its own.
 """
 
@@ -32,10 +32,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from controller import messages as m
 from metadata_records.errors import Errors
 from metadata_records.records import Endpoint, FeatureRange
 from metadata_records.uuids import InvalidUuid, parse_uuid
-from quorum import messages as m
 
 # ---------------------------------------------------------------- Kafka's scalar types
 

@@ -46,7 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST  # noqa: E402
+from controller.topic_control import MAX_PARTITIONS_PER_REQUEST  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402 - after the path is set
 
 BROKERS = 6

@@ -44,6 +44,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from controller.config import ControllerConfig  # noqa: E402
+from controller.controller import Controller  # noqa: E402
+from controller.messages import (  # noqa: E402
+    AlterPartitionPartition,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    BrokerState,
+    CreatableTopic,
+    CreateTopicsRequest,
+)
+from controller.placement import place  # noqa: E402
 from metadata_records.delta import apply  # noqa: E402
 from metadata_records.errors import Errors  # noqa: E402
 from metadata_records.image import EMPTY_IMAGE, MetadataImage  # noqa: E402
@@ -61,19 +74,6 @@ from metadata_records.records import (  # noqa: E402
     TopicRecord,
 )
 from metadata_records.snapshot import encode_image  # noqa: E402
-from quorum.config import ControllerConfig  # noqa: E402
-from quorum.controller import Controller  # noqa: E402
-from quorum.messages import (  # noqa: E402
-    AlterPartitionPartition,
-    AlterPartitionRequest,
-    AlterPartitionTopic,
-    BrokerHeartbeatRequest,
-    BrokerRegistrationRequest,
-    BrokerState,
-    CreatableTopic,
-    CreateTopicsRequest,
-)
-from quorum.placement import place  # noqa: E402
 
 CLUSTER_ID = "bench-cluster"
 MV_RANGE = (FeatureRange("metadata.version", 1, 2),)
@@ -193,7 +193,7 @@ def build_topics(
 def placed_layout(
     brokers: int, topics: int, per_topic: int, prefix: str
 ) -> Iterator[tuple[str, list[tuple[int, ...]]]]:
-    """Kafka's striped placement (quorum.placement), RF 3, as CreateTopics would."""
+    """Kafka's striped placement (controller.placement), RF 3, as CreateTopics would."""
     usable = [(b, None) for b in range(brokers)]
     for t in range(topics):
         yield f"{prefix}-{t}", place(usable, brokers, per_topic, 3, t * per_topic)

@@ -16,6 +16,18 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
+from controller.config import ControllerConfig
+from controller.controller import Controller
+from controller.messages import (
+    AlterPartitionPartition,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    BrokerState,
+    CreatableTopic,
+    CreateTopicsRequest,
+)
 from metadata_records.codec import log_record_to_obj
 from metadata_records.delta import apply
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
@@ -27,18 +39,6 @@ from metadata_records.records import (
     Record,
 )
 from metadata_records.uuids import random_uuid
-from quorum.config import ControllerConfig
-from quorum.controller import Controller
-from quorum.messages import (
-    AlterPartitionPartition,
-    AlterPartitionRequest,
-    AlterPartitionTopic,
-    BrokerHeartbeatRequest,
-    BrokerRegistrationRequest,
-    BrokerState,
-    CreatableTopic,
-    CreateTopicsRequest,
-)
 
 CLUSTER_ID = "metaquorum-demo"
 

@@ -5,7 +5,7 @@ Brokers register, heartbeat every two seconds, crash (and are fenced when
 their session expires), go through controlled shutdown, restart with a new
 incarnation; partition leaders shrink and expand their ISRs with AlterPartition
 v3; now and then the controller fails over. Every record is decided by
-``quorum.controller.Controller`` and committed as the quorum commits it (one
+``controller.controller.Controller`` and committed as the quorum commits it (one
 batch per simulated tick, applied with ``metadata_records.delta.apply``), so
 offsets, epochs and timestamps are the ones a real cluster would have written.
 
@@ -24,6 +24,18 @@ from dataclasses import dataclass, field
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from controller.config import ControllerConfig
+from controller.controller import Controller
+from controller.messages import (
+    AlterPartitionPartition,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    BrokerState,
+    CreatableTopic,
+    CreateTopicsRequest,
+)
 from metadata_records.delta import apply
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
 from metadata_records.records import (
@@ -40,18 +52,6 @@ from metadata_records.records import (
     RegisterBrokerRecord,
 )
 from pipeline.export_files import OffsetRangeWriter
-from quorum.config import ControllerConfig
-from quorum.controller import Controller
-from quorum.messages import (
-    AlterPartitionPartition,
-    AlterPartitionRequest,
-    AlterPartitionTopic,
-    BrokerHeartbeatRequest,
-    BrokerRegistrationRequest,
-    BrokerState,
-    CreatableTopic,
-    CreateTopicsRequest,
-)
 
 CLUSTER_ID = "synth-cluster"
 PLANT_KINDS = (

@@ -1,4 +1,6 @@
-"""The controller (pure, time as an argument) and, around it, replication.
+"""The replicated quorum around the pure controller: pysyncobj with an fsynced
+journal, snapshots, group commit, the Raft port, node configuration.
 
-Nothing here knows about HTTP.
+Nothing here knows about HTTP, and no business rule lives here: decisions are
+``controller/``'s.
 """

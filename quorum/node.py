@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
 from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
 
+from controller.config import ControllerConfig
+from controller.controller import Controller
+from controller.messages import BrokerHeartbeatRequest
 from metadata_records.codec import encode_batch
 from metadata_records.features import METADATA_VERSION
 from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, LeaderChangeRecord, Record
 from metadata_records.snapshot import image_digest
 
-from .config import ControllerConfig
-from .controller import Controller
 from .durability import MetaquorumJournal, install_journal
-from .messages import BrokerHeartbeatRequest
 from .node_config import NodeConfig
 from .raft_port import (
     GuardedTransport,

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from controller.config import DEFAULT_SESSION_TIMEOUT_MS
 from metadata_records.uuids import random_uuid
-
-from .config import DEFAULT_SESSION_TIMEOUT_MS
 
 IDENTITY_FILE = "metaquorum.json"
 

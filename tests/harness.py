@@ -10,19 +10,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from metadata_records.delta import apply, apply_records
-from metadata_records.image import EMPTY_IMAGE, MetadataImage
-from metadata_records.records import (
-    Batch,
-    Endpoint,
-    FeatureLevelRecord,
-    FeatureRange,
-    LeaderChangeRecord,
-    Record,
-)
-from quorum.config import ControllerConfig
-from quorum.controller import Controller
-from quorum.messages import (
+from controller.config import ControllerConfig
+from controller.controller import Controller
+from controller.messages import (
     AlterPartitionPartition,
     AlterPartitionRequest,
     AlterPartitionTopic,
@@ -32,6 +22,16 @@ from quorum.messages import (
     ControllerResult,
     CreatableTopic,
     CreateTopicsRequest,
+)
+from metadata_records.delta import apply, apply_records
+from metadata_records.image import EMPTY_IMAGE, MetadataImage
+from metadata_records.records import (
+    Batch,
+    Endpoint,
+    FeatureLevelRecord,
+    FeatureRange,
+    LeaderChangeRecord,
+    Record,
 )
 
 CLUSTER_ID = "test-cluster"

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api import models as M
+from controller import messages as m
 from metadata_records.errors import Errors
-from quorum import messages as m
 
 errors = st.sampled_from(list(Errors))
 messages = st.none() | st.text(max_size=20)

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from controller import messages as m
 from metadata_records.fast_init import fast_frozen_init
 from metadata_records.records import RECORD_TYPES
-from quorum import messages as m
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -7,15 +7,15 @@ from dataclasses import replace
 
 import pytest
 
-from metadata_records.errors import Errors
-from metadata_records.records import Batch, Endpoint, FeatureRange, NoOpRecord
-from metadata_records.snapshot import image_digest
-from quorum.messages import (
+from controller.messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     CreatableTopic,
     CreateTopicsRequest,
 )
+from metadata_records.errors import Errors
+from metadata_records.records import Batch, Endpoint, FeatureRange, NoOpRecord
+from metadata_records.snapshot import image_digest
 from quorum.node import ThrottledError, UnavailableError
 from quorum.node_config import ConfigError, claim_data_dir
 from quorum.record_log import OffsetTooOld
@@ -551,13 +551,13 @@ def test_the_leader_applies_its_controllers_registrations_and_every_voter_agrees
     twice in one request, every voter holds the same image."""
     import threading
 
-    from metadata_records.delta import ImageDelta
-    from quorum.messages import (
+    from controller.messages import (
         AlterPartitionPartition,
         AlterPartitionRequest,
         AlterPartitionTopic,
         BrokerState,
     )
+    from metadata_records.delta import ImageDelta
 
     reused_on = []
     real = ImageDelta.replay_known_change

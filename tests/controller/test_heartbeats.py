@@ -1,17 +1,16 @@
 """Heartbeats end to end (SEMANTICS 4): unfencing, fencing, controlled shutdown,
-session expiry and failover, plus the soft state in quorum/heartbeats.py."""
+session expiry and failover, plus the soft state in controller/heartbeats.py."""
 
 import pytest
 
+from controller.heartbeats import BrokerHeartbeatManager
+from controller.messages import BrokerHeartbeatRequest
 from metadata_records.errors import Errors
 from metadata_records.records import (
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
 )
-from quorum.heartbeats import BrokerHeartbeatManager
-from quorum.messages import BrokerHeartbeatRequest
-
-from .harness import ControllerHarness
+from tests.harness import ControllerHarness
 
 
 def change_records(h):

@@ -3,11 +3,10 @@ committed images, and what a new leader rebuilds."""
 
 import pytest
 
+from controller.messages import BrokerHeartbeatRequest, CreatableTopic, CreateTopicsRequest
 from metadata_records.delta import apply
 from metadata_records.records import Batch, NoOpRecord
-from quorum.messages import BrokerHeartbeatRequest, CreatableTopic, CreateTopicsRequest
-
-from .harness import ControllerHarness
+from tests.harness import ControllerHarness
 
 
 def test_unknown_requests_are_a_programming_error():

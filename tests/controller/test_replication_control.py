@@ -4,6 +4,15 @@ in Kafka's order, version substitutions, the records written and the response.""
 
 import pytest
 
+from controller.messages import (
+    AlterPartitionPartition,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    BrokerState,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from metadata_records.errors import Errors
 from metadata_records.records import (
     LRS_RECOVERED,
@@ -15,17 +24,7 @@ from metadata_records.records import (
     TopicRecord,
 )
 from metadata_records.uuids import ZERO_UUID, uuid_from_bytes
-from quorum.messages import (
-    AlterPartitionPartition,
-    AlterPartitionReassignmentsRequest,
-    AlterPartitionRequest,
-    AlterPartitionTopic,
-    BrokerState,
-    ReassignablePartition,
-    ReassignableTopic,
-)
-
-from .harness import ControllerHarness
+from tests.harness import ControllerHarness
 
 VERSIONS = (0, 1, 2, 3)
 UNKNOWN_TOPIC_ID = uuid_from_bytes(b"no-such-topic-id")

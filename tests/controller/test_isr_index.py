@@ -1,10 +1,10 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.isr_index import BrokersToIsrs
 from metadata_records.delta import ImageDelta
 from metadata_records.image import EMPTY_IMAGE, PartitionRegistration
 from metadata_records.records import PartitionRecord, TopicRecord
-from quorum.isr_index import BrokersToIsrs
 
 T1 = "VAAAAAAAAAAAAAAAAAAAAQ"
 T2 = "VAAAAAAAAAAAAAAAAAAAAg"

@@ -2,16 +2,15 @@
 
 import pytest
 
-from metadata_records.errors import Errors
-from metadata_records.records import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
-from quorum.messages import (
+from controller.messages import (
     CreatableTopic,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
 )
-
-from .harness import ControllerHarness
+from metadata_records.errors import Errors
+from metadata_records.records import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from tests.harness import ControllerHarness
 
 
 @pytest.fixture
@@ -230,8 +229,8 @@ def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(
     """Kafka's cap (MAX_PARTITIONS_PER_BATCH), over all topics of a request and
     checked before anything is built: two billion partitions made the
     controller allocate until it was killed. Nothing is written."""
-    from quorum.messages import CreatePartitionsRequest
-    from quorum.topic_control import MAX_PARTITIONS_PER_REQUEST
+    from controller.messages import CreatePartitionsRequest
+    from controller.topic_control import MAX_PARTITIONS_PER_REQUEST
 
     before = h.image.next_offset
     results = create(

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quorum.placement import PlacementError, place, rack_alternated
+from controller.placement import PlacementError, place, rack_alternated
 
 
 def test_rack_alternated_interleaves_racks():

@@ -2,8 +2,7 @@
 
 import pytest
 
-from metadata_records.errors import Errors
-from quorum.messages import (
+from controller.messages import (
     PREFERRED,
     UNCLEAN,
     AlterPartitionReassignmentsRequest,
@@ -11,8 +10,8 @@ from quorum.messages import (
     ReassignablePartition,
     ReassignableTopic,
 )
-
-from .harness import ControllerHarness
+from metadata_records.errors import Errors
+from tests.harness import ControllerHarness
 
 
 @pytest.fixture

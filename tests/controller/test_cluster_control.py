@@ -1,10 +1,9 @@
 """Broker registration (SEMANTICS 3): epochs, validation order, amendments."""
 
+from controller.messages import BrokerRegistrationRequest
 from metadata_records.errors import Errors
 from metadata_records.records import FeatureRange, RegisterBrokerRecord
-from quorum.messages import BrokerRegistrationRequest
-
-from .harness import CLUSTER_ID, ControllerHarness, incarnation
+from tests.harness import CLUSTER_ID, ControllerHarness, incarnation
 
 
 def test_new_incarnation_gets_the_offset_of_its_record_as_epoch_and_starts_fenced():

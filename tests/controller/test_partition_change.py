@@ -3,6 +3,7 @@ PartitionChangeRecord, if any, takes a partition to its targets."""
 
 import pytest
 
+from controller.partition_change import Election, PartitionChangeBuilder
 from metadata_records.image import PartitionRegistration
 from metadata_records.records import (
     LRS_NO_CHANGE,
@@ -12,7 +13,6 @@ from metadata_records.records import (
     NO_LEADER_CHANGE,
     PartitionChangeRecord,
 )
-from quorum.partition_change import Election, PartitionChangeBuilder
 
 TOPIC_ID = "VAAAAAAAAAAAAAAAAAAAAQ"
 PID = 4

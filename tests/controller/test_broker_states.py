@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from quorum.broker_states import BrokerControlState as S
-from quorum.broker_states import current_state, next_state
+from controller.broker_states import BrokerControlState as S
+from controller.broker_states import current_state, next_state
 
 ROWS = [
     # current, want_fence, want_shut_down, caught_up, leads_any, replicated -> next

@@ -1,8 +1,7 @@
+from controller.messages import UpdateFeaturesRequest
 from metadata_records.errors import Errors
 from metadata_records.records import FeatureLevelRecord, FeatureRange
-from quorum.messages import UpdateFeaturesRequest
-
-from .harness import ControllerHarness
+from tests.harness import ControllerHarness
 
 
 def test_new_clusters_start_at_level_2():

@@ -26,10 +26,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from metadata_records.errors import Errors
-from metadata_records.records import PartitionChangeRecord, RegisterBrokerRecord
-from quorum.isr_index import BrokersToIsrs
-from quorum.messages import (
+from controller.isr_index import BrokersToIsrs
+from controller.messages import (
     PREFERRED,
     UNCLEAN,
     AlterPartitionPartition,
@@ -45,8 +43,9 @@ from quorum.messages import (
     ReassignablePartition,
     ReassignableTopic,
 )
-
-from .harness import ControllerHarness
+from metadata_records.errors import Errors
+from metadata_records.records import PartitionChangeRecord, RegisterBrokerRecord
+from tests.harness import ControllerHarness
 
 BROKERS = st.integers(1, 4)
 RARELY = st.sampled_from([False, False, False, False, True])
