@@ -892,11 +892,27 @@ class VoterOut(ResponseModel):
     last_caught_up_ms: int | None = Field(
         description="wall clock (ms) when this node last saw it fully caught up"
     )
+    directory_id: str | None = Field(
+        None,
+        description="the directory id the voter set names for it (KIP-853); null before it is known",
+    )
+    connected_directory_id: str | None = Field(
+        None, description="the directory id of the data dir now connected as this node"
+    )
+    role: str = Field(
+        "unknown",
+        examples=["voter", "observer", "replaced", "unknown"],
+        description="voter: counts toward elections and commits; observer: a new data dir "
+        "catching up, not yet named by the voter set; replaced: a data dir the voter set no "
+        "longer names; unknown: not heard from",
+    )
 
 
 class QuorumStatusOut(ResponseModel):
     cluster_id: str
     node_id: int
+    directory_id: str | None = Field(None, description="this node's data dir (KIP-853)")
+    role: str = Field("voter", description="this node's role, as in voters[].role")
     leader_id: int | None
     leader_url: str | None
     controller_epoch: int

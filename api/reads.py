@@ -23,6 +23,7 @@ from metadata_records.records import (
     Record,
     RegisterBrokerRecord,
     TopicRecord,
+    VotersRecord,
 )
 from quorum.node import QuorumNode
 
@@ -100,7 +101,7 @@ def topics_obj(image: MetadataImage) -> dict[str, Any]:
 def snapshot_records(image: MetadataImage) -> list[Record]:
     """Records that recreate ``image`` when replayed on an empty one.
 
-    Order: the controller's LEADER_CHANGE, feature levels (metadata.version
+    Order: the controller's LEADER_CHANGE, the voter set (KRAFT_VOTERS), feature levels (metadata.version
     decides record versions), brokers, then per topic its TopicRecord,
     ConfigRecords and PartitionRecords. What replay cannot reproduce: each
     broker's ``registrationOffset`` (it becomes the record's position, as in
@@ -115,6 +116,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                 leader_url=image.leader_url or "",
             )
         )
+    if image.voters:
+        records.append(VotersRecord(voters=image.voters))
     for name, level in sorted(image.features.items()):
         records.append(FeatureLevelRecord(name=name, feature_level=level))
     version = register_broker_record_version(image.metadata_version)
@@ -220,6 +223,8 @@ class VoterTracker:
             else:
                 connected = raft.get(f"partner_node_status_server_{address}") == 2
                 match = raft.get(f"match_idx_server_{address}")
+                if not node.guard.counts(node_id):  # an observer: pysyncobj keeps no match
+                    match = node.guard.progress.get(node_id, match)
                 lag = (
                     records_between(node, match, commit)
                     if is_leader and match is not None
@@ -249,6 +254,27 @@ def records_between(node: QuorumNode, behind: int, ahead: int) -> int:
     return max(0, hi - lo)
 
 
+def _connected_directory(guard, node_id: int) -> str | None:
+    if node_id == guard.node_id:
+        return guard.directory_id
+    hello = guard.peers.get(node_id)
+    return None if hello is None else hello.directory_id
+
+
+def _peer_role(guard, node_id: int) -> str:
+    """``voter``: its votes and acknowledgements count; ``observer``: a new data
+    dir catching up before it is named; ``replaced``: an old data dir the voter
+    set no longer names; ``unknown``: not heard from since this node started."""
+    if node_id == guard.node_id:
+        return guard.role()
+    hello = guard.peers.get(node_id)
+    if hello is None:
+        return "unknown"
+    if guard.counts(node_id):
+        return "voter"
+    return "replaced" if hello.formed else "observer"
+
+
 def voter_url(node: QuorumNode, node_id: int) -> str | None:
     if node_id == node.node_id:
         return node.config.advertised_url
@@ -262,9 +288,13 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
     raft = node.raft_status()
     image = node.image
     voters = tracker.sample(node, raft)
+    guard = node.guard
+    voter_set = guard.voter_set()
     return {
         "clusterId": node.cluster_id,
         "nodeId": node.node_id,
+        "directoryId": guard.directory_id,
+        "role": guard.role(),
         "leaderId": node.raft_leader_id,
         "leaderUrl": node.leader_url,
         "controllerEpoch": image.controller_epoch,
@@ -287,6 +317,9 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
                 "connected": v["connected"],
                 "lagRecords": v["lag"],
                 "lastCaughtUpMs": v["lastCaughtUpMs"],
+                "directoryId": voter_set.get(node_id),
+                "connectedDirectoryId": _connected_directory(guard, node_id),
+                "role": _peer_role(guard, node_id),
             }
             for node_id, v in voters.items()
         ],

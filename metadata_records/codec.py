@@ -21,6 +21,7 @@ from .records import (
     FeatureRange,
     Kind,
     Record,
+    Voter,
 )
 from .uuids import InvalidUuid, parse_uuid
 
@@ -54,10 +55,24 @@ def _encode_value(kind: Kind, value: Any) -> Any:
             }
             for f in value
         ]
+    if kind is Kind.VOTERS:
+        return [
+            {
+                "voterId": v.voter_id,
+                "voterDirectoryId": v.voter_directory_id,
+                "host": v.host,
+                "port": v.port,
+            }
+            for v in value
+        ]
     return value  # ints, bools, strings, None and tuples are JSON as they are
 
 
-_NESTED = (Kind.ENDPOINTS, Kind.FEATURES)  # the kinds whose JSON is not the value itself
+_NESTED = (
+    Kind.ENDPOINTS,
+    Kind.FEATURES,
+    Kind.VOTERS,
+)  # the kinds whose JSON is not the value itself
 
 
 class _Plan:
@@ -243,6 +258,7 @@ def _int32_list(value: Any, where: str) -> tuple[int, ...]:
 
 _ENDPOINT_KEYS = ("name", "host", "port", "securityProtocol")
 _FEATURE_KEYS = ("name", "minSupportedVersion", "maxSupportedVersion")
+_VOTER_KEYS = ("voterId", "voterDirectoryId", "host", "port")
 
 
 def _decode_value(kind: Kind, value: Any, where: str) -> Any:
@@ -294,6 +310,25 @@ def _decode_value(kind: Kind, value: Any, where: str) -> Any:
                     _int(f["maxSupportedVersion"], Kind.INT16, f"{w}.maxSupportedVersion"),
                 )
             )
+        return tuple(out)
+    if kind is Kind.VOTERS:
+        out = []
+        for i, item in enumerate(_list(value, where)):
+            w = f"{where}[{i}]"
+            v = _obj(item, w, _VOTER_KEYS)
+            voter_id = _int(v["voterId"], Kind.INT32, f"{w}.voterId")
+            if voter_id < 0:
+                raise DecodeError(f"{w}.voterId: {voter_id} is negative")
+            port = _int(v["port"], Kind.INT32, f"{w}.port")
+            if not 0 < port <= 65535:
+                raise DecodeError(f"{w}.port: {port} is not a port")
+            try:
+                directory_id = parse_uuid(v["voterDirectoryId"])
+            except InvalidUuid as e:
+                raise DecodeError(f"{w}.voterDirectoryId: {e}") from None
+            out.append(Voter(voter_id, directory_id, _str(v["host"], f"{w}.host"), port))
+        if len({v.voter_id for v in out}) != len(out):
+            raise DecodeError(f"{where}: a voter id appears twice")
         return tuple(out)
     raise AssertionError(kind)  # pragma: no cover - every Kind is handled above
 

@@ -43,6 +43,7 @@ from .records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    VotersRecord,
 )
 
 _LRS = (LRS_RECOVERED, LRS_RECOVERING)  # Kafka's LeaderRecoveryState.of rejects the rest
@@ -78,6 +79,7 @@ class ImageDelta:
         "leader_url",
         "partition_count",
         "ignored_records",
+        "voters",
         "_brokers",
         "_topics",
         "_topic_ids",
@@ -93,6 +95,7 @@ class ImageDelta:
         self.leader_url = image.leader_url
         self.partition_count = image.partition_count
         self.ignored_records = image.ignored_records
+        self.voters = image.voters
         self._brokers: dict[int, BrokerRegistration] = {}
         # Changed topic headers by id (None = removed). A header's ``partitions``
         # is the base dict (the image's, or {} for a new topic); changed
@@ -324,6 +327,13 @@ class ImageDelta:
         self.leader_url = r.leader_url
         return True
 
+    def _replay_voters(self, r: VotersRecord, offset: int) -> bool:
+        # The codec refuses duplicate ids; an empty set would leave no quorum.
+        if not r.voters:
+            return False
+        self.voters = tuple(sorted(r.voters))
+        return True
+
     # ------------------------------------------------------------ build
 
     def apply(self) -> MetadataImage:
@@ -368,6 +378,7 @@ class ImageDelta:
             leader_url=self.leader_url,
             partition_count=self.partition_count,
             ignored_records=self.ignored_records,
+            voters=self.voters,
         )
 
 
@@ -382,6 +393,7 @@ _REPLAY = {
     FeatureLevelRecord: ImageDelta._replay_feature,
     NoOpRecord: ImageDelta._replay_noop,
     LeaderChangeRecord: ImageDelta._replay_leader_change,
+    VotersRecord: ImageDelta._replay_voters,
 }
 
 

@@ -23,6 +23,7 @@ from .records import (
     FeatureRange,
     PartitionChangeRecord,
     PartitionRecord,
+    Voter,
 )
 
 
@@ -128,6 +129,8 @@ class MetadataImage(NamedTuple):
     leader_url: str | None = None
     partition_count: int = 0
     ignored_records: int = 0  # records that could not apply (see delta.py); 0 in a healthy log
+    # The Raft voter set of the last KRAFT_VOTERS record; () before the first.
+    voters: tuple[Voter, ...] = ()
 
     @property
     def last_offset(self) -> int:

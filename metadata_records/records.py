@@ -29,6 +29,7 @@ class Kind(Enum):
     NULLABLE_INT32_LIST = "nullable int32 array"
     ENDPOINTS = "endpoint array"
     FEATURES = "feature array"
+    VOTERS = "voter array"
 
 
 INT_RANGES = {
@@ -58,6 +59,16 @@ class Endpoint(NamedTuple):
     host: str
     port: int
     security_protocol: int
+
+
+class Voter(NamedTuple):
+    """One voter of the Raft quorum: its node id, the directory id of the data
+    dir it votes with (KIP-853), and its Raft endpoint."""
+
+    voter_id: int
+    voter_directory_id: str
+    host: str
+    port: int
 
 
 class FeatureRange(NamedTuple):
@@ -224,6 +235,19 @@ class LeaderChangeRecord:
     version: int = 0
 
 
+@_record("KRAFT_VOTERS", -6, 0)
+@dataclass(frozen=True, slots=True)
+class VotersRecord:
+    """Control record: the whole voter set from here on (Kafka's ``VotersRecord``,
+    KIP-853), written by the first leader of a cluster and by every membership
+    change. A voter is a (node id, directory id) pair: a node whose data dir
+    was replaced has a new directory id and is not a voter until a later
+    VotersRecord names it (quorum/voter_guard.py)."""
+
+    voters: tuple[Voter, ...] = _f(Kind.VOTERS)
+    version: int = 0
+
+
 Record = (
     RegisterBrokerRecord
     | TopicRecord
@@ -235,6 +259,7 @@ Record = (
     | BrokerRegistrationChangeRecord
     | NoOpRecord
     | LeaderChangeRecord
+    | VotersRecord
 )
 
 

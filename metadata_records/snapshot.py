@@ -55,7 +55,7 @@ _IMAGE_KEYS = (
 
 
 def image_to_obj(image: MetadataImage) -> dict[str, Any]:
-    return {
+    obj = {
         "format": SNAPSHOT_FORMAT,
         "nextOffset": image.next_offset,
         "controllerEpoch": image.controller_epoch,
@@ -77,6 +77,11 @@ def image_to_obj(image: MetadataImage) -> dict[str, Any]:
             for _, t in sorted(image.topics.items())
         ],
     }
+    # Only once a voter set was written, so images (and digests) from before
+    # voter sets existed are unchanged.
+    if image.voters:
+        obj["voters"] = _encode_value(Kind.VOTERS, image.voters)
+    return obj
 
 
 def encode_image(image: MetadataImage) -> bytes:
@@ -127,7 +132,9 @@ def _partition_fast(row: Any) -> list | None:
 
 def decode_image(data: Any) -> MetadataImage:
     """An image from ``encode_image`` bytes; DecodeError names what is wrong."""
-    obj = _obj(_loads(data, "snapshot"), "snapshot", _IMAGE_KEYS)
+    obj = _loads(data, "snapshot")
+    voters = obj.pop("voters", []) if type(obj) is dict else []
+    obj = _obj(obj, "snapshot", _IMAGE_KEYS)
     if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
         raise DecodeError(f"snapshot: unsupported format {brief(obj['format'])}")
     features = obj["features"]
@@ -190,4 +197,5 @@ def decode_image(data: Any) -> MetadataImage:
         leader_url=leader_url,
         partition_count=count,
         ignored_records=_int(obj["ignoredRecords"], Kind.INT64, "snapshot.ignoredRecords"),
+        voters=_decode_value(Kind.VOTERS, voters, "snapshot.voters"),
     )

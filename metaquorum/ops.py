@@ -302,11 +302,25 @@ def _print_status(console: Console, s: dict) -> None:
         f"metadata.version {s.get('metadataVersion')}  auth {s.get('auth')}"
     )
     table = Table(title="voters")
-    for col in ("node", "url", "connected", "lag (records)", "last caught up (ms ago)"):
+    for col in (
+        "node",
+        "role",
+        "directory",
+        "url",
+        "connected",
+        "lag (records)",
+        "last caught up (ms ago)",
+    ):
         table.add_column(col)
     for v in s.get("voters", []):
+        directory = v.get("directoryId")
+        connected_as = v.get("connectedDirectoryId")
+        if connected_as and connected_as != directory:
+            directory = f"{directory} (connected: {connected_as})"
         table.add_row(
             str(v.get("nodeId")),
+            str(v.get("role")),
+            str(directory),
             str(v.get("url")),
             str(v.get("connected")),
             str(v.get("lagRecords")),

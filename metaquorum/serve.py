@@ -175,7 +175,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     try:
         config = build_config(args)
-        cluster_id = claim_data_dir(config)
+        identity = claim_data_dir(config)
     except (ConfigError, ValueError) as e:
         return _die(EXIT_CONFIG, str(e))
 
@@ -195,7 +195,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     # The SyncObj is built here, in the main thread, before the loop starts.
     try:
-        node = QuorumNode(config, cluster_id)
+        node = QuorumNode(config, identity)
     except JournalCorruptError as e:
         return _die(EXIT_REFUSED, f"refusing to serve: {e}")
     if tokens is None:
@@ -205,7 +205,7 @@ def run_serve(args: argparse.Namespace) -> int:
     log.info(
         "node %d of cluster %s: raft %s, http %s, data %s, fsync %s",
         config.node_id,
-        cluster_id,
+        identity.cluster_id,
         config.raft_address,
         config.advertised_url,
         config.data_dir,

@@ -33,6 +33,14 @@ FEATURE_TYPE = pa.struct(
         ("max_supported_version", pa.int16()),
     ]
 )
+VOTER_TYPE = pa.struct(
+    [
+        ("voter_id", pa.int32()),
+        ("voter_directory_id", pa.string()),
+        ("host", pa.string()),
+        ("port", pa.int32()),
+    ]
+)
 _ARROW = {
     Kind.INT8: pa.int8(),
     Kind.INT16: pa.int16(),
@@ -46,6 +54,7 @@ _ARROW = {
     Kind.NULLABLE_INT32_LIST: pa.list_(pa.int32()),
     Kind.ENDPOINTS: pa.list_(ENDPOINT_TYPE),
     Kind.FEATURES: pa.list_(FEATURE_TYPE),
+    Kind.VOTERS: pa.list_(VOTER_TYPE),
 }
 
 ENVELOPE = [
@@ -109,11 +118,19 @@ def _features(value: Any) -> list[dict]:
     ]
 
 
+def _voters(value: Any) -> list[dict]:
+    return [v._asdict() for v in value]
+
+
 def _plain(value: Any) -> Any:
     return list(value) if type(value) is tuple else value
 
 
-_CONVERT: dict[Kind, Callable[[Any], Any]] = {Kind.ENDPOINTS: _endpoints, Kind.FEATURES: _features}
+_CONVERT: dict[Kind, Callable[[Any], Any]] = {
+    Kind.ENDPOINTS: _endpoints,
+    Kind.FEATURES: _features,
+    Kind.VOTERS: _voters,
+}
 
 
 def _getters(cls: type, version: int) -> list[tuple[str, str, Callable[[Any], Any]]]:

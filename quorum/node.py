@@ -29,11 +29,11 @@ from controller.messages import BrokerHeartbeatRequest
 from metadata_records.codec import encode_batch
 from metadata_records.features import METADATA_VERSION
 from metadata_records.image import MetadataImage
-from metadata_records.records import Batch, LeaderChangeRecord, Record
+from metadata_records.records import Batch, LeaderChangeRecord, Record, VotersRecord
 from metadata_records.snapshot import image_digest
 
 from .durability import MetaquorumJournal, install_journal
-from .node_config import NodeConfig
+from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .raft_port import (
     GuardedTransport,
     defer_commit_push,
@@ -45,6 +45,7 @@ from .raft_port import (
     raft_password,
 )
 from .state_machine import STALE, MetadataStateMachine
+from .voter_guard import VoterGuard, bootstrap_voters, replacement
 
 log = logging.getLogger(__name__)
 
@@ -133,11 +134,12 @@ class BatchStats:
 
 
 class QuorumNode:
-    def __init__(self, config: NodeConfig, cluster_id: str) -> None:
+    def __init__(self, config: NodeConfig, identity: DataDirIdentity) -> None:
         """Builds the SyncObj: call from the main thread (its tick thread stops
         when the constructing thread ends)."""
         self.config = config
-        self.cluster_id = cluster_id
+        self.identity = identity
+        cluster_id = self.cluster_id = identity.cluster_id
         self.node_id = config.node_id
         self.controller_config = ControllerConfig(
             cluster_id, session_timeout_ms=config.session_timeout_ms
@@ -181,13 +183,25 @@ class QuorumNode:
         others = [
             addr for node_id, addr in sorted(config.voters.items()) if node_id != self.node_id
         ]
+        self.guard = VoterGuard(
+            cluster_id=cluster_id,
+            node_id=self.node_id,
+            directory_id=identity.directory_id,
+            addresses=config.voters,
+            formed=identity.formed,
+            bootstrap=identity.bootstrap,
+            committed_voters=lambda: self.sm.image.voters,
+            persist_formation=self._persist_formation,
+        )
         self.syncobj = SyncObj(
             config.raft_address,
             others,
             conf=conf,
             consumers=[self.sm],
-            transportClass=GuardedTransport,
+            transportClass=GuardedTransport.with_guard(self.guard),
         )
+        self.syncobj.addOnTickCallback(self._guard_tick)
+        self._voters_change_pending = False
         self._wire_journal_syncs()
         defer_commit_push(self.syncobj)
         if config.startup_election_delay_s > 0 and others:
@@ -238,6 +252,20 @@ class QuorumNode:
 
         transport.before_ack = sync_before_ack
         syncobj.addOnTickCallback(journal.end_of_tick)
+
+    def _persist_formation(self, voters: dict) -> None:  # tick thread (or the constructor)
+        self.identity = record_formation(self.config.data_dir, self.identity, voters)
+
+    def _guard_tick(self) -> None:  # tick thread, at the end of every tick
+        """An observer is admitted once the committed voter set names it; until
+        then (and any voter not admitted) it never stands for election."""
+        guard = self.guard
+        if not guard.formed:
+            guard.on_applied()
+        if not guard.admitted:
+            self.syncobj._SyncObj__raftElectionDeadline = (
+                pysyncobj_monotonic() + self.config.raft_max_timeout
+            )
 
     def _delay_first_election(self, delay_s: float) -> None:
         """Pushes this voter's first election deadline ``delay_s`` away
@@ -399,6 +427,7 @@ class QuorumNode:
         log.info("node %d is the active controller at epoch %d", self.node_id, term)
         if self.image.features.get(METADATA_VERSION) is None:
             self._enqueue(_Pending(_BOOTSTRAP, None))
+        self._maybe_change_voters()
         self._schedule_fencer()
         self._pump()
 
@@ -506,6 +535,11 @@ class QuorumNode:
                     controller.replay(boot)
                     records.extend(boot)
                     continue
+                if type(pending.request) is VotersRecord:
+                    controller.replay((pending.request,))
+                    records.append(pending.request)
+                    decided.append((pending, None))
+                    continue
                 if (
                     type(pending.request) is BrokerHeartbeatRequest
                     and time.monotonic() - pending.enqueued > self.config.heartbeat_deadline_s
@@ -583,10 +617,42 @@ class QuorumNode:
         self._fence_handle = None
         if not self.active:
             return
+        self._maybe_change_voters()
         next_check = self.controller.next_fence_check_ms()
         if next_check is not None and next_check <= now_ms():
             self._enqueue(_Pending(_FENCE, None))
         self._schedule_fencer()
+
+    # ------------------------------------------------------------ voter set
+
+    def _maybe_change_voters(self) -> None:
+        """The active controller writes the first voter set once it knows every
+        voter's directory, and replaces a voter's directory once the new data
+        dir of that node has caught up (quorum/voter_guard.py). One change at
+        a time: the next waits until this one has applied here."""
+        voters = self.image.voters
+        if self._voters_change_pending:
+            return
+        if not voters:
+            wanted = bootstrap_voters(self.guard)
+        else:
+            wanted = replacement(voters, self.guard, self.syncobj.raftCommitIndex)
+        if wanted is None:
+            return
+        log.info(
+            "writing the voter set %s",
+            ", ".join(f"{v.voter_id}/{v.voter_directory_id}" for v in wanted),
+        )
+        self._voters_change_pending = True
+        future = self.loop.create_future()
+
+        def done(f: asyncio.Future) -> None:
+            self._voters_change_pending = False
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("the voter set was not written: %s", f.exception())
+
+        future.add_done_callback(done)
+        self._enqueue(_Pending(VotersRecord(voters=wanted), future))
 
     # ------------------------------------------------------------ reads
 

@@ -114,8 +114,25 @@ class NodeConfig:
         return os.path.join(self.data_dir, "raft.snapshot")
 
 
-def claim_data_dir(config: NodeConfig) -> str:
-    """Creates or checks the data dir; returns the cluster id.
+@dataclass(frozen=True)
+class DataDirIdentity:
+    """What a data dir remembers about itself (``metaquorum.json``).
+
+    ``directory_id`` is drawn when the dir is formatted and never changes: it
+    is how the cluster tells this disk from the one a replaced PVC had
+    (quorum/voter_guard.py). ``formed``: this dir has been a voter of the
+    cluster (it formed it, or a committed voter set named it); ``bootstrap``:
+    the voter set agreed when the cluster formed, by node id."""
+
+    node_id: int
+    cluster_id: str
+    directory_id: str
+    formed: bool
+    bootstrap: dict[int, str | None] | None
+
+
+def claim_data_dir(config: NodeConfig) -> DataDirIdentity:
+    """Creates or checks the data dir; returns what it remembers.
 
     The data dir remembers its node and cluster: starting it as another node,
     or with another cluster id, is refused (a voter must never mix logs)."""
@@ -126,7 +143,11 @@ def claim_data_dir(config: NodeConfig) -> str:
             with open(path, "rb") as f:
                 identity = orjson.loads(f.read())
             node_id, cluster_id = identity["nodeId"], identity["clusterId"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            version = identity.get("version", 1)
+            bootstrap = identity.get("bootstrapVoters")
+            if bootstrap is not None:
+                bootstrap = {int(k): v for k, v in bootstrap.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ConfigError(
                 f"--data-dir: {path} is unreadable ({e}); restore it or use an empty dir"
             ) from None
@@ -140,7 +161,15 @@ def claim_data_dir(config: NodeConfig) -> str:
                 f"--cluster-id {config.cluster_id} does not match --data-dir {config.data_dir}, "
                 f"which belongs to cluster {cluster_id}"
             )
-        return cluster_id
+        if version < 2:
+            # Made before directory ids: it holds this cluster's log, so it is
+            # formed; its voters' directories are learned from their hellos.
+            out = DataDirIdentity(node_id, cluster_id, random_uuid(), True, None)
+            _write_identity(path, out)
+            return out
+        return DataDirIdentity(
+            node_id, cluster_id, identity["directoryId"], bool(identity["formed"]), bootstrap
+        )
     if any(os.scandir(config.data_dir)):
         raise ConfigError(
             f"--data-dir {config.data_dir} is not empty and has no {IDENTITY_FILE}: "
@@ -154,10 +183,39 @@ def claim_data_dir(config: NodeConfig) -> str:
                 "(every voter must be given the same one)"
             )
         cluster_id = random_uuid()
+    out = DataDirIdentity(config.node_id, cluster_id, random_uuid(), False, None)
+    _write_identity(path, out)
+    return out
+
+
+def record_formation(data_dir: str, identity: DataDirIdentity, voters: dict) -> DataDirIdentity:
+    """Stores that this dir is a voter of its cluster, with the bootstrap set."""
+    out = DataDirIdentity(
+        identity.node_id, identity.cluster_id, identity.directory_id, True, dict(voters)
+    )
+    _write_identity(os.path.join(data_dir, IDENTITY_FILE), out)
+    return out
+
+
+def _write_identity(path: str, identity: DataDirIdentity) -> None:
+    """Atomically and durably: written, synced, renamed, directory synced."""
+    obj = {
+        "version": 2,
+        "nodeId": identity.node_id,
+        "clusterId": identity.cluster_id,
+        "directoryId": identity.directory_id,
+        "formed": identity.formed,
+    }
+    if identity.bootstrap is not None:
+        obj["bootstrapVoters"] = {str(k): v for k, v in sorted(identity.bootstrap.items())}
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(orjson.dumps({"version": 1, "nodeId": config.node_id, "clusterId": cluster_id}))
+        f.write(orjson.dumps(obj))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return cluster_id
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

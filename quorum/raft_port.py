@@ -40,6 +40,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
+from .voter_guard import HELLO, VoterGuard
+
 log = logging.getLogger(__name__)
 
 # Before a connection proved it knows the secret: the first frame of a peer is a
@@ -197,6 +199,54 @@ class GuardedTransport(TCPTransport):
     the leader it holds entries that are not on its disk."""
 
     before_ack: Callable[[], None] | None = None
+    # Voter identity (quorum/voter_guard.py): hellos and the filter on votes and
+    # acknowledgements. None only in tests that build a bare transport.
+    guard: VoterGuard | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.guard is not None:
+            self.guard.send_hello = self._send_hellos  # tick thread, like every send
+
+    @classmethod
+    def with_guard(cls, guard: VoterGuard) -> type[GuardedTransport]:
+        """The class to hand pysyncobj (it builds the transport itself): the
+        guard is in place before the first connection."""
+        return type(cls.__name__, (cls,), {"guard": guard})
+
+    def _send_hellos(self) -> None:
+        message = self.guard.hello().to_message()
+        for node in list(self._nodes):
+            super().send(node, message)
+
+    def _onNodeConnected(self, node):  # noqa: N802 - pysyncobj's name
+        guard = self.guard
+        if guard is not None:
+            super().send(node, guard.hello().to_message())  # the first message, always
+        super()._onNodeConnected(node)
+
+    def _onNodeDisconnected(self, node):  # noqa: N802 - pysyncobj's name
+        guard = self.guard
+        if guard is not None:
+            node_id = guard.node_id_of(getattr(node, "id", ""))
+            if node_id in guard.peers:  # a new process may come back with a new disk
+                guard.peers = {k: v for k, v in guard.peers.items() if k != node_id}
+        super()._onNodeDisconnected(node)
+
+    def _onMessageReceived(self, node, message):  # noqa: N802 - pysyncobj's name
+        guard = self.guard
+        if guard is not None:
+            node_id = guard.node_id_of(getattr(node, "id", ""))
+            if isinstance(message, dict) and message.get("type") == HELLO:
+                if not guard.on_hello(node_id, message):
+                    conn = self._connections.get(node)
+                    if conn is not None:
+                        conn.disconnect()
+                return
+            message = guard.filter(node_id, message)
+            if message is None:
+                return
+        super()._onMessageReceived(node, message)
 
     def send(self, node, message):
         if self.before_ack is not None and isinstance(message, dict):

@@ -58,8 +58,9 @@ class LocalNode:
             advertised_url=f"http://127.0.0.1:{free_port()}",
             **config,
         )
-        self.cluster_id = claim_data_dir(self.config)
-        self.node = QuorumNode(self.config, self.cluster_id)
+        identity = claim_data_dir(self.config)
+        self.cluster_id = identity.cluster_id
+        self.node = QuorumNode(self.config, identity)
         self.loop = asyncio.new_event_loop()
         self._closed = False
         self._stopped = False

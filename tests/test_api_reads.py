@@ -222,7 +222,7 @@ def test_snapshot_recreates_the_image(local, app, cluster):
     assert body["offset"] == int(r.headers["X-Metadata-Offset"]) == image.last_offset
     assert body["nextOffset"] == image.next_offset
     types = [rec["type"] for rec in body["records"]]
-    assert types[:2] == ["LEADER_CHANGE", "FEATURE_LEVEL_RECORD"]
+    assert types[:3] == ["LEADER_CHANGE", "KRAFT_VOTERS", "FEATURE_LEVEL_RECORD"]
     assert {"REGISTER_BROKER_RECORD", "TOPIC_RECORD", "CONFIG_RECORD", "PARTITION_RECORD"} <= set(
         types
     )
@@ -232,6 +232,7 @@ def test_snapshot_recreates_the_image(local, app, cluster):
     assert rebuilt.topics == image.topics
     assert rebuilt.topic_ids == image.topic_ids
     assert rebuilt.features == image.features
+    assert rebuilt.voters == image.voters and image.voters
     assert (rebuilt.controller_epoch, rebuilt.leader_id, rebuilt.leader_url) == (
         image.controller_epoch,
         image.leader_id,

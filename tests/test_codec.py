@@ -40,6 +40,8 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    Voter,
+    VotersRecord,
 )
 from metadata_records.uuids import to_standard, uuid_from_bytes
 
@@ -127,6 +129,12 @@ RECORD_STRATEGIES = {
     "LEADER_CHANGE": st.builds(
         LeaderChangeRecord, controller_epoch=int32, leader_id=int32, leader_url=texts
     ),
+    "KRAFT_VOTERS": st.lists(
+        st.builds(Voter, st.integers(0, 2**31 - 1), uuids, texts, st.integers(1, 65535)),
+        min_size=1,
+        max_size=5,
+        unique_by=lambda v: v.voter_id,
+    ).map(lambda voters: VotersRecord(voters=tuple(voters))),
 }
 any_record = st.one_of(*RECORD_STRATEGIES.values())
 batches = st.builds(Batch, int32, int64, st.lists(any_record, max_size=6).map(tuple))
@@ -410,6 +418,7 @@ def _valid_obj(type_name: str) -> dict:
         "LEADER_CHANGE": LeaderChangeRecord(
             controller_epoch=3, leader_id=0, leader_url="http://n0:8080"
         ),
+        "KRAFT_VOTERS": VotersRecord(voters=(Voter(0, INC, "n0", 7071), Voter(1, INC, "n1", 7071))),
     }
     obj = orjson.loads(encode_record(examples[type_name]))
     assert obj["version"] == RECORD_TYPES[type_name].MAX_VERSION
@@ -506,6 +515,19 @@ BAD_VALUES = {
         [{"name": "f", "minSupportedVersion": 2**15, "maxSupportedVersion": 2}],
         [{"name": "f", "minSupportedVersion": 1, "maxSupportedVersion": True}],
         [{"name": "f", "minSupportedVersion": 1.0, "maxSupportedVersion": 2}],
+    ],
+    Kind.VOTERS: [
+        None,
+        [{}],
+        [{"voterId": 0, "voterDirectoryId": INC, "host": "h"}],
+        [{"voterId": -1, "voterDirectoryId": INC, "host": "h", "port": 1}],
+        [{"voterId": 0, "voterDirectoryId": "nope", "host": "h", "port": 1}],
+        [{"voterId": 0, "voterDirectoryId": INC, "host": "h", "port": 0}],
+        [{"voterId": 0, "voterDirectoryId": INC, "host": 5, "port": 1}],
+        [
+            {"voterId": 0, "voterDirectoryId": INC, "host": "h", "port": 1},
+            {"voterId": 0, "voterDirectoryId": INC, "host": "g", "port": 2},
+        ],
     ],
 }
 

@@ -25,6 +25,8 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    Voter,
+    VotersRecord,
 )
 from metaquorum.cli import main
 from metaquorum.export import ExportError, _records, run_export
@@ -39,6 +41,7 @@ from .pipeline_scenario import broker_scenario
 TID = "fPZv1VBsRFmnlRvmGcOW9w"
 EVERY_TYPE = [
     LeaderChangeRecord(controller_epoch=1, leader_id=0, leader_url="http://c0"),
+    VotersRecord(voters=(Voter(0, TID, "c0", 7071),)),
     FeatureLevelRecord(name="metadata.version", feature_level=2),
     RegisterBrokerRecord(
         broker_id=1,
@@ -80,7 +83,7 @@ def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
         for key, value in record_data(record).items():
             spec = next(s for s in record.FIELDS if s.key == key)
             column = RENAMED.get((record.TYPE, spec.attr), _snake(key))
-            if key in ("endPoints", "features"):
+            if key in ("endPoints", "features", "voters"):
                 value = [{_snake(k): v for k, v in item.items()} for item in value]
             assert row[column] == (list(value) if isinstance(value, tuple) else value), column
 

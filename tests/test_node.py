@@ -303,7 +303,10 @@ def test_a_batch_from_an_older_epoch_or_offset_is_a_no_op(tmp_path):
 
 def test_the_data_dir_remembers_its_node_and_cluster(tmp_path):
     config = single_voter_config(tmp_path, cluster_id="c1")
-    assert claim_data_dir(config) == "c1"
+    first = claim_data_dir(config)
+    assert first.cluster_id == "c1" and not first.formed
+    # A restart keeps the directory id: it is this disk's identity.
+    assert claim_data_dir(config).directory_id == first.directory_id
     with pytest.raises(ConfigError, match="--node-id 5 does not match"):
         claim_data_dir(replace(config, node_id=5, voters={5: "127.0.0.1:1"}))
     with pytest.raises(ConfigError, match="--cluster-id c2 does not match"):

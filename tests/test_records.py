@@ -118,12 +118,14 @@ MAX_VERSIONS = {
     "FEATURE_LEVEL_RECORD": 0,
     "NO_OP_RECORD": 0,
     "LEADER_CHANGE": 0,
+    "KRAFT_VOTERS": 0,
 }
 
 
 def test_registry_holds_exactly_the_documented_types():
-    # API.md "A record": the eight metadata types, ConfigRecord, and LEADER_CHANGE.
-    assert set(RECORD_TYPES) == set(KAFKA_TYPES) | {"LEADER_CHANGE"}
+    # API.md "A record": the eight metadata types, ConfigRecord, and the control
+    # records LEADER_CHANGE and KRAFT_VOTERS (the voter set, Kafka's VotersRecord).
+    assert set(RECORD_TYPES) == set(KAFKA_TYPES) | {"LEADER_CHANGE", "KRAFT_VOTERS"}
     assert RECORD_TYPES["LEADER_CHANGE"] is LeaderChangeRecord
 
 

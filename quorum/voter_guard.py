@@ -1,0 +1,340 @@
+"""Voter identity: a voter that lost its disk never votes or counts toward a commit.
+
+Raft's safety rests on every voter keeping its vote and its log. A data dir
+that was wiped (a replaced PVC) and comes back under the same node id would
+vote again in a term it already voted in and count its empty log toward
+commits: with another voter lagging, acknowledged writes were lost. So, as in
+Kafka's KIP-853, a voter is a (node id, directory id) pair, and the directory
+id is drawn at random when a data dir is formatted (quorum/node_config.py).
+
+Rules (each enforced here, on pysyncobj's tick thread, by filtering the Raft
+messages that reach it; ``GuardedTransport`` calls ``filter``):
+
+1. Every connection starts with a hello in both directions: cluster id, node
+   id, directory id, whether the sender is *formed* (a voter of a cluster that
+   exists), and the voter set it holds.
+2. The voter set is the last KRAFT_VOTERS record of the log (the image's
+   ``voters``); before the first one is committed, the *bootstrap* set agreed
+   when the cluster formed (kept in the identity file).
+3. A cluster forms only from empty voters that all hear each other: an empty
+   voter becomes formed when every voter of ``--voters`` said hello unformed
+   (the bootstrap set is then every directory id heard, its own included), or
+   when a formed peer's voter set already names its own (node id, directory
+   id). A peer that is formed without naming it means the cluster exists and
+   this data dir is new to it: it stays an *observer* (it replicates the log
+   but never votes) until a committed voter set names it; the leader commits
+   that once it has caught up (``QuorumNode`` replaces the old directory).
+4. A vote request is answered only by an admitted voter (formed, and named in
+   its own voter set with its own directory id), only to a candidate whose
+   hello matches the voter set; a granted vote and an append acknowledgement
+   count only from a peer whose hello matches. An observer's acknowledgements
+   still move its next index, so it catches up, but never the commit index.
+5. A voter that is not admitted never stands for election.
+
+A voter set entry with no directory id (``None``) comes from a data dir made
+before directory ids existed: it accepts any formed peer, and the first
+leader that has heard every voter writes the full set.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from metadata_records.records import Voter
+
+log = logging.getLogger(__name__)
+
+HELLO = "metaquorum_hello"
+# How often the same complaint about a peer is logged.
+COMPLAINT_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True)
+class Hello:
+    cluster_id: str
+    node_id: int
+    directory_id: str
+    formed: bool
+    voters: dict[int, str | None]  # the voter set the sender holds
+
+    def to_message(self) -> dict:
+        return {
+            "type": HELLO,
+            "clusterId": self.cluster_id,
+            "nodeId": self.node_id,
+            "directoryId": self.directory_id,
+            "formed": self.formed,
+            "voters": [[k, v] for k, v in sorted(self.voters.items())],
+        }
+
+    @classmethod
+    def from_message(cls, message: dict) -> Hello:
+        """Raises ValueError for anything that is not a well-formed hello."""
+        try:
+            voters = {int(k): (None if v is None else str(v)) for k, v in message["voters"]}
+            hello = cls(
+                str(message["clusterId"]),
+                int(message["nodeId"]),
+                str(message["directoryId"]),
+                bool(message["formed"]),
+                voters,
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"malformed hello: {e!r}") from None
+        return hello
+
+
+class VoterGuard:
+    """The voter-identity state of one node and the rules above. Runs on the
+    tick thread; readers on other threads see whole dicts, replaced, never
+    mutated (``peers``, ``progress``)."""
+
+    def __init__(
+        self,
+        *,
+        cluster_id: str,
+        node_id: int,
+        directory_id: str,
+        addresses: dict[int, str],
+        formed: bool,
+        bootstrap: dict[int, str | None] | None,
+        committed_voters: Callable[[], tuple[Voter, ...]],
+        persist_formation: Callable[[dict[int, str | None]], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.directory_id = directory_id
+        self.addresses = dict(addresses)
+        self._by_address = {addr: nid for nid, addr in addresses.items()}
+        self.formed = formed or len(addresses) == 1
+        if bootstrap is None:
+            # A lone voter forms alone; a data dir from before directory ids
+            # knows its voters but not their directories.
+            bootstrap = {node_id: directory_id} if len(addresses) == 1 else dict.fromkeys(addresses)
+        self.bootstrap: dict[int, str | None] = bootstrap
+        self._committed_voters = committed_voters
+        self._persist_formation = persist_formation
+        self._clock = clock
+        self.peers: dict[int, Hello] = {}
+        self.progress: dict[int, int] = {}  # observers: highest index they hold
+        self._complained: dict[tuple[int, str], float] = {}
+        self.send_hello: Callable[[], None] | None = None  # set by the transport
+        if self.formed and len(addresses) == 1 and formed is False:
+            self._persist_formation(self.bootstrap)
+
+    # ------------------------------------------------------------ what we hold
+
+    def voter_set(self) -> dict[int, str | None]:
+        committed = self._committed_voters()
+        if committed:
+            return {v.voter_id: v.voter_directory_id for v in committed}
+        return self.bootstrap
+
+    def hello(self) -> Hello:
+        return Hello(
+            self.cluster_id, self.node_id, self.directory_id, self.formed, self.voter_set()
+        )
+
+    @property
+    def admitted(self) -> bool:
+        """May vote and stand for election: formed, and named with this directory."""
+        if not self.formed:
+            return False
+        voters = self.voter_set()
+        if self.node_id not in voters:
+            return False
+        expected = voters[self.node_id]
+        return expected is None or expected == self.directory_id
+
+    def role(self) -> str:
+        if self.admitted:
+            return "voter"
+        if self.formed:
+            return "replaced"  # formed, but the voter set names another directory
+        return "observer"
+
+    def counts(self, node_id: int | None) -> bool:
+        """A peer's vote and acknowledgements count: its hello matches the set."""
+        if node_id is None:
+            return False
+        voters = self.voter_set()
+        if node_id not in voters:
+            return False
+        hello = self.peers.get(node_id)
+        if hello is None:
+            return False
+        expected = voters[node_id]
+        if expected is None:
+            return hello.formed
+        return hello.directory_id == expected
+
+    # ------------------------------------------------------------ messages
+
+    def node_id_of(self, address: str) -> int | None:
+        return self._by_address.get(address)
+
+    def on_hello(self, node_id: int | None, message: dict) -> bool:
+        """Takes a peer's hello; False: drop the connection (wrong cluster or node)."""
+        try:
+            hello = Hello.from_message(message)
+        except ValueError as e:
+            self._complain(node_id, "hello", "a peer sent %s; dropping it", e)
+            return False
+        if hello.cluster_id != self.cluster_id:
+            self._complain(
+                node_id,
+                "cluster",
+                "the voter at %s belongs to cluster %s, this one to %s: check --voters "
+                "and --cluster-id; its messages are refused",
+                self.addresses.get(node_id, "?"),
+                hello.cluster_id,
+                self.cluster_id,
+            )
+            return False
+        if hello.node_id != node_id:
+            self._complain(
+                node_id,
+                "node",
+                "the voter at %s says it is node %d, but --voters names node %s there: "
+                "every voter must be given the same --voters; its messages are refused",
+                self.addresses.get(node_id, "?"),
+                hello.node_id,
+                node_id,
+            )
+            return False
+        self.peers = {**self.peers, node_id: hello}
+        self._maybe_form()
+        return True
+
+    def filter(self, node_id: int | None, message):
+        """The message to hand to pysyncobj, or None to drop it (rule 4)."""
+        if not isinstance(message, dict):
+            return message
+        kind = message.get("type")
+        if kind == "request_vote":
+            return message if self.admitted and self.counts(node_id) else None
+        if kind == "response_vote":
+            return message if self.counts(node_id) else None
+        if kind == "timeout_now":
+            return message if self.admitted else None
+        if kind == "next_node_idx" and not self.counts(node_id):
+            if node_id is not None and message.get("success"):
+                held = message.get("next_node_idx", 1) - 1
+                if held > self.progress.get(node_id, 0):
+                    self.progress = {**self.progress, node_id: held}
+            if message.get("reset"):
+                return {**message, "success": False}
+            return None
+        return message
+
+    def on_applied(self) -> None:
+        """After an apply: an observer named by the committed set is admitted."""
+        if self.formed:
+            return
+        committed = self._committed_voters()
+        if any(
+            v.voter_id == self.node_id and v.voter_directory_id == self.directory_id
+            for v in committed
+        ):
+            self._become_formed({v.voter_id: v.voter_directory_id for v in committed})
+            log.info(
+                "this data dir (directory %s) is now a voter of cluster %s",
+                self.directory_id,
+                self.cluster_id,
+            )
+
+    # ------------------------------------------------------------ formation
+
+    def _maybe_form(self) -> None:
+        if self.formed:
+            return
+        for hello in self.peers.values():
+            if hello.formed and hello.voters.get(self.node_id) == self.directory_id:
+                self._become_formed(dict(hello.voters))
+                log.info("joined the new cluster %s as formed by its voters", self.cluster_id)
+                return
+        others = [nid for nid in self.addresses if nid != self.node_id]
+        if any(self.peers.get(nid) is not None and self.peers[nid].formed for nid in others):
+            self._complain(
+                self.node_id,
+                "observer",
+                "cluster %s exists and this data dir (directory %s) is new to it: it "
+                "catches up as an observer and becomes a voter when the leader has "
+                "replaced this node's old directory (it never votes before)",
+                self.cluster_id,
+                self.directory_id,
+            )
+            return
+        if all(nid in self.peers for nid in others):
+            voters = {nid: self.peers[nid].directory_id for nid in others}
+            voters[self.node_id] = self.directory_id
+            self._become_formed(voters)
+            log.info(
+                "formed cluster %s with voters %s",
+                self.cluster_id,
+                ", ".join(f"{nid}/{d}" for nid, d in sorted(voters.items())),
+            )
+        else:
+            missing = sorted(nid for nid in others if nid not in self.peers)
+            self._complain(
+                self.node_id,
+                "forming",
+                "this data dir is empty: waiting to hear from voters %s (a new cluster "
+                "forms only when every voter of --voters is up with an empty data dir)",
+                missing,
+            )
+
+    def _become_formed(self, voters: dict[int, str | None]) -> None:
+        self._persist_formation(voters)  # on disk before anything reflects it
+        self.bootstrap = voters
+        self.formed = True
+        if self.send_hello is not None:
+            self.send_hello()
+
+    def _complain(self, node_id, what: str, fmt: str, *args) -> None:
+        key = (node_id if node_id is not None else -1, what)
+        now = self._clock()
+        if now - self._complained.get(key, -1e18) >= COMPLAINT_INTERVAL_S:
+            self._complained[key] = now
+            log.warning(fmt, *args)
+
+
+def replacement(
+    voters: tuple[Voter, ...], guard: VoterGuard, caught_up_index: int
+) -> tuple[Voter, ...] | None:
+    """The voter set with one replaced directory, or None: the first voter whose
+    node is connected with another, unformed directory (its disk was replaced)
+    that holds the log up to ``caught_up_index``. One change at a time."""
+    for v in voters:
+        hello = guard.peers.get(v.voter_id)
+        if hello is None or hello.formed or hello.directory_id == v.voter_directory_id:
+            continue
+        if guard.progress.get(v.voter_id, 0) < caught_up_index:
+            continue
+        return tuple(
+            w._replace(voter_directory_id=hello.directory_id) if w is v else w for w in voters
+        )
+    return None
+
+
+def bootstrap_voters(guard: VoterGuard) -> tuple[Voter, ...] | None:
+    """The first KRAFT_VOTERS record's set, once every voter's directory is known."""
+    voters = guard.voter_set()
+    out = []
+    for nid, addr in sorted(guard.addresses.items()):
+        directory = voters.get(nid)
+        if directory is None:
+            if nid == guard.node_id:
+                directory = guard.directory_id
+            else:
+                hello = guard.peers.get(nid)
+                if hello is None or not hello.formed:
+                    return None
+                directory = hello.directory_id
+        host, _, port = addr.rpartition(":")
+        out.append(Voter(nid, directory, host, int(port)))
+    return tuple(out)
