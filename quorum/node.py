@@ -33,6 +33,7 @@ from metadata_records.records import Batch, LeaderChangeRecord, Record
 from metadata_records.snapshot import image_digest
 
 from .durability import MetaquorumJournal, install_journal
+from .leader_liveness import check_quorum, forget_silent_leader
 from .node_config import NodeConfig
 from .raft_port import (
     GuardedTransport,
@@ -149,6 +150,8 @@ class QuorumNode:
         install_frame_limits()
         keep_next_index_forward()
         listen_before_electing()
+        forget_silent_leader()
+        check_quorum()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
@@ -164,6 +167,8 @@ class QuorumNode:
             raftMinTimeout=config.raft_min_timeout,
             raftMaxTimeout=config.raft_max_timeout,
             connectionTimeout=max(4.0, config.raft_max_timeout + 0.5),
+            # pysyncobj's own step-down, a backstop: check_quorum steps down
+            # after raft_max_timeout without a majority (leader_liveness.py).
             leaderFallbackTimeout=max(5.0, 2 * config.raft_max_timeout),
             dnsCacheTime=2.0,
             dnsFailCacheTime=2.0,
@@ -371,7 +376,10 @@ class QuorumNode:
             self.term = self.syncobj.raftCurrentTerm
             asyncio.ensure_future(self._become_active(self.term))
         elif state != LEADER:
-            self._step_down("leadership moved to another voter")
+            if self.raft_leader_id is None:
+                self._step_down("this voter stopped leading: no majority of voters answers it")
+            else:
+                self._step_down("leadership moved to another voter")
 
     async def _become_active(self, term: int) -> None:
         """Commit LEADER_CHANGE; answer writes only once it has applied."""
@@ -424,6 +432,12 @@ class QuorumNode:
             return UnavailableError("this node is shutting down", 1.0)
         leader_url = self.leader_url
         leader_id = self.raft_leader_id
+        if leader_id is None:
+            return UnavailableError(
+                f"no leader is known ({why}): an election is under way, or a majority of "
+                "voters is unreachable from this one; retry after Retry-After",
+                0.25,
+            )
         if leader_url is None or leader_id == self.node_id:
             return UnavailableError(f"no active controller is known yet ({why})", 0.25)
         return NotControllerError(leader_id, leader_url, why)
