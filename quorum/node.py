@@ -32,6 +32,7 @@ from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, LeaderChangeRecord, Record
 from metadata_records.snapshot import image_digest
 
+from .divergence import fail_stop_on_divergence, watch_divergence
 from .durability import MetaquorumJournal, install_journal
 from .leader_liveness import check_quorum, forget_silent_leader
 from .node_config import NodeConfig
@@ -152,6 +153,7 @@ class QuorumNode:
         listen_before_electing()
         forget_silent_leader()
         check_quorum()
+        fail_stop_on_divergence()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
@@ -194,6 +196,7 @@ class QuorumNode:
             transportClass=GuardedTransport,
         )
         self._wire_journal_syncs()
+        watch_divergence(self.syncobj, self._on_diverged)
         defer_commit_push(self.syncobj)
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
@@ -335,6 +338,11 @@ class QuorumNode:
             loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:  # loop closed during shutdown
             pass
+
+    def _on_diverged(self, why: str) -> None:  # tick thread
+        # Stops applies, writes, reads and readiness at once; serve exits with 3.
+        self.sm.fatal = why
+        self._call(self._step_down, "this voter's log diverged from the leader's")
 
     def _on_state_changed(self, old: int, new: int) -> None:  # tick thread
         self._call(self._state_changed, new)
