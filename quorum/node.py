@@ -32,7 +32,9 @@ from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, LeaderChangeRecord, Record, VotersRecord
 from metadata_records.snapshot import image_digest
 
+from .divergence import fail_stop_on_divergence, watch_divergence
 from .durability import MetaquorumJournal, install_journal
+from .leader_liveness import check_quorum, forget_silent_leader
 from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .raft_port import (
     GuardedTransport,
@@ -151,6 +153,9 @@ class QuorumNode:
         install_frame_limits()
         keep_next_index_forward()
         listen_before_electing()
+        forget_silent_leader()
+        check_quorum()
+        fail_stop_on_divergence()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
@@ -166,6 +171,8 @@ class QuorumNode:
             raftMinTimeout=config.raft_min_timeout,
             raftMaxTimeout=config.raft_max_timeout,
             connectionTimeout=max(4.0, config.raft_max_timeout + 0.5),
+            # pysyncobj's own step-down, a backstop: check_quorum steps down
+            # after raft_max_timeout without a majority (leader_liveness.py).
             leaderFallbackTimeout=max(5.0, 2 * config.raft_max_timeout),
             dnsCacheTime=2.0,
             dnsFailCacheTime=2.0,
@@ -203,6 +210,7 @@ class QuorumNode:
         self.syncobj.addOnTickCallback(self._guard_tick)
         self._voters_change_pending = False
         self._wire_journal_syncs()
+        watch_divergence(self.syncobj, self._on_diverged)
         defer_commit_push(self.syncobj)
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
@@ -359,6 +367,11 @@ class QuorumNode:
         except RuntimeError:  # loop closed during shutdown
             pass
 
+    def _on_diverged(self, why: str) -> None:  # tick thread
+        # Stops applies, writes, reads and readiness at once; serve exits with 3.
+        self.sm.fatal = why
+        self._call(self._step_down, "this voter's log diverged from the leader's")
+
     def _on_state_changed(self, old: int, new: int) -> None:  # tick thread
         self._call(self._state_changed, new)
 
@@ -399,7 +412,10 @@ class QuorumNode:
             self.term = self.syncobj.raftCurrentTerm
             asyncio.ensure_future(self._become_active(self.term))
         elif state != LEADER:
-            self._step_down("leadership moved to another voter")
+            if self.raft_leader_id is None:
+                self._step_down("this voter stopped leading: no majority of voters answers it")
+            else:
+                self._step_down("leadership moved to another voter")
 
     async def _become_active(self, term: int) -> None:
         """Commit LEADER_CHANGE; answer writes only once it has applied."""
@@ -453,6 +469,12 @@ class QuorumNode:
             return UnavailableError("this node is shutting down", 1.0)
         leader_url = self.leader_url
         leader_id = self.raft_leader_id
+        if leader_id is None:
+            return UnavailableError(
+                f"no leader is known ({why}): an election is under way, or a majority of "
+                "voters is unreachable from this one; retry after Retry-After",
+                0.25,
+            )
         if leader_url is None or leader_id == self.node_id:
             return UnavailableError(f"no active controller is known yet ({why})", 0.25)
         return NotControllerError(leader_id, leader_url, why)

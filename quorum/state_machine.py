@@ -86,6 +86,8 @@ class MetadataStateMachine(SyncObjConsumer):
     @replicated
     def apply_batch(self, payload: bytes) -> int:
         """Applies one batch; returns its first offset, or STALE / INVALID."""
+        if self.fatal is not None:
+            return INVALID  # refusing to serve: the image must not move any more
         try:
             try:
                 batch, known = self._expected.pop(payload, None) or (decode_batch(payload), None)

@@ -1,0 +1,132 @@
+"""Quorum health: a leader is known only while it is heard, and a leader holds
+writes only while a majority hears it.
+
+Invariant: within about one election timeout of losing its majority, no voter
+names a leader. Then ``QuorumNode.raft_leader_id`` is None, writes answer 503
+with Retry-After, ``/readyz`` fails and ``/v1/quorum/status`` says no leader,
+instead of redirecting clients to a dead or isolated leader.
+
+pysyncobj 0.3.17 breaks it on both sides:
+
+* **A follower keeps its leader** until it hears of a new term. A follower cut
+  off from every voter never starts an election (``__connectedToAnyone``), so
+  it named the dead leader for as long as anyone watched (issue 17: 40 s of
+  307s to a killed leader).
+* **A leader steps down** only after ``leaderFallbackTimeout`` without a
+  majority of answers (5 s here), holding writes meanwhile.
+
+Both are patched by name, one function each, like quorum/raft_port.py
+(pinned to pysyncobj 0.3.17).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pysyncobj.monotonic import monotonic
+
+log = logging.getLogger(__name__)
+
+_forgetting = False
+_checking = False
+
+
+def forget_silent_leader() -> None:
+    """A follower forgets its leader once its election deadline has passed.
+
+    pysyncobj moves a follower's election deadline to a random point in
+    [raftMinTimeout, raftMaxTimeout] after every AppendEntries (heartbeats
+    come every 0.1 s), and a follower that can reach another voter stands for
+    election there, forgetting its leader. This applies the same bound to a
+    follower that can reach nobody: it forgets the leader (and fails the
+    commands it forwarded to it) without an election. The same deadline, not
+    a second timer, so the two paths agree, and a follower's own journal
+    stall (``raft_port.excuse_own_stall``) excuses it here too. Checked after
+    the tick has read its sockets, so a heartbeat that arrived is counted.
+    What it changes in pysyncobj: ``__raftLeader`` becomes None while the
+    follower stays follower; the leader's next AppendEntries sets it again."""
+    global _forgetting
+    if _forgetting:
+        return
+    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
+
+    original = SyncObj._onTick
+
+    def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
+        original(self, timeToWait)
+        leader = self._SyncObj__raftLeader
+        if (
+            leader is not None
+            and self._SyncObj__raftState == _RAFT_STATE.FOLLOWER
+            and self._SyncObj__raftElectionDeadline < monotonic()
+        ):
+            self._SyncObj__raftLeader = None
+            self._SyncObj__onLeaderChanged()
+            log.warning(
+                "no word from the leader %s within the election timeout: no leader is "
+                "known until one is elected (writes answer 503; a majority of voters "
+                "must be reachable)",
+                getattr(leader, "id", leader),
+            )
+
+    SyncObj._onTick = on_tick
+    _forgetting = True
+
+
+def majority_heard(answered_at: list[float], within_s: float, now: float) -> bool:
+    """Whether a leader and the other voters that answered it within
+    ``within_s`` (``answered_at``: each other voter's last answer) are a
+    majority of the voters."""
+    since = now - within_s
+    heard = 1 + sum(1 for at in answered_at if at > since)
+    return heard > (len(answered_at) + 1) / 2
+
+
+def _leader_heard(syncobj, within_s: float) -> bool:
+    answered = syncobj._SyncObj__lastResponseTime
+    at = [answered.get(node, 0.0) for node in syncobj._SyncObj__otherNodes]
+    return majority_heard(at, within_s, monotonic())
+
+
+def check_quorum() -> None:
+    """A leader that a majority has not answered within an election timeout
+    (``raftMaxTimeout``) steps down (Raft's check-quorum).
+
+    pysyncobj's own check waits ``leaderFallbackTimeout`` (5 s here); by then
+    the followers of a partitioned leader may have elected another one, and
+    its clients waited for writes that could not commit. An overdue leader
+    first reads what has arrived (its own thread may have been held up, by a
+    journal sync or the scheduler, with the answers unread in its sockets),
+    as ``raft_port.listen_before_electing`` does for a follower. A leader
+    elected just now counts every voter as heard (pysyncobj resets the answer
+    times when it becomes leader). What it changes in pysyncobj: the leader
+    becomes a follower with no leader, as its own fallback does, only sooner;
+    ``onStateChanged`` tells QuorumNode, which stops being the controller."""
+    global _checking
+    if _checking:
+        return
+    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
+
+    original = SyncObj._onTick
+
+    def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
+        if self._SyncObj__raftState == _RAFT_STATE.LEADER and self._SyncObj__otherNodes:
+            timeout = self._SyncObj__conf.raftMaxTimeout
+            if not _leader_heard(self, timeout):
+                if self._SyncObj__transport.ready:
+                    self._poller.poll(0)
+                if self._SyncObj__raftState == _RAFT_STATE.LEADER and not _leader_heard(
+                    self, timeout
+                ):
+                    self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+                    self._SyncObj__raftLeader = None
+                    log.warning(
+                        "check-quorum: a majority of voters has not answered this leader "
+                        "within %.1f s: stepping down (writes answer 503 until a leader "
+                        "is elected; check the other voters and the network between them)",
+                        timeout,
+                    )
+        original(self, timeToWait)
+
+    SyncObj._onTick = on_tick
+    _checking = True
