@@ -489,7 +489,7 @@ def test_no_leader_then_shutting_down_is_503(leaderless):
         ),
         503,
         41,
-        "no active controller",
+        "no leader is known",
     )
     assert body["errorName"] == "NOT_CONTROLLER"
     r = leaderless.request(app, "POST", "/v1/topics", json={"topics": []})
