@@ -442,8 +442,9 @@ class QuorumNode:
         leader_id = self.raft_leader_id
         if leader_id is None:
             return UnavailableError(
-                f"no leader is known ({why}): an election is under way, or a majority of "
-                "voters is unreachable from this one; retry after Retry-After",
+                f"no active controller is known: no leader is known ({why}); an election is "
+                "under way, or a majority of voters is unreachable from this one; retry "
+                "after Retry-After",
                 0.25,
             )
         if leader_url is None or leader_id == self.node_id:
