@@ -385,7 +385,7 @@ class QuorumNode:
             asyncio.ensure_future(self._become_active(self.term))
         elif state != LEADER:
             if self.raft_leader_id is None:
-                self._step_down("this voter stopped leading: no majority of voters answers it")
+                self._step_down("this voter stopped leading and no other leader is known yet")
             else:
                 self._step_down("leadership moved to another voter")
 
