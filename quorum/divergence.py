@@ -105,9 +105,9 @@ def _check(syncobj, node, message: dict) -> None:
             f"this voter's Raft log diverged from the leader's ({getattr(node, 'id', node)}): "
             f"entry {index}, already applied here at term {ours}, is of term {theirs} on the "
             f"leader (last applied here: {last_applied}). Its image holds records the cluster "
-            f"did not commit, so it stops serving. To recover: stop it, move its data dir "
-            f"aside (keep it for analysis) and start it with an empty data dir and the same "
-            f"flags; it catches up from the leader"
+            f"did not commit, so it stops serving. To recover: move its data dir aside (keep "
+            f"it for analysis) and start it again with an empty data dir and the same flags; "
+            f"it catches up from the leader and is a voter again once it holds the log"
         )
     if cut:
         for entry in entries:

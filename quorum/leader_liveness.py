@@ -42,7 +42,9 @@ def forget_silent_leader() -> None:
     commands it forwarded to it) without an election. The same deadline, not
     a second timer, so the two paths agree, and a follower's own journal
     stall (``raft_port.excuse_own_stall``) excuses it here too. Checked after
-    the tick has read its sockets, so a heartbeat that arrived is counted.
+    the tick has read its sockets, and an overdue follower reads them once
+    more first (its thread may have been held up between the two), so a
+    heartbeat that arrived is counted.
     What it changes in pysyncobj: ``__raftLeader`` becomes None while the
     follower stays follower; the leader's next AppendEntries sets it again."""
     global _forgetting
@@ -54,12 +56,13 @@ def forget_silent_leader() -> None:
 
     def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
         original(self, timeToWait)
-        leader = self._SyncObj__raftLeader
         if (
-            leader is not None
-            and self._SyncObj__raftState == _RAFT_STATE.FOLLOWER
-            and self._SyncObj__raftElectionDeadline < monotonic()
+            _silent_leader(self, _RAFT_STATE.FOLLOWER) is not None
+            and self._SyncObj__transport.ready
         ):
+            self._poller.poll(0)  # this thread may have been held up past the deadline
+        leader = _silent_leader(self, _RAFT_STATE.FOLLOWER)
+        if leader is not None:
             self._SyncObj__raftLeader = None
             self._SyncObj__onLeaderChanged()
             log.warning(
@@ -71,6 +74,18 @@ def forget_silent_leader() -> None:
 
     SyncObj._onTick = on_tick
     _forgetting = True
+
+
+def _silent_leader(syncobj, follower: int):
+    """The leader a follower names past its election deadline, else None."""
+    leader = syncobj._SyncObj__raftLeader
+    if (
+        leader is not None
+        and syncobj._SyncObj__raftState == follower
+        and syncobj._SyncObj__raftElectionDeadline < monotonic()
+    ):
+        return leader
+    return None
 
 
 def majority_heard(answered_at: list[float], within_s: float, now: float) -> bool:

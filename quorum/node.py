@@ -413,7 +413,7 @@ class QuorumNode:
             asyncio.ensure_future(self._become_active(self.term))
         elif state != LEADER:
             if self.raft_leader_id is None:
-                self._step_down("this voter stopped leading: no majority of voters answers it")
+                self._step_down("this voter stopped leading and no other leader is known yet")
             else:
                 self._step_down("leadership moved to another voter")
 
@@ -471,8 +471,9 @@ class QuorumNode:
         leader_id = self.raft_leader_id
         if leader_id is None:
             return UnavailableError(
-                f"no leader is known ({why}): an election is under way, or a majority of "
-                "voters is unreachable from this one; retry after Retry-After",
+                f"no active controller is known: no leader is known ({why}); an election is "
+                "under way, or a majority of voters is unreachable from this one; retry "
+                "after Retry-After",
                 0.25,
             )
         if leader_url is None or leader_id == self.node_id:

@@ -12,6 +12,7 @@ at an applied index is, and nothing of it is written."""
 
 from __future__ import annotations
 
+import pickle
 import shutil
 import time
 
@@ -68,6 +69,28 @@ class Follower:
             },
         )
         self.syncobj.doTick(0.0)  # applies up to the commit index
+
+    def append_in_pieces(self, prev: int, prev_term: int, term: int, pieces: int) -> None:
+        """One entry of ``term`` after (prev, prev_term), sent as pysyncobj
+        sends an entry over its batch size: start, process..., finish."""
+        data = pickle.dumps((NO_OP, prev + 1, term))
+        step = -(-len(data) // pieces)
+        chunks = [data[i : i + step] for i in range(0, len(data), step)]
+        for n, chunk in enumerate(chunks):
+            kind = "start" if n == 0 else "finish" if n == len(chunks) - 1 else "process"
+            self.syncobj._SyncObj__onMessageReceived(
+                self.leader,
+                {
+                    "type": "append_entries",
+                    "transmission": kind,
+                    "data": chunk,
+                    "term": self.term,
+                    "commit_index": prev,
+                    "prevLogIdx": prev,
+                    "prevLogTerm": prev_term,
+                },
+            )
+        self.syncobj.doTick(0.0)
 
     def log_terms(self) -> list[tuple[int, int]]:
         journal = self.syncobj._SyncObj__raftLog
@@ -130,6 +153,15 @@ def test_another_term_at_the_applied_entry_the_leader_appends_after(follower):
     follower.append(5, 4, [4], commit=5)  # the leader's entry 5 is of term 4
     assert diverged(follower.syncobj)
     assert "entry 5, already applied here at term 1, is of term 4" in follower.why[0]
+
+
+def test_an_entry_sent_in_pieces_is_checked_when_its_last_piece_arrives(follower):
+    follower.append_in_pieces(3, 1, term=1, pieces=3)  # entry 4 again, same term
+    assert not diverged(follower.syncobj)
+    follower.term = 2
+    follower.append_in_pieces(3, 1, term=2, pieces=3)
+    assert diverged(follower.syncobj)
+    assert "entry 4, already applied here at term 1, is of term 2" in follower.why[0]
 
 
 def test_an_unapplied_entry_of_another_term_is_raft_s_own_business(follower):

@@ -126,6 +126,39 @@ def test_a_leader_keeps_leading_with_one_follower_of_two(tmp_path):
         c.close()
 
 
+def test_a_follower_held_up_past_its_deadline_does_not_forget_a_live_leader(tmp_path):
+    """A follower's own stall (SIGSTOP past the election timeout) is not the
+    leader's silence: once it runs again it reads the heartbeats that waited
+    in its socket and keeps redirecting to the leader, which kept leading
+    with the other follower. (Not covered: a stall under a stream of writes,
+    which can make the resumed follower stand for election, as before this
+    change; nor one past pysyncobj's connection timeout, 4 s here.)"""
+    c = Cluster(tmp_path)
+    try:
+        c.start()
+        c.wait_ready()
+        leader = c.leader()
+        register(c, leader, 1)
+        held = others(c, leader)[0]
+        term = c.status(leader)["raftTerm"]
+        c.signal(held, signal.SIGSTOP)
+        stopped = time.monotonic()
+        while time.monotonic() - stopped < 2.2:  # past the longest election timeout (1.5 s)
+            status = c.status(leader)
+            assert status["active"] and status["raftTerm"] == term, status
+        c.signal(held, signal.SIGCONT)
+        resumed = time.monotonic()
+        answers = set()
+        while time.monotonic() - resumed < 2.0:
+            r = write_status(c, held, 2)
+            answers.add((r.status_code, r.json()["errorName"]))
+        assert answers == {(307, "NOT_CONTROLLER")}, answers
+        assert "no word from the leader" not in c.logs[held].read_text(errors="replace")
+        assert c.status(leader)["raftTerm"] == term
+    finally:
+        c.close()
+
+
 @pytest.mark.parametrize(
     ("answered_at", "heard"),
     [
