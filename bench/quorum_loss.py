@@ -14,8 +14,9 @@ write answered 503 with Retry-After (``NOT_CONTROLLER``, or
 ``REQUEST_TIMED_OUT`` for a write a leader held until it stepped down), to
 the first failing ``/readyz`` (polled after each write returns), and,
 after one killed voter is started again, to the first write that commits.
-With raft timeouts of 0.7-1.5 s, both first figures are bounded by about
-1.5 s plus a Raft tick and the poll; issue 17 asks for under 5 s.
+With raft timeouts of 0.7-1.5 s, a follower's first figure is bounded by about
+1.5 s and a leader's by about 3 s (check-quorum waits two timeouts), plus a
+Raft tick and the poll; issue 17 asks for under 5 s.
 
     python bench/quorum_loss.py [--rounds N] [--json]
 """

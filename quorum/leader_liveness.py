@@ -97,6 +97,9 @@ def majority_heard(answered_at: list[float], within_s: float, now: float) -> boo
     return heard > (len(answered_at) + 1) / 2
 
 
+CHECK_QUORUM_TIMEOUTS = 2
+
+
 def _leader_heard(syncobj, within_s: float) -> bool:
     answered = syncobj._SyncObj__lastResponseTime
     at = [answered.get(node, 0.0) for node in syncobj._SyncObj__otherNodes]
@@ -104,8 +107,14 @@ def _leader_heard(syncobj, within_s: float) -> bool:
 
 
 def check_quorum() -> None:
-    """A leader that a majority has not answered within an election timeout
-    (``raftMaxTimeout``) steps down (Raft's check-quorum).
+    """A leader that a majority has not answered within two election timeouts
+    (``CHECK_QUORUM_TIMEOUTS * raftMaxTimeout``, 3 s here) steps down (Raft's
+    check-quorum). Two, not one: under three times its ceiling on two loaded
+    cores, a leader's own thread fell behind reading its followers' answers
+    for more than one timeout and stepped down while they were all alive
+    (tests/test_overload.py); a follower that really lost the leader elects
+    another after one timeout anyway, and the old leader's writes cannot
+    commit meanwhile.
 
     pysyncobj's own check waits ``leaderFallbackTimeout`` (5 s here); by then
     the followers of a partitioned leader may have elected another one, and
@@ -126,7 +135,7 @@ def check_quorum() -> None:
 
     def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
         if self._SyncObj__raftState == _RAFT_STATE.LEADER and self._SyncObj__otherNodes:
-            timeout = self._SyncObj__conf.raftMaxTimeout
+            timeout = CHECK_QUORUM_TIMEOUTS * self._SyncObj__conf.raftMaxTimeout
             if not _leader_heard(self, timeout):
                 if self._SyncObj__transport.ready:
                     self._poller.poll(0)

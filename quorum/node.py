@@ -441,9 +441,11 @@ class QuorumNode:
         self.controller = Controller(self.image, self.controller_config, now_ms())
         self.active = True
         log.info("node %d is the active controller at epoch %d", self.node_id, term)
+        # Queued together, so a new cluster's first batch holds its voter set and
+        # its bootstrap records: whoever waits for metadata.version sees both.
         if self.image.features.get(METADATA_VERSION) is None:
-            self._enqueue(_Pending(_BOOTSTRAP, None))
-        self._maybe_change_voters()
+            self._queue.append(_Pending(_BOOTSTRAP, None))
+        self._maybe_change_voters(pump=False)
         self._schedule_fencer()
         self._pump()
 
@@ -648,7 +650,7 @@ class QuorumNode:
 
     # ------------------------------------------------------------ voter set
 
-    def _maybe_change_voters(self) -> None:
+    def _maybe_change_voters(self, pump: bool = True) -> None:
         """The active controller writes the first voter set once it knows every
         voter's directory, and replaces a voter's directory once the new data
         dir of that node has caught up (quorum/voter_guard.py). One change at
@@ -675,7 +677,11 @@ class QuorumNode:
                 log.warning("the voter set was not written: %s", f.exception())
 
         future.add_done_callback(done)
-        self._enqueue(_Pending(VotersRecord(voters=wanted), future))
+        pending = _Pending(VotersRecord(voters=wanted), future)
+        if pump:
+            self._enqueue(pending)
+        else:
+            self._queue.append(pending)
 
     # ------------------------------------------------------------ reads
 

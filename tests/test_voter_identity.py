@@ -107,7 +107,7 @@ def test_an_empty_voter_does_not_form_a_cluster_alone_with_a_lagging_one(tmp_pat
         c.start(0)
         c.start(1)
         c.wait(lambda: (c.status(1) or {}).get("role") == "observer", 30, "1 up as an observer")
-        s0 = status(c, 0)
+        s0 = c.wait(lambda: c.status(0), 30, "voter 0 answering")
         assert not s0["active"] and status(c, 1)["leaderId"] != 1
         c.start(2)
         leader = c.leader(among=[0, 2])
