@@ -101,9 +101,9 @@ def topics_obj(image: MetadataImage) -> dict[str, Any]:
 def snapshot_records(image: MetadataImage) -> list[Record]:
     """Records that recreate ``image`` when replayed on an empty one.
 
-    Order: the controller's LEADER_CHANGE, the voter set (KRAFT_VOTERS), feature levels (metadata.version
-    decides record versions), brokers, then per topic its TopicRecord,
-    ConfigRecords and PartitionRecords. What replay cannot reproduce: each
+    Order: the controller's LEADER_CHANGE, the voter set (KRAFT_VOTERS),
+    feature levels (metadata.version decides record versions), brokers, then
+    per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
     broker's ``registrationOffset`` (it becomes the record's position, as in
     Kafka, where snapshot records take the snapshot's offset) and the count of
     ignored records."""
@@ -254,27 +254,6 @@ def records_between(node: QuorumNode, behind: int, ahead: int) -> int:
     return max(0, hi - lo)
 
 
-def _connected_directory(guard, node_id: int) -> str | None:
-    if node_id == guard.node_id:
-        return guard.directory_id
-    hello = guard.peers.get(node_id)
-    return None if hello is None else hello.directory_id
-
-
-def _peer_role(guard, node_id: int) -> str:
-    """``voter``: its votes and acknowledgements count; ``observer``: a new data
-    dir catching up before it is named; ``replaced``: an old data dir the voter
-    set no longer names; ``unknown``: not heard from since this node started."""
-    if node_id == guard.node_id:
-        return guard.role()
-    hello = guard.peers.get(node_id)
-    if hello is None:
-        return "unknown"
-    if guard.counts(node_id):
-        return "voter"
-    return "replaced" if hello.formed else "observer"
-
-
 def voter_url(node: QuorumNode, node_id: int) -> str | None:
     if node_id == node.node_id:
         return node.config.advertised_url
@@ -318,8 +297,8 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
                 "lagRecords": v["lag"],
                 "lastCaughtUpMs": v["lastCaughtUpMs"],
                 "directoryId": voter_set.get(node_id),
-                "connectedDirectoryId": _connected_directory(guard, node_id),
-                "role": _peer_role(guard, node_id),
+                "connectedDirectoryId": guard.directory_of(node_id),
+                "role": guard.role(node_id),
             }
             for node_id, v in voters.items()
         ],

@@ -172,7 +172,7 @@ class QuorumNode:
             raftMaxTimeout=config.raft_max_timeout,
             connectionTimeout=max(4.0, config.raft_max_timeout + 0.5),
             # pysyncobj's own step-down, a backstop: check_quorum steps down
-            # after raft_max_timeout without a majority (leader_liveness.py).
+            # after two raft_max_timeouts without a majority (leader_liveness.py).
             leaderFallbackTimeout=max(5.0, 2 * config.raft_max_timeout),
             dnsCacheTime=2.0,
             dnsFailCacheTime=2.0,
@@ -445,7 +445,7 @@ class QuorumNode:
         # its bootstrap records: whoever waits for metadata.version sees both.
         if self.image.features.get(METADATA_VERSION) is None:
             self._queue.append(_Pending(_BOOTSTRAP, None))
-        self._maybe_change_voters(pump=False)
+        self._maybe_change_voters()
         self._schedule_fencer()
         self._pump()
 
@@ -643,6 +643,7 @@ class QuorumNode:
         if not self.active:
             return
         self._maybe_change_voters()
+        self._pump()
         next_check = self.controller.next_fence_check_ms()
         if next_check is not None and next_check <= now_ms():
             self._enqueue(_Pending(_FENCE, None))
@@ -650,11 +651,12 @@ class QuorumNode:
 
     # ------------------------------------------------------------ voter set
 
-    def _maybe_change_voters(self, pump: bool = True) -> None:
+    def _maybe_change_voters(self) -> None:
         """The active controller writes the first voter set once it knows every
         voter's directory, and replaces a voter's directory once the new data
         dir of that node has caught up (quorum/voter_guard.py). One change at
-        a time: the next waits until this one has applied here."""
+        a time: the next waits until this one has applied here. Queues the
+        change; the caller pumps."""
         voters = self.image.voters
         if self._voters_change_pending:
             return
@@ -677,11 +679,7 @@ class QuorumNode:
                 log.warning("the voter set was not written: %s", f.exception())
 
         future.add_done_callback(done)
-        pending = _Pending(VotersRecord(voters=wanted), future)
-        if pump:
-            self._enqueue(pending)
-        else:
-            self._queue.append(pending)
+        self._queue.append(_Pending(VotersRecord(voters=wanted), future))
 
     # ------------------------------------------------------------ reads
 

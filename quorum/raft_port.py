@@ -228,9 +228,7 @@ class GuardedTransport(TCPTransport):
     def _onNodeDisconnected(self, node):  # noqa: N802 - pysyncobj's name
         guard = self.guard
         if guard is not None:
-            node_id = guard.node_id_of(getattr(node, "id", ""))
-            if node_id in guard.peers:  # a new process may come back with a new disk
-                guard.peers = {k: v for k, v in guard.peers.items() if k != node_id}
+            guard.forget(guard.node_id_of(getattr(node, "id", "")))
         super()._onNodeDisconnected(node)
 
     def _onMessageReceived(self, node, message):  # noqa: N802 - pysyncobj's name

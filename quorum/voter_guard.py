@@ -110,12 +110,13 @@ class VoterGuard:
         self.directory_id = directory_id
         self.addresses = dict(addresses)
         self._by_address = {addr: nid for nid, addr in addresses.items()}
-        self.formed = formed or len(addresses) == 1
+        lone = len(addresses) == 1
         if bootstrap is None:
             # A lone voter forms alone; a data dir from before directory ids
             # knows its voters but not their directories.
-            bootstrap = {node_id: directory_id} if len(addresses) == 1 else dict.fromkeys(addresses)
+            bootstrap = {node_id: directory_id} if lone else dict.fromkeys(addresses)
         self.bootstrap: dict[int, str | None] = bootstrap
+        self.formed = formed
         self._committed_voters = committed_voters
         self._persist_formation = persist_formation
         self._clock = clock
@@ -123,8 +124,8 @@ class VoterGuard:
         self.progress: dict[int, int] = {}  # observers: highest index they hold
         self._complained: dict[tuple[int, str], float] = {}
         self.send_hello: Callable[[], None] | None = None  # set by the transport
-        if self.formed and len(addresses) == 1 and formed is False:
-            self._persist_formation(self.bootstrap)
+        if lone and not formed:
+            self._become_formed(bootstrap)
 
     # ------------------------------------------------------------ what we hold
 
@@ -150,12 +151,29 @@ class VoterGuard:
         expected = voters[self.node_id]
         return expected is None or expected == self.directory_id
 
-    def role(self) -> str:
-        if self.admitted:
+    def role(self, node_id: int | None = None) -> str:
+        """This node's role, or a peer's as this node sees it. ``voter``: its
+        votes and acknowledgements count; ``observer``: a new data dir catching
+        up before a voter set names it; ``replaced``: a formed data dir the
+        voter set no longer names; ``unknown``: a peer not heard from since
+        this node started."""
+        if node_id is None or node_id == self.node_id:
+            formed, counts = self.formed, self.admitted
+        else:
+            hello = self.peers.get(node_id)
+            if hello is None:
+                return "unknown"
+            formed, counts = hello.formed, self.counts(node_id)
+        if counts:
             return "voter"
-        if self.formed:
-            return "replaced"  # formed, but the voter set names another directory
-        return "observer"
+        return "replaced" if formed else "observer"
+
+    def directory_of(self, node_id: int) -> str | None:
+        """The directory id of the data dir now running as ``node_id``."""
+        if node_id == self.node_id:
+            return self.directory_id
+        hello = self.peers.get(node_id)
+        return None if hello is None else hello.directory_id
 
     def counts(self, node_id: int | None) -> bool:
         """A peer's vote and acknowledgements count: its hello matches the set."""
@@ -209,6 +227,11 @@ class VoterGuard:
         self.peers = {**self.peers, node_id: hello}
         self._maybe_form()
         return True
+
+    def forget(self, node_id: int | None) -> None:
+        """A peer disconnected: the process that comes back may have a new disk."""
+        if node_id in self.peers:
+            self.peers = {k: v for k, v in self.peers.items() if k != node_id}
 
     def filter(self, node_id: int | None, message):
         """The message to hand to pysyncobj, or None to drop it (rule 4)."""
