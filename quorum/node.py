@@ -51,8 +51,16 @@ log = logging.getLogger(__name__)
 FOLLOWER, CANDIDATE, LEADER = 0, 1, 2
 
 
-def now_ms() -> int:
+def wall_clock_ms() -> int:
+    """Stamps batches (``timestampMs``) for people and the audit; never a duration."""
     return int(time.time() * 1000)
+
+
+def session_clock_ms() -> int:
+    """The controller's clock for broker sessions and fencing: monotonic, so an
+    NTP step of the wall clock fences no live broker and spares no dead one
+    (Kafka's BrokerHeartbeatManager uses a monotonic clock too)."""
+    return time.monotonic_ns() // 1_000_000
 
 
 # ------------------------------------------------------------------ errors
@@ -382,7 +390,7 @@ class QuorumNode:
         for attempt in range(3):
             if not self.syncobj._isLeader() or self.syncobj.raftCurrentTerm != term:
                 return
-            result, error = await self._propose(Batch(term, now_ms(), (record,)))
+            result, error = await self._propose(Batch(term, wall_clock_ms(), (record,)))
             image = self.image
             if image.controller_epoch == term and image.leader_id == self.node_id:
                 break
@@ -394,7 +402,7 @@ class QuorumNode:
             return
         if not self.syncobj._isLeader() or self.syncobj.raftCurrentTerm != term:
             return
-        self.controller = Controller(self.image, self.controller_config, now_ms())
+        self.controller = Controller(self.image, self.controller_config, session_clock_ms())
         self.active = True
         log.info("node %d is the active controller at epoch %d", self.node_id, term)
         if self.image.features.get(METADATA_VERSION) is None:
@@ -483,12 +491,12 @@ class QuorumNode:
                 # leader state is rebuilt from what the log says.
                 self._rebuild_pending = False
                 controller = self.controller = Controller(
-                    self.image, self.controller_config, now_ms()
+                    self.image, self.controller_config, session_clock_ms()
                 )
             controller.committed(self.image)
             self._batches_since_rebase = 0
         base_offset = controller.view.next_offset
-        now = now_ms()
+        now = session_clock_ms()
         decided: list[tuple[_Pending, object]] = []
         records: list[Record] = []
         known: dict = {}  # ControllerResult.merged of every result in the batch
@@ -531,7 +539,7 @@ class QuorumNode:
                     _settle(pending.future, response)
             self._pump()
             return
-        batch = Batch(self.term, now, tuple(records), base_offset)
+        batch = Batch(self.term, wall_clock_ms(), tuple(records), base_offset)
         entry = _InFlight(decided, len(records))
         self._in_flight.append(entry)
         self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
@@ -576,7 +584,7 @@ class QuorumNode:
         if not self.active:
             return
         next_check = self.controller.next_fence_check_ms()
-        delay = 1.0 if next_check is None else max(0.05, (next_check - now_ms()) / 1000)
+        delay = 1.0 if next_check is None else max(0.05, (next_check - session_clock_ms()) / 1000)
         self._fence_handle = self.loop.call_later(min(delay, 1.0), self._fence_tick)
 
     def _fence_tick(self) -> None:
@@ -584,7 +592,7 @@ class QuorumNode:
         if not self.active:
             return
         next_check = self.controller.next_fence_check_ms()
-        if next_check is not None and next_check <= now_ms():
+        if next_check is not None and next_check <= session_clock_ms():
             self._enqueue(_Pending(_FENCE, None))
         self._schedule_fencer()
 
@@ -627,7 +635,9 @@ class QuorumNode:
             if self._barrier is None or self._barrier.done():
                 if self.raft_leader_id is None:
                     raise UnavailableError("no leader is known; a linearizable read needs one", 0.5)
-                self._barrier = self._propose(Batch(self.image.controller_epoch, now_ms(), ()))
+                self._barrier = self._propose(
+                    Batch(self.image.controller_epoch, wall_clock_ms(), ())
+                )
             barrier = self._barrier
             remaining = deadline - time.monotonic()
             if remaining <= 0:
