@@ -104,12 +104,12 @@ def check_data_dir(path: str) -> None:
     """ConfigError naming ``path`` unless this process can create it (if
     missing), list it, create, sync, rename and delete a file in it, and read
     and write every file already in it."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise ConfigError(f"--data-dir {path} is not a directory")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--data-dir {path}: cannot create it: {_why(e)}") from None
-    if not os.path.isdir(path):
-        raise ConfigError(f"--data-dir {path} is not a directory")
     probe = os.path.join(path, PROBE)
     try:
         names = os.listdir(path)
