@@ -180,13 +180,19 @@ def run_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     from quorum.node_config import ConfigError, claim_data_dir
-    from quorum.startup_checks import check_data_dir, check_raft_port
+    from quorum.startup_checks import (
+        check_data_dir,
+        check_raft_port,
+        lock_data_dir,
+        unlock_data_dir,
+    )
 
     try:
         config = build_config(args)
         # The port first: a process refused for a taken port writes nothing.
         check_raft_port(config.raft_bind or config.raft_address, config.node_id)
         check_data_dir(config.data_dir)
+        data_dir_lock = lock_data_dir(config.data_dir)  # held until the process ends
         cluster_id = claim_data_dir(config)
     except (ConfigError, ValueError) as e:
         return _die(EXIT_CONFIG, str(e))
@@ -234,7 +240,9 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvloop  # noqa: PLC0415
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(_serve(node, args, tokens))
+        code = runner.run(_serve(node, args, tokens))
+    unlock_data_dir(data_dir_lock)
+    return code
 
 
 async def _manage_collector(node) -> None:

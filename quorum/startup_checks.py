@@ -9,7 +9,10 @@ traceback, a silent retry or a silent hang.
   binds it (SO_REUSEADDR, so a restart beside TIME_WAIT connections is fine),
   and whoever holds it is named.
 * **The data dir** (exit 2). A read-only, foreign-owned or full directory must
-  be found before anything is written, not by a traceback halfway through.
+  be found before anything is written, not by a traceback halfway through; and
+  a data dir serves one process: ``serve`` holds an exclusive lock on it for
+  its whole life, so a second process on it (given another port) is refused
+  instead of writing the same journal.
 * **A journal that starts after index 1 needs the snapshot before it** (exit 3,
   like a corrupt journal). pysyncobj would wait forever for entries nobody has,
   not ready and with no error, and still stand for election.
@@ -18,6 +21,7 @@ traceback, a silent retry or a silent hang.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import socket
 
@@ -86,12 +90,16 @@ def port_owner(port: int) -> str:
                 argv = f.read().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if "serve" in argv and any("metaquorum" in arg for arg in argv):
-            node = argv[argv.index("--node-id") + 1] if "--node-id" in argv[:-1] else "?"
-            return f"another metaquorum serve (pid {pid}, --node-id {node})"
-        command = " ".join(" ".join(argv).split())  # one line, whatever the arguments hold
-        return f"another process (pid {pid}: {command[:120]})"
+        return _describe(pid, argv)
     return "another process (one this user cannot see, or in another network namespace)"
+
+
+def _describe(pid: str, argv: list[str]) -> str:
+    if "serve" in argv and any("metaquorum" in arg for arg in argv):
+        node = argv[argv.index("--node-id") + 1] if "--node-id" in argv[:-1] else "?"
+        return f"another metaquorum serve (pid {pid}, --node-id {node})"
+    command = " ".join(" ".join(argv).split())  # one line, whatever the arguments hold
+    return f"another process (pid {pid}: {command[:120]})"
 
 
 # ------------------------------------------------------------------ the data dir
@@ -131,6 +139,64 @@ def check_data_dir(path: str) -> None:
                 f"(uid {os.geteuid()}, the file's owner is uid {os.stat(file).st_uid}); "
                 "fix its ownership or run as its owner"
             )
+
+
+_held_locks: set[int] = set()
+
+
+def _close_locks_in_child() -> None:
+    # A forked child (the snapshot writer) would share the lock and keep it
+    # after its parent died, refusing the voter's restart until it finished.
+    # Closing its copy leaves the parent's lock alone (never LOCK_UN here).
+    for fd in _held_locks:
+        os.close(fd)
+    _held_locks.clear()
+
+
+os.register_at_fork(after_in_child=_close_locks_in_child)
+
+
+def lock_data_dir(path: str) -> int:
+    """Takes an exclusive lock on the data dir and returns its descriptor, to
+    be held for the life of the process (the kernel drops the lock when the
+    process ends, however it ends; ``unlock_data_dir`` before that). ConfigError
+    naming the holder if another process has it."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ConfigError(
+            f"--data-dir {path} is in use by {lock_holder(path)}. A data dir serves one "
+            "process: stop the other one, or give this one its own data dir"
+        ) from None
+    _held_locks.add(fd)
+    return fd
+
+
+def unlock_data_dir(fd: int) -> None:
+    _held_locks.discard(fd)
+    os.close(fd)
+
+
+def lock_holder(path: str) -> str:
+    """Who holds the lock on ``path``, from /proc/locks, as far as this process sees."""
+    inode = os.stat(path).st_ino
+    try:
+        with open("/proc/locks", encoding="ascii") as f:
+            rows = [line.split() for line in f]
+    except OSError:
+        rows = []
+    for fields in rows:
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+            pid = fields[4]
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    return _describe(pid, f.read().decode(errors="replace").split("\0"))
+            except OSError:
+                return f"another process (pid {pid})"
+    return "another process (one this user cannot see)"
 
 
 def _why(e: OSError) -> str:

@@ -24,7 +24,9 @@ from quorum.startup_checks import (
     check_data_dir,
     check_raft_port,
     check_snapshot_covers_journal,
+    lock_data_dir,
     snapshot_last_index,
+    unlock_data_dir,
 )
 
 from .nodes import build_node, free_port, single_voter_config
@@ -88,6 +90,38 @@ def test_a_data_dir_under_a_file_cannot_be_created(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="cannot create it"):
         check_data_dir(str(tmp_path / "file" / "data"))
+
+
+def test_a_locked_data_dir_is_refused_naming_the_holder(tmp_path):
+    fd = lock_data_dir(str(tmp_path))
+    try:
+        with pytest.raises(ConfigError) as e:
+            lock_data_dir(str(tmp_path))
+        assert f"--data-dir {tmp_path} is in use by another process (pid {os.getpid()}:" in str(
+            e.value
+        )
+    finally:
+        unlock_data_dir(fd)
+    unlock_data_dir(lock_data_dir(str(tmp_path)))  # free again
+
+
+def test_a_forked_child_does_not_keep_the_lock_after_its_parent_let_go(tmp_path):
+    """The snapshot writer is a forked child: it must not hold the data dir
+    (a restarted voter would be refused until the child finished)."""
+    fd = lock_data_dir(str(tmp_path))
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child waits until the parent has checked
+        os.close(write_end)
+        os.read(read_end, 1)
+        os._exit(0)
+    os.close(read_end)
+    try:
+        unlock_data_dir(fd)
+        unlock_data_dir(lock_data_dir(str(tmp_path)))  # the child is alive, the dir is free
+    finally:
+        os.close(write_end)
+        os.waitpid(pid, 0)
 
 
 # ---------------------------------------------------------------- snapshot and journal

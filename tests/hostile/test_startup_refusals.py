@@ -66,6 +66,27 @@ def test_a_second_process_with_a_live_voters_id_is_refused_naming_the_port(tmp_p
         assert c.status(0)["controllerEpoch"] == before["controllerEpoch"]
 
 
+def test_a_second_process_on_a_live_voters_data_dir_is_refused(tmp_path):
+    """An operator's slip: the same data dir, with the voter given another
+    Raft port (so the port check passes). Both would write one journal."""
+    (tmp_path / "cluster").mkdir()
+    with running_cluster(tmp_path / "cluster", voters=1) as c:
+        args = c.args(0)
+        args[args.index("--voters") + 1] = f"0@127.0.0.1:{free_port()}"
+        args[args.index("--http-port") + 1] = str(free_port())
+        journal = c.data_dir(0) / "raft.journal"
+        size = journal.stat().st_size
+        done = serve(args)
+        assert done.returncode == 2, done.stderr
+        line = one_line_error(done)
+        pid = c.procs[0].pid
+        assert (
+            f"--data-dir {c.data_dir(0)} is in use by another metaquorum serve (pid {pid}, --node-id 0)"
+            in line
+        ), line
+        assert c.ready(0) and journal.stat().st_size == size
+
+
 def test_a_port_held_by_another_program_is_named_too(tmp_path):
     c = Cluster(tmp_path, voters=1)
     holder = subprocess.Popen(
