@@ -161,10 +161,12 @@ def build_config(args: argparse.Namespace):
     )
 
 
-def _os_problem(e: OSError, flag: str) -> str:
+def _os_problem(e: OSError, data_dir: str) -> str:
     """One line for a file the node could not use at start (no traceback)."""
-    where = e.filename or "a file"
-    return f"{flag}: {where}: {e.strerror or e}; fix its permissions, ownership or space"
+    from quorum.startup_checks import explain_os_error
+
+    where = f" ({e.filename})" if e.filename else ""
+    return f"--data-dir {data_dir}{where}: {explain_os_error(e)}"
 
 
 def _positive(value, flag: str) -> int:
@@ -197,7 +199,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as e:
         return _die(EXIT_CONFIG, str(e))
     except OSError as e:
-        return _die(EXIT_CONFIG, _os_problem(e, "--data-dir"))
+        return _die(EXIT_CONFIG, _os_problem(e, args.data_dir))
 
     from api.auth import load_tokens  # noqa: PLC0415 - the API is only needed to serve
 
@@ -221,7 +223,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ConfigError as e:
         return _die(EXIT_CONFIG, str(e))
     except OSError as e:
-        return _die(EXIT_CONFIG, _os_problem(e, "--data-dir"))
+        return _die(EXIT_CONFIG, _os_problem(e, args.data_dir))
     if tokens is None:
         log.warning(
             "auth is OFF: no --tokens-file was given; anyone who reaches the port may write"

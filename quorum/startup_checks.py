@@ -20,6 +20,7 @@ traceback, a silent retry or a silent hang.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -112,12 +113,16 @@ def check_data_dir(path: str) -> None:
     """ConfigError naming ``path`` unless this process can create it (if
     missing), list it, create, sync, rename and delete a file in it, and read
     and write every file already in it."""
+    if not path.strip():
+        raise ConfigError("--data-dir is empty; give the directory of this voter's journal")
     if os.path.lexists(path) and not os.path.isdir(path):
         raise ConfigError(f"--data-dir {path} is not a directory")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"--data-dir {path}: cannot create it: {_why(e)}") from None
+        raise ConfigError(
+            f"--data-dir {path}: cannot create it ({e.filename}): {explain_os_error(e)}"
+        ) from None
     probe = os.path.join(path, PROBE)
     try:
         names = os.listdir(path)
@@ -130,7 +135,10 @@ def check_data_dir(path: str) -> None:
         os.replace(probe, probe + ".renamed")
         os.unlink(probe + ".renamed")
     except OSError as e:
-        raise ConfigError(f"--data-dir {path} is not usable: {_why(e)}") from None
+        for leftover in (probe, probe + ".renamed"):  # nothing half-written stays behind
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+        raise ConfigError(f"--data-dir {path} is not usable: {explain_os_error(e)}") from None
     for name in names:
         file = os.path.join(path, name)
         if os.path.isfile(file) and not os.access(file, os.R_OK | os.W_OK):
@@ -199,7 +207,8 @@ def lock_holder(path: str) -> str:
     return "another process (one this user cannot see)"
 
 
-def _why(e: OSError) -> str:
+def explain_os_error(e: OSError) -> str:
+    """What went wrong with a file and what to do, in a few words."""
     if e.errno == errno.EROFS:
         return "the file system is read-only; give a writable volume"
     if e.errno in (errno.EACCES, errno.EPERM):
@@ -209,7 +218,7 @@ def _why(e: OSError) -> str:
         )
     if e.errno == errno.ENOSPC:
         return "no space left on the device; free some or give a larger volume"
-    return f"{e.strerror} ({e.filename or 'the directory'})"
+    return f"{e.strerror or e}; fix it, or give another --data-dir"
 
 
 # ------------------------------------------------------------------ snapshot and journal

@@ -86,6 +86,11 @@ def test_a_data_dir_that_is_a_file_is_named(tmp_path):
         check_data_dir(str(tmp_path / "file"))
 
 
+def test_an_empty_data_dir_flag_is_named():
+    with pytest.raises(ConfigError, match="--data-dir is empty"):
+        check_data_dir(" ")
+
+
 def test_a_data_dir_under_a_file_cannot_be_created(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="cannot create it"):
@@ -110,17 +115,22 @@ def test_a_forked_child_does_not_keep_the_lock_after_its_parent_let_go(tmp_path)
     (a restarted voter would be refused until the child finished)."""
     fd = lock_data_dir(str(tmp_path))
     read_end, write_end = os.pipe()
+    ready_read, ready_write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child waits until the parent has checked
+    if pid == 0:  # the child (its at-fork hooks have run) waits until the parent has checked
         os.close(write_end)
+        os.write(ready_write, b"r")
         os.read(read_end, 1)
         os._exit(0)
     os.close(read_end)
+    os.close(ready_write)
     try:
+        assert os.read(ready_read, 1) == b"r"
         unlock_data_dir(fd)
         unlock_data_dir(lock_data_dir(str(tmp_path)))  # the child is alive, the dir is free
     finally:
         os.close(write_end)
+        os.close(ready_read)
         os.waitpid(pid, 0)
 
 

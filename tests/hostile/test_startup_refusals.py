@@ -195,6 +195,39 @@ def test_a_read_only_data_dir_is_exit_2_naming_the_path(tmp_path):
         c.close()
 
 
+def test_a_full_disk_at_the_first_start_is_exit_2_and_leaves_nothing_half_written(tmp_path):
+    """A 200 KiB volume: the identity file fits, the journal's first room does
+    not. Once the volume is grown, the same data dir starts and serves."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a private tmpfs mount needs root and unshare(1)")
+    c = Cluster(tmp_path, voters=1)
+    try:
+        data = c.data_dir(0)
+        data.mkdir()
+        first, code = tmp_path / "first-start.err", tmp_path / "first-start.code"
+        # In a mount namespace of its own: a tiny volume, the first start, the
+        # volume grown, then the second start in place of the shell.
+        script = (
+            'mount -t tmpfs -o size=200k tmpfs "$0" || exit 99; shift; '
+            f'"$@" 2>{first}; echo $? >{code}; '
+            f'mount -o remount,size=64m "$0" || exit 99; exec "$@"'
+        )
+        with open(c.logs[0], "ab") as log:
+            c.procs[0] = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                 str(data), "_", *c.args(0)],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        c.wait(lambda: code.exists() and code.read_text().strip(), 60, "the first start ended")
+        assert code.read_text().strip() == "2", first.read_text()
+        line = one_line_error(subprocess.CompletedProcess([], 2, "", first.read_text()))
+        assert f"--data-dir {data}" in line and "no space left on the device" in line, line
+        c.wait_ready([0], START_TIMEOUT_S)  # the grown volume serves the same data dir
+        assert c.stop(0) == 0
+    finally:
+        c.close()
+
+
 def test_a_data_dir_owned_by_another_user_is_exit_2_naming_the_path(tmp_path):
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv(1) to drop the override of file permissions")
