@@ -273,7 +273,7 @@ class MetaquorumJournal(Journal):
         self._offset = scanned.end
         meta_path = journal_file + ".meta"
         self._meta_storer = DurableMetaStorer(meta_path) if fsync else MetaStorer(meta_path)
-        self._meta = _load_meta(meta_path)
+        self._meta = load_meta(meta_path)
         self._meta_lock = threading.Lock()  # one store at a time, of the newest meta
         self._meta_saved = True
         if scanned.torn is not None:
@@ -427,7 +427,7 @@ class MetaquorumJournal(Journal):
                 self._meta_storer.storeMeta(meta)
 
 
-def _load_meta(path: str) -> dict:
+def load_meta(path: str) -> dict:
     """Term, vote and commit index; {} for a new journal. pysyncobj's own loader
     swallows every error and returns {}, which would forget a vote."""
     try:

@@ -44,7 +44,11 @@ from .raft_port import (
     listen_before_electing,
     raft_password,
 )
-from .startup_checks import check_raft_port, check_snapshot_covers_journal
+from .startup_checks import (
+    check_journal_holds_what_was_committed,
+    check_raft_port,
+    check_snapshot_covers_journal,
+)
 from .state_machine import STALE, MetadataStateMachine
 
 log = logging.getLogger(__name__)
@@ -153,8 +157,9 @@ class QuorumNode:
         )
         self.sm = MetadataStateMachine(config.log_retention)
         self._id_by_address = {addr: node_id for node_id, addr in config.voters.items()}
-        # A compacted journal without its snapshot would hang silently (refused, exit 3).
+        # Entries on no file would hang the node or be dropped silently (refused, exit 3).
         check_snapshot_covers_journal(config.journal_file, config.dump_file)
+        check_journal_holds_what_was_committed(config.journal_file, config.dump_file)
         install_journal(config.fsync)
         install_cipher()
         install_frame_limits()

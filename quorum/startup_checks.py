@@ -16,6 +16,11 @@ traceback, a silent retry or a silent hang.
 * **A journal that starts after index 1 needs the snapshot before it** (exit 3,
   like a corrupt journal). pysyncobj would wait forever for entries nobody has,
   not ready and with no error, and still stand for election.
+* **A deleted journal is not an empty one** (exit 3): with the meta file still
+  saying entries were committed past the snapshot, pysyncobj clamps its commit
+  index with a warning and serves without them (a lone voter loses
+  acknowledged writes). Only a missing journal is refused: a crash never
+  deletes it, while a shorter one is what a crash in a compaction leaves.
 """
 
 from __future__ import annotations
@@ -238,6 +243,43 @@ class MissingSnapshotError(JournalCorruptError):
             "dir aside and restart this voter with an empty one (and --cluster-id) so that it "
             "catches up from the leader (docs/durability.md)",
         )
+
+
+class MissingJournalError(JournalCorruptError):
+    """The journal is gone while the meta file says entries past the snapshot
+    were committed."""
+
+    def __init__(self, journal: str, snapshot: str, committed: int, covered: int | None) -> None:
+        self.path, self.offset = journal, 0
+        have = "is missing too" if covered is None else f"ends at Raft index {covered}"
+        self.reason = (
+            f"is missing, but {journal}.meta says Raft index {committed} was committed "
+            f"and the snapshot {snapshot} {have}"
+        )
+        Exception.__init__(
+            self,
+            f"Raft journal {journal} {self.reason}: committed entries are on no file. The "
+            "voter refuses to serve rather than serve without them; move the data dir aside "
+            "and restart this voter with an empty one (and --cluster-id) so that it catches "
+            "up from the leader (docs/durability.md)",
+        )
+
+
+def check_journal_holds_what_was_committed(journal: str, snapshot: str) -> None:
+    """MissingJournalError if the journal file is gone while its meta file
+    says entries past the snapshot's end were committed (a damaged meta file
+    is left to the journal's own check, which names it)."""
+    from .durability import load_meta  # noqa: PLC0415 - only on this path
+
+    if os.path.exists(journal) or not os.path.exists(journal + ".meta"):
+        return
+    try:
+        committed = load_meta(journal + ".meta").get("raftCommitIndex", 0)
+    except JournalCorruptError:
+        return
+    covered = snapshot_last_index(snapshot)
+    if committed > (covered or 0):
+        raise MissingJournalError(journal, snapshot, committed, covered)
 
 
 def check_snapshot_covers_journal(journal: str, snapshot: str) -> None:

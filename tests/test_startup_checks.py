@@ -9,6 +9,7 @@ import socket
 
 import orjson
 import pytest
+from pysyncobj.pickle import dumps
 
 from quorum.journal_format import (
     FORMAT_CHECKSUMMED,
@@ -20,8 +21,10 @@ from quorum.journal_format import (
 )
 from quorum.node_config import ConfigError
 from quorum.startup_checks import (
+    MissingJournalError,
     MissingSnapshotError,
     check_data_dir,
+    check_journal_holds_what_was_committed,
     check_raft_port,
     check_snapshot_covers_journal,
     lock_data_dir,
@@ -197,3 +200,34 @@ def test_damage_is_left_to_the_checks_that_name_it(tmp_path):
     snapshot.write_bytes(b"not json\n")
     assert snapshot_last_index(str(snapshot)) is not None  # the snapshot's load refuses it
     check_snapshot_covers_journal(str(journal), str(snapshot))
+
+
+def write_meta(journal, commit: int) -> None:
+    (journal.parent / (journal.name + ".meta")).write_bytes(
+        dumps({"raftCommitIndex": commit, "currentTerm": 3, "votedForNodeId": None})
+    )
+
+
+def test_a_deleted_journal_with_commits_past_the_snapshot_is_refused(tmp_path):
+    journal, snapshot = tmp_path / "raft.journal", tmp_path / "raft.snapshot"
+    write_meta(journal, 90)
+    with pytest.raises(MissingJournalError) as e:
+        check_journal_holds_what_was_committed(str(journal), str(snapshot))
+    assert str(e.value).startswith(
+        f"Raft journal {journal} is missing, but {journal}.meta says Raft index 90 was "
+        f"committed and the snapshot {snapshot} is missing too"
+    )
+    write_snapshot_header(snapshot, 86)
+    with pytest.raises(MissingJournalError, match="ends at Raft index 86"):
+        check_journal_holds_what_was_committed(str(journal), str(snapshot))
+
+
+def test_a_journal_that_is_there_or_a_snapshot_that_holds_the_commits_passes(tmp_path):
+    journal, snapshot = tmp_path / "raft.journal", tmp_path / "raft.snapshot"
+    check_journal_holds_what_was_committed(str(journal), str(snapshot))  # a new data dir
+    write_meta(journal, 90)
+    write_snapshot_header(snapshot, 90)
+    check_journal_holds_what_was_committed(str(journal), str(snapshot))
+    snapshot.unlink()
+    write_journal(journal, 1, 3)  # shorter than the commit index: a journal's own matter
+    check_journal_holds_what_was_committed(str(journal), str(snapshot))

@@ -158,6 +158,32 @@ def test_a_deleted_snapshot_behind_a_compacted_journal_is_refused_with_exit_3(tm
         c.close()
 
 
+def test_a_deleted_journal_is_refused_rather_than_served_without_its_entries(tmp_path):
+    """pysyncobj would clamp its commit index to the snapshot and serve: a lone
+    voter would lose every acknowledged write after the snapshot."""
+    c = Cluster(tmp_path, voters=1, extra=["--compaction-entries", "30"])
+    try:
+        c.start()
+        c.wait_ready()
+        c.leader()
+        register_and_heartbeat(c, 80)
+        journal, snapshot = c.data_dir(0) / "raft.journal", c.data_dir(0) / "raft.snapshot"
+        c.wait(lambda: snapshot.exists(), 60, "a snapshot written")
+        register_and_heartbeat(c, 5)  # acknowledged after the snapshot
+        assert c.stop(0) == 0
+        journal.unlink()
+
+        c.start(0)
+        code = c.procs[0].wait(timeout=START_TIMEOUT_S)
+        log = c.tail(0, 20)
+        assert code == 3, log
+        assert "Traceback" not in log, log
+        assert f"Raft journal {journal} is missing, but {journal}.meta says Raft index" in log, log
+        assert "move the data dir aside" in log, log
+    finally:
+        c.close()
+
+
 def _private_read_only_mount(path: Path) -> list[str] | None:
     """A command prefix that runs its command with ``path`` read-only in a
     mount namespace of its own (nothing outside sees it), or None if this
