@@ -33,7 +33,7 @@ from metadata_records.records import Batch, LeaderChangeRecord, Record
 from metadata_records.snapshot import image_digest
 
 from .durability import MetaquorumJournal, install_journal
-from .node_config import ConfigError, NodeConfig
+from .node_config import NodeConfig
 from .raft_port import (
     GuardedTransport,
     defer_commit_push,
@@ -46,8 +46,8 @@ from .raft_port import (
 )
 from .startup_checks import (
     check_journal_holds_what_was_committed,
-    check_raft_port,
     check_snapshot_covers_journal,
+    refuse_unbound_port,
 )
 from .state_machine import STALE, MetadataStateMachine
 
@@ -204,7 +204,7 @@ class QuorumNode:
             consumers=[self.sm],
             transportClass=GuardedTransport,
         )
-        self._refuse_unbound_port()
+        refuse_unbound_port(self.syncobj, config.raft_bind or config.raft_address, self.node_id)
         self._wire_journal_syncs()
         defer_commit_push(self.syncobj)
         if config.startup_election_delay_s > 0 and others:
@@ -233,19 +233,6 @@ class QuorumNode:
         self.stats = BatchStats()
         self.throttled = 0
         self._digest: tuple[MetadataImage, str] | None = None
-
-    def _refuse_unbound_port(self) -> None:
-        """pysyncobj's first bind attempt is over once its constructor returns;
-        a failed one it would retry silently while dialling the other voters as
-        this node. serve checked the port just before (startup_checks): this
-        catches a process that took it in between."""
-        transport = getattr(self.syncobj, "_SyncObj__transport", None)
-        if transport is None or transport.ready:
-            return
-        self.syncobj.destroy()
-        address = self.config.raft_bind or self.config.raft_address
-        check_raft_port(address, self.node_id)  # names who holds it
-        raise ConfigError(f"the Raft port {address} of node {self.node_id} could not be bound")
 
     def _wire_journal_syncs(self) -> None:
         """With fsync on, the journal syncs before a follower acknowledges and

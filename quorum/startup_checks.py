@@ -56,6 +56,20 @@ def check_raft_port(bind_address: str, node_id: int) -> None:
             raise ConfigError(_bind_problem(e, host, port, node_id)) from None
 
 
+def refuse_unbound_port(syncobj, bind_address: str, node_id: int) -> None:
+    """ConfigError (after stopping ``syncobj``) if pysyncobj's first bind
+    failed: it would retry silently while dialling the other voters as this
+    node. serve checked the port just before; this catches a process that took
+    it in between. pysyncobj's first attempt is over once its constructor
+    returns (its tick thread binds before the constructor's wait ends)."""
+    transport = getattr(syncobj, "_SyncObj__transport", None)
+    if transport is None or transport.ready:
+        return
+    syncobj.destroy()
+    check_raft_port(bind_address, node_id)  # names who holds it
+    raise ConfigError(f"the Raft port {bind_address} of node {node_id} could not be bound")
+
+
 def _bind_problem(e: OSError, host: str, port: int, node_id: int) -> str:
     where = f"the Raft port {host}:{port} of node {node_id} (--voters, --raft-bind)"
     if e.errno == errno.EADDRINUSE:
