@@ -65,6 +65,11 @@ def refuse_unbound_port(syncobj, bind_address: str, node_id: int) -> None:
     transport = getattr(syncobj, "_SyncObj__transport", None)
     if transport is None or transport.ready:
         return
+    host = bind_address.rpartition(":")[0].strip("[]")
+    try:
+        socket.getaddrinfo(host, None)
+    except socket.gaierror:
+        return  # a name DNS does not know yet (a new pod): pysyncobj's retries are for that
     syncobj.destroy()
     check_raft_port(bind_address, node_id)  # names who holds it
     raise ConfigError(f"the Raft port {bind_address} of node {node_id} could not be bound")
