@@ -9,6 +9,11 @@ moves the view onto the image a batch produced.
 
 Leader-side state lives here and nowhere in the log: heartbeat sessions, the
 brokers-to-ISR index. A new leader builds a new Controller.
+
+``now_ms`` is always a monotonic clock (the shell's ``session_clock_ms``), never
+wall time: it only measures broker sessions, and a wall clock that NTP steps an
+hour would fence every live broker or spare a dead one for that hour. The
+controller stamps no record with it; wall time stamps batches in the shell.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ active controller knows and a new leader rebuilds.
 
 Fenced and in-controlled-shutdown are facts in the image; what lives here is
 when each broker was last heard from, the metadata offset it reported, and the
-offset its controlled shutdown must see replicated. Time comes in as ``now_ms``.
+offset its controlled shutdown must see replicated. Time comes in as ``now_ms``,
+read from a monotonic clock (as Kafka's heartbeat manager reads one): sessions
+are durations, and a stepped wall clock must not end or stretch them.
 """
 
 from __future__ import annotations

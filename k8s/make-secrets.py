@@ -24,8 +24,13 @@ FILES = ("raft-secret", "tokens", "admin-token", "cluster.env")
 
 
 def kafka_uuid() -> str:
-    """A Kafka-style cluster id: 16 random bytes as 22 characters of base64url."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
+    """A Kafka-style cluster id: 16 random bytes as 22 characters of base64url,
+    never starting with '-' (1 in 64 would, and could not be passed as
+    ``--cluster-id <id>``; Kafka's Uuid.randomUuid draws again too)."""
+    while True:
+        text = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def write(directory: Path, force: bool = False) -> dict[str, str]:

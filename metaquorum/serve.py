@@ -2,8 +2,10 @@
 process with one uvicorn worker (each worker would build its own SyncObj).
 
 Every flag is also an environment variable (``--node-id`` = METAQUORUM_NODE_ID).
-Exit codes: 0 clean stop, 2 bad configuration (the message names the flag),
-3 the node refused to serve (a corrupt snapshot or journal).
+Exit codes: 0 clean stop, 2 bad configuration or an unusable environment (the
+message names the flag, port or path: a Raft port in use, a data dir this user
+cannot write), 3 the node refused to serve (a corrupt or missing snapshot or
+journal). Every start-up failure is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -159,6 +161,14 @@ def build_config(args: argparse.Namespace):
     )
 
 
+def _os_problem(e: OSError, data_dir: str) -> str:
+    """One line for a file the node could not use at start (no traceback)."""
+    from quorum.startup_checks import explain_os_error
+
+    where = f" ({e.filename})" if e.filename else ""
+    return f"--data-dir {data_dir}{where}: {explain_os_error(e)}"
+
+
 def _positive(value, flag: str) -> int:
     number = int(value)
     if number < 1:
@@ -172,12 +182,24 @@ def run_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     from quorum.node_config import ConfigError, claim_data_dir
+    from quorum.startup_checks import (
+        check_data_dir,
+        check_raft_port,
+        lock_data_dir,
+        unlock_data_dir,
+    )
 
     try:
         config = build_config(args)
+        # The port first: a process refused for a taken port writes nothing.
+        check_raft_port(config.raft_bind or config.raft_address, config.node_id)
+        check_data_dir(config.data_dir)
+        data_dir_lock = lock_data_dir(config.data_dir)  # held until the process ends
         identity = claim_data_dir(config)
     except (ConfigError, ValueError) as e:
         return _die(EXIT_CONFIG, str(e))
+    except OSError as e:
+        return _die(EXIT_CONFIG, _os_problem(e, args.data_dir))
 
     from api.auth import load_tokens  # noqa: PLC0415 - the API is only needed to serve
 
@@ -198,6 +220,10 @@ def run_serve(args: argparse.Namespace) -> int:
         node = QuorumNode(config, identity)
     except JournalCorruptError as e:
         return _die(EXIT_REFUSED, f"refusing to serve: {e}")
+    except ConfigError as e:
+        return _die(EXIT_CONFIG, str(e))
+    except OSError as e:
+        return _die(EXIT_CONFIG, _os_problem(e, args.data_dir))
     if tokens is None:
         log.warning(
             "auth is OFF: no --tokens-file was given; anyone who reaches the port may write"
@@ -216,7 +242,9 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvloop  # noqa: PLC0415
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(_serve(node, args, tokens))
+        code = runner.run(_serve(node, args, tokens))
+    unlock_data_dir(data_dir_lock)
+    return code
 
 
 async def _manage_collector(node) -> None:

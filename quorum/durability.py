@@ -30,6 +30,7 @@ the process (one node per process). Pinned to pysyncobj 0.3.17.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import mmap
 import os
@@ -104,10 +105,31 @@ class JournalFile:
     _ZEROS = bytes(GROW_STEP)
 
     def __init__(self, path: str, default_content: bytes) -> None:
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        if not os.path.exists(path):
+            self._create(path, default_content)
+            return
+        self._fd = os.open(path, os.O_RDWR, 0o600)
         self._size = os.fstat(self._fd).st_size
         if self._size == 0:
             self.write(0, default_content)
+
+    def _create(self, path: str, default_content: bytes) -> None:
+        """A new journal appears whole or not at all: written beside its name,
+        then renamed. A disk that fills up during the first start would
+        otherwise leave zeros without a header, refused as corrupt ever after."""
+        part = path + ".part"
+        self._fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._size = 0
+        try:
+            self.write(0, default_content)
+            os.fsync(self._fd)
+            os.replace(part, path)
+        except OSError:
+            self.close()
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+            raise
+        fsync_dir(path)
 
     def write(self, offset: int, data: bytes) -> None:
         end = offset + len(data)
@@ -251,7 +273,7 @@ class MetaquorumJournal(Journal):
         self._offset = scanned.end
         meta_path = journal_file + ".meta"
         self._meta_storer = DurableMetaStorer(meta_path) if fsync else MetaStorer(meta_path)
-        self._meta = _load_meta(meta_path)
+        self._meta = load_meta(meta_path)
         self._meta_lock = threading.Lock()  # one store at a time, of the newest meta
         self._meta_saved = True
         if scanned.torn is not None:
@@ -405,7 +427,7 @@ class MetaquorumJournal(Journal):
                 self._meta_storer.storeMeta(meta)
 
 
-def _load_meta(path: str) -> dict:
+def load_meta(path: str) -> dict:
     """Term, vote and commit index; {} for a new journal. pysyncobj's own loader
     swallows every error and returns {}, which would forget a vote."""
     try:

@@ -118,6 +118,21 @@ def scan(read: Callable[[int, int], bytes], size: int, path: str) -> Scan:
     return result
 
 
+def first_entry_index(read: Callable[[int, int], bytes], size: int) -> int | None:
+    """The Raft index of the journal's first entry; None if it has none, or if
+    the header or that entry is damaged (``scan`` names the damage)."""
+    if size < HEADER_SIZE:
+        return None
+    head = read(0, HEADER_SIZE)
+    fmt, last = struct.unpack_from("<II", head, NAME_SIZE + VERSION_SIZE)
+    if not head.startswith(NAME) or fmt not in (FORMAT_PYSYNCOBJ, FORMAT_CHECKSUMMED):
+        return None
+    trailer = 4 if fmt == FORMAT_CHECKSUMMED else 0
+    if last <= HEADER_SIZE or _check_entry(read, HEADER_SIZE, min(last, size), trailer, None):
+        return None
+    return _IDX_TERM.unpack(read(HEADER_SIZE + 4, 16))[0]
+
+
 def _check_entry(read, offset: int, limit: int, trailer: int, prev) -> tuple[str, bool] | None:
     """None if the entry at ``offset`` is whole; else (why, is-a-sequence-error)."""
     if offset + 4 > limit:

@@ -46,6 +46,11 @@ from .raft_port import (
     listen_before_electing,
     raft_password,
 )
+from .startup_checks import (
+    check_journal_holds_what_was_committed,
+    check_snapshot_covers_journal,
+    refuse_unbound_port,
+)
 from .state_machine import STALE, MetadataStateMachine
 from .voter_guard import VoterGuard, bootstrap_voters, replacement
 
@@ -54,8 +59,16 @@ log = logging.getLogger(__name__)
 FOLLOWER, CANDIDATE, LEADER = 0, 1, 2
 
 
-def now_ms() -> int:
+def wall_clock_ms() -> int:
+    """Stamps batches (``timestampMs``) for people and the audit; never a duration."""
     return int(time.time() * 1000)
+
+
+def session_clock_ms() -> int:
+    """The controller's clock for broker sessions and fencing: monotonic, so an
+    NTP step of the wall clock fences no live broker and spares no dead one
+    (Kafka's BrokerHeartbeatManager uses a monotonic clock too)."""
+    return time.monotonic_ns() // 1_000_000
 
 
 # ------------------------------------------------------------------ errors
@@ -148,6 +161,9 @@ class QuorumNode:
         )
         self.sm = MetadataStateMachine(config.log_retention)
         self._id_by_address = {addr: node_id for node_id, addr in config.voters.items()}
+        # Entries on no file would hang the node or be dropped silently (refused, exit 3).
+        check_snapshot_covers_journal(config.journal_file, config.dump_file)
+        check_journal_holds_what_was_committed(config.journal_file, config.dump_file)
         install_journal(config.fsync)
         install_cipher()
         install_frame_limits()
@@ -207,6 +223,7 @@ class QuorumNode:
             consumers=[self.sm],
             transportClass=GuardedTransport.with_guard(self.guard),
         )
+        refuse_unbound_port(self.syncobj, config.raft_bind or config.raft_address, self.node_id)
         self.syncobj.addOnTickCallback(self._guard_tick)
         self._voters_change_pending = False
         self._wire_journal_syncs()
@@ -426,7 +443,7 @@ class QuorumNode:
         for attempt in range(3):
             if not self.syncobj._isLeader() or self.syncobj.raftCurrentTerm != term:
                 return
-            result, error = await self._propose(Batch(term, now_ms(), (record,)))
+            result, error = await self._propose(Batch(term, wall_clock_ms(), (record,)))
             image = self.image
             if image.controller_epoch == term and image.leader_id == self.node_id:
                 break
@@ -438,7 +455,7 @@ class QuorumNode:
             return
         if not self.syncobj._isLeader() or self.syncobj.raftCurrentTerm != term:
             return
-        self.controller = Controller(self.image, self.controller_config, now_ms())
+        self.controller = Controller(self.image, self.controller_config, session_clock_ms())
         self.active = True
         log.info("node %d is the active controller at epoch %d", self.node_id, term)
         # Queued together, so a new cluster's first batch holds its voter set and
@@ -537,12 +554,12 @@ class QuorumNode:
                 # leader state is rebuilt from what the log says.
                 self._rebuild_pending = False
                 controller = self.controller = Controller(
-                    self.image, self.controller_config, now_ms()
+                    self.image, self.controller_config, session_clock_ms()
                 )
             controller.committed(self.image)
             self._batches_since_rebase = 0
         base_offset = controller.view.next_offset
-        now = now_ms()
+        now = session_clock_ms()
         decided: list[tuple[_Pending, object]] = []
         records: list[Record] = []
         known: dict = {}  # ControllerResult.merged of every result in the batch
@@ -590,7 +607,7 @@ class QuorumNode:
                     _settle(pending.future, response)
             self._pump()
             return
-        batch = Batch(self.term, now, tuple(records), base_offset)
+        batch = Batch(self.term, wall_clock_ms(), tuple(records), base_offset)
         entry = _InFlight(decided, len(records))
         self._in_flight.append(entry)
         self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
@@ -635,7 +652,7 @@ class QuorumNode:
         if not self.active:
             return
         next_check = self.controller.next_fence_check_ms()
-        delay = 1.0 if next_check is None else max(0.05, (next_check - now_ms()) / 1000)
+        delay = 1.0 if next_check is None else max(0.05, (next_check - session_clock_ms()) / 1000)
         self._fence_handle = self.loop.call_later(min(delay, 1.0), self._fence_tick)
 
     def _fence_tick(self) -> None:
@@ -645,7 +662,7 @@ class QuorumNode:
         self._maybe_change_voters()
         self._pump()
         next_check = self.controller.next_fence_check_ms()
-        if next_check is not None and next_check <= now_ms():
+        if next_check is not None and next_check <= session_clock_ms():
             self._enqueue(_Pending(_FENCE, None))
         self._schedule_fencer()
 
@@ -720,7 +737,9 @@ class QuorumNode:
             if self._barrier is None or self._barrier.done():
                 if self.raft_leader_id is None:
                     raise UnavailableError("no leader is known; a linearizable read needs one", 0.5)
-                self._barrier = self._propose(Batch(self.image.controller_epoch, now_ms(), ()))
+                self._barrier = self._propose(
+                    Batch(self.image.controller_epoch, wall_clock_ms(), ())
+                )
             barrier = self._barrier
             remaining = deadline - time.monotonic()
             if remaining <= 0:

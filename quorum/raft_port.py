@@ -40,9 +40,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
+from .log_limiter import RateLimitedLog
 from .voter_guard import HELLO, VoterGuard
 
 log = logging.getLogger(__name__)
+# Anyone who reaches the port can make a connection be dropped: a few lines a minute.
+dropped_log = RateLimitedLog(log, period_s=60.0, burst=5)
 
 # Before a connection proved it knows the secret: the first frame of a peer is a
 # token of a 32-byte key (under 100 bytes); anything far above is hostile.
@@ -161,7 +164,7 @@ def install_frame_limits() -> None:
         try:
             check_frame_header(self._TcpConnection__readBuffer, frame_limit(self))
         except FrameRejected as e:
-            log.warning("Raft port: dropping a connection: %s", e)
+            dropped_log.warning("Raft port: dropping a connection: %s", e)
             self.disconnect()
             return False
         return more

@@ -6,6 +6,7 @@ runs also when the test fails. Waits are on conditions with deadlines.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -36,6 +37,8 @@ class Cluster:
         self.procs: list[subprocess.Popen | None] = [None] * voters
         self.logs: list[Path] = [self.root / f"node-{i}.log" for i in range(voters)]
         self.client = httpx.Client(timeout=10.0)
+        # Extra environment of one voter's process (e.g. libfaketime's, to step its wall clock).
+        self.env: dict[int, dict[str, str]] = {}
 
     # ------------------------------------------------------------ processes
 
@@ -64,7 +67,10 @@ class Cluster:
         for j in range(self.n) if i is None else [i]:
             assert self.procs[j] is None or self.procs[j].poll() is not None
             log = open(self.logs[j], "ab")
-            self.procs[j] = subprocess.Popen(self.args(j), stdout=log, stderr=subprocess.STDOUT)
+            env = {**os.environ, **self.env[j]} if j in self.env else None
+            self.procs[j] = subprocess.Popen(
+                self.args(j), stdout=log, stderr=subprocess.STDOUT, env=env
+            )
             log.close()
         return self
 

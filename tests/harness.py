@@ -58,7 +58,10 @@ def _topic_ids():
 class ControllerHarness:
     metadata_version: int = 2
     session_timeout_ms: int = 9000
+    # Two clocks, as the quorum has (quorum/node.py): the controller's is
+    # monotonic; the wall clock only stamps batches, and steps (step_wall_clock).
     now_ms: int = 1_000_000
+    wall_ms: int = 1_700_000_000_000
     image: MetadataImage = EMPTY_IMAGE
     log: list[Record] = field(default_factory=list)
     epochs: dict[int, int] = field(default_factory=dict)
@@ -87,10 +90,10 @@ class ControllerHarness:
     ) -> None:
         """Applies records as one batch, as every voter would, and moves the controller on."""
         if leader_change:
-            batch = Batch(records[0].controller_epoch, self.now_ms, tuple(records))
+            batch = Batch(records[0].controller_epoch, self.wall_ms, tuple(records))
         else:  # as the quorum does: the batch must land where it was decided
             batch = Batch(
-                self.image.controller_epoch, self.now_ms, tuple(records), self.image.next_offset
+                self.image.controller_epoch, self.wall_ms, tuple(records), self.image.next_offset
             )
         before = self.image
         self.image = apply(self.image, batch)
@@ -121,6 +124,11 @@ class ControllerHarness:
 
     def advance(self, ms: int) -> None:
         self.now_ms += ms
+        self.wall_ms += ms
+
+    def step_wall_clock(self, ms: int) -> None:
+        """An NTP step: the wall clock jumps, the controller's clock does not."""
+        self.wall_ms += ms
 
     def replayed(self) -> MetadataImage:
         """The image rebuilt from the whole log, from scratch."""

@@ -132,7 +132,7 @@ def test_a_moved_commit_index_is_stored_off_the_raft_thread_at_the_end_of_the_ti
     COMMIT_INDEX_EVERY_S, by the store thread; the Raft thread never does it."""
     import threading
 
-    from quorum.durability import DurableMetaStorer, SyncStats, _load_meta
+    from quorum.durability import DurableMetaStorer, SyncStats, load_meta
 
     stored_on = []
     real_store = DurableMetaStorer.storeMeta
@@ -151,18 +151,18 @@ def test_a_moved_commit_index_is_stored_off_the_raft_thread_at_the_end_of_the_ti
     assert SyncStats.meta_stores == stores and not journal._dirty
     journal.end_of_tick()
     _wait_for(lambda: SyncStats.meta_stores == stores + 1)
-    assert _load_meta(meta_path)["raftCommitIndex"] == 2
+    assert load_meta(meta_path)["raftCommitIndex"] == 2
     monkeypatch.setattr(MetaquorumJournal, "COMMIT_INDEX_EVERY_S", 3600.0)
     journal.setRaftCommitIndex(3)
     journal.end_of_tick()
     time.sleep(0.05)
     assert SyncStats.meta_stores == stores + 1  # not due yet
     journal.onOneSecondTimer()  # pysyncobj's own timer has it stored at the latest
-    _wait_for(lambda: _load_meta(meta_path)["raftCommitIndex"] == 3)
+    _wait_for(lambda: load_meta(meta_path)["raftCommitIndex"] == 3)
     assert stored_on == ["raft-meta-store", "raft-meta-store"]
     journal.setRaftCommitIndex(4)
     journal._destroy()  # a clean stop stores the last one
-    assert _load_meta(meta_path)["raftCommitIndex"] == 4
+    assert load_meta(meta_path)["raftCommitIndex"] == 4
 
 
 def test_a_stalled_commit_index_store_holds_neither_the_raft_thread_nor_an_older_term(
@@ -174,7 +174,7 @@ def test_a_stalled_commit_index_store_holds_neither_the_raft_thread_nor_an_older
     term and the newest commit index."""
     import threading
 
-    from quorum.durability import DurableMetaStorer, _load_meta
+    from quorum.durability import DurableMetaStorer, load_meta
 
     gate = threading.Event()
     stalled = threading.Event()
@@ -201,10 +201,10 @@ def test_a_stalled_commit_index_store_holds_neither_the_raft_thread_nor_an_older
     voted = threading.Thread(target=journal.setCurrentTerm, args=(2, "127.0.0.1:1"))
     voted.start()
     time.sleep(0.05)
-    assert _load_meta(meta_path)["currentTerm"] == 1  # the vote waits for the stalled store
+    assert load_meta(meta_path)["currentTerm"] == 1  # the vote waits for the stalled store
     gate.set()
     voted.join(20)
-    meta = _load_meta(meta_path)
+    meta = load_meta(meta_path)
     assert meta["currentTerm"] == 2 and meta["votedForNodeId"] == "127.0.0.1:1"
     assert meta["raftCommitIndex"] == 4
     journal._destroy()

@@ -217,3 +217,23 @@ def test_22_char_text_is_accepted_only_as_its_own_spelling(text):
         return
     assert canonical == text
     assert uuid_from_bytes(base64.urlsafe_b64decode(text + "==")) == text
+
+
+def test_the_k8s_cluster_id_generator_never_starts_with_a_dash(monkeypatch):
+    """k8s/make-secrets.py (standard library only) draws its own ids: one that
+    begins with '-' could not be passed as ``--cluster-id <id>``."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "k8s" / "make-secrets.py"
+    spec = importlib.util.spec_from_file_location("make_secrets", path)
+    make_secrets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_secrets)
+    dash, good = b"\xf8" + bytes(15), bytes(range(1, 17))
+    draws = iter([dash, dash, good])
+    monkeypatch.setattr(make_secrets.secrets, "token_bytes", lambda n: next(draws))
+    assert make_secrets.kafka_uuid() == uuid_from_bytes(good)
+    monkeypatch.undo()
+    for _ in range(2000):
+        text = make_secrets.kafka_uuid()
+        assert parse_uuid(text) == text and not text.startswith("-")

@@ -62,6 +62,14 @@ class ControllerMachine(RuleBasedStateMachine):
         self.epoch_history: dict[int, list[int]] = {}
         self.checked_log = len(self.h.log)
         self.before = self.h.image
+        # When the controller last heard from each broker (its monotonic clock),
+        # or granted it a session (registration, failover): none may be fenced
+        # by the timer before its session timeout has passed since.
+        self.heard: dict[int, int] = {}
+
+    def hear(self, *brokers: int) -> None:
+        for b in brokers:
+            self.heard[b] = self.h.now_ms
 
     @initialize(brokers=st.integers(0, 4), partitions=st.integers(1, 4))
     def a_running_cluster(self, brokers, partitions):
@@ -70,6 +78,7 @@ class ControllerMachine(RuleBasedStateMachine):
         ids = list(range(1, brokers + 1))
         if ids:
             self.h.start_brokers(*ids)
+            self.hear(*ids)
             self.h.run(CreateTopicsRequest((CreatableTopic("a", partitions, min(3, brokers)),)))
         # Invariants compare each step with the state before it; this is step 0.
         self.before = self.h.image
@@ -89,11 +98,14 @@ class ControllerMachine(RuleBasedStateMachine):
     def register(self, broker, new_incarnation):
         if new_incarnation or broker not in self.h.epochs:
             self.generation[broker] += 1
+        epoch = self.h.epochs.get(broker)
         resp = self.h.register(broker, generation=self.generation[broker])
         if resp.error is Errors.DUPLICATE_BROKER_REGISTRATION:
             self.generation[broker] -= 1
         else:
             assert resp.error is Errors.NONE, resp
+            if self.h.epochs[broker] != epoch:  # a new incarnation gets a new session
+                self.hear(broker)
 
     @rule(
         broker=BROKERS,
@@ -116,6 +128,7 @@ class ControllerMachine(RuleBasedStateMachine):
             assert resp.error is Errors.STALE_BROKER_EPOCH
         else:
             assert resp.error is Errors.NONE
+            self.hear(broker)
             assert resp.is_fenced == registered.fenced
             if resp.should_shut_down:
                 assert registered.fenced
@@ -133,6 +146,7 @@ class ControllerMachine(RuleBasedStateMachine):
                         self.h.now_ms,
                     )
                 )
+                self.hear(b)
         self.commit_results(results)
 
     @rule(broker=BROKERS)
@@ -141,19 +155,31 @@ class ControllerMachine(RuleBasedStateMachine):
         self.h.advance(self.h.session_timeout_ms + 1)
         self.generation[broker] += 1
         assert self.h.register(broker, generation=self.generation[broker]).error is Errors.NONE
+        self.hear(broker)
 
     @rule(ms=st.sampled_from([100, 1000, 3000, 6000]))
     def time_passes(self, ms):
         self.h.advance(ms)
 
+    @rule(hours=st.sampled_from([-1, 1]))
+    def the_wall_clock_steps(self, hours):
+        """NTP steps the wall clock: it stamps batches only, and moves no session."""
+        self.h.step_wall_clock(hours * 3_600_000)
+
     @rule()
     def fence_stale_brokers(self):
         while (result := self.h.controller.maybe_fence_stale_broker(self.h.now_ms)) is not None:
+            broker = result.response
+            silent = self.h.now_ms - self.heard.get(broker, -(2**62))
+            assert silent > self.h.session_timeout_ms, (
+                f"broker {broker} fenced {silent} ms after it was last heard from"
+            )
             self.h.commit(result.records)
 
     @rule()
     def failover(self):
         self.h.new_leader()
+        self.hear(*self.h.image.brokers)  # a new leader grants every broker a session
 
     # ------------------------------------------------------------ topics
 
