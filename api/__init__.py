@@ -8,9 +8,13 @@ errors to HTTP statuses (``errors``); it holds no business rule.
 Statuses: 200 whenever the active controller processed the request (the
 outcome is in ``errorCode``); 400 invalid request (``INVALID_REQUEST``, the
 message names the field); 401/403 auth (``CLUSTER_AUTHORIZATION_FAILED``); 307
-to the leader (``NOT_CONTROLLER``); 413 body too large; 429 admission control
+to the leader (``NOT_CONTROLLER``); 413 body too large; 415 a body without
+``Content-Type: application/json``; 429 admission control
 (``THROTTLING_QUOTA_EXCEEDED``); 503 + ``Retry-After`` when no leader is known,
-the node is replaying, not ready or stopping (``NOT_CONTROLLER``).
+the node is replaying, not ready or stopping (``NOT_CONTROLLER``). The HTTP
+server itself (``connections``) answers 408 (a head or body too slow), 414 and
+431 (a head over its limits) and 503 (too many connections), then closes.
+Every limit is in ``metadata_records/limits.py`` and docs/limits.md.
 
 A write whose outcome is unknown (``OutcomeUnknownError``: no answer in time,
 or leadership lost while its batch was in flight) answers **503 with
