@@ -67,9 +67,11 @@ Where shared/API.md is silent, this package decides (and its tests pin it):
   ``raftLastApplied``.
 * 401 carries ``WWW-Authenticate: Bearer``; 404 for an unknown broker is
   ``BROKER_ID_NOT_REGISTERED`` (102), for a topic ``UNKNOWN_TOPIC_OR_PARTITION``
-  (3); an unknown route is 404 and a wrong method 405, both ``INVALID_REQUEST``.
-  A controller bug is 500 ``UNKNOWN_SERVER_ERROR`` (-1). /openapi.json and
-  /docs need no token.
+  (3); an unknown route is 404 and a wrong method 405, both ``INVALID_REQUEST``
+  (with auth on, 401 first: the caller is identified before routing). A bug is
+  500 ``UNKNOWN_SERVER_ERROR`` (-1) with an incident id, never the exception's
+  text. /openapi.json, /docs and /redoc need a token (any role) unless
+  ``public_docs`` (``serve --public-docs``).
 * POST /v1/quorum/transfer-leadership: 400 when there is no other voter or
   ``targetNodeId`` is not one; 200 ``{leaderId}`` once another voter leads; 503
   ``REQUEST_TIMED_OUT`` if it did not move in time.

@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from metadata_records import limits
-from metadata_records.codec import log_record_to_obj
+from metadata_records.codec import brief, log_record_to_obj
 from metadata_records.errors import Errors
 from metadata_records.image import MetadataImage
 from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableError
@@ -43,6 +43,7 @@ from .errors import (
     JsonResponse,
     bad_request,
     error_body,
+    internal_error,
     node_error_response,
     retry_after,
     retry_response,
@@ -504,9 +505,10 @@ def create_app(
         except NodeError:
             raise
         except Exception as e:  # a controller bug: nothing of this request was written
-            log.exception("the controller failed on %r", message)
             raise ApiProblem(
-                500, Errors.UNKNOWN_SERVER_ERROR, f"the controller failed: {type(e).__name__}: {e}"
+                500,
+                Errors.UNKNOWN_SERVER_ERROR,
+                internal_error(e, f"in the controller on {brief(message)}", written=False),
             ) from None
 
     def answer(model: M.ResponseModel) -> JsonResponse:

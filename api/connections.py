@@ -49,7 +49,7 @@ LOG_EVERY_S = 10.0
 # Descriptors the process needs besides client connections: journal and
 # snapshot files, Raft peers, logs, the listening sockets, imports.
 RESERVED_FDS = 128
-TURN_AWAY_LINGER_S = 1.0
+LINGER_S = 1.0
 MAX_LINGERING = 32
 
 
@@ -177,7 +177,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._refusal: tuple[int, str, str] | None = None
         self._body_started = 0.0
         self._body_bytes = 0
-        self._turned_away = False
+        self._lingering = False
 
     # ------------------------------------------------------------ connections
 
@@ -202,8 +202,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
-        if self._turned_away:
-            self._turned_away = False
+        if self._lingering:
+            self._lingering = False
             self.stats.lingering -= 1
         if self._counted:
             self._counted = False
@@ -222,7 +222,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _turn_away(self, cap: str, detail: str) -> None:
         self.stats.refused[cap] += 1
         self.stats.note(f"refused ({cap})", self._address, detail)
-        self.transport.write(
+        self._answer_and_close(
             _raw_response(
                 503,
                 "Service Unavailable",
@@ -232,21 +232,29 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 retry_after="1",
             )
         )
-        # Close our side only once the client has had the answer: closing with
-        # its request unread would reset the connection and lose the 503.
-        # Only a few at a time: each holds a descriptor, and a flood must not
-        # spend the reserve that the process itself needs.
-        if self.stats.lingering >= MAX_LINGERING:
+
+    def _answer_and_close(self, answer: bytes) -> None:
+        """Writes ``answer`` and closes once the client has had it: closing
+        with its request unread would reset the connection and lose the answer.
+        Only a few linger at a time: each holds a descriptor, and a flood must
+        not spend the reserve that the process itself needs."""
+        self.transport.write(answer)
+        self._linger()
+
+    def _linger(self) -> None:
+        """Half-closes, drops what the client still sends, and closes at its
+        EOF or after LINGER_S."""
+        self._cancel_timer()
+        if self.stats.lingering >= MAX_LINGERING or not self.transport.can_write_eof():
             self.transport.close()
             return
-        self._turned_away = True
+        self._lingering = True
         self.stats.lingering += 1
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        self._timer = self.loop.call_later(TURN_AWAY_LINGER_S, self.transport.close)
+        self.transport.write_eof()
+        self._timer = self.loop.call_later(LINGER_S, self.transport.close)
 
     def eof_received(self) -> bool | None:
-        if self._turned_away:
+        if self._lingering:
             self.transport.close()
         return None
 
@@ -268,17 +276,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         self.stats.timed_out["head"] += 1
-        if self._head_raw:  # a half-sent head (slowloris) is told why; an idle one is not
-            self.transport.write(
-                _raw_response(
-                    408,
-                    "Request Timeout",
-                    Errors.INVALID_REQUEST,
-                    f"the request head did not arrive within {self.limits.head_timeout_s:g} s; "
-                    "send the whole request promptly",
-                )
+        if not self._head_raw:  # idle: closed without a word
+            self.transport.close()
+            return
+        self._answer_and_close(  # a half-sent head (slowloris) is told why
+            _raw_response(
+                408,
+                "Request Timeout",
+                Errors.INVALID_REQUEST,
+                f"the request head did not arrive within {self.limits.head_timeout_s:g} s; "
+                "send the whole request promptly",
             )
-        self.transport.close()
+        )
 
     def _check_body(self) -> None:
         self._timer = None
@@ -308,7 +317,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # ------------------------------------------------------------ parsing
 
     def data_received(self, data: bytes) -> None:
-        if self._turned_away:
+        if self._lingering:
             return  # read and dropped until the client closes
         self._unset_keepalive_if_required()
         if not self._head_done or self._message_complete:
@@ -333,16 +342,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _refuse_head(self, status: int, reason: str, message: str) -> None:
         self.stats.head_too_large += 1
-        self._cancel_timer()
-        self.transport.write(
-            _raw_response(
-                status,
-                reason,
-                Errors.INVALID_REQUEST,
-                f"{message}; see docs/limits.md",
-            )
+        self._answer_and_close(
+            _raw_response(status, reason, Errors.INVALID_REQUEST, f"{message}; see docs/limits.md")
         )
-        self.transport.close()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -375,6 +377,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._head_done = True
+        self._head_raw = 0  # what follows in this chunk is body, or the next head
         self._cancel_timer()
         self.stats.stop_waiting(self, self._address)
         self._body_started = self.loop.time()
@@ -393,8 +396,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         if not self._message_complete:
-            # Answered before the body was whole (401, 413, 415): do not wait for the rest.
-            self.transport.close()
+            # Answered before the body was whole (401, 413, 415): do not wait
+            # for the rest, but let the client read the answer.
+            self._linger()
             return
         super().on_response_complete()
         if self.transport.is_closing():

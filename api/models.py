@@ -361,9 +361,9 @@ class AlterPartitionRequest(RequestModel):
     ``newIsrWithEpochs`` (v3); ``leaderRecoveryState`` from v1. A field of
     another version, or a missing field of this one, is a 400 naming it."""
 
-    broker_id: Int32
+    broker_id: BrokerId
     broker_epoch: Int64 = -1
-    topics: list[AlterPartitionTopicData]
+    topics: _bounded_list(AlterPartitionTopicData, limits.MAX_TOPICS_PER_REQUEST)
 
     def to_message(self, version: int) -> m.AlterPartitionRequest:
         """The controller's request for ``version``; VersionMismatch if it does not fit."""
