@@ -169,6 +169,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._address = "?"
         self._counted = False
         self._timer: asyncio.TimerHandle | None = None
+        self._phase: str | None = None  # "head", "body", or None (no deadline)
+        self._deadline = 0.0
         self._head_done = True  # no request begun
         self._message_complete = True
         self._head_raw = 0
@@ -261,20 +263,46 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # ------------------------------------------------------------ deadlines
 
     def _cancel_timer(self) -> None:
+        self._phase = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
+    # One timer per connection, re-armed lazily: a phase moves its deadline
+    # and the timer, when it fires, looks at the phase it finds. Deadlines only
+    # move later, so a pending timer never fires after the current one; most
+    # requests start and end no timer at all (bench/edge.py).
+
+    def _arm(self, phase: str, deadline: float) -> None:
+        self._phase, self._deadline = phase, deadline
+        if self._timer is None:
+            self._timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _due(self) -> float:
+        if self._phase == "body":
+            lim = self.limits
+            allowed = lim.body_grace_s + self._body_bytes / lim.min_body_rate
+            return self._body_started + min(lim.max_body_s, allowed)
+        return self._deadline
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._phase is None or self.transport.is_closing():
+            return
+        due = self._due()
+        if self.loop.time() < due:
+            self._timer = self.loop.call_at(due, self._on_timer)
+        elif self._phase == "head":
+            self._head_timed_out()
+        else:
+            self._body_timed_out()
+
     def _wait_for_head(self) -> None:
-        self._cancel_timer()
         self._head_raw = 0
         self.stats.start_waiting(self, self._address)
-        self._timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timed_out)
+        self._arm("head", self.loop.time() + self.limits.head_timeout_s)
 
     def _head_timed_out(self) -> None:
-        self._timer = None
-        if self.transport.is_closing():
-            return
         self.stats.timed_out["head"] += 1
         if not self._head_raw:  # idle: closed without a word
             self.transport.close()
@@ -289,16 +317,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             )
         )
 
-    def _check_body(self) -> None:
-        self._timer = None
-        if self.transport.is_closing() or self._message_complete:
-            return
+    def _body_timed_out(self) -> None:
         lim = self.limits
         elapsed = self.loop.time() - self._body_started
-        allowed = min(lim.max_body_s, lim.body_grace_s + self._body_bytes / lim.min_body_rate)
-        if elapsed < allowed:
-            self._timer = self.loop.call_later(allowed - elapsed, self._check_body)
-            return
         self.stats.timed_out["body"] += 1
         if self.cycle is not None and not self.cycle.response_started:
             self.transport.write(
@@ -378,12 +399,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_done = True
         self._head_raw = 0  # what follows in this chunk is body, or the next head
-        self._cancel_timer()
         self.stats.stop_waiting(self, self._address)
-        self._body_started = self.loop.time()
+        self._body_started = now = self.loop.time()
         self._body_bytes = 0
         super().on_headers_complete()
-        self._timer = self.loop.call_later(self.limits.body_grace_s, self._check_body)
+        self._arm("body", now + self.limits.body_grace_s)
 
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
@@ -391,7 +411,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._message_complete = True
-        self._cancel_timer()
+        self._phase = None  # handling: the app bounds its own waits
         super().on_message_complete()
 
     def on_response_complete(self) -> None:

@@ -16,7 +16,7 @@ BROKER_ID_MIN, BROKER_ID_MAX = 0, 2**31 - 1
 
 # BrokerRegistration. Kafka has no explicit caps; these are far above any real
 # broker (a few listeners, a handful of features) and keep a registration
-# record under about 100 KiB (64 x (255 + 255 + 16) + 64 x (255 + 8) bytes).
+# record under 64 KiB (56,835 bytes encoded with every field at its longest).
 MAX_LISTENERS = 64
 MAX_FEATURES = 64
 MAX_HOST_LENGTH = 255  # a DNS name is at most 253 characters

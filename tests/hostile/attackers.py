@@ -30,13 +30,21 @@ STATUS = re.compile(rb"^HTTP/1\.[01] (\d{3})")
 
 class HostileCluster(Cluster):
     """One voter with tokens, optionally under an open-file limit of
-    ``nofile`` (soft and hard, as a service manager would set it)."""
+    ``nofile`` (soft), and ``hard_nofile`` (hard; default the same, as a
+    service manager sets both)."""
 
-    def __init__(self, root: Path, nofile: int | None = None, extra: list[str] | None = None):
+    def __init__(
+        self,
+        root: Path,
+        nofile: int | None = None,
+        extra: list[str] | None = None,
+        hard_nofile: int | None = None,
+    ):
         tokens = Path(root) / "tokens"
         tokens.write_text(TOKENS)
         super().__init__(root, voters=1, extra=["--tokens-file", str(tokens), *(extra or [])])
         self.nofile = nofile
+        self.hard_nofile = hard_nofile or nofile
         self.client.headers["Authorization"] = "Bearer admin-token"  # status, leader()
 
     def args(self, i: int) -> list[str]:
@@ -44,7 +52,8 @@ class HostileCluster(Cluster):
         if self.nofile is None:
             return args
         # exec keeps the pid: Cluster stops the process it started.
-        return ["/bin/sh", "-c", f'ulimit -n {self.nofile} && exec "$@"', "sh", *args]
+        limits = f"ulimit -S -n {self.nofile} && ulimit -H -n {self.hard_nofile}"
+        return ["/bin/sh", "-c", f'{limits} && exec "$@"', "sh", *args]
 
 
 @contextlib.contextmanager

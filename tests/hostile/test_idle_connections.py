@@ -9,6 +9,7 @@ import asyncio
 import resource
 import time
 from collections import Counter
+from pathlib import Path
 
 import httpx
 import pytest
@@ -103,3 +104,13 @@ async def _flood(c):
     status = await asyncio.to_thread(lambda: c.get(0, "/metrics").text)
     open_after = _metric(status, "metaquorum_http_open_connections")
     return statuses, ended, loris, open_after
+
+
+def test_serve_raises_its_soft_open_file_limit_to_the_hard_one(tmp_path):
+    with hostile_cluster(tmp_path, nofile=1024, hard_nofile=4096) as c:
+        log = c.logs[0].read_text(errors="replace")
+        pid = c.procs[0].pid
+        limits = Path(f"/proc/{pid}/limits").read_text()
+    assert "open-file limit 4096" in log and "up to 3968 connections" in log, log
+    line = next(x for x in limits.splitlines() if x.startswith("Max open files"))
+    assert line.split()[3:5] == ["4096", "4096"], line

@@ -1,0 +1,48 @@
+"""api/admission.py: the control pool is the brokers' own, and each principal
+holds at most its share of a pool."""
+
+import pytest
+
+from api.admission import PER_BROKER_CONTROL_SLOTS, Admission
+from api.auth import Principal, Role
+
+BROKER_1 = Principal(Role.BROKER, 1, line=2)
+BROKER_2 = Principal(Role.BROKER, 2, line=3)
+ADMIN = Principal(Role.ADMIN, line=1)
+ANY_BROKER = Principal(Role.BROKER, line=4)
+
+
+def fill(admission: Admission, path: str, who: Principal) -> int:
+    pool = admission.pool(path)
+    share = admission.share(pool, who.broker_id is not None)
+    taken = 0
+    while pool.take(who, share) is None:
+        taken += 1
+    return taken
+
+
+def test_a_bound_broker_holds_a_few_control_slots_and_never_its_neighbours():
+    admission = Admission(256, fair=True)
+    assert fill(admission, "/v1/brokers/heartbeat", BROKER_1) == PER_BROKER_CONTROL_SLOTS
+    refusal = admission.control.take(BROKER_1, PER_BROKER_CONTROL_SLOTS)
+    assert "its share is 4 of 256" in refusal
+    assert admission.control.take(BROKER_2, PER_BROKER_CONTROL_SLOTS) is None
+
+
+def test_bulk_writes_cannot_take_the_control_pool():
+    admission = Admission(8, fair=True)
+    assert fill(admission, "/v1/topics", ADMIN) == 4  # half the bulk pool
+    assert fill(admission, "/v1/alter-partition", ANY_BROKER) == 4
+    assert "8 other writes are being handled" in admission.bulk.take(BROKER_1, 4)
+    assert admission.control.take(BROKER_1, 4) is None  # heartbeats still get in
+    assert admission.pending == 9
+
+
+def test_slots_come_back_and_auth_off_has_no_shares():
+    admission = Admission(4, fair=False)
+    assert fill(admission, "/v1/brokers/register", ADMIN) == 4
+    for _ in range(4):
+        admission.control.give_back(ADMIN)
+    assert admission.control.held == 0 and not admission.control.by_key
+    with pytest.raises(ValueError, match="max_pending_writes"):
+        Admission(0, fair=True)
