@@ -14,6 +14,9 @@ subclass of uvicorn's httptools protocol that enforces, per connection:
   second per ``min_body_rate`` bytes received, and within ``max_body_s`` in
   all (408, then closed); a response sent before the body is whole (401, 413,
   415) closes the connection instead of waiting for the rest;
+* **write stall**: an answer the client stops reading (its write buffer
+  above the high-water mark for ``write_stall_s``) aborts the connection, so a
+  client cannot park a snapshot in this process's memory;
 * **head limits**: at most ``MAX_HEADERS`` headers, ``MAX_HEADER_BYTES`` of
   them and a ``MAX_URL_BYTES`` URL (431 / 414, then closed);
 * **caps**: at most ``max_connections`` open, ``max_per_address`` from one
@@ -46,6 +49,10 @@ from metadata_records.errors import Errors
 log = logging.getLogger(__name__)
 
 LOG_EVERY_S = 10.0
+CAP_ADVICE = (
+    "connection limits bite: if these are real clients, raise --max-connections "
+    "or --max-connections-per-address"
+)
 # Descriptors the process needs besides client connections: journal and
 # snapshot files, Raft peers, logs, the listening sockets, imports.
 RESERVED_FDS = 128
@@ -61,12 +68,13 @@ class ConnectionLimits:
     body_grace_s: float = 10.0
     min_body_rate: int = 64 << 10  # bytes/s once the grace is spent
     max_body_s: float = 120.0
+    write_stall_s: float = 30.0  # an answer not read further for this long: aborted
 
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_per_address"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("head_timeout_s", "body_grace_s", "max_body_s"):
+        for name in ("head_timeout_s", "body_grace_s", "max_body_s", "write_stall_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -89,8 +97,10 @@ class ConnectionStats:
         self.evicted: Counter[str] = Counter()
         self.timed_out: Counter[str] = Counter()  # "head" / "body"
         self.head_too_large = 0
+        self.invalid = 0  # not HTTP/1.1 as httptools reads it
         self.lingering = 0  # turned away, closing once the client has read the 503
         self._unlogged: Counter[str] = Counter()
+        self._advice: dict[str, None] = {}
         self._logged_at = 0.0
 
     def add(self, conn: Any, address: str) -> None:
@@ -122,23 +132,26 @@ class ConnectionStats:
         pool = self.waiting if address is None else self.waiting_by_address.get(address, {})
         return next(iter(pool), None)
 
-    def note(self, what: str, address: str, detail: str) -> None:
-        """Logs a refusal or eviction, at most once per LOG_EVERY_S with the
-        counts since the last line."""
+    def note(self, what: str, address: str, detail: str, advice: str = CAP_ADVICE) -> None:
+        """Logs a refusal, eviction, abort or invalid request, at most one line
+        per LOG_EVERY_S with the counts since the previous line."""
         self._unlogged[what] += 1
+        self._advice[advice] = None
         now = time.monotonic()
-        if now - self._logged_at < LOG_EVERY_S:
+        if self._logged_at and now - self._logged_at < LOG_EVERY_S:
             return
         counts = ", ".join(f"{n} {w}" for w, n in sorted(self._unlogged.items()))
+        since = f"the last {now - self._logged_at:.0f} s" if self._logged_at else "start"
         log.warning(
-            "connection limits bite: %s in the last %.0f s; latest from %s: %s "
-            "(raise --max-connections / --max-connections-per-address if these are real clients)",
+            "http edge: %s since %s; latest from %s: %s (%s)",
             counts,
-            min(now - self._logged_at, 1e6),
+            since,
             address,
             detail,
+            "; ".join(self._advice),
         )
         self._unlogged.clear()
+        self._advice.clear()
         self._logged_at = now
 
 
@@ -169,6 +182,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._address = "?"
         self._counted = False
         self._timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
         self._phase: str | None = None  # "head", "body", or None (no deadline)
         self._deadline = 0.0
         self._head_done = True  # no request begun
@@ -204,6 +218,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
         if self._lingering:
             self._lingering = False
             self.stats.lingering -= 1
@@ -335,6 +352,33 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             )
         self.transport.close()
 
+    # A client that stops reading its answer (a snapshot, a log page) holds
+    # the answer in this process's memory: when the write buffer stays above
+    # its high-water mark for write_stall_s, the connection is aborted.
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.limits.write_stall_s, self._write_stalled)
+
+    def resume_writing(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        super().resume_writing()
+
+    def _write_stalled(self) -> None:
+        self._write_timer = None
+        self.stats.timed_out["write"] += 1
+        self.stats.note(
+            "aborted (answer not read)",
+            self._address,
+            f"{self.transport.get_write_buffer_size()} bytes of an answer unread for "
+            f"{self.limits.write_stall_s:g} s",
+            "a client that stopped reading its answers",
+        )
+        self.transport.abort()
+
     # ------------------------------------------------------------ parsing
 
     def data_received(self, data: bytes) -> None:
@@ -347,12 +391,29 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._unsupported_upgrade_warning()
-        except httptools.HttpParserError:
+        except httptools.HttpParserError as e:
             if self._refusal is not None:
                 self._refuse_head(*self._refusal)
-            else:
-                self.logger.warning("Invalid HTTP request received.")
-                self.send_400_response("Invalid HTTP request received.")
+                return
+            # As JSON like every other answer, and logged at most once per
+            # LOG_EVERY_S (uvicorn logs each one: a cheap way to flood a log).
+            self.stats.invalid += 1
+            reason = str(e)[:200] or type(e).__name__
+            self.stats.note(
+                "invalid HTTP (400)",
+                self._address,
+                reason,
+                "a client that does not speak HTTP/1.1: find it by its address",
+            )
+            self._answer_and_close(
+                _raw_response(
+                    400,
+                    "Bad Request",
+                    Errors.INVALID_REQUEST,
+                    f"not a valid HTTP/1.1 request ({reason}); send one request per "
+                    "message with a Content-Length or chunked body",
+                )
+            )
             return
         if (not self._head_done or self._message_complete) and self._head_raw > _HEAD_BYTES_LIMIT:
             self._refuse_head(

@@ -187,10 +187,15 @@ class _ConnectionCollector(Collector):
                 doc,
                 labels=["cap" if name != "timed_out" else "phase"],
             )
-            keys = ("head", "body") if name == "timed_out" else ("total", "per_address")
+            keys = ("head", "body", "write") if name == "timed_out" else ("total", "per_address")
             for key in keys:
                 family.add_metric([key], counts[key])
             yield family
+        yield CounterMetricFamily(
+            "metaquorum_http_invalid_requests",
+            "requests that were not valid HTTP/1.1 (400, then closed)",
+            value=stats.invalid,
+        )
         yield CounterMetricFamily(
             "metaquorum_http_heads_refused",
             "request heads refused for their size (414, 431)",

@@ -65,6 +65,8 @@ def test_oversized_registrations_and_heads_are_refused_naming_the_limit(tmp_path
         assert many_headers.startswith(b"HTTP/1.1 431"), many_headers[:200]
         assert b"more than 100 headers" in many_headers
         assert status_of(long_url) in ("414", "431"), long_url[:200]
+        not_http = raw_bytes(c.http[0], b"HELLO THERE\r\n\r\n")
+        assert not_http.startswith(b"HTTP/1.1 400") and b"not a valid HTTP/1.1" in not_http
         # The node still answers.
         assert c.client.get(url + "/v1/brokers", headers=BROKER).status_code == 200
 
@@ -73,9 +75,13 @@ def raw(port: int, headers: list[tuple[str, str]], path: str = "/v1/brokers") ->
     """Sends one request head and reads what the server answers before it closes."""
     head = f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer read-token\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+    return raw_bytes(port, head.encode())
+
+
+def raw_bytes(port: int, data: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         try:
-            s.sendall(head.encode())
+            s.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused before it was all sent: the answer is waiting
         answer = b""
