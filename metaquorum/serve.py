@@ -73,8 +73,10 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         "--max-pending-writes",
         type=int,
         default=256,
-        help="admission control at the HTTP edge: writes being handled at once beyond this "
-        "are refused with 429 before they are parsed",
+        help="admission control at the HTTP edge: writes being handled at once beyond this, "
+        "in each of two pools (broker heartbeats and registrations; every other write), "
+        "are refused with 429 before they are parsed; a token holds at most half a pool, "
+        "a broker-bound token 4 of the brokers' pool (docs/limits.md)",
     )
     flag(
         "--max-connections",
