@@ -47,7 +47,7 @@ def test_2000_silent_connections_neither_stay_nor_crowd_out_requests(tmp_path, m
     assert alive
     assert "http: up to 896 connections" in log  # 1,024 less the process's own reserve
     # Every normal request was answered, while the silent ones were held.
-    assert set(statuses) == {200} and statuses[200] >= 40, statuses
+    assert set(statuses) == {200} and statuses[200] >= 20, statuses
     # The silent ones were all closed: at the caps (the longest-waiting first)
     # or at the head deadline; the half-sent heads were told 408.
     assert silent_ended["still open"] == 0, silent_ended

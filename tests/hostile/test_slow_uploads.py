@@ -16,7 +16,7 @@ from tests.local_node import registration_body
 
 from .attackers import hostile_cluster, slow_upload
 
-ATTACK_S = 14.0  # past the body deadline (10 s), so tokened uploads are cut once
+ATTACK_S = 16.0  # past the body deadline (10 s), so tokened uploads are cut once
 SESSION_TIMEOUT_MS = 3000
 
 
@@ -33,9 +33,9 @@ def test_every_heartbeat_is_answered_while_256_clients_upload_slowly(tmp_path):
     assert not fenced_at_end
     # Without a token: 401 at once (headers only), never a slot, connection
     # closed (a reset when the attacker's next byte meets the closed socket).
-    assert set(anonymous) <= {"401", "reset"} and anonymous["401"] >= 1000, anonymous
+    assert set(anonymous) <= {"401", "reset"} and anonymous["401"] >= 400, anonymous
     # With a token (an admin's, another broker's): cut at the body deadline.
-    assert set(tokened) <= {"408", "still open"} and tokened["408"] >= 40, tokened
+    assert set(tokened) <= {"408"} and tokened["408"] >= 30, tokened
 
 
 async def _attack_while_heartbeating(c, port: int):
