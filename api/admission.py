@@ -10,6 +10,8 @@ Invariants:
   their own that no other write can take, as Kafka keeps controller traffic on
   its own listener: a flood of CreateTopics or AlterPartition, or a slow admin
   client, can never fence a broker.
+* Request bodies are charged to their caller as they arrive (``BodyBytes``,
+  ``limits.MAX_BODY_BYTES_PER_CALLER``) until answered.
 * Within a pool each principal holds at most its share: a broker token bound to
   one broker at most ``PER_BROKER_CONTROL_SLOTS`` control slots (a broker has
   one heartbeat in flight, and a registration or a retry beside it), any other
@@ -89,3 +91,31 @@ class Admission:
     @property
     def pending(self) -> int:
         return self.control.held + self.bulk.held
+
+
+class BodyBytes:
+    """Request-body bytes each caller has in this process at once (arriving,
+    or waiting for their answer): bodies are read before a write slot is
+    taken, so without this one token with many connections could hold
+    connections x 16 MiB."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.by_key: Counter[Hashable] = Counter()
+
+    def take(self, key: Hashable, size: int) -> str | None:
+        held = self.by_key[key]
+        if held + size > self.budget:
+            return (
+                f"this caller has {held} bytes of request bodies in hand at once "
+                f"(the limit is {self.budget})"
+            )
+        self.by_key[key] = held + size
+        return None
+
+    def give_back(self, key: Hashable, size: int) -> None:
+        left = self.by_key[key] - size
+        if left > 0:
+            self.by_key[key] = left
+        else:
+            self.by_key.pop(key, None)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
@@ -34,7 +34,7 @@ from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableE
 from quorum.record_log import OffsetTooOld
 
 from . import models as M
-from .admission import Admission
+from .admission import Admission, BodyBytes
 from .auth import Authenticator, Principal, Role, TokenTable, load_tokens
 from .connections import ConnectionStats
 from .direct_routes import DirectRoute, DirectRoutes, query_param
@@ -241,7 +241,8 @@ class EdgeMiddleware:
     2. a body must say ``Content-Type: application/json`` (415) and stay under
        the limit (413, by Content-Length and by counting what arrives);
     3. the body is read whole, under the connection's deadlines
-       (api/connections.py); a client that goes away gets nothing;
+       (api/connections.py) and its caller's budget of body bytes in hand
+       (429 past it); a client that goes away gets nothing;
     4. only then a write takes an admission slot (api/admission.py), per pool
        and per principal, or is refused with 429 and Retry-After before it is
        parsed.
@@ -257,12 +258,14 @@ class EdgeMiddleware:
         auth: Authenticator,
         admission: Admission,
         public_docs: bool,
+        body_budget: int,
     ) -> None:
         self.app = app
         self.limit = limit
         self.metrics = metrics
         self.auth = auth
         self.admission = admission
+        self.bodies = BodyBytes(body_budget)
         self.open_paths = OPEN_PATHS | DOC_PATHS if public_docs else OPEN_PATHS
 
     @property
@@ -315,13 +318,24 @@ class EdgeMiddleware:
         if problem is not None:
             await problem.response()(scope, receive, send)
             return
-        if length is not None or chunked:
-            problem, whole_body = await self._buffer_body(receive)
+        if length is None and not chunked:
+            await self._admit(scope, receive, send, principal)
+            return
+        # The body's bytes count against its caller's budget until it is answered.
+        holder = principal if self.auth.enabled else (scope.get("client") or ("?",))[0]
+        held = 0
+        try:
+            problem, whole_body, held = await self._buffer_body(receive, holder)
             if problem is not None:
                 await problem.response()(scope, receive, send)
-            if whole_body is None:  # answered, or the client went away mid-body
-                return
-            receive = whole_body
+            if whole_body is not None:  # else answered, or the client went away mid-body
+                await self._admit(scope, whole_body, send, principal)
+        finally:
+            self.bodies.give_back(holder, held)
+
+    async def _admit(
+        self, scope: Scope, receive: Receive, send: Send, principal: Principal | None
+    ) -> None:
         if scope.get("method") not in WRITE_METHODS:
             await self.app(scope, receive, send)
             return
@@ -368,19 +382,35 @@ class EdgeMiddleware:
             return _unsupported(f"Content-Type parameters {params.strip()[:60]!r}: only UTF-8")
         return None
 
-    async def _buffer_body(self, receive: Receive) -> tuple[ApiProblem | None, Receive | None]:
-        """The whole body replayed as one message; (problem, None) if it is too
-        large, (None, None) if the client went away before it all arrived."""
+    async def _buffer_body(
+        self, receive: Receive, holder: Hashable
+    ) -> tuple[ApiProblem | None, Receive | None, int]:
+        """The whole body replayed as one message, and the bytes charged to
+        ``holder``; (problem, None, n) if it is too large or over the holder's
+        budget, (None, None, n) if the client went away before it all arrived."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                return None, None  # disconnected: nobody to answer, nothing to do
+                return None, None, size  # disconnected: nobody to answer, nothing to do
             chunk = message.get("body", b"")
+            if size + len(chunk) > self.limit:
+                return self._too_large(f"more than {self.limit} bytes arrived"), None, size
+            refusal = self.bodies.take(holder, len(chunk))
+            if refusal is not None:
+                return (
+                    ApiProblem(
+                        429,
+                        Errors.THROTTLING_QUOTA_EXCEEDED,
+                        f"{refusal}; nothing was written: retry after Retry-After",
+                        headers={"Retry-After": "1", "Connection": "close"},
+                        extra={"retryAfterMs": 1000},
+                    ),
+                    None,
+                    size,
+                )
             size += len(chunk)
-            if size > self.limit:
-                return self._too_large(f"more than {self.limit} bytes arrived"), None
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
@@ -394,7 +424,7 @@ class EdgeMiddleware:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        return None, replay
+        return None, replay, size
 
     def _too_large(self, what: str) -> ApiProblem:
         return ApiProblem(
@@ -426,6 +456,7 @@ def create_app(
     direct_routes: bool = True,
     public_docs: bool = False,
     connections: ConnectionStats | None = None,
+    body_budget_bytes: int = limits.MAX_BODY_BYTES_PER_CALLER,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
@@ -463,6 +494,7 @@ def create_app(
         auth=auth,
         admission=admission,
         public_docs=public_docs,
+        body_budget=body_budget_bytes,
     )
 
     # ------------------------------------------------------------ errors -> responses

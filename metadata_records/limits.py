@@ -37,6 +37,9 @@ MAX_REPLICAS = 1_000  # brokerIds of one assignment, ISR members
 
 # HTTP: the body of any request, and the request head.
 MAX_BODY_BYTES = 16 << 20
+# Body bytes of one caller (a token; with auth off, a client address) in the
+# process at once, arriving or waiting for their answer: four largest bodies.
+MAX_BODY_BYTES_PER_CALLER = 64 << 20
 MAX_HEADERS = 100
 MAX_HEADER_BYTES = 64 << 10  # all header names and values together
 MAX_URL_BYTES = 8 << 10

@@ -1,10 +1,15 @@
 """api/admission.py: the control pool is the brokers' own, and each principal
 holds at most its share of a pool."""
 
+import asyncio
+
 import pytest
 
+from api import create_app
 from api.admission import PER_BROKER_CONTROL_SLOTS, Admission
 from api.auth import Principal, Role
+
+from .test_overload import edge
 
 BROKER_1 = Principal(Role.BROKER, 1, line=2)
 BROKER_2 = Principal(Role.BROKER, 2, line=3)
@@ -46,3 +51,40 @@ def test_slots_come_back_and_auth_off_has_no_shares():
     assert admission.control.held == 0 and not admission.control.by_key
     with pytest.raises(ValueError, match="max_pending_writes"):
         Admission(0, fair=True)
+
+
+def test_a_callers_bodies_in_hand_are_bounded_and_others_are_not_affected(local, tmp_path):
+    """Bodies are read before a write slot is taken: each caller's bytes in
+    hand are bounded, so one token with many connections cannot fill memory."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("admin-a admin\nadmin-b admin\n")
+    app = create_app(local.node, tokens=str(tokens), body_budget_bytes=1000)
+    release = asyncio.Event()
+
+    async def slow(first: bytes):
+        yield first
+        await release.wait()
+        yield b"]}"
+
+    async def scenario():
+        async with local.client(app, "admin-a") as a, local.client(app, "admin-b") as b:
+            json = {"Content-Type": "application/json"}
+            held = asyncio.ensure_future(
+                a.post("/v1/topics", content=slow(b'{"topics": [' + b" " * 700), headers=json)
+            )
+            while edge(app) is None or not edge(app).bodies.by_key:
+                await asyncio.sleep(0.005)
+            over = await a.post(
+                "/v1/topics", content=slow(b'{"topics": [' + b" " * 400), headers=json
+            )
+            other = await b.post("/v1/topics", json={"topics": []})
+            release.set()
+            return over, other, await held
+
+    over, other, held = local.run(scenario())
+    assert over.status_code == 429, over.text
+    assert "bytes of request bodies in hand" in over.json()["errorMessage"]
+    assert over.headers["Retry-After"] == "1"
+    assert other.status_code == 200, other.text
+    assert held.status_code == 200, held.text
+    assert not edge(app).bodies.by_key  # every byte given back
