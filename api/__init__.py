@@ -8,9 +8,13 @@ errors to HTTP statuses (``errors``); it holds no business rule.
 Statuses: 200 whenever the active controller processed the request (the
 outcome is in ``errorCode``); 400 invalid request (``INVALID_REQUEST``, the
 message names the field); 401/403 auth (``CLUSTER_AUTHORIZATION_FAILED``); 307
-to the leader (``NOT_CONTROLLER``); 413 body too large; 429 admission control
+to the leader (``NOT_CONTROLLER``); 413 body too large; 415 a body without
+``Content-Type: application/json``; 429 admission control
 (``THROTTLING_QUOTA_EXCEEDED``); 503 + ``Retry-After`` when no leader is known,
-the node is replaying, not ready or stopping (``NOT_CONTROLLER``).
+the node is replaying, not ready or stopping (``NOT_CONTROLLER``). The HTTP
+server itself (``connections``) answers 408 (a head or body too slow), 414 and
+431 (a head over its limits) and 503 (too many connections), then closes.
+Every limit is in ``metadata_records/limits.py`` and docs/limits.md.
 
 A write whose outcome is unknown (``OutcomeUnknownError``: no answer in time,
 or leadership lost while its batch was in flight) answers **503 with
@@ -63,9 +67,11 @@ Where shared/API.md is silent, this package decides (and its tests pin it):
   ``raftLastApplied``.
 * 401 carries ``WWW-Authenticate: Bearer``; 404 for an unknown broker is
   ``BROKER_ID_NOT_REGISTERED`` (102), for a topic ``UNKNOWN_TOPIC_OR_PARTITION``
-  (3); an unknown route is 404 and a wrong method 405, both ``INVALID_REQUEST``.
-  A controller bug is 500 ``UNKNOWN_SERVER_ERROR`` (-1). /openapi.json and
-  /docs need no token.
+  (3); an unknown route is 404 and a wrong method 405, both ``INVALID_REQUEST``
+  (with auth on, 401 first: the caller is identified before routing). A bug is
+  500 ``UNKNOWN_SERVER_ERROR`` (-1) with an incident id, never the exception's
+  text. /openapi.json, /docs and /redoc need a token (any role) unless
+  ``public_docs`` (``serve --public-docs``).
 * POST /v1/quorum/transfer-leadership: 400 when there is no other voter or
   ``targetNodeId`` is not one; 200 ``{leaderId}`` once another voter leads; 503
   ``REQUEST_TIMED_OUT`` if it did not move in time.

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Annotated, Any, Literal, TypeVar
 
 import orjson
@@ -26,20 +26,24 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from metadata_records.codec import log_record_to_obj
+from metadata_records import limits
+from metadata_records.codec import brief, log_record_to_obj
 from metadata_records.errors import Errors
 from metadata_records.image import MetadataImage
 from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableError
 from quorum.record_log import OffsetTooOld
 
 from . import models as M
+from .admission import Admission, BodyBytes
 from .auth import Authenticator, Principal, Role, TokenTable, load_tokens
+from .connections import ConnectionStats
 from .direct_routes import DirectRoute, DirectRoutes, query_param
 from .errors import (
     ApiProblem,
     JsonResponse,
     bad_request,
     error_body,
+    internal_error,
     node_error_response,
     retry_after,
     retry_response,
@@ -60,8 +64,7 @@ from .reads import (
 
 log = logging.getLogger(__name__)
 
-MiB = 1 << 20
-DEFAULT_BODY_LIMIT = 16 * MiB
+DEFAULT_BODY_LIMIT = limits.MAX_BODY_BYTES
 # Writes being handled at once by this node, HTTP parsing included. The
 # controller's queue (--max-queued-requests) bounds what waits for Raft; this
 # bounds what waits for the CPU before it: past it the event loop, not Raft, is
@@ -110,8 +113,13 @@ controller. The contract is shared/API.md.
   down (`NOT_CONTROLLER`, 41); or the write's outcome is unknown
   (`REQUEST_TIMED_OUT`, 7): it may still commit, so retry (epochs make a retry
   safe).
-* **413** (42): body over the limit. **429** (`THROTTLING_QUOTA_EXCEEDED`, 89)
+* **413** (42): body over the limit. **415** (42): a body without
+  `Content-Type: application/json`. **429** (`THROTTLING_QUOTA_EXCEEDED`, 89)
   + `Retry-After`: too much is queued; nothing was written.
+* **408 / 414 / 431 / 503** from the HTTP server, then the connection is
+  closed: a request head or body too slow, a URL or head over its limit, too
+  many connections. Duplicate keys in a body are refused (400). Every limit:
+  docs/limits.md.
 * Reads carry `X-Metadata-Offset` (the serving node's last applied offset) and
   take `?consistency=linearizable` (a barrier through the log first).
 """
@@ -145,6 +153,7 @@ WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_ERR_400,
     **_ERR_AUTH,
     413: _doc(M.ErrorResponse, "request body over the limit"),
+    415: _doc(M.ErrorResponse, "a body without Content-Type: application/json"),
     429: _doc(M.RetryResponse, "admission control: too much is queued; nothing was written"),
     **_ERR_503,
 }
@@ -165,7 +174,11 @@ def _body_doc(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
 
 
 def parse_body(model: type[T], body: bytes) -> T:
-    """The body as ``model``, or a 400 naming the first bad field."""
+    """The body as ``model``, or a 400 naming the first bad field (or a
+    repeated key)."""
+    duplicate = M.duplicate_key_problem(body)
+    if duplicate is not None:
+        raise bad_request(duplicate)
     try:
         return model.model_validate_json(body)
     except ValidationError as e:
@@ -214,22 +227,50 @@ Consistency = Annotated[
 ]
 
 
-# ---------------------------------------------------------------- the edge: size limit, metrics
+# ---------------------------------------------------------------- the edge: who, how much, metrics
+
+OPEN_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
+DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 
 
 class EdgeMiddleware:
-    """Refuses bodies over the limit (by Content-Length, and by counting what
-    actually arrives), refuses writes past ``max_pending_writes`` with 429 and
-    Retry-After before parsing them, and times every request for /metrics."""
+    """Every request, in this order, before anything is reserved for it:
+
+    1. the caller is identified from its headers (401 for a missing or unknown
+       token; the role is checked later, by the route: 403);
+    2. a body must say ``Content-Type: application/json`` (415) and stay under
+       the limit (413, by Content-Length and by counting what arrives);
+    3. the body is read whole, under the connection's deadlines
+       (api/connections.py) and its caller's budget of body bytes in hand
+       (429 past it); a client that goes away gets nothing;
+    4. only then a write takes an admission slot (api/admission.py), per pool
+       and per principal, or is refused with 429 and Retry-After before it is
+       parsed.
+
+    Every request is timed for /metrics."""
 
     def __init__(
-        self, app: ASGIApp, *, limit: int, metrics: ApiMetrics, max_pending_writes: int
+        self,
+        app: ASGIApp,
+        *,
+        limit: int,
+        metrics: ApiMetrics,
+        auth: Authenticator,
+        admission: Admission,
+        public_docs: bool,
+        body_budget: int,
     ) -> None:
         self.app = app
         self.limit = limit
         self.metrics = metrics
-        self.max_pending_writes = max_pending_writes
-        self.pending_writes = 0
+        self.auth = auth
+        self.admission = admission
+        self.bodies = BodyBytes(body_budget)
+        self.open_paths = OPEN_PATHS | DOC_PATHS if public_docs else OPEN_PATHS
+
+    @property
+    def pending_writes(self) -> int:
+        return self.admission.pending
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -244,62 +285,132 @@ class EdgeMiddleware:
                 status = message["status"]
             await send(message)
 
-        write = scope.get("method") in WRITE_METHODS
         try:
-            if write and self.pending_writes >= self.max_pending_writes:
-                refusal = retry_response(
-                    429,
-                    Errors.THROTTLING_QUOTA_EXCEEDED,
-                    f"{self.pending_writes} writes are being handled by this node (the limit "
-                    f"is {self.max_pending_writes}); nothing was written",
-                    1.0,
-                )
-                await refusal(scope, receive, send_and_watch)
-                return
-            self.pending_writes += write
-            try:
-                problem, receive = await self._buffer_body(scope, receive)
-                if problem is not None:
-                    await problem.response()(scope, receive, send_and_watch)
-                else:
-                    await self.app(scope, receive, send_and_watch)
-            finally:
-                self.pending_writes -= write
+            await self._handle(scope, receive, send_and_watch)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.observe_request(
                 scope.get("method", "?"), route, status, time.perf_counter() - started
             )
 
-    async def _buffer_body(
-        self, scope: Scope, receive: Receive
-    ) -> tuple[ApiProblem | None, Receive]:
-        length = None
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        authorization = content_type = length = None
         chunked = False
         for key, value in scope.get("headers", ()):
-            if key == b"content-length":
+            if key == b"authorization":
+                authorization = value
+            elif key == b"content-type":
+                content_type = value
+            elif key == b"content-length":
                 length = value
             elif key == b"transfer-encoding":
                 chunked = True
+        principal = None
+        if scope["path"] not in self.open_paths:
+            try:
+                principal = self.auth.identify(
+                    None if authorization is None else authorization.decode("latin-1")
+                )
+            except ApiProblem as e:
+                await e.response()(scope, receive, send)
+                return
+        problem = self._check_body_head(length, chunked, content_type)
+        if problem is not None:
+            await problem.response()(scope, receive, send)
+            return
+        if length is None and not chunked:
+            await self._admit(scope, receive, send, principal)
+            return
+        # The body's bytes count against its caller's budget until it is answered.
+        holder = principal if self.auth.enabled else (scope.get("client") or ("?",))[0]
+        held = 0
+        try:
+            problem, whole_body, held = await self._buffer_body(receive, holder)
+            if problem is not None:
+                await problem.response()(scope, receive, send)
+            if whole_body is not None:  # else answered, or the client went away mid-body
+                await self._admit(scope, whole_body, send, principal)
+        finally:
+            self.bodies.give_back(holder, held)
+
+    async def _admit(
+        self, scope: Scope, receive: Receive, send: Send, principal: Principal | None
+    ) -> None:
+        if scope.get("method") not in WRITE_METHODS:
+            await self.app(scope, receive, send)
+            return
+        pool = self.admission.pool(scope["path"])
+        key = principal  # None for the open paths (no writes there)
+        share = self.admission.share(
+            pool, principal is not None and principal.broker_id is not None
+        )
+        refusal = pool.take(key, share)
+        if refusal is not None:
+            await retry_response(
+                429,
+                Errors.THROTTLING_QUOTA_EXCEEDED,
+                f"{refusal}; nothing was written: retry after Retry-After",
+                1.0,
+            )(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            pool.give_back(key)
+
+    def _check_body_head(
+        self, length: bytes | None, chunked: bool, content_type: bytes | None
+    ) -> ApiProblem | None:
         if length is not None:
             try:
                 declared = int(length)
             except ValueError:
-                return bad_request(f"Content-Length: {length[:40]!r} is not a number"), receive
+                return bad_request(f"Content-Length: {length[:40]!r} is not a number")
             if declared > self.limit:
-                return self._too_large(f"Content-Length is {declared} bytes"), receive
+                return self._too_large(f"Content-Length is {declared} bytes")
+            if declared == 0 and not chunked:
+                return None
         elif not chunked:
-            return None, receive  # no body
+            return None
+        if content_type is None:
+            return _unsupported("the request has a body but no Content-Type")
+        media, _, params = content_type.decode("latin-1").partition(";")
+        if media.strip().lower() != "application/json":
+            return _unsupported(f"Content-Type {media.strip()[:60]!r} is not supported")
+        charset = params.strip().lower().removeprefix("charset=").strip('"')
+        if params.strip() and charset not in ("utf-8", "utf8"):
+            return _unsupported(f"Content-Type parameters {params.strip()[:60]!r}: only UTF-8")
+        return None
+
+    async def _buffer_body(
+        self, receive: Receive, holder: Hashable
+    ) -> tuple[ApiProblem | None, Receive | None, int]:
+        """The whole body replayed as one message, and the bytes charged to
+        ``holder``; (problem, None, n) if it is too large or over the holder's
+        budget, (None, None, n) if the client went away before it all arrived."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                break  # the client went away; let the app see an empty body
+                return None, None, size  # disconnected: nobody to answer, nothing to do
             chunk = message.get("body", b"")
+            if size + len(chunk) > self.limit:
+                return self._too_large(f"more than {self.limit} bytes arrived"), None, size
+            refusal = self.bodies.take(holder, len(chunk))
+            if refusal is not None:
+                return (
+                    ApiProblem(
+                        429,
+                        Errors.THROTTLING_QUOTA_EXCEEDED,
+                        f"{refusal}; nothing was written: retry after Retry-After",
+                        headers={"Retry-After": "1", "Connection": "close"},
+                        extra={"retryAfterMs": 1000},
+                    ),
+                    None,
+                    size,
+                )
             size += len(chunk)
-            if size > self.limit:
-                return self._too_large(f"more than {self.limit} bytes arrived"), receive
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
@@ -313,15 +424,24 @@ class EdgeMiddleware:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        return None, replay
+        return None, replay, size
 
     def _too_large(self, what: str) -> ApiProblem:
         return ApiProblem(
             413,
             Errors.INVALID_REQUEST,
-            f"request body too large: {what}; the limit is {self.limit} bytes",
+            f"request body too large: {what}; the limit is {self.limit} bytes (see docs/limits.md)",
             headers={"Connection": "close"},
         )
+
+
+def _unsupported(what: str) -> ApiProblem:
+    return ApiProblem(
+        415,
+        Errors.INVALID_REQUEST,
+        f"{what}: send the body as JSON with 'Content-Type: application/json'",
+        headers={"Connection": "close"},
+    )
 
 
 # ---------------------------------------------------------------- the app
@@ -334,21 +454,25 @@ def create_app(
     body_limit_bytes: int = DEFAULT_BODY_LIMIT,
     max_pending_writes: int = DEFAULT_MAX_PENDING_WRITES,
     direct_routes: bool = True,
+    public_docs: bool = False,
+    connections: ConnectionStats | None = None,
+    body_budget_bytes: int = limits.MAX_BODY_BYTES_PER_CALLER,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
     serve the broker endpoints without FastAPI's routing (api/direct_routes.py);
-    off, FastAPI serves them (the tests compare the two)."""
+    off, FastAPI serves them (the tests compare the two). ``public_docs``: the
+    OpenAPI pages answer without a token. ``connections``: the HTTP server's
+    connection counters, for /metrics (api/connections.py)."""
     if isinstance(tokens, str | os.PathLike):
         tokens = load_tokens(tokens)
     if body_limit_bytes < 1:
         raise ValueError(f"body_limit_bytes must be positive, got {body_limit_bytes}")
-    if max_pending_writes < 1:
-        raise ValueError(f"max_pending_writes must be positive, got {max_pending_writes}")
     auth = Authenticator(tokens)
+    admission = Admission(max_pending_writes, fair=auth.enabled)
     if not auth.enabled:
         log.warning("auth is off: no tokens file was given; every caller is admin")
-    metrics = ApiMetrics(node)
+    metrics = ApiMetrics(node, connections)
     tracker = VoterTracker()
 
     app = FastAPI(
@@ -367,7 +491,10 @@ def create_app(
         EdgeMiddleware,
         limit=body_limit_bytes,
         metrics=metrics,
-        max_pending_writes=max_pending_writes,
+        auth=auth,
+        admission=admission,
+        public_docs=public_docs,
+        body_budget=body_budget_bytes,
     )
 
     # ------------------------------------------------------------ errors -> responses
@@ -410,9 +537,10 @@ def create_app(
         except NodeError:
             raise
         except Exception as e:  # a controller bug: nothing of this request was written
-            log.exception("the controller failed on %r", message)
             raise ApiProblem(
-                500, Errors.UNKNOWN_SERVER_ERROR, f"the controller failed: {type(e).__name__}: {e}"
+                500,
+                Errors.UNKNOWN_SERVER_ERROR,
+                internal_error(e, f"in the controller on {brief(message)}", written=False),
             ) from None
 
     def answer(model: M.ResponseModel) -> JsonResponse:

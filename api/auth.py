@@ -9,7 +9,11 @@ comment, blank lines are skipped. Roles:
 * ``read``: the GETs.
 
 Without a tokens file auth is off (``/v1/quorum/status`` says ``"auth": "off"``).
-``/livez``, ``/readyz``, ``/metrics`` and the OpenAPI pages need no token.
+``/livez``, ``/readyz`` and ``/metrics`` need no token; the OpenAPI pages
+(``/docs``, ``/redoc``, ``/openapi.json``) need one unless the app is built with
+``public_docs`` (``serve --public-docs``).
+Answers never name where a token is defined (the tokens file's line), only its
+role and binding: the file's layout is the operator's, not the caller's.
 Tokens are kept as SHA-256 digests and looked up by digest, so a lookup's
 timing says nothing about the stored tokens.
 """
@@ -50,11 +54,11 @@ class TokensFileError(ValueError):
 class Principal:
     role: Role
     broker_id: int | None = None  # a broker token bound to one broker
-    line: int = 0  # where the token is defined, for messages (never the token itself)
+    line: int = 0  # where the token is defined: tells tokens apart, never shown to callers
 
     def describe(self) -> str:
         bound = f" for broker {self.broker_id}" if self.broker_id is not None else ""
-        return f"the {self.role.value} token{bound} (tokens file line {self.line})"
+        return f"the {self.role.value} token{bound}"
 
 
 ANONYMOUS_ADMIN = Principal(Role.ADMIN)  # what every caller is when auth is off
@@ -151,6 +155,19 @@ class Authenticator:
 
     def authenticate(self, authorization: str | None, needs: Role) -> Principal:
         """The caller, if it may call an endpoint that needs ``needs``; else 401/403."""
+        principal = self.identify(authorization)
+        if principal.role not in ALLOWED[needs]:
+            raise ApiProblem(
+                403,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                f"{principal.describe()} may not call this endpoint (it needs the "
+                f"{needs.value} role); use a token with that role",
+            )
+        return principal
+
+    def identify(self, authorization: str | None) -> Principal:
+        """Who the caller is (any role), or 401: what the edge checks before it
+        reserves anything for a request."""
         if self.tokens is None:
             return ANONYMOUS_ADMIN
         if not authorization:
@@ -161,14 +178,7 @@ class Authenticator:
             raise _unauthorized("the Authorization header must be 'Bearer <token>'")
         principal = self.tokens.lookup(token)
         if principal is None:
-            raise _unauthorized("unknown bearer token")
-        if principal.role not in ALLOWED[needs]:
-            raise ApiProblem(
-                403,
-                Errors.CLUSTER_AUTHORIZATION_FAILED,
-                f"{principal.describe()} may not call this endpoint (it needs the "
-                f"{needs.value} role)",
-            )
+            raise _unauthorized("unknown bearer token; use a token from the tokens file")
         return principal
 
     @staticmethod

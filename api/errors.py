@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 from typing import Any
 
 import orjson
@@ -146,10 +147,25 @@ def node_error_response(error: BaseException, request: Request) -> JsonResponse:
         return retry_response(503, Errors.REQUEST_TIMED_OUT, message, 1.0)
     if isinstance(error, NodeError):  # a kind this module does not know yet
         return retry_response(503, Errors.NOT_CONTROLLER, str(error), 1.0)
-    log.error("unexpected error answering %s %s", request.method, request.url.path, exc_info=error)
     return JsonResponse(
-        error_body(Errors.UNKNOWN_SERVER_ERROR, f"{type(error).__name__}: {error}"),
+        error_body(
+            Errors.UNKNOWN_SERVER_ERROR,
+            internal_error(error, f"answering {request.method} {request.url.path}"),
+        ),
         status_code=500,
+    )
+
+
+def internal_error(error: BaseException, doing: str, *, written: bool | None = None) -> str:
+    """Logs ``error`` with an incident id and returns the message for the
+    caller's 500, which shows no internal detail (exception types and texts
+    can carry paths, names and data), only the id to report."""
+    incident = secrets.token_hex(4)
+    log.error("internal error %s %s", incident, doing, exc_info=error)
+    outcome = " nothing of this request was written;" if written is False else ""
+    return (
+        f"internal error (incident {incident} in this node's log);{outcome} retry, and "
+        "report the incident if it persists"
     )
 
 

@@ -18,6 +18,8 @@ from quorum.durability import SyncStats
 from quorum.node import QuorumNode
 from quorum.runtime_tuning import GcPauses
 
+from .connections import ConnectionStats
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _LATENCY_BUCKETS = (
@@ -163,11 +165,51 @@ def _sync_histogram() -> HistogramMetricFamily:
     )
 
 
+class _ConnectionCollector(Collector):
+    """The HTTP server's connections (api/connections.py): how many are open,
+    and when the limits bite."""
+
+    def __init__(self, stats: ConnectionStats) -> None:
+        self.stats = stats
+
+    def collect(self):
+        stats = self.stats
+        yield GaugeMetricFamily(
+            "metaquorum_http_open_connections", "open HTTP connections", value=stats.open
+        )
+        for name, doc, counts in (
+            ("refused", "connections refused at a cap (503), by cap", stats.refused),
+            ("evicted", "waiting connections closed for a new one, by cap", stats.evicted),
+            ("timed_out", "connections closed at a deadline, by phase", stats.timed_out),
+        ):
+            family = CounterMetricFamily(
+                f"metaquorum_http_connections_{name}",
+                doc,
+                labels=["cap" if name != "timed_out" else "phase"],
+            )
+            keys = ("head", "body", "write") if name == "timed_out" else ("total", "per_address")
+            for key in keys:
+                family.add_metric([key], counts[key])
+            yield family
+        yield CounterMetricFamily(
+            "metaquorum_http_invalid_requests",
+            "requests that were not valid HTTP/1.1 (400, then closed)",
+            value=stats.invalid,
+        )
+        yield CounterMetricFamily(
+            "metaquorum_http_heads_refused",
+            "request heads refused for their size (414, 431)",
+            value=stats.head_too_large,
+        )
+
+
 class ApiMetrics:
-    def __init__(self, node: QuorumNode) -> None:
+    def __init__(self, node: QuorumNode, connections: ConnectionStats | None = None) -> None:
         self.node = node
         self.registry = CollectorRegistry()
         self.registry.register(_NodeCollector(node))
+        if connections is not None:
+            self.registry.register(_ConnectionCollector(connections))
         self.request_latency = Histogram(
             "metaquorum_http_request_duration_seconds",
             "HTTP request latency by route (long polls included)",

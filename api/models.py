@@ -27,15 +27,33 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import orjson
+import jiter
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from controller import messages as m
+from metadata_records import limits
 from metadata_records.errors import Errors
 from metadata_records.records import Endpoint, FeatureRange
 from metadata_records.uuids import InvalidUuid, parse_uuid
+
+# ---------------------------------------------------------------- JSON
+
+
+def duplicate_key_problem(body: bytes) -> str | None:
+    """What is wrong if ``body`` repeats a key in one object (or is not JSON),
+    else None. Duplicates are refused, not resolved "last wins": a client that
+    sends two values for one field meant one of them, and which one is not ours
+    to guess. jiter finds them at about orjson's parsing speed (decisions.md)."""
+    try:
+        jiter.from_json(body, catch_duplicate_keys=True, cache_mode="keys")
+    except ValueError as e:
+        text = str(e)
+        if text.startswith("Detected duplicate key"):
+            return f"body: {text}; send each field once"
+    return None  # not JSON: pydantic names the problem
+
 
 # ---------------------------------------------------------------- Kafka's scalar types
 
@@ -60,6 +78,35 @@ Int64 = _kafka_int("int64")
 UInt16 = _kafka_int("uint16")
 StrictStr = Annotated[str, Field(strict=True)]
 StrictBool = Annotated[bool, Field(strict=True)]
+
+
+def _bounded_str(max_length: int) -> Any:
+    return Annotated[str, Field(strict=True, max_length=max_length)]
+
+
+def _bounded_list(item: Any, max_length: int) -> Any:
+    return Annotated[list[item], Field(max_length=max_length)]
+
+
+Name = _bounded_str(limits.MAX_NAME_LENGTH)
+
+
+def _broker_id(value: int) -> int:
+    # Kafka refuses a negative node id (broker.id >= 0); int32 is checked first.
+    if value < limits.BROKER_ID_MIN:
+        raise PydanticCustomError(
+            "broker_id",
+            "{value} is not a broker id: broker ids are in [{low}, {high}]",
+            {"value": value, "low": limits.BROKER_ID_MIN, "high": limits.BROKER_ID_MAX},
+        )
+    return value
+
+
+BrokerId = Annotated[
+    int,
+    Field(strict=True, ge=-(2**31), le=2**31 - 1, json_schema_extra={"format": "int32"}),
+    AfterValidator(_broker_id),
+]
 
 
 def _uuid(value: str) -> str:
@@ -159,14 +206,14 @@ class OffsetTooOldResponse(ErrorFields):
 
 
 class Listener(RequestModel):
-    name: StrictStr
-    host: StrictStr
+    name: Name
+    host: _bounded_str(limits.MAX_HOST_LENGTH)
     port: UInt16
     security_protocol: Int16
 
 
 class BrokerFeature(RequestModel):
-    name: StrictStr
+    name: Name
     min_supported_version: Int16
     max_supported_version: Int16
 
@@ -174,12 +221,12 @@ class BrokerFeature(RequestModel):
 class BrokerRegistrationRequest(RequestModel):
     """POST /v1/brokers/register (Kafka's BrokerRegistrationRequest, api key 62)."""
 
-    broker_id: Int32
-    cluster_id: StrictStr
+    broker_id: BrokerId
+    cluster_id: _bounded_str(limits.MAX_CLUSTER_ID_LENGTH)
     incarnation_id: Uuid
-    listeners: list[Listener] = []
-    features: list[BrokerFeature] = []
-    rack: StrictStr | None = None
+    listeners: _bounded_list(Listener, limits.MAX_LISTENERS) = []
+    features: _bounded_list(BrokerFeature, limits.MAX_FEATURES) = []
+    rack: _bounded_str(limits.MAX_RACK_LENGTH) | None = None
     is_migrating_zk_broker: StrictBool = Field(
         False, description="Kafka's field; ZooKeeper brokers are refused"
     )
@@ -223,7 +270,7 @@ class BrokerRegistrationResponse(ErrorFields):
 class BrokerHeartbeatRequest(RequestModel):
     """POST /v1/brokers/heartbeat (Kafka's BrokerHeartbeatRequest, api key 63)."""
 
-    broker_id: Int32
+    broker_id: BrokerId
     broker_epoch: Int64 = -1
     current_metadata_offset: Int64
     want_fence: StrictBool = False
@@ -289,8 +336,12 @@ class BrokerState(RequestModel):
 class AlterPartitionPartitionData(RequestModel):
     partition_index: Int32
     leader_epoch: Int32
-    new_isr: list[Int32] | None = Field(None, description="versions 0-2 only")
-    new_isr_with_epochs: list[BrokerState] | None = Field(None, description="version 3 only")
+    new_isr: _bounded_list(Int32, limits.MAX_REPLICAS) | None = Field(
+        None, description="versions 0-2 only"
+    )
+    new_isr_with_epochs: _bounded_list(BrokerState, limits.MAX_REPLICAS) | None = Field(
+        None, description="version 3 only"
+    )
     leader_recovery_state: Int8 | None = Field(
         None, description="versions 1+ (default 0 = RECOVERED, 1 = RECOVERING)"
     )
@@ -300,7 +351,7 @@ class AlterPartitionPartitionData(RequestModel):
 class AlterPartitionTopicData(RequestModel):
     topic_name: StrictStr | None = Field(None, description="versions 0-1 only")
     topic_id: Uuid | None = Field(None, description="versions 2+ only")
-    partitions: list[AlterPartitionPartitionData]
+    partitions: _bounded_list(AlterPartitionPartitionData, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY)
 
 
 class AlterPartitionRequest(RequestModel):
@@ -310,9 +361,9 @@ class AlterPartitionRequest(RequestModel):
     ``newIsrWithEpochs`` (v3); ``leaderRecoveryState`` from v1. A field of
     another version, or a missing field of this one, is a 400 naming it."""
 
-    broker_id: Int32
+    broker_id: BrokerId
     broker_epoch: Int64 = -1
-    topics: list[AlterPartitionTopicData]
+    topics: _bounded_list(AlterPartitionTopicData, limits.MAX_TOPICS_PER_REQUEST)
 
     def to_message(self, version: int) -> m.AlterPartitionRequest:
         """The controller's request for ``version``; VersionMismatch if it does not fit."""
@@ -476,22 +527,27 @@ class AlterPartitionResponse(ErrorFields):
 # ---------------------------------------------------------------- CreateTopics
 
 
+Replicas = _bounded_list(Int32, limits.MAX_REPLICAS)
+
+
 class CreatableReplicaAssignment(RequestModel):
     partition_index: Int32
-    broker_ids: list[Int32]
+    broker_ids: Replicas
 
 
 class CreatableTopicConfig(RequestModel):
-    name: StrictStr
-    value: StrictStr | None
+    name: Name
+    value: _bounded_str(limits.MAX_CONFIG_VALUE_LENGTH) | None
 
 
 class CreatableTopic(RequestModel):
     name: StrictStr
     num_partitions: Int32 = Field(-1, description="-1 = the default (1)")
     replication_factor: Int16 = Field(-1, description="-1 = the default: min(3, brokers)")
-    assignments: list[CreatableReplicaAssignment] = []
-    configs: list[CreatableTopicConfig] = Field(
+    assignments: _bounded_list(
+        CreatableReplicaAssignment, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY
+    ) = []
+    configs: _bounded_list(CreatableTopicConfig, limits.MAX_TOPIC_CONFIGS) = Field(
         [],
         description="only unclean.leader.election.enable and min.insync.replicas are understood",
     )
@@ -500,7 +556,7 @@ class CreatableTopic(RequestModel):
 class CreateTopicsRequest(RequestModel):
     """POST /v1/topics (Kafka's CreateTopicsRequest)."""
 
-    topics: list[CreatableTopic]
+    topics: _bounded_list(CreatableTopic, limits.MAX_TOPICS_PER_REQUEST)
     validate_only: StrictBool = Field(False, description="must be false: not supported")
 
     def to_message(self) -> m.CreateTopicsRequest:
@@ -585,7 +641,7 @@ def delete_topics_message(name: str) -> m.DeleteTopicsRequest:
 
 
 class CreatePartitionsAssignment(RequestModel):
-    broker_ids: list[Int32]
+    broker_ids: Replicas
 
 
 class CreatePartitionsRequest(RequestModel):
@@ -595,7 +651,9 @@ class CreatePartitionsRequest(RequestModel):
     (a bare list of broker ids is accepted too)."""
 
     count: Int32
-    assignments: list[CreatePartitionsAssignment] | None = None
+    assignments: (
+        _bounded_list(CreatePartitionsAssignment, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY) | None
+    ) = None
     validate_only: StrictBool = Field(False, description="must be false: not supported")
 
     @field_validator("assignments", mode="before")
@@ -634,20 +692,20 @@ class CreatePartitionsResponse(ErrorFields):
 
 class ReassignablePartition(RequestModel):
     partition_index: Int32
-    replicas: list[Int32] | None = Field(
+    replicas: Replicas | None = Field(
         description="the target replicas, or null to cancel an ongoing reassignment"
     )
 
 
 class ReassignableTopic(RequestModel):
     name: StrictStr
-    partitions: list[ReassignablePartition]
+    partitions: _bounded_list(ReassignablePartition, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY)
 
 
 class AlterPartitionReassignmentsRequest(RequestModel):
     """POST /v1/reassignments (Kafka's AlterPartitionReassignmentsRequest)."""
 
-    topics: list[ReassignableTopic]
+    topics: _bounded_list(ReassignableTopic, limits.MAX_TOPICS_PER_REQUEST)
 
     def to_message(self) -> m.AlterPartitionReassignmentsRequest:
         return m.AlterPartitionReassignmentsRequest(
@@ -706,7 +764,7 @@ class AlterPartitionReassignmentsResponse(ErrorFields):
 
 class TopicPartitions(RequestModel):
     topic: StrictStr
-    partitions: list[Int32]
+    partitions: _bounded_list(Int32, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY)
 
 
 class ElectLeadersRequest(RequestModel):
@@ -715,7 +773,7 @@ class ElectLeadersRequest(RequestModel):
     ``topicPartitions`` null or absent: every partition (as Kafka's null)."""
 
     election_type: Int8 = Field(0, description="0 = preferred, 1 = unclean")
-    topic_partitions: list[TopicPartitions] | None = None
+    topic_partitions: _bounded_list(TopicPartitions, limits.MAX_TOPICS_PER_REQUEST) | None = None
 
     def to_message(self) -> m.ElectLeadersRequest:
         return m.ElectLeadersRequest(
@@ -786,7 +844,7 @@ class UpdateFeaturesResponse(ErrorFields):
 class TransferLeadershipRequest(RequestModel):
     """POST /v1/quorum/transfer-leadership; an empty body means "any caught-up voter"."""
 
-    target_node_id: Int32 | None = None
+    target_node_id: BrokerId | None = None
 
 
 class TransferLeadershipResponse(ErrorFields):
@@ -943,6 +1001,7 @@ class HealthOut(ResponseModel):
 # ---------------------------------------------------------------- AlterPartition, the quick way
 
 _I8, _I32, _I64 = INT_KINDS["int8"], INT_KINDS["int32"], INT_KINDS["int64"]
+_BROKER_IDS = (limits.BROKER_ID_MIN, limits.BROKER_ID_MAX)
 
 
 class _NotPlain(Exception):
@@ -979,17 +1038,17 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
     This accepts exactly the bodies that AlterPartitionRequest would accept and
     fit ``version``, and builds what its ``to_message`` would; for anything
     else (a wrong type, a range, a missing field, a field of another version,
-    JSON that orjson and pydantic might read differently) it returns None and
+    duplicate keys) it returns None and
     the caller takes the pydantic path, which names the problem.
     ``tests/test_api_models.py`` checks the equivalence with Hypothesis."""
     try:
-        obj = orjson.loads(body)
+        obj = jiter.from_json(body, catch_duplicate_keys=True)
         if type(obj) is not dict:
             return None
-        broker_id = _plain_int(obj, "brokerId", _I32)
+        broker_id = _plain_int(obj, "brokerId", _BROKER_IDS)
         broker_epoch = _plain_int(obj, "brokerEpoch", _I64, -1)
         topics_in = _plain_list(obj, "topics")
-        if topics_in is None:
+        if topics_in is None or len(topics_in) > limits.MAX_TOPICS_PER_REQUEST:
             return None
         topics = []
         lo8, hi8 = _I8
@@ -1007,7 +1066,7 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
             elif topic_id is not None or type(name) is not str:
                 return None
             partitions_in = _plain_list(t, "partitions")
-            if partitions_in is None:
+            if partitions_in is None or len(partitions_in) > limits.MAX_PARTITIONS_PER_TOPIC_ENTRY:
                 return None
             partitions = []
             for p in partitions_in:
@@ -1032,7 +1091,11 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
                 isr, states = (), ()
                 if version >= 3:
                     members = p.get("newIsrWithEpochs")
-                    if type(members) is not list or p.get("newIsr") is not None:
+                    if (
+                        type(members) is not list
+                        or len(members) > limits.MAX_REPLICAS
+                        or p.get("newIsr") is not None
+                    ):
                         return None
                     pairs = []
                     for member in members:
@@ -1054,7 +1117,11 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
                         states = memo[key] = tuple([m.BrokerState(b, e) for b, e in pairs])
                 else:
                     members = p.get("newIsr")
-                    if type(members) is not list or p.get("newIsrWithEpochs") is not None:
+                    if (
+                        type(members) is not list
+                        or len(members) > limits.MAX_REPLICAS
+                        or p.get("newIsrWithEpochs") is not None
+                    ):
                         return None
                     for b in members:
                         if type(b) is not int or not lo32 <= b <= hi32:
@@ -1073,5 +1140,5 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
                 )
             )
         return m.AlterPartitionRequest(broker_id, broker_epoch, tuple(topics), version)
-    except (_NotPlain, orjson.JSONDecodeError, InvalidUuid):
+    except (_NotPlain, ValueError, InvalidUuid):  # jiter's errors are ValueErrors
         return None

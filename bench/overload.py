@@ -12,13 +12,27 @@ functional part).
 
     python bench/overload.py [--seconds 60] [--factor 3] [--concurrency 32]
         [--fsync always|never] [--max-queued-requests N] [--json]
+
+``--slow-clients`` runs the slow-client attacks instead of the flood, each
+for ``--attack-seconds`` (default 15: past the 10 s head and body deadlines)
+beside the same closed-loop heartbeats, and prints what each did to their
+throughput and p99 and how the server ended the attackers' connections:
+
+* slow uploads: 256 connections POSTing a body a byte a second (reconnecting
+  when ended), from two addresses;
+* silent: 2,000 connections that send nothing, from eight addresses;
+* slowloris: 256 connections sending a request head a byte a second.
+
+    python bench/overload.py --slow-clients [--attack-seconds 15] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.cluster import Cluster  # noqa: E402 - after the path is set
+from tests.hostile.attackers import answer_within, connect, slow_upload, slowloris  # noqa: E402
 from tests.overload import (  # noqa: E402
     Heartbeats,
     RawClient,
@@ -115,6 +130,81 @@ async def run(
     }
 
 
+async def slow_clients(
+    cluster: Cluster, attack_s: float, concurrency: int, brokers: int = 50, report=progress
+) -> dict:
+    """Heartbeats in a closed loop, alone and beside each slow-client attack."""
+    port = cluster.http[cluster.leader()]
+    client = RawClient("127.0.0.1", port, max_connections=concurrency)
+    figures: dict = {}
+    try:
+        load = Heartbeats(await setup_brokers(client, cluster.cluster_id, brokers))
+        await closed_loop(client, load, concurrency, 1.0)  # warm-up
+        base = await closed_loop(client, load, concurrency, 5.0)
+        figures["none"] = _window(base, {})
+        report(f"baseline: {figures['none']}")
+        for name, attack in (
+            ("slow uploads", _slow_uploads),
+            ("silent", _silent),
+            ("slowloris", _slowloris),
+        ):
+            stop = asyncio.Event()
+            ended: collections.Counter = collections.Counter()
+            attacking = asyncio.ensure_future(attack(port, stop, ended))
+            await asyncio.sleep(1.0)  # the attack in place
+            stats = await closed_loop(client, load, concurrency, attack_s)
+            stop.set()
+            await asyncio.wait_for(attacking, 30)
+            figures[name] = _window(stats, dict(ended))
+            report(f"{name}: {figures[name]}")
+    finally:
+        client.close()
+    return figures
+
+
+def _window(stats, ended: dict) -> dict:
+    return {
+        "requests_per_s": round(stats.ok_per_s),
+        "p99_ms": round(stats.pct(0.99) * 1000, 1),
+        "statuses": dict(stats.statuses),
+        "attackers_ended": ended,
+    }
+
+
+async def _slow_uploads(port: int, stop: asyncio.Event, ended) -> None:
+    sources = ("127.0.0.2", "127.0.0.3")
+    await asyncio.gather(
+        *(
+            slow_upload(port, "/v1/brokers/heartbeat", None, stop, ended, sources[i % 2])
+            for i in range(256)
+        )
+    )
+
+
+async def _silent(port: int, stop: asyncio.Event, ended) -> None:
+    held = [await connect(port, f"127.0.0.{2 + i % 8}") for i in range(2000)]
+    await stop.wait()
+    for outcome in await asyncio.gather(*(answer_within(r, 0.5) for r, _ in held)):
+        ended[outcome or "still open"] += 1
+    for _, writer in held:
+        writer.close()
+
+
+async def _slowloris(port: int, stop: asyncio.Event, ended) -> None:
+    await asyncio.gather(
+        *(slowloris(port, stop, ended, f"127.0.0.{2 + i % 2}") for i in range(256))
+    )
+
+
+def print_slow_clients(f: dict) -> None:
+    print(
+        f"{'attack':14} {'heartbeats/s':>12} {'p99 ms':>8}  answers; how the attackers were ended"
+    )
+    for name, w in f.items():
+        print(f"{name:14} {w['requests_per_s']:12} {w['p99_ms']:8}  {w['statuses']}; "
+              f"{w['attackers_ended']}")  # fmt: skip
+
+
 def print_figures(f: dict) -> None:
     c, o, lead, r = f["ceiling"], f["overload"], f["leader"], f["recovery"]
     print(f"ceiling ({c['clients']} closed-loop clients): {c['requests_per_s']} req/s, "
@@ -145,20 +235,30 @@ def main() -> int:
     p.add_argument("--fsync", choices=["always", "never"], default="always")
     p.add_argument("--max-queued-requests", type=int, default=None)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--slow-clients", action="store_true", help="the slow-client attacks")
+    p.add_argument("--attack-seconds", type=float, default=15.0)
     args = p.parse_args()
-    extra = []
+    # The flood comes from one load generator standing for many brokers.
+    extra = [] if args.slow_clients else ["--max-connections-per-address", "4096"]
     if args.max_queued_requests is not None:
-        extra = ["--max-queued-requests", str(args.max_queued_requests)]
+        extra += ["--max-queued-requests", str(args.max_queued_requests)]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
     with tempfile.TemporaryDirectory(prefix="metaquorum-overload-") as root:
         cluster = Cluster(Path(root), fsync=args.fsync, extra=extra)
         try:
             cluster.start()
             cluster.wait_ready()
-            figures = asyncio.run(run(cluster, args.seconds, args.factor, args.concurrency))
+            if args.slow_clients:
+                figures = asyncio.run(slow_clients(cluster, args.attack_seconds, args.concurrency))
+            else:
+                figures = asyncio.run(run(cluster, args.seconds, args.factor, args.concurrency))
         finally:
             cluster.close()
     if args.json:
         print(json.dumps(figures, indent=2))
+    elif args.slow_clients:
+        print_slow_clients(figures)
     else:
         print_figures(figures)
     return 0

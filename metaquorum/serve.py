@@ -75,8 +75,28 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         "--max-pending-writes",
         type=int,
         default=256,
-        help="admission control at the HTTP edge: writes being handled at once beyond this "
-        "are refused with 429 before they are parsed",
+        help="admission control at the HTTP edge: writes being handled at once beyond this, "
+        "in each of two pools (broker heartbeats and registrations; every other write), "
+        "are refused with 429 before they are parsed; a token holds at most half a pool, "
+        "a broker-bound token 4 of the brokers' pool (docs/limits.md)",
+    )
+    flag(
+        "--max-connections",
+        type=int,
+        help="HTTP connections held at once (default: the open-file limit, raised to its "
+        "hard limit at start, less 128); over it the longest-waiting idle connection is "
+        "closed, or the new one refused with 503",
+    )
+    flag(
+        "--max-connections-per-address",
+        type=int,
+        default=256,
+        help="HTTP connections held at once from one client address (as --max-connections)",
+    )
+    flag(
+        "--public-docs",
+        action="store_true",
+        help="serve /docs, /redoc and /openapi.json without a token (default: any token)",
     )
     flag(
         "--compaction-entries",
@@ -139,6 +159,9 @@ def build_config(args: argparse.Namespace):
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"--advertised-url {url!r} must start with http:// or https://")
     _positive(args.max_pending_writes, "--max-pending-writes")  # used by the API
+    if args.max_connections is not None:
+        _positive(args.max_connections, "--max-connections")
+    _positive(args.max_connections_per_address, "--max-connections-per-address")
     if args.tokens_file and not os.path.isfile(args.tokens_file):
         raise ValueError(f"--tokens-file {args.tokens_file}: no such file")
     bind = str(args.raft_bind or "0.0.0.0").strip()
@@ -174,6 +197,23 @@ def _positive(value, flag: str) -> int:
     if number < 1:
         raise ValueError(f"{flag} must be at least 1, got {number}")
     return number
+
+
+def raise_open_file_limit() -> int:
+    """Raises the soft open-file limit to the hard one (every client connection
+    is a descriptor; distributions start services at 1,024); returns the soft
+    limit in force."""
+    import resource  # noqa: PLC0415 - POSIX only, and only serve needs it
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as e:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, e)
+    return soft
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -214,6 +254,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     tune_runtime()
     watch_pauses()
+    nofile = raise_open_file_limit()
 
     # The SyncObj is built here, in the main thread, before the loop starts.
     try:
@@ -242,7 +283,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvloop  # noqa: PLC0415
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        code = runner.run(_serve(node, args, tokens))
+        code = runner.run(_serve(node, args, tokens, nofile))
     unlock_data_dir(data_dir_lock)
     return code
 
@@ -260,15 +301,48 @@ async def _manage_collector(node) -> None:
         refreeze(node.image.partition_count)
 
 
-async def _serve(node, args, tokens) -> int:
+async def _serve(node, args, tokens, nofile: int) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.connections import (
+        ConnectionLimits,
+        ConnectionStats,
+        connection_capacity,
+        guarded_protocol,
+    )
 
+    capacity = connection_capacity(nofile)
+    max_connections = int(args.max_connections or capacity)
+    if max_connections > capacity:
+        log.warning(
+            "--max-connections %d is more than the open-file limit %d leaves room for (%d): "
+            "raise the limit (ulimit -n, or the container runtime's) or lower the flag",
+            max_connections,
+            nofile,
+            capacity,
+        )
+    limits = ConnectionLimits(
+        max_connections=max_connections,
+        max_per_address=int(args.max_connections_per_address),
+    )
+    log.info(
+        "http: up to %d connections (%d per client address; open-file limit %d); "
+        "request heads within %g s, bodies within %g s + 1 s per %d bytes",
+        limits.max_connections,
+        limits.max_per_address,
+        nofile,
+        limits.head_timeout_s,
+        limits.body_grace_s,
+        limits.min_body_rate,
+    )
+    stats = ConnectionStats()
     app = create_app(
         node,
         tokens=tokens,
         max_pending_writes=int(args.max_pending_writes),
+        public_docs=args.public_docs in (True, "1", "true", "True"),
+        connections=stats,
     )
 
     class Server(uvicorn.Server):
@@ -294,6 +368,9 @@ async def _serve(node, args, tokens) -> int:
             # Brokers and operators connect directly (a Kubernetes Service is
             # not a proxy): no X-Forwarded-* rewriting on every request.
             proxy_headers=False,
+            # Deadlines, head limits and connection caps (api/connections.py).
+            http=guarded_protocol(limits, stats),
+            timeout_keep_alive=5,
         )
     )
     await node.start()

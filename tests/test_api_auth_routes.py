@@ -18,8 +18,8 @@ broker-token-any broker
 read-token read
 """
 
-PUBLIC = {"/livez", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect",
-          "/redoc"}  # fmt: skip
+PUBLIC = {"/livez", "/readyz", "/metrics"}
+DOCS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}  # public with public_docs
 BROKER_WRITES = {"/v1/brokers/register", "/v1/brokers/heartbeat", "/v1/alter-partition"}
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -49,7 +49,7 @@ def test_the_route_table_is_what_this_test_knows(secured):
     }
     assert BROKER_WRITES <= writes
     assert len(writes) >= 9, writes  # register, heartbeat, alter-partition + 6 admin writes
-    assert routes - PUBLIC, routes
+    assert routes - PUBLIC - DOCS, routes
 
 
 @pytest.mark.parametrize(
@@ -86,8 +86,20 @@ def test_every_write_needs_its_role(local, secured):
 
 def test_public_routes_need_no_token(local, secured):
     for method, path in endpoints(secured):
-        if path in PUBLIC and path != "/docs/oauth2-redirect":
+        if path in PUBLIC:
             assert local.request(secured, method, path).status_code == 200, path
+
+
+def test_the_docs_need_a_token_unless_public_docs(local, secured, tmp_path):
+    """API.md: only the probes and /metrics are open; the OpenAPI pages need
+    any token (read is enough), or ``public_docs`` (serve --public-docs)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(TOKENS)
+    public = create_app(local.node, tokens=str(tokens), public_docs=True)
+    for path in DOCS - {"/docs/oauth2-redirect"}:
+        assert local.request(secured, "GET", path).status_code == 401, path
+        assert local.request(secured, "GET", path, token="read-token").status_code == 200, path
+        assert local.request(public, "GET", path).status_code == 200, path
 
 
 def test_a_bound_broker_token_cannot_act_for_another_broker_on_any_broker_route(local, secured):

@@ -123,7 +123,7 @@ valid_partitions = st.builds(
 )  # fmt: skip
 
 
-@given(int32, st.lists(st.tuples(st.sampled_from(UUID_TEXTS[:2]), st.lists(valid_partitions, max_size=4)), max_size=3))  # fmt: skip
+@given(st.integers(0, 2**31 - 1), st.lists(st.tuples(st.sampled_from(UUID_TEXTS[:2]), st.lists(valid_partitions, max_size=4)), max_size=3))  # fmt: skip
 def test_every_plainly_valid_version_3_body_takes_the_quick_path(broker_id, topics):
     obj = {"brokerId": broker_id, "topics": [{"topicId": t, "partitions": ps} for t, ps in topics]}
     body = orjson.dumps(obj)

@@ -1,0 +1,499 @@
+"""Connection-level limits of the HTTP server: deadlines for every phase of a
+request, caps on open connections, and limits on the request head.
+
+uvicorn has a keep-alive timeout but no deadline for a request's headers or
+body, and no cap on connections: a client that never sends a byte, sends its
+headers a byte at a time (slowloris) or its body a byte a second held its
+connection, and its file descriptor, for ever. ``guarded_protocol`` returns a
+subclass of uvicorn's httptools protocol that enforces, per connection:
+
+* **head deadline**: a request's headers must be complete within
+  ``head_timeout_s`` of the connection opening or of the previous response
+  (idle and half-sent connections are closed; a half-sent head is answered 408);
+* **body deadline**: the body must arrive within ``body_grace_s`` plus one
+  second per ``min_body_rate`` bytes received, and within ``max_body_s`` in
+  all (408, then closed); a response sent before the body is whole (401, 413,
+  415) closes the connection instead of waiting for the rest;
+* **write stall**: an answer the client stops reading (its write buffer
+  above the high-water mark for ``write_stall_s``) aborts the connection, so a
+  client cannot park a snapshot in this process's memory;
+* **head limits**: at most ``MAX_HEADERS`` headers, ``MAX_HEADER_BYTES`` of
+  them and a ``MAX_URL_BYTES`` URL (431 / 414, then closed);
+* **caps**: at most ``max_connections`` open, ``max_per_address`` from one
+  client address. A new connection over a cap first closes the connection that
+  has waited longest without a request in progress (idle or half-sent, of that
+  address for the per-address cap); only when every one has a request in
+  progress is the new one answered 503 and closed. Each refusal and eviction is
+  counted for /metrics and logged (at most one line per ``LOG_EVERY_S``).
+
+Handling a request (the app's part, long polls included) has no deadline here:
+the app bounds its own waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httptools
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from metadata_records import limits
+from metadata_records.errors import Errors
+
+log = logging.getLogger(__name__)
+
+LOG_EVERY_S = 10.0
+CAP_ADVICE = (
+    "connection limits bite: if these are real clients, raise --max-connections "
+    "or --max-connections-per-address"
+)
+# Descriptors the process needs besides client connections: journal and
+# snapshot files, Raft peers, logs, the listening sockets, imports.
+RESERVED_FDS = 128
+LINGER_S = 1.0
+MAX_LINGERING = 32
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    max_connections: int = 1024 - RESERVED_FDS
+    max_per_address: int = 256
+    head_timeout_s: float = 10.0
+    body_grace_s: float = 10.0
+    min_body_rate: int = 64 << 10  # bytes/s once the grace is spent
+    max_body_s: float = 120.0
+    write_stall_s: float = 30.0  # an answer not read further for this long: aborted
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections", "max_per_address"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("head_timeout_s", "body_grace_s", "max_body_s", "write_stall_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+def connection_capacity(soft_nofile: int) -> int:
+    """How many client connections a process with ``soft_nofile`` descriptors holds."""
+    return max(1, soft_nofile - RESERVED_FDS)
+
+
+class ConnectionStats:
+    """Open connections by address, those waiting for a request (oldest
+    first, for eviction), and counters for /metrics."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.by_address: Counter[str] = Counter()
+        self.waiting: dict[Any, None] = {}  # insertion order = how long each has waited
+        self.waiting_by_address: dict[str, dict[Any, None]] = {}
+        self.refused: Counter[str] = Counter()  # "total" / "per_address"
+        self.evicted: Counter[str] = Counter()
+        self.timed_out: Counter[str] = Counter()  # "head" / "body"
+        self.head_too_large = 0
+        self.invalid = 0  # not HTTP/1.1 as httptools reads it
+        self.lingering = 0  # turned away, closing once the client has read the 503
+        self._unlogged: Counter[str] = Counter()
+        self._advice: dict[str, None] = {}
+        self._logged_at = 0.0
+
+    def add(self, conn: Any, address: str) -> None:
+        self.open += 1
+        self.by_address[address] += 1
+
+    def remove(self, conn: Any, address: str) -> None:
+        self.open -= 1
+        left = self.by_address[address] - 1
+        if left:
+            self.by_address[address] = left
+        else:
+            del self.by_address[address]
+        self.stop_waiting(conn, address)
+
+    def start_waiting(self, conn: Any, address: str) -> None:
+        self.stop_waiting(conn, address)  # to the end: it has waited least
+        self.waiting[conn] = None
+        self.waiting_by_address.setdefault(address, {})[conn] = None
+
+    def stop_waiting(self, conn: Any, address: str) -> None:
+        if self.waiting.pop(conn, 0) is None:
+            mine = self.waiting_by_address[address]
+            del mine[conn]
+            if not mine:
+                del self.waiting_by_address[address]
+
+    def oldest_waiting(self, address: str | None = None) -> Any | None:
+        pool = self.waiting if address is None else self.waiting_by_address.get(address, {})
+        return next(iter(pool), None)
+
+    def note(self, what: str, address: str, detail: str, advice: str = CAP_ADVICE) -> None:
+        """Logs a refusal, eviction, abort or invalid request, at most one line
+        per LOG_EVERY_S with the counts since the previous line."""
+        self._unlogged[what] += 1
+        self._advice[advice] = None
+        now = time.monotonic()
+        if self._logged_at and now - self._logged_at < LOG_EVERY_S:
+            return
+        counts = ", ".join(f"{n} {w}" for w, n in sorted(self._unlogged.items()))
+        since = f"the last {now - self._logged_at:.0f} s" if self._logged_at else "start"
+        log.warning(
+            "http edge: %s since %s; latest from %s: %s (%s)",
+            counts,
+            since,
+            address,
+            detail,
+            "; ".join(self._advice),
+        )
+        self._unlogged.clear()
+        self._advice.clear()
+        self._logged_at = now
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head over its limits."""
+
+
+def _raw_response(status: int, reason: str, error: Errors, message: str, **headers: str) -> bytes:
+    body = orjson.dumps({"errorCode": int(error), "errorName": error.name, "errorMessage": message})
+    head = [f"HTTP/1.1 {status} {reason}", "content-type: application/json"]
+    head += [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
+    head += [f"content-length: {len(body)}", "connection: close", "", ""]
+    return "\r\n".join(head).encode("latin-1") + body
+
+
+_HEAD_BYTES_LIMIT = limits.MAX_HEADER_BYTES + limits.MAX_URL_BYTES + 1024
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with deadlines, head limits and caps (see
+    the module docstring). ``guarded_protocol`` sets the class attributes."""
+
+    limits: ClassVar[ConnectionLimits] = ConnectionLimits()
+    stats: ClassVar[ConnectionStats] = ConnectionStats()
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._address = "?"
+        self._counted = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._phase: str | None = None  # "head", "body", or None (no deadline)
+        self._deadline = 0.0
+        self._head_done = True  # no request begun
+        self._message_complete = True
+        self._head_raw = 0
+        self._head_count = 0
+        self._head_bytes = 0
+        self._refusal: tuple[int, str, str] | None = None
+        self._body_started = 0.0
+        self._body_bytes = 0
+        self._lingering = False
+
+    # ------------------------------------------------------------ connections
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        stats, lim = self.stats, self.limits
+        self._address = address = self.client[0] if self.client else "?"
+        if stats.by_address[address] >= lim.max_per_address:
+            detail = f"{stats.by_address[address]} open from it, the limit per address is "
+            detail += str(lim.max_per_address)
+            if not self._evict(stats.oldest_waiting(address), "per_address", detail):
+                self._turn_away("per_address", detail)
+                return
+        elif stats.open >= lim.max_connections:
+            detail = f"{stats.open} open, the limit is {lim.max_connections}"
+            if not self._evict(stats.oldest_waiting(), "total", detail):
+                self._turn_away("total", detail)
+                return
+        stats.add(self, address)
+        self._counted = True
+        self._wait_for_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        if self._lingering:
+            self._lingering = False
+            self.stats.lingering -= 1
+        if self._counted:
+            self._counted = False
+            self.stats.remove(self, self._address)
+        super().connection_lost(exc)
+
+    def _evict(self, victim: GuardedHttpToolsProtocol | None, cap: str, detail: str) -> bool:
+        if victim is None:
+            return False
+        self.stats.stop_waiting(victim, victim._address)
+        victim.transport.close()
+        self.stats.evicted[cap] += 1
+        self.stats.note(f"evicted ({cap})", self._address, detail)
+        return True
+
+    def _turn_away(self, cap: str, detail: str) -> None:
+        self.stats.refused[cap] += 1
+        self.stats.note(f"refused ({cap})", self._address, detail)
+        self._answer_and_close(
+            _raw_response(
+                503,
+                "Service Unavailable",
+                Errors.THROTTLING_QUOTA_EXCEEDED,
+                f"too many connections ({detail}), each with a request in progress; "
+                "close idle connections and retry after Retry-After",
+                retry_after="1",
+            )
+        )
+
+    def _answer_and_close(self, answer: bytes) -> None:
+        """Writes ``answer`` and closes once the client has had it: closing
+        with its request unread would reset the connection and lose the answer.
+        Only a few linger at a time: each holds a descriptor, and a flood must
+        not spend the reserve that the process itself needs."""
+        self.transport.write(answer)
+        self._linger()
+
+    def _linger(self) -> None:
+        """Half-closes, drops what the client still sends, and closes at its
+        EOF or after LINGER_S."""
+        self._cancel_timer()
+        if self.stats.lingering >= MAX_LINGERING or not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self._lingering = True
+        self.stats.lingering += 1
+        self.transport.write_eof()
+        self._timer = self.loop.call_later(LINGER_S, self.transport.close)
+
+    def eof_received(self) -> bool | None:
+        if self._lingering:
+            self.transport.close()
+        return None
+
+    # ------------------------------------------------------------ deadlines
+
+    def _cancel_timer(self) -> None:
+        self._phase = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # One timer per connection, re-armed lazily: a phase moves its deadline
+    # and the timer, when it fires, looks at the phase it finds. Deadlines only
+    # move later, so a pending timer never fires after the current one; most
+    # requests start and end no timer at all (bench/edge.py).
+
+    def _arm(self, phase: str, deadline: float) -> None:
+        self._phase, self._deadline = phase, deadline
+        if self._timer is None:
+            self._timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _due(self) -> float:
+        if self._phase == "body":
+            lim = self.limits
+            allowed = lim.body_grace_s + self._body_bytes / lim.min_body_rate
+            return self._body_started + min(lim.max_body_s, allowed)
+        return self._deadline
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._phase is None or self.transport.is_closing():
+            return
+        due = self._due()
+        if self.loop.time() < due:
+            self._timer = self.loop.call_at(due, self._on_timer)
+        elif self._phase == "head":
+            self._head_timed_out()
+        else:
+            self._body_timed_out()
+
+    def _wait_for_head(self) -> None:
+        self._head_raw = 0
+        self.stats.start_waiting(self, self._address)
+        self._arm("head", self.loop.time() + self.limits.head_timeout_s)
+
+    def _head_timed_out(self) -> None:
+        self.stats.timed_out["head"] += 1
+        if not self._head_raw:  # idle: closed without a word
+            self.transport.close()
+            return
+        self._answer_and_close(  # a half-sent head (slowloris) is told why
+            _raw_response(
+                408,
+                "Request Timeout",
+                Errors.INVALID_REQUEST,
+                f"the request head did not arrive within {self.limits.head_timeout_s:g} s; "
+                "send the whole request promptly",
+            )
+        )
+
+    def _body_timed_out(self) -> None:
+        lim = self.limits
+        elapsed = self.loop.time() - self._body_started
+        self.stats.timed_out["body"] += 1
+        if self.cycle is not None and not self.cycle.response_started:
+            self.transport.write(
+                _raw_response(
+                    408,
+                    "Request Timeout",
+                    Errors.INVALID_REQUEST,
+                    f"the request body arrived too slowly ({self._body_bytes} bytes in "
+                    f"{elapsed:.0f} s; it must arrive within {lim.body_grace_s:g} s plus 1 s "
+                    f"per {lim.min_body_rate} bytes, at most {lim.max_body_s:g} s); "
+                    "nothing was done: send it again, faster",
+                )
+            )
+        self.transport.close()
+
+    # A client that stops reading its answer (a snapshot, a log page) holds
+    # the answer in this process's memory: when the write buffer stays above
+    # its high-water mark for write_stall_s, the connection is aborted.
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.limits.write_stall_s, self._write_stalled)
+
+    def resume_writing(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        super().resume_writing()
+
+    def _write_stalled(self) -> None:
+        self._write_timer = None
+        self.stats.timed_out["write"] += 1
+        self.stats.note(
+            "aborted (answer not read)",
+            self._address,
+            f"{self.transport.get_write_buffer_size()} bytes of an answer unread for "
+            f"{self.limits.write_stall_s:g} s",
+            "a client that stopped reading its answers",
+        )
+        self.transport.abort()
+
+    # ------------------------------------------------------------ parsing
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # read and dropped until the client closes
+        self._unset_keepalive_if_required()
+        if not self._head_done or self._message_complete:
+            self._head_raw += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._unsupported_upgrade_warning()
+        except httptools.HttpParserError as e:
+            if self._refusal is not None:
+                self._refuse_head(*self._refusal)
+                return
+            # As JSON like every other answer, and logged at most once per
+            # LOG_EVERY_S (uvicorn logs each one: a cheap way to flood a log).
+            self.stats.invalid += 1
+            reason = str(e)[:200] or type(e).__name__
+            self.stats.note(
+                "invalid HTTP (400)",
+                self._address,
+                reason,
+                "a client that does not speak HTTP/1.1: find it by its address",
+            )
+            self._answer_and_close(
+                _raw_response(
+                    400,
+                    "Bad Request",
+                    Errors.INVALID_REQUEST,
+                    f"not a valid HTTP/1.1 request ({reason}); send one request per "
+                    "message with a Content-Length or chunked body",
+                )
+            )
+            return
+        if (not self._head_done or self._message_complete) and self._head_raw > _HEAD_BYTES_LIMIT:
+            self._refuse_head(
+                431,
+                "Request Header Fields Too Large",
+                f"the request head is over {_HEAD_BYTES_LIMIT} bytes",
+            )
+
+    def _refuse_head(self, status: int, reason: str, message: str) -> None:
+        self.stats.head_too_large += 1
+        self._answer_and_close(
+            _raw_response(status, reason, Errors.INVALID_REQUEST, f"{message}; see docs/limits.md")
+        )
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_done = False
+        self._message_complete = False
+        self._head_count = self._head_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > limits.MAX_URL_BYTES:
+            self._refusal = (
+                414,
+                "URI Too Long",
+                f"the URL is over {limits.MAX_URL_BYTES} bytes",
+            )
+            raise _HeadTooLarge
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value)
+        self._head_count += 1
+        self._head_bytes += len(name) + len(value)
+        if self._head_count > limits.MAX_HEADERS:
+            problem = f"more than {limits.MAX_HEADERS} headers"
+        elif self._head_bytes > limits.MAX_HEADER_BYTES:
+            problem = f"headers over {limits.MAX_HEADER_BYTES} bytes"
+        else:
+            return
+        self._refusal = (431, "Request Header Fields Too Large", problem)
+        raise _HeadTooLarge
+
+    def on_headers_complete(self) -> None:
+        self._head_done = True
+        self._head_raw = 0  # what follows in this chunk is body, or the next head
+        self.stats.stop_waiting(self, self._address)
+        self._body_started = now = self.loop.time()
+        self._body_bytes = 0
+        super().on_headers_complete()
+        self._arm("body", now + self.limits.body_grace_s)
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._message_complete = True
+        self._phase = None  # handling: the app bounds its own waits
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        if not self._message_complete:
+            # Answered before the body was whole (401, 413, 415): do not wait
+            # for the rest, but let the client read the answer.
+            self._linger()
+            return
+        super().on_response_complete()
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
+            self._wait_for_head()
+
+
+def guarded_protocol(
+    limits_: ConnectionLimits, stats: ConnectionStats
+) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class for ``uvicorn.Config(http=...)`` with these limits."""
+    return type(
+        "GuardedHttpToolsProtocol",
+        (GuardedHttpToolsProtocol,),
+        {"limits": limits_, "stats": stats},
+    )

@@ -1,0 +1,45 @@
+"""Every size limit on what a request may carry into the replicated log, in one
+place (docs/limits.md lists them with their values and reasons).
+
+Invariant: a field that reaches a record is bounded here or by Kafka's own
+rule (topic names: ``records.TOPIC_NAME_MAX_LENGTH``; new partitions per
+request: ``controller.topic_control.MAX_PARTITIONS_PER_REQUEST``), so no
+caller, a broker's own token included, can grow one record, the image or a
+voter's memory without bound. The HTTP models check these before anything is
+decided; an error names the field and the limit.
+"""
+
+from __future__ import annotations
+
+# Kafka's node ids (broker.id, node.id) are int32 and must be >= 0.
+BROKER_ID_MIN, BROKER_ID_MAX = 0, 2**31 - 1
+
+# BrokerRegistration. Kafka has no explicit caps; these are far above any real
+# broker (a few listeners, a handful of features) and keep a registration
+# record under 64 KiB (56,835 bytes encoded with every field at its longest).
+MAX_LISTENERS = 64
+MAX_FEATURES = 64
+MAX_HOST_LENGTH = 255  # a DNS name is at most 253 characters
+MAX_NAME_LENGTH = 255  # listener, feature and config names
+MAX_RACK_LENGTH = 255
+MAX_CLUSTER_ID_LENGTH = 64  # Kafka's cluster ids are 22 characters
+
+# CreateTopics configs (only two names are understood, so a few suffice).
+MAX_TOPIC_CONFIGS = 64
+MAX_CONFIG_VALUE_LENGTH = 4096
+
+# Everything that names topics or partitions in one request (CreateTopics,
+# AlterPartition, reassignments, elections): bounded like Kafka's
+# MAX_PARTITIONS_PER_BATCH, so one request stays one reasonable batch.
+MAX_TOPICS_PER_REQUEST = 10_000
+MAX_PARTITIONS_PER_TOPIC_ENTRY = 10_000
+MAX_REPLICAS = 1_000  # brokerIds of one assignment, ISR members
+
+# HTTP: the body of any request, and the request head.
+MAX_BODY_BYTES = 16 << 20
+# Body bytes of one caller (a token; with auth off, a client address) in the
+# process at once, arriving or waiting for their answer: four largest bodies.
+MAX_BODY_BYTES_PER_CALLER = 64 << 20
+MAX_HEADERS = 100
+MAX_HEADER_BYTES = 64 << 10  # all header names and values together
+MAX_URL_BYTES = 8 << 10

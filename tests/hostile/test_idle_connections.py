@@ -1,0 +1,116 @@
+"""Finding 2: connections that send nothing, or their head a byte a second,
+are closed, and never crowd out real clients. Before: 2,000 silent
+connections stayed open for good and, against a voter whose open-file limit
+was 1,024, 10 of 10 normal requests failed with nothing logged."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .attackers import answer_within, connect, hostile_cluster, slowloris
+
+SILENT = 2000
+SOURCES = [f"127.0.0.{i}" for i in range(2, 10)]  # 250 silent connections from each
+HEAD_TIMEOUT_S = 10.0
+
+
+@pytest.fixture
+def many_sockets():
+    """This process opens 2,000+ sockets: raise its own soft open-file limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = SILENT + 500
+    if hard != resource.RLIM_INFINITY and hard < need:
+        pytest.fail(f"this test needs {need} open files; the hard limit is {hard}: raise it")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, need), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.slow
+def test_2000_silent_connections_neither_stay_nor_crowd_out_requests(tmp_path, many_sockets):
+    with hostile_cluster(tmp_path, nofile=1024) as c:
+        report = asyncio.run(_flood(c))
+        metrics = c.get(0, "/metrics").text
+        log = c.logs[0].read_text(errors="replace")
+        alive = c.alive(0)
+
+    statuses, silent_ended, loris, open_after = report
+    assert alive
+    assert "http: up to 896 connections" in log  # 1,024 less the process's own reserve
+    # Every normal request was answered, while the silent ones were held.
+    assert set(statuses) == {200} and statuses[200] >= 20, statuses
+    # The silent ones were all closed: at the caps (the longest-waiting first)
+    # or at the head deadline; the half-sent heads were told 408.
+    assert silent_ended["still open"] == 0, silent_ended
+    assert sum(silent_ended.values()) == SILENT
+    assert loris["408"] == len(SOURCES), loris
+    assert open_after <= 5, open_after
+    assert "connection limits bite" in log
+    assert "Too many open files" not in log and "out of system resource" not in log
+    assert 'metaquorum_http_connections_evicted_total{cap="total"}' in metrics
+    evicted = _metric(metrics, 'metaquorum_http_connections_evicted_total{cap="total"}')
+    timed_out = _metric(metrics, 'metaquorum_http_connections_timed_out_total{phase="head"}')
+    assert evicted > 0 and timed_out > 0, (evicted, timed_out)
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+async def _flood(c):
+    port = c.http[0]
+    stop = asyncio.Event()
+    loris: Counter = Counter()
+    silent = []
+    for i in range(SILENT):
+        silent.append(await connect(port, SOURCES[i % len(SOURCES)]))
+    # Started last, so not the longest-waiting: they meet the head deadline.
+    slow_heads = [asyncio.ensure_future(slowloris(port, stop, loris, s)) for s in SOURCES]
+    statuses: Counter = Counter()
+    started = time.monotonic()
+    async with httpx.AsyncClient(
+        headers={"Authorization": "Bearer read-token"},
+        timeout=5.0,
+        limits=httpx.Limits(max_keepalive_connections=0),  # a new connection each time
+    ) as client:
+        # Normal requests while the silent ones are held, until the deadline has closed them.
+        while time.monotonic() - started < HEAD_TIMEOUT_S + 3:
+            try:
+                r = await client.get(c.url(0) + "/v1/brokers")
+                statuses[r.status_code] += 1
+            except httpx.HTTPError as e:
+                statuses[type(e).__name__] += 1
+            await asyncio.sleep(0.2)
+    ended: Counter = Counter()
+    outcomes = await asyncio.gather(*(answer_within(r, 5.0) for r, _ in silent))
+    for outcome in outcomes:
+        ended[outcome or "still open"] += 1
+    for _, writer in silent:
+        writer.close()
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*slow_heads), 10)
+    status = await asyncio.to_thread(lambda: c.get(0, "/metrics").text)
+    open_after = _metric(status, "metaquorum_http_open_connections")
+    return statuses, ended, loris, open_after
+
+
+def test_serve_raises_its_soft_open_file_limit_to_the_hard_one(tmp_path):
+    with hostile_cluster(tmp_path, nofile=1024, hard_nofile=4096) as c:
+        log = c.logs[0].read_text(errors="replace")
+        pid = c.procs[0].pid
+        limits = Path(f"/proc/{pid}/limits").read_text()
+    assert "open-file limit 4096" in log and "up to 3968 connections" in log, log
+    line = next(x for x in limits.splitlines() if x.startswith("Max open files"))
+    assert line.split()[3:5] == ["4096", "4096"], line
