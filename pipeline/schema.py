@@ -58,6 +58,11 @@ ENVELOPE = [
     ("from_snapshot", pa.bool_()),
     # Position among the rows of one offset: 0 for log records, 0..n-1 for a snapshot.
     ("seq", pa.int32()),
+    # The offset of the first record of the record's batch (a snapshot's rows:
+    # the snapshot's offset). Null where the source did not say (an export
+    # written before batchOffset existed): readers take each such record as
+    # its own batch.
+    ("batch_offset", pa.int64()),
 ]
 
 # (record type, attribute) -> column, where the Kafka name alone would clash.
@@ -152,6 +157,8 @@ class ColumnBuffer:
         record: Record,
         from_snapshot: bool = False,
         seq: int = 0,
+        *,
+        batch_offset: int | None,
     ) -> None:
         cols = self.columns
         key = (type(record), record.version)
@@ -162,6 +169,7 @@ class ColumnBuffer:
         cols["version"].append(record.version)
         cols["from_snapshot"].append(from_snapshot)
         cols["seq"].append(seq)
+        cols["batch_offset"].append(batch_offset)
         for column, attr, convert in _GETTERS[key]:
             if column == "controller_epoch":
                 cols[column][-1] = getattr(record, attr)

@@ -67,7 +67,7 @@ def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
     assert {r.TYPE for r in EVERY_TYPE} == set(RECORD_TYPES)
     w = OffsetRangeWriter(str(tmp_path), fmt)
     for i, r in enumerate(EVERY_TYPE):
-        w.add(i, 1000 + i, 1, r)
+        w.add(i, 1000 + i, 1, r, batch_offset=i - i % 2)
     w.flush()
     (f,) = export_files(str(tmp_path))
     if fmt == "parquet":
@@ -77,6 +77,7 @@ def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
     assert [list(row) for row in rows] == [COLUMN_NAMES] * len(EVERY_TYPE)
     for i, (row, record) in enumerate(zip(rows, EVERY_TYPE, strict=True)):
         assert (row["offset"], row["timestamp_ms"], row["type"]) == (i, 1000 + i, record.TYPE)
+        assert row["batch_offset"] == i - i % 2
         for key, value in record_data(record).items():
             spec = next(s for s in record.FIELDS if s.key == key)
             column = RENAMED.get((record.TYPE, spec.attr), _snake(key))
@@ -180,7 +181,7 @@ def test_exports_start_from_the_snapshot_once_the_log_is_compacted(tmp_path):
 
 def test_a_corrupt_or_truncated_page_names_the_offset():
     good = [
-        orjson.dumps(log_record_to_obj(5 + i, 1, 1, r))
+        orjson.dumps(log_record_to_obj(5 + i, 1, 1, r, 5))
         for i, r in enumerate([NoOpRecord(), NoOpRecord()])
     ]
     assert [off for off, *_ in _records(b"\n".join(good), 5, "log")] == [5, 6]

@@ -19,7 +19,7 @@ from .harness import ControllerHarness
 def objs(records) -> list[dict]:
     """Records as ``GET /v1/log`` serves them (through JSON, as over HTTP)."""
     return orjson.loads(
-        orjson.dumps([log_record_to_obj(i, 1000 + i, 1, r) for i, r in enumerate(records)])
+        orjson.dumps([log_record_to_obj(i, 1000 + i, 1, r, i) for i, r in enumerate(records)])
     )
 
 

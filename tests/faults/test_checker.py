@@ -63,8 +63,9 @@ def as_log(*batches) -> list[dict]:
     """Records as GET /v1/log shows them; one timestamp per batch."""
     out: list[dict] = []
     for n, batch in enumerate(batches):
+        first = len(out)
         for record in batch:
-            out.append(as_json(log_record_to_obj(len(out), 1_000 + n, 1, record)))
+            out.append(as_json(log_record_to_obj(len(out), 1_000 + n, 1, record, first)))
     return out
 
 
@@ -184,7 +185,7 @@ def test_an_unfence_answer_without_its_record_is_lost():
 def test_a_fenced_broker_left_in_a_shared_isr_violates_kip_841():
     records = healthy()[:7]
     records.append(
-        as_json(log_record_to_obj(7, 5_000, 1, change(2, 2, fenced=FENCE)))
+        as_json(log_record_to_obj(7, 5_000, 1, change(2, 2, fenced=FENCE), 7))
     )  # ISR is [1, 2]
     result = run_check(records, [])
     assert result.counts.get("kip841") == 1, dict(result.violations)
@@ -193,7 +194,9 @@ def test_a_fenced_broker_left_in_a_shared_isr_violates_kip_841():
 
 def test_a_second_epoch_for_one_incarnation_is_a_double_apply():
     records = healthy()
-    records.append(as_json(log_record_to_obj(len(records), 9_000, 1, reg(1, len(records), I1))))
+    records.append(
+        as_json(log_record_to_obj(len(records), 9_000, 1, reg(1, len(records), I1), len(records)))
+    )
     result = run_check(records, [])
     assert result.counts.get("double-apply") == 1
 
