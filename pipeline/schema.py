@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from metadata_records.records import RECORD_TYPES, Kind, Record
+from metadata_records.records import RECORD_TYPES, Endpoint, FeatureRange, Kind, Record
 
 ENDPOINT_TYPE = pa.struct(
     [
@@ -184,3 +184,26 @@ class ColumnBuffer:
 
     def table(self) -> pa.Table:
         return pa.Table.from_pydict(self.columns, schema=ARROW_SCHEMA)
+
+
+# ---------------------------------------------------------------- and back
+
+_FROM_COLUMN: dict[Kind, Callable[[Any], Any]] = {
+    Kind.INT32_LIST: tuple,
+    Kind.NULLABLE_INT32_LIST: lambda v: None if v is None else tuple(v),
+    Kind.ENDPOINTS: lambda v: tuple(Endpoint(**e) for e in v),
+    Kind.FEATURES: lambda v: tuple(FeatureRange(**f) for f in v),
+}
+
+
+def record_from_row(row: dict[str, Any]) -> Record:
+    """The record a row of the flat schema holds (``ColumnBuffer.add`` undone)."""
+    cls = RECORD_TYPES[row["type"]]
+    version = row["version"]
+    values = {}
+    for spec in cls.FIELDS:
+        if spec.since <= version:
+            value = row[RENAMED.get((cls.TYPE, spec.attr), spec.attr)]
+            convert = _FROM_COLUMN.get(spec.kind)
+            values[spec.attr] = value if convert is None else convert(value)
+    return cls(**values, version=version)

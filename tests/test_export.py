@@ -30,11 +30,14 @@ from metaquorum.cli import main
 from metaquorum.export import ExportError, _records, run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.export_files import OffsetRangeWriter, export_files
-from pipeline.replay_audit import read_rows, replay_audit
+from pipeline.replay_audit import read_rows, replay_audit, replay_checker
 from pipeline.schema import COLUMN_NAMES, RENAMED
 
 from .cluster import Cluster
+from .invariant_corpus import corpus, legacy, write_export
 from .pipeline_scenario import broker_scenario
+
+CORPUS = corpus()
 
 TID = "fPZv1VBsRFmnlRvmGcOW9w"
 EVERY_TYPE = [
@@ -239,3 +242,23 @@ def test_synth_log_refuses_bad_input(tmp_path, capsys):
     run_synth_log(100, str(tmp_path / "b"), quiet=True)
     assert main(["synth-log", "--records", "100", "--out", str(tmp_path / "b")]) == 2
     assert "already holds an exported log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+@pytest.mark.parametrize("log", CORPUS + [legacy(log) for log in CORPUS], ids=lambda log: log.name)
+def test_the_replay_audit_finds_the_planted_corpus(tmp_path, fmt, log):
+    violations, rows = replay_audit(write_export(log, str(tmp_path), fmt))
+    assert [(v[0], v[2]) for v in violations] == log.expected
+    assert rows == len(log.records)
+
+
+def test_an_export_from_before_batch_offset_reads_as_runs_of_one_time_and_epoch(tmp_path):
+    # A Parquet file written without the column at all, as older exports are.
+    log = next(log for log in CORPUS if log.name == "leader-fenced-in-its-batch")
+    write_export(log, str(tmp_path))
+    (f,) = export_files(str(tmp_path))
+    table = pq.read_table(f.path)
+    pq.write_table(table.drop(["batch_offset"]), f.path)
+    checker = replay_checker(str(tmp_path))
+    assert [(v.offset, v.rule) for v in checker.finish()] == log.expected
+    assert checker.legacy_records == len(log.records)
