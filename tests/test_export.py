@@ -192,6 +192,13 @@ def test_a_corrupt_or_truncated_page_names_the_offset():
         list(_records(good[0] + b"\n" + good[1][:-7], 5, "log"))
     with pytest.raises(ExportError, match="expected offset 6, got 5"):
         list(_records(good[0] + b"\n" + good[0], 5, "log"))
+    for wrong in (7, -1, "5", True):  # after its own offset, negative, not an integer
+        bad = orjson.dumps({**orjson.loads(good[1]), "batchOffset": wrong})
+        with pytest.raises(ExportError, match="offset 6 has batchOffset .* not an offset at"):
+            list(_records(good[0] + b"\n" + bad, 5, "log"))
+    older = orjson.loads(good[1])
+    del older["batchOffset"]  # a server from before batchOffset: kept as unknown
+    assert [b for *_, b in _records(good[0] + b"\n" + orjson.dumps(older), 5, "log")] == [5, None]
     bad = orjson.dumps({**orjson.loads(good[1]), "type": "NO_SUCH_RECORD"})
     with pytest.raises(ExportError, match="offset 6: unknown record type 'NO_SUCH_RECORD'"):
         list(_records(good[0] + b"\n" + bad, 5, "log"))
