@@ -874,7 +874,9 @@ def create_app(
         entries = [e for e in entries if e.offset < image.next_offset]
         next_offset = entries[-1].offset + 1 if entries else from_offset
         records = [
-            log_record_to_obj(e.offset, e.timestamp_ms, e.controller_epoch, e.record)
+            log_record_to_obj(
+                e.offset, e.timestamp_ms, e.controller_epoch, e.record, e.batch_offset
+            )
             for e in entries
         ]
         oldest = record_log.oldest_offset

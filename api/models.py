@@ -919,6 +919,9 @@ class RecordOut(ResponseModel):
     version: int
     timestamp_ms: int
     controller_epoch: int
+    batch_offset: int = Field(
+        description="the offset of the first record of the batch it was committed in"
+    )
     data: dict[str, Any]
 
 

@@ -160,10 +160,14 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
 
 def snapshot_record_objs(image: MetadataImage, timestamp_ms: int) -> list[dict[str, Any]]:
     """The snapshot records in the log's shape; each carries ``offset`` = the
-    image's last offset (the offset the snapshot is at)."""
+    image's last offset (the offset the snapshot is at), and so ``batchOffset``:
+    the snapshot restates the image as one unit, at one offset, and every
+    record of it holds only together with the others."""
     offset = image.last_offset
     epoch = image.controller_epoch
-    return [log_record_to_obj(offset, timestamp_ms, epoch, r) for r in snapshot_records(image)]
+    return [
+        log_record_to_obj(offset, timestamp_ms, epoch, r, offset) for r in snapshot_records(image)
+    ]
 
 
 def snapshot_timestamp(node: QuorumNode, image: MetadataImage) -> int:

@@ -174,15 +174,17 @@ def record_to_obj(record: Record) -> dict[str, Any]:
 
 
 def log_record_to_obj(
-    offset: int, timestamp_ms: int, controller_epoch: int, record: Record
+    offset: int, timestamp_ms: int, controller_epoch: int, record: Record, batch_offset: int
 ) -> dict[str, Any]:
-    """A record as the log, export and snapshot endpoints show it."""
+    """A record as the log, export and snapshot endpoints show it. ``batch_offset``
+    is the offset of the first record of the batch it was committed in."""
     return {
         "offset": offset,
         "type": record.TYPE,
         "version": record.version,
         "timestampMs": timestamp_ms,
         "controllerEpoch": controller_epoch,
+        "batchOffset": batch_offset,
         "data": record_data(record),
     }
 

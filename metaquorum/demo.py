@@ -65,7 +65,9 @@ class _Cluster:
         self.image = apply(self.image, batch)
         self.controller.committed(self.image)
         for i, record in enumerate(records):
-            obj = log_record_to_obj(first + i, batch.timestamp_ms, batch.controller_epoch, record)
+            obj = log_record_to_obj(
+                first + i, batch.timestamp_ms, batch.controller_epoch, record, first
+            )
             line = orjson.dumps(obj).decode()
             if self.as_json:
                 print(line)

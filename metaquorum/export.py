@@ -19,7 +19,7 @@ import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from api.reads import snapshot_records
-from metadata_records.codec import DecodeError, record_from_obj
+from metadata_records.codec import DecodeError, brief, record_from_obj
 from pipeline.export_files import ExportDirError, OffsetRangeWriter
 from quorum.data_dir_reader import DataDirError, read_data_dir
 
@@ -139,7 +139,17 @@ def _records(body: bytes, expected: int | None, what: str):
         ts, epoch = obj.get("timestampMs"), obj.get("controllerEpoch")
         if type(ts) is not int or type(epoch) is not int:
             raise ExportError(f"{what}: the record at offset {obj['offset']} lacks its envelope")
-        yield obj["offset"], ts, epoch, record
+        # A server from before batchOffset leaves it out: exported as null,
+        # which readers take as a batch of its own.
+        batch_offset = obj.get("batchOffset")
+        if batch_offset is not None and (
+            type(batch_offset) is not int or not 0 <= batch_offset <= obj["offset"]
+        ):
+            raise ExportError(
+                f"{what}: the record at offset {obj['offset']} has batchOffset "
+                f"{brief(batch_offset)}, which is not an offset at or before its own"
+            )
+        yield obj["offset"], ts, epoch, record, batch_offset
         if expected is not None:
             expected += 1
 
@@ -168,8 +178,8 @@ def _from_url(writer, url, start, token, progress, out) -> None:
                 )
             hw = int(r.headers.get("X-High-Watermark", "0"))
             progress.update(task, total=max(hw - start, 0))
-            for off, ts, epoch, record in _records(r.content, offset, f"{url}/v1/log"):
-                writer.add(off, ts, epoch, record)
+            for off, ts, epoch, record, batch in _records(r.content, offset, f"{url}/v1/log"):
+                writer.add(off, ts, epoch, record, batch_offset=batch)
                 offset = off + 1
             progress.update(task, completed=offset - start)
             if offset >= hw:
@@ -180,8 +190,9 @@ def _snapshot_from_url(writer, client, url) -> int:
     r = _get(client, f"{url}/v1/snapshot")
     if r.status_code != 200:
         raise ExportError(f"GET {url}/v1/snapshot answered {r.status_code}: {r.text[:200]}")
-    for seq, (off, ts, epoch, record) in enumerate(_records(r.content, None, f"{url}/v1/snapshot")):
-        writer.add(off, ts, epoch, record, from_snapshot=True, seq=seq)
+    records = _records(r.content, None, f"{url}/v1/snapshot")
+    for seq, (off, ts, epoch, record, batch) in enumerate(records):
+        writer.add(off, ts, epoch, record, from_snapshot=True, seq=seq, batch_offset=batch)
     return int(r.headers["X-Next-Offset"])
 
 
@@ -202,13 +213,17 @@ def _from_data_dir(writer, data_dir, start, include_uncommitted, progress) -> st
             )
         ts = int(os.path.getmtime(os.path.join(data_dir, "raft.snapshot")) * 1000)
         for seq, record in enumerate(snapshot_records(image)):
-            writer.add(image.last_offset, ts, image.controller_epoch, record, True, seq)
+            offset = image.last_offset
+            writer.add(offset, ts, image.controller_epoch, record, True, seq, batch_offset=offset)
     task = progress.add_task("export", total=source.journal_entries)
     try:
         for batch in source.entries:
             for e in batch:
                 if e.offset >= start:
-                    writer.add(e.offset, e.timestamp_ms, e.controller_epoch, e.record)
+                    writer.add(
+                        e.offset, e.timestamp_ms, e.controller_epoch, e.record,
+                        batch_offset=e.batch_offset,
+                    )  # fmt: skip
             progress.advance(task)
     except DataDirError as e:
         raise ExportError(str(e)) from None

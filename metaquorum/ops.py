@@ -281,7 +281,7 @@ async def _log(client: MetaquorumClient, args, console: Console) -> int:
             else:
                 console.print(
                     f"[dim]{record['offset']:>8}[/] [bold]{record['type']}[/] v{record['version']} "
-                    f"epoch={record.get('controllerEpoch')} ",
+                    f"epoch={record.get('controllerEpoch')} batch={record.get('batchOffset')} ",
                     end="",
                 )
                 console.print(orjson.dumps(record["data"]).decode(), markup=False, soft_wrap=True)

@@ -140,7 +140,9 @@ class Simulation:
         if self.image.next_offset != first + len(batch.records):
             raise SynthError(f"a batch did not apply at offset {first}")  # a controller bug
         for i, record in enumerate(batch.records):
-            self.writer.add(first + i, batch.timestamp_ms, batch.controller_epoch, record)
+            self.writer.add(
+                first + i, batch.timestamp_ms, batch.controller_epoch, record, batch_offset=first
+            )
         self.controller.committed(self.image)
 
     def _flush_tick(self) -> None:
@@ -417,7 +419,7 @@ def plant(sim: Simulation, kinds: list[str]) -> list[dict]:
                 partition_id=pid, topic_id=topic_id, isr=(), leader=NO_LEADER
             )
             why = "an ISR emptied"
-        sim.writer.add(offset, ts, record_epoch, record)
+        sim.writer.add(offset, ts, record_epoch, record, batch_offset=offset)  # a batch each
         planted.append({"kind": kind, "offset": offset, "what": why})
         offset += 1
         ts += 1

@@ -1,9 +1,17 @@
 """The audit in Spark: each entity's state rebuilt with window functions in
-offset order, and every check of ``violations.CHECKS`` as a DataFrame of
-violations. Nothing is collected to the driver but a few scalars.
+offset order, and every rule of ``metadata_records.log_invariants.RULES`` as a
+DataFrame of violations. Nothing is collected to the driver but a few scalars.
 
-The same checks, replayed sequentially, are in ``replay_audit.py``; the texts
-of the explanations match it word for word.
+The rules are written once, in that module, as a sequential replay
+(``replay_audit.py`` runs it over an export); this is their parallel twin, and
+the tests hold the two to the same violations, word for word, on a corpus with
+every rule broken. Batch rules look at each batch's end: partition and broker
+states are taken at the last record of a batch (``batch_offset``), and a broker
+a batch leaves inactive is joined to the leaderships and ISRs it holds then.
+
+Of the records the image refuses, this twin recognises the change records of
+an unknown broker or a stale epoch (``change-epoch``) and changes to partitions
+that do not exist (``refused``); the replay knows every refusal.
 """
 
 from __future__ import annotations
@@ -23,12 +31,18 @@ PCR = "PARTITION_CHANGE_RECORD"
 UNBOUNDED = W.unboundedPreceding
 
 
+def _batch() -> Column:
+    """A row's batch: its first offset (a snapshot's rows: the snapshot's offset)."""
+    return F.coalesce(F.col("batch_offset"), F.col("offset"))
+
+
 @dataclass
 class AuditFrames:
     violations: DataFrame
     brokers: DataFrame  # broker records with the broker's state after each
     partitions: DataFrame  # partition records with the partition's state after each
     topics: DataFrame  # topic id -> name
+    legacy_records: int = 0  # log records without batch_offset (an export from before it)
 
 
 def _isr_text(col: Column) -> Column:
@@ -142,8 +156,9 @@ def broker_states(df: DataFrame) -> DataFrame:
     fenced, in controlled shutdown (sticky until a new registration), and
     ``cur_epoch``, the epoch before it."""
     b = df.filter(F.col("type").isin(REG, CHANGE)).select(
-        "offset", "seq", "timestamp_ms", "from_snapshot", "type", "broker_id", "broker_epoch",
-        "fenced", "in_controlled_shutdown", "fenced_change", "in_controlled_shutdown_change",
+        "offset", "seq", "batch_offset", "timestamp_ms", "from_snapshot", "type", "broker_id",
+        "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "fenced_change",
+        "in_controlled_shutdown_change",
     )  # fmt: skip
     order = W.partitionBy("broker_id").orderBy("offset", "seq")
     upto = order.rowsBetween(UNBOUNDED, W.currentRow)
@@ -151,6 +166,9 @@ def broker_states(df: DataFrame) -> DataFrame:
     is_reg = F.col("type") == REG
     b = b.withColumn(
         "cur_epoch", F.last(F.when(is_reg, F.col("broker_epoch")), ignorenulls=True).over(before)
+    ).withColumn(
+        "cur_incarnation",
+        F.last(F.when(is_reg, F.col("incarnation_id")), ignorenulls=True).over(before),
     )
     cs_code = F.coalesce(F.col("in_controlled_shutdown_change"), F.lit(0))
     applied = is_reg | (
@@ -178,8 +196,10 @@ def broker_states(df: DataFrame) -> DataFrame:
 
 def broker_checks(b: DataFrame) -> list[DataFrame]:
     live = b.filter(~F.col("from_snapshot"))
-    reg = live.filter(F.col("type") == REG)
     epoch, off, prev = F.col("broker_epoch"), F.col("offset"), F.col("cur_epoch")
+    # The same incarnation amending its registration keeps its epoch.
+    amends = (F.col("incarnation_id") == F.col("cur_incarnation")) & (epoch == prev)
+    reg = live.filter((F.col("type") == REG) & ~F.coalesce(amends, F.lit(False)))
     problems = F.concat_ws(
         " and ",
         F.when(
@@ -226,8 +246,8 @@ def partition_states(df: DataFrame) -> DataFrame:
     after it (ISR, replica count, leader, leader and partition epochs) and
     before it. Arrays are kept only where a check needs the members."""
     p = df.filter(F.col("type").isin(PR, PCR)).select(
-        "offset", "seq", "timestamp_ms", "from_snapshot", "type", "topic_id", "partition_id",
-        "replicas", "isr", "leader", "leader_epoch", "partition_epoch",
+        "offset", "seq", "batch_offset", "timestamp_ms", "from_snapshot", "type", "topic_id",
+        "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch",
     )  # fmt: skip
     key = ("topic_id", "partition_id")
     order = W.partitionBy(*key).orderBy("offset", "seq")
@@ -275,20 +295,17 @@ def with_entity(df: DataFrame, topics: DataFrame) -> DataFrame:
 
 
 def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFrame]:
+    """The record rules of partition records: kip-841, isr-empty, and the
+    epochs of a PartitionRecord that restates a partition."""
     live = p.filter(~F.col("from_snapshot"))
-    carry = ["offset", "seq", "timestamp_ms", "topic_id", "partition_id", "isr", "isr_state",
-             "leader_state"]  # fmt: skip
-    isr_probes = live.filter(F.col("isr").isNotNull()).select(
+    carry = ["offset", "seq", "timestamp_ms", "topic_id", "partition_id", "isr"]
+    probes = live.filter(F.col("isr").isNotNull()).select(
         *carry, F.posexplode("added").alias("pos", "probe_broker"), F.lit("isr").alias("role")
     )
-    leader_probes = live.filter(F.col("leader_state") != -1).select(
-        *carry, F.lit(-1).alias("pos"), F.col("leader_state").alias("probe_broker"),
-        F.lit("leader").alias("role"),
-    )  # fmt: skip
-    probes = isr_probes.unionByName(leader_probes).withColumn("broker_id", F.col("probe_broker"))
+    probes = probes.withColumn("broker_id", F.col("probe_broker"))
     states = b.select(
         "offset", "seq", "broker_id", "fenced_after", "shutdown_after",
-        F.lit(True).alias("registered"),
+        F.when(F.col("registered_epoch").isNotNull(), True).alias("registered"),
     )  # fmt: skip
     timeline = probes.unionByName(states, allowMissingColumns=True)
     upto = W.partitionBy("broker_id").orderBy("offset", "seq").rowsBetween(UNBOUNDED, W.currentRow)
@@ -300,16 +317,9 @@ def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[Data
     ).filter(F.col("role").isNotNull())
     timeline = timeline.withColumn(
         "label", _label(F.col("reg_now"), F.col("fenced_now"), F.col("shutdown_now"))
-    )
-    # Only the probes that found something wrong: few, so cached, and the
-    # probe window runs once for both checks below.
-    is_leader = F.col("role") == "leader"
-    timeline = timeline.filter(
-        (F.col("label") != "") | (is_leader & ~F.array_contains("isr_state", F.col("leader_state")))
-    )
-    timeline = with_entity(timeline, topics).cache()
+    ).filter(F.col("label") != "")
     bad_isr = (
-        timeline.filter((F.col("role") == "isr") & (F.col("label") != ""))
+        with_entity(timeline, topics)
         .groupBy("offset", "seq", "timestamp_ms", "entity", "isr")
         .agg(
             F.sort_array(
@@ -319,18 +329,6 @@ def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[Data
             ).alias("items")
         )
     )
-    lead = timeline.filter(F.col("role") == "leader").withColumn(
-        "problems",
-        F.concat_ws(
-            " and ",
-            F.when(
-                ~F.array_contains("isr_state", F.col("leader_state")),
-                F.concat(F.lit("not in the ISR "), _isr_text(F.col("isr_state"))),
-            ),
-            F.when(F.col("label") != "", F.col("label")),
-        ),
-    )
-    lead = lead.filter(F.col("problems") != "")
     restated = with_entity(
         live.filter((F.col("type") == PR) & F.col("prev_partition_epoch").isNotNull()), topics
     )
@@ -347,12 +345,6 @@ def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[Data
                 F.array_join(F.transform("items", lambda s: s.getField("col2")), ", "),
             ),
         ),  # fmt: skip
-        _violation(
-            lead,
-            "leader",
-            entity,
-            F.format_string("leader %d is %s", F.col("leader_state"), F.col("problems")),
-        ),
         _violation(
             with_entity(live.filter(F.col("isr").isNotNull() & (F.size("isr") == 0)), topics),
             "isr-empty",
@@ -383,6 +375,190 @@ def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[Data
     ]
 
 
+def batch_ends(p: DataFrame, b: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(each partition's state at the end of each batch that touched it, with
+    the batch that touches it next; each broker's state at the end of each
+    batch whose records changed it). Snapshot rows count as one batch."""
+    last = lambda *key: W.partitionBy(*key).orderBy(F.desc("offset"), F.desc("seq"))  # noqa: E731
+    tp = ("topic_id", "partition_id")
+    parts = (
+        p.withColumn("batch", _batch())
+        .withColumn("n", F.row_number().over(last(*tp, "batch")))
+        .filter(F.col("n") == 1)
+        .withColumn("next_batch", F.lead("batch").over(W.partitionBy(*tp).orderBy("batch")))
+        .select(
+            *tp,
+            "batch",
+            "next_batch",
+            "timestamp_ms",
+            "from_snapshot",
+            "isr_state",
+            "leader_state",
+        )  # fmt: skip
+    )
+    registered = F.col("registered_epoch").isNotNull()
+    brokers = (
+        b.filter(~F.col("from_snapshot") & F.col("applied"))
+        .withColumn("batch", _batch())
+        .withColumn("n", F.row_number().over(last("broker_id", "batch")))
+        .filter(F.col("n") == 1)
+        .select(
+            "broker_id",
+            "batch",
+            "timestamp_ms",
+            _label(
+                F.when(registered, F.lit(True)), F.col("fenced_after"), F.col("shutdown_after")
+            ).alias("label"),
+        )  # fmt: skip
+    )
+    return parts, brokers
+
+
+def batch_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFrame]:
+    """The batch rules: ``leader`` and ``isr-inactive`` at each batch's end, for
+    what the batch touched (see ``metadata_records.log_invariants``)."""
+    parts, ends = batch_ends(p, b)
+    # 1. Partitions a batch changed: their leader, against the broker's state
+    # at the end of that batch (broker rows of a batch sort before its probes).
+    probes = parts.filter(~F.col("from_snapshot") & (F.col("leader_state") != -1)).select(
+        "topic_id", "partition_id", "batch", "timestamp_ms", "isr_state", "leader_state",
+        F.col("leader_state").alias("broker_id"), F.lit(1).alias("kind"),
+    )  # fmt: skip
+    states = b.select(
+        "broker_id", _batch().alias("batch"), "offset", "seq", "fenced_after", "shutdown_after",
+        F.when(F.col("registered_epoch").isNotNull(), True).alias("registered"), F.lit(0).alias("kind"),
+    )  # fmt: skip
+    order = W.partitionBy("broker_id").orderBy("batch", "kind", "offset", "seq")
+    upto = order.rowsBetween(UNBOUNDED, W.currentRow)
+    touched = (
+        probes.unionByName(states, allowMissingColumns=True)
+        .select(
+            "*",
+            _label(
+                F.last("registered", ignorenulls=True).over(upto),
+                F.last("fenced_after", ignorenulls=True).over(upto),
+                F.last("shutdown_after", ignorenulls=True).over(upto),
+            ).alias("label"),
+        )
+        .filter(F.col("kind") == 1)
+        .select(
+            "topic_id",
+            "partition_id",
+            "batch",
+            "timestamp_ms",
+            "isr_state",
+            "leader_state",
+            "label",
+        )  # fmt: skip
+    )
+    # 2. Brokers a batch left inactive: every leadership and ISR of more than
+    # one broker they hold at its end (the partition's state of the last batch
+    # that touched it at or before this one).
+    inactive = ends.filter(F.col("label") != "").select(
+        F.col("broker_id").alias("member"), F.col("batch").alias("at"),
+        F.col("timestamp_ms").alias("at_ms"), "label",
+    )  # fmt: skip
+    members = parts.select(
+        "*", F.explode(F.array_union(F.array("leader_state"), "isr_state")).alias("member")
+    )
+    held = (
+        members.join(F.broadcast(inactive), "member")
+        .filter(
+            (F.col("batch") <= F.col("at"))
+            & (F.col("next_batch").isNull() | (F.col("at") < F.col("next_batch")))
+        )
+        .withColumn("batch", F.col("at"))
+        .withColumn("timestamp_ms", F.col("at_ms"))
+    )
+    left_leading = held.filter(F.col("leader_state") == F.col("member")).select(
+        "topic_id", "partition_id", "batch", "timestamp_ms", "isr_state", "leader_state", "label"
+    )
+    leaders = with_entity(touched.unionByName(left_leading).distinct(), topics)
+    leaders = leaders.withColumn(
+        "problems",
+        F.concat_ws(
+            " and ",
+            F.when(
+                ~F.array_contains("isr_state", F.col("leader_state")),
+                F.concat(F.lit("not in the ISR "), _isr_text(F.col("isr_state"))),
+            ),
+            F.when(F.col("label") != "", F.col("label")),
+        ),
+    ).filter(F.col("problems") != "")
+    shared = with_entity(
+        held.filter(F.array_contains("isr_state", F.col("member")) & (F.size("isr_state") > 1)),
+        topics,
+    )
+    at = lambda df: df.withColumn("offset", F.col("batch"))  # noqa: E731
+    return [
+        _violation(
+            at(leaders),
+            "leader",
+            F.col("entity"),
+            F.format_string("leader %d is %s", F.col("leader_state"), F.col("problems")),
+        ),
+        _violation(
+            at(shared),
+            "isr-inactive",
+            F.col("entity"),
+            F.format_string(
+                "broker %d (%s) is in the ISR %s",
+                F.col("member"),
+                F.col("label"),
+                _isr_text(F.col("isr_state")),
+            ),
+        ),
+    ]
+
+
+def refused_changes(df: DataFrame, topics: DataFrame) -> DataFrame:
+    """Live PartitionChangeRecords to a partition no PartitionRecord created before them."""
+    tp = ("topic_id", "partition_id")
+    created = df.filter(F.col("type") == PR).groupBy(*tp).agg(F.min("offset").alias("created"))
+    ghosts = (
+        df.filter((F.col("type") == PCR) & ~F.col("from_snapshot"))
+        .join(created, list(tp), "left")
+        .filter(F.col("created").isNull() | (F.col("offset") < F.col("created")))
+    )
+    return _violation(
+        with_entity(ghosts, topics),
+        "refused",
+        F.col("entity"),
+        F.lit("a change to a partition that does not exist"),
+    )
+
+
+def with_legacy_batches(df: DataFrame) -> tuple[DataFrame, int]:
+    """(``df`` with every log row's ``batch_offset``, how many rows lacked it).
+    An export from before batchOffset has none: a run of log records with one
+    (timestamp_ms, controller_epoch) is taken as one batch, as the replay does.
+    This orders the whole log in one task: slow, and only for such exports."""
+    legacy = df.filter(~F.col("from_snapshot") & F.col("batch_offset").isNull()).count()
+    if not legacy:
+        return df, 0
+    log = df.filter(~F.col("from_snapshot"))
+    order = W.orderBy("offset", "seq")
+    starts = (
+        (F.lag("timestamp_ms").over(order).isNull())
+        | (F.lag("timestamp_ms").over(order) != F.col("timestamp_ms"))
+        | (F.lag("controller_epoch").over(order) != F.col("controller_epoch"))
+    )
+    log = (
+        log.withColumn("starts", starts)
+        .withColumn(
+            "batch_offset",
+            F.coalesce(
+                F.col("batch_offset"),
+                F.last(F.when(F.col("starts"), F.col("offset")), ignorenulls=True).over(
+                    order.rowsBetween(UNBOUNDED, W.currentRow)
+                ),
+            ),
+        )
+        .drop("starts")
+    )
+    return df.filter(F.col("from_snapshot")).unionByName(log), legacy
+
+
 def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
     """The violations, and the rebuilt states the timelines start from.
 
@@ -390,6 +566,7 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
     ``workdir/partition_states`` as Parquet and read back: every later step
     reads only the columns it needs, where Spark's in-memory cache would
     build (slowly) a columnar copy of every array."""
+    df, legacy = with_legacy_batches(df)
     topics = (
         df.filter(F.col("type") == "TOPIC_RECORD")
         .groupBy("topic_id")
@@ -400,8 +577,14 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
     path = os.path.join(workdir, "partition_states")
     partition_states(df).write.mode("overwrite").parquet(path)
     p = df.sparkSession.read.parquet(path)
-    parts = offsets_checks(df, first_offset) + broker_checks(b) + partition_checks(p, b, topics)
+    parts = (
+        offsets_checks(df, first_offset)
+        + broker_checks(b)
+        + partition_checks(p, b, topics)
+        + batch_checks(p, b, topics)
+        + [refused_changes(df, topics)]
+    )
     violations = parts[0]
     for part in parts[1:]:
         violations = violations.unionByName(part)
-    return AuditFrames(violations, b, p, topics)
+    return AuditFrames(violations, b, p, topics, legacy)

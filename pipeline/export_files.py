@@ -99,8 +99,13 @@ class OffsetRangeWriter:
         record: Record,
         from_snapshot: bool = False,
         seq: int = 0,
+        *,
+        batch_offset: int | None,
     ) -> None:
-        self._buffer.add(offset, timestamp_ms, controller_epoch, record, from_snapshot, seq)
+        self._buffer.add(
+            offset, timestamp_ms, controller_epoch, record, from_snapshot, seq,
+            batch_offset=batch_offset,
+        )  # fmt: skip
         if self._buffer.rows >= self.records_per_file and not from_snapshot:
             self.flush()
 

@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .violations import CHECKS  # noqa: E402
+from metadata_records.log_invariants import RULES  # noqa: E402
 
 STATE_COLORS = {"active": "#2ca02c", "fenced": "#d62728", "controlled shutdown": "#ff7f0e"}
 
@@ -153,7 +153,8 @@ def render(data: ReportData) -> str:
     out.append(
         "<h2>Checks</h2><table><tr><th>check</th><th>what must hold</th><th>violations</th></tr>"
     )
-    for check, meaning in CHECKS.items():
+    for check, rule in RULES.items():
+        meaning = rule.holds
         n = data.violation_counts.get(check, 0)
         cls = "bad" if n else "ok"
         out.append(

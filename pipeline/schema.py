@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from metadata_records.records import RECORD_TYPES, Kind, Record
+from metadata_records.records import RECORD_TYPES, Endpoint, FeatureRange, Kind, Record
 
 ENDPOINT_TYPE = pa.struct(
     [
@@ -67,6 +67,11 @@ ENVELOPE = [
     ("from_snapshot", pa.bool_()),
     # Position among the rows of one offset: 0 for log records, 0..n-1 for a snapshot.
     ("seq", pa.int32()),
+    # The offset of the first record of the record's batch (a snapshot's rows:
+    # the snapshot's offset). Null where the source did not say (an export
+    # written before batchOffset existed): readers take each such record as
+    # its own batch.
+    ("batch_offset", pa.int64()),
 ]
 
 # (record type, attribute) -> column, where the Kafka name alone would clash.
@@ -169,6 +174,8 @@ class ColumnBuffer:
         record: Record,
         from_snapshot: bool = False,
         seq: int = 0,
+        *,
+        batch_offset: int | None,
     ) -> None:
         cols = self.columns
         key = (type(record), record.version)
@@ -179,6 +186,7 @@ class ColumnBuffer:
         cols["version"].append(record.version)
         cols["from_snapshot"].append(from_snapshot)
         cols["seq"].append(seq)
+        cols["batch_offset"].append(batch_offset)
         for column, attr, convert in _GETTERS[key]:
             if column == "controller_epoch":
                 cols[column][-1] = getattr(record, attr)
@@ -193,3 +201,26 @@ class ColumnBuffer:
 
     def table(self) -> pa.Table:
         return pa.Table.from_pydict(self.columns, schema=ARROW_SCHEMA)
+
+
+# ---------------------------------------------------------------- and back
+
+_FROM_COLUMN: dict[Kind, Callable[[Any], Any]] = {
+    Kind.INT32_LIST: tuple,
+    Kind.NULLABLE_INT32_LIST: lambda v: None if v is None else tuple(v),
+    Kind.ENDPOINTS: lambda v: tuple(Endpoint(**e) for e in v),
+    Kind.FEATURES: lambda v: tuple(FeatureRange(**f) for f in v),
+}
+
+
+def record_from_row(row: dict[str, Any]) -> Record:
+    """The record a row of the flat schema holds (``ColumnBuffer.add`` undone)."""
+    cls = RECORD_TYPES[row["type"]]
+    version = row["version"]
+    values = {}
+    for spec in cls.FIELDS:
+        if spec.since <= version:
+            value = row[RENAMED.get((cls.TYPE, spec.attr), spec.attr)]
+            convert = _FROM_COLUMN.get(spec.kind)
+            values[spec.attr] = value if convert is None else convert(value)
+    return cls(**values, version=version)

@@ -29,6 +29,7 @@ class LogEntry(NamedTuple):
     timestamp_ms: int
     controller_epoch: int
     record: Record
+    batch_offset: int  # the offset of the first record of its batch
 
 
 class OffsetTooOld(LookupError):
@@ -132,6 +133,7 @@ class RecordLog:
                         batch.timestamp_ms,
                         batch.controller_epoch,
                         batch.records[k],
+                        stored.first_offset,
                     )
                 )
         return entries

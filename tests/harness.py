@@ -64,6 +64,8 @@ class ControllerHarness:
     wall_ms: int = 1_700_000_000_000
     image: MetadataImage = EMPTY_IMAGE
     log: list[Record] = field(default_factory=list)
+    # Per record of ``log``: (timestamp ms, controller epoch, batch offset) of its batch.
+    envelopes: list[tuple[int, int, int]] = field(default_factory=list)
     epochs: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -107,6 +109,8 @@ class ControllerHarness:
                 self.image.next_offset,
             ), "the controller's view differs from what its records do"
         self.log.extend(records)
+        envelope = (batch.timestamp_ms, batch.controller_epoch, before.next_offset)
+        self.envelopes.extend([envelope] * len(records))
         self.controller.committed(self.image)
 
     def decide(self, request: object) -> ControllerResult:

@@ -152,6 +152,7 @@ def test_log_pages_and_headers(local, app, cluster):
         "version": 0,
         "timestampMs": first["records"][1]["timestampMs"],
         "controllerEpoch": first["records"][0]["controllerEpoch"],
+        "batchOffset": first["records"][1]["batchOffset"],
         "data": {"name": "metadata.version", "featureLevel": 2},
     }
     assert first["nextOffset"] == 2
@@ -166,6 +167,27 @@ def test_log_pages_and_headers(local, app, cluster):
         record_from_obj(obj)
     end = get(local, app, f"/v1/log?fromOffset={rest['nextOffset']}").json()
     assert end["records"] == [] and end["nextOffset"] == rest["nextOffset"]
+
+
+def test_each_record_names_the_first_offset_of_its_batch(local, app, cluster):
+    records = get(local, app, "/v1/log?fromOffset=0").json()["records"]
+    batches: dict[int, list[dict]] = {}
+    for r in records:
+        batches.setdefault(r["batchOffset"], []).append(r)
+    assert len(batches) < len(records)  # the bootstrap and the topics commit several at once
+    for first, batch in batches.items():
+        # A batch starts at its batchOffset, is contiguous, and was built at one
+        # time by one controller epoch.
+        assert [r["offset"] for r in batch] == list(range(first, first + len(batch)))
+        assert len({(r["timestampMs"], r["controllerEpoch"]) for r in batch}) == 1
+    # Read from the middle of a batch, a record still names where its batch began.
+    first, batch = next((f, b) for f, b in batches.items() if len(b) > 1)
+    middle = get(local, app, f"/v1/log?fromOffset={first + 1}&maxRecords=1").json()["records"]
+    assert middle[0]["batchOffset"] == first
+    ndjson = get(
+        local, app, f"/v1/log?fromOffset={first}", headers={"Accept": "application/x-ndjson"}
+    )
+    assert orjson.loads(ndjson.content.splitlines()[1])["batchOffset"] == first
 
 
 def test_log_as_ndjson(local, app, cluster):
@@ -227,6 +249,8 @@ def test_snapshot_recreates_the_image(local, app, cluster):
         types
     )
     assert {rec["offset"] for rec in body["records"]} == {image.last_offset}
+    # The snapshot is one unit at one offset: its records are one batch.
+    assert {rec["batchOffset"] for rec in body["records"]} == {image.last_offset}
     rebuilt = apply_records(EMPTY_IMAGE, [record_from_obj(rec) for rec in body["records"]])
     assert rebuilt.ignored_records == 0
     assert rebuilt.topics == image.topics

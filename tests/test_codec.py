@@ -285,14 +285,17 @@ def _api_md_register():
 
 
 def test_log_record_to_obj_matches_api_md():
-    obj = log_record_to_obj(17, 1763800000000, 3, _api_md_register())
-    assert list(obj) == ["offset", "type", "version", "timestampMs", "controllerEpoch", "data"]
+    obj = log_record_to_obj(17, 1763800000000, 3, _api_md_register(), 16)
+    assert list(obj) == [
+        "offset", "type", "version", "timestampMs", "controllerEpoch", "batchOffset", "data"
+    ]  # fmt: skip
     assert obj == {
         "offset": 17,
         "type": "REGISTER_BROKER_RECORD",
         "version": 1,
         "timestampMs": 1763800000000,
         "controllerEpoch": 3,
+        "batchOffset": 16,
         "data": {
             "brokerId": 1,
             "incarnationId": INC,
@@ -314,7 +317,7 @@ def test_log_record_to_obj_matches_api_md():
 
 def test_log_record_obj_decodes_back_ignoring_envelope_keys():
     record = _api_md_register()
-    obj = log_record_to_obj(17, 1763800000000, 3, record)
+    obj = log_record_to_obj(17, 1763800000000, 3, record, 17)
     assert record_from_obj(obj) == record
     assert decode_record(orjson.dumps(obj)) == record
 

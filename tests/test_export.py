@@ -32,11 +32,14 @@ from metaquorum.cli import main
 from metaquorum.export import ExportError, _records, run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.export_files import OffsetRangeWriter, export_files
-from pipeline.replay_audit import read_rows, replay_audit
+from pipeline.replay_audit import read_rows, replay_audit, replay_checker
 from pipeline.schema import COLUMN_NAMES, RENAMED
 
 from .cluster import Cluster
+from .invariant_corpus import corpus, legacy, write_export
 from .pipeline_scenario import broker_scenario
+
+CORPUS = corpus()
 
 TID = "fPZv1VBsRFmnlRvmGcOW9w"
 EVERY_TYPE = [
@@ -70,7 +73,7 @@ def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
     assert {r.TYPE for r in EVERY_TYPE} == set(RECORD_TYPES)
     w = OffsetRangeWriter(str(tmp_path), fmt)
     for i, r in enumerate(EVERY_TYPE):
-        w.add(i, 1000 + i, 1, r)
+        w.add(i, 1000 + i, 1, r, batch_offset=i - i % 2)
     w.flush()
     (f,) = export_files(str(tmp_path))
     if fmt == "parquet":
@@ -80,6 +83,7 @@ def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
     assert [list(row) for row in rows] == [COLUMN_NAMES] * len(EVERY_TYPE)
     for i, (row, record) in enumerate(zip(rows, EVERY_TYPE, strict=True)):
         assert (row["offset"], row["timestamp_ms"], row["type"]) == (i, 1000 + i, record.TYPE)
+        assert row["batch_offset"] == i - i % 2
         for key, value in record_data(record).items():
             spec = next(s for s in record.FIELDS if s.key == key)
             column = RENAMED.get((record.TYPE, spec.attr), _snake(key))
@@ -183,7 +187,7 @@ def test_exports_start_from_the_snapshot_once_the_log_is_compacted(tmp_path):
 
 def test_a_corrupt_or_truncated_page_names_the_offset():
     good = [
-        orjson.dumps(log_record_to_obj(5 + i, 1, 1, r))
+        orjson.dumps(log_record_to_obj(5 + i, 1, 1, r, 5))
         for i, r in enumerate([NoOpRecord(), NoOpRecord()])
     ]
     assert [off for off, *_ in _records(b"\n".join(good), 5, "log")] == [5, 6]
@@ -191,6 +195,13 @@ def test_a_corrupt_or_truncated_page_names_the_offset():
         list(_records(good[0] + b"\n" + good[1][:-7], 5, "log"))
     with pytest.raises(ExportError, match="expected offset 6, got 5"):
         list(_records(good[0] + b"\n" + good[0], 5, "log"))
+    for wrong in (7, -1, "5", True):  # after its own offset, negative, not an integer
+        bad = orjson.dumps({**orjson.loads(good[1]), "batchOffset": wrong})
+        with pytest.raises(ExportError, match="offset 6 has batchOffset .* not an offset at"):
+            list(_records(good[0] + b"\n" + bad, 5, "log"))
+    older = orjson.loads(good[1])
+    del older["batchOffset"]  # a server from before batchOffset: kept as unknown
+    assert [b for *_, b in _records(good[0] + b"\n" + orjson.dumps(older), 5, "log")] == [5, None]
     bad = orjson.dumps({**orjson.loads(good[1]), "type": "NO_SUCH_RECORD"})
     with pytest.raises(ExportError, match="offset 6: unknown record type 'NO_SUCH_RECORD'"):
         list(_records(good[0] + b"\n" + bad, 5, "log"))
@@ -241,3 +252,23 @@ def test_synth_log_refuses_bad_input(tmp_path, capsys):
     run_synth_log(100, str(tmp_path / "b"), quiet=True)
     assert main(["synth-log", "--records", "100", "--out", str(tmp_path / "b")]) == 2
     assert "already holds an exported log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+@pytest.mark.parametrize("log", CORPUS + [legacy(log) for log in CORPUS], ids=lambda log: log.name)
+def test_the_replay_audit_finds_the_planted_corpus(tmp_path, fmt, log):
+    violations, rows = replay_audit(write_export(log, str(tmp_path), fmt))
+    assert [(v[0], v[2]) for v in violations] == log.expected
+    assert rows == len(log.records)
+
+
+def test_an_export_from_before_batch_offset_reads_as_runs_of_one_time_and_epoch(tmp_path):
+    # A Parquet file written without the column at all, as older exports are.
+    log = next(log for log in CORPUS if log.name == "leader-fenced-in-its-batch")
+    write_export(log, str(tmp_path))
+    (f,) = export_files(str(tmp_path))
+    table = pq.read_table(f.path)
+    pq.write_table(table.drop(["batch_offset"]), f.path)
+    checker = replay_checker(str(tmp_path))
+    assert [(v.offset, v.rule) for v in checker.finish()] == log.expected
+    assert checker.legacy_records == len(log.records)

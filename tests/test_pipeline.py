@@ -15,14 +15,19 @@ import pytest
 from metaquorum.cli import main
 from metaquorum.export import run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
+from pipeline.audit import run_audit
 from pipeline.replay_audit import read_rows, replay_audit
 from pipeline.run import audit_export
+from pipeline.spark import read_export
 
 from .cluster import Cluster
+from .invariant_corpus import corpus, legacy, write_export
 from .pipeline_scenario import broker_scenario
 
 pytestmark = pytest.mark.slow
 
+CORPUS = corpus()
+LEGACY_TOO = ("leader-fenced-in-its-batch",)
 CHECK_OF = {"gap": "offsets-dense", "kip841": "kip-841", "empty-isr": "isr-empty"}
 
 
@@ -104,3 +109,18 @@ def test_a_log_exported_from_a_real_three_voter_cluster_audits_clean(spark, tmp_
     assert result.summary["controlled shutdowns"] == 2
     summary = orjson.loads((tmp_path / "out" / "summary.json").read_bytes())
     assert summary["summary"]["records"] == len(rows)
+
+
+def test_spark_and_the_replay_find_the_planted_corpus_alike(spark, tmp_path):
+    """Every log of the corpus (and one as an export from before batch_offset):
+    the Spark audit reports exactly the replay's violations, word for word,
+    and those are the planted ones."""
+    logs = CORPUS + [legacy(log) for log in CORPUS if log.name in LEGACY_TOO]
+    for n, log in enumerate(logs):
+        export = write_export(log, str(tmp_path / f"log-{n}"))
+        frames = run_audit(read_export(spark, export), 0, str(tmp_path / f"work-{n}"))
+        found = sorted(tuple(r) for r in frames.violations.collect())
+        replayed, _ = replay_audit(export)
+        assert found == replayed, log.name
+        assert [(v[0], v[2]) for v in found] == log.expected, log.name
+        assert frames.legacy_records == (len(log.records) if "legacy" in log.name else 0)

@@ -32,8 +32,10 @@ def test_any_offset_reads_the_records_from_there_across_batches(start, count):
     entries = log.read(start, count)
     expected = [o for o in range(start, min(36, start + count))]
     assert [e.offset for e in entries] == expected
+    firsts = [0, 5, 6, 26]  # where the batches of sizes 5, 1, 20, 10 begin
     for e in entries:
         assert (e.timestamp_ms, e.record) == records[e.offset] and e.controller_epoch == 3
+        assert e.batch_offset == max(f for f in firsts if f <= e.offset)
     assert log.next_offset == 36 and log.read(36, 10) == [] and log.read(99, 10) == []
 
 

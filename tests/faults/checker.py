@@ -7,22 +7,17 @@ from whichever voter answered). Checks:
   every voter reaches the final offset with the same image digest, equal to
   the digest of replaying the reference log (so a voter that restarted from a
   snapshot holds the same state as one that applied every record);
-* replay with metadata_records: no record ignored (``ignored_records`` 0);
-* controller epochs never decrease and each LEADER_CHANGE raises it;
-* broker epochs: a new incarnation's epoch is the offset of its
-  RegisterBrokerRecord, so unique; per broker they increase; a retried
-  (unknown-outcome) registration never gets a second epoch;
-* KIP-841 at the end of every batch: an ISR of more than one broker holds only
-  active brokers (registered, unfenced, not in controlled shutdown), a lone
-  inactive ISR member has no leader, and every leader is active; partition
-  and leader epochs never go backwards, a partition change adds exactly 1;
+* the log's invariants, each rule of ``metadata_records.log_invariants``
+  (dense offsets, controller and broker epochs, records the image refuses,
+  KIP-841 eligibility, leaders active and in their ISR at batch ends, ...),
+  reported under the rule's name; and a retried (unknown-outcome)
+  registration never gets a second epoch;
 * every acknowledged write is in the log, as answered (lost otherwise);
 * no write is applied twice: one TOPIC_RECORD per name, one epoch per
   incarnation, an acknowledged AlterPartition commits exactly as the change
   from the partition epoch it named.
 
-Batches: records of one Raft batch share (timestampMs, controllerEpoch); runs of
-equal pairs are checked as one batch (coarser at worst, never finer).
+Batches are what each record's ``batchOffset`` says.
 """
 
 from __future__ import annotations
@@ -33,14 +28,12 @@ from dataclasses import dataclass, field
 from metadata_records.codec import record_from_obj
 from metadata_records.delta import ImageDelta
 from metadata_records.image import EMPTY_IMAGE
+from metadata_records.log_invariants import LogInvariants, Violation
 from metadata_records.records import (
     FENCE,
     IN_CONTROLLED_SHUTDOWN,
-    NO_LEADER,
-    NO_LEADER_CHANGE,
     UNFENCE,
     BrokerRegistrationChangeRecord,
-    LeaderChangeRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -66,6 +59,7 @@ class CheckResult:
         default_factory=lambda: defaultdict(lambda: defaultdict(int))
     )
     checks: list[str] = field(default_factory=list)
+    invariants: list[Violation] = field(default_factory=list)  # of the log's rules
 
     def fail(self, check: str, message: str) -> None:
         self.counts[check] += 1
@@ -96,86 +90,26 @@ class LogFacts:
 
 
 def replay(records: list[dict], result: CheckResult) -> LogFacts:
+    """The log's invariants (``metadata_records.log_invariants``, one violation
+    type per rule), and what the other checks need from the log."""
     facts = LogFacts()
-    delta = ImageDelta(EMPTY_IMAGE)
-    isr_of: dict[int, set[tuple[str, int]]] = defaultdict(set)  # broker -> partitions
-    last_epoch = 0
-    batch_key = None
-    touched_parts: set[tuple[str, int]] = set()
-    touched_brokers: set[int] = set()
-    broker_epochs: dict[int, int] = {}
-
-    def check_batch(at: int) -> None:
-        parts = set(touched_parts)
-        for b in touched_brokers:
-            parts |= isr_of[b]
-        for key in parts:
-            part = delta.partition(*key)
-            if part is None:
-                continue
-            inactive = [m for m in part.isr if not delta.is_active(m)]
-            if len(part.isr) > 1 and inactive:
-                result.fail(
-                    "kip841",
-                    f"offset {at}: partition {key} ISR {list(part.isr)} holds inactive "
-                    f"broker(s) {inactive}",
-                )
-            if part.leader != NO_LEADER and not delta.is_active(part.leader):
-                result.fail(
-                    "kip841", f"offset {at}: partition {key} is led by inactive {part.leader}"
-                )
-            if part.leader != NO_LEADER and part.leader not in part.isr:
-                result.fail(
-                    "kip841", f"offset {at}: partition {key} leader {part.leader} not in ISR"
-                )
-        touched_parts.clear()
-        touched_brokers.clear()
-
+    invariants = LogInvariants()
+    for obj in records:
+        invariants.check_obj(obj)
+    for v in invariants.finish():
+        result.invariants.append(v)
+        result.fail(v.rule, str(v))
+    delta = invariants.delta
+    facts.image = delta.apply()
+    # Facts for the acknowledged writes, and writes applied twice.
     for obj in records:
         offset = obj["offset"]
-        key = (obj["timestampMs"], obj["controllerEpoch"])
-        if batch_key is not None and key != batch_key:
-            check_batch(offset - 1)
-        batch_key = key
-        if obj["controllerEpoch"] < last_epoch:
-            result.fail(
-                "controller-epochs",
-                f"offset {offset}: controller epoch {obj['controllerEpoch']} after {last_epoch}",
-            )
-        last_epoch = max(last_epoch, obj["controllerEpoch"])
         record = record_from_obj(obj, f"record {offset}")
         t = type(record)
-        before = None
-        if t is PartitionChangeRecord or t is PartitionRecord:
-            pkey = (record.topic_id, record.partition_id)
-            before = delta.partition(*pkey)
-        if t is LeaderChangeRecord and record.controller_epoch <= delta.controller_epoch:
-            result.fail(
-                "controller-epochs",
-                f"offset {offset}: LEADER_CHANGE to epoch {record.controller_epoch} "
-                f"at epoch {delta.controller_epoch}",
-            )
-        ignored = delta.ignored_records
-        delta.replay(record)
-        if delta.ignored_records != ignored:
-            result.fail("replay", f"offset {offset}: {obj['type']} could not apply: {obj['data']}")
-            continue
         if t is RegisterBrokerRecord:
             b, epoch = record.broker_id, record.broker_epoch
             seen = facts.incarnations[record.incarnation_id]
-            if not seen:
-                if epoch != offset:
-                    result.fail(
-                        "broker-epochs",
-                        f"offset {offset}: new incarnation of broker {b} got epoch {epoch}",
-                    )
-                if b in broker_epochs and epoch <= broker_epochs[b]:
-                    result.fail(
-                        "broker-epochs",
-                        f"offset {offset}: broker {b} epoch {epoch} after {broker_epochs[b]}",
-                    )
-                broker_epochs[b] = epoch
-            elif seen[0][1] != epoch or seen[0][0] != b:
+            if seen and (seen[0][1] != epoch or seen[0][0] != b):
                 result.fail(
                     "double-apply",
                     f"offset {offset}: incarnation {record.incarnation_id} registered again "
@@ -183,7 +117,6 @@ def replay(records: list[dict], result: CheckResult) -> LogFacts:
                     f"{seen[0][1]} at offset {seen[0][2]})",
                 )
             seen.append((b, epoch, offset))
-            touched_brokers.add(b)
         elif t is BrokerRegistrationChangeRecord:
             k = (record.broker_id, record.broker_epoch)
             if record.fenced == UNFENCE:
@@ -192,38 +125,28 @@ def replay(records: list[dict], result: CheckResult) -> LogFacts:
                 facts.fenced.add(k)
             if record.in_controlled_shutdown == IN_CONTROLLED_SHUTDOWN:
                 facts.shutdown_flagged.add(k)
-            touched_brokers.add(record.broker_id)
         elif t is TopicRecord:
             facts.topic_records[record.name].append(record.topic_id)
             if len(facts.topic_records[record.name]) > 1:
                 result.fail("double-apply", f"offset {offset}: topic {record.name} created again")
-        elif t is PartitionRecord or t is PartitionChangeRecord:
-            after = delta.partition(*pkey)
-            if t is PartitionRecord:
-                if before is not None:
-                    result.fail("epochs", f"offset {offset}: partition {pkey} created again")
-                facts.partition_counts[record.topic_id] += 1
-            else:
-                if after.partition_epoch != before.partition_epoch + 1:
-                    result.fail("epochs", f"offset {offset}: partition epoch of {pkey} jumped")
-                bumped = record.leader != NO_LEADER_CHANGE
-                if after.leader_epoch != before.leader_epoch + (1 if bumped else 0):
-                    result.fail("epochs", f"offset {offset}: leader epoch of {pkey} is off")
-                for m in before.isr:
-                    isr_of[m].discard(pkey)
-            for m in after.isr:
-                isr_of[m].add(pkey)
-            facts.history[pkey][after.partition_epoch] = (
-                tuple(after.isr),
-                after.leader,
-                after.leader_epoch,
-            )
-            touched_parts.add(pkey)
-    if records:
-        check_batch(records[-1]["offset"])
-    facts.image = delta.apply()
-    if facts.image.ignored_records:
-        result.fail("replay", f"{facts.image.ignored_records} record(s) ignored in replay")
+        elif t is PartitionRecord:
+            facts.partition_counts[record.topic_id] += 1
+    # Each partition's states by partition epoch, from a second replay that
+    # keeps them (the invariants' replay keeps only the latest).
+    history_delta = ImageDelta(EMPTY_IMAGE)
+    for obj in records:
+        history_delta.next_offset = obj["offset"]
+        record = record_from_obj(obj, f"record {obj['offset']}")
+        history_delta.replay(record)
+        if type(record) is PartitionRecord or type(record) is PartitionChangeRecord:
+            key = (record.topic_id, record.partition_id)
+            after = history_delta.partition(*key)
+            if after is not None:
+                facts.history[key][after.partition_epoch] = (
+                    tuple(after.isr),
+                    after.leader,
+                    after.leader_epoch,
+                )
     return facts
 
 

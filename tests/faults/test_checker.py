@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import orjson
+import pytest
 
 from metadata_records.codec import log_record_to_obj, record_from_obj
 from metadata_records.delta import apply_records
@@ -28,10 +29,13 @@ from metadata_records.records import (
 from metadata_records.snapshot import image_digest
 from metadata_records.uuids import parse_uuid, uuid_from_bytes
 
+from ..invariant_corpus import corpus
 from .checker import check
 from .nemesis import Fault
 from .report import longest_unavailability
 from .workload import Op
+
+CORPUS = corpus()
 
 T1 = uuid_from_bytes(b"\x01" * 16)
 I1, I2 = str(uuid.uuid4()), str(uuid.uuid4())  # as brokers send them (standard form)
@@ -63,8 +67,9 @@ def as_log(*batches) -> list[dict]:
     """Records as GET /v1/log shows them; one timestamp per batch."""
     out: list[dict] = []
     for n, batch in enumerate(batches):
+        first = len(out)
         for record in batch:
-            out.append(as_json(log_record_to_obj(len(out), 1_000 + n, 1, record)))
+            out.append(as_json(log_record_to_obj(len(out), 1_000 + n, 1, record, first)))
     return out
 
 
@@ -181,19 +186,21 @@ def test_an_unfence_answer_without_its_record_is_lost():
     assert any("unfenced" in lost for lost in run_check(records, ops).lost)
 
 
-def test_a_fenced_broker_left_in_a_shared_isr_violates_kip_841():
+def test_isr_inactive_a_fenced_broker_left_in_a_shared_isr():
     records = healthy()[:7]
     records.append(
-        as_json(log_record_to_obj(7, 5_000, 1, change(2, 2, fenced=FENCE)))
+        as_json(log_record_to_obj(7, 5_000, 1, change(2, 2, fenced=FENCE), 7))
     )  # ISR is [1, 2]
     result = run_check(records, [])
-    assert result.counts.get("kip841") == 1, dict(result.violations)
-    assert "inactive broker(s) [2]" in result.violations["kip841"][0]
+    assert result.counts.get("isr-inactive") == 1, dict(result.violations)
+    assert "broker 2 (fenced) is in the ISR [1, 2]" in result.violations["isr-inactive"][0]
 
 
 def test_a_second_epoch_for_one_incarnation_is_a_double_apply():
     records = healthy()
-    records.append(as_json(log_record_to_obj(len(records), 9_000, 1, reg(1, len(records), I1))))
+    records.append(
+        as_json(log_record_to_obj(len(records), 9_000, 1, reg(1, len(records), I1), len(records)))
+    )
     result = run_check(records, [])
     assert result.counts.get("double-apply") == 1
 
@@ -225,3 +232,10 @@ def test_unavailability_is_the_longest_time_without_an_acknowledged_write():
     gap = longest_unavailability(ops, faults, end=12.5)
     assert (gap.seconds, gap.start, gap.end) == (6.0, 2.0, 8.0)
     assert gap.faults == ["pause on voter 0 at 2.5-6.0s"]
+
+
+@pytest.mark.parametrize("log", CORPUS, ids=lambda log: log.name)
+def test_the_planted_corpus_is_found_as_the_invariants_find_it(log):
+    result = run_check(log.records, [])
+    assert [(v.offset, v.rule) for v in result.invariants] == log.expected
+    assert {rule for _, rule in log.expected} == set(result.counts) - {"digest", "divergence"}

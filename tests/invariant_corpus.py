@@ -1,0 +1,228 @@
+"""The planted-violation corpus: logs the real controller wrote (``ControllerHarness``),
+each with one violation of one rule of ``metadata_records.log_invariants`` planted
+after it, as a broken controller would have committed it. Every checker (the
+module through each of its users, and the Spark audit) must find exactly
+``expected`` in each: the same rules at the same offsets.
+
+A log is a list of ``GET /v1/log`` records (``batchOffset`` included);
+``legacy`` drops ``batchOffset``, as an export from before it has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+
+from metadata_records.codec import log_record_to_obj, record_from_obj
+from metadata_records.log_invariants import RULES
+from metadata_records.records import (
+    FENCE,
+    IN_CONTROLLED_SHUTDOWN,
+    NO_CHANGE,
+    NO_LEADER,
+    BrokerRegistrationChangeRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    Record,
+    RegisterBrokerRecord,
+)
+from pipeline.export_files import OffsetRangeWriter
+
+from .harness import ControllerHarness
+
+
+@dataclass
+class PlantedLog:
+    name: str
+    records: list[dict]  # as GET /v1/log serves them, through JSON
+    expected: list[tuple[int, str]]  # (offset, rule), sorted
+
+
+class Planter:
+    """A clean, busy log, then planted batches (each ``plant`` call is one batch)."""
+
+    def __init__(self) -> None:
+        h = ControllerHarness(session_timeout_ms=5000)
+        h.start_brokers(1, 2, 3, 4)
+        h.create_topic("t", 4, 3)
+        h.register(3, generation=1)  # a bounce: fenced, then back
+        h.heartbeat(3)
+        h.heartbeat(4, want_shut_down=True)  # controlled shutdown moves its leaderships
+        h.heartbeat(4, want_shut_down=True)
+        self.h = h
+        self.objs = [
+            log_record_to_obj(i, ts, epoch, r, first)
+            for i, (r, (ts, epoch, first)) in enumerate(zip(h.log, h.envelopes, strict=True))
+        ]
+        self.ts = h.now_ms + 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.objs[-1]["offset"] + 1
+
+    def plant(self, *records: Record, skip: int = 0, epoch: int | None = None) -> int:
+        """One batch of ``records`` at the next offset (``skip`` offsets later);
+        returns its first offset."""
+        first = self.next_offset + skip
+        epoch = self.objs[-1]["controllerEpoch"] if epoch is None else epoch
+        for i, r in enumerate(records):
+            self.objs.append(log_record_to_obj(first + i, self.ts, epoch, r, first))
+        self.ts += 1
+        return first
+
+    def active_follower(self, pid: int = 0) -> tuple[int, int]:
+        """(an active ISR member that does not lead t-pid, its epoch)."""
+        p = self.h.partition("t", pid)
+        b = next(b for b in p.isr if b != p.leader)
+        return b, self.h.epochs[b]
+
+
+def _offsets_dense(p: Planter) -> list[tuple[int, str]]:
+    at = p.plant(NoOpRecord(), skip=1)
+    again = p.plant(NoOpRecord())
+    p.objs.append(dict(p.objs[-1]))  # the same offset twice
+    return [(at, "offsets-dense"), (again, "offsets-dense")]
+
+
+def _controller_epoch(p: Planter) -> list[tuple[int, str]]:
+    return [(p.plant(NoOpRecord(), epoch=p.objs[-1]["controllerEpoch"] - 1), "controller-epoch")]
+
+
+def _refused(p: Planter) -> list[tuple[int, str]]:
+    ghost = PartitionChangeRecord(partition_id=99, topic_id=p.h.topic_id("t"), isr=(1, 2))
+    return [(p.plant(ghost), "refused")]
+
+
+def _change_epoch(p: Planter) -> list[tuple[int, str]]:
+    b, epoch = p.active_follower()
+    stale = BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=epoch - 1, fenced=FENCE)
+    unknown = BrokerRegistrationChangeRecord(broker_id=77, broker_epoch=5, fenced=FENCE)
+    return [(p.plant(stale), "change-epoch"), (p.plant(unknown), "change-epoch")]
+
+
+def _broker_epoch(p: Planter) -> list[tuple[int, str]]:
+    at = p.next_offset
+    wrong = RegisterBrokerRecord(
+        broker_id=9, incarnation_id="AAAAAAAAAAAAAAAAAAAACQ", broker_epoch=at - 1, fenced=True
+    )
+    return [(p.plant(wrong), "broker-epoch")]
+
+
+def _kip_841(p: Planter) -> list[tuple[int, str]]:
+    # Broker 4 is in controlled shutdown and in no ISR; put it back into one.
+    tp = p.h.partition("t", 0)
+    add = PartitionChangeRecord(partition_id=0, topic_id=p.h.topic_id("t"), isr=tp.isr + (4,))
+    return [(p.plant(add), "kip-841")]
+
+
+def _isr_empty(p: Planter) -> list[tuple[int, str]]:
+    empty = PartitionChangeRecord(
+        partition_id=1, topic_id=p.h.topic_id("t"), isr=(), leader=NO_LEADER
+    )
+    return [(p.plant(empty), "isr-empty")]
+
+
+def _partition_and_leader_epoch(p: Planter) -> list[tuple[int, str]]:
+    tid = p.h.topic_id("t")
+    part = p.h.partition("t", 2)
+    jump = part._replace(partition_epoch=part.partition_epoch + 3).to_record(tid, 2)
+    at = p.plant(jump)
+    lower = part._replace(
+        leader_epoch=part.leader_epoch - 1, partition_epoch=part.partition_epoch + 4
+    ).to_record(tid, 2)
+    return [(at, "partition-epoch"), (p.plant(lower), "leader-epoch")]
+
+
+def _leader_outside_its_isr(p: Planter) -> list[tuple[int, str]]:
+    tid = p.h.topic_id("t")
+    part = p.h.partition("t", 0)
+    others = tuple(b for b in part.isr if b != part.leader)
+    return [(p.plant(PartitionChangeRecord(partition_id=0, topic_id=tid, isr=others)), "leader")]
+
+
+def _leader_fenced_in_its_batch(p: Planter) -> list[tuple[int, str]]:
+    """A fence record and no partition change: the fenced broker keeps leading
+    (and stays in shared ISRs). Mended later in the same batch, it would hold."""
+    leader = p.h.partition("t", 1).leader
+    fence = BrokerRegistrationChangeRecord(
+        broker_id=leader, broker_epoch=p.h.epochs[leader], fenced=FENCE
+    )
+    led = [pid for pid in range(4) if p.h.partition("t", pid).leader == leader]
+    shared = [pid for pid in range(4) if leader in p.h.partition("t", pid).isr]
+    at = p.plant(NoOpRecord(), fence)  # the batch starts before the fence
+    return [(at, "leader")] * len(led) + [(at, "isr-inactive")] * len(shared)
+
+
+def _shutdown_mended_in_the_same_batch_holds(p: Planter) -> list[tuple[int, str]]:
+    """The controller's own order: flag, then move the leaderships: no violation."""
+    b, epoch = p.active_follower(3)
+    tid = p.h.topic_id("t")
+    flag = BrokerRegistrationChangeRecord(
+        broker_id=b, broker_epoch=epoch, fenced=NO_CHANGE,
+        in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN, version=1,
+    )  # fmt: skip
+    moves = []
+    for pid in range(4):
+        part = p.h.partition("t", pid)
+        if b in part.isr:
+            isr = tuple(m for m in part.isr if m != b)
+            leader = isr[0] if part.leader == b else -2
+            moves.append(
+                PartitionChangeRecord(partition_id=pid, topic_id=tid, isr=isr, leader=leader)
+            )
+    p.plant(flag, *moves)
+    return []
+
+
+PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
+    "offsets-dense": _offsets_dense,
+    "controller-epoch": _controller_epoch,
+    "refused": _refused,
+    "change-epoch": _change_epoch,
+    "broker-epoch": _broker_epoch,
+    "kip-841": _kip_841,
+    "isr-empty": _isr_empty,
+    "partition-and-leader-epoch": _partition_and_leader_epoch,
+    "leader-outside-its-isr": _leader_outside_its_isr,
+    "leader-fenced-in-its-batch": _leader_fenced_in_its_batch,
+    "shutdown-mended-in-the-same-batch": _shutdown_mended_in_the_same_batch_holds,
+}
+
+
+def corpus() -> list[PlantedLog]:
+    out = []
+    for name, plant in PLANTS.items():
+        p = Planter()
+        expected = sorted(plant(p))
+        records = orjson.loads(orjson.dumps(p.objs))
+        out.append(PlantedLog(name, records, expected))
+    return out
+
+
+def legacy(log: PlantedLog) -> PlantedLog:
+    """The same log without batchOffset (an export from before it)."""
+    records = [{k: v for k, v in r.items() if k != "batchOffset"} for r in log.records]
+    return PlantedLog(log.name + " (legacy)", records, log.expected)
+
+
+def rules_covered() -> set[str]:
+    """The rules the corpus plants (every rule a log can break once decoded)."""
+    rules = {rule for log in corpus() for _, rule in log.expected}
+    assert rules <= set(RULES)
+    return rules
+
+
+def write_export(log: PlantedLog, directory: str, fmt: str = "parquet") -> str:
+    """The log as ``metaquorum export`` writes it (a null batch_offset where the
+    record has no batchOffset)."""
+    writer = OffsetRangeWriter(directory, fmt)
+    for obj in log.records:
+        record = record_from_obj(obj)
+        writer.add(
+            obj["offset"], obj["timestampMs"], obj["controllerEpoch"], record,
+            batch_offset=obj.get("batchOffset"),
+        )  # fmt: skip
+    writer.flush()
+    return directory
