@@ -106,6 +106,21 @@ class _NodeCollector(Collector):
         yield gauge("queue_depth", "requests waiting for the next batch", node.queue_depth)
         yield gauge("ready", "1 if this node is ready (/readyz)", node.ready)
         yield gauge("replaying", "1 while this node replays its log", node.replaying)
+        if node.pre_vote is not None:
+            stats = node.pre_vote.stats
+            yield counter("pre_vote_rounds", "pre-vote rounds this voter started", stats.rounds)
+            yield counter(
+                "pre_vote_rounds_won",
+                "pre-vote rounds a majority granted (this voter then stood for election)",
+                stats.rounds_won,
+            )
+            yield counter("pre_votes_granted", "pre-votes this voter granted", stats.granted)
+            yield counter("pre_votes_refused", "pre-votes this voter refused", stats.refused)
+            yield counter(
+                "votes_refused_in_lease",
+                "vote requests dropped while this voter heard a leader",
+                stats.votes_refused_in_lease,
+            )
         yield counter("throttled_requests", "requests refused by admission control", node.throttled)
         yield counter(
             "committed_batches", "batches this node committed as leader", node.stats.batches

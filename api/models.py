@@ -969,6 +969,19 @@ class VoterOut(ResponseModel):
     )
 
 
+class ElectionsOut(ResponseModel):
+    pre_vote: bool = Field(description="pre-vote and the leader lease on votes are on")
+    pre_vote_rounds: int | None = Field(None, description="pre-vote rounds this voter started")
+    pre_vote_rounds_won: int | None = Field(
+        None, description="rounds a majority granted: this voter then stood for election"
+    )
+    pre_votes_granted: int | None = Field(None, description="pre-votes it granted to others")
+    pre_votes_refused: int | None = Field(None, description="pre-votes it refused")
+    votes_refused_in_lease: int | None = Field(
+        None, description="vote requests it dropped while it heard a leader"
+    )
+
+
 class QuorumStatusOut(ResponseModel):
     cluster_id: str
     node_id: int
@@ -992,6 +1005,9 @@ class QuorumStatusOut(ResponseModel):
         None,
         description="SHA-256 of the image at lastAppliedOffset, with ?digest=true: "
         "voters at the same offset hold the same image exactly when these match",
+    )
+    elections: ElectionsOut | None = Field(
+        None, description="this voter's pre-vote counters since it started (quorum/pre_vote.py)"
     )
     voters: list[VoterOut]
 

@@ -292,6 +292,11 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
         "queueDepth": node.queue_depth,
         "raftCommitIndex": raft.get("commit_idx", node.syncobj.raftCommitIndex),
         "raftLastApplied": raft.get("last_applied", node.syncobj.raftLastApplied),
+        "elections": (
+            {"preVote": False}
+            if node.pre_vote is None
+            else {"preVote": True, **node.pre_vote.stats.as_dict()}
+        ),
         "voters": [
             {
                 "nodeId": node_id,

@@ -111,6 +111,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         help="a restarted voter waits this long before its first election, so that a "
         "rolling restart does not depose the leader (Kubernetes: 5000)",
     )
+    flag(
+        "--no-pre-vote",
+        dest="pre_vote",
+        action="store_false",
+        help="plain Raft elections, without pre-vote and the leader lease on votes "
+        "(for measuring what pre-vote changes; docs/decisions.md 49)",
+    )
     flag("--log-level", default="info", help="debug, info, warning, error")
 
 
@@ -180,6 +187,7 @@ def build_config(args: argparse.Namespace):
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
         max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),
         startup_election_delay_s=int(args.startup_election_delay_ms) / 1000,
+        pre_vote=bool(args.pre_vote),
         raft_bind=f"{bind}:{voters[node_id].rpartition(':')[2]}" if node_id in voters else None,
     )
 

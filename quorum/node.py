@@ -36,6 +36,7 @@ from .divergence import fail_stop_on_divergence, watch_divergence
 from .durability import MetaquorumJournal, install_journal
 from .leader_liveness import check_quorum, forget_silent_leader
 from .node_config import DataDirIdentity, NodeConfig, record_formation
+from .pre_vote import PreVote, attach_pre_vote, install_pre_vote, mark_transfer_vote
 from .raft_port import (
     GuardedTransport,
     defer_commit_push,
@@ -172,6 +173,7 @@ class QuorumNode:
         forget_silent_leader()
         check_quorum()
         fail_stop_on_divergence()
+        install_pre_vote()  # last: its tick patch runs first
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
@@ -228,6 +230,9 @@ class QuorumNode:
         self._voters_change_pending = False
         self._wire_journal_syncs()
         watch_divergence(self.syncobj, self._on_diverged)
+        self.pre_vote: PreVote | None = None
+        if config.pre_vote:
+            self._wire_pre_vote()
         defer_commit_push(self.syncobj)
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
@@ -277,6 +282,15 @@ class QuorumNode:
 
         transport.before_ack = sync_before_ack
         syncobj.addOnTickCallback(journal.end_of_tick)
+
+    def _wire_pre_vote(self) -> None:
+        """Pre-vote and the leader lease (quorum/pre_vote.py): a voter that lost
+        contact asks before it raises its term, and one that hears a leader
+        refuses it."""
+        self.pre_vote = pre_vote = PreVote(lease_s=self.config.raft_min_timeout)
+        transport = self.syncobj._SyncObj__transport
+        transport.on_pre_vote_message = attach_pre_vote(self.syncobj, pre_vote, self.guard)
+        transport.mark_vote_request = functools.partial(mark_transfer_vote, pre_vote)
 
     def _persist_formation(self, voters: dict) -> None:  # tick thread (or the constructor)
         self.identity = record_formation(self.config.data_dir, self.identity, voters)

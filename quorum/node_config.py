@@ -76,6 +76,9 @@ class NodeConfig:
     # lower one, on Kubernetes also after DNS shows the pod's new IP), and
     # without pre-vote an early election would depose a healthy leader.
     startup_election_delay_s: float = 0.0
+    # Pre-vote and the leader lease on votes (quorum/pre_vote.py); off only to
+    # measure what they change.
+    pre_vote: bool = True
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:

@@ -202,6 +202,10 @@ class GuardedTransport(TCPTransport):
     the leader it holds entries that are not on its disk."""
 
     before_ack: Callable[[], None] | None = None
+    # Pre-vote (quorum/pre_vote.py), set by the node: sees each message after
+    # the voter guard's filter, and marks a transfer target's vote requests.
+    on_pre_vote_message: Callable | None = None
+    mark_vote_request: Callable[[dict], dict] | None = None
     # Voter identity (quorum/voter_guard.py): hellos and the filter on votes and
     # acknowledgements. None only in tests that build a bare transport.
     guard: VoterGuard | None = None
@@ -247,12 +251,19 @@ class GuardedTransport(TCPTransport):
             message = guard.filter(node_id, message)
             if message is None:
                 return
+            if self.on_pre_vote_message is not None:
+                message = self.on_pre_vote_message(node, node_id, message)
+                if message is None:
+                    return
         super()._onMessageReceived(node, message)
 
     def send(self, node, message):
-        if self.before_ack is not None and isinstance(message, dict):
-            if message.get("type") == "next_node_idx":
+        if isinstance(message, dict):
+            kind = message.get("type")
+            if kind == "next_node_idx" and self.before_ack is not None:
                 self.before_ack()
+            elif kind == "request_vote" and self.mark_vote_request is not None:
+                message = self.mark_vote_request(message)
         return super().send(node, message)
 
     def setOnUtilityMessageCallback(self, message, callback):  # noqa: N802 - pysyncobj's name

@@ -1,0 +1,342 @@
+"""Pre-vote and the leader lease on votes: a voter that lost contact never
+deposes a leader that a majority still hears (Raft thesis 9.6 and 4.2.3,
+etcd's PreVote and CheckQuorum, Kafka's KIP-996).
+
+pysyncobj 0.3.17 has plain elections: a follower whose election deadline
+passes raises its term and asks for votes, and any voter that sees the higher
+term drops its leader. A follower cut off for 20 s reached term 7 and, when
+the link healed, its term deposed a healthy leader (issue 25); a follower
+whose thread was held up did the same under load (decisions.md 38).
+
+The rules (``PreVote``, pure: the clock is an argument):
+
+1. Before it raises its term, a voter whose deadline passed asks every voter
+   whether it *would* vote for it at term + 1 (a pre-vote request carries the
+   term it would stand in and its last log index and term). Its own term does
+   not change. It stands for election only once a majority of the voter set,
+   itself included, granted the pre-vote in this round; else it waits for its
+   next deadline and asks again.
+2. A voter grants a pre-vote only if it is admitted (quorum/voter_guard.py),
+   the asker counts, the asked-for term is above its own, the asker's log is
+   at least as up to date as its own (Raft's vote rule), and it is not in a
+   leader's lease: it is not the leader and has not heard AppendEntries from
+   a leader within the minimum election timeout.
+3. A real vote request is dropped the same way while in a lease (thesis
+   4.2.3), so neither its term nor its vote moves, unless the request comes
+   from a leadership transfer: the target of the leader's TimeoutNow marks its
+   vote requests, and a transfer deposes the leader on purpose.
+4. A refusal carries the refuser's term; an asker behind it takes that term
+   (as etcd does), so a voter with the longest log but an old term is not shut
+   out by voters whose term ran ahead.
+
+What it changes in pysyncobj (``install_pre_vote``, by name like the other
+patches of quorum/): ``_onTick`` runs a pre-vote round where it would have
+started an election, and the election starts only after a round is won; the
+messages travel through ``GuardedTransport`` (quorum/raft_port.py), which hands
+them here and never to pysyncobj.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .log_limiter import RateLimitedLog
+
+log = logging.getLogger(__name__)
+# A peer can make this voter refuse as often as it likes: a few lines a minute.
+refusal_log = RateLimitedLog(log, period_s=60.0, burst=3)
+
+PRE_VOTE = "metaquorum_pre_vote"
+PRE_VOTE_ANSWER = "metaquorum_pre_vote_answer"
+TRANSFER = "metaquorum_transfer"  # the mark on a transfer target's vote requests
+
+
+@dataclass(frozen=True)
+class LogPosition:
+    """What the vote rule compares: a voter's term and the end of its log."""
+
+    term: int
+    last_index: int
+    last_term: int
+
+
+def at_least_as_up_to_date(last_term: int, last_index: int, mine: LogPosition) -> bool:
+    """Raft's vote rule (thesis 3.6.1): a later last term wins, then a longer log."""
+    return (last_term, last_index) >= (mine.last_term, mine.last_index)
+
+
+@dataclass
+class PreVoteStats:
+    rounds: int = 0  # pre-vote rounds this voter started
+    rounds_won: int = 0  # ... that a majority granted (then it stood for election)
+    granted: int = 0  # pre-votes this voter granted to others
+    refused: int = 0  # ... and refused
+    votes_refused_in_lease: int = 0  # real vote requests dropped in a leader's lease
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "preVoteRounds": self.rounds,
+            "preVoteRoundsWon": self.rounds_won,
+            "preVotesGranted": self.granted,
+            "preVotesRefused": self.refused,
+            "votesRefusedInLease": self.votes_refused_in_lease,
+        }
+
+
+@dataclass
+class PreVote:
+    """One voter's pre-vote state and rules (tick thread only)."""
+
+    lease_s: float  # the minimum election timeout
+    clock: Callable[[], float] = time.monotonic
+    heard_leader_at: float = float("-inf")
+    round_term: int | None = None  # the term the open round asks to stand in
+    granted_by: set[int] = field(default_factory=set)
+    transfer_term: int | None = None  # the term of a transfer election this voter runs
+    stats: PreVoteStats = field(default_factory=PreVoteStats)
+
+    # ------------------------------------------------------------ the asker
+
+    def open_round(self, mine: LogPosition) -> dict:
+        """Starts a round; returns the request to send to every other voter."""
+        self.round_term = mine.term + 1
+        self.granted_by = set()
+        self.stats.rounds += 1
+        return {
+            "type": PRE_VOTE,
+            "term": self.round_term,
+            "last_log_index": mine.last_index,
+            "last_log_term": mine.last_term,
+        }
+
+    def on_answer(self, node_id: int | None, answer: dict, counts: bool) -> None:
+        """Counts a grant of the open round from a voter whose grant counts."""
+        if (
+            counts
+            and node_id is not None
+            and answer.get("granted") is True
+            and answer.get("term") == self.round_term
+        ):
+            self.granted_by.add(node_id)
+
+    def won(self, voters: int, term: int) -> bool:
+        """A majority of ``voters`` (this one included) granted the open round,
+        and this voter's term (``term``) has not moved since it opened."""
+        return self.round_term == term + 1 and 1 + len(self.granted_by) > voters / 2
+
+    def stand(self) -> int:
+        """The round is won: closes it; returns the term of the election."""
+        term = self.round_term
+        self.round_term = None
+        self.granted_by = set()
+        self.stats.rounds_won += 1
+        return term
+
+    # ------------------------------------------------------------ the asked
+
+    def heard_leader(self) -> None:
+        self.heard_leader_at = self.clock()
+
+    def in_lease(self, is_leader: bool) -> bool:
+        """A leader, or a voter that heard one within the minimum election timeout."""
+        return is_leader or self.clock() - self.heard_leader_at < self.lease_s
+
+    def answer(
+        self, request: dict, mine: LogPosition, *, is_leader: bool, admitted: bool, counts: bool
+    ) -> tuple[bool, str]:
+        """Whether to grant a pre-vote request, and why not."""
+        try:
+            term = int(request["term"])
+            last_index = int(request["last_log_index"])
+            last_term = int(request["last_log_term"])
+        except (KeyError, TypeError, ValueError):
+            return False, "a malformed pre-vote request"
+        if not admitted:
+            why = "this voter is not admitted to the voter set"
+        elif not counts:
+            why = "the asker is not a voter of the set this voter holds"
+        elif term <= mine.term:
+            why = f"the asked-for term {term} is not above this voter's term {mine.term}"
+        elif not at_least_as_up_to_date(last_term, last_index, mine):
+            why = "the asker's log is behind this voter's"
+        elif self.in_lease(is_leader):
+            why = "this voter hears a leader" if not is_leader else "this voter is the leader"
+        else:
+            self.stats.granted += 1
+            return True, ""
+        self.stats.refused += 1
+        return False, why
+
+    def allows_vote(self, request: dict, is_leader: bool) -> bool:
+        """A real vote request may reach pysyncobj: not in a lease, or a transfer."""
+        if request.get(TRANSFER) is True or not self.in_lease(is_leader):
+            return True
+        self.stats.votes_refused_in_lease += 1
+        return False
+
+
+def install_pre_vote() -> None:
+    """Patches ``SyncObj._onTick`` once: where pysyncobj would start an
+    election, a voter that has a ``PreVote`` attached (``attach_pre_vote``)
+    runs a pre-vote round first. Installed last, so it runs before the other
+    tick patches (it reads the sockets first, as they do)."""
+    global _installed
+    if _installed:
+        return
+    from pysyncobj.monotonic import monotonic
+    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
+
+    original = SyncObj._onTick
+
+    def overdue(self) -> bool:
+        return (
+            self._SyncObj__raftState != _RAFT_STATE.LEADER
+            and self._SyncObj__selfNode is not None
+            and self._SyncObj__raftElectionDeadline < monotonic()
+            and not self._SyncObj__transferInProgress  # TimeoutNow: stand at once
+        )
+
+    def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
+        pre_vote: PreVote | None = getattr(self, _ATTR, None)
+        if pre_vote is not None and overdue(self):
+            if self._SyncObj__transport.ready:
+                self._poller.poll(0)  # the leader's heartbeats may be waiting unread
+            if overdue(self) and self._SyncObj__connectedToAnyone():
+                voters = len(self._SyncObj__otherNodes) + 1
+                if pre_vote.won(voters, self._SyncObj__raftCurrentTerm):
+                    # Majority granted: pysyncobj's election starts in this tick.
+                    term = pre_vote.stand()
+                    log.info("pre-vote won: standing for election at Raft term %d", term)
+                else:
+                    _open_round(self, pre_vote, monotonic)
+        original(self, timeToWait)
+
+    SyncObj._onTick = on_tick
+    _installed = True
+
+
+_installed = False
+_ATTR = "_metaquorum_pre_vote"
+
+
+def _position(syncobj) -> LogPosition:
+    return LogPosition(
+        syncobj._SyncObj__raftCurrentTerm,
+        syncobj._SyncObj__getCurrentLogIndex(),
+        syncobj._SyncObj__getCurrentLogTerm(),
+    )
+
+
+def _open_round(syncobj, pre_vote: PreVote, monotonic) -> None:
+    """Forgets a silent leader, pushes the deadline on, and asks every voter."""
+    leader = syncobj._SyncObj__raftLeader
+    if leader is not None:
+        syncobj._SyncObj__raftLeader = None
+        syncobj._SyncObj__onLeaderChanged()
+        log.warning(
+            "no word from the leader %s within the election timeout: asking the voters "
+            "for a pre-vote (no leader is known meanwhile; writes answer 503)",
+            getattr(leader, "id", leader),
+        )
+    syncobj._SyncObj__raftElectionDeadline = monotonic() + syncobj._SyncObj__generateRaftTimeout()
+    request = pre_vote.open_round(_position(syncobj))
+    transport = syncobj._SyncObj__transport
+    for node in syncobj._SyncObj__otherNodes:
+        transport.send(node, request)
+    if pre_vote.won(len(syncobj._SyncObj__otherNodes) + 1, syncobj._SyncObj__raftCurrentTerm):
+        syncobj._SyncObj__raftElectionDeadline = 0  # no other voter to ask
+
+
+def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
+    """Turns pre-vote on for ``syncobj``; returns the message hook its
+    ``GuardedTransport`` calls (after the voter guard's filter) with each
+    incoming message: the message to hand to pysyncobj, or None."""
+    from pysyncobj.syncobj import _RAFT_STATE
+
+    setattr(syncobj, _ATTR, pre_vote)
+    transport = syncobj._SyncObj__transport
+
+    def is_leader() -> bool:
+        return syncobj._SyncObj__raftState == _RAFT_STATE.LEADER
+
+    def on_message(node, node_id: int | None, message):
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "append_entries":
+            if message.get("term", -1) >= syncobj._SyncObj__raftCurrentTerm:
+                pre_vote.heard_leader()
+            return message
+        if kind == "request_vote":
+            if pre_vote.allows_vote(message, is_leader()):
+                return message
+            refusal_log.info(
+                "a vote request from node %s at term %s was dropped: this voter hears "
+                "a leader (pre-vote and the leader lease, quorum/pre_vote.py)",
+                node_id,
+                message.get("term"),
+            )
+            return None
+        if kind == "timeout_now":
+            if node == syncobj._SyncObj__raftLeader:
+                pre_vote.transfer_term = syncobj._SyncObj__raftCurrentTerm + 1
+            return message
+        if kind == PRE_VOTE:
+            mine = _position(syncobj)
+            granted, why = pre_vote.answer(
+                message,
+                mine,
+                is_leader=is_leader(),
+                admitted=guard.admitted,
+                counts=guard.counts(node_id),
+            )
+            if not granted:
+                refusal_log.info("refused node %s a pre-vote: %s", node_id, why)
+            transport.send(
+                node,
+                {
+                    "type": PRE_VOTE_ANSWER,
+                    "term": message.get("term"),
+                    "granted": granted,
+                    "voter_term": mine.term,
+                },
+            )
+            return None
+        if kind == PRE_VOTE_ANSWER:
+            _on_answer(syncobj, pre_vote, guard, node_id, message)
+            return None
+        return message
+
+    return on_message
+
+
+def _on_answer(syncobj, pre_vote: PreVote, guard, node_id, answer: dict) -> None:
+    from pysyncobj.syncobj import _RAFT_STATE
+
+    their_term = answer.get("voter_term")
+    if (
+        isinstance(their_term, int)
+        and guard.counts(node_id)
+        and their_term > syncobj._SyncObj__raftCurrentTerm
+        and syncobj._SyncObj__raftState != _RAFT_STATE.LEADER
+    ):
+        # Rule 4: catch up with the term; the next round asks above it.
+        syncobj._SyncObj__setCurrentTerm(their_term, None)
+        syncobj._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+        pre_vote.round_term = None
+        return
+    pre_vote.on_answer(node_id, answer, guard.counts(node_id))
+    if pre_vote.won(len(syncobj._SyncObj__otherNodes) + 1, syncobj._SyncObj__raftCurrentTerm):
+        syncobj._SyncObj__raftElectionDeadline = 0  # stand in the next tick
+
+
+def mark_transfer_vote(pre_vote: PreVote, message: dict) -> dict:
+    """A transfer target's vote request says so (rule 3)."""
+    if (
+        pre_vote.transfer_term is not None
+        and message.get("type") == "request_vote"
+        and message.get("term") == pre_vote.transfer_term
+    ):
+        return {**message, TRANSFER: True}
+    return message

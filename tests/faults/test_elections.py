@@ -1,0 +1,94 @@
+"""Pre-vote and the leader lease on real voters, each in its own network
+namespace (issue 25): a voter that loses its links never deposes a leader
+that a majority still hears."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .netns import Network, netns_unavailable_reason
+from .voters import NetnsCluster
+
+_why = netns_unavailable_reason()
+pytestmark = [pytest.mark.skipif(_why is not None, reason=_why or ""), pytest.mark.slow]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    net = Network(3)
+    c = None
+    try:
+        net.setup()
+        c = NetnsCluster(net, tmp_path).start()
+        c.wait_ready()
+        yield c
+    finally:
+        if c is not None:
+            c.close()
+        net.teardown()
+
+
+def term_and_leader(c: NetnsCluster, i: int) -> tuple[int, int | None]:
+    s = c.wait(lambda: c.status(i), 10, f"voter {i}'s status")
+    return s["raftTerm"], s["leaderId"]
+
+
+def pre_vote_rounds(c: NetnsCluster, i: int) -> int:
+    s = c.status(i)
+    return 0 if s is None else s["elections"]["preVoteRounds"]
+
+
+def caught_up(c: NetnsCluster, i: int, leader: int) -> bool:
+    a, b = c.status(i), c.status(leader)
+    return bool(
+        a and b and a["leaderId"] == leader and a["raftCommitIndex"] >= b["raftCommitIndex"]
+    )
+
+
+def test_a_follower_cut_off_for_20_s_neither_deposes_the_leader_nor_raises_its_term(cluster):
+    c = cluster
+    leader = c.leader()
+    follower = next(i for i in range(c.n) if i != leader)
+    term, _ = term_and_leader(c, leader)
+    c.net.partition([i for i in range(c.n) if i != follower], [follower])
+    cut_at = time.monotonic()
+    # The follower asks for pre-votes while cut off (it cannot win them).
+    c.wait(lambda: pre_vote_rounds(c, follower) >= 3, 30, "pre-vote rounds on the cut-off voter")
+    c.wait(lambda: time.monotonic() - cut_at >= 20, 30, "20 s of partition")
+    assert c.status(follower)["leaderId"] is None  # it says it knows no leader
+    c.net.heal_cuts()
+    c.wait(lambda: caught_up(c, follower, leader), 30, "the follower following the leader again")
+    for i in range(c.n):
+        assert term_and_leader(c, i) == (term, leader), f"voter {i}"
+    assert c.leader() == leader
+
+
+def test_a_link_that_flaps_every_second_for_a_minute_changes_the_leader_at_most_once(cluster):
+    """The link between the leader and one follower is cut and healed every
+    second (the fault's schedule, not a wait): the follower's pre-votes are
+    refused by the other follower, which hears the leader."""
+    c = cluster
+    leader = c.leader()
+    follower = next(i for i in range(c.n) if i != leader)
+    leaders = [leader]
+
+    def watch(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            now = c.leader()
+            if now is not None and now != leaders[-1]:
+                leaders.append(now)
+            time.sleep(0.1)
+
+    flapping_until = time.monotonic() + 60
+    while time.monotonic() < flapping_until:
+        c.net.cut(leader, follower)
+        watch(1.0)
+        c.net.heal_cuts()
+        watch(1.0)
+    final = c.wait(lambda: c.leader(), 30, "a leader after the flapping")
+    if final != leaders[-1]:
+        leaders.append(final)
+    assert len(leaders) <= 2, f"leaders in turn: {leaders}"
