@@ -185,6 +185,12 @@ def install_frame_limits() -> None:
     _installed = True
 
 
+# Received, these make pysyncobj store entries, a term or a vote; sent, these
+# promise that something is stored (an acknowledgement, a vote, a candidacy).
+_WRITES_ON_RECEIPT = frozenset({"append_entries", "request_vote", "timeout_now"})
+_PROMISES = frozenset({"next_node_idx", "response_vote", "request_vote"})
+
+
 def _refuse(args, callback):
     raise PermissionError(
         "pysyncobj admin commands are disabled on metaquorum's Raft port; "
@@ -202,6 +208,11 @@ class GuardedTransport(TCPTransport):
     the leader it holds entries that are not on its disk."""
 
     before_ack: Callable[[], None] | None = None
+    # ``disk_writable`` (set by the node): while it answers False, messages
+    # that would make this voter write (entries, a term, a vote) are dropped
+    # unread, and no acknowledgement or vote leaves, as if this voter were
+    # cut off (quorum/disk_health.py).
+    disk_writable: Callable[[], bool] | None = None
     # Voter identity (quorum/voter_guard.py): hellos and the filter on votes and
     # acknowledgements. None only in tests that build a bare transport.
     guard: VoterGuard | None = None
@@ -247,13 +258,26 @@ class GuardedTransport(TCPTransport):
             message = guard.filter(node_id, message)
             if message is None:
                 return
+        if self._disk_blocks(message, _WRITES_ON_RECEIPT):
+            return
         super()._onMessageReceived(node, message)
 
     def send(self, node, message):
+        if self._disk_blocks(message, _PROMISES):
+            return None
         if self.before_ack is not None and isinstance(message, dict):
             if message.get("type") == "next_node_idx":
                 self.before_ack()
         return super().send(node, message)
+
+    def _disk_blocks(self, message, types: frozenset[str]) -> bool:
+        writable = self.disk_writable
+        return (
+            writable is not None
+            and isinstance(message, dict)
+            and message.get("type") in types
+            and not writable()
+        )
 
     def setOnUtilityMessageCallback(self, message, callback):  # noqa: N802 - pysyncobj's name
         super().setOnUtilityMessageCallback(message, _refuse if callback else None)
