@@ -186,3 +186,22 @@ def test_a_snapshot_without_room_is_not_forked_and_backs_off(tiny_volume, caplog
     assert len(lines) == 1 and "no snapshot written" in lines[0] and str(tiny_volume) in lines[0]
     assert "Tried again in 1 s" in lines[0]
     os.unlink(filler)
+
+
+def test_a_failed_journal_sync_is_sticky_so_nothing_is_acknowledged_after_it(tmp_path):
+    """After a failed fsync the kernel may have dropped the pages and report the
+    next sync as a success: every later sync fails too (the node then stops)."""
+    journal = MetaquorumJournal(str(tmp_path / "raft.journal"), fsync=True)
+    journal.add(b"\x01entry", 1, 1)
+    os.close(journal._file._fd)  # a real failure from the kernel: EBADF
+    try:
+        with pytest.raises(DiskWriteError):
+            journal.sync_pending()
+        assert journal.sync_failed is not None and "what it holds on disk is unknown" in (
+            journal.sync_failed
+        )
+        journal._file._fd = os.open(tmp_path / "raft.journal", os.O_RDWR)  # works again...
+        with pytest.raises(DiskWriteError):
+            journal.sync_pending()  # ...and still nothing counts as stored
+    finally:
+        journal._file.close()
