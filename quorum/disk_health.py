@@ -317,7 +317,9 @@ def probe_write(path: str, size: int = 4096) -> None:
 class _QuietDiskTracebacks(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, DiskWriteError)
+        # pysyncobj's line for every snapshot not written (every other tick
+        # while one backs off): the state machine logs its own, with the reason.
+        return not isinstance(exc, DiskWriteError) and record.msg != "Failed to store full dump"
 
 
 _quiet = _QuietDiskTracebacks()
@@ -326,7 +328,8 @@ _quiet = _QuietDiskTracebacks()
 def quiet_tick_tracebacks() -> None:
     """pysyncobj logs a traceback for every exception out of a tick; a failed
     write was logged by ``DiskHealth`` with what to do, so its traceback is
-    left out (once per failed write, it flooded the log of a full voter)."""
+    left out (once per failed write, it flooded the log of a full voter), and
+    so is its bare line for a snapshot not written."""
     logger = logging.getLogger("pysyncobj.syncobj")
     if _quiet not in logger.filters:
         logger.addFilter(_quiet)

@@ -85,6 +85,10 @@ class MetadataStateMachine(SyncObjConsumer):
         self._snapshot_path = ""
         self._snapshot_failures_in_row = 0
         self._snapshot_retry_at = 0.0
+        # pysyncobj's Serializer calls the serializer again only after the
+        # checker said SUCCESS or FAILED: a snapshot declined (backing off, no
+        # room) is reported FAILED once, or compaction would stop for good.
+        self._snapshot_declined = False
         self._snapshot_reminders = RateLimitedLog(log, period_s=60.0, burst=1)
         # Called on the apply thread after each applied entry; must not raise.
         self.on_applied: Callable[[], None] | None = None
@@ -180,11 +184,15 @@ class MetadataStateMachine(SyncObjConsumer):
         ``<dump>.part`` and renames it over the dump when complete and synced;
         ``snapshot_state`` reports progress to pysyncobj. A crash mid-write
         leaves the previous snapshot in place."""
-        if self._snapshot_pid or time.monotonic() < self._snapshot_retry_at:
-            return  # pysyncobj asks on every tick; after a failure we back off
+        if self._snapshot_pid:
+            return
+        if time.monotonic() < self._snapshot_retry_at:
+            self._snapshot_declined = True  # pysyncobj asks on every tick; we back off
+            return
         final = tmp_name[: -len(".tmp")] if tmp_name.endswith(".tmp") else tmp_name
         self._snapshot_path = final
         if not self._room_for_snapshot(final):
+            self._snapshot_declined = True
             return
         image, (last, prev, cluster) = self.image, raft_data
         started = time.perf_counter()
@@ -252,7 +260,7 @@ class MetadataStateMachine(SyncObjConsumer):
     def _snapshot_succeeded(self) -> None:
         if self._snapshot_failures_in_row:
             log.warning(
-                "snapshot written after %d attempts that failed or found no room",
+                "snapshot written (before it: %d attempt(s) that failed or found no room)",
                 self._snapshot_failures_in_row,
             )
         self._snapshot_failures_in_row = 0
@@ -282,6 +290,9 @@ class MetadataStateMachine(SyncObjConsumer):
         """pysyncobj ``serializeChecker``."""
         pid = self._snapshot_pid
         if not pid:
+            if self._snapshot_declined:
+                self._snapshot_declined = False
+                return SERIALIZER_STATE.FAILED
             return SERIALIZER_STATE.NOT_SERIALIZING
         try:
             done, status = os.waitpid(pid, os.WNOHANG)

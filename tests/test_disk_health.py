@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 import pytest
+from pysyncobj.config import SERIALIZER_STATE
 
 from quorum.disk_health import (
     JOURNAL_GROW_STEP,
@@ -181,6 +182,9 @@ def test_a_snapshot_without_room_is_not_forked_and_backs_off(tiny_volume, caplog
         for _ in range(100):  # pysyncobj asks on every tick
             sm.write_snapshot(str(tiny_volume / "raft.snapshot.tmp"), (None, None, []))
     assert sm._snapshot_pid == 0 and sm.snapshot_failures == 1
+    # Reported FAILED once, so pysyncobj's Serializer asks again later.
+    assert sm.snapshot_state() == SERIALIZER_STATE.FAILED
+    assert sm.snapshot_state() == SERIALIZER_STATE.NOT_SERIALIZING
     assert not os.path.exists(tiny_volume / "raft.snapshot.part")
     lines = [r.getMessage() for r in caplog.records if r.name == "quorum.state_machine"]
     assert len(lines) == 1 and "no snapshot written" in lines[0] and str(tiny_volume) in lines[0]

@@ -13,6 +13,7 @@ image digest as the others."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -33,11 +34,17 @@ FAST_S = 2.0  # "at once": far below a client's timeout (10 s)
 
 @pytest.fixture
 def disks_cluster(tmp_path):
+    with tmpfs_cluster(tmp_path) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def tmpfs_cluster(tmp_path, extra: list[str] | None = None):
     """Three voters, each data dir a tmpfs of its own; every process stopped
     and every mount undone, also when the test fails."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("tmpfs data dirs need root")
-    c = Cluster(tmp_path, fsync="always")
+    c = Cluster(tmp_path, fsync="always", extra=extra)
     mounted: list[Path] = []
     try:
         for i in range(c.n):
@@ -54,6 +61,15 @@ def disks_cluster(tmp_path):
         c.close()
         for data in mounted:
             subprocess.run(["umount", "-l", str(data)], check=False)
+
+
+def fill_leaving(data: Path, left: int) -> Path:
+    """Fills the volume until ``left`` bytes are free."""
+    filler = data / "filler"
+    free = os.statvfs(data).f_bavail * os.statvfs(data).f_frsize
+    with open(filler, "wb") as f:
+        f.write(bytes(free - left))
+    return filler
 
 
 def fill(data: Path) -> Path:
@@ -89,6 +105,11 @@ class Writes:
 
     def check_all_in_the_log(self, i: int) -> None:
         r = self.c.get(i, "/v1/log", params={"fromOffset": 0, "maxRecords": 10_000})
+        if r.status_code == 410:  # compacted: the image, whose epochs are those offsets
+            brokers = {b["brokerId"]: b for b in self.c.get(i, "/v1/brokers").json()["brokers"]}
+            for broker_id, epoch in self.acked.items():
+                assert brokers[broker_id]["brokerEpoch"] == epoch, (broker_id, epoch)
+            return
         assert r.status_code == 200, r.text
         records = {rec["offset"]: rec for rec in r.json()["records"]}
         for broker_id, epoch in self.acked.items():
@@ -226,3 +247,67 @@ def test_a_full_follower_is_not_ready_logs_one_line_and_the_others_go_on(disks_c
     c.wait(lambda: same_image_everywhere(c), 30, "the same image digest on every voter")
     for i in range(c.n):
         writes.check_all_in_the_log(i)
+
+
+MiB = 1 << 20
+
+
+def test_snapshots_without_room_back_off_and_a_restart_still_elects(tmp_path):
+    """The finding's restart: two voters' volumes nearly full (room to write,
+    none for a snapshot). Before: leaderless for over 60 s, terms 2 to 55, a
+    snapshot forked every ~50 ms. Now: one line each naming the path and the
+    room a snapshot needs, no writer forked, a leader at once after a full
+    restart, and snapshots resume once there is room."""
+    with tmpfs_cluster(tmp_path, extra=["--compaction-entries", "30"]) as c:
+        leader = c.leader()
+        full = [i for i in range(c.n) if i != leader]
+        writes = Writes(c)
+        writes.commit(leader, 10)
+        # Room for the journal and the vote (1.1 MiB), not for a snapshot
+        # (the old one + the journal + 1.1 MiB).
+        fillers = {i: fill_leaving(c.data_dir(i), int(1.5 * MiB)) for i in full}
+        marks = {i: len(log_lines(c, i, 0)) for i in full}
+        writes.commit(leader, 60)  # two compactions due on every voter
+
+        def said_no_room(i: int) -> list[str]:
+            lines = log_lines(c, i, marks[i])
+            return [line for line in lines if "no snapshot written" in line]
+
+        c.wait(lambda: all(said_no_room(i) for i in full), 10, "the no-room line on both")
+        for i in full:
+            line = said_no_room(i)[0]
+            assert str(c.data_dir(i)) in line and "1.5 MiB free" in line and "To fix" in line
+            assert c.ready(i), f"voter {i} can still write its journal: it stays ready"
+            assert metric(c, i, "metaquorum_snapshot_failures_total") >= 1
+
+        for i in range(c.n):
+            assert c.stop(i) == 0
+        restarted = {i: len(log_lines(c, i, 0)) for i in full}
+        c.start()
+        started = time.monotonic()
+        new_leader = c.leader(timeout_s=20)
+        elected_s = time.monotonic() - started
+        writes.commit(new_leader, 40)
+        c.wait_ready(timeout_s=20)
+        assert c.status(new_leader)["raftTerm"] < 10
+        for i in full:
+            lines = log_lines(c, i, restarted[i])
+            assert len([line for line in lines if "no snapshot written" in line]) <= 2, lines
+            assert not any("child exit status" in line for line in lines), lines
+            assert not any("snapshot at offset" in line for line in lines), "a writer was forked"
+
+        for i in full:
+            os.unlink(fillers[i])
+        # The next attempt (within the backoff's current step) finds room.
+        c.wait(
+            lambda: all(
+                any("snapshot written in" in line for line in log_lines(c, i, restarted[i]))
+                for i in full
+            ),
+            70,
+            "snapshots written again once there was room",
+        )
+        c.wait(lambda: same_image_everywhere(c), 30, "the same image digest on every voter")
+        for i in range(c.n):
+            writes.check_all_in_the_log(i)
+        print(f"\nleader {elected_s:.2f} s after a full restart with two nearly full disks")
