@@ -344,7 +344,7 @@ class QuorumNode:
             now - self._disk_leaving_since,
             "leadership handed to a caught-up voter"
             if handed
-            else "no voter was caught up: the others elect a leader within an election timeout",
+            else "no other voter was caught up: a leader is elected within an election timeout",
         )
 
     def _disk_refusal(self) -> UnavailableError | None:
