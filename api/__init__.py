@@ -11,7 +11,8 @@ message names the field); 401/403 auth (``CLUSTER_AUTHORIZATION_FAILED``); 307
 to the leader (``NOT_CONTROLLER``); 413 body too large; 415 a body without
 ``Content-Type: application/json``; 429 admission control
 (``THROTTLING_QUOTA_EXCEEDED``); 503 + ``Retry-After`` when no leader is known,
-the node is replaying, not ready or stopping (``NOT_CONTROLLER``). The HTTP
+the node is replaying, not ready or stopping, or cannot write its disk (the
+message names the data dir, its free and needed space; ``NOT_CONTROLLER``). The HTTP
 server itself (``connections``) answers 408 (a head or body too slow), 414 and
 431 (a head over its limits) and 503 (too many connections), then closes.
 Every limit is in ``metadata_records/limits.py`` and docs/limits.md.

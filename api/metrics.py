@@ -121,6 +121,29 @@ class _NodeCollector(Collector):
                 "vote requests dropped while this voter heard a leader",
                 stats.votes_refused_in_lease,
             )
+        disk = node.disk
+        yield gauge(
+            "disk_writable",
+            "1 if this voter can write its data dir (journal, term and vote); 0 fails /readyz",
+            disk.writable,
+        )
+        if disk.free_bytes is not None:
+            yield gauge("disk_free_bytes", "free bytes on the data dir's volume", disk.free_bytes)
+        yield gauge(
+            "disk_needed_bytes",
+            "free bytes below which this voter stops writing (journal growth, meta file)",
+            disk.reserve,
+        )
+        yield counter(
+            "disk_write_failures",
+            "journal, meta or probe writes that failed (no space, I/O error)",
+            disk.write_failures,
+        )
+        yield counter(
+            "snapshot_failures",
+            "snapshots not written: no room found before the attempt, or the writer failed",
+            node.sm.snapshot_failures,
+        )
         yield counter("throttled_requests", "requests refused by admission control", node.throttled)
         yield counter(
             "committed_batches", "batches this node committed as leader", node.stats.batches

@@ -191,6 +191,8 @@ def not_ready_reason(node: QuorumNode) -> str | None:
         return None
     if node.sm.fatal is not None:
         return f"this node refuses to serve: {node.sm.fatal}"
+    if (disk := node.disk.reason()) is not None:
+        return f"this voter cannot write to its disk: {disk}"
     if not node.raft_alive:
         return "the Raft tick thread is not running"
     if node.replaying:

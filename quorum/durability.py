@@ -42,6 +42,7 @@ import pysyncobj.syncobj as _syncobj
 from pysyncobj.journal import APP_VERSION, Journal, MemoryJournal, MetaStorer
 from pysyncobj.pickle import dumps, loads, to_bytes
 
+from .disk_health import DiskHealth, DiskWriteError
 from .journal_format import (
     HEADER_SIZE,
     LAST_OFFSET_AT,
@@ -175,10 +176,16 @@ class DurableMetaStorer(MetaStorer):
     def storeMeta(self, meta, who_waited: str = "the Raft thread"):  # noqa: N802 - pysyncobj's name
         start = time.perf_counter()
         path = self.getPath()
-        with open(path + ".tmp", "wb") as f:
-            f.write(dumps(meta))
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(path + ".tmp", "wb") as f:
+                f.write(dumps(meta))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            # A full disk: the old meta file stays whole; leave no half temp behind.
+            with contextlib.suppress(OSError):
+                os.unlink(path + ".tmp")
+            raise
         os.replace(path + ".tmp", path)
         fsync_dir(path)
         took = time.perf_counter() - start
@@ -230,6 +237,8 @@ class MetaStoreThread:
                 self._pending = False
             try:
                 self._store()
+            except DiskWriteError:
+                pass  # DiskHealth logged it; the next request tries again
             except Exception:  # noqa: BLE001 - the next request tries again
                 log.exception("storing the Raft commit index failed; tried again at the next one")
 
@@ -257,10 +266,15 @@ class MetaquorumJournal(Journal):
 
     COMMIT_INDEX_EVERY_S = 0.1
 
-    def __init__(self, journal_file: str, fsync: bool) -> None:
+    def __init__(self, journal_file: str, fsync: bool, disk: DiskHealth | None = None) -> None:
         self._path = journal_file
         self._fsync = fsync
+        self._disk = disk
         self._dirty = False  # written, not yet synced
+        # A failed sync is sticky: the kernel may have dropped the pages it could
+        # not write and report the next sync as a success (PostgreSQL's
+        # "fsyncgate"), so nothing may be acknowledged after it (decision 48).
+        self.sync_failed: str | None = None
         self._commit_stored_at = 0.0
         if os.path.exists(journal_file) and os.path.getsize(journal_file) < HEADER_SIZE:
             raise JournalCorruptError(
@@ -309,10 +323,21 @@ class MetaquorumJournal(Journal):
         """Makes every change so far durable (a no-op when there is none, or
         with fsync off); returns the seconds the sync took (0.0 for none).
         Called on pysyncobj's tick thread only."""
+        if self.sync_failed is not None:
+            raise DiskWriteError(0, self.sync_failed)
         if not self._dirty:
             return 0.0
         start = time.perf_counter()
-        self._file.sync()
+        try:
+            self._file.sync()
+        except OSError as e:
+            self.sync_failed = (
+                f"syncing the Raft journal {self._path} failed ({e.strerror or e}): what it "
+                "holds on disk is unknown, so this voter acknowledges nothing more and stops; "
+                "restart it once the disk is fixed or has room (its journal is checked at start)"
+            )
+            log.critical("%s", self.sync_failed)
+            raise DiskWriteError(e.errno, self.sync_failed) from e
         self._dirty = False
         took = time.perf_counter() - start
         SyncStats.count_sync(took)
@@ -321,11 +346,20 @@ class MetaquorumJournal(Journal):
 
     def add(self, command, idx, term):
         command = to_bytes(command)
-        self._entries.append((command, idx, term))
         data = encode_entry(command, idx, term, self._fmt)
-        self._file.write(self._offset, data)
-        self._offset += len(data)
-        self._set_end(self._offset)
+        end = self._offset + len(data)
+        # The file first, memory after: an append that fails for want of room
+        # leaves both as they were, so pysyncobj (which sees the exception)
+        # never sends or counts an entry this voter does not hold on disk.
+        try:
+            self._file.write(self._offset, data)
+            self._set_end(end)
+        except OSError as e:
+            if self._disk is None:
+                raise
+            raise self._disk.report(f"Raft journal entry {idx} to {self._path}", e) from e
+        self._entries.append((command, idx, term))
+        self._offset = end
         self._mark_dirty()
 
     def clear(self):
@@ -365,7 +399,8 @@ class MetaquorumJournal(Journal):
         if self._meta_thread is not None:
             self._meta_thread.close()
         if not self._meta_saved:  # a clean stop leaves the last commit index
-            self._store_meta()
+            with contextlib.suppress(DiskWriteError):  # a full disk: logged; replay goes less far
+                self._store_meta()
             self._meta_saved = True
         self._file.close()
 
@@ -421,10 +456,18 @@ class MetaquorumJournal(Journal):
         overtakes a newer one with an older term or vote."""
         with self._meta_lock:
             meta = dict(self._meta)
-            if isinstance(self._meta_storer, DurableMetaStorer):
-                self._meta_storer.storeMeta(meta, who_waited)
-            else:
-                self._meta_storer.storeMeta(meta)
+            try:
+                if isinstance(self._meta_storer, DurableMetaStorer):
+                    self._meta_storer.storeMeta(meta, who_waited)
+                else:
+                    self._meta_storer.storeMeta(meta)
+            except OSError as e:
+                if self._disk is None or isinstance(e, DiskWriteError):
+                    raise
+                # Raised on the Raft thread, this aborts pysyncobj's handling of
+                # the message: a vote or term not on disk is never sent.
+                what = f"the Raft term, vote and commit index to {self._meta_storer.getPath()}"
+                raise self._disk.report(what, e) from e
 
 
 def load_meta(path: str) -> dict:
@@ -448,12 +491,13 @@ def load_meta(path: str) -> dict:
     return meta
 
 
-def install_journal(fsync: bool) -> None:
-    """Make pysyncobj build durable journals in this process (or plain ones)."""
+def install_journal(fsync: bool, disk: DiskHealth | None = None) -> None:
+    """Make pysyncobj build durable journals in this process (or plain ones);
+    their failed writes are reported to ``disk``."""
 
     def create_journal(journal_file=None):
         if journal_file is None:
             return MemoryJournal()
-        return MetaquorumJournal(journal_file, fsync)
+        return MetaquorumJournal(journal_file, fsync, disk)
 
     _syncobj.createJournal = create_journal

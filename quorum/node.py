@@ -32,6 +32,7 @@ from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, LeaderChangeRecord, Record, VotersRecord
 from metadata_records.snapshot import image_digest
 
+from .disk_health import DiskHealth, quiet_tick_tracebacks
 from .divergence import fail_stop_on_divergence, watch_divergence
 from .durability import MetaquorumJournal, install_journal
 from .leader_liveness import check_quorum, forget_silent_leader
@@ -138,6 +139,9 @@ REBASE_EVERY_BATCHES = 256
 # A follower's journal sync this long moves its election deadline on by as much
 # (raft_port.excuse_own_stall); shorter ones are far inside the election timeout.
 STALL_EXCUSED_S = 0.05
+# A leader that cannot write hands leadership to a caught-up voter; if none is
+# caught up within this long, it steps down and the others elect one.
+DISK_HANDOVER_S = 1.0
 
 
 @dataclass
@@ -165,7 +169,10 @@ class QuorumNode:
         # Entries on no file would hang the node or be dropped silently (refused, exit 3).
         check_snapshot_covers_journal(config.journal_file, config.dump_file)
         check_journal_holds_what_was_committed(config.journal_file, config.dump_file)
-        install_journal(config.fsync)
+        # Whether this voter can persist (quorum/disk_health.py); the journal reports to it.
+        self.disk = DiskHealth(config.data_dir)
+        install_journal(config.fsync, self.disk)
+        quiet_tick_tracebacks()
         install_cipher()
         install_frame_limits()
         keep_next_index_forward()
@@ -228,6 +235,7 @@ class QuorumNode:
         refuse_unbound_port(self.syncobj, config.raft_bind or config.raft_address, self.node_id)
         self.syncobj.addOnTickCallback(self._guard_tick)
         self._voters_change_pending = False
+        self._wire_disk_health()  # first: its tick runs even when a journal sync raises
         self._wire_journal_syncs()
         watch_divergence(self.syncobj, self._on_diverged)
         self.pre_vote: PreVote | None = None
@@ -291,6 +299,82 @@ class QuorumNode:
         transport = self.syncobj._SyncObj__transport
         transport.on_pre_vote_message = attach_pre_vote(self.syncobj, pre_vote, self.guard)
         transport.mark_vote_request = functools.partial(mark_transfer_vote, pre_vote)
+
+    def _wire_disk_health(self) -> None:
+        """A voter that cannot write its data dir takes no entries, casts no
+        vote and sends no acknowledgement (the transport drops them), stands
+        for no election and does not lead (``_disk_tick``); its snapshots
+        check for room first (quorum/disk_health.py)."""
+        transport = self.syncobj._SyncObj__transport
+        disk = self.disk
+        transport.disk_writable = lambda: disk.writable
+        self._journal = self.syncobj._SyncObj__raftLog
+        self._disk_leaving_since: float | None = None
+        self.sm.disk = disk
+        self.sm.journal_file = self.config.journal_file
+        self.syncobj.addOnTickCallback(self._disk_tick)
+
+    def _disk_tick(self) -> None:  # tick thread, at the end of every tick
+        journal = self._journal
+        if journal.sync_failed is not None:
+            if self.sm.fatal is None:  # what is on disk is unknown: stop (serve exits 3)
+                self.sm.fatal = journal.sync_failed
+                self._call(self._step_down, "this voter's journal sync failed")
+            return
+        disk = self.disk
+        disk.check()
+        if disk.writable and self._disk_leaving_since is None:
+            return
+        if not disk.writable:
+            # It could not store the term and vote of a candidacy: never stand.
+            self.syncobj._SyncObj__raftElectionDeadline = (
+                pysyncobj_monotonic() + self.config.raft_max_timeout
+            )
+        if self.syncobj._isLeader():
+            # Once begun, a handover is finished even if room came back meanwhile:
+            # this node stopped being the controller, so it must not stay leader.
+            self._hand_over_for_disk()
+        elif disk.writable:
+            self._disk_leaving_since = None
+
+    def _hand_over_for_disk(self) -> None:  # tick thread
+        """Stops deciding writes at once, hands leadership to a caught-up voter
+        (Raft's TimeoutNow: it is elected at its next tick), and steps down;
+        without a caught-up voter within ``DISK_HANDOVER_S`` it steps down
+        anyway and the others elect a leader within an election timeout."""
+        now = time.monotonic()
+        if self._disk_leaving_since is None:
+            self._disk_leaving_since = now
+            self._call(self._step_down, "this voter cannot write to its disk")
+        answers: list = []
+        self.syncobj.transferLeadership(callback=lambda result, error: answers.append(error))
+        handed = answers == [FAIL_REASON.SUCCESS]
+        if not handed and now - self._disk_leaving_since < DISK_HANDOVER_S:
+            return
+        self.syncobj._SyncObj__setState(FOLLOWER)
+        self.syncobj._SyncObj__raftLeader = None
+        log.warning(
+            "stepped down as leader after %.2f s because this voter cannot write to its disk (%s)",
+            now - self._disk_leaving_since,
+            "leadership handed to a caught-up voter"
+            if handed
+            else "no other voter was caught up: a leader is elected within an election timeout",
+        )
+
+    def _disk_refusal(self) -> UnavailableError | None:
+        """A write sent to a voter that cannot write its disk: 503 naming the
+        disk, unless another leader is known (then the usual 307)."""
+        reason = self.disk.reason()
+        if reason is None:
+            return None
+        leader = self.raft_leader_id
+        if leader is not None and leader != self.node_id and self.leader_url is not None:
+            return None
+        return UnavailableError(
+            f"this voter cannot write to its disk, so it does not lead: {reason}. Another "
+            "voter takes over within seconds: retry after Retry-After",
+            1.0,
+        )
 
     def _persist_formation(self, voters: dict) -> None:  # tick thread (or the constructor)
         self.identity = record_formation(self.config.data_dir, self.identity, voters)
@@ -385,6 +469,7 @@ class QuorumNode:
             and not self._stopping
             and self.raft_leader_id is not None
             and self.caught_up
+            and self.disk.writable
         )
 
     # ------------------------------------------------------------ tick-thread bridges
@@ -522,6 +607,8 @@ class QuorumNode:
             raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
         if self.replaying:
             raise UnavailableError("this node is still replaying its log", 1.0)
+        if (refusal := self._disk_refusal()) is not None:
+            raise refusal
         if not self.active:
             raise self._not_controller("this node is not the active controller")
         if len(self._queue) >= self.config.max_queued_requests:

@@ -41,6 +41,7 @@ from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
 from .log_limiter import RateLimitedLog
+from .pre_vote import PRE_VOTE_ANSWER
 from .voter_guard import HELLO, VoterGuard
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,13 @@ def install_frame_limits() -> None:
     _installed = True
 
 
+# Received, these make pysyncobj store entries, a term or a vote; sent, these
+# promise that something is stored (an acknowledgement, a vote, a candidacy),
+# or take part in an election (a pre-vote answer).
+_WRITES_ON_RECEIPT = frozenset({"append_entries", "request_vote", "timeout_now"})
+_PROMISES = frozenset({"next_node_idx", "response_vote", "request_vote", PRE_VOTE_ANSWER})
+
+
 def _refuse(args, callback):
     raise PermissionError(
         "pysyncobj admin commands are disabled on metaquorum's Raft port; "
@@ -206,6 +214,11 @@ class GuardedTransport(TCPTransport):
     # the voter guard's filter, and marks a transfer target's vote requests.
     on_pre_vote_message: Callable | None = None
     mark_vote_request: Callable[[dict], dict] | None = None
+    # ``disk_writable`` (set by the node): while it answers False, messages
+    # that would make this voter write (entries, a term, a vote) are dropped
+    # unread, and no acknowledgement or vote leaves, as if this voter were
+    # cut off (quorum/disk_health.py).
+    disk_writable: Callable[[], bool] | None = None
     # Voter identity (quorum/voter_guard.py): hellos and the filter on votes and
     # acknowledgements. None only in tests that build a bare transport.
     guard: VoterGuard | None = None
@@ -240,6 +253,7 @@ class GuardedTransport(TCPTransport):
 
     def _onMessageReceived(self, node, message):  # noqa: N802 - pysyncobj's name
         guard = self.guard
+        node_id = None
         if guard is not None:
             node_id = guard.node_id_of(getattr(node, "id", ""))
             if isinstance(message, dict) and message.get("type") == HELLO:
@@ -251,13 +265,17 @@ class GuardedTransport(TCPTransport):
             message = guard.filter(node_id, message)
             if message is None:
                 return
-            if self.on_pre_vote_message is not None:
-                message = self.on_pre_vote_message(node, node_id, message)
-                if message is None:
-                    return
+        if self._disk_blocks(message, _WRITES_ON_RECEIPT):
+            return
+        if self.on_pre_vote_message is not None:
+            message = self.on_pre_vote_message(node, node_id, message)
+            if message is None:
+                return
         super()._onMessageReceived(node, message)
 
     def send(self, node, message):
+        if self._disk_blocks(message, _PROMISES):
+            return None
         if isinstance(message, dict):
             kind = message.get("type")
             if kind == "next_node_idx" and self.before_ack is not None:
@@ -265,6 +283,15 @@ class GuardedTransport(TCPTransport):
             elif kind == "request_vote" and self.mark_vote_request is not None:
                 message = self.mark_vote_request(message)
         return super().send(node, message)
+
+    def _disk_blocks(self, message, types: frozenset[str]) -> bool:
+        writable = self.disk_writable
+        return (
+            writable is not None
+            and isinstance(message, dict)
+            and message.get("type") in types
+            and not writable()
+        )
 
     def setOnUtilityMessageCallback(self, message, callback):  # noqa: N802 - pysyncobj's name
         super().setOnUtilityMessageCallback(message, _refuse if callback else None)

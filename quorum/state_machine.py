@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import hashlib
 import logging
 import os
@@ -29,7 +30,18 @@ from metadata_records.image import EMPTY_IMAGE, MetadataImage
 from metadata_records.records import Batch, PartitionChangeRecord
 from metadata_records.snapshot import decode_image, encode_image
 
+from .disk_health import (
+    SPACE_ERRNOS,
+    WHAT_TO_FREE,
+    DiskHealth,
+    free_bytes,
+    human_bytes,
+    snapshot_backoff_s,
+    snapshot_no_room_message,
+    snapshot_room_needed,
+)
 from .durability import fsync_dir
+from .log_limiter import RateLimitedLog
 from .record_log import RecordLog
 
 log = logging.getLogger(__name__)
@@ -45,6 +57,7 @@ INVALID = -2  # not a batch at all (never written by a metaquorum leader)
 SNAPSHOT_FORMAT = 2
 SNAPSHOT_FORMATS = (1, 2)
 SNAPSHOT_TIMEOUT_S = 300
+SNAPSHOT_EXIT_NO_SPACE = 28  # the writer's exit code when the disk filled up (ENOSPC)
 ENTRY_OFFSETS_KEPT = 100_000
 
 
@@ -66,6 +79,17 @@ class MetadataStateMachine(SyncObjConsumer):
         self._snapshot_started = 0.0
         self.snapshots_written = 0
         self.snapshot_failures = 0
+        # Set by the node: room is checked before a snapshot, failures back off.
+        self.disk: DiskHealth | None = None
+        self.journal_file: str | None = None
+        self._snapshot_path = ""
+        self._snapshot_failures_in_row = 0
+        self._snapshot_retry_at = 0.0
+        # pysyncobj's Serializer calls the serializer again only after the
+        # checker said SUCCESS or FAILED: a snapshot declined (backing off, no
+        # room) is reported FAILED once, or compaction would stop for good.
+        self._snapshot_declined = False
+        self._snapshot_reminders = RateLimitedLog(log, period_s=60.0, burst=1)
         # Called on the apply thread after each applied entry; must not raise.
         self.on_applied: Callable[[], None] | None = None
         # Raft index -> next record offset after it, for recent entries: voter
@@ -162,7 +186,14 @@ class MetadataStateMachine(SyncObjConsumer):
         leaves the previous snapshot in place."""
         if self._snapshot_pid:
             return
+        if time.monotonic() < self._snapshot_retry_at:
+            self._snapshot_declined = True  # pysyncobj asks on every tick; we back off
+            return
         final = tmp_name[: -len(".tmp")] if tmp_name.endswith(".tmp") else tmp_name
+        self._snapshot_path = final
+        if not self._room_for_snapshot(final):
+            self._snapshot_declined = True
+            return
         image, (last, prev, cluster) = self.image, raft_data
         started = time.perf_counter()
         pid = os.fork()
@@ -171,7 +202,12 @@ class MetadataStateMachine(SyncObjConsumer):
             try:
                 _write_snapshot_file(final, image, last, prev, cluster)
                 code = 0
+            except OSError as e:
+                code = SNAPSHOT_EXIT_NO_SPACE if e.errno in SPACE_ERRNOS else 1
             finally:
+                if code:  # a half-written snapshot would only take the room it lacked
+                    with contextlib.suppress(OSError):
+                        os.unlink(final + ".part")
                 os._exit(code)
         self._snapshot_pid = pid
         self._snapshot_started = time.monotonic()
@@ -185,6 +221,50 @@ class MetadataStateMachine(SyncObjConsumer):
             image.partition_count,
             forked_ms,
         )
+
+    def _room_for_snapshot(self, final: str) -> bool:
+        """Whether the data dir has room for a new snapshot beside the old one
+        and the journal (disk_health.snapshot_room_needed); if not, says so
+        and backs off. A snapshot that ran out of room halfway cost a fork and
+        left its part file taking the room."""
+        if self.disk is None:
+            return True
+        free = free_bytes(os.path.dirname(os.path.abspath(final)))
+        if free is None:
+            return True
+        needed = snapshot_room_needed(_size(final), _size(self.journal_file))
+        if free >= needed:
+            return True
+        self.snapshot_failures += 1
+        self._snapshot_failed(
+            lambda retry_s: snapshot_no_room_message(self.disk.path, free, needed, retry_s)
+        )
+        return False
+
+    def _snapshot_failed(self, message: Callable[[float], str]) -> None:
+        """The first failure in a row is an error line; the next attempts back
+        off (1, 2, 4 ... 60 s) and remind at most once a minute."""
+        self._snapshot_failures_in_row += 1
+        retry_s = snapshot_backoff_s(self._snapshot_failures_in_row)
+        self._snapshot_retry_at = time.monotonic() + retry_s
+        if self._snapshot_failures_in_row == 1:
+            log.error("%s", message(retry_s))
+        else:
+            self._snapshot_reminders.log(
+                logging.WARNING,
+                "%s (%d attempts in a row)",
+                message(retry_s),
+                self._snapshot_failures_in_row,
+            )
+
+    def _snapshot_succeeded(self) -> None:
+        if self._snapshot_failures_in_row:
+            log.warning(
+                "snapshot written (before it: %d attempt(s) that failed or found no room)",
+                self._snapshot_failures_in_row,
+            )
+        self._snapshot_failures_in_row = 0
+        self._snapshot_retry_at = 0.0
 
     def finish_snapshot(self, timeout_s: float = 30.0) -> None:
         """On shutdown: let a snapshot being written finish (or kill it), so
@@ -210,6 +290,9 @@ class MetadataStateMachine(SyncObjConsumer):
         """pysyncobj ``serializeChecker``."""
         pid = self._snapshot_pid
         if not pid:
+            if self._snapshot_declined:
+                self._snapshot_declined = False
+                return SERIALIZER_STATE.FAILED
             return SERIALIZER_STATE.NOT_SERIALIZING
         try:
             done, status = os.waitpid(pid, os.WNOHANG)
@@ -224,17 +307,40 @@ class MetadataStateMachine(SyncObjConsumer):
             os.waitpid(pid, 0)
             self._snapshot_pid = 0
             self.snapshot_failures += 1
-            log.error(
-                "writing a snapshot took over %d s; the writer was killed", SNAPSHOT_TIMEOUT_S
+            with contextlib.suppress(OSError):
+                os.unlink(self._snapshot_path + ".part")
+            self._snapshot_failed(
+                lambda retry_s: (
+                    f"writing a snapshot took over {SNAPSHOT_TIMEOUT_S} s; the "
+                    f"writer was killed; tried again in {retry_s:.0f} s"
+                )
             )
             return SERIALIZER_STATE.FAILED
         self._snapshot_pid = 0
-        if os.waitstatus_to_exitcode(status) == 0:
+        code = os.waitstatus_to_exitcode(status)
+        if code == 0:
             self.snapshots_written += 1
             log.info("snapshot written in %.1f s", time.monotonic() - self._snapshot_started)
+            self._snapshot_succeeded()
             return SERIALIZER_STATE.SUCCESS
         self.snapshot_failures += 1
-        log.error("writing a snapshot failed (child exit status %s); will retry", status)
+        if code == SNAPSHOT_EXIT_NO_SPACE:
+            free = free_bytes(os.path.dirname(os.path.abspath(self._snapshot_path)))
+            self._snapshot_failed(
+                lambda retry_s: (
+                    f"disk full: writing the snapshot {self._snapshot_path} ran out "
+                    f"of space ({human_bytes(free)} free now; its part file was deleted); the "
+                    f"journal is not compacted meanwhile. Tried again in {retry_s:.0f} s. "
+                    f"To fix: {WHAT_TO_FREE}"
+                )
+            )
+        else:
+            self._snapshot_failed(
+                lambda retry_s: (
+                    f"writing the snapshot {self._snapshot_path} failed (its writer "
+                    f"exited with {code}); tried again in {retry_s:.0f} s"
+                )
+            )
         return SERIALIZER_STATE.FAILED
 
     def read_snapshot(self, file_name: str) -> tuple:
@@ -316,6 +422,13 @@ class MetadataStateMachine(SyncObjConsumer):
         except (IndexError, TypeError):
             pass
         return result
+
+
+def _size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
 
 
 def _write_snapshot_file(final: str, image: MetadataImage, last, prev, cluster) -> None:
