@@ -41,7 +41,19 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         help="take the node id from the hostname's trailing ordinal (StatefulSet pod-N); "
         "the hostname is $HOSTNAME if set, else the system's",
     )
-    flag("--voters", required=True, help='every voter: "0@host:raftport,1@host:raftport,..."')
+    flag(
+        "--voters",
+        required=True,
+        help='the voters a new cluster starts with: "0@host:raftport,1@host:raftport,..."; '
+        "once a data dir is a voter, the voter set in the log rules (metaquorum add-voter / "
+        "remove-voter) and this only says where the cluster is",
+    )
+    flag(
+        "--raft-address",
+        help="this node's Raft HOST:PORT, as every voter spells it; needed for a node not in "
+        "--voters, which then joins the running cluster as an observer until metaquorum "
+        "add-voter names it (default: its entry in --voters)",
+    )
     flag("--http-host", default="0.0.0.0", help="HTTP bind address")
     flag("--http-port", type=int, default=8080, help="HTTP port")
     flag(
@@ -129,6 +141,13 @@ def build_config(args: argparse.Namespace):
     else:
         node_id = int(args.node_id)
     voters = parse_voters(args.voters)
+    own = getattr(args, "raft_address", None) or None
+    if own is not None:
+        from quorum.membership import parse_address
+
+        host, port = parse_address(own, "--raft-address")
+        own = f"{host}:{port}"
+    raft_port = (own or voters.get(node_id, "")).rpartition(":")[2]
     secret = _read_secret(args.raft_secret_file) if args.raft_secret_file else None
     http_port = int(args.http_port)
     if not 1 <= http_port <= 65535:
@@ -155,7 +174,8 @@ def build_config(args: argparse.Namespace):
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
         max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),
         startup_election_delay_s=int(args.startup_election_delay_ms) / 1000,
-        raft_bind=f"{bind}:{voters[node_id].rpartition(':')[2]}" if node_id in voters else None,
+        raft_bind=f"{bind}:{raft_port}" if raft_port else None,
+        own_raft_address=own,
     )
 
 

@@ -36,6 +36,21 @@ class Cluster:
         self.procs: list[subprocess.Popen | None] = [None] * voters
         self.logs: list[Path] = [self.root / f"node-{i}.log" for i in range(voters)]
         self.client = httpx.Client(timeout=10.0)
+        self.bootstrap = voters  # nodes from here on are not in --voters: they join
+
+    def add_node(self) -> int:
+        """A node outside --voters (started with --raft-address), to be added
+        with add-voter; returns its id. ``start(i)`` starts it."""
+        i = self.n
+        self.n += 1
+        self.http.append(free_port())
+        self.raft.append(free_port())
+        self.procs.append(None)
+        self.logs.append(self.root / f"node-{i}.log")
+        return i
+
+    def raft_address(self, i: int) -> str:
+        return f"127.0.0.1:{self.raft[i]}"
 
     # ------------------------------------------------------------ processes
 
@@ -57,6 +72,7 @@ class Cluster:
             "--cluster-id", self.cluster_id,
             "--raft-secret-file", str(self.secret_file),
             "--fsync", self.fsync,
+            *(["--raft-address", self.raft_address(i)] if i >= self.bootstrap else []),
             *self.extra,
         ]  # fmt: skip
 
