@@ -303,7 +303,8 @@ class VoterGuard:
                 self._become_formed(dict(hello.voters))
                 log.info("joined the new cluster %s as formed by its voters", self.cluster_id)
                 return
-        if self.joining:
+        formed_sets = [h.voters for h in self.peers.values() if h.formed]
+        if self.joining or (formed_sets and all(self.node_id not in v for v in formed_sets)):
             self._complain(
                 self.node_id,
                 "joining",

@@ -5,6 +5,10 @@ keeps the voter set of the log whatever --voters says."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -62,6 +66,16 @@ def remove(c: Cluster, i: int, via: int | None = None) -> dict:
     r = change(c, via, "/v1/quorum/remove-voter", {"nodeId": i})
     assert r.status_code == 200, (r.status_code, r.text)
     return r.json()
+
+
+def mq(*args: str) -> subprocess.CompletedProcess:
+    """The operator's command line, as a process."""
+    return subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def refused(r: httpx.Response, name: str, words: str) -> None:
@@ -278,3 +292,43 @@ def test_a_restart_keeps_the_voter_set_of_the_log(cluster):
         return r.status_code == 200 and r.json()["errorName"] == "NONE"
 
     c.wait(written, 30, "a write committed by three of the five voters")
+
+
+def test_an_add_cut_short_by_a_leader_change_is_finished_by_its_retry(cluster):
+    """The leader dies while it streams the log to a joiner (nothing written
+    yet); the same add-voter sent again, to any voter, finishes on the new leader."""
+    c = cluster
+    first = c.leader()
+    j = c.add_node()
+    c.start(j)
+    c.wait(lambda: role(c, j) == "observer", 30, "the joiner up")
+    c.signal(j, signal.SIGSTOP)  # it cannot catch up: the add waits
+    cut: dict = {}
+
+    def first_try() -> None:
+        try:
+            cut["r"] = add(c, j, via=first, timeout_ms=20_000)
+        except (httpx.HTTPError, AssertionError) as e:
+            cut["error"] = e
+
+    attempt = threading.Thread(target=first_try)
+    attempt.start()
+    try:
+        c.wait(lambda: j in {v["nodeId"] for v in status(c, first)["voters"]}, 10, "a learner")
+        c.kill(first)
+    finally:
+        attempt.join(timeout=60)
+    assert "error" in cut, cut  # its answer was lost with the leader
+    c.signal(j, signal.SIGCONT)
+    # The operator's retry, once a new leader is elected: the CLI, given the
+    # voters it can reach.
+    c.leader(among=[i for i in range(3) if i != first])
+    urls = ",".join(c.url(i) for i in range(3) if i != first)
+    retry = mq("add-voter", "--url", urls, "--node-id", str(j), "--address", c.raft_address(j))
+    assert retry.returncode == 0, retry.stderr
+    body = json.loads(retry.stdout)
+    assert body["changed"] is True and j in {v["nodeId"] for v in body["voters"]}
+    c.wait(lambda: role(c, j) == "voter", 30, "the joiner a voter")
+    c.start(first)
+    leader = c.leader()
+    c.wait(lambda: set(voters_of(c, leader)) == {0, 1, 2, j}, 30, "four voters everywhere")

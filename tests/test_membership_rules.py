@@ -157,3 +157,23 @@ def test_the_address_book_follows_the_set():
     assert g.node_id_of("h:4") is None
     g.set_book({0: "h:1", 3: "h:4"})
     assert g.node_id_of("h:4") == 3 and g.node_id_of("h:2") is None
+
+
+def test_an_empty_node_the_voter_set_does_not_name_waits_to_be_added(caplog):
+    g = VoterGuard(
+        cluster_id="c",
+        node_id=2,
+        directory_id="new",
+        addresses={0: "h:1", 1: "h:2", 2: "h:3"},
+        formed=False,
+        bootstrap=None,
+        committed_voters=lambda: (),
+        persist_formation=lambda v: None,
+    )
+    g.set_book({0: "h:1", 1: "h:2", 2: "h:3"})
+    with caplog.at_level("WARNING"):
+        g.on_hello(0, Hello("c", 0, "d0", True, {0: "d0", 1: "d1"}).to_message())
+        g.on_hello(1, Hello("c", 1, "d1", False, {}).to_message())
+    assert not g.formed and g.role() == "observer"
+    assert "node 2 is not a voter of cluster c" in caplog.text
+    assert "metaquorum add-voter --node-id 2 --address h:3" in caplog.text
