@@ -175,3 +175,16 @@ def lagging(node_id: int, address: str, hello_seen: bool, held: int, target: int
         f"Raft entry {held}, the commit index is {target}; retry when it has caught up "
         "(the retry goes on from where it is)",
     )
+
+
+def misspelled(node_id: int, address: str, own: str | None) -> ApiError | None:
+    """A joiner must be known by the address it calls itself: pysyncobj names
+    a node by its "host:port" string, and two spellings are two nodes."""
+    if own is None or own == address:
+        return None
+    return ApiError(
+        Errors.INVALID_REQUEST,
+        f"node {node_id} calls itself {own} (its --raft-address), not {address}: "
+        "every voter must spell a voter's address the same way; add it as "
+        f"{own}, or restart it with --raft-address {address}",
+    )

@@ -43,6 +43,7 @@ from .membership import (
     check_remove,
     describe,
     lagging,
+    misspelled,
     parse_address,
     with_voter,
     without_voter,
@@ -985,6 +986,8 @@ class QuorumNode:
         while True:
             self._require_active("add a voter")
             hello, held = guard.peers.get(node_id), guard.progress.get(node_id, 0)
+            if hello is not None and (wrong := misspelled(node_id, address, hello.address)):
+                raise MembershipRefused(wrong)
             if hello is not None and held >= target:
                 break  # it holds what was committed a moment ago
             if time.monotonic() > deadline:

@@ -59,9 +59,12 @@ class Hello:
     directory_id: str
     formed: bool
     voters: dict[int, str | None]  # the voter set the sender holds
+    # Its own Raft address as it spells it (a joiner's must match add-voter's);
+    # None from a voter that predates it.
+    address: str | None = None
 
     def to_message(self) -> dict:
-        return {
+        message = {
             "type": HELLO,
             "clusterId": self.cluster_id,
             "nodeId": self.node_id,
@@ -69,6 +72,9 @@ class Hello:
             "formed": self.formed,
             "voters": [[k, v] for k, v in sorted(self.voters.items())],
         }
+        if self.address is not None:
+            message["address"] = self.address
+        return message
 
     @classmethod
     def from_message(cls, message: dict) -> Hello:
@@ -81,6 +87,7 @@ class Hello:
                 str(message["directoryId"]),
                 bool(message["formed"]),
                 voters,
+                None if message.get("address") is None else str(message["address"]),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed hello: {e!r}") from None
@@ -155,7 +162,12 @@ class VoterGuard:
 
     def hello(self) -> Hello:
         return Hello(
-            self.cluster_id, self.node_id, self.directory_id, self.formed, self.voter_set()
+            self.cluster_id,
+            self.node_id,
+            self.directory_id,
+            self.formed,
+            self.voter_set(),
+            self.addresses.get(self.node_id),
         )
 
     @property

@@ -10,6 +10,7 @@ from quorum.membership import (
     check_add,
     check_remove,
     lagging,
+    misspelled,
     parse_address,
     with_voter,
     without_voter,
@@ -177,3 +178,17 @@ def test_an_empty_node_the_voter_set_does_not_name_waits_to_be_added(caplog):
     assert not g.formed and g.role() == "observer"
     assert "node 2 is not a voter of cluster c" in caplog.text
     assert "metaquorum add-voter --node-id 2 --address h:3" in caplog.text
+
+
+def test_a_joiner_spelled_another_way_is_refused():
+    assert misspelled(4, "h:5", None) is None and misspelled(4, "h:5", "h:5") is None
+    refusal = misspelled(4, "localhost:5", "127.0.0.1:5")
+    assert refusal.error is Errors.INVALID_REQUEST
+    assert refusal.message.startswith("node 4 calls itself 127.0.0.1:5 (its --raft-address)")
+
+
+def test_a_hello_carries_the_senders_address_and_reads_without_it():
+    hello = Hello("c", 3, "d3", False, {}, "h:4")
+    assert Hello.from_message(hello.to_message()) == hello
+    old = Hello("c", 3, "d3", False, {}).to_message()
+    assert "address" not in old and Hello.from_message(old).address is None
