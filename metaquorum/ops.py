@@ -166,7 +166,7 @@ async def transfer_if_leader(url: str, token: str | None, target: int | None) ->
         if me is None or leader != me:
             print(f"node {me} is not the leader (leader: {leader}): nothing to transfer")
             return 0
-        if len(status.get("voters", [])) < 2:
+        if len([v for v in status.get("voters", []) if v.get("voter", True)]) < 2:
             print(f"node {me} is the only voter: nothing to transfer")
             return 0
         if target is None:
@@ -200,6 +200,7 @@ def rollout_target(me: int, voters: list[dict]) -> int | None:
         v["nodeId"]
         for v in voters
         if v.get("nodeId") != me
+        and v.get("voter", True)  # a joiner streamed to is listed, but cannot lead
         and v.get("connected")
         and v.get("lagRecords") is not None
         and v["lagRecords"] <= READY_LAG_ENTRIES
