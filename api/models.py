@@ -962,6 +962,10 @@ class QuorumStatusOut(ResponseModel):
     queue_depth: int
     raft_commit_index: int
     raft_last_applied: int
+    observer: bool = Field(False, description="this node runs with serve --observer")
+    observers_connected: int = Field(
+        0, description="read-only followers (serve --observer) connected to this node"
+    )
     image_digest: str | None = Field(
         None,
         description="SHA-256 of the image at lastAppliedOffset, with ?digest=true: "

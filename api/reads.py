@@ -220,7 +220,8 @@ class VoterTracker:
         # Joiners the leader streams to, and a voter being removed, listed too
         # (as kafka-metadata-quorum describe --replication lists observers).
         listed = {**node.guard.learners, **voters}
-        listed.setdefault(node.node_id, node.config.raft_address)  # a joiner shows itself
+        if node.config.raft_address is not None:  # a joiner shows itself; an observer not
+            listed.setdefault(node.node_id, node.config.raft_address)
         for node_id, address in sorted(listed.items()):
             if node_id == node.node_id:
                 connected = True
@@ -297,6 +298,12 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
         "queueDepth": node.queue_depth,
         "raftCommitIndex": raft.get("commit_idx", node.syncobj.raftCommitIndex),
         "raftLastApplied": raft.get("last_applied", node.syncobj.raftLastApplied),
+        "observer": node.config.observer,
+        # Read-only followers (serve --observer) connected to this node.
+        "observersConnected": sum(
+            1 for k, v in raft.items() if k.startswith("readonly_node_status_server_") and v == 2
+        )
+        - sum(1 for a in guard.learners.values() if raft.get(f"readonly_node_status_server_{a}")),
         "voters": [
             {
                 "nodeId": node_id,

@@ -54,6 +54,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         "--voters, which then joins the running cluster as an observer until metaquorum "
         "add-voter names it (default: its entry in --voters)",
     )
+    flag(
+        "--observer",
+        action="store_true",
+        help="follow the log and serve reads, the log long-poll and snapshots without ever "
+        "voting (a read-only Raft node: no Raft address, no add-voter); --voters names the "
+        "cluster's voters and --node-id, outside them, labels it",
+    )
     flag("--http-host", default="0.0.0.0", help="HTTP bind address")
     flag("--http-port", type=int, default=8080, help="HTTP port")
     flag(
@@ -148,6 +155,9 @@ def build_config(args: argparse.Namespace):
         host, port = parse_address(own, "--raft-address")
         own = f"{host}:{port}"
     raft_port = (own or voters.get(node_id, "")).rpartition(":")[2]
+    observer = getattr(args, "observer", False) in (True, "1", "true", "True")
+    if observer:
+        raft_port = ""  # a read-only node listens on no Raft port
     secret = _read_secret(args.raft_secret_file) if args.raft_secret_file else None
     http_port = int(args.http_port)
     if not 1 <= http_port <= 65535:
@@ -176,6 +186,7 @@ def build_config(args: argparse.Namespace):
         startup_election_delay_s=int(args.startup_election_delay_ms) / 1000,
         raft_bind=f"{bind}:{raft_port}" if raft_port else None,
         own_raft_address=own,
+        observer=observer,
     )
 
 
@@ -226,7 +237,7 @@ def run_serve(args: argparse.Namespace) -> int:
         "node %d of cluster %s: raft %s, http %s, data %s, fsync %s",
         config.node_id,
         identity.cluster_id,
-        config.raft_address,
+        config.raft_address or "none (an observer)",
         config.advertised_url,
         config.data_dir,
         "always" if config.fsync else "never",

@@ -229,9 +229,9 @@ class QuorumNode:
             persist_formation=self._persist_formation,
             joining=config.joining and not identity.formed,
         )
-        self.guard.set_book({**config.voters, self.node_id: config.raft_address})
+        self.guard.set_book(self._book(config.voters, {}))
         self.syncobj = SyncObj(
-            config.raft_address,
+            config.raft_address,  # None: an observer, pysyncobj's read-only node
             others,
             conf=conf,
             consumers=[self.sm],
@@ -342,7 +342,7 @@ class QuorumNode:
         book = addresses(voters) if voters else dict(self.config.voters)
         members = {a for nid, a in book.items() if nid != self.node_id}
         joiners = {a for nid, a in learners.items() if nid not in book and nid != self.node_id}
-        self.guard.set_book({**book, **learners, self.node_id: self.config.raft_address})
+        self.guard.set_book(self._book(book, learners))
         if set_members(self.syncobj, members, joiners) and voters:
             log.info(
                 "Raft members now: voters %s%s",
@@ -359,6 +359,11 @@ class QuorumNode:
                 describe(voters),
             )
         self._said_removed = removed
+
+    def _book(self, voters: dict[int, str], learners: dict[int, str]) -> dict[int, str]:
+        """Who is who on the Raft port: the voters, the learners, this node."""
+        own = self.config.raft_address
+        return {**voters, **learners, **({self.node_id: own} if own else {})}
 
     def voter_addresses(self) -> dict[int, str]:
         """The voters' Raft addresses by node id: the committed set, else --voters."""
@@ -429,12 +434,16 @@ class QuorumNode:
 
     @property
     def caught_up(self) -> bool:
-        """Applied nearly everything this voter knows is committed (a few
-        entries of lag under load are normal and must not flap readiness)."""
-        return (
-            self.syncobj.raftCommitIndex - self.syncobj.raftLastApplied
-            <= self.config.ready_lag_entries
+        """Applied nearly everything the leader says is committed (a few
+        entries of lag under load are normal and must not flap readiness).
+        The leader's commit index, not this node's: a node that has just
+        joined (an observer, a new voter) knows the leader before it holds
+        any entry, and its own commit index is then 0."""
+        committed = max(
+            self.syncobj.raftCommitIndex,
+            getattr(self.syncobj, "_SyncObj__leaderCommitIndex", None) or 0,
         )
+        return committed - self.syncobj.raftLastApplied <= self.config.ready_lag_entries
 
     @property
     def ready(self) -> bool:

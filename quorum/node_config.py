@@ -79,10 +79,19 @@ class NodeConfig:
     # --raft-address: this node's Raft "host:port" as every voter spells it;
     # required for a node outside --voters (a joiner), else its --voters entry.
     own_raft_address: str | None = None
+    # --observer: a pysyncobj read-only node; it follows the log and serves
+    # reads, never votes and never becomes a voter (no Raft address).
+    observer: bool = False
 
     def __post_init__(self) -> None:
         listed = self.voters.get(self.node_id)
-        if listed is None and self.own_raft_address is None:
+        if self.observer and (listed is not None or self.own_raft_address is not None):
+            raise ConfigError(
+                f"--observer: node {self.node_id} must not be among --voters nor have "
+                "--raft-address (an observer has no Raft address; to add a voter, "
+                "start it with --raft-address and run metaquorum add-voter)"
+            )
+        if listed is None and self.own_raft_address is None and not self.observer:
             raise ConfigError(
                 f"--node-id {self.node_id} is not among --voters ({sorted(self.voters)}): "
                 "to add a voter to a running cluster, start it with --raft-address "
@@ -93,7 +102,7 @@ class NodeConfig:
                 f"--raft-address {self.own_raft_address} differs from node {self.node_id}'s "
                 f"entry in --voters ({listed}): every voter must spell it the same way"
             )
-        if self.joining and self.raft_address in self.voters.values():
+        if self.joining and not self.observer and self.raft_address in self.voters.values():
             raise ConfigError(f"--raft-address {self.raft_address} is another voter's in --voters")
         if (len(self.voters) > 1 or self.joining) and not self.raft_secret:
             raise ConfigError(
@@ -115,7 +124,10 @@ class NodeConfig:
             )
 
     @property
-    def raft_address(self) -> str:
+    def raft_address(self) -> str | None:
+        """None for an observer."""
+        if self.observer:
+            return None
         return self.own_raft_address or self.voters[self.node_id]
 
     @property

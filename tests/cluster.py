@@ -37,6 +37,13 @@ class Cluster:
         self.logs: list[Path] = [self.root / f"node-{i}.log" for i in range(voters)]
         self.client = httpx.Client(timeout=10.0)
         self.bootstrap = voters  # nodes from here on are not in --voters: they join
+        self.observers: set[int] = set()  # started with serve --observer
+
+    def add_observer(self) -> int:
+        """A read-only follower (serve --observer); ``start(i)`` starts it."""
+        i = self.add_node()
+        self.observers.add(i)
+        return i
 
     def add_node(self) -> int:
         """A node outside --voters (started with --raft-address), to be added
@@ -72,7 +79,11 @@ class Cluster:
             "--cluster-id", self.cluster_id,
             "--raft-secret-file", str(self.secret_file),
             "--fsync", self.fsync,
-            *(["--raft-address", self.raft_address(i)] if i >= self.bootstrap else []),
+            *(
+                ["--observer"] if i in self.observers
+                else ["--raft-address", self.raft_address(i)] if i >= self.bootstrap
+                else []
+            ),
             *self.extra,
         ]  # fmt: skip
 

@@ -192,3 +192,34 @@ def test_a_hello_carries_the_senders_address_and_reads_without_it():
     assert Hello.from_message(hello.to_message()) == hello
     old = Hello("c", 3, "d3", False, {}).to_message()
     assert "address" not in old and Hello.from_message(old).address is None
+
+
+def _config(**kw):
+    from quorum.node_config import NodeConfig
+
+    kw.setdefault("raft_secret", "s" * 16)
+    return NodeConfig(data_dir="/nonexistent", advertised_url="http://x:1", **kw)
+
+
+def test_a_node_outside_voters_needs_its_raft_address_and_says_so():
+    from quorum.node_config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--node-id 3 is not among --voters .*--raft-address"):
+        _config(node_id=3, voters={0: "h:1"})
+    joiner = _config(node_id=3, voters={0: "h:1"}, own_raft_address="h:4")
+    assert joiner.joining and joiner.raft_address == "h:4"
+    with pytest.raises(ConfigError, match="differs from node 0's entry in --voters"):
+        _config(node_id=0, voters={0: "h:1"}, own_raft_address="h:9")
+    with pytest.raises(ConfigError, match="is another voter's in --voters"):
+        _config(node_id=3, voters={0: "h:1"}, own_raft_address="h:1")
+
+
+def test_an_observer_has_no_raft_address_and_is_no_voter():
+    from quorum.node_config import ConfigError
+
+    observer = _config(node_id=9, voters={0: "h:1"}, observer=True)
+    assert observer.raft_address is None and observer.joining
+    with pytest.raises(ConfigError, match="--observer: node 0 must not be among --voters"):
+        _config(node_id=0, voters={0: "h:1"}, observer=True)
+    with pytest.raises(ConfigError, match="nor have --raft-address"):
+        _config(node_id=9, voters={0: "h:1"}, own_raft_address="h:4", observer=True)
