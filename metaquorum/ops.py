@@ -91,7 +91,8 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     )
     p = command(
         "remove-voter",
-        "remove a voter (Kafka's RemoveRaftVoter); it stops voting and standing for election",
+        "remove a voter (Kafka's RemoveRaftVoter); it stops voting and standing for "
+        "election; the active controller hands leadership over first",
     )
     p.add_argument("--node-id", dest="node_id", type=int, required=True, help="its node id")
 
@@ -295,6 +296,18 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
                     args.node_id, args.address, int(args.timeout * 1000)
                 )
             else:
+                # The active controller is not removed: it hands over first.
+                leader = (await client.status()).body.get("leaderId")
+                if leader == args.node_id:
+                    moved = await client.transfer_leadership(None)
+                    if not moved.ok:
+                        return _fail(f"{moved.error_name}: {moved.error_message}")
+                    if not args.json:
+                        console.print(
+                            f"node {leader} led: leadership moved to node "
+                            f"{moved.body.get('leaderId')} first"
+                        )
+                    client.leader = None  # ask again who leads
                 answer = await client.remove_voter(args.node_id)
             if args.json:
                 _dump(answer.body)
@@ -353,6 +366,8 @@ def _print_status(console: Console, s: dict) -> None:
         f"controller epoch {s.get('controllerEpoch')}  raft term {s.get('raftTerm')}  "
         f"high watermark {s.get('highWatermark')}  applied {s.get('lastAppliedOffset')}  "
         f"metadata.version {s.get('metadataVersion')}  auth {s.get('auth')}"
+        f"  role {s.get('role')}{' (observer)' if s.get('observer') else ''}"
+        f"  observers connected {s.get('observersConnected', 0)}"
     )
     table = Table(title="voters and observers")
     for col in (

@@ -343,6 +343,10 @@ class QuorumNode:
         members = {a for nid, a in book.items() if nid != self.node_id}
         joiners = {a for nid, a in learners.items() if nid not in book and nid != self.node_id}
         self.guard.set_book(self._book(book, learners))
+        # A lone voter gets no network event to wake its poller after an
+        # append (see autoTickPeriod above): it ticks fast while it is alone.
+        alone = not members and self.config.raft_address is not None
+        self.syncobj._SyncObj__conf.autoTickPeriod = 0.005 if alone else 0.05
         if set_members(self.syncobj, members, joiners) and voters:
             log.info(
                 "Raft members now: voters %s%s",

@@ -332,3 +332,43 @@ def test_an_add_cut_short_by_a_leader_change_is_finished_by_its_retry(cluster):
     c.start(first)
     leader = c.leader()
     c.wait(lambda: set(voters_of(c, leader)) == {0, 1, 2, j}, 30, "four voters everywhere")
+
+
+def test_the_cli_removes_the_leader_after_handing_leadership_over(cluster):
+    c = cluster
+    leader = c.leader()
+    urls = ",".join(c.url(i) for i in range(3))
+    done = mq("remove-voter", "--url", urls, "--node-id", str(leader))
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert leader not in {v["nodeId"] for v in body["voters"]} and len(body["voters"]) == 2
+    new = c.leader(among=[i for i in range(3) if i != leader])
+    c.wait(lambda: role(c, leader) == "removed", 30, "the old leader knows it left")
+    r = change(c, new, "/v1/brokers/register", register_body(c, 1))
+    assert r.status_code == 200 and r.json()["errorName"] == "NONE", r.text
+
+
+def test_a_lone_voter_grows_to_three(tmp_path):
+    c = Cluster(tmp_path, voters=1, fsync="always")
+    try:
+        c.start()
+        leader = c.leader()
+        c.wait(lambda: len(voters_of(c, leader)) == 1, 30, "the first voter set")
+        joiners = [c.add_node(), c.add_node()]
+        for j in joiners:
+            c.start(j)
+        for j in joiners:
+            c.wait(lambda j=j: role(c, j) == "observer", 30, f"{j} up")
+            add(c, j, via=leader)
+        c.wait(lambda: all(role(c, i) == "voter" for i in range(3)), 30, "three voters")
+        # Three voters now: the first may go, the other two commit.
+        c.kill(0)
+        survivor = c.leader(among=joiners)
+
+        def written() -> bool:
+            r = change(c, survivor, "/v1/brokers/register", register_body(c, 1), timeout=10)
+            return r.status_code == 200 and r.json()["errorName"] == "NONE"
+
+        c.wait(written, 30, "a write committed by the two joined voters")
+    finally:
+        c.close()
