@@ -30,6 +30,12 @@ messages that reach it; ``GuardedTransport`` calls ``filter``):
    count only from a peer whose hello matches. An observer's acknowledgements
    still move its next index, so it catches up, but never the commit index.
 5. A voter that is not admitted never stands for election.
+6. Who is who on the Raft port (``node_id_of``) follows the committed voter
+   set and the learners the leader streams to (quorum/membership.py), not
+   ``--voters``, which only says who forms a new cluster. A node started
+   outside ``--voters`` (a joiner) never forms a cluster: it is an observer
+   until a committed voter set names it (``metaquorum add-voter``). A formed
+   node the committed set no longer names is ``removed``: never admitted.
 
 A voter set entry with no directory id (``None``) comes from a data dir made
 before directory ids existed: it accepts any formed peer, and the first
