@@ -242,6 +242,8 @@ def test_a_removed_voter_neither_votes_nor_counts_nor_disrupts(cluster):
     remove(c, gone)
     c.wait(lambda: role(c, gone) == "removed", 30, "the removed node knows it")
     assert "is no longer in the voter set" in c.logs[gone].read_text()
+    metrics = c.get(gone, "/metrics").text.splitlines()
+    assert "metaquorum_voter 0.0" in metrics and "metaquorum_voters 2.0" in metrics
     term = status(c, leader)["raftTerm"]
     deadline = time.monotonic() + 3
     broker = 100
