@@ -66,7 +66,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     flag(
         "--raft-bind",
         default="0.0.0.0",
-        help="Raft bind address (the port is this voter's port in --voters)",
+        help="Raft bind address (the port is this node's: its --raft-address, or its --voters entry)",
     )
     flag("--advertised-url", help="the URL brokers and peers use to reach this node's HTTP API")
     flag("--data-dir", required=True, help="journal, snapshots and identity of this voter")
