@@ -91,6 +91,8 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.ElectLeadersRequest,
     M.UpdateFeaturesRequest,
     M.TransferLeadershipRequest,
+    M.AddVoterRequest,
+    M.RemoveVoterRequest,
 )
 
 DESCRIPTION = """\
@@ -140,6 +142,14 @@ _ERR_400 = {400: _doc(M.ErrorResponse, "invalid request; errorMessage names the 
 _ERR_AUTH = {
     401: _doc(M.ErrorResponse, "missing or unknown bearer token"),
     403: _doc(M.ErrorResponse, "the token lacks the role, or acts for another broker"),
+}
+_ERR_409 = {
+    409: _doc(
+        M.ErrorResponse,
+        "a voter change refused as things stand (DUPLICATE_VOTER, VOTER_NOT_FOUND, "
+        "REQUEST_TIMED_OUT: another change in flight or the node not caught up, "
+        "INVALID_REQUEST: the last voter, the leader itself, no majority left)",
+    )
 }
 _ERR_503 = {
     503: _doc(
@@ -738,7 +748,7 @@ def create_app(
         body = await request.body()
         req = parse_body(M.TransferLeadershipRequest, body if body.strip() else b"{}")
         target = req.target_node_id
-        voters = node.config.voters
+        voters = node.voter_addresses()
         others = sorted(v for v in voters if v != node.node_id)
         if target is not None and target not in others:
             raise bad_request(f"targetNodeId: {target} is not another voter (others: {others})")
@@ -755,6 +765,60 @@ def create_app(
         return answer(
             M.TransferLeadershipResponse(**M.error_fields(Errors.NONE), leader_id=new_leader)
         )
+
+    def voter_change(changed: bool, voters: tuple) -> JsonResponse:
+        return answer(
+            M.VoterChangeResponse(
+                **M.error_fields(Errors.NONE),
+                changed=changed,
+                voters=[
+                    M.VoterKeyOut(
+                        node_id=v.voter_id,
+                        directory_id=v.voter_directory_id,
+                        raft_address=f"{v.host}:{v.port}",
+                    )
+                    for v in voters
+                ],
+            )
+        )
+
+    @app.post(
+        "/v1/quorum/add-voter",
+        tags=["admin"],
+        summary="Add a voter (AddRaftVoter)",
+        response_model=M.VoterChangeResponse,
+        responses={**WRITE_RESPONSES, **_ERR_409},
+        openapi_extra=_body_doc(M.AddVoterRequest),
+    )
+    async def add_voter(request: Request, caller: AdminCaller) -> Response:
+        """Streams the log to the running node at ``address`` and, once it has
+        caught up, commits a voter set naming it (with its directory id).
+        One change at a time; a retry finishes a change half done."""
+        req = parse_body(M.AddVoterRequest, await request.body())
+        if req.node_id < 0:
+            raise bad_request(f"nodeId: {req.node_id} is not a node id (0 or more)")
+        try:
+            _, changed = await node.add_voter(req.node_id, req.address, req.timeout_ms / 1000)
+        except ValueError as e:
+            raise bad_request(str(e)) from None
+        return voter_change(changed, node.image.voters)
+
+    @app.post(
+        "/v1/quorum/remove-voter",
+        tags=["admin"],
+        summary="Remove a voter (RemoveRaftVoter)",
+        response_model=M.VoterChangeResponse,
+        responses={**WRITE_RESPONSES, **_ERR_409},
+        openapi_extra=_body_doc(M.RemoveVoterRequest),
+    )
+    async def remove_voter(request: Request, caller: AdminCaller) -> Response:
+        """Commits a voter set without ``nodeId``; the node stops voting and
+        standing for election once it has that record. One change at a time."""
+        req = parse_body(M.RemoveVoterRequest, await request.body())
+        if req.node_id < 0:
+            raise bad_request(f"nodeId: {req.node_id} is not a node id (0 or more)")
+        voters = await node.remove_voter(req.node_id)
+        return voter_change(True, voters)
 
     # ------------------------------------------------------------ reads
 

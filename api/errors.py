@@ -10,6 +10,10 @@ The node's errors map to statuses here and nowhere else:
 ``UnavailableError``        503     ``NOT_CONTROLLER`` (41), ``Retry-After``
 ``ThrottledError``          429     ``THROTTLING_QUOTA_EXCEEDED`` (89),
                                     ``Retry-After``; nothing was written
+``MembershipRefused``       409     its Kafka error (``DUPLICATE_VOTER`` 126,
+                                    ``VOTER_NOT_FOUND`` 127, ``REQUEST_TIMED_OUT``
+                                    7, ``INVALID_REQUEST`` 42) and why; nothing
+                                    was changed
 ``OutcomeUnknownError``     503     ``REQUEST_TIMED_OUT`` (7), ``Retry-After``;
                                     the write may still commit (Raft), so the
                                     client retries and the protocol's epochs
@@ -33,6 +37,7 @@ from starlette.responses import JSONResponse
 from metadata_records.codec import brief
 from metadata_records.errors import Errors
 from quorum.node import (
+    MembershipRefused,
     NodeError,
     NotControllerError,
     OutcomeUnknownError,
@@ -139,6 +144,8 @@ def node_error_response(error: BaseException, request: Request) -> JsonResponse:
         return retry_response(
             429, Errors.THROTTLING_QUOTA_EXCEEDED, str(error), error.retry_after_s
         )
+    if isinstance(error, MembershipRefused):
+        return JsonResponse(error_body(error.error, str(error)), status_code=409)
     if isinstance(error, OutcomeUnknownError):
         message = str(error)
         if "may still commit" not in message:

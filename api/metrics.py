@@ -104,6 +104,10 @@ class _NodeCollector(Collector):
         )
         yield gauge("raft_term", "the Raft term this node knows", syncobj.raftCurrentTerm)
         yield gauge("queue_depth", "requests waiting for the next batch", node.queue_depth)
+        yield gauge("voters", "voters in the committed voter set", len(node.voter_addresses()))
+        yield gauge(
+            "voter", "1 if this node votes (0: observer, joiner, removed)", node.guard.admitted
+        )
         yield gauge("ready", "1 if this node is ready (/readyz)", node.ready)
         yield gauge("replaying", "1 while this node replays its log", node.replaying)
         if node.pre_vote is not None:

@@ -851,6 +851,39 @@ class TransferLeadershipResponse(ErrorFields):
     leader_id: int | None = Field(None, description="the new leader")
 
 
+# ---------------------------------------------------------------- voter changes (KIP-853)
+
+
+class AddVoterRequest(RequestModel):
+    """POST /v1/quorum/add-voter (Kafka's AddRaftVoter): the node must be running,
+    started with ``--raft-address`` = ``address``; its directory id comes from it."""
+
+    node_id: Int32 = Field(description="0 or more")
+    address: StrictStr = Field(description='its Raft "host:port", as every voter will spell it')
+    timeout_ms: int = Field(
+        30_000, ge=1, le=600_000, description="how long it may take to connect and catch up"
+    )
+
+
+class RemoveVoterRequest(RequestModel):
+    """POST /v1/quorum/remove-voter (Kafka's RemoveRaftVoter)."""
+
+    node_id: Int32 = Field(description="0 or more")
+
+
+class VoterKeyOut(ResponseModel):
+    node_id: int
+    directory_id: str
+    raft_address: str
+
+
+class VoterChangeResponse(ErrorFields):
+    changed: bool = Field(
+        description="false: nothing was left to do (a retried add that had finished)"
+    )
+    voters: list[VoterKeyOut] = Field(description="the voter set after the change")
+
+
 # ---------------------------------------------------------------- reads
 
 
@@ -962,11 +995,13 @@ class VoterOut(ResponseModel):
     )
     role: str = Field(
         "unknown",
-        examples=["voter", "observer", "replaced", "unknown"],
+        examples=["voter", "observer", "replaced", "removed", "unknown"],
         description="voter: counts toward elections and commits; observer: a new data dir "
-        "catching up, not yet named by the voter set; replaced: a data dir the voter set no "
-        "longer names; unknown: not heard from",
+        "catching up (a joiner, or a voter whose disk was replaced), not yet named by the "
+        "voter set; replaced: a data dir the voter set no longer names; removed: a node the "
+        "voter set no longer names; unknown: not heard from",
     )
+    voter: bool = Field(True, description="named by the voter set (false: an observer/joiner)")
 
 
 class ElectionsOut(ResponseModel):
@@ -1001,6 +1036,10 @@ class QuorumStatusOut(ResponseModel):
     queue_depth: int
     raft_commit_index: int
     raft_last_applied: int
+    observer: bool = Field(False, description="this node runs with serve --observer")
+    observers_connected: int = Field(
+        0, description="read-only followers (serve --observer) connected to this node"
+    )
     image_digest: str | None = Field(
         None,
         description="SHA-256 of the image at lastAppliedOffset, with ?digest=true: "

@@ -222,12 +222,21 @@ class VoterTracker:
         commit = raft.get("commit_idx", node.syncobj.raftCommitIndex)
         applied = raft.get("last_applied", node.syncobj.raftLastApplied)
         out: dict[int, dict[str, Any]] = {}
-        for node_id, address in sorted(node.config.voters.items()):
+        voters = node.voter_addresses()
+        # Joiners the leader streams to, and a voter being removed, listed too
+        # (as kafka-metadata-quorum describe --replication lists observers).
+        listed = {**node.guard.learners, **voters}
+        if node.config.raft_address is not None:  # a joiner shows itself; an observer not
+            listed.setdefault(node.node_id, node.config.raft_address)
+        for node_id, address in sorted(listed.items()):
             if node_id == node.node_id:
                 connected = True
                 lag = records_between(node, applied, commit)
             else:
-                connected = raft.get(f"partner_node_status_server_{address}") == 2
+                connected = (
+                    raft.get(f"partner_node_status_server_{address}") == 2
+                    or raft.get(f"readonly_node_status_server_{address}") == 2
+                )
                 match = raft.get(f"match_idx_server_{address}")
                 if not node.guard.counts(node_id):  # an observer: pysyncobj keeps no match
                     match = node.guard.progress.get(node_id, match)
@@ -239,6 +248,7 @@ class VoterTracker:
             if lag == 0:
                 self.last_caught_up[node_id] = now
             out[node_id] = {
+                "voter": node_id in voters,
                 "address": address,
                 "connected": connected,
                 "lag": lag,
@@ -299,6 +309,12 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
             if node.pre_vote is None
             else {"preVote": True, **node.pre_vote.stats.as_dict()}
         ),
+        "observer": node.config.observer,
+        # Read-only followers (serve --observer) connected to this node.
+        "observersConnected": sum(
+            1 for k, v in raft.items() if k.startswith("readonly_node_status_server_") and v == 2
+        )
+        - sum(1 for a in guard.learners.values() if raft.get(f"readonly_node_status_server_{a}")),
         "voters": [
             {
                 "nodeId": node_id,
@@ -310,6 +326,7 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
                 "directoryId": voter_set.get(node_id),
                 "connectedDirectoryId": guard.directory_of(node_id),
                 "role": guard.role(node_id),
+                "voter": v["voter"],
             }
             for node_id, v in voters.items()
         ],

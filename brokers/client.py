@@ -362,6 +362,13 @@ class MetaquorumClient:
         body = {} if target_node_id is None else {"targetNodeId": target_node_id}
         return _answer(Answer, await self._post("/v1/quorum/transfer-leadership", body))
 
+    async def add_voter(self, node_id: int, address: str, timeout_ms: int = 30_000) -> Answer:
+        body = {"nodeId": node_id, "address": address, "timeoutMs": timeout_ms}
+        return _answer(Answer, await self._post("/v1/quorum/add-voter", body))
+
+    async def remove_voter(self, node_id: int) -> Answer:
+        return _answer(Answer, await self._post("/v1/quorum/remove-voter", {"nodeId": node_id}))
+
     # ------------------------------------------------------------ reads
 
     async def _read(

@@ -45,6 +45,8 @@ class Errors(IntEnum):
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
     INVALID_REGISTRATION = 119
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
     @classmethod
     def from_code(cls, code: int) -> Errors:

@@ -1,5 +1,5 @@
 """Operator commands: ``status``, ``brokers``, ``topics``, ``log``,
-``create-topic``, ``transfer-leadership``.
+``create-topic``, ``transfer-leadership``, ``add-voter``, ``remove-voter``.
 
 Rich tables for people, ``--json`` for scripts. A failure is one clear line
 with the error name, and exit code 1. ``--url`` and ``--token`` default to
@@ -77,8 +77,36 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
         help="only if the voter at --url leads; otherwise do nothing and exit 0 (a preStop hook)",
     )
 
+    p = command(
+        "add-voter",
+        "add a running node (serve --node-id N --raft-address HOST:PORT) to the voters, "
+        "once it has caught up (Kafka's AddRaftVoter); one change at a time",
+    )
+    p.add_argument("--node-id", dest="node_id", type=int, required=True, help="its node id")
+    p.add_argument(
+        "--address", required=True, help="its Raft HOST:PORT, spelled as every voter will"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds it may take to connect and catch up"
+    )
+    p = command(
+        "remove-voter",
+        "remove a voter (Kafka's RemoveRaftVoter); it stops voting and standing for "
+        "election; the active controller hands leadership over first",
+    )
+    p.add_argument("--node-id", dest="node_id", type=int, required=True, help="its node id")
 
-OPS = {"status", "brokers", "topics", "log", "create-topic", "transfer-leadership"}
+
+OPS = {
+    "status",
+    "brokers",
+    "topics",
+    "log",
+    "create-topic",
+    "transfer-leadership",
+    "add-voter",
+    "remove-voter",
+}
 
 
 def run_op(args: argparse.Namespace) -> int:
@@ -139,7 +167,7 @@ async def transfer_if_leader(url: str, token: str | None, target: int | None) ->
         if me is None or leader != me:
             print(f"node {me} is not the leader (leader: {leader}): nothing to transfer")
             return 0
-        if len(status.get("voters", [])) < 2:
+        if len([v for v in status.get("voters", []) if v.get("voter", True)]) < 2:
             print(f"node {me} is the only voter: nothing to transfer")
             return 0
         if target is None:
@@ -173,6 +201,7 @@ def rollout_target(me: int, voters: list[dict]) -> int | None:
         v["nodeId"]
         for v in voters
         if v.get("nodeId") != me
+        and v.get("voter", True)  # a joiner streamed to is listed, but cannot lead
         and v.get("connected")
         and v.get("lagRecords") is not None
         and v["lagRecords"] <= READY_LAG_ENTRIES
@@ -194,8 +223,10 @@ def _dump(obj: Any) -> None:
 
 async def _run(args: argparse.Namespace, console: Console) -> int:
     seeds = [u.strip() for u in args.url.split(",") if u.strip()]
-    async with MetaquorumClient(seeds, token=args.token) as client:
-        cmd = args.command
+    cmd = args.command
+    # An add waits for the node to catch up: the HTTP call may take that long.
+    timeout_s = args.timeout + 15 if cmd == "add-voter" else 10.0
+    async with MetaquorumClient(seeds, token=args.token, timeout_s=timeout_s) as client:
         if cmd == "status":
             body = (await client.status()).body
             if args.json:
@@ -257,6 +288,41 @@ async def _run(args: argparse.Namespace, console: Console) -> int:
             if not args.json:
                 console.print(f"leadership moved: {answer.body}")
             return 0
+        if cmd in ("add-voter", "remove-voter"):
+            if cmd == "add-voter":
+                if not 0 < args.timeout <= 600:
+                    raise ValueError(f"--timeout {args.timeout} must be within (0, 600] seconds")
+                answer = await client.add_voter(
+                    args.node_id, args.address, int(args.timeout * 1000)
+                )
+            else:
+                # The active controller is not removed: it hands over first.
+                leader = (await client.status()).body.get("leaderId")
+                if leader == args.node_id:
+                    moved = await client.transfer_leadership(None)
+                    if not moved.ok:
+                        return _fail(f"{moved.error_name}: {moved.error_message}")
+                    if not args.json:
+                        console.print(
+                            f"node {leader} led: leadership moved to node "
+                            f"{moved.body.get('leaderId')} first"
+                        )
+                    client.leader = None  # ask again who leads
+                answer = await client.remove_voter(args.node_id)
+            if args.json:
+                _dump(answer.body)
+            if not answer.ok:
+                return _fail(f"{answer.error_name}: {answer.error_message}")
+            if not args.json:
+                voters = ", ".join(
+                    f"{v['nodeId']}@{v['raftAddress']} ({v['directoryId']})"
+                    for v in answer.body.get("voters", [])
+                )
+                done = (
+                    "" if answer.body.get("changed", True) else " (it already was: nothing to do)"
+                )
+                console.print(f"voters now: {voters}{done}")
+            return 0
     raise AssertionError(cmd)
 
 
@@ -300,10 +366,13 @@ def _print_status(console: Console, s: dict) -> None:
         f"controller epoch {s.get('controllerEpoch')}  raft term {s.get('raftTerm')}  "
         f"high watermark {s.get('highWatermark')}  applied {s.get('lastAppliedOffset')}  "
         f"metadata.version {s.get('metadataVersion')}  auth {s.get('auth')}"
+        f"  role {s.get('role')}{' (observer)' if s.get('observer') else ''}"
+        f"  observers connected {s.get('observersConnected', 0)}"
     )
-    table = Table(title="voters")
+    table = Table(title="voters and observers")
     for col in (
         "node",
+        "voter",
         "role",
         "directory",
         "url",
@@ -319,6 +388,7 @@ def _print_status(console: Console, s: dict) -> None:
             directory = f"{directory} (connected: {connected_as})"
         table.add_row(
             str(v.get("nodeId")),
+            "yes" if v.get("voter", True) else "no",
             str(v.get("role")),
             str(directory),
             str(v.get("url")),

@@ -43,13 +43,32 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         help="take the node id from the hostname's trailing ordinal (StatefulSet pod-N); "
         "the hostname is $HOSTNAME if set, else the system's",
     )
-    flag("--voters", required=True, help='every voter: "0@host:raftport,1@host:raftport,..."')
+    flag(
+        "--voters",
+        required=True,
+        help='the voters a new cluster starts with: "0@host:raftport,1@host:raftport,..."; '
+        "once a data dir is a voter, the voter set in the log rules (metaquorum add-voter / "
+        "remove-voter) and this only says where the cluster is",
+    )
+    flag(
+        "--raft-address",
+        help="this node's Raft HOST:PORT, as every voter spells it; needed for a node not in "
+        "--voters, which then joins the running cluster as an observer until metaquorum "
+        "add-voter names it (default: its entry in --voters)",
+    )
+    flag(
+        "--observer",
+        action="store_true",
+        help="follow the log and serve reads, the log long-poll and snapshots without ever "
+        "voting (a read-only Raft node: no Raft address, no add-voter); --voters names the "
+        "cluster's voters and --node-id, outside them, labels it",
+    )
     flag("--http-host", default="0.0.0.0", help="HTTP bind address")
     flag("--http-port", type=int, default=8080, help="HTTP port")
     flag(
         "--raft-bind",
         default="0.0.0.0",
-        help="Raft bind address (the port is this voter's port in --voters)",
+        help="Raft bind address (the port is this node's: its --raft-address, or its --voters entry)",
     )
     flag("--advertised-url", help="the URL brokers and peers use to reach this node's HTTP API")
     flag("--data-dir", required=True, help="journal, snapshots and identity of this voter")
@@ -158,6 +177,16 @@ def build_config(args: argparse.Namespace):
     else:
         node_id = int(args.node_id)
     voters = parse_voters(args.voters)
+    own = getattr(args, "raft_address", None) or None
+    if own is not None:
+        from quorum.membership import parse_address
+
+        host, port = parse_address(own, "--raft-address")
+        own = f"{host}:{port}"
+    raft_port = (own or voters.get(node_id, "")).rpartition(":")[2]
+    observer = getattr(args, "observer", False) in (True, "1", "true", "True")
+    if observer:
+        raft_port = ""  # a read-only node listens on no Raft port
     secret = _read_secret(args.raft_secret_file) if args.raft_secret_file else None
     http_port = int(args.http_port)
     if not 1 <= http_port <= 65535:
@@ -188,7 +217,9 @@ def build_config(args: argparse.Namespace):
         max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),
         startup_election_delay_s=int(args.startup_election_delay_ms) / 1000,
         pre_vote=bool(args.pre_vote),
-        raft_bind=f"{bind}:{voters[node_id].rpartition(':')[2]}" if node_id in voters else None,
+        raft_bind=f"{bind}:{raft_port}" if raft_port else None,
+        own_raft_address=own,
+        observer=observer,
     )
 
 
@@ -240,7 +271,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
         # The port first: a process refused for a taken port writes nothing.
-        check_raft_port(config.raft_bind or config.raft_address, config.node_id)
+        if not config.observer:  # an observer has no Raft port of its own
+            check_raft_port(config.raft_bind or config.raft_address, config.node_id)
         check_data_dir(config.data_dir)
         data_dir_lock = lock_data_dir(config.data_dir)  # held until the process ends
         identity = claim_data_dir(config)
@@ -281,7 +313,7 @@ def run_serve(args: argparse.Namespace) -> int:
         "node %d of cluster %s: raft %s, http %s, data %s, fsync %s",
         config.node_id,
         identity.cluster_id,
-        config.raft_address,
+        config.raft_address or "none (an observer)",
         config.advertised_url,
         config.data_dir,
         "always" if config.fsync else "never",

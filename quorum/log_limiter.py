@@ -58,3 +58,6 @@ class RateLimitedLog:
 
     def warning(self, msg: str, *args: object) -> bool:
         return self.log(logging.WARNING, msg, *args)
+
+    def info(self, msg: str, *args: object) -> bool:
+        return self.log(logging.INFO, msg, *args)

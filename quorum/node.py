@@ -27,15 +27,29 @@ from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.messages import BrokerHeartbeatRequest
 from metadata_records.codec import encode_batch
+from metadata_records.errors import ApiError, Errors
 from metadata_records.features import METADATA_VERSION
 from metadata_records.image import MetadataImage
-from metadata_records.records import Batch, LeaderChangeRecord, Record, VotersRecord
+from metadata_records.records import Batch, LeaderChangeRecord, Record, Voter, VotersRecord
 from metadata_records.snapshot import image_digest
 
 from .disk_health import DiskHealth, quiet_tick_tracebacks
 from .divergence import fail_stop_on_divergence, watch_divergence
 from .durability import MetaquorumJournal, install_journal
 from .leader_liveness import check_quorum, forget_silent_leader
+from .membership import (
+    addresses,
+    already_added,
+    check_add,
+    check_remove,
+    describe,
+    lagging,
+    misspelled,
+    parse_address,
+    with_voter,
+    without_voter,
+)
+from .membership_port import check_port, set_members
 from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .pre_vote import PreVote, attach_pre_vote, install_pre_vote, mark_transfer_vote
 from .raft_port import (
@@ -109,6 +123,14 @@ class OutcomeUnknownError(NodeError):
     """The write may or may not commit (timeout, leadership lost mid-flight)."""
 
 
+class MembershipRefused(NodeError):
+    """A voter change the active controller refuses as things stand (quorum/membership.py)."""
+
+    def __init__(self, refusal: ApiError) -> None:
+        super().__init__(refusal.message)
+        self.error = refusal.error
+
+
 # ------------------------------------------------------------------ the node
 
 
@@ -142,6 +164,9 @@ STALL_EXCUSED_S = 0.05
 # A leader that cannot write hands leadership to a caught-up voter; if none is
 # caught up within this long, it steps down and the others elect one.
 DISK_HANDOVER_S = 1.0
+# How long the leader keeps streaming to a removed voter so that it learns of
+# its removal (and stops standing for election) before it is dropped.
+LEAVE_GRACE_S = 5.0
 
 
 @dataclass
@@ -165,7 +190,6 @@ class QuorumNode:
             cluster_id, session_timeout_ms=config.session_timeout_ms
         )
         self.sm = MetadataStateMachine(config.log_retention)
-        self._id_by_address = {addr: node_id for node_id, addr in config.voters.items()}
         # Entries on no file would hang the node or be dropped silently (refused, exit 3).
         check_snapshot_covers_journal(config.journal_file, config.dump_file)
         check_journal_holds_what_was_committed(config.journal_file, config.dump_file)
@@ -185,7 +209,7 @@ class QuorumNode:
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
             # append, so each commit would wait a whole tick (50 ms by default).
-            autoTickPeriod=0.005 if len(config.voters) == 1 else 0.05,
+            autoTickPeriod=0.005 if len(config.voters) == 1 and not config.joining else 0.05,
             journalFile=config.journal_file,
             fullDumpFile=config.dump_file,  # always with the journal (PYSYNCOBJ.md 3.3)
             serializer=self.sm.write_snapshot,
@@ -207,13 +231,17 @@ class QuorumNode:
             # 64 KiB pieces that the follower must reassemble.
             appendEntriesBatchSizeBytes=4 << 20,
             commandsWaitLeader=False,
-            password=raft_password(config.raft_secret, len(config.voters)),
+            password=raft_password(config.raft_secret, len(config.voters) + config.joining),
             bindAddress=config.raft_bind,
             onStateChanged=self._on_state_changed,
             maxBindRetries=30,
         )
+        # The first member list: --voters. Once the log is replayed (the
+        # first ticks) it is the committed voter set (_follow_voter_set).
         others = [
-            addr for node_id, addr in sorted(config.voters.items()) if node_id != self.node_id
+            addr
+            for node_id, addr in sorted(config.voters.items())
+            if node_id != self.node_id and addr != config.raft_address
         ]
         self.guard = VoterGuard(
             cluster_id=cluster_id,
@@ -224,17 +252,28 @@ class QuorumNode:
             bootstrap=identity.bootstrap,
             committed_voters=lambda: self.sm.image.voters,
             persist_formation=self._persist_formation,
+            joining=config.joining and not identity.formed,
         )
+        self.guard.set_book(self._book(config.voters, {}))
         self.syncobj = SyncObj(
-            config.raft_address,
+            config.raft_address,  # None: an observer, pysyncobj's read-only node
             others,
             conf=conf,
             consumers=[self.sm],
             transportClass=GuardedTransport.with_guard(self.guard),
         )
-        refuse_unbound_port(self.syncobj, config.raft_bind or config.raft_address, self.node_id)
+        if not config.observer:
+            refuse_unbound_port(self.syncobj, config.raft_bind or config.raft_address, self.node_id)
+        check_port(self.syncobj)
         self.syncobj.addOnTickCallback(self._guard_tick)
         self._voters_change_pending = False
+        self._members_of: tuple = (None, None)  # (voters, learners) the members follow
+        self._said_removed = False
+        self._pushed_deadline: float | None = None  # _never_stand's last push
+        self._heard_at = 0.0
+        # The voter change this leader is making ((kind, node id, address), its task).
+        self._change: tuple | None = None
+        self._change_task: asyncio.Task | None = None
         self._wire_disk_health()  # first: its tick runs even when a journal sync raises
         self._wire_journal_syncs()
         watch_divergence(self.syncobj, self._on_diverged)
@@ -385,10 +424,71 @@ class QuorumNode:
         guard = self.guard
         if not guard.formed:
             guard.on_applied()
+        voters, learners = self.sm.image.voters, guard.learners
+        if voters is not self._members_of[0] or learners is not self._members_of[1]:
+            self._members_of = (voters, learners)
+            self._follow_voter_set(voters, learners)
         if not guard.admitted:
-            self.syncobj._SyncObj__raftElectionDeadline = (
-                pysyncobj_monotonic() + self.config.raft_max_timeout
+            self._never_stand()
+
+    def _never_stand(self) -> None:
+        """Tick thread: a node that is not admitted never reaches its election
+        deadline (a candidate at a higher term would refuse the leader's
+        entries). The deadline is also how a follower tells that its leader
+        went silent (leader_liveness.forget_silent_leader), so that is done
+        here instead: pysyncobj moves the deadline itself on every
+        AppendEntries, and a leader not heard for an election timeout is
+        forgotten (a removed node then names no leader)."""
+        syncobj, now = self.syncobj, pysyncobj_monotonic()
+        if syncobj._SyncObj__raftElectionDeadline != self._pushed_deadline:
+            self._heard_at = now  # pysyncobj moved it: the leader was heard
+        elif (
+            syncobj._SyncObj__raftLeader is not None
+            and now - self._heard_at > self.config.raft_max_timeout
+        ):
+            syncobj._SyncObj__raftLeader = None
+            syncobj._SyncObj__onLeaderChanged()
+        self._pushed_deadline = now + self.config.raft_max_timeout
+        syncobj._SyncObj__raftElectionDeadline = self._pushed_deadline
+
+    def _follow_voter_set(self, voters: tuple[Voter, ...], learners: dict[int, str]) -> None:
+        """Tick thread: pysyncobj's members are the committed voter set (or
+        --voters before one is written), its read-only nodes the learners
+        (quorum/membership.py rules 1-2)."""
+        book = addresses(voters) if voters else dict(self.config.voters)
+        members = {a for nid, a in book.items() if nid != self.node_id}
+        joiners = {a for nid, a in learners.items() if nid not in book and nid != self.node_id}
+        self.guard.set_book(self._book(book, learners))
+        # A lone voter gets no network event to wake its poller after an
+        # append (see autoTickPeriod above): it ticks fast while it is alone.
+        alone = not members and self.config.raft_address is not None
+        self.syncobj._SyncObj__conf.autoTickPeriod = 0.005 if alone else 0.05
+        if set_members(self.syncobj, members, joiners) and voters:
+            log.info(
+                "Raft members now: voters %s%s",
+                describe(voters),
+                f"; learners {sorted(learners)}" if joiners else "",
             )
+        removed = bool(voters) and self.guard.formed and self.node_id not in book
+        if removed and not self._said_removed:
+            log.warning(
+                "node %d is no longer in the voter set (%s): it no longer votes or stands "
+                "for election; stop it (and clear its data dir), or add it again with "
+                "metaquorum add-voter",
+                self.node_id,
+                describe(voters),
+            )
+        self._said_removed = removed
+
+    def _book(self, voters: dict[int, str], learners: dict[int, str]) -> dict[int, str]:
+        """Who is who on the Raft port: the voters, the learners, this node."""
+        own = self.config.raft_address
+        return {**voters, **learners, **({self.node_id: own} if own else {})}
+
+    def voter_addresses(self) -> dict[int, str]:
+        """The voters' Raft addresses by node id: the committed set, else --voters."""
+        voters = self.image.voters
+        return addresses(voters) if voters else dict(self.config.voters)
 
     def _delay_first_election(self, delay_s: float) -> None:
         """Pushes this voter's first election deadline ``delay_s`` away
@@ -414,7 +514,7 @@ class QuorumNode:
     async def stop(self, transfer: bool = True, timeout_s: float = 5.0) -> None:
         """Hands leadership over (if leading and asked to), then stops Raft."""
         self._stopping = True
-        if transfer and self.syncobj._isLeader() and len(self.config.voters) > 1:
+        if transfer and self.syncobj._isLeader() and len(self.voter_addresses()) > 1:
             try:
                 await self.transfer_leadership(None, timeout_s=timeout_s)
             except UnavailableError as e:
@@ -442,7 +542,7 @@ class QuorumNode:
         leader = self.syncobj._getLeader()
         if leader is None:
             return None
-        return self._id_by_address.get(getattr(leader, "id", str(leader)))
+        return self.guard.node_id_of(getattr(leader, "id", str(leader)))
 
     @property
     def leader_url(self) -> str | None:
@@ -454,12 +554,16 @@ class QuorumNode:
 
     @property
     def caught_up(self) -> bool:
-        """Applied nearly everything this voter knows is committed (a few
-        entries of lag under load are normal and must not flap readiness)."""
-        return (
-            self.syncobj.raftCommitIndex - self.syncobj.raftLastApplied
-            <= self.config.ready_lag_entries
+        """Applied nearly everything the leader says is committed (a few
+        entries of lag under load are normal and must not flap readiness).
+        The leader's commit index, not this node's: a node that has just
+        joined (an observer, a new voter) knows the leader before it holds
+        any entry, and its own commit index is then 0."""
+        committed = max(
+            self.syncobj.raftCommitIndex,
+            getattr(self.syncobj, "_SyncObj__leaderCommitIndex", None) or 0,
         )
+        return committed - self.syncobj.raftLastApplied <= self.config.ready_lag_entries
 
     @property
     def ready(self) -> bool:
@@ -579,6 +683,7 @@ class QuorumNode:
         self._rebuild_pending = False
         while self._queue:
             _fail(self._queue.popleft().future, error)
+        self.guard.learners = {}  # only a leader streams to learners
         if was_active:
             log.info("node %d stopped being the active controller: %s", self.node_id, why)
 
@@ -776,7 +881,7 @@ class QuorumNode:
         a time: the next waits until this one has applied here. Queues the
         change; the caller pumps."""
         voters = self.image.voters
-        if self._voters_change_pending:
+        if self._voters_change_pending or self._change is not None:
             return
         if not voters:
             wanted = bootstrap_voters(self.guard)
@@ -864,9 +969,10 @@ class QuorumNode:
         if not self.syncobj._isLeader():
             raise self._not_controller("only the leader can transfer leadership")
         if target is not None:
-            if target not in self.config.voters or target == self.node_id:
+            voters = self.voter_addresses()
+            if target not in voters or target == self.node_id:
                 raise ValueError(f"targetNodeId {target} is not another voter")
-            address = self.config.voters[target]
+            address = voters[target]
         else:
             address = None
         done = self.loop.create_future()
@@ -928,6 +1034,134 @@ class QuorumNode:
                 return leader
             await asyncio.sleep(0.05)
         return None
+
+    # ------------------------------------------------------------ voter changes
+
+    def _change_in_flight(self) -> str | None:
+        """The voter change being made, described, or None (one at a time)."""
+        if self._change is not None:
+            kind, node_id, address = self._change
+            return f"{'adding' if kind == 'add' else 'removing'} node {node_id} at {address}"
+        if self._voters_change_pending:
+            return "the leader is writing the voter set (a voter's new directory)"
+        return None
+
+    def _require_active(self, what: str) -> None:
+        if self.sm.fatal is not None:
+            raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
+        if not self.active:
+            raise self._not_controller(f"only the active controller can {what}")
+
+    async def add_voter(self, node_id: int, address: str, timeout_s: float) -> tuple[Voter, bool]:
+        """Adds ``node_id`` at Raft ``address`` to the voter set (quorum/membership.py
+        rule 4); returns the voter and whether this call changed the set. Retried
+        after a lost answer or a leader change, it finishes what is left: it
+        answers at once if the node already is that voter, and joins the add in
+        progress if the same add is running. Raises MembershipRefused."""
+        self._require_active("add a voter")
+        host, port = parse_address(address, "address")
+        address = f"{host}:{port}"
+        done = already_added(self.image.voters, node_id, address)
+        if done is not None:
+            return done, False
+        if self._change == ("add", node_id, address) and self._change_task is not None:
+            return await asyncio.shield(self._change_task)
+        refused = check_add(self.image.voters, node_id, address, self._change_in_flight())
+        if refused is None and not self.config.raft_secret:
+            refused = ApiError(
+                Errors.INVALID_REQUEST,
+                "this voter runs without --raft-secret-file, so no other node can reach its "
+                "Raft port: restart it with one before adding voters",
+            )
+        if refused is not None:
+            raise MembershipRefused(refused)
+        change = ("add", node_id, address)
+        return await self._run_change(change, self._add(node_id, host, port, address, timeout_s))
+
+    async def remove_voter(self, node_id: int) -> tuple[Voter, ...]:
+        """Removes ``node_id`` from the voter set (rule 5); returns the new set."""
+        self._require_active("remove a voter")
+        voters = self.image.voters
+        raft = self.raft_status()
+        book = addresses(voters)
+        connected = {
+            nid
+            for nid, addr in book.items()
+            if self.guard.counts(nid) and raft.get(f"partner_node_status_server_{addr}") == 2
+        }
+        refused = check_remove(voters, node_id, self.node_id, connected, self._change_in_flight())
+        if refused is not None:
+            raise MembershipRefused(refused)
+        change = ("remove", node_id, book[node_id])
+        return await self._run_change(change, self._remove(node_id, book[node_id]))
+
+    async def _run_change(self, change: tuple, work) -> object:
+        """Runs one voter change as a task of its own: a client that gives up
+        does not cut it in half, and a retry of the same add joins it."""
+        self._change = change
+        task = self._change_task = asyncio.ensure_future(work)
+
+        def finished(_: asyncio.Task) -> None:
+            if self._change_task is task:
+                self._change, self._change_task = None, None
+            self.guard.learners = {k: v for k, v in self.guard.learners.items() if k != change[1]}
+
+        task.add_done_callback(finished)
+        return await asyncio.shield(task)
+
+    async def _add(
+        self, node_id: int, host: str, port: int, address: str, timeout_s: float
+    ) -> tuple[Voter, bool]:
+        guard = self.guard
+        guard.learners = {**guard.learners, node_id: address}  # the tick thread connects it
+        log.info("adding node %d at %s: streaming the log to it", node_id, address)
+        deadline = time.monotonic() + timeout_s
+        target = self.syncobj.raftCommitIndex
+        while True:
+            self._require_active("add a voter")
+            hello, held = guard.peers.get(node_id), guard.progress.get(node_id, 0)
+            if hello is not None and (wrong := misspelled(node_id, address, hello.address)):
+                raise MembershipRefused(wrong)
+            if hello is not None and held >= target:
+                break  # it holds what was committed a moment ago
+            if time.monotonic() > deadline:
+                raise MembershipRefused(
+                    lagging(node_id, address, hello is not None, held, self.syncobj.raftCommitIndex)
+                )
+            target = self.syncobj.raftCommitIndex
+            await asyncio.sleep(0.05)
+        voter = Voter(node_id, hello.directory_id, host, port)
+        await self._write_voters(with_voter(self.image.voters, voter), timeout_s)
+        return voter, True
+
+    async def _remove(self, node_id: int, address: str) -> tuple[Voter, ...]:
+        guard = self.guard
+        # Still streamed to once the set without it applies here, until it holds it.
+        guard.learners = {**guard.learners, node_id: address}
+        wanted = without_voter(self.image.voters, node_id)
+        await self._write_voters(wanted, 10.0)
+        index = self.syncobj.raftLastApplied  # the record's entry is at or below it
+        deadline = time.monotonic() + LEAVE_GRACE_S
+        while time.monotonic() < deadline and guard.peers.get(node_id) is not None:
+            if guard.progress.get(node_id, 0) >= index:
+                # It holds the record; the next heartbeat tells it the record committed.
+                await asyncio.sleep(0.3)
+                break
+            await asyncio.sleep(0.05)
+        return wanted
+
+    async def _write_voters(self, wanted: tuple[Voter, ...], timeout_s: float) -> None:
+        """Commits a VotersRecord through group commit; returns once it is applied here."""
+        log.info("writing the voter set %s", describe(wanted))
+        future = self.loop.create_future()
+        self._enqueue(_Pending(VotersRecord(voters=wanted), future))
+        try:
+            await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 5.0))
+        except TimeoutError:
+            raise OutcomeUnknownError(
+                "the voter set did not commit in time; it may still commit (retry: a "
+                "retried change finishes what is left)"
+            ) from None
 
     def image_digest(self) -> tuple[int, str]:
         """(offset, SHA-256) of the current image; cached until the image changes."""

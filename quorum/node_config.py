@@ -79,13 +79,35 @@ class NodeConfig:
     # Pre-vote and the leader lease on votes (quorum/pre_vote.py); off only to
     # measure what they change.
     pre_vote: bool = True
+    # --raft-address: this node's Raft "host:port" as every voter spells it;
+    # required for a node outside --voters (a joiner), else its --voters entry.
+    own_raft_address: str | None = None
+    # --observer: a pysyncobj read-only node; it follows the log and serves
+    # reads, never votes and never becomes a voter (no Raft address).
+    observer: bool = False
 
     def __post_init__(self) -> None:
-        if self.node_id not in self.voters:
+        listed = self.voters.get(self.node_id)
+        if self.observer and (listed is not None or self.own_raft_address is not None):
             raise ConfigError(
-                f"--node-id {self.node_id} is not among --voters ({sorted(self.voters)})"
+                f"--observer: node {self.node_id} must not be among --voters nor have "
+                "--raft-address (an observer has no Raft address; to add a voter, "
+                "start it with --raft-address and run metaquorum add-voter)"
             )
-        if len(self.voters) > 1 and not self.raft_secret:
+        if listed is None and self.own_raft_address is None and not self.observer:
+            raise ConfigError(
+                f"--node-id {self.node_id} is not among --voters ({sorted(self.voters)}): "
+                "to add a voter to a running cluster, start it with --raft-address "
+                "HOST:PORT (it waits as an observer) and run metaquorum add-voter"
+            )
+        if listed is not None and self.own_raft_address not in (None, listed):
+            raise ConfigError(
+                f"--raft-address {self.own_raft_address} differs from node {self.node_id}'s "
+                f"entry in --voters ({listed}): every voter must spell it the same way"
+            )
+        if self.joining and not self.observer and self.raft_address in self.voters.values():
+            raise ConfigError(f"--raft-address {self.raft_address} is another voter's in --voters")
+        if (len(self.voters) > 1 or self.joining) and not self.raft_secret:
             raise ConfigError(
                 "--raft-secret-file is required with more than one voter: the Raft port "
                 "speaks pickle and the secret is its only authentication"
@@ -105,8 +127,16 @@ class NodeConfig:
             )
 
     @property
-    def raft_address(self) -> str:
-        return self.voters[self.node_id]
+    def raft_address(self) -> str | None:
+        """None for an observer."""
+        if self.observer:
+            return None
+        return self.own_raft_address or self.voters[self.node_id]
+
+    @property
+    def joining(self) -> bool:
+        """Started outside --voters: it joins a running cluster (metaquorum add-voter)."""
+        return self.node_id not in self.voters
 
     @property
     def journal_file(self) -> str:
@@ -180,10 +210,10 @@ def claim_data_dir(config: NodeConfig) -> DataDirIdentity:
         )
     cluster_id = config.cluster_id
     if cluster_id is None:
-        if len(config.voters) > 1:
+        if len(config.voters) > 1 or config.joining:
             raise ConfigError(
                 "--cluster-id is required on the first start of a multi-voter cluster "
-                "(every voter must be given the same one)"
+                "or of a node that joins one (every voter must be given the same one)"
             )
         cluster_id = random_uuid()
     out = DataDirIdentity(config.node_id, cluster_id, random_uuid(), False, None)

@@ -235,13 +235,15 @@ class GuardedTransport(TCPTransport):
         return type(cls.__name__, (cls,), {"guard": guard})
 
     def _send_hellos(self) -> None:
+        if self._selfIsReadonlyNode:
+            return  # an observer is nobody's voter: it says no hello
         message = self.guard.hello().to_message()
         for node in list(self._nodes):
             super().send(node, message)
 
     def _onNodeConnected(self, node):  # noqa: N802 - pysyncobj's name
         guard = self.guard
-        if guard is not None:
+        if guard is not None and not self._selfIsReadonlyNode:
             super().send(node, guard.hello().to_message())  # the first message, always
         super()._onNodeConnected(node)
 

@@ -30,6 +30,12 @@ messages that reach it; ``GuardedTransport`` calls ``filter``):
    count only from a peer whose hello matches. An observer's acknowledgements
    still move its next index, so it catches up, but never the commit index.
 5. A voter that is not admitted never stands for election.
+6. Who is who on the Raft port (``node_id_of``) follows the committed voter
+   set and the learners the leader streams to (quorum/membership.py), not
+   ``--voters``, which only says who forms a new cluster. A node started
+   outside ``--voters`` (a joiner) never forms a cluster: it is an observer
+   until a committed voter set names it (``metaquorum add-voter``). A formed
+   node the committed set no longer names is ``removed``: never admitted.
 
 A voter set entry with no directory id (``None``) comes from a data dir made
 before directory ids existed: it accepts any formed peer, and the first
@@ -59,9 +65,12 @@ class Hello:
     directory_id: str
     formed: bool
     voters: dict[int, str | None]  # the voter set the sender holds
+    # Its own Raft address as it spells it (a joiner's must match add-voter's);
+    # None from a voter that predates it.
+    address: str | None = None
 
     def to_message(self) -> dict:
-        return {
+        message = {
             "type": HELLO,
             "clusterId": self.cluster_id,
             "nodeId": self.node_id,
@@ -69,6 +78,9 @@ class Hello:
             "formed": self.formed,
             "voters": [[k, v] for k, v in sorted(self.voters.items())],
         }
+        if self.address is not None:
+            message["address"] = self.address
+        return message
 
     @classmethod
     def from_message(cls, message: dict) -> Hello:
@@ -81,6 +93,7 @@ class Hello:
                 str(message["directoryId"]),
                 bool(message["formed"]),
                 voters,
+                None if message.get("address") is None else str(message["address"]),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed hello: {e!r}") from None
@@ -104,13 +117,24 @@ class VoterGuard:
         committed_voters: Callable[[], tuple[Voter, ...]],
         persist_formation: Callable[[dict[int, str | None]], None],
         clock: Callable[[], float] = time.monotonic,
+        joining: bool = False,
     ) -> None:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.directory_id = directory_id
+        # --voters: who forms a new cluster (rule 3) and the first voter set.
+        self.bootstrap_addresses = dict(addresses)
+        # Who is who on the Raft port: the voter set, joiners, this node
+        # (set_book follows the committed set; quorum/membership.py).
         self.addresses = dict(addresses)
         self._by_address = {addr: nid for nid, addr in addresses.items()}
-        lone = len(addresses) == 1
+        # A node started outside --voters to be added to a running cluster:
+        # it never forms one; it waits for a committed voter set to name it.
+        self.joining = joining
+        # Joiners (and a voter being removed) the leader streams the log to,
+        # by node id; replaced whole by the event loop, read by the tick thread.
+        self.learners: dict[int, str] = {}
+        lone = len(addresses) == 1 and not joining
         if bootstrap is None:
             # A lone voter forms alone; a data dir from before directory ids
             # knows its voters but not their directories.
@@ -135,9 +159,21 @@ class VoterGuard:
             return {v.voter_id: v.voter_directory_id for v in committed}
         return self.bootstrap
 
+    def set_book(self, book: dict[int, str]) -> None:
+        """The Raft addresses by node id, replaced whole (readers on other
+        threads see the old book or the new one)."""
+        if book != self.addresses:
+            self._by_address = {addr: nid for nid, addr in book.items()}
+            self.addresses = dict(book)
+
     def hello(self) -> Hello:
         return Hello(
-            self.cluster_id, self.node_id, self.directory_id, self.formed, self.voter_set()
+            self.cluster_id,
+            self.node_id,
+            self.directory_id,
+            self.formed,
+            self.voter_set(),
+            self.addresses.get(self.node_id),
         )
 
     @property
@@ -156,9 +192,10 @@ class VoterGuard:
         votes and acknowledgements count; ``observer``: a new data dir catching
         up before a voter set names it; ``replaced``: a formed data dir the
         voter set no longer names; ``unknown``: a peer not heard from since
-        this node started."""
+        this node started; ``removed``: a formed data dir whose node the voter
+        set no longer names (it never votes or stands again)."""
         if node_id is None or node_id == self.node_id:
-            formed, counts = self.formed, self.admitted
+            node_id, formed, counts = self.node_id, self.formed, self.admitted
         else:
             hello = self.peers.get(node_id)
             if hello is None:
@@ -166,7 +203,9 @@ class VoterGuard:
             formed, counts = hello.formed, self.counts(node_id)
         if counts:
             return "voter"
-        return "replaced" if formed else "observer"
+        if not formed:
+            return "observer"
+        return "replaced" if node_id in self.voter_set() else "removed"
 
     def directory_of(self, node_id: int) -> str | None:
         """The directory id of the data dir now running as ``node_id``."""
@@ -232,6 +271,8 @@ class VoterGuard:
         """A peer disconnected: the process that comes back may have a new disk."""
         if node_id in self.peers:
             self.peers = {k: v for k, v in self.peers.items() if k != node_id}
+        if node_id in self.progress:
+            self.progress = {k: v for k, v in self.progress.items() if k != node_id}
 
     def filter(self, node_id: int | None, message):
         """The message to hand to pysyncobj, or None to drop it (rule 4)."""
@@ -280,7 +321,21 @@ class VoterGuard:
                 self._become_formed(dict(hello.voters))
                 log.info("joined the new cluster %s as formed by its voters", self.cluster_id)
                 return
-        others = [nid for nid in self.addresses if nid != self.node_id]
+        formed_sets = [h.voters for h in self.peers.values() if h.formed]
+        if self.joining or (formed_sets and all(self.node_id not in v for v in formed_sets)):
+            self._complain(
+                self.node_id,
+                "joining",
+                "node %d is not a voter of cluster %s: it catches up as an observer once "
+                "the leader streams the log to it (metaquorum add-voter --node-id %d "
+                "--address %s) and becomes a voter when that change commits",
+                self.node_id,
+                self.cluster_id,
+                self.node_id,
+                self.addresses.get(self.node_id, "?"),
+            )
+            return
+        others = [nid for nid in self.bootstrap_addresses if nid != self.node_id]
         if any(self.peers.get(nid) is not None and self.peers[nid].formed for nid in others):
             self._complain(
                 self.node_id,
@@ -348,7 +403,7 @@ def bootstrap_voters(guard: VoterGuard) -> tuple[Voter, ...] | None:
     """The first KRAFT_VOTERS record's set, once every voter's directory is known."""
     voters = guard.voter_set()
     out = []
-    for nid, addr in sorted(guard.addresses.items()):
+    for nid, addr in sorted(guard.bootstrap_addresses.items()):
         directory = voters.get(nid)
         if directory is None:
             if nid == guard.node_id:

@@ -39,6 +39,28 @@ class Cluster:
         self.client = httpx.Client(timeout=10.0)
         # Extra environment of one voter's process (e.g. libfaketime's, to step its wall clock).
         self.env: dict[int, dict[str, str]] = {}
+        self.bootstrap = voters  # nodes from here on are not in --voters: they join
+        self.observers: set[int] = set()  # started with serve --observer
+
+    def add_observer(self) -> int:
+        """A read-only follower (serve --observer); ``start(i)`` starts it."""
+        i = self.add_node()
+        self.observers.add(i)
+        return i
+
+    def add_node(self) -> int:
+        """A node outside --voters (started with --raft-address), to be added
+        with add-voter; returns its id. ``start(i)`` starts it."""
+        i = self.n
+        self.n += 1
+        self.http.append(free_port())
+        self.raft.append(free_port())
+        self.procs.append(None)
+        self.logs.append(self.root / f"node-{i}.log")
+        return i
+
+    def raft_address(self, i: int) -> str:
+        return f"127.0.0.1:{self.raft[i]}"
 
     # ------------------------------------------------------------ processes
 
@@ -60,6 +82,11 @@ class Cluster:
             "--cluster-id", self.cluster_id,
             "--raft-secret-file", str(self.secret_file),
             "--fsync", self.fsync,
+            *(
+                ["--observer"] if i in self.observers
+                else ["--raft-address", self.raft_address(i)] if i >= self.bootstrap
+                else []
+            ),
             *self.extra,
         ]  # fmt: skip
 

@@ -5,10 +5,11 @@ rendered environment, resolved the way the kubelet resolves it: ``envFrom``
 first, then ``env`` in order, ``fieldRef`` from the pod, ``$(VAR)`` expanded
 only from variables defined before it (an unresolvable reference stays as
 written, as in Kubernetes). Nothing else of the test's environment leaks in
-but ``PATH`` (where the image has ``metaquorum``) and ``HOME``.
+but ``PATH`` (where the image has ``metaquorum``), ``HOME`` and ``PYTHONPATH``.
 
 There is no cluster network here, so these rewrites (and only these) are
-applied to the resolved env, the command line and the preStop command:
+applied to the resolved env, the command line and the preStop command
+(``PYTHONPATH`` also passes, when set, so that a checkout's code runs):
 
 * a pod's DNS name (``metaquorum-N.metaquorum-headless`` with or without
   ``.NS.svc[.cluster.local]``) -> that pod's own loopback address
@@ -249,6 +250,10 @@ class LoopbackStatefulSet:
     def process_env(self, pod: Pod, mounts: dict[str, Path]) -> dict[str, str]:
         env = {k: self.rewrite(v, pod, mounts) for k, v in self.resolved_env(pod).items()}
         env["PATH"] = f"{self.bin_dir}{os.pathsep}/usr/bin:/bin"
+        if os.environ.get("PYTHONPATH"):
+            # The code under test (a checkout run with PYTHONPATH) is what the
+            # image would hold, not whatever the venv has installed.
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         home = self.root / "pods" / pod.name
         home.mkdir(parents=True, exist_ok=True)
         env.setdefault("HOME", str(home))
@@ -285,6 +290,27 @@ class LoopbackStatefulSet:
                 self._confined(argv, pod), env=env, stdout=log, stderr=subprocess.STDOUT,
                 cwd=str(self.root),
             )  # fmt: skip
+
+    def scale(self, replicas: int) -> None:
+        """``kubectl scale``: ordinals from ``replicas`` up stop being pods (stop
+        them first with ``terminate``); new ordinals get a pod each, started
+        with ``start``. Claims (PVC directories) stay, as Kubernetes keeps them."""
+        for i in range(len(self.pods), replicas):
+            self.pods.append(Pod(i, f"{self.name}-{i}", f"{self.subnet}.{i + 1}"))
+        del self.pods[replicas:]
+        self.replicas = replicas
+
+    def claim_dir(self, ordinal: int, claim: str = "data") -> Path:
+        return self.root / "pvc" / f"{claim}-{self.pods[ordinal].name}"
+
+    def exec(self, ordinal: int, argv: list[str], timeout_s: float = 120.0):
+        """``kubectl exec``: ``argv`` in the running pod's environment."""
+        pod = self.pods[ordinal]
+        argv = self._argv(list(argv), pod.env, pod, pod.mounts)
+        return subprocess.run(
+            self._confined(argv, pod), env=pod.env, capture_output=True, text=True,
+            timeout=timeout_s,
+        )  # fmt: skip
 
     def start_all(self) -> None:
         for i in range(self.replicas):  # podManagementPolicy: Parallel

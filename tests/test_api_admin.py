@@ -310,3 +310,34 @@ def test_transfer_leadership_needs_another_voter(local, app):
     assert r.status_code == 400
     assert "5 is not another voter" in r.json()["errorMessage"]
     assert local.node.active  # nothing moved
+
+
+# ---------------------------------------------------------------- voter changes
+
+
+def test_voter_changes_on_a_lone_voter_are_refused_with_their_reason(local, app):
+    def call(path, body):
+        r = local.request(app, "POST", path, json=body)
+        return r.status_code, r.json()
+
+    address = local.node.config.raft_address
+    status, body = call("/v1/quorum/add-voter", {"nodeId": 0, "address": "127.0.0.1:1"})
+    assert (status, body["errorCode"], body["errorName"]) == (409, 126, "DUPLICATE_VOTER")
+    assert body["errorMessage"].startswith("node 0 is already a voter")
+    status, body = call("/v1/quorum/add-voter", {"nodeId": 0, "address": address})
+    assert status == 200 and body["changed"] is False  # a retried add that finished
+    assert [v["nodeId"] for v in body["voters"]] == [0]
+    status, body = call("/v1/quorum/add-voter", {"nodeId": 5, "address": "127.0.0.1:1"})
+    assert status == 409 and "without --raft-secret-file" in body["errorMessage"]
+    status, body = call("/v1/quorum/remove-voter", {"nodeId": 7})
+    assert (status, body["errorName"]) == (409, "VOTER_NOT_FOUND")
+    status, body = call("/v1/quorum/remove-voter", {"nodeId": 0})
+    assert (status, body["errorName"]) == (409, "INVALID_REQUEST")
+    assert (
+        body["errorMessage"] == "node 0 is the last voter: a cluster cannot remove its last voter"
+    )
+    status, body = call("/v1/quorum/add-voter", {"nodeId": 5})
+    assert status == 400 and body["errorMessage"] == "address: required field is missing"
+    status, body = call("/v1/quorum/add-voter", {"nodeId": 5, "address": "h:1", "timeoutMs": 0})
+    assert status == 400 and body["errorMessage"].startswith("timeoutMs:")
+    assert [v.voter_id for v in local.node.image.voters] == [0]  # nothing changed

@@ -25,6 +25,8 @@ API_MD_OPERATIONS = {
     ("post", "/v1/elect-leaders"),
     ("post", "/v1/features"),
     ("post", "/v1/quorum/transfer-leadership"),
+    ("post", "/v1/quorum/add-voter"),  # membership (README), beside API.md's list
+    ("post", "/v1/quorum/remove-voter"),
     ("get", "/v1/brokers"),
     ("get", "/v1/brokers/{id}"),
     ("get", "/v1/topics"),
@@ -46,6 +48,8 @@ WRITE_BODIES = {
     "/v1/elect-leaders": "ElectLeadersRequest",
     "/v1/features": "UpdateFeaturesRequest",
     "/v1/quorum/transfer-leadership": "TransferLeadershipRequest",
+    "/v1/quorum/add-voter": "AddVoterRequest",
+    "/v1/quorum/remove-voter": "RemoveVoterRequest",
 }
 
 

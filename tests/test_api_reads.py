@@ -322,6 +322,7 @@ def test_metrics(local, app, cluster):
     )
     assert value("metaquorum_commit_lag") >= 0
     assert value("metaquorum_queue_depth") == 0
+    assert value("metaquorum_voters") == 1 and value("metaquorum_voter") == 1
     assert value("metaquorum_batch_records_count") >= 1
     assert value("metaquorum_commit_latency_seconds_count") >= 1
     assert value("metaquorum_journal_sync_duration_seconds_count") == value(

@@ -84,6 +84,9 @@ def test_the_prestop_hands_over_to_the_voter_a_rollout_restarts_last():
     assert rollout_target(2, [v(0), v(1), v(2), v(3, lag=500), v(4, connected=False)]) == 0
     assert rollout_target(2, [v(0), v(1), v(2), v(3, lag=5)]) == 3
     assert rollout_target(0, [v(0), v(1, lag=None), v(2, connected=False)]) is None
+    # A joiner the leader streams to is listed (voter: false) but never chosen.
+    joiner = {**v(5), "voter": False}
+    assert rollout_target(2, [v(0), v(1), v(2), joiner]) == 0
 
 
 def test_if_leader_with_a_wrong_token_fails_instead_of_skipping(tmp_path):

@@ -117,6 +117,11 @@ def test_voters_match_replicas_and_name_the_headless_pods(rendered):
         for i in range(replicas)
     )
     assert config["METAQUORUM_VOTERS"] == expected
+    # Each pod names itself as --voters does (a pod past them joins with it).
+    env = {e["name"]: e.get("value") for e in _container(objects)["env"]}
+    for i in range(replicas):
+        own = expand(env["METAQUORUM_RAFT_ADDRESS"], {"HOSTNAME": f"metaquorum-{i}"})
+        assert f"{i}@{own}" in expected.split(",")
     # A restarted voter waits for DNS (2 s cache) and a reconnect (1 s) before
     # its first election (docs/kubernetes.md).
     assert int(config["METAQUORUM_STARTUP_ELECTION_DELAY_MS"]) >= 3000

@@ -49,3 +49,16 @@ def test_the_next_period_reports_how_many_were_held_back(caplog):
 def test_a_limit_that_lets_nothing_through_is_refused(period_s, burst):
     with pytest.raises(ValueError, match="rate limit"):
         RateLimitedLog(logging.getLogger("t"), period_s=period_s, burst=burst)
+
+
+def test_info_lines_share_the_limit_at_their_own_level(caplog):
+    clock = Clock()
+    limited = RateLimitedLog(logging.getLogger("t.info"), period_s=60, burst=2, clock=clock)
+    with caplog.at_level(logging.INFO, logger="t.info"):
+        passed = [limited.info("refused %d", i) for i in range(5)]
+        passed.append(limited.warning("a warning"))
+    assert passed == [True, True, False, False, False, False]
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, "refused 0"),
+        (logging.INFO, "refused 1"),
+    ]

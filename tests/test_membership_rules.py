@@ -1,0 +1,225 @@
+"""The voter-change rules of quorum/membership.py, without sockets."""
+
+import pytest
+
+from metadata_records.errors import Errors
+from metadata_records.records import Voter
+from quorum.membership import (
+    addresses,
+    already_added,
+    check_add,
+    check_remove,
+    lagging,
+    misspelled,
+    parse_address,
+    with_voter,
+    without_voter,
+)
+from quorum.voter_guard import Hello, VoterGuard
+
+THREE = (Voter(0, "d0", "h", 1), Voter(1, "d1", "h", 2), Voter(2, "d2", "h", 3))
+
+
+def test_adding_a_new_node_at_a_new_address_is_allowed():
+    assert check_add(THREE, 3, "h:4", None) is None
+
+
+def test_adding_waits_for_the_change_in_flight():
+    refusal = check_add(THREE, 3, "h:4", "removing node 2 at h:3")
+    assert refusal.error is Errors.REQUEST_TIMED_OUT
+    assert "another voter change is in flight (removing node 2 at h:3)" in refusal.message
+
+
+def test_adding_before_the_first_voter_set_is_refused():
+    refusal = check_add((), 3, "h:4", None)
+    assert refusal.error is Errors.REQUEST_TIMED_OUT and "first voter set" in refusal.message
+
+
+def test_a_node_id_already_a_voter_is_a_duplicate():
+    refusal = check_add(THREE, 1, "h:9", None)
+    assert refusal.error is Errors.DUPLICATE_VOTER
+    assert refusal.message.startswith("node 1 is already a voter, at h:2 (directory d1)")
+
+
+def test_an_address_already_a_voters_is_a_duplicate():
+    refusal = check_add(THREE, 7, "h:3", None)
+    assert refusal.error is Errors.DUPLICATE_VOTER
+    assert refusal.message.startswith("address h:3 is already voter 2's")
+
+
+def test_a_finished_add_is_recognised_by_id_and_address():
+    assert already_added(THREE, 2, "h:3") == THREE[2]
+    assert already_added(THREE, 2, "h:9") is None
+    assert already_added(THREE, 5, "h:3") is None
+
+
+def test_removing_a_connected_follower_is_allowed():
+    assert check_remove(THREE, 2, leader_id=0, connected={1, 2}, change=None) is None
+
+
+def test_removing_a_node_that_is_not_a_voter():
+    refusal = check_remove(THREE, 7, 0, {1, 2}, None)
+    assert refusal.error is Errors.VOTER_NOT_FOUND
+    assert refusal.message == "node 7 is not a voter (voters: 0@h:1, 1@h:2, 2@h:3)"
+
+
+def test_the_last_voter_is_never_removed():
+    refusal = check_remove(THREE[:1], 0, 0, set(), None)
+    assert refusal.error is Errors.INVALID_REQUEST and "is the last voter" in refusal.message
+
+
+def test_the_leader_moves_leadership_before_it_is_removed():
+    refusal = check_remove(THREE, 0, 0, {1, 2}, None)
+    assert refusal.error is Errors.INVALID_REQUEST
+    assert "node 0 is the active controller: move leadership first" in refusal.message
+
+
+def test_removing_is_refused_when_the_voters_left_have_no_connected_majority():
+    # 1 is down: removing 2 leaves {0, 1} with only the leader connected.
+    refusal = check_remove(THREE, 2, 0, {2}, None)
+    assert refusal.error is Errors.INVALID_REQUEST
+    assert "would leave voters [0, 1] with only [0] connected" in refusal.message
+    assert "bring back [1] first" in refusal.message
+    # Removing the one that is down is fine: {0, 2} are both there.
+    assert check_remove(THREE, 1, 0, {2}, None) is None
+
+
+def test_removing_waits_for_the_change_in_flight():
+    refusal = check_remove(THREE, 2, 0, {1, 2}, "adding node 3 at h:4")
+    assert refusal.error is Errors.REQUEST_TIMED_OUT
+
+
+def test_two_successive_voter_sets_differ_by_one_voter():
+    four = with_voter(THREE, Voter(3, "d3", "h", 4))
+    assert [v.voter_id for v in four] == [0, 1, 2, 3]
+    assert without_voter(four, 3) == THREE
+    assert addresses(four) == {0: "h:1", 1: "h:2", 2: "h:3", 3: "h:4"}
+
+
+def test_a_joiner_that_never_connected_or_lags_is_told_which():
+    never = lagging(4, "h:5", hello_seen=False, held=0, target=90)
+    assert never.error is Errors.REQUEST_TIMED_OUT
+    assert "node 4 at h:5 has not connected to the leader" in never.message
+    behind = lagging(4, "h:5", hello_seen=True, held=12, target=90)
+    assert "holds the log up to Raft entry 12, the commit index is 90" in behind.message
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("nohost", "is not HOST:PORT"), (":12", "is not HOST:PORT"), ("h:x", "is not HOST:PORT"),
+     ("h:0", "out of range"), ("h:70000", "out of range"), ("a b:1", "is not HOST:PORT")],
+)  # fmt: skip
+def test_a_bad_address_is_named(text, why):
+    with pytest.raises(ValueError, match=why) as info:
+        parse_address(text, "address")
+    assert str(info.value).startswith("address:")
+
+
+def joiner_guard(committed=()):
+    return VoterGuard(
+        cluster_id="c",
+        node_id=3,
+        directory_id="d3",
+        addresses={0: "h:1", 1: "h:2", 2: "h:3"},
+        formed=False,
+        bootstrap=None,
+        committed_voters=lambda: committed,
+        persist_formation=lambda v: None,
+        joining=True,
+    )
+
+
+def test_a_joiner_never_forms_a_cluster_with_empty_peers():
+    g = joiner_guard()
+    for nid in (0, 1, 2):
+        assert g.on_hello(nid, Hello("c", nid, f"d{nid}", False, {}).to_message())
+    assert not g.formed and not g.admitted and g.role() == "observer"
+
+
+def test_a_joiner_is_admitted_when_a_committed_set_names_it():
+    committed = []
+    g = joiner_guard()
+    g._committed_voters = lambda: tuple(committed)
+    committed.extend((*THREE, Voter(3, "d3", "h", 4)))
+    g.on_applied()
+    assert g.formed and g.admitted and g.role() == "voter"
+
+
+def test_a_formed_node_the_set_no_longer_names_is_removed():
+    g = joiner_guard(committed=THREE)
+    g.formed = True
+    assert not g.admitted and g.role() == "removed"
+    g.on_hello(1, Hello("c", 1, "d1", True, {}).to_message())
+    assert g.role(1) == "voter"
+
+
+def test_the_address_book_follows_the_set():
+    g = joiner_guard()
+    assert g.node_id_of("h:4") is None
+    g.set_book({0: "h:1", 3: "h:4"})
+    assert g.node_id_of("h:4") == 3 and g.node_id_of("h:2") is None
+
+
+def test_an_empty_node_the_voter_set_does_not_name_waits_to_be_added(caplog):
+    g = VoterGuard(
+        cluster_id="c",
+        node_id=2,
+        directory_id="new",
+        addresses={0: "h:1", 1: "h:2", 2: "h:3"},
+        formed=False,
+        bootstrap=None,
+        committed_voters=lambda: (),
+        persist_formation=lambda v: None,
+    )
+    g.set_book({0: "h:1", 1: "h:2", 2: "h:3"})
+    with caplog.at_level("WARNING"):
+        g.on_hello(0, Hello("c", 0, "d0", True, {0: "d0", 1: "d1"}).to_message())
+        g.on_hello(1, Hello("c", 1, "d1", False, {}).to_message())
+    assert not g.formed and g.role() == "observer"
+    assert "node 2 is not a voter of cluster c" in caplog.text
+    assert "metaquorum add-voter --node-id 2 --address h:3" in caplog.text
+
+
+def test_a_joiner_spelled_another_way_is_refused():
+    assert misspelled(4, "h:5", None) is None and misspelled(4, "h:5", "h:5") is None
+    refusal = misspelled(4, "localhost:5", "127.0.0.1:5")
+    assert refusal.error is Errors.INVALID_REQUEST
+    assert refusal.message.startswith("node 4 calls itself 127.0.0.1:5 (its --raft-address)")
+
+
+def test_a_hello_carries_the_senders_address_and_reads_without_it():
+    hello = Hello("c", 3, "d3", False, {}, "h:4")
+    assert Hello.from_message(hello.to_message()) == hello
+    old = Hello("c", 3, "d3", False, {}).to_message()
+    assert "address" not in old and Hello.from_message(old).address is None
+
+
+def _config(**kw):
+    from quorum.node_config import NodeConfig
+
+    kw.setdefault("raft_secret", "s" * 16)
+    return NodeConfig(data_dir="/nonexistent", advertised_url="http://x:1", **kw)
+
+
+def test_a_node_outside_voters_needs_its_raft_address_and_says_so():
+    from quorum.node_config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--node-id 3 is not among --voters .*--raft-address"):
+        _config(node_id=3, voters={0: "h:1"})
+    joiner = _config(node_id=3, voters={0: "h:1"}, own_raft_address="h:4")
+    assert joiner.joining and joiner.raft_address == "h:4"
+    with pytest.raises(ConfigError, match="differs from node 0's entry in --voters"):
+        _config(node_id=0, voters={0: "h:1"}, own_raft_address="h:9")
+    with pytest.raises(ConfigError, match="is another voter's in --voters"):
+        _config(node_id=3, voters={0: "h:1"}, own_raft_address="h:1")
+
+
+def test_an_observer_has_no_raft_address_and_is_no_voter():
+    from quorum.node_config import ConfigError
+
+    observer = _config(node_id=9, voters={0: "h:1"}, observer=True)
+    assert observer.raft_address is None and observer.joining
+    with pytest.raises(ConfigError, match="--observer: node 0 must not be among --voters"):
+        _config(node_id=0, voters={0: "h:1"}, observer=True)
+    with pytest.raises(ConfigError, match="nor have --raft-address"):
+        _config(node_id=9, voters={0: "h:1"}, own_raft_address="h:4", observer=True)
