@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from metadata_records.codec import DecodeError, decode_batch
 from metadata_records.image import MetadataImage
+from metadata_records.records import Voter, VotersRecord
 
 from .record_log import LogEntry
 from .state_machine import INVALID, STALE, MetadataStateMachine
@@ -107,6 +108,39 @@ def _batch_payload(command: bytes) -> bytes | None:
     ):
         return call[1][0]
     raise DecodeError("the journal command is not a call of apply_batch(payload)")
+
+
+def last_voter_set(entries, after_index: int) -> tuple[int, tuple[Voter, ...]] | None:
+    """(Raft index, voters) of the last KRAFT_VOTERS record among journal
+    ``entries`` ((command, index, term), pysyncobj's) past ``after_index``,
+    or None. Entries that are not batches, or do not decode, hold none."""
+    found = None
+    for entry in entries:
+        command, index = entry[0], entry[1]
+        if index <= after_index:
+            continue
+        try:
+            payload = _batch_payload(command)
+            batch = decode_batch(payload) if payload is not None else None
+        except DecodeError:
+            continue
+        for record in batch.records if batch is not None else ():
+            if type(record) is VotersRecord:
+                found = (index, record.voters)
+    return found
+
+
+def voters_past_commit(journal_path: str) -> tuple[int, tuple[Voter, ...]] | None:
+    """The last voter set in a journal file past its stored commit index, or
+    None (no journal, none there, or a journal this reader cannot trust: the
+    node's own checks report that)."""
+    if not os.path.exists(journal_path):
+        return None
+    try:
+        entries = ((e.command, e.raft_index, e.term) for e in read_journal(journal_path))
+        return last_voter_set(entries, _commit_index(journal_path) or 0)
+    except (DataDirError, OSError):
+        return None
 
 
 @dataclass
