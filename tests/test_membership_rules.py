@@ -254,3 +254,26 @@ def test_the_last_voter_set_past_the_commit_index_is_found():
     assert last_voter_set(entries, after_index=5) == (8, four)
     assert last_voter_set(entries, after_index=8) is None  # applied: the image says
     assert last_voter_set([(b"\x00garbage", 10, 1)], after_index=0) is None
+
+
+def test_the_journal_tail_is_read_backwards_to_the_commit_index(tmp_path):
+    """read_journal_tail agrees with reading the whole journal forwards."""
+    import struct
+
+    from quorum.data_dir_reader import _HEADER, read_journal, read_journal_tail
+
+    records = b""
+    for index in range(1, 8):
+        command = b"\x00" + bytes([index]) * index
+        size = 16 + len(command)
+        records += struct.pack("<IQQ", size, index, 1) + command + struct.pack("<I", size)
+    header = b"PYSYNCOBJ".ljust(24, b"\x00") + b"\x00" * 8 + struct.pack("<II", 1, 0)
+    end = _HEADER + len(records)
+    header = header[: _HEADER - 4] + struct.pack("<I", end)
+    path = tmp_path / "raft.journal"
+    path.write_bytes(header + records + b"\x00" * 64)  # zero-filled room after the end
+    forwards = list(read_journal(str(path)))
+    assert [e.raft_index for e in forwards] == list(range(1, 8))
+    assert read_journal_tail(str(path), 4) == forwards[4:]
+    assert read_journal_tail(str(path), 0) == forwards
+    assert read_journal_tail(str(path), 7) == []
