@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import mmap
 import os
 import pickle
 import struct
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from metadata_records.codec import DecodeError, decode_batch
 from metadata_records.image import MetadataImage
+from metadata_records.records import Voter, VotersRecord
 
 from .record_log import LogEntry
 from .state_machine import INVALID, STALE, MetadataStateMachine
@@ -107,6 +109,68 @@ def _batch_payload(command: bytes) -> bytes | None:
     ):
         return call[1][0]
     raise DecodeError("the journal command is not a call of apply_batch(payload)")
+
+
+def last_voter_set(entries, after_index: int) -> tuple[int, tuple[Voter, ...]] | None:
+    """(Raft index, voters) of the last KRAFT_VOTERS record among journal
+    ``entries`` ((command, index, term), pysyncobj's) past ``after_index``,
+    or None. Entries that are not batches, or do not decode, hold none."""
+    found = None
+    for entry in entries:
+        command, index = entry[0], entry[1]
+        if index <= after_index:
+            continue
+        try:
+            payload = _batch_payload(command)
+            batch = decode_batch(payload) if payload is not None else None
+        except DecodeError:
+            continue
+        for record in batch.records if batch is not None else ():
+            if type(record) is VotersRecord:
+                found = (index, record.voters)
+    return found
+
+
+def read_journal_tail(path: str, after_index: int) -> list[JournalEntry]:
+    """The journal's entries past Raft index ``after_index``, oldest first,
+    read backwards from its end through the trailing sizes (only the tail is
+    touched: a journal holds up to a compaction's worth of batches)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size < _HEADER:
+            raise DataDirError(f"{path} is not a pysyncobj journal (too short)")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if not data[:9] == b"PYSYNCOBJ":
+                raise DataDirError(f"{path} is not a pysyncobj journal (bad header)")
+            (pos,) = struct.unpack_from("<I", data, _HEADER - 4)
+            if pos > len(data):
+                raise DataDirError(f"{path}: the header's end ({pos}) is past the file")
+            tail = []
+            while pos > _HEADER:
+                (size,) = struct.unpack_from("<I", data, pos - 4)
+                start = pos - 8 - size
+                if size < 16 or start < _HEADER or struct.unpack_from("<I", data, start)[0] != size:
+                    raise DataDirError(f"{path}: the entry ending at byte {pos} is corrupt")
+                index, term = struct.unpack_from("<QQ", data, start + 4)
+                if index <= after_index:
+                    break
+                tail.append(JournalEntry(index, term, bytes(data[start + 20 : start + 4 + size])))
+                pos = start
+    tail.reverse()
+    return tail
+
+
+def voters_past_commit(journal_path: str) -> tuple[int, tuple[Voter, ...]] | None:
+    """The last voter set in a journal file past its stored commit index, or
+    None (no journal, none there, or a journal this reader cannot trust: the
+    node's own checks report that)."""
+    if not os.path.exists(journal_path):
+        return None
+    commit = _commit_index(journal_path) or 0
+    try:
+        tail = read_journal_tail(journal_path, commit)
+    except (DataDirError, OSError, ValueError, struct.error):
+        return None
+    return last_voter_set(((e.command, e.raft_index, e.term) for e in tail), commit)
 
 
 @dataclass

@@ -8,7 +8,9 @@ The rules, pure (no sockets, threads or clocks); ``QuorumNode`` runs them and
    pysyncobj's member list on every node is that set, taken when the record
    is applied (as etcd/raft applies a ConfChange), so pysyncobj's majority
    arithmetic is the voter set's. ``--voters`` only bootstraps a new cluster
-   and tells a joiner where the cluster is.
+   and tells a joiner where the cluster is. At start, a set the journal holds
+   past the stored commit index counts until it is applied (the index on
+   disk lags the journal; KIP-853 reads the set from the whole log).
 2. **A joiner is a learner on the leader only.** The leader streams the log to
    it as to one of pysyncobj's read-only nodes: it is in no member list, so it
    never counts toward a commit, an election or check-quorum, and a voter

@@ -33,6 +33,7 @@ from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, LeaderChangeRecord, Record, Voter, VotersRecord
 from metadata_records.snapshot import image_digest
 
+from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
 from .divergence import fail_stop_on_divergence, watch_divergence
 from .durability import MetaquorumJournal, install_journal
@@ -243,6 +244,15 @@ class QuorumNode:
             for node_id, addr in sorted(config.voters.items())
             if node_id != self.node_id and addr != config.raft_address
         ]
+        # Read before pysyncobj opens the journal (decisions.md 50).
+        self._pending_voters = voters_past_commit(config.journal_file)
+        if self._pending_voters is not None:
+            log.info(
+                "the journal holds a voter set past the stored commit index (Raft index "
+                "%d): it is this node's voter set until applied: %s",
+                self._pending_voters[0],
+                describe(self._pending_voters[1]),
+            )
         self.guard = VoterGuard(
             cluster_id=cluster_id,
             node_id=self.node_id,
@@ -250,7 +260,7 @@ class QuorumNode:
             addresses=config.voters,
             formed=identity.formed,
             bootstrap=identity.bootstrap,
-            committed_voters=lambda: self.sm.image.voters,
+            committed_voters=self._voters_in_force,
             persist_formation=self._persist_formation,
             joining=config.joining and not identity.formed,
         )
@@ -422,9 +432,9 @@ class QuorumNode:
         """An observer is admitted once the committed voter set names it; until
         then (and any voter not admitted) it never stands for election."""
         guard = self.guard
-        if not guard.formed:
-            guard.on_applied()
-        voters, learners = self.sm.image.voters, guard.learners
+        if not guard.formed and self._pending_voters is None:
+            guard.on_applied()  # admitted by an applied set, never by a pending one
+        voters, learners = self._voters_in_force(), guard.learners
         if voters is not self._members_of[0] or learners is not self._members_of[1]:
             self._members_of = (voters, learners)
             self._follow_voter_set(voters, learners)
@@ -487,8 +497,20 @@ class QuorumNode:
 
     def voter_addresses(self) -> dict[int, str]:
         """The voters' Raft addresses by node id: the committed set, else --voters."""
-        voters = self.image.voters
+        voters = self._voters_in_force()
         return addresses(voters) if voters else dict(self.config.voters)
+
+    def _voters_in_force(self) -> tuple[Voter, ...]:
+        """The voter set this node counts votes and acknowledgements by: the
+        last one applied, or a later one its journal held at start (KIP-853
+        reads the set from the whole log) until it has applied past it."""
+        pending = self._pending_voters
+        if pending is not None:
+            syncobj = getattr(self, "syncobj", None)  # None while pysyncobj starts
+            if syncobj is None or syncobj.raftLastApplied < pending[0]:
+                return pending[1]
+            self._pending_voters = None  # applied past it: the image says
+        return self.sm.image.voters
 
     def _delay_first_election(self, delay_s: float) -> None:
         """Pushes this voter's first election deadline ``delay_s`` away

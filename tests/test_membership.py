@@ -6,6 +6,7 @@ keeps the voter set of the log whatever --voters says."""
 from __future__ import annotations
 
 import json
+import pickle
 import signal
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import time
 
 import httpx
 import pytest
+
+from quorum.data_dir_reader import last_voter_set, read_journal
 
 from .cluster import Cluster
 from .test_cluster import brokers, register_body
@@ -374,3 +377,33 @@ def test_a_lone_voter_grows_to_three(tmp_path):
         c.wait(written, 30, "a write committed by the two joined voters")
     finally:
         c.close()
+
+
+def test_a_voter_set_past_the_stored_commit_index_counts_at_restart(cluster):
+    """The commit index on disk lags the journal (stored at most every 100 ms):
+    a voter restarted holding a voter set it had not applied counts by it (as
+    KIP-853 reads the set from the whole log), not by the older applied one."""
+    c = cluster
+    j = c.add_node()
+    c.start(j)
+    c.wait(lambda: role(c, j) == "observer", 30, "the joiner up")
+    add(c, j)
+    c.wait(lambda: all(role(c, i) == "voter" for i in range(4)), 30, "four voters")
+    for i in range(4):
+        assert c.stop(i) == 0
+    journal = c.data_dir(0) / "raft.journal"
+    entries = ((e.command, e.raft_index, e.term) for e in read_journal(str(journal)))
+    index, voters = last_voter_set(entries, 0)
+    assert j in {v.voter_id for v in voters}
+    meta_path = c.data_dir(0) / "raft.journal.meta"
+    meta = pickle.loads(meta_path.read_bytes())
+    meta["raftCommitIndex"] = index - 1  # as if it crashed before storing the index
+    meta_path.write_bytes(pickle.dumps(meta, protocol=2))
+    c.start(0)  # alone: no leader tells it what is committed
+    c.wait(lambda: set(voters_of(c, 0)) == {0, 1, 2, j}, 30, "the set in its journal")
+    assert "past the stored commit index" in c.logs[0].read_text()
+    for i in (1, 2, j):
+        c.start(i)
+    leader = c.leader()
+    c.wait(lambda: set(voters_of(c, leader)) == {0, 1, 2, j}, 30, "four voters")
+    c.wait(lambda: c.ready(0) and set(voters_of(c, 0)) == {0, 1, 2, j}, 60, "0 applied it")

@@ -223,3 +223,57 @@ def test_an_observer_has_no_raft_address_and_is_no_voter():
         _config(node_id=0, voters={0: "h:1"}, observer=True)
     with pytest.raises(ConfigError, match="nor have --raft-address"):
         _config(node_id=9, voters={0: "h:1"}, own_raft_address="h:4", observer=True)
+
+
+def _journal_entry(index, records, epoch=1):
+    """A pysyncobj journal entry of apply_batch(payload), as the journal holds it."""
+    import pickle
+
+    from metadata_records.codec import encode_batch
+    from metadata_records.records import Batch
+
+    payload = encode_batch(Batch(epoch, 0, tuple(records)))
+    return (b"\x00" + pickle.dumps((0, (payload,)), protocol=2), index, 1)
+
+
+def test_the_last_voter_set_past_the_commit_index_is_found():
+    from metadata_records.records import NoOpRecord, VotersRecord
+    from metadata_records.uuids import random_uuid
+    from quorum.data_dir_reader import last_voter_set
+
+    three = tuple(v._replace(voter_directory_id=random_uuid()) for v in THREE)
+    four = with_voter(three, Voter(3, random_uuid(), "h", 4))
+    entries = [
+        _journal_entry(5, [VotersRecord(voters=three)]),
+        _journal_entry(6, [NoOpRecord()]),
+        (b"\x01", 7, 1),  # pysyncobj's own no-op
+        _journal_entry(8, [VotersRecord(voters=four), NoOpRecord()]),
+        _journal_entry(9, [NoOpRecord()]),
+    ]
+    assert last_voter_set(entries, after_index=4) == (8, four)
+    assert last_voter_set(entries, after_index=5) == (8, four)
+    assert last_voter_set(entries, after_index=8) is None  # applied: the image says
+    assert last_voter_set([(b"\x00garbage", 10, 1)], after_index=0) is None
+
+
+def test_the_journal_tail_is_read_backwards_to_the_commit_index(tmp_path):
+    """read_journal_tail agrees with reading the whole journal forwards."""
+    import struct
+
+    from quorum.data_dir_reader import _HEADER, read_journal, read_journal_tail
+
+    records = b""
+    for index in range(1, 8):
+        command = b"\x00" + bytes([index]) * index
+        size = 16 + len(command)
+        records += struct.pack("<IQQ", size, index, 1) + command + struct.pack("<I", size)
+    header = b"PYSYNCOBJ".ljust(24, b"\x00") + b"\x00" * 8 + struct.pack("<II", 1, 0)
+    end = _HEADER + len(records)
+    header = header[: _HEADER - 4] + struct.pack("<I", end)
+    path = tmp_path / "raft.journal"
+    path.write_bytes(header + records + b"\x00" * 64)  # zero-filled room after the end
+    forwards = list(read_journal(str(path)))
+    assert [e.raft_index for e in forwards] == list(range(1, 8))
+    assert read_journal_tail(str(path), 4) == forwards[4:]
+    assert read_journal_tail(str(path), 0) == forwards
+    assert read_journal_tail(str(path), 7) == []
