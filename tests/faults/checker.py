@@ -15,7 +15,14 @@ from whichever voter answered). Checks:
 * every acknowledged write is in the log, as answered (lost otherwise);
 * no write is applied twice: one TOPIC_RECORD per name, one epoch per
   incarnation, an acknowledged AlterPartition commits exactly as the change
-  from the partition epoch it named.
+  from the partition epoch it named;
+* every voter ends as a voter (a voter whose disk was replaced was
+  re-admitted), and no voter exited on its own during the run (exit code 3:
+  it refused to serve, e.g. its applied log diverged from the leader's); the
+  nemesis's own findings (a wiped voter not re-admitted in time) count too.
+
+``CheckResult.divergent`` counts the voters whose image at the end is not the
+replay's (another digest, another offset, or no answer).
 
 Batches are what each record's ``batchOffset`` says.
 """
@@ -51,7 +58,8 @@ MAX_EXAMPLES = 10  # violations kept per check (the count is exact)
 class CheckResult:
     final_offset: int = -1
     replay_digest: str = ""
-    voter_digests: dict[int, str] = field(default_factory=dict)
+    voter_digests: dict[int, str | None] = field(default_factory=dict)
+    divergent: int = 0  # voters without the replay's image at the final offset
     violations: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     lost: list[str] = field(default_factory=list)
@@ -236,16 +244,21 @@ def _check_alter(op: Op, facts: LogFacts, result: CheckResult) -> None:
 
 def check_voters(
     records: list[dict],
-    voter_logs: dict[int, tuple[int, list[dict]]],
-    voter_status: dict[int, dict],
+    voter_logs: dict[int, tuple[int, list[dict]] | None],
+    voter_status: dict[int, dict | None],
     facts: LogFacts,
     result: CheckResult,
 ) -> None:
-    """Every voter's log agrees with the reference; digests agree with the replay."""
+    """Every voter's log agrees with the reference; digests agree with the
+    replay; every voter ends as a voter."""
     final = len(records) - 1
     result.final_offset = final
     result.replay_digest = image_digest(facts.image)
-    for i, (oldest, log) in sorted(voter_logs.items()):
+    for i, got in sorted(voter_logs.items()):
+        if got is None:
+            result.fail("divergence", f"voter {i} did not answer for its log")
+            continue
+        oldest, log = got
         if oldest > 0:
             result.checks.append(f"voter {i} retains its log from offset {oldest} (snapshot)")
         for rec in log:
@@ -261,28 +274,49 @@ def check_voters(
         if end < final:
             result.fail("divergence", f"voter {i}'s log ends at {end}, before {final}")
     for i, status in sorted(voter_status.items()):
+        if status is None:
+            result.voter_digests[i] = None
+            result.divergent += 1
+            result.fail("digest", f"voter {i} gave no status at the end")
+            continue
         result.voter_digests[i] = status["imageDigest"]
         if status["lastAppliedOffset"] != final:
+            result.divergent += 1
             result.fail(
                 "digest", f"voter {i} is at offset {status['lastAppliedOffset']}, not {final}"
             )
         elif status["imageDigest"] != result.replay_digest:
+            result.divergent += 1
             result.fail(
                 "digest",
                 f"voter {i} image digest {status['imageDigest']} at offset {final} differs from "
                 f"the replay's {result.replay_digest}",
             )
+        role = status.get("role", "voter")
+        if role != "voter":
+            result.fail("readmission", f"voter {i} ends the run as {role!r}, not a voter")
+
+
+def check_processes(exits: list[str], findings: list[str], result: CheckResult) -> None:
+    """Voters that exited on their own, and what the nemesis found, are violations."""
+    for message in exits:
+        result.fail("voter-exit", message)
+    for message in findings:
+        result.fail("readmission", message)
 
 
 def check(
     records: list[dict],
     ops: list[Op],
-    voter_logs: dict[int, tuple[int, list[dict]]],
-    voter_status: dict[int, dict],
+    voter_logs: dict[int, tuple[int, list[dict]] | None],
+    voter_status: dict[int, dict | None],
+    exits: list[str] = (),
+    findings: list[str] = (),
 ) -> CheckResult:
     result = CheckResult()
     facts = replay(records, result)
     check_acknowledged(ops, facts, result)
     check_voters(records, voter_logs, voter_status, facts, result)
+    check_processes(list(exits), list(findings), result)
     result.counts = dict(result.counts)
     return result

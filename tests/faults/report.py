@@ -74,8 +74,21 @@ class RunReport:
                 "(" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")" if kinds else ""
             ),
             f"operations: {len(self.ops)}; acknowledged {self.acknowledged}, "
-            f"unknown {self.unknown}, lost {self.lost}",
+            f"unknown {self.unknown}, lost {self.lost}; divergent images {r.divergent}",
         ]
+        readmitted = [
+            f.readmitted - f.end for f in self.faults if f.kind == "disk-loss" and f.readmitted
+        ]
+        if any(f.kind == "disk-loss" for f in self.faults):
+            lines.append(
+                f"disk losses: {kinds['disk-loss']}, re-admitted as voters {len(readmitted)}"
+                + (
+                    f", {min(readmitted):.1f}-{max(readmitted):.1f} s after the restart "
+                    f"(median {sorted(readmitted)[len(readmitted) // 2]:.1f} s)"
+                    if readmitted
+                    else ""
+                )
+            )
         for kind, counts in sorted(by_kind.items()):
             lines.append(
                 f"  {kind:16} "
@@ -102,7 +115,8 @@ class RunReport:
         if r.ok:
             lines.append(
                 "checks: all passed (log agreement, digests, replay, controller and broker "
-                "epochs, KIP-841 at every batch, acknowledged writes, no double apply)"
+                "epochs, KIP-841 at every batch, acknowledged writes, no double apply, every "
+                "voter a voter at the end, no voter exited on its own)"
             )
         for check, examples in sorted(r.violations.items()):
             lines.append(f"VIOLATED {check}: {r.counts[check]} time(s)")

@@ -45,9 +45,11 @@ def run_nemesis(
     kinds: tuple[str, ...] = KINDS,
     interval_s: tuple[float, float] = (10.0, 20.0),
     hold_s: tuple[float, float] = (3.0, 8.0),
+    first: str | None = None,
 ) -> RunReport:
     """Runs the nemesis and returns its report; faults every ``interval_s``
-    seconds (a uniform draw), each held ``hold_s`` seconds."""
+    seconds (a uniform draw), each held ``hold_s`` seconds; ``first``: the
+    first fault's kind."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     if "loss" in kinds:
@@ -64,7 +66,7 @@ def run_nemesis(
         cluster.start()
         cluster.wait_ready()
         progress(f"3 voters ready, leader {cluster.leader()}; {duration_s:.0f} s of faults")
-        nemesis = Nemesis(cluster, seed, 0.0, interval_s, hold_s, progress, kinds)
+        nemesis = Nemesis(cluster, seed, 0.0, interval_s, hold_s, progress, kinds, first)
         report = asyncio.run(_run(cluster, nemesis, root, duration_s, seed, progress))
         return report
     finally:
@@ -98,18 +100,39 @@ async def _run(
         await task  # raises what the workload raised (an offset gap, say)
     workload_end = workload.now()
     progress(f"[{workload_end:6.1f}s] faults healed, workload stopped; waiting to settle")
-    statuses = await asyncio.to_thread(settle, cluster)
-    final = statuses[0]["lastAppliedOffset"]
+    if not await asyncio.to_thread(nemesis.await_readmission, SETTLE_TIMEOUT_S):
+        nemesis.poll_readmission()  # the finding, if it is past its deadline
+    statuses, settled = await asyncio.to_thread(settle, cluster)
+    if not settled:
+        progress("the voters did not settle on one offset, digest and role: checking as they are")
+    answered = [s["lastAppliedOffset"] for s in statuses.values() if s is not None]
+    final = max(answered) if answered else -1
     await asyncio.wait_for(workload.follow_log(stop_at=final), 120)
     del workload.records[final + 1 :]
-    voter_logs = {i: await fetch_log(cluster.url(i), final) for i in range(cluster.n)}
+    voter_logs = {}
+    for i in range(cluster.n):
+        try:
+            voter_logs[i] = await fetch_log(cluster.url(i), final)
+        except httpx.HTTPError as e:
+            progress(f"voter {i}'s log could not be read: {e!r}")
+            voter_logs[i] = None
     await workload.close()
     (root / "history.jsonl").write_text(
         "\n".join(json.dumps(op.to_json()) for op in workload.ops) + "\n"
     )
     (root / "faults.json").write_text(json.dumps([f.to_json() for f in nemesis.faults], indent=1))
     (root / "log.jsonl").write_text("\n".join(json.dumps(r) for r in workload.records) + "\n")
-    result = await asyncio.to_thread(check, workload.records, workload.ops, voter_logs, statuses)
+    for i in range(cluster.n):
+        cluster.note_exit(i)
+    exits = [
+        f"voter {e.voter} exited with code {e.code} at {e.seen - workload.t0:.1f}s"
+        + (" (it refused to serve: a diverged log or damaged files)" if e.code == 3 else "")
+        + f"; its log ended:\n{e.tail}"
+        for e in cluster.exits
+    ]
+    result = await asyncio.to_thread(
+        check, workload.records, workload.ops, voter_logs, statuses, exits, nemesis.findings
+    )
     return RunReport(
         seed,
         duration_s,
@@ -122,25 +145,33 @@ async def _run(
     )
 
 
-def settle(cluster: NetnsCluster, timeout_s: float = SETTLE_TIMEOUT_S) -> dict[int, dict]:
-    """Waits until every voter is ready and all report the same offset and image
-    digest, unchanged over a few seconds (the brokers' sessions expire first)."""
-    cluster.wait_ready(timeout_s)
+def settle(
+    cluster: NetnsCluster, timeout_s: float = SETTLE_TIMEOUT_S
+) -> tuple[dict[int, dict | None], bool]:
+    """Waits until every voter is ready, a voter (role), and all report the same
+    offset and image digest, unchanged over a few seconds (the brokers'
+    sessions expire first). Returns the last statuses and whether they
+    settled: a voter that never does (down, diverged, not re-admitted) is for
+    the checker to report, not an exception here."""
+    deadline = time.monotonic() + timeout_s
     previous = None
-
-    def same() -> dict[int, dict] | None:
-        nonlocal previous
+    statuses: dict[int, dict | None] = {}
+    while time.monotonic() < deadline:
+        ready = all(cluster.ready(i) for i in range(cluster.n))
         statuses = {i: cluster.status(i, digest=True, timeout=10.0) for i in range(cluster.n)}
-        if any(s is None for s in statuses.values()):
-            return None
-        seen = {(s["lastAppliedOffset"], s["imageDigest"]) for s in statuses.values()}
-        stable = len(seen) == 1 and seen == previous
-        previous = seen
-        if not stable:
+        if ready and all(s is not None for s in statuses.values()):
+            seen = {
+                (s["lastAppliedOffset"], s["imageDigest"], s.get("role", "voter"))
+                for s in statuses.values()
+            }
+            if len(seen) == 1 and seen == previous and next(iter(seen))[2] == "voter":
+                return statuses, True
+            previous = seen
             time.sleep(3.0)
-        return statuses if stable else None
-
-    return cluster.wait(same, timeout_s, "every voter at the same offset and image digest")
+        else:
+            previous = None
+            time.sleep(0.5)
+    return statuses, False
 
 
 async def fetch_log(url: str, final: int) -> tuple[int, list[dict]]:

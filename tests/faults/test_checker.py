@@ -142,15 +142,23 @@ def acked_ops() -> list[Op]:
     ]
 
 
-def run_check(records, ops=None, voter_logs=None, digests=None):
+def run_check(
+    records, ops=None, voter_logs=None, digests=None, roles=None, exits=(), findings=(), gone=()
+):
     image = apply_records(EMPTY_IMAGE, [record_from_obj(r) for r in records])
     final = len(records) - 1
     status = {
-        i: {"lastAppliedOffset": final, "imageDigest": (digests or {}).get(i, image_digest(image))}
+        i: None
+        if i in gone
+        else {
+            "lastAppliedOffset": final,
+            "imageDigest": (digests or {}).get(i, image_digest(image)),
+            "role": (roles or {}).get(i, "voter"),
+        }
         for i in range(3)
     }
     logs = voter_logs or {i: (0, records) for i in range(3)}
-    return check(records, acked_ops() if ops is None else ops, logs, status)
+    return check(records, acked_ops() if ops is None else ops, logs, status, exits, findings)
 
 
 def test_a_healthy_history_passes():
@@ -219,6 +227,30 @@ def test_a_diverging_voter_log_and_digest_are_caught():
         and "voter 1 offset 4" in result.violations["divergence"][0]
     )
     assert result.counts.get("digest") == 1 and "voter 2" in result.violations["digest"][0]
+    assert result.divergent == 1
+
+
+def test_a_voter_without_a_status_or_log_at_the_end_is_divergent():
+    records = healthy()
+    logs = {0: (0, records), 1: (0, records), 2: None}
+    result = run_check(records, voter_logs=logs, gone={2})
+    assert result.divergent == 1 and not result.ok
+    assert "voter 2 gave no status" in result.violations["digest"][0]
+    assert "voter 2 did not answer" in result.violations["divergence"][0]
+
+
+def test_a_voter_that_exited_on_its_own_is_reported():
+    exit3 = "voter 1 exited with code 3 at 12.0s (it refused to serve: a diverged log)"
+    result = run_check(healthy(), exits=[exit3])
+    assert result.counts == {"voter-exit": 1} and result.violations["voter-exit"] == [exit3]
+    assert not result.ok
+
+
+def test_a_wiped_voter_not_readmitted_is_reported():
+    result = run_check(healthy(), roles={1: "observer"}, findings=["voter 1 not re-admitted"])
+    assert result.counts == {"readmission": 2}
+    assert "voter 1 ends the run as 'observer'" in result.violations["readmission"][0]
+    assert result.divergent == 0  # its image is the replay's: behind in role, not in data
 
 
 def test_unavailability_is_the_longest_time_without_an_acknowledged_write():

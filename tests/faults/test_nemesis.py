@@ -1,5 +1,6 @@
 """The nemesis suite: three voters in their own network namespaces, a broker
-workload, one fault at a time for 5 minutes (METAQUORUM_NEMESIS_DURATION=90s,
+workload, one fault at a time for 5 minutes, the first of them a disk loss
+(a voter's data dir deleted, as a replaced PVC; METAQUORUM_NEMESIS_DURATION=90s,
 30m, ... to change it, METAQUORUM_NEMESIS_SEED to replay a schedule;
 ``python -m tests.faults --duration 30m`` for a long run), then every check of
 checker.py. The report goes to the terminal
@@ -11,10 +12,12 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
+from .nemesis import Fault, Nemesis, Wiped
 from .netns import netns_unavailable_reason
 from .run import SETTLE_TIMEOUT_S, parse_duration, run_nemesis
 
@@ -38,7 +41,7 @@ def test_no_acknowledged_write_is_lost_under_faults(request):
     # evidence must outlive other engineers' test runs. Removed when all passes.
     root = Path(tempfile.mkdtemp(prefix=f"metaquorum-nemesis-{seed}-"))
     say(f"seed {seed} (rerun: METAQUORUM_NEMESIS_SEED={seed}), data in {root}")
-    report = run_nemesis(root, DURATION_S, seed, progress=say)
+    report = run_nemesis(root, DURATION_S, seed, progress=say, first="disk-loss")
     text = report.format()
     (root / "report.txt").write_text(text + "\n")
     for line in text.splitlines():
@@ -49,4 +52,52 @@ def test_no_acknowledged_write_is_lost_under_faults(request):
     )
     assert report.lost == 0
     assert report.acknowledged > 0 and report.faults, "the run made no progress or no faults"
+    assert report.result.divergent == 0
+    wiped = [f for f in report.faults if f.kind == "disk-loss"]
+    assert wiped and all(f.readmitted for f in wiped), "a wiped voter was not re-admitted"
     shutil.rmtree(root, ignore_errors=True)
+
+
+class _Roles:
+    """Just what Nemesis.draw asks of a cluster: its role answers."""
+
+    net = None
+    n = 3
+
+    def __init__(self) -> None:
+        self.roles = {0: "voter", 1: "voter", 2: "voter"}
+
+    def role(self, i: int) -> str | None:
+        return self.roles[i]
+
+
+def test_no_disk_loss_is_drawn_until_the_wiped_voter_is_a_voter_again():
+    cluster = _Roles()
+    nemesis = Nemesis(cluster, seed=3, t0=0.0, progress=lambda m: None, kinds=("disk-loss", "kill"))
+    fault = Fault("disk-loss", "voter 1", 1.0)
+    nemesis.wiped = Wiped(1, fault)  # down: not restarted yet
+    assert {nemesis.draw() for _ in range(200)} == {"kill"}
+    nemesis.wiped.restarted = time.monotonic()
+    cluster.roles[1] = "observer"
+    assert {nemesis.draw() for _ in range(200)} == {"kill"}
+    cluster.roles[1] = "voter"
+    assert "disk-loss" in {nemesis.draw() for _ in range(200)}
+    assert nemesis.wiped is None and fault.readmitted is not None and not nemesis.findings
+
+
+def test_a_wiped_voter_not_readmitted_in_time_is_a_finding_and_ends_disk_losses():
+    cluster = _Roles()
+    nemesis = Nemesis(cluster, seed=3, t0=0.0, progress=lambda m: None)
+    cluster.roles[2] = "observer"
+    nemesis.wiped = Wiped(2, Fault("disk-loss", "voter 2", 1.0), time.monotonic() - 1000)
+    assert "disk-loss" not in {nemesis.draw() for _ in range(300)}
+    assert len(nemesis.findings) == 1 and "voter 2" in nemesis.findings[0]
+    assert "disk-loss" not in nemesis.kinds
+
+
+def test_disk_loss_is_about_one_fault_in_five_and_first_can_force_it():
+    nemesis = Nemesis(_Roles(), seed=5, t0=0.0, progress=lambda m: None, first="disk-loss")
+    draws = [nemesis.draw() for _ in range(2000)]
+    assert draws[0] == "disk-loss"
+    share = draws.count("disk-loss") / len(draws)
+    assert 0.17 < share < 0.29, share  # 3 / 13

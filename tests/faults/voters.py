@@ -8,10 +8,12 @@ itself: SIGSTOP/SIGKILL reach the voter, not a wrapper (``serve_pid`` checks).
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
@@ -21,6 +23,22 @@ from .netns import Network
 HTTP_PORT = 7070
 RAFT_PORT = 7071
 SECRET = "nemesis-raft-secret-0123456789abcdef"
+# Exit codes the suite's own signals and clean stops give; anything else is the
+# voter's own doing (3: it refused to serve, e.g. its applied log diverged).
+OURS = (0, -signal.SIGKILL, -signal.SIGTERM)
+
+
+@dataclass
+class Exit:
+    """A voter process that ended on its own (seen when it was next reaped)."""
+
+    voter: int
+    code: int
+    seen: float  # time.monotonic() when it was noticed
+    tail: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
 
 
 class NetnsCluster:
@@ -37,6 +55,8 @@ class NetnsCluster:
         self.secret_file.write_text(SECRET)
         self.compaction_entries = compaction_entries
         self.procs: list[subprocess.Popen | None] = [None] * self.n
+        self.exits: list[Exit] = []  # every exit not caused by the suite, in order
+        self._noted: set[int] = set()  # ids of the Popen objects already looked at
         self.logs = [self.root / f"voter-{i}.log" for i in range(self.n)]
         self.http = httpx.Client(timeout=3.0, trust_env=False)
 
@@ -47,6 +67,9 @@ class NetnsCluster:
     def urls(self) -> list[str]:
         return [self.url(i) for i in range(self.n)]
 
+    def data_dir(self, i: int) -> Path:
+        return self.root / f"voter-{i}"
+
     def args(self, i: int) -> list[str]:
         return [
             *self.net.exec_prefix(i),
@@ -56,7 +79,7 @@ class NetnsCluster:
             "--http-host", "0.0.0.0",
             "--http-port", str(HTTP_PORT),
             "--advertised-url", self.url(i),
-            "--data-dir", str(self.root / f"voter-{i}"),
+            "--data-dir", str(self.data_dir(i)),
             "--cluster-id", self.cluster_id,
             "--raft-secret-file", str(self.secret_file),
             "--fsync", "always",
@@ -69,6 +92,7 @@ class NetnsCluster:
         for j in range(self.n) if i is None else [i]:
             if self.alive(j):
                 continue
+            self.note_exit(j)
             with open(self.logs[j], "ab") as log:
                 log.write(f"\n=== start at {time.strftime('%H:%M:%S')}\n".encode())
                 log.flush()
@@ -93,7 +117,31 @@ class NetnsCluster:
         if self.alive(i):
             self.procs[i].send_signal(signal.SIGCONT)
 
+    def note_exit(self, i: int) -> Exit | None:
+        """Records voter ``i``'s exit if it ended on its own; call before a
+        restart replaces its process (so a restart never hides a crash)."""
+        proc = self.procs[i]
+        if proc is None or proc.poll() is None or id(proc) in self._noted:
+            return None
+        self._noted.add(id(proc))
+        if proc.returncode in OURS:
+            return None
+        seen = Exit(i, proc.returncode, time.monotonic(), self.tail(i, 30))
+        self.exits.append(seen)
+        return seen
+
+    def wipe(self, i: int) -> None:
+        """Voter ``i``'s whole data dir deleted, as a replaced PVC (it must be down)."""
+        assert not self.alive(i), f"voter {i} is running: stop it before wiping its disk"
+        shutil.rmtree(self.data_dir(i), ignore_errors=True)
+
+    def role(self, i: int) -> str | None:
+        """Its role as it says (voter, observer, ...); None when it does not answer."""
+        s = self.status(i, timeout=2.0)
+        return None if s is None else s.get("role")
+
     def kill(self, i: int) -> None:
+        self.note_exit(i)
         proc = self.procs[i]
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGCONT)
@@ -102,6 +150,7 @@ class NetnsCluster:
 
     def stop(self, i: int, timeout_s: float = 30.0) -> int | None:
         """SIGTERM (the voter hands leadership over first); SIGKILL past ``timeout_s``."""
+        self.note_exit(i)
         proc = self.procs[i]
         if proc is None or proc.poll() is not None:
             return None if proc is None else proc.returncode
@@ -116,7 +165,7 @@ class NetnsCluster:
 
     def close(self) -> None:
         for i in range(self.n):
-            self.kill(i)
+            self.kill(i)  # notes an exit of its own first
         self.http.close()
 
     def tail(self, i: int, lines: int = 20) -> str:
@@ -128,9 +177,7 @@ class NetnsCluster:
     def crashed(self) -> list[int]:
         """Voters that exited on their own (not by our signals)."""
         return [
-            i
-            for i, p in enumerate(self.procs)
-            if p is not None and p.poll() not in (None, 0, -signal.SIGKILL, -signal.SIGTERM)
+            i for i, p in enumerate(self.procs) if p is not None and p.poll() not in (None, *OURS)
         ]
 
     # ------------------------------------------------------------ HTTP
