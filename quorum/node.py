@@ -279,6 +279,7 @@ class QuorumNode:
         self._voters_change_pending = False
         self._members_of: tuple = (None, None)  # (voters, learners) the members follow
         self._said_removed = False
+        self._said_flag_differs: tuple[Voter, ...] = ()
         self._pushed_deadline: float | None = None  # _never_stand's last push
         self._heard_at = 0.0
         # The voter change this leader is making ((kind, node id, address), its task).
@@ -479,6 +480,8 @@ class QuorumNode:
                 describe(voters),
                 f"; learners {sorted(learners)}" if joiners else "",
             )
+        if voters and book != self.config.voters and not self.config.joining:
+            self._say_flag_differs(voters)
         removed = bool(voters) and self.guard.formed and self.node_id not in book
         if removed and not self._said_removed:
             log.warning(
@@ -489,6 +492,23 @@ class QuorumNode:
                 describe(voters),
             )
         self._said_removed = removed
+
+    def _say_flag_differs(self, voters: tuple[Voter, ...]) -> None:
+        """Once per voter set: --voters disagrees with the set in the log, which
+        is in force (the flag only says who forms a new cluster; issue 24,
+        finding 6: a voter restarted with another list used to act on it)."""
+        if voters == self._said_flag_differs:
+            return
+        self._said_flag_differs = voters
+        flag = ",".join(f"{nid}@{addr}" for nid, addr in sorted(self.config.voters.items()))
+        log.warning(
+            "--voters %s differs from the voter set in the log (%s): the log's set is in "
+            "force, --voters only says who forms a new cluster and where a joiner finds it. "
+            "Change membership with metaquorum add-voter / remove-voter, and start voters "
+            "with the current set",
+            flag,
+            describe(voters),
+        )
 
     def _book(self, voters: dict[int, str], learners: dict[int, str]) -> dict[int, str]:
         """Who is who on the Raft port: the voters, the learners, this node."""
