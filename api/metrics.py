@@ -125,6 +125,11 @@ class _NodeCollector(Collector):
                 "vote requests dropped while this voter heard a leader",
                 stats.votes_refused_in_lease,
             )
+            yield counter(
+                "leader_connections_lost",
+                "times the leader's connection closed under this follower",
+                stats.leader_connections_lost,
+            )
         disk = node.disk
         yield gauge(
             "disk_writable",

@@ -1015,6 +1015,11 @@ class ElectionsOut(ResponseModel):
     votes_refused_in_lease: int | None = Field(
         None, description="vote requests it dropped while it heard a leader"
     )
+    leader_connections_lost: int | None = Field(
+        None,
+        description="times the leader's connection closed under it (it then asked for a "
+        "pre-vote within 0.3 s instead of at its election deadline)",
+    )
 
 
 class QuorumStatusOut(ResponseModel):

@@ -214,6 +214,7 @@ class GuardedTransport(TCPTransport):
     # the voter guard's filter, and marks a transfer target's vote requests.
     on_pre_vote_message: Callable | None = None
     mark_vote_request: Callable[[dict], dict] | None = None
+    on_node_disconnected: Callable | None = None  # pre-vote's rule 5
     # ``disk_writable`` (set by the node): while it answers False, messages
     # that would make this voter write (entries, a term, a vote) are dropped
     # unread, and no acknowledgement or vote leaves, as if this voter were
@@ -251,6 +252,8 @@ class GuardedTransport(TCPTransport):
         guard = self.guard
         if guard is not None:
             guard.forget(guard.node_id_of(getattr(node, "id", "")))
+        if self.on_node_disconnected is not None:
+            self.on_node_disconnected(node)
         super()._onNodeDisconnected(node)
 
     def _onMessageReceived(self, node, message):  # noqa: N802 - pysyncobj's name

@@ -11,6 +11,7 @@ from quorum.pre_vote import (
     LogPosition,
     PreVote,
     at_least_as_up_to_date,
+    leader_lost_delay,
     mark_transfer_vote,
 )
 
@@ -176,3 +177,33 @@ def test_a_transfer_target_marks_the_vote_requests_of_its_transfer_election_only
         "type": "append_entries",
         "term": 5,
     }
+
+
+def test_a_closed_leader_connection_gives_up_the_lease_at_once(clock):
+    """Rule 5: the leader's kernel closed its sockets (a crash, a kill): this
+    voter grants pre-votes at once instead of after the minimum timeout."""
+    pv = pre_vote(clock)
+    pv.heard_leader()
+    assert not grant(pv, request(5))[0]
+    pv.leader_lost()
+    assert grant(pv, request(5)) == (True, "")
+    assert pv.allows_vote({"type": "request_vote", "term": 5}, is_leader=False)
+    assert pv.stats.leader_connections_lost == 1
+    pv.heard_leader()  # it reconnected and the leader was heard again
+    assert not grant(pv, request(5))[0]
+
+
+def test_voters_that_lost_the_leader_take_turns_by_node_id():
+    """Rule 5: a closed connection wakes every follower at once, so random
+    delays alone put two of them in one tick, where each granted the other's
+    pre-vote and the vote split. Turns are whole ticks apart."""
+    voters = {1, 2, 3, 4, 5}
+    delays = {me: leader_lost_delay(voters, me, lost=3, jitter=0.5) for me in (1, 2, 4, 5)}
+    assert sorted(delays, key=delays.get) == [1, 2, 4, 5]
+    turns = sorted(delays.values())
+    assert turns[0] == pytest.approx(0.075)
+    assert all(b - a == pytest.approx(0.25) for a, b in zip(turns, turns[1:], strict=False))
+    # Jitter stays within a turn; a voter the set does not name goes last.
+    assert leader_lost_delay(voters, 1, 3, 0.0) < leader_lost_delay(voters, 1, 3, 0.999) < 0.1
+    assert leader_lost_delay({1, 2, 3}, 7, 3, 0.0) == pytest.approx(0.05 + 2 * 0.25)
+    assert leader_lost_delay({1, 2, 3}, 2, None, 0.0) == pytest.approx(0.05 + 0.25)
