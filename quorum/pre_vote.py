@@ -242,7 +242,12 @@ def install_pre_vote() -> None:
                 self._poller.poll(0)  # the leader's heartbeats may be waiting unread
             if overdue(self):
                 voters = len(self._SyncObj__otherNodes) + 1
-                if not self._SyncObj__connectedToAnyone():
+                if not getattr(self, _GUARD_ATTR).admitted:
+                    # Not a voter (an observer, a removed voter): never stands,
+                    # also after a tick that outlasted the deadline installing
+                    # a large snapshot (the end-of-tick push came too late).
+                    _open_round(self, pre_vote, monotonic, ask=False)
+                elif not self._SyncObj__connectedToAnyone():
                     # Nobody to ask. pysyncobj must not stand in this tick either:
                     # the other patches read the sockets before its check, and a
                     # connection that came up there let it stand unasked.
@@ -261,6 +266,7 @@ def install_pre_vote() -> None:
 
 _installed = False
 _ATTR = "_metaquorum_pre_vote"
+_GUARD_ATTR = "_metaquorum_voter_guard"
 
 
 def _position(syncobj) -> LogPosition:
@@ -302,6 +308,7 @@ def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
     from pysyncobj.syncobj import _RAFT_STATE
 
     setattr(syncobj, _ATTR, pre_vote)
+    setattr(syncobj, _GUARD_ATTR, guard)
     transport = syncobj._SyncObj__transport
 
     def is_leader() -> bool:
@@ -365,6 +372,7 @@ def leader_lost_hook(syncobj, pre_vote: PreVote, guard, node_id: int) -> Callabl
         if (
             node != syncobj._SyncObj__raftLeader
             or syncobj._SyncObj__raftState == _RAFT_STATE.LEADER
+            or not guard.admitted  # it never stands; its deadline is QuorumNode's
         ):
             return
         pre_vote.leader_lost()
