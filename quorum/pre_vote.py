@@ -27,7 +27,13 @@ The rules (``PreVote``, pure: the clock is an argument):
    vote requests, and a transfer deposes the leader on purpose.
 4. A refusal carries the refuser's term; an asker behind it takes that term
    (as etcd does), so a voter with the longest log but an old term is not shut
-   out by voters whose term ran ahead.
+   out by voters whose term ran ahead. The other way round too: a voter that
+   stood and lost has a term above the leader's, drops the leader's entries
+   as stale (pysyncobj answers nothing), and its vote requests are dropped in
+   the lease, so it would stay out for good. It tells the leader its term
+   (``TERM_AHEAD``), and the leader steps down to that term, as etcd's leader
+   does on a higher-term answer; the next election, pre-voted as always,
+   brings every voter to one term.
 5. A follower whose connection to its leader closes (a crashed or killed
    leader's kernel closes its sockets at once) gives up the lease and runs a
    pre-vote round soon after instead of at its election deadline (0.7-1.5 s):
@@ -72,6 +78,7 @@ LEADER_LOST_JITTER_S = 0.05
 PRE_VOTE = "metaquorum_pre_vote"
 PRE_VOTE_ANSWER = "metaquorum_pre_vote_answer"
 TRANSFER = "metaquorum_transfer"  # the mark on a transfer target's vote requests
+TERM_AHEAD = "metaquorum_term_ahead"  # rule 4: "your entries are from an old term"
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,14 @@ def leader_lost_delay(voters: set[int], me: int, lost: int | None, jitter: float
     others = sorted(v for v in voters if v != lost)
     turn = others.index(me) if me in others else len(others)
     return LEADER_LOST_FIRST_S + turn * LEADER_LOST_TURN_S + jitter * LEADER_LOST_JITTER_S
+
+
+def term_ahead(entries_term: object, my_term: int, admitted: bool) -> dict | None:
+    """Rule 4: the answer to AppendEntries from a leader whose term is below
+    this voter's, or None (the usual case, or a voter whose word does not count)."""
+    if not admitted or not isinstance(entries_term, int) or entries_term >= my_term:
+        return None
+    return {"type": TERM_AHEAD, "term": my_term}
 
 
 @dataclass
@@ -317,9 +332,32 @@ def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
     def on_message(node, node_id: int | None, message):
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "append_entries":
-            if message.get("term", -1) >= syncobj._SyncObj__raftCurrentTerm:
+            mine = syncobj._SyncObj__raftCurrentTerm
+            if message.get("term", -1) >= mine:
                 pre_vote.heard_leader()
-            return message
+                return message
+            answer = term_ahead(message.get("term"), mine, guard.admitted)
+            if answer is not None:
+                transport.send(node, answer)
+            return message  # pysyncobj ignores it (an old term)
+        if kind == TERM_AHEAD:
+            term = message.get("term")
+            if (
+                is_leader()
+                and guard.counts(node_id)
+                and isinstance(term, int)
+                and term > syncobj._SyncObj__raftCurrentTerm
+            ):
+                syncobj._SyncObj__setCurrentTerm(term, None)
+                syncobj._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+                syncobj._SyncObj__raftLeader = None
+                log.warning(
+                    "voter %s is at Raft term %d, above this leader's: stepping down so "
+                    "that an election brings every voter to one term",
+                    node_id,
+                    term,
+                )
+            return None
         if kind == "request_vote":
             if pre_vote.allows_vote(message, is_leader()):
                 return message

@@ -41,7 +41,7 @@ from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
 from .log_limiter import RateLimitedLog
-from .pre_vote import PRE_VOTE_ANSWER
+from .pre_vote import PRE_VOTE_ANSWER, TERM_AHEAD
 from .voter_guard import HELLO, VoterGuard
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def install_frame_limits() -> None:
 # Received, these make pysyncobj store entries, a term or a vote; sent, these
 # promise that something is stored (an acknowledgement, a vote, a candidacy),
 # or take part in an election (a pre-vote answer).
-_WRITES_ON_RECEIPT = frozenset({"append_entries", "request_vote", "timeout_now"})
+_WRITES_ON_RECEIPT = frozenset({"append_entries", "request_vote", "timeout_now", TERM_AHEAD})
 _PROMISES = frozenset({"next_node_idx", "response_vote", "request_vote", PRE_VOTE_ANSWER})
 
 

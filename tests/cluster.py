@@ -195,8 +195,9 @@ class Cluster:
                 if not self.alive(i):
                     continue
                 s = self.status(i)
-                if s and s.get("leaderId") == i and s.get("controllerEpoch", 0) > 0:
-                    # Active: its own LEADER_CHANGE is applied and it says so.
+                if s and s.get("leaderId") == i and s.get("active"):
+                    # Active: its own LEADER_CHANGE is applied and it says so (the
+                    # image's controllerEpoch may still be an earlier leader's).
                     return i + 1
             return None
 

@@ -7,12 +7,14 @@ import pytest
 
 from quorum.pre_vote import (
     PRE_VOTE,
+    TERM_AHEAD,
     TRANSFER,
     LogPosition,
     PreVote,
     at_least_as_up_to_date,
     leader_lost_delay,
     mark_transfer_vote,
+    term_ahead,
 )
 
 LEASE = 0.7
@@ -207,3 +209,14 @@ def test_voters_that_lost_the_leader_take_turns_by_node_id():
     assert leader_lost_delay(voters, 1, 3, 0.0) < leader_lost_delay(voters, 1, 3, 0.999) < 0.1
     assert leader_lost_delay({1, 2, 3}, 7, 3, 0.0) == pytest.approx(0.05 + 2 * 0.25)
     assert leader_lost_delay({1, 2, 3}, 2, None, 0.0) == pytest.approx(0.05 + 0.25)
+
+
+def test_a_voter_whose_term_ran_ahead_tells_the_leader():
+    """Rule 4: it stood and lost; pysyncobj drops the leader's entries as stale
+    and answers nothing, and its vote requests are dropped in the lease: without
+    this answer it would stay out of the cluster for good."""
+    assert term_ahead(2, 3, admitted=True) == {"type": TERM_AHEAD, "term": 3}
+    assert term_ahead(3, 3, admitted=True) is None  # the usual case
+    assert term_ahead(4, 3, admitted=True) is None  # a newer leader: pysyncobj follows it
+    assert term_ahead(2, 3, admitted=False) is None  # an observer's term counts for nothing
+    assert term_ahead(None, 3, admitted=True) is None

@@ -205,7 +205,7 @@ class NetnsCluster:
             if not self.alive(i):
                 continue
             s = self.status(i, timeout=1.0)
-            if s and s.get("leaderId") == i and s.get("controllerEpoch", 0) > 0:
+            if s and s.get("leaderId") == i and s.get("active"):
                 return i
         return None
 
