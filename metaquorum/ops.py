@@ -369,6 +369,17 @@ def _print_status(console: Console, s: dict) -> None:
         f"  role {s.get('role')}{' (observer)' if s.get('observer') else ''}"
         f"  observers connected {s.get('observersConnected', 0)}"
     )
+    elections = s.get("elections") or {}
+    if elections.get("preVote"):
+        console.print(
+            f"elections (pre-vote on): rounds {elections.get('preVoteRounds')}, won "
+            f"{elections.get('preVoteRoundsWon')}; pre-votes granted "
+            f"{elections.get('preVotesGranted')}, refused {elections.get('preVotesRefused')}; "
+            f"votes dropped in a leader's lease {elections.get('votesRefusedInLease')}; "
+            f"leader connections lost {elections.get('leaderConnectionsLost')}"
+        )
+    elif elections:
+        console.print("elections: plain Raft (serve --no-pre-vote)")
     table = Table(title="voters and observers")
     for col in (
         "node",

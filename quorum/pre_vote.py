@@ -313,7 +313,9 @@ def _open_round(syncobj, pre_vote: PreVote, monotonic, ask: bool = True) -> None
     for node in syncobj._SyncObj__otherNodes:
         transport.send(node, request)
     if pre_vote.won(len(syncobj._SyncObj__otherNodes) + 1, syncobj._SyncObj__raftCurrentTerm):
-        syncobj._SyncObj__raftElectionDeadline = 0  # no other voter to ask
+        # No other voter to ask: pysyncobj's election starts in this very tick.
+        log.info("pre-vote won alone: standing for election at Raft term %d", pre_vote.stand())
+        syncobj._SyncObj__raftElectionDeadline = 0
 
 
 def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:

@@ -20,9 +20,13 @@ def test_status_for_people_and_scripts(voter):
     r = mq("status", url=voter.url(0))
     assert r.returncode == 0, r.stderr
     assert "leader" in r.stdout and voter.cluster_id in r.stdout
+    assert "elections (pre-vote on): rounds " in r.stdout  # a lone voter wins its own
     r = mq("status", "--json", url=voter.url(0))
     body = json.loads(r.stdout)
     assert body["clusterId"] == voter.cluster_id and body["leaderId"] == 0
+    elections = body["elections"]
+    assert elections["preVote"] is True and elections["preVoteRoundsWon"] >= 1, elections
+    assert elections["preVoteRounds"] >= elections["preVoteRoundsWon"]
 
 
 def test_create_topic_then_list_it_and_read_the_log(voter):
