@@ -1,6 +1,6 @@
 """Disk replacement: how long a voter whose data dir was deleted (a replaced
 PVC) takes to be whole again, and what a writer sees meanwhile (figures, not
-asserts; quorum/voter_guard.py, docs/decisions.md 37 and 40).
+asserts; quorum/voter_guard.py, docs/decisions.md 37 and 52).
 
 Three voters as real ``metaquorum serve`` processes on loopback (``--fsync
 always``), loaded with N partitions (``--partitions``, default 1,000,000, in
