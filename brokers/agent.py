@@ -2,7 +2,9 @@
 shutdown, and the leader side of ISR management, over HTTP only.
 
 Modelled on Kafka's ``BrokerLifecycleManager`` (register with a fresh incarnation
-id, heartbeat every interval with the real metadata offset, unfenced only once
+id, random for every start as Kafka's ``Uuid.randomUuid()`` is, never drawn from
+the simulator's seed: a second run of the simulator must not re-register as the
+first run's incarnations and inherit their state; heartbeat every interval with the real metadata offset, unfenced only once
 caught up, ``wantShutDown`` until ``shouldShutDown``) and ``Partition`` /
 ``AlterPartitionManager`` for the partitions it leads (``brokers/isr_manager.py``
 holds that policy; this module drives it).
@@ -41,6 +43,15 @@ METADATA_VERSION_RANGE = {
     "minSupportedVersion": 1,
     "maxSupportedVersion": 2,
 }
+
+
+def new_incarnation_id() -> str:
+    """A fresh incarnation id for every start, from the OS's randomness (Kafka's
+    ``Uuid.randomUuid()``). Not from the agent's seeded rng: a rerun with the
+    same seed would re-register as the previous run's incarnation, keep its
+    epoch and its state (KAFKA-16757), in controlled shutdown among them, and
+    stay fenced for ever (issue 18)."""
+    return str(uuid.uuid4())
 
 
 class State(enum.Enum):
@@ -138,7 +149,7 @@ class BrokerAgent:
         assert not self.alive, f"broker {self.broker_id} is already running"
         self.state = State.REGISTERING
         self.epoch = -1
-        self.incarnation_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        self.incarnation_id = new_incarnation_id()
         self.isr = IsrManager(self.broker_id, self.config.replica_lag_time_max_ms)
         self._leo.clear()
         self.in_flight_since.clear()
@@ -311,15 +322,19 @@ class BrokerAgent:
             # Our registration was replaced (or the controller never saw it): a
             # new incarnation must register again.
             self.stats.count("stale_epoch_reregistrations")
-            self.problem = f"heartbeat: {hb.error_message}; registering again"
-            self.incarnation_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-            self.state = State.REGISTERING
-            await self._register()
+            await self._new_incarnation(f"heartbeat: {hb.error_message}; registering again")
             return
         if not hb.ok:
             self.problem = f"heartbeat: {hb.error_name}: {hb.error_message}"
             return
         self.problem = None
+        if hb.should_shut_down and not self._want_shut_down:
+            # The controller let this incarnation go although it did not ask:
+            # it is over (Kafka's broker process exits). Its supervisor starts a
+            # new incarnation; the old one is never kept alive.
+            self.stats.count("unasked_shutdowns")
+            await self._new_incarnation("told to shut down without asking; registering again")
+            return
         if hb.should_shut_down:
             self.state = State.STOPPED
             if self._shutdown_done is not None:
@@ -337,6 +352,14 @@ class BrokerAgent:
             if self.state is State.FENCED:
                 self.stats.count("unfencings")
             self.state = State.ACTIVE
+
+    async def _new_incarnation(self, why: str) -> None:
+        self.problem = why
+        self.incarnation_id = new_incarnation_id()
+        self.epoch = -1
+        self.previous_epoch = -1
+        self.state = State.REGISTERING
+        await self._register()
 
     # ---------------------------------------------------------------- leader side
 

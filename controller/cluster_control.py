@@ -96,6 +96,9 @@ class ClusterControlManager:
                 existing.fenced,
                 existing.in_controlled_shutdown,
             )
+            # ... and is contact: the broker is not fenced a timeout after its
+            # last heartbeat when it has just registered (Kafka's register touches).
+            self.c.heartbeats.amend(req.broker_id, now_ms)
         else:
             if existing is not None and not existing.fenced:
                 # The old incarnation's session expired but nobody fenced it yet.

@@ -6,6 +6,18 @@ when each broker was last heard from, the metadata offset it reported, and the
 offset its controlled shutdown must see replicated. Time comes in as ``now_ms``,
 read from a monotonic clock (as Kafka's heartbeat manager reads one): sessions
 are durations, and a stepped wall clock must not end or stretch them.
+
+Two uses of a session, two rules (decisions.md 53):
+
+* fencing by session timeout: a new leader gives every registered broker a
+  whole session from the moment it takes over (Kafka does the same), so a
+  failover never fences a live broker that has not reached it yet;
+* refusing a new incarnation as a duplicate (``has_valid_session``): only a
+  session this leader has actually heard from counts. A leader that has not
+  heard from the old incarnation cannot say it is alive, and Kafka's grace
+  would refuse the new incarnation for a whole timeout after every failover,
+  and after a restart of the whole cluster, however long ago the old
+  incarnation stopped.
 """
 
 from __future__ import annotations
@@ -25,6 +37,9 @@ class BrokerSession:
     # Offset of the last record of the batch that put the broker in controlled
     # shutdown; -1 when it is not shutting down.
     controlled_shutdown_offset: int = NO_OFFSET
+    # True once this leader has heard from the broker (a heartbeat with its
+    # epoch, a registration); a session a new leader granted on trust is False.
+    heard: bool = False
 
     @property
     def shutting_down(self) -> bool:
@@ -60,12 +75,21 @@ class BrokerHeartbeatManager:
 
     def register(self, broker_id: int, now_ms: int) -> None:
         """A new incarnation: a fresh session, not shutting down."""
-        self.sessions[broker_id] = BrokerSession(now_ms)
+        self.sessions[broker_id] = BrokerSession(now_ms, heard=True)
+
+    def amend(self, broker_id: int, now_ms: int) -> None:
+        """The same incarnation registered again: that is contact too (Kafka's
+        ``registerBroker`` touches the session), the rest of the session stays."""
+        session = self.session(broker_id, now_ms)
+        session.last_contact_ms = now_ms
+        session.heard = True
 
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
+        """Contact from the broker's current epoch (the caller checked it)."""
         session = self.session(broker_id, now_ms)
         session.last_contact_ms = now_ms
         session.metadata_offset = metadata_offset
+        session.heard = True
 
     def fence(self, broker_id: int) -> None:
         session = self.sessions.get(broker_id)
@@ -79,11 +103,15 @@ class BrokerHeartbeatManager:
             session.controlled_shutdown_offset = offset
 
     def has_valid_session(self, view: ImageDelta, broker_id: int, now_ms: int) -> bool:
-        """Unfenced and heard from within the session timeout (a fenced broker
-        never has one, so a new incarnation can always replace it)."""
+        """Unfenced and heard from, by this leader, within the session timeout.
+
+        A fenced broker never has one, so a new incarnation can always replace
+        it; nor has a broker this leader has not heard from, whatever the log
+        says about it (in controlled shutdown or not): the session a new leader
+        grants on trust only keeps it from fencing live brokers."""
         reg = view.broker(broker_id)
         session = self.sessions.get(broker_id)
-        if reg is None or reg.fenced or session is None:
+        if reg is None or reg.fenced or session is None or not session.heard:
             return False
         return session.last_contact_ms + self.session_timeout_ms >= now_ms
 

@@ -170,3 +170,57 @@ def test_a_crashed_broker_is_fenced_and_comes_back(voter):
             await until(lambda: 133 in bs.partition("crash-t").isr, what="back in the ISR")
 
     asyncio.run(go())
+
+
+def test_a_rerun_with_the_same_seed_never_re_registers_as_the_old_incarnation(voter):
+    """Issue 18: the main job's second run re-registered every broker whose
+    incarnation id came from the same seed as the first run's: it kept the old
+    epoch and, stopped in controlled shutdown, stayed fenced for ever."""
+
+    async def go():
+        ids = [141, 142, 143]
+        async with Brokers(voter, ids) as first:
+            await first.create_partition("rerun-t", ids)
+            old = {b: first.agents[b].incarnation_id for b in ids}
+            for b in ids:
+                assert await first.agents[b].stop()
+            await until(
+                lambda: all(first.follower.image.brokers[b].fenced for b in ids),
+                what="all fenced",
+            )
+            assert first.follower.image.brokers[141].in_controlled_shutdown
+        # The same broker ids and the same default rng seeds, as a second run.
+        async with Brokers(voter, ids) as second:  # waits for every agent ACTIVE
+            image = second.follower.image
+            for b in ids:
+                assert second.agents[b].incarnation_id != old[b]
+                assert not image.brokers[b].in_controlled_shutdown
+            await until(lambda: second.partition("rerun-t").leader in ids, what="online again")
+
+    asyncio.run(go())
+
+
+def test_an_incarnation_told_to_stop_without_asking_comes_back_as_a_new_one(voter):
+    """A previous process of this broker asked to shut down and died: the
+    controller lets the incarnation go at its next heartbeat; the agent must not
+    keep it, it registers a new incarnation and becomes active again."""
+
+    async def go():
+        async with Brokers(voter, [151, 152, 153]) as bs:
+            await bs.create_partition("unasked-t", [151, 152, 153])
+            agent = bs.agents[151]
+            old_epoch, old_incarnation = agent.epoch, agent.incarnation_id
+            hb = await bs.client.heartbeat(
+                151, old_epoch, bs.follower.image.last_offset, want_shut_down=True
+            )
+            assert hb.ok and not hb.should_shut_down  # it leads: controlled shutdown
+            await until(
+                lambda: agent.state is State.ACTIVE and agent.epoch > old_epoch,
+                what="a new incarnation, active",
+            )
+            assert agent.incarnation_id != old_incarnation
+            assert agent.stats.events["unasked_shutdowns"] == 1
+            await until(lambda: 151 in bs.partition("unasked-t").isr, what="back in the ISR")
+            assert not bs.follower.image.brokers[151].in_controlled_shutdown
+
+    asyncio.run(go())

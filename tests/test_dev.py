@@ -100,3 +100,55 @@ def test_dev_with_simulated_brokers_is_the_main_job_and_stops_cleanly(tmp_path):
                 httpx.get(f"http://127.0.0.1:{base + 2 * i}/livez", timeout=1)
     finally:
         stop_all(proc, tmp_path)
+
+
+def _brokers(base: int) -> list[dict]:
+    return httpx.get(f"http://127.0.0.1:{base}/v1/brokers", timeout=5).json()["brokers"]
+
+
+def _poll(predicate, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return True
+        except (httpx.HTTPError, KeyError, ValueError):
+            pass  # a voter between leaders, or not up yet
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_the_main_job_killed_while_stopping_comes_back_settled(tmp_path):
+    """Issue 18: make run, Ctrl-C, then everything killed (terminal closed,
+    kill -9) while the brokers are in controlled shutdown; make run again on
+    the same data dir, without --fresh, must come back to a settled cluster."""
+    base = free_port(span=6)
+    proc = start_dev(tmp_path, base, "--sim", "--sim-brokers", "6")
+    try:
+        read_until(proc, "running with chaos", 120)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: settle, then controlled shutdowns
+        _poll(
+            lambda: any(b["inControlledShutdown"] and not b["fenced"] for b in _brokers(base)),
+            90,
+        )  # caught mid-stop if we can; a clean stop wedged the rerun too
+    finally:
+        stop_all(proc, tmp_path)  # kill -9 of dev and of every voter
+    proc = start_dev(tmp_path, base, "--sim", "--sim-brokers", "6")
+    try:
+        read_until(proc, "running with chaos", 120)
+
+        def settled() -> bool:
+            brokers = _brokers(base)
+            return len(brokers) == 6 and all(
+                not b["fenced"] and not b["inControlledShutdown"] for b in brokers
+            )
+
+        assert _poll(settled, 60), _brokers(base)
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=150)
+        assert proc.returncode == 0, rest[-3000:]
+        assert "settled after chaos" in rest and "NO (" not in rest, rest[-3000:]
+    finally:
+        stop_all(proc, tmp_path)

@@ -1,6 +1,6 @@
 """Broker registration (SEMANTICS 3): epochs, validation order, amendments."""
 
-from controller.messages import BrokerRegistrationRequest
+from controller.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata_records.errors import Errors
 from metadata_records.records import FeatureRange, RegisterBrokerRecord
 from tests.harness import CLUSTER_ID, ControllerHarness, incarnation
@@ -163,3 +163,94 @@ def test_a_new_incarnation_of_an_expired_but_unfenced_broker_fences_the_old_one_
     h.heartbeat(1)
     assert h.partition("solo").leader == 1 and h.partition("solo").leader_epoch == 2
     assert h.replayed() == h.image
+
+
+# ---------------------------------------------------------------- sessions (issue 18)
+# Kafka's scenarios: ClusterControlManagerTest.testRegistrationWithIncorrectClusterId /
+# testDuplicateBrokerRegistration (a valid session refuses a new incarnation, an
+# expired or fenced one does not) and BrokerHeartbeatManagerTest.testHasValidSession.
+
+
+def test_a_gone_broker_in_controlled_shutdown_does_not_block_its_new_incarnation_after_failover():
+    """The wedge of issue 18: a broker stopped heartbeating while in controlled
+    shutdown, the controller failed over (or the whole cluster restarted), and
+    its new incarnation was refused as a duplicate of a session nobody heard."""
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3)
+    h.create_topic("t", 3, 3)
+    assert not h.heartbeat(1, want_shut_down=True).is_fenced
+    assert h.image.brokers[1].in_controlled_shutdown and not h.image.brokers[1].fenced
+    h.advance(2_000)  # broker 1's process is gone; the quorum restarts
+    h.new_leader()
+    resp = h.register(1, generation=1)
+    assert resp.error is Errors.NONE, resp.error_message
+    reg = h.image.brokers[1]
+    assert reg.incarnation_id == incarnation(1, 1) and reg.fenced
+    assert not reg.in_controlled_shutdown  # only a new incarnation leaves that state
+    assert h.replayed() == h.image
+
+
+def test_after_failover_a_live_old_incarnation_still_refuses_a_duplicate_once_heard():
+    h = ControllerHarness()
+    h.start_brokers(1)
+    h.new_leader()
+    h.advance(1_000)
+    assert h.heartbeat(1).error is Errors.NONE  # the old incarnation reaches the new leader
+    assert h.register(1, generation=1).error is Errors.DUPLICATE_BROKER_REGISTRATION
+    h.advance(9_001)
+    assert h.register(1, generation=1).error is Errors.NONE
+
+
+def test_the_session_a_new_leader_grants_on_trust_still_spares_live_brokers():
+    h = ControllerHarness()
+    h.start_brokers(1, 2)
+    h.advance(20_000)
+    h.new_leader()
+    h.advance(8_000)
+    assert h.controller.maybe_fence_stale_broker(h.now_ms) is None
+    h.heartbeat(1)
+    h.advance(1_001)  # broker 2 never reached the new leader: a whole timeout since failover
+    result = h.controller.maybe_fence_stale_broker(h.now_ms)
+    assert result is not None and result.response == 2
+
+
+def test_a_heartbeat_with_a_stale_epoch_never_keeps_the_old_session_alive():
+    h = ControllerHarness()
+    h.start_brokers(1)
+    old_epoch = h.epochs[1]
+    h.advance(5_000)
+    for _ in range(5):  # the old incarnation keeps beating with an epoch that is not current
+        h.advance(1_000)
+        assert h.heartbeat(1, epoch=old_epoch + 1).error is Errors.STALE_BROKER_EPOCH
+        stale = h.controller.expire_heartbeat(BrokerHeartbeatRequest(1, old_epoch + 1, 0), h.now_ms)
+        assert stale.response.error is Errors.STALE_BROKER_EPOCH
+    assert h.register(1, generation=1).error is Errors.NONE  # 10 s after its last real beat
+
+
+def test_a_stale_epoch_from_a_replaced_incarnation_does_not_keep_the_new_one_alive():
+    h = ControllerHarness()
+    h.start_brokers(1)
+    old_epoch = h.epochs[1]
+    h.advance(9_001)
+    assert h.register(1, generation=1).error is Errors.NONE
+    assert h.heartbeat(1).error is Errors.NONE
+    h.advance(9_001)
+    assert h.heartbeat(1, epoch=old_epoch).error is Errors.STALE_BROKER_EPOCH
+    result = h.controller.maybe_fence_stale_broker(h.now_ms)
+    assert result is not None and result.response == 1
+
+
+def test_a_same_incarnation_re_registration_is_contact():
+    """Kafka's registerBroker touches the session: a broker that re-registers
+    (an answer lost, so it asks again) is not fenced a timeout after its last beat."""
+    h = ControllerHarness()
+    h.start_brokers(1, 2)
+    h.advance(7_000)
+    h.heartbeat(2)
+    resp = h.register(1)  # the same incarnation again
+    assert resp.error is Errors.NONE and resp.broker_epoch == h.epochs[1]
+    h.advance(2_001)  # 9 001 ms after broker 1's last heartbeat
+    assert h.controller.maybe_fence_stale_broker(h.now_ms) is None
+    assert not h.image.brokers[1].fenced
+    # ... and it counts for the duplicate check too.
+    assert h.register(1, generation=1).error is Errors.DUPLICATE_BROKER_REGISTRATION

@@ -11,7 +11,13 @@ Invariants:
   per broker;
 - every record the controller writes applies (no ignored records), and
   replaying the log from an empty image gives the same image;
-- the leader-side brokers-to-ISR index matches a fresh build.
+- the leader-side brokers-to-ISR index matches a fresh build;
+- sessions (issue 18): no broker is fenced by the timer within a session
+  timeout of its last contact or of the session a new leader granted it, and a
+  new incarnation is refused as a duplicate only within one session timeout of
+  its old incarnation's last contact (a heartbeat with its epoch, a
+  registration), whatever the log says about controlled shutdown and across
+  failovers.
 """
 
 from collections import Counter
@@ -66,10 +72,23 @@ class ControllerMachine(RuleBasedStateMachine):
         # or granted it a session (registration, failover): none may be fenced
         # by the timer before its session timeout has passed since.
         self.heard: dict[int, int] = {}
+        # When each broker's current incarnation last really reached a
+        # controller (a failover grants a session but is no contact).
+        self.contact: dict[int, int] = {}
 
     def hear(self, *brokers: int) -> None:
         for b in brokers:
-            self.heard[b] = self.h.now_ms
+            self.heard[b] = self.contact[b] = self.h.now_ms
+
+    def check_duplicate(self, broker: int, error: Errors) -> None:
+        """A new incarnation registers within one session timeout of its old
+        incarnation's last contact."""
+        if error is Errors.DUPLICATE_BROKER_REGISTRATION:
+            silent = self.h.now_ms - self.contact.get(broker, -(2**62))
+            assert silent <= self.h.session_timeout_ms, (
+                f"broker {broker}'s new incarnation refused as a duplicate {silent} ms after "
+                "its old incarnation last reached a controller"
+            )
 
     @initialize(brokers=st.integers(0, 4), partitions=st.integers(1, 4))
     def a_running_cluster(self, brokers, partitions):
@@ -98,14 +117,15 @@ class ControllerMachine(RuleBasedStateMachine):
     def register(self, broker, new_incarnation):
         if new_incarnation or broker not in self.h.epochs:
             self.generation[broker] += 1
-        epoch = self.h.epochs.get(broker)
         resp = self.h.register(broker, generation=self.generation[broker])
+        self.check_duplicate(broker, resp.error)
         if resp.error is Errors.DUPLICATE_BROKER_REGISTRATION:
             self.generation[broker] -= 1
         else:
             assert resp.error is Errors.NONE, resp
-            if self.h.epochs[broker] != epoch:  # a new incarnation gets a new session
-                self.hear(broker)
+            # A new incarnation gets a new session; the same one re-registering
+            # is contact (Kafka's registerBroker touches the session).
+            self.hear(broker)
 
     @rule(
         broker=BROKERS,
@@ -179,7 +199,31 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule()
     def failover(self):
         self.h.new_leader()
-        self.hear(*self.h.image.brokers)  # a new leader grants every broker a session
+        # A new leader grants every broker a session, on trust: no contact.
+        for b in self.h.image.brokers:
+            self.heard[b] = self.h.now_ms
+
+    @precondition(lambda self: self.h.image.brokers)
+    @rule(data=st.data(), silent_ms=st.sampled_from([0, 100, 3000, 6000]))
+    def a_broker_goes_silent_in_controlled_shutdown_then_fails_over_then_restarts(
+        self, data, silent_ms
+    ):
+        """What wedged the main job (issue 18): a broker asks to shut down and
+        its process dies before it is let go; the controller fails over (the
+        quorum restarts); then the broker comes back as a new incarnation."""
+        broker = data.draw(st.sampled_from(sorted(self.h.image.brokers)))
+        resp = self.h.heartbeat(broker, want_shut_down=True)
+        assert resp.error is Errors.NONE
+        self.hear(broker)
+        self.h.advance(silent_ms)
+        self.failover()
+        self.h.advance(data.draw(st.sampled_from([0, 100, 1000])))
+        self.generation[broker] += 1
+        resp = self.h.register(broker, generation=self.generation[broker])
+        self.check_duplicate(broker, resp.error)
+        assert resp.error is Errors.NONE, resp.error_message
+        self.hear(broker)
+        assert not self.h.image.brokers[broker].in_controlled_shutdown
 
     # ------------------------------------------------------------ topics
 
