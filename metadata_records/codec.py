@@ -370,4 +370,4 @@ def encode_record(record: Record) -> bytes:
     return orjson.dumps(record_to_obj(record))
 
 
-_GENERATED = codec_fast.GeneratedCodec(_encode_value)
+_GENERATED = codec_fast.GeneratedCodec(_encode_value, _decode_value)
