@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from controller import messages as m
 from metadata_records import limits
 from metadata_records.codec import brief, log_record_to_obj
 from metadata_records.errors import Errors
@@ -34,6 +35,7 @@ from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableE
 from quorum.record_log import OffsetTooOld
 
 from . import models as M
+from . import models_fast as MF
 from .admission import Admission, BodyBytes
 from .auth import Authenticator, Principal, Role, TokenTable, load_tokens
 from .connections import ConnectionStats
@@ -193,6 +195,20 @@ def parse_body(model: type[T], body: bytes) -> T:
         return model.model_validate_json(body)
     except ValidationError as e:
         raise validation_problem(e) from None
+
+
+def alter_partition_request(body: bytes, version: int) -> m.AlterPartitionRequest:
+    """The controller's AlterPartition request from a body: the quick parser's
+    (models_fast.py) when it vouches for the body, else pydantic's, which
+    accepts it or raises the 400 naming the problem."""
+    message = MF.alter_partition_message(body, version)
+    if message is None:
+        req = parse_body(M.AlterPartitionRequest, body)
+        try:
+            message = req.to_message(version)
+        except M.VersionMismatch as e:
+            raise bad_request(str(e)) from None
+    return message
 
 
 def wants_ndjson(accept: str | None) -> bool:
@@ -592,7 +608,7 @@ def create_app(
         req = parse_body(M.BrokerRegistrationRequest, await request.body())
         auth.check_broker(caller, req.broker_id)
         response = await submit(req.to_message())
-        return JsonResponse(M.BrokerRegistrationResponse.json_obj(response))
+        return JsonResponse(MF.registration_response_obj(response))
 
     @app.post(
         "/v1/brokers/heartbeat",
@@ -608,7 +624,7 @@ def create_app(
         req = parse_body(M.BrokerHeartbeatRequest, await request.body())
         auth.check_broker(caller, req.broker_id)
         response = await submit(req.to_message())
-        return JsonResponse(M.BrokerHeartbeatResponse.json_obj(response))
+        return JsonResponse(MF.heartbeat_response_obj(response))
 
     @app.post(
         "/v1/alter-partition",
@@ -625,17 +641,10 @@ def create_app(
     ) -> Response:
         """A partition leader's ISR change (SEMANTICS §2), decided atomically
         against one image."""
-        body = await request.body()
-        message = M.alter_partition_message(body, version)
-        if message is None:  # not plainly valid: pydantic names the problem
-            req = parse_body(M.AlterPartitionRequest, body)
-            try:
-                message = req.to_message(version)
-            except M.VersionMismatch as e:
-                raise bad_request(str(e)) from None
+        message = alter_partition_request(await request.body(), version)
         auth.check_broker(caller, message.broker_id)
         response = await submit(message)
-        return JsonResponse(M.AlterPartitionResponse.json_obj(response))
+        return JsonResponse(MF.alter_partition_response_obj(response))
 
     routes = {getattr(r, "path", None): r for r in app.routes}
     version_query = TypeAdapter(Annotated[int, Field(ge=0, le=3)])

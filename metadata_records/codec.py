@@ -2,17 +2,24 @@
 
 Decoding never trusts its input: anything malformed raises ``DecodeError`` (a
 ``ValueError``) naming what is wrong, and nothing else.
+
+This module is the plain codec: every record is encoded and decoded field by
+field from its specs (``record_to_obj_plain``, ``record_from_data``). Its fast
+twin is ``codec_fast.py``, one generated function per (type, version); the
+public functions below take it when ``GENERATED`` is on, and the generated
+decoder only vouches for the usual shape, so every error comes from here.
+``tests/test_codec_fast.py`` checks that the two agree.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
 from dataclasses import MISSING
 from typing import Any
 
 import orjson
 
+from . import codec_fast
 from .records import (
     INT_RANGES,
     RECORD_TYPES,
@@ -26,6 +33,10 @@ from .records import (
 from .uuids import InvalidUuid, parse_uuid
 
 BATCH_FORMAT = 1  # bumped if the batch envelope ever changes
+
+# The one switch between the two coders: True codes records with the generated
+# functions of codec_fast.py (decisions.md 25, 31), False field by field only.
+GENERATED = True
 
 
 class DecodeError(ValueError):
@@ -68,53 +79,24 @@ def _encode_value(kind: Kind, value: Any) -> Any:
     return value  # ints, bools, strings, None and tuples are JSON as they are
 
 
-_NESTED = (
-    Kind.ENDPOINTS,
-    Kind.FEATURES,
-    Kind.VOTERS,
-)  # the kinds whose JSON is not the value itself
-
-
 class _Plan:
-    """What coding one record type at one version needs, worked out once:
-    every batch holds thousands of records of a handful of (type, version)s."""
+    """What coding one record type at one version field by field needs,
+    worked out once."""
 
-    __slots__ = ("specs", "keys", "known", "get", "nested", "fields", "to_obj", "from_data")
+    __slots__ = ("specs", "keys", "known", "get", "nested", "fields")
 
     def __init__(self, cls: type, version: int) -> None:
         self.specs = tuple(spec for spec in cls.FIELDS if spec.since <= version)
-        # Decoding: (key, attr, quick check of the usual value, kind, required).
+        # Decoding: (key, attr, kind, required).
         self.fields = tuple(
-            (spec.key, spec.attr, _quick_check(spec.kind), spec.kind, spec.default is MISSING)
-            for spec in self.specs
+            (spec.key, spec.attr, spec.kind, spec.default is MISSING) for spec in self.specs
         )
         self.keys = tuple(spec.key for spec in self.specs)
         self.known = frozenset(self.keys)
         attrs = [spec.attr for spec in self.specs]
         getter = operator.attrgetter(*attrs) if attrs else (lambda record: ())
         self.get = (lambda record: (getter(record),)) if len(attrs) == 1 else getter
-        self.nested = any(spec.kind in _NESTED for spec in self.specs)
-        self.to_obj = _compile_to_obj(cls, version, self.specs)
-        self.from_data = _compile_from_data(cls, version, self.fields)
-
-
-def _compile_to_obj(cls: type, version: int, specs: tuple) -> Any:
-    """``record_to_obj`` for one (type, version), as one generated function:
-    a dict display per record instead of zips and getters (encoding runs for
-    every record the leader writes). Same keys, same order, same values."""
-    items = ", ".join(
-        f"{spec.key!r}: "
-        + (f"_encode_value(_K{i}, r.{spec.attr})" if spec.kind in _NESTED else f"r.{spec.attr}")
-        for i, spec in enumerate(specs)
-    )
-    source = (
-        f"def to_obj(r):\n"
-        f"    return {{'type': {cls.TYPE!r}, 'version': {version!r}, 'data': {{{items}}}}}\n"
-    )
-    namespace: dict[str, Any] = {"_encode_value": _encode_value}
-    namespace.update({f"_K{i}": spec.kind for i, spec in enumerate(specs)})
-    exec(compile(source, f"<record_to_obj {cls.__name__} v{version}>", "exec"), namespace)
-    return namespace["to_obj"]
+        self.nested = any(spec.kind in codec_fast.NESTED for spec in self.specs)
 
 
 _PLANS: dict[tuple[type, int], _Plan] = {}
@@ -127,39 +109,6 @@ def _plan(cls: type, version: int) -> _Plan:
     return plan
 
 
-def _compile_from_data(cls: type, version: int, fields: tuple) -> Any:
-    """A generated decoder for the usual ``data``: every field of the version
-    present, nothing else, each value passing its quick check. It returns the
-    record, or None for anything else (the field-by-field path then decodes or
-    names the problem). Followers decode every record the leader writes."""
-    lines = ["def from_data(data):", f"    if len(data) != {len(fields)}:", "        return None"]
-    lines.append("    try:")
-    lines.append("        pass")
-    for i, (key, _attr, _quick, kind, _required) in enumerate(fields):
-        bounds = INT_RANGES.get(kind)
-        lines.append(f"        v{i} = data[{key!r}]")
-        if bounds is not None:
-            lines.append(
-                f"        if type(v{i}) is not int or not {bounds[0]} <= v{i} <= {bounds[1]}:"
-            )
-            lines.append("            return None")
-        else:
-            lines.append(f"        v{i} = _q{i}(v{i})")
-            lines.append(f"        if v{i} is _SLOW:")
-            lines.append("            return None")
-    lines.append("    except KeyError:")
-    lines.append("        return None")
-    args = "".join(f"{attr}=v{i}, " for i, (_k, attr, *_rest) in enumerate(fields))
-    lines.append(f"    return _cls({args}version={version!r})")
-    namespace: dict[str, Any] = {"_cls": cls, "_SLOW": _SLOW}
-    namespace.update({f"_q{i}": field[2] for i, field in enumerate(fields)})
-    exec(
-        compile("\n".join(lines) + "\n", f"<from_data {cls.__name__} v{version}>", "exec"),
-        namespace,
-    )
-    return namespace["from_data"]
-
-
 def record_data(record: Record) -> dict[str, Any]:
     """The record's fields for its version, camelCase, as API.md shows them."""
     plan = _plan(type(record), record.version)
@@ -169,8 +118,15 @@ def record_data(record: Record) -> dict[str, Any]:
     return dict(zip(plan.keys, values, strict=True))
 
 
+def record_to_obj_plain(record: Record) -> dict[str, Any]:
+    """``{"type", "version", "data"}`` built field by field."""
+    return {"type": record.TYPE, "version": record.version, "data": record_data(record)}
+
+
 def record_to_obj(record: Record) -> dict[str, Any]:
-    return _plan(type(record), record.version).to_obj(record)
+    if GENERATED:
+        return _GENERATED.to_obj(record)
+    return record_to_obj_plain(record)
 
 
 def log_record_to_obj(
@@ -250,11 +206,14 @@ _INT32_MIN, _INT32_MAX = INT_RANGES[Kind.INT32]
 
 
 def _int32_list(value: Any, where: str) -> tuple[int, ...]:
-    # Replicas and ISRs: every batch and snapshot has thousands. One pass of
-    # cheap checks; anything odd takes the path that names the element.
-    quick = _quick_int32_list(value)
-    if quick is not _SLOW:
-        return quick
+    # Replicas and ISRs: a snapshot has millions. One pass of cheap checks;
+    # anything odd takes the loop that names the element (the same result).
+    if type(value) is list:
+        for v in value:
+            if type(v) is not int or not _INT32_MIN <= v <= _INT32_MAX:
+                break
+        else:
+            return tuple(value)
     return tuple(_int(v, Kind.INT32, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
 
 
@@ -352,72 +311,28 @@ def record_from_obj(obj: Any, where: str = "record") -> Record:
     data = obj.get("data")
     if type(data) is not dict:
         raise DecodeError(f"{where}: 'data' must be an object")
+    if GENERATED:
+        record = _GENERATED.from_data[(type_name, version)](data)
+        if record is not None:
+            return record
+    return record_from_data(cls, version, data, where)
+
+
+def record_from_data(cls: type, version: int, data: dict, where: str = "record") -> Record:
+    """The plain decoder: the record of ``cls`` at ``version`` from its
+    ``data`` object, field by field, or the DecodeError naming the first
+    problem (a bad value, then a missing field, then an unknown one)."""
     plan = _plan(cls, version)
-    record = plan.from_data(data)
-    if record is not None:
-        return record
     values: dict[str, Any] = {}
-    for key, attr, quick, kind, required in plan.fields:
+    for key, attr, kind, required in plan.fields:
         if key in data:
-            # A quick check of the usual value; anything else takes the path
-            # that names the field (and spells its place only then).
-            checked = quick(data[key])
-            if checked is _SLOW:
-                checked = _decode_value(kind, data[key], f"{where}.data.{key}")
-            values[attr] = checked
+            values[attr] = _decode_value(kind, data[key], f"{where}.data.{key}")
         elif required:
-            raise DecodeError(f"{where}: {type_name} v{version} requires field {key!r}")
+            raise DecodeError(f"{where}: {cls.TYPE} v{version} requires field {key!r}")
     if not plan.known.issuperset(data):
         unknown = next(key for key in data if key not in plan.known)
-        raise DecodeError(f"{where}: {type_name} v{version} has no field {brief(unknown)}")
+        raise DecodeError(f"{where}: {cls.TYPE} v{version} has no field {brief(unknown)}")
     return cls(**values, version=version)
-
-
-_SLOW = object()  # a quick check could not vouch for the value
-_UUIDS: dict[str, str] = {}  # UUID texts seen -> canonical form (topic ids repeat)
-
-
-def _quick_uuid(value: Any) -> Any:
-    canonical = _UUIDS.get(value) if type(value) is str else None
-    if canonical is None:
-        try:
-            canonical = parse_uuid(value)
-        except InvalidUuid:
-            return _SLOW
-        if len(_UUIDS) >= 100_000:
-            _UUIDS.clear()
-        _UUIDS[value] = canonical
-    return canonical
-
-
-def _quick_int32_list(value: Any) -> Any:
-    if type(value) is not list:
-        return _SLOW
-    for v in value:
-        if type(v) is not int or not _INT32_MIN <= v <= _INT32_MAX:
-            return _SLOW
-    return tuple(value)
-
-
-def _quick_nullable_int32_list(value: Any) -> Any:
-    return None if value is None else _quick_int32_list(value)
-
-
-def _quick_check(kind: Kind) -> Callable[[Any], Any]:
-    """A function returning a plainly valid value of ``kind`` decoded, or _SLOW."""
-    bounds = INT_RANGES.get(kind)
-    if bounds is not None:
-        low, high = bounds
-        return lambda v: v if type(v) is int and low <= v <= high else _SLOW
-    quick: dict[Kind, Callable[[Any], Any]] = {
-        Kind.UUID: _quick_uuid,
-        Kind.INT32_LIST: _quick_int32_list,
-        Kind.NULLABLE_INT32_LIST: _quick_nullable_int32_list,
-        Kind.STRING: lambda v: v if type(v) is str else _SLOW,
-        Kind.NULLABLE_STRING: lambda v: v if v is None or type(v) is str else _SLOW,
-        Kind.BOOL: lambda v: v if type(v) is bool else _SLOW,
-    }
-    return quick.get(kind, lambda v: _SLOW)  # endpoints, features: always the full path
 
 
 def _loads(data: Any, what: str) -> Any:
@@ -439,32 +354,11 @@ def decode_batch(data: Any) -> Batch:
     ts = _int(obj.get("timestampMs"), Kind.INT64, "batch.timestampMs")
     base = _int(obj.get("baseOffset", -1), Kind.INT64, "batch.baseOffset")
     records = _list(obj.get("records"), "batch.records")
-    decoded = []
-    append = decoded.append
-    for r in records:
-        # Inline the usual record (a follower decodes every one the leader
-        # writes); anything else takes record_from_obj, which names problems.
-        if type(r) is dict:
-            name, version, data = r.get("type"), r.get("version"), r.get("data")
-            # A bool is no version (True == 1); a list or object is no name.
-            if type(name) is str and type(version) is int and type(data) is dict:
-                from_data = _FROM_DATA.get((name, version))
-                if from_data is not None:
-                    record = from_data(data)
-                    if record is not None:
-                        append(record)
-                        continue
-        append(record_from_obj(r, f"batch.records[{len(decoded)}]"))
+    if GENERATED:
+        decoded = _GENERATED.decode_records(records, record_from_obj)
+    else:
+        decoded = [record_from_obj(r, f"batch.records[{i}]") for i, r in enumerate(records)]
     return Batch(epoch, ts, tuple(decoded), base)
-
-
-def _from_data_table() -> dict[tuple[str, int], Any]:
-    """(type name, version) -> the generated decoder of its usual ``data``."""
-    return {
-        (name, version): _plan(cls, version).from_data
-        for name, cls in RECORD_TYPES.items()
-        for version in range(cls.MAX_VERSION + 1)
-    }
 
 
 def decode_record(data: Any) -> Record:
@@ -476,4 +370,4 @@ def encode_record(record: Record) -> bytes:
     return orjson.dumps(record_to_obj(record))
 
 
-_FROM_DATA = _from_data_table()
+_GENERATED = codec_fast.GeneratedCodec(_encode_value, _decode_value)

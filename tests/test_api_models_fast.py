@@ -1,0 +1,401 @@
+"""The seam between api/models_fast.py and the pydantic models of api/models.py:
+the hot responses built as plain dicts are byte for byte what their models give
+(``from_message().to_json_obj()``, what the OpenAPI document describes); the
+quick AlterPartition parser accepts only what pydantic accepts and builds the
+same request, for valid and invalid bodies alike; and the app answers the same
+requests identically with ``models_fast.QUICK`` on and off."""
+
+import json
+from contextlib import contextmanager
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from api import models as M
+from api import models_fast as MF
+from api.app import alter_partition_request
+from api.errors import ApiProblem
+from controller import messages as m
+from metadata_records.errors import Errors
+
+from .local_node import registration_body
+
+errors = st.sampled_from(list(Errors))
+messages = st.none() | st.text(max_size=20)
+ints = st.integers(-(2**31), 2**31 - 1)
+epochs = st.integers(-1, 2**63 - 1)
+
+
+def same(model, quick, message) -> None:
+    assert orjson.dumps(quick(message)) == orjson.dumps(model.from_message(message).to_json_obj())
+
+
+@given(errors, messages, st.booleans(), st.booleans(), st.booleans())
+def test_heartbeat_response(error, text, caught_up, fenced, shut_down):
+    same(
+        M.BrokerHeartbeatResponse,
+        MF.quick_heartbeat_response_obj,
+        m.BrokerHeartbeatResponse(error, text, caught_up, fenced, shut_down),
+    )
+
+
+@given(errors, messages, epochs)
+def test_registration_response(error, text, epoch):
+    same(
+        M.BrokerRegistrationResponse,
+        MF.quick_registration_response_obj,
+        m.BrokerRegistrationResponse(error, text, epoch),
+    )
+
+
+partition_results = st.builds(
+    m.AlterPartitionPartitionResult,
+    partition_index=ints,
+    error=errors,
+    error_message=messages,
+    leader_id=ints,
+    leader_epoch=ints,
+    isr=st.lists(ints, max_size=4).map(tuple),
+    leader_recovery_state=st.integers(0, 1),
+    partition_epoch=ints,
+)
+topic_results = st.builds(
+    m.AlterPartitionTopicResult,
+    partitions=st.lists(partition_results, max_size=4).map(tuple),
+    topic_name=st.none() | st.text(max_size=10),
+    topic_id=st.none() | st.just("fPZv1VBsRFmnlRvmGcOW9w"),
+).filter(lambda t: (t.topic_name is None) != (t.topic_id is None))
+
+
+@given(errors, messages, st.lists(topic_results, max_size=3).map(tuple))
+def test_alter_partition_response(error, text, topics):
+    same(
+        M.AlterPartitionResponse,
+        MF.quick_alter_partition_response_obj,
+        m.AlterPartitionResponse(error, text, topics),
+    )
+
+
+# ---------------------------------------------------------------- AlterPartition bodies
+
+UUID_TEXTS = ["fPZv1VBsRFmnlRvmGcOW9w", "7cf66fd5-506c-4459-a795-1be619c396f7", "not-a-uuid", ""]
+odd = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.text(max_size=3),
+                st.integers(-(2**70), 2**70), st.lists(st.integers(), max_size=2))  # fmt: skip
+
+
+def maybe(value_strategy):
+    """A field that is usually right, sometimes wrong, sometimes missing."""
+    return st.one_of(value_strategy, value_strategy, value_strategy, odd, st.just("<missing>"))
+
+
+def shaped(**fields):
+    return st.fixed_dictionaries({k: maybe(v) for k, v in fields.items()}).map(
+        lambda d: {k: v for k, v in d.items() if v != "<missing>"}
+    )
+
+
+int32 = st.integers(-(2**31), 2**31 - 1)
+states = shaped(brokerId=int32, brokerEpoch=st.integers(-1, 2**63 - 1))
+partition_bodies = shaped(
+    partitionIndex=int32,
+    leaderEpoch=int32,
+    partitionEpoch=int32,
+    newIsr=st.none() | st.lists(int32, max_size=3),
+    newIsrWithEpochs=st.none() | st.lists(states, max_size=3),
+    leaderRecoveryState=st.none() | st.integers(-200, 200),
+)
+topic_bodies = shaped(
+    topicName=st.none() | st.text(max_size=5),
+    topicId=st.none() | st.sampled_from(UUID_TEXTS),
+    partitions=st.lists(partition_bodies, max_size=3),
+)
+alter_bodies = shaped(brokerId=int32, brokerEpoch=st.integers(-(2**63), 2**63 - 1),
+                      topics=st.lists(topic_bodies, max_size=2))  # fmt: skip
+
+
+def pydantic_message(body: bytes, version: int):
+    try:
+        return M.AlterPartitionRequest.model_validate_json(body).to_message(version)
+    except (ValueError, M.VersionMismatch):  # ValidationError is a ValueError
+        return None
+
+
+@given(alter_bodies, st.integers(0, 3))
+def test_quick_alter_partition_parsing_accepts_only_what_pydantic_accepts_and_agrees(obj, version):
+    body = json.dumps(obj).encode()  # integers past 64 bits too
+    quick = MF.quick_alter_partition_message(body, version)
+    if quick is not None:
+        assert quick == pydantic_message(body, version)
+
+
+valid_partitions = st.builds(
+    lambda i, le, pe, isr, lrs: {"partitionIndex": i, "leaderEpoch": le, "partitionEpoch": pe,
+                                 "newIsrWithEpochs": [{"brokerId": b, "brokerEpoch": e} for b, e in isr],
+                                 "leaderRecoveryState": lrs},
+    int32, int32, int32, st.lists(st.tuples(int32, st.integers(-1, 2**63 - 1)), max_size=3),
+    st.none() | st.integers(0, 1),
+)  # fmt: skip
+
+
+@given(st.integers(0, 2**31 - 1), st.lists(st.tuples(st.sampled_from(UUID_TEXTS[:2]), st.lists(valid_partitions, max_size=4)), max_size=3))  # fmt: skip
+def test_every_plainly_valid_version_3_body_takes_the_quick_path(broker_id, topics):
+    obj = {"brokerId": broker_id, "topics": [{"topicId": t, "partitions": ps} for t, ps in topics]}
+    body = orjson.dumps(obj)
+    quick = MF.quick_alter_partition_message(body, 3)
+    assert quick is not None and quick == pydantic_message(body, 3)
+
+
+@pytest.mark.parametrize("body", [b"", b"[]", b"{", b'{"brokerId": 1, "brokerId": "x", "topics": []}',
+                                  b'{"brokerId": 99999999999, "topics": []}', b"\xff"])  # fmt: skip
+def test_bodies_that_are_not_plain_go_to_pydantic(body):
+    assert MF.quick_alter_partition_message(body, 3) is None
+
+
+# ---------------------------------------------------------------- the switch: what the app parses
+
+
+@contextmanager
+def plain_models():
+    """The one switch turned off: pydantic parses every body, models build every answer."""
+    assert MF.QUICK
+    MF.QUICK = False
+    try:
+        yield
+    finally:
+        MF.QUICK = True
+
+
+def parsed(body: bytes, version: int):
+    """What the AlterPartition endpoint makes of a body: the request (its repr
+    tells tuples from lists) or the refusal's status and bytes."""
+    try:
+        return ("ok", repr(alter_partition_request(body, version)))
+    except ApiProblem as e:
+        response = e.response()
+        return ("refused", response.status_code, bytes(response.body))
+
+
+def parsed_both(body: bytes, version: int):
+    quick = parsed(body, version)
+    with plain_models():
+        plain = parsed(body, version)
+    return quick, plain
+
+
+edge_ints = st.sampled_from([2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**63 - 1, 2**63, -1, 0])
+unknown = st.dictionaries(
+    st.sampled_from(["x", "broker_id", "new_isr", "partitionindex", "topicNames", ""]),
+    odd | edge_ints,
+    max_size=2,
+)
+
+
+def with_unknown(bodies):
+    """Bodies with unknown fields added (ignored by both, as Kafka's converters do)."""
+    return st.tuples(bodies, unknown).map(lambda pair: {**pair[1], **pair[0]})
+
+
+edge_partition_bodies = with_unknown(
+    shaped(
+        partitionIndex=int32 | edge_ints,
+        leaderEpoch=int32 | edge_ints,
+        partitionEpoch=int32,
+        newIsr=st.none() | st.lists(int32 | edge_ints, max_size=3),
+        newIsrWithEpochs=st.none() | st.lists(with_unknown(states), max_size=3),
+        leaderRecoveryState=st.none() | st.integers(-200, 200),
+    )
+)
+
+
+def duplicated_first(items):
+    """A list whose first entry appears twice (duplicate partition ids, ISR members)."""
+    return [*items, items[0]] if items else items
+
+
+edge_topic_bodies = with_unknown(
+    shaped(
+        topicName=st.none() | st.text(max_size=5),
+        topicId=st.none() | st.sampled_from(UUID_TEXTS),
+        partitions=st.lists(edge_partition_bodies, max_size=3)
+        | st.lists(edge_partition_bodies, min_size=1, max_size=2).map(duplicated_first),
+    )
+)
+edge_alter_bodies = with_unknown(
+    shaped(
+        brokerId=int32 | edge_ints,
+        brokerEpoch=st.integers(-(2**63), 2**63 - 1) | edge_ints,
+        topics=st.lists(edge_topic_bodies, max_size=2) | st.just([]),
+    )
+)
+
+
+def with_duplicate_key(obj, key, value) -> bytes:
+    """``obj`` as JSON with ``key`` written twice (the first value ``value``)."""
+    rest = json.dumps(obj)[1:]
+    return ("{" + json.dumps(key) + ": " + json.dumps(value) + ("," if obj else "") + rest).encode()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edge_alter_bodies, st.integers(0, 3), st.data())
+def test_every_body_is_parsed_alike_with_the_quick_parser_on_and_off(obj, version, data):
+    """Unknown fields, wrong types, out-of-range and edge integers, missing
+    fields, fields of another version, duplicate partitions, empty lists and
+    repeated keys: the same request or the same 400, byte for byte."""
+    body = json.dumps(obj).encode()  # integers past 64 bits too
+    if isinstance(obj, dict) and obj and data.draw(st.booleans()):
+        body = with_duplicate_key(obj, data.draw(st.sampled_from(sorted(obj))), 1)
+    quick_only = MF.quick_alter_partition_message(body, version)
+    quick, plain = parsed_both(body, version)
+    assert quick == plain
+    if quick_only is not None:  # the quick parser only vouches for what pydantic accepts
+        assert plain == ("ok", repr(quick_only))
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"null",
+        b"[]",
+        b"{}",
+        b'{"brokerId": 1, "topics": []}',
+        b'{"brokerId": 1, "topics": [], "topics": []}',
+        b'{"brokerId": -1, "topics": []}',
+        b'{"brokerId": 1.0, "topics": []}',
+        b'{"brokerId": true, "topics": []}',
+        b'{"brokerId": "1", "topics": []}',
+        b'{"brokerId": 1, "topics": {}}',
+        b'{"brokerId": 1, "topics": [{}]}',
+        b'{"brokerId": 1, "topics": [{"topicName": "t", "partitions": []}]}',
+        b'{"brokerId": 1, "topics": [{"topicId": "fPZv1VBsRFmnlRvmGcOW9w", "partitions": []}]}',
+        b'{"brokerId": 1, "topics": [{"topicId": "fPZv1VBsRFmnlRvmGcOW9w", "topicName": "t",'
+        b' "partitions": []}]}',
+    ],
+)
+def test_edge_bodies_are_parsed_alike(body, version):
+    quick, plain = parsed_both(body, version)
+    assert quick == plain
+
+
+# ---------------------------------------------------------------- the switch: real requests
+
+
+@pytest.fixture(scope="module")
+def registered(local, app):
+    """Broker 5 registered: its registration again is accepted and changes nothing."""
+    body = registration_body(local.cluster_id, 5)
+    response = local.request(app, "POST", "/v1/brokers/register", json=body)
+    assert response.status_code == 200 and response.json()["errorName"] == "NONE", response.text
+    return body
+
+
+def answered_both(local, app, method, url, **kwargs):
+    def one():
+        r = local.request(app, method, url, **kwargs)
+        return r.status_code, r.content, r.headers.get("content-type")
+
+    quick = one()
+    with plain_models():
+        plain = one()
+    return quick, plain
+
+
+def test_broker_writes_answer_alike_with_the_quick_path_on_and_off(local, app, registered):
+    requests = [
+        ("/v1/brokers/register", registered),  # accepted again: the success answer
+        ("/v1/brokers/register", {**registered, "clusterId": "other"}),
+        ("/v1/brokers/heartbeat", {"brokerId": 5, "brokerEpoch": 999, "currentMetadataOffset": 0}),
+        ("/v1/brokers/heartbeat", {"brokerId": 9, "brokerEpoch": 1, "currentMetadataOffset": 0}),
+        ("/v1/brokers/heartbeat", {"brokerId": 9}),
+        ("/v1/alter-partition?version=3", {"brokerId": 5, "topics": []}),
+        ("/v1/alter-partition?version=1", {"brokerId": 5, "topics": [{"topicName": "nope",
+         "partitions": [{"partitionIndex": 0, "leaderEpoch": 0, "partitionEpoch": 0,
+                         "newIsr": [5]}]}]}),
+    ]  # fmt: skip
+    for url, body in requests:
+        quick, plain = answered_both(local, app, "POST", url, json=body)
+        assert quick == plain, url
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(edge_alter_bodies, st.integers(0, 3))
+def test_alter_partition_requests_answer_alike_with_the_quick_path_on_and_off(
+    local, app, registered, obj, version
+):
+    """Through the app and the controller (no such topics: nothing is written,
+    so both answers are decided against the same image)."""
+    content = json.dumps(obj).encode()
+    quick, plain = answered_both(
+        local,
+        app,
+        "POST",
+        f"/v1/alter-partition?version={version}",
+        content=content,
+        headers={"Content-Type": "application/json"},
+    )
+    assert quick == plain
+
+
+def plainly_valid_partition(version: int):
+    isr = st.lists(int32, max_size=3)
+    members = st.lists(st.tuples(int32, st.none() | st.integers(-1, 2**63 - 1)), max_size=3)
+    return st.builds(
+        lambda i, le, pe, isr, members, lrs, extra: {
+            **extra,
+            "partitionIndex": i,
+            "leaderEpoch": le,
+            "partitionEpoch": pe,
+            **(
+                {"newIsrWithEpochs": [
+                    {"brokerId": b} if e is None else {"brokerId": b, "brokerEpoch": e}
+                    for b, e in members
+                ]}
+                if version >= 3
+                else {"newIsr": isr}
+            ),
+            **({} if version == 0 or lrs is None else {"leaderRecoveryState": lrs}),
+        },
+        int32, int32, int32, isr | isr.map(duplicated_first), members, st.none() | st.integers(0, 1),
+        st.dictionaries(st.sampled_from(["x", "new_isr"]), st.integers(-9, 9), max_size=1),
+    )  # fmt: skip
+
+
+@st.composite
+def plainly_valid_bodies(draw):
+    version = draw(st.integers(0, 3))
+    partitions = st.lists(plainly_valid_partition(version), max_size=4)
+    topics = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(UUID_TEXTS[:2]) if version >= 2 else st.text(max_size=5),
+                partitions | partitions.map(duplicated_first),
+            ),
+            max_size=3,
+        )
+    )
+    key = "topicId" if version >= 2 else "topicName"
+    obj = {"brokerId": draw(st.integers(0, 2**31 - 1)),
+           "topics": [{key: t, "partitions": ps} for t, ps in topics]}  # fmt: skip
+    if draw(st.booleans()):
+        obj["brokerEpoch"] = draw(st.integers(-(2**63), 2**63 - 1))
+    return obj, version
+
+
+@settings(max_examples=300, deadline=None)
+@given(plainly_valid_bodies())
+def test_every_plainly_valid_body_of_every_version_takes_the_quick_path_and_agrees(body_version):
+    """Duplicate partitions and ISR members, unknown fields, empty lists, all
+    four versions: the quick parser vouches and builds pydantic's request."""
+    obj, version = body_version
+    body = orjson.dumps(obj)
+    quick_only = MF.quick_alter_partition_message(body, version)
+    assert quick_only is not None
+    quick, plain = parsed_both(body, version)
+    assert quick == plain == ("ok", repr(quick_only))
