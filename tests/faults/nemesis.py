@@ -91,7 +91,7 @@ WEIGHTS = {kind: 1.0 for kind in KINDS} | {"disk-loss": 4.0}
 MIN_VOTERS, MAX_VOTERS = 3, 4
 # A membership change sent, retried and done (the node a voter, or removed,
 # stopped and wiped) within this, or it is a finding.
-MEMBERSHIP_TIMEOUT_S = 180.0
+MEMBERSHIP_TIMEOUT_S = 90.0  # a change takes 1-5 s when nothing is wrong
 FOLLOWER_CUT_S = (10.0, 20.0)
 AFTER_S = 3.0  # leader changes are watched this long after the heal too
 # From a wiped voter's restart to its role "voter"; past it the run reports it.
