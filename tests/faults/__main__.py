@@ -1,5 +1,6 @@
 """A long nemesis run, as root: ``python -m tests.faults --duration 30m [--seed N]
-[--faults K,...] [--interval 10-20] [--hold 3-8] [--dir PATH]``. Prints progress
+[--faults K,...] [--first K,...] [--interval 10-20] [--hold 3-8] [--flap 10-30]
+[--dir PATH]``. Prints progress
 and the report; exits 1 on a violation."""
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(KINDS),
         help=f"comma-separated fault kinds to draw from (default all: {','.join(KINDS)})",
     )
+    parser.add_argument(
+        "--first", default="", help="comma-separated kinds of the first faults, in order"
+    )
+    parser.add_argument(
+        "--flap", default="10-30", help="seconds a flapping-link fault lasts (10-30)"
+    )
     parser.add_argument("--interval", default="10-20", help="seconds between faults (10-20)")
     parser.add_argument("--hold", default="3-8", help="seconds each fault lasts (3-8)")
     parser.add_argument("--dir", help="where data dirs, voter logs and the history go")
@@ -35,12 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         parser.error(str(e))
     kinds = tuple(k.strip() for k in args.faults.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in KINDS]
+    first = tuple(k.strip() for k in args.first.split(",") if k.strip())
+    unknown = [k for k in (*kinds, *first) if k not in KINDS]
     if unknown or not kinds:
-        parser.error(f"--faults {args.faults!r}: choose among {', '.join(KINDS)}")
-    interval, hold = (
+        parser.error(f"fault kinds {unknown or kinds}: choose among {', '.join(KINDS)}")
+    interval, hold, flap = (
         _range(parser, "--interval", args.interval),
         _range(parser, "--hold", args.hold),
+        _range(parser, "--flap", args.flap),
     )
     why = netns_unavailable_reason()
     if why:
@@ -50,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.dir or tempfile.mkdtemp(prefix="metaquorum-nemesis-"))
     print(f"seed {seed} (rerun with --seed {seed}); data in {root}", flush=True)
     report = run_nemesis(
-        root, duration, seed, lambda m: print(m, flush=True), kinds, interval, hold
+        root, duration, seed, lambda m: print(m, flush=True), kinds, interval, hold, first, flap
     )
     print(report.format(), flush=True)
     return 0 if report.result.ok else 1

@@ -297,12 +297,17 @@ def check_voters(
             result.fail("readmission", f"voter {i} ends the run as {role!r}, not a voter")
 
 
-def check_processes(exits: list[str], findings: list[str], result: CheckResult) -> None:
-    """Voters that exited on their own, and what the nemesis found, are violations."""
+def check_processes(
+    exits: list[str], findings: list[str | tuple[str, str]], result: CheckResult
+) -> None:
+    """Voters that exited on their own, and what the nemesis found (a message:
+    a re-admission; or (check, message): a membership change not done), are
+    violations."""
     for message in exits:
         result.fail("voter-exit", message)
-    for message in findings:
-        result.fail("readmission", message)
+    for finding in findings:
+        check, message = ("readmission", finding) if isinstance(finding, str) else finding
+        result.fail(check, message)
 
 
 def check(
@@ -311,7 +316,7 @@ def check(
     voter_logs: dict[int, tuple[int, list[dict]] | None],
     voter_status: dict[int, dict | None],
     exits: list[str] = (),
-    findings: list[str] = (),
+    findings: list[str | tuple[str, str]] = (),
 ) -> CheckResult:
     result = CheckResult()
     facts = replay(records, result)

@@ -4,10 +4,10 @@ longest unavailability, and every check's verdict."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .checker import CheckResult
-from .nemesis import Fault
+from .nemesis import MEMBERSHIP, WATCHED, Fault
 from .workload import Op
 
 
@@ -45,7 +45,8 @@ class RunReport:
     result: CheckResult
     unavailability: Unavailability
     root: str
-    log_sources: dict[int, int]  # voter -> records of the reference log read from it
+    log_sources: dict[int, int]  # slot -> records of the reference log read from it
+    voters: list[int] = field(default_factory=lambda: [0, 1, 2])  # node ids at the end
 
     @property
     def acknowledged(self) -> int:
@@ -67,8 +68,8 @@ class RunReport:
             by_kind.setdefault(op.kind, Counter())[op.outcome] += 1
         u = self.unavailability
         lines = [
-            f"nemesis report: seed {self.seed}, {self.duration_s:.0f} s of faults, 3 voters "
-            f"(--fsync always), data and logs in {self.root}",
+            f"nemesis report: seed {self.seed}, {self.duration_s:.0f} s of faults, voters at "
+            f"the end {self.voters} (--fsync always), data and logs in {self.root}",
             f"faults injected: {len(self.faults)} "
             + (
                 "(" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")" if kinds else ""
@@ -89,6 +90,8 @@ class RunReport:
                     else ""
                 )
             )
+        lines.extend(self.membership_lines())
+        lines.extend(self.watched_lines())
         for kind, counts in sorted(by_kind.items()):
             lines.append(
                 f"  {kind:16} "
@@ -109,7 +112,7 @@ class RunReport:
         )
         lines.append(
             "  reference log read from "
-            + ", ".join(f"voter {i} ({n} records)" for i, n in sorted(self.log_sources.items()))
+            + ", ".join(f"slot {i} ({n} records)" for i, n in sorted(self.log_sources.items()))
         )
         lines.extend(f"  {note}" for note in r.checks)
         if r.ok:
@@ -125,3 +128,49 @@ class RunReport:
             lines.append(f"LOST acknowledged writes: {len(r.lost)}")
             lines.extend(f"  {e}" for e in r.lost[:20])
         return "\n".join(lines)
+
+    def membership_lines(self) -> list[str]:
+        """Membership changes: how many, done, and how long each took."""
+        changes = [f for f in self.faults if f.kind in MEMBERSHIP]
+        if not changes:
+            return []
+        took = sorted(f.took for f in changes if f.took is not None)
+        lines = [
+            f"membership changes: {len(changes)}, done {len(took)}"
+            + (
+                f", {took[0]:.1f}-{took[-1]:.1f} s from the first request to done "
+                f"(median {took[len(took) // 2]:.1f} s)"
+                if took
+                else ""
+            )
+        ]
+        for kind in MEMBERSHIP:
+            mine = [f for f in changes if f.kind == kind]
+            if mine:
+                lines.append(
+                    f"  {kind:16} "
+                    + ", ".join(
+                        f"{f.took:.1f} s" if f.took is not None else "NOT done" for f in mine
+                    )
+                )
+        return lines
+
+    def watched_lines(self) -> list[str]:
+        """Leader changes during (and just after) each single-follower cut and
+        flapping link: pre-vote should keep them at 0."""
+        lines = []
+        for kind in WATCHED:
+            mine = [f for f in self.faults if f.kind == kind and f.leaders is not None]
+            if not mine:
+                continue
+            changes = [f.leader_changes for f in mine]
+            lines.append(
+                f"leader changes during {kind}: {sum(changes)} in {len(mine)} fault(s) "
+                f"({', '.join(str(n) for n in changes)})"
+            )
+            for f in mine:
+                if f.leader_changes:
+                    lines.append(
+                        f"  {f.start:.1f}-{f.end:.1f}s on {f.target}: (s, leader, term) {f.leaders}"
+                    )
+        return lines

@@ -12,13 +12,14 @@ from pathlib import Path
 import httpx
 
 from .checker import check
-from .nemesis import KINDS, Nemesis
+from .nemesis import FOLLOWER_CUT_S, KINDS, Nemesis
 from .netns import Network, require_tools
 from .report import RunReport, longest_unavailability
 from .voters import NetnsCluster
 from .workload import Workload
 
 SETTLE_TIMEOUT_S = 240.0
+SLOTS = 5  # network namespaces: 3 voters, and room for a joiner and a replacement
 
 
 def parse_duration(text: str) -> float:
@@ -45,28 +46,34 @@ def run_nemesis(
     kinds: tuple[str, ...] = KINDS,
     interval_s: tuple[float, float] = (10.0, 20.0),
     hold_s: tuple[float, float] = (3.0, 8.0),
-    first: str | None = None,
+    first: str | tuple[str, ...] | None = None,
+    flap_s: tuple[float, float] = (10.0, 30.0),
+    follower_cut_s: tuple[float, float] = FOLLOWER_CUT_S,
 ) -> RunReport:
     """Runs the nemesis and returns its report; faults every ``interval_s``
-    seconds (a uniform draw), each held ``hold_s`` seconds; ``first``: the
-    first fault's kind."""
+    seconds (a uniform draw), each held ``hold_s`` seconds (a link flapping
+    ``flap_s``, a follower cut off ``follower_cut_s``); ``first``: the first
+    faults' kinds. Three voters in a network of five namespaces: two spare
+    slots for the membership changes' joiners."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     if "loss" in kinds:
         require_tools("iptables")  # before minutes of running, not at the first loss fault
-    net = Network(3, random.Random(seed))
+    net = Network(SLOTS, random.Random(seed))
     cluster: NetnsCluster | None = None
     try:
         net.setup()
         progress(
-            f"network: bridge {net.bridge} {net.bridge_ip}, voters {', '.join(net.ips)} "
+            f"network: bridge {net.bridge} {net.bridge_ip}, slots {', '.join(net.ips)} "
             f"in namespaces {', '.join(net.namespaces)}"
         )
-        cluster = NetnsCluster(net, root)
+        cluster = NetnsCluster(net, root, voters=3)
         cluster.start()
         cluster.wait_ready()
         progress(f"3 voters ready, leader {cluster.leader()}; {duration_s:.0f} s of faults")
-        nemesis = Nemesis(cluster, seed, 0.0, interval_s, hold_s, progress, kinds, first)
+        nemesis = Nemesis(
+            cluster, seed, 0.0, interval_s, hold_s, progress, kinds, first, flap_s, follower_cut_s
+        )
         report = asyncio.run(_run(cluster, nemesis, root, duration_s, seed, progress))
         return report
     finally:
@@ -109,13 +116,26 @@ async def _run(
     final = max(answered) if answered else -1
     await asyncio.wait_for(workload.follow_log(stop_at=final), 120)
     del workload.records[final + 1 :]
+    # The voters at the end, by node id: the members the nemesis kept, which
+    # must be the voter set the leader holds.
+    members = {cluster.node_ids[s]: s for s in cluster.members}
+    committed = await asyncio.to_thread(cluster.committed_voters)
+    if committed != set(members):
+        nemesis.findings.append(
+            (
+                "membership",
+                f"the leader's voter set is {sorted(committed or ())}, the nemesis's "
+                f"{sorted(members)}",
+            )
+        )
     voter_logs = {}
-    for i in range(cluster.n):
+    for nid, slot in sorted(members.items()):
         try:
-            voter_logs[i] = await fetch_log(cluster.url(i), final)
+            voter_logs[nid] = await fetch_log(cluster.url(slot), final)
         except httpx.HTTPError as e:
-            progress(f"voter {i}'s log could not be read: {e!r}")
-            voter_logs[i] = None
+            progress(f"voter {nid}'s log could not be read: {e!r}")
+            voter_logs[nid] = None
+    statuses = {cluster.node_ids[s]: st for s, st in statuses.items()}
     await workload.close()
     (root / "history.jsonl").write_text(
         "\n".join(json.dumps(op.to_json()) for op in workload.ops) + "\n"
@@ -125,7 +145,7 @@ async def _run(
     for i in range(cluster.n):
         cluster.note_exit(i)
     exits = [
-        f"voter {e.voter} exited with code {e.code} at {e.seen - workload.t0:.1f}s"
+        f"slot {e.voter} exited with code {e.code} at {e.seen - workload.t0:.1f}s"
         + (" (it refused to serve: a diverged log or damaged files)" if e.code == 3 else "")
         + f"; its log ended:\n{e.tail}"
         for e in cluster.exits
@@ -142,13 +162,14 @@ async def _run(
         longest_unavailability(workload.ops, nemesis.faults, workload_end),
         str(root),
         dict(workload.log_sources),
+        sorted(members),
     )
 
 
 def settle(
     cluster: NetnsCluster, timeout_s: float = SETTLE_TIMEOUT_S
 ) -> tuple[dict[int, dict | None], bool]:
-    """Waits until every voter is ready, a voter (role), and all report the same
+    """Waits until every voter (member slot) is ready, a voter (role), and all report the same
     offset and image digest, unchanged over a few seconds (the brokers'
     sessions expire first). Returns the last statuses and whether they
     settled: a voter that never does (down, diverged, not re-admitted) is for
@@ -157,8 +178,8 @@ def settle(
     previous = None
     statuses: dict[int, dict | None] = {}
     while time.monotonic() < deadline:
-        ready = all(cluster.ready(i) for i in range(cluster.n))
-        statuses = {i: cluster.status(i, digest=True, timeout=10.0) for i in range(cluster.n)}
+        ready = all(cluster.ready(i) for i in cluster.members)
+        statuses = {i: cluster.status(i, digest=True, timeout=10.0) for i in cluster.members}
         if ready and all(s is not None for s in statuses.values()):
             seen = {
                 (s["lastAppliedOffset"], s["imageDigest"], s.get("role", "voter"))

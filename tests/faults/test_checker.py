@@ -32,7 +32,7 @@ from metadata_records.uuids import parse_uuid, uuid_from_bytes
 from ..invariant_corpus import corpus
 from .checker import check
 from .nemesis import Fault
-from .report import longest_unavailability
+from .report import RunReport, longest_unavailability
 from .workload import Op
 
 CORPUS = corpus()
@@ -251,6 +251,29 @@ def test_a_wiped_voter_not_readmitted_is_reported():
     assert result.counts == {"readmission": 2}
     assert "voter 1 ends the run as 'observer'" in result.violations["readmission"][0]
     assert result.divergent == 0  # its image is the replay's: behind in role, not in data
+
+
+def test_a_membership_change_not_done_is_reported_under_its_own_check():
+    finding = ("membership", "add-voter of node 5 in slot 3 not done within 180 s")
+    result = run_check(healthy(), findings=[finding])
+    assert result.counts == {"membership": 1} and not result.ok
+    assert result.violations["membership"] == [finding[1]]
+
+
+def test_the_report_prints_leader_changes_of_watched_faults_and_change_durations():
+    quiet = Fault("flapping-link", "link 0 x 1", 10.0, 25.0, 0, leaders=[(10.0, 0, 2)])
+    moved = Fault("isolate-follower", "node 2", 30.0, 45.0, 0, leaders=[(30.0, 0, 2), (41.5, 1, 3)])
+    added = Fault("add-voter", "slot 3 (node 5)", 50.0, 53.0, 0, took=3.0)
+    lost = Fault("remove-voter", "node 1", 60.0, 240.0, 1, took=None)
+    ops = [Op(0, "heartbeat", 1, 0.5, 1.0, "ok")]
+    result = run_check(healthy())
+    gap = longest_unavailability(ops, [quiet, moved, added, lost], end=250.0)
+    text = RunReport(1, 240.0, [quiet, moved, added, lost], ops, result, gap, "/x", {}).format()
+    assert "leader changes during flapping-link: 0 in 1 fault(s) (0)" in text
+    assert "leader changes during isolate-follower: 1 in 1 fault(s) (1)" in text
+    assert "(s, leader, term) [(30.0, 0, 2), (41.5, 1, 3)]" in text
+    assert "membership changes: 2, done 1, 3.0-3.0 s" in text
+    assert "remove-voter     NOT done" in text
 
 
 def test_unavailability_is_the_longest_time_without_an_acknowledged_write():

@@ -2,6 +2,14 @@
 (the suite tests the durability claim). Every port is the same in every
 namespace: each namespace has its own port space.
 
+A *slot* is a namespace (its address, log file and data dir); the voters
+are the slots in ``members``, the others are spare for the nemesis's
+membership changes: a node started in a spare slot under a fresh node id
+(``node_ids[slot]``) is a joiner until add-voter names it. Every start
+passes the voter set as the nemesis last saw it committed as ``--voters``
+(as an operator would update the command line after a change), and
+``--raft-address`` to a node it does not name.
+
 ``ip netns exec`` execs the command, so the Popen pid is the serve process
 itself: SIGSTOP/SIGKILL reach the voter, not a wrapper (``serve_pid`` checks).
 """
@@ -44,12 +52,21 @@ class Exit:
 class NetnsCluster:
     # Compaction well below the default so voters snapshot, compact and restart
     # from snapshots several times within a run.
-    def __init__(self, net: Network, root: Path, compaction_entries: int = 500) -> None:
+    def __init__(
+        self,
+        net: Network,
+        root: Path,
+        compaction_entries: int = 500,
+        voters: int | None = None,
+    ) -> None:
+        """``voters``: how many slots start as the bootstrap voters (default all)."""
         self.net = net
         self.n = net.n
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.voters = ",".join(f"{i}@{net.ips[i]}:{RAFT_PORT}" for i in range(self.n))
+        self.members: list[int] = list(range(self.n if voters is None else voters))
+        self.node_ids: list[int] = list(range(self.n))  # the node id each slot runs
+        self.next_id = self.n  # a fresh node id for a joiner
         self.cluster_id = "nemesis-cluster"
         self.secret_file = self.root / "raft-secret"
         self.secret_file.write_text(SECRET)
@@ -70,12 +87,32 @@ class NetnsCluster:
     def data_dir(self, i: int) -> Path:
         return self.root / f"voter-{i}"
 
+    def raft_address(self, i: int) -> str:
+        return f"{self.net.ips[i]}:{RAFT_PORT}"
+
+    @property
+    def voters(self) -> str:
+        """``--voters``: the members, as the nemesis last saw the voter set."""
+        return ",".join(f"{self.node_ids[s]}@{self.raft_address(s)}" for s in self.members)
+
+    def slot_of(self, node_id: int | None) -> int | None:
+        for s, nid in enumerate(self.node_ids):
+            if nid == node_id:
+                return s
+        return None
+
+    def spare(self) -> list[int]:
+        """Slots with no member (their node stopped)."""
+        return [s for s in range(self.n) if s not in self.members]
+
     def args(self, i: int) -> list[str]:
+        joiner = i not in self.members
         return [
             *self.net.exec_prefix(i),
             sys.executable, "-m", "metaquorum.cli", "serve",
-            "--node-id", str(i),
+            "--node-id", str(self.node_ids[i]),
             "--voters", self.voters,
+            *(["--raft-address", self.raft_address(i)] if joiner else []),
             "--http-host", "0.0.0.0",
             "--http-port", str(HTTP_PORT),
             "--advertised-url", self.url(i),
@@ -89,12 +126,15 @@ class NetnsCluster:
     # ------------------------------------------------------------ processes
 
     def start(self, i: int | None = None) -> NetnsCluster:
-        for j in range(self.n) if i is None else [i]:
+        """Starts slot ``i`` (default: every member)."""
+        for j in self.members if i is None else [i]:
             if self.alive(j):
                 continue
             self.note_exit(j)
             with open(self.logs[j], "ab") as log:
-                log.write(f"\n=== start at {time.strftime('%H:%M:%S')}\n".encode())
+                log.write(
+                    f"\n=== start node {self.node_ids[j]} at {time.strftime('%H:%M:%S')}\n".encode()
+                )
                 log.flush()
                 self.procs[j] = subprocess.Popen(self.args(j), stdout=log, stderr=subprocess.STDOUT)
         return self
@@ -129,6 +169,16 @@ class NetnsCluster:
         seen = Exit(i, proc.returncode, time.monotonic(), self.tail(i, 30))
         self.exits.append(seen)
         return seen
+
+    def fresh_node(self, slot: int, node_id: int | None = None) -> int:
+        """Slot ``slot`` (spare, stopped) gets an empty data dir and node id
+        ``node_id`` (default: one never used); returns the id."""
+        assert slot not in self.members and not self.alive(slot), f"slot {slot} is in use"
+        if node_id is None:
+            node_id, self.next_id = self.next_id, self.next_id + 1
+        self.node_ids[slot] = node_id
+        self.wipe(slot)
+        return node_id
 
     def wipe(self, i: int) -> None:
         """Voter ``i``'s whole data dir deleted, as a replaced PVC (it must be down)."""
@@ -200,13 +250,41 @@ class NetnsCluster:
             return False
 
     def leader(self) -> int | None:
-        """The voter that says it is the active controller, if one does now."""
+        """The slot whose node says it is the active controller, if one does now."""
+        found = self.leader_and_term()
+        return None if found is None else found[0]
+
+    def leader_and_term(self) -> tuple[int, int] | None:
+        """(slot, Raft term) of the node that says it is the active controller."""
         for i in range(self.n):
             if not self.alive(i):
                 continue
             s = self.status(i, timeout=1.0)
-            if s and s.get("leaderId") == i and s.get("active"):
-                return i
+            if s and s.get("leaderId") == self.node_ids[i] and s.get("active"):
+                return i, s.get("raftTerm", 0)
+        return None
+
+    def committed_voters(self) -> set[int] | None:
+        """The node ids of the voter set as the active controller holds it."""
+        i = self.leader()
+        s = None if i is None else self.status(i, timeout=2.0)
+        if not s:
+            return None
+        return {v["nodeId"] for v in s.get("voters", []) if v.get("voter", True)}
+
+    def admin(self, path: str, body: dict, timeout: float = 60.0) -> httpx.Response | None:
+        """POST to the first member that answers (redirects to the leader
+        followed), as the CLI does; None when none answered."""
+        order = [*self.members, *(s for s in range(self.n) if s not in self.members)]
+        for i in order:
+            if not self.alive(i):
+                continue
+            try:
+                return self.http.post(
+                    self.url(i) + path, json=body, follow_redirects=True, timeout=timeout
+                )
+            except httpx.HTTPError:
+                continue
         return None
 
     def wait(self, predicate, timeout_s: float, what: str):
@@ -227,5 +305,5 @@ class NetnsCluster:
             time.sleep(0.2)
 
     def wait_ready(self, timeout_s: float = 90.0) -> None:
-        self.wait(lambda: all(self.ready(i) for i in range(self.n)), timeout_s, "all voters ready")
+        self.wait(lambda: all(self.ready(i) for i in self.members), timeout_s, "all voters ready")
         self.wait(lambda: self.leader() is not None, timeout_s, "an active controller")
