@@ -28,11 +28,9 @@ request to its end.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -46,8 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from disk_replace import (  # noqa: E402 - bench/disk_replace.py, after the path is set
     PodCluster,
     Writer,
-    compact,
-    load,
+    loaded_cluster,
     partition_count,
     progress,
     status,
@@ -163,35 +160,12 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows: list[dict] = []
-    with contextlib.ExitStack() as stack:
-        if args.dir:
-            root = args.dir
-            Path(root).mkdir(parents=True, exist_ok=True)
-        else:
-            root = stack.enter_context(tempfile.TemporaryDirectory(prefix="add-voter-"))
-        cluster = PodCluster(
-            Path(root),
-            fsync="always",
-            extra=[
-                "--compaction-entries",
-                str(args.compaction_entries),
-                "--session-timeout-ms",
-                "3600000",
-            ],
-        )
+    writer = None
+    with loaded_cluster(
+        args.dir, args.partitions, args.compaction_entries, "add-voter-"
+    ) as cluster:
         cluster.removed = set()
-        writer = None
         try:
-            cluster.start()
-            cluster.wait_ready(timeout_s=120)
-            progress(f"loading {args.partitions:,} partitions")
-            t0 = time.monotonic()
-            changes = load(cluster, args.partitions)
-            progress(f"loaded in {time.monotonic() - t0:.1f} s ({changes} leader changes)")
-            progress(
-                f"every voter took a snapshot after {compact(cluster, args.partitions)} writes"
-            )
-            cluster.wait_ready(timeout_s=600)
             writer = Writer(cluster, cluster.leader(), args.write_interval_ms / 1000)
             time.sleep(2.0)  # the writer going before the first change
             progress("add: a joiner started empty, then add-voter")
@@ -217,7 +191,6 @@ def main() -> int:
         finally:
             if writer is not None:
                 writer.stop()
-            cluster.close()
     if args.json:
         print(json.dumps({"partitions": args.partitions, "changes": rows}, indent=2))
         return 0

@@ -320,6 +320,48 @@ def summary(values: list[float | None]) -> str:
     return f"{statistics.median(got):.2f} s ({min(got):.2f}-{max(got):.2f})"
 
 
+@contextlib.contextmanager
+def loaded_cluster(directory: str | None, partitions: int, compaction_entries: int, prefix: str):
+    """Three voters as pods (``PodCluster``), loaded with ``partitions`` and
+    written to until every voter has a snapshot of them, all ready; closed when
+    the block ends. ``directory`` keeps the data dirs and logs (else a
+    temporary one). The shared set-up of this bench and bench/add_voter.py."""
+    with contextlib.ExitStack() as stack:
+        if directory:
+            root = directory
+            Path(root).mkdir(parents=True, exist_ok=True)
+        else:
+            root = stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
+        # A long session: the three loaded brokers are never fenced (a fence
+        # rewrites every partition's ISR, N records, and would be measured).
+        cluster = PodCluster(
+            Path(root),
+            fsync="always",
+            extra=[
+                "--compaction-entries",
+                str(compaction_entries),
+                "--session-timeout-ms",
+                "3600000",
+            ],
+        )
+        stack.callback(cluster.close)
+        cluster.start()
+        cluster.wait_ready(timeout_s=120)
+        progress(f"loading {partitions:,} partitions")
+        t0 = time.monotonic()
+        changes = load(cluster, partitions)
+        progress(
+            f"loaded in {time.monotonic() - t0:.1f} s ({changes} leader changes); "
+            "writing until the log is compacted"
+        )
+        progress(
+            f"every voter took a snapshot after {compact(cluster, partitions)} writes; "
+            "waiting for every voter to be ready"
+        )
+        cluster.wait_ready(timeout_s=600)
+        yield cluster
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -343,40 +385,11 @@ def main() -> int:
     args = parser.parse_args()
     rows: list[dict] = []
     loss: list[dict] = []
-    with contextlib.ExitStack() as stack:
-        if args.dir:
-            root = args.dir
-            Path(root).mkdir(parents=True, exist_ok=True)
-        else:
-            root = stack.enter_context(tempfile.TemporaryDirectory(prefix="disk-replace-"))
-        # A long session: the three loaded brokers are never fenced (a fence
-        # rewrites every partition's ISR, N records, and would be measured).
-        cluster = PodCluster(
-            Path(root),
-            fsync="always",
-            extra=[
-                "--compaction-entries",
-                str(args.compaction_entries),
-                "--session-timeout-ms",
-                "3600000",
-            ],
-        )
-        writer = None
+    writer = None
+    with loaded_cluster(
+        args.dir, args.partitions, args.compaction_entries, "disk-replace-"
+    ) as cluster:
         try:
-            cluster.start()
-            cluster.wait_ready(timeout_s=120)
-            progress(f"loading {args.partitions:,} partitions")
-            t0 = time.monotonic()
-            changes = load(cluster, args.partitions)
-            progress(
-                f"loaded in {time.monotonic() - t0:.1f} s ({changes} leader changes); "
-                "writing until the log is compacted"
-            )
-            progress(
-                f"every voter took a snapshot after {compact(cluster, args.partitions)} writes; "
-                "waiting for every voter to be ready"
-            )
-            cluster.wait_ready(timeout_s=600)
             writer = Writer(cluster, cluster.leader(), args.write_interval_ms / 1000)
             for n in range(args.rounds):
                 progress(f"round {n + 1}/{args.rounds}: a follower's disk replaced")
@@ -388,11 +401,6 @@ def main() -> int:
                     break
             writer.stop()
             writer = None
-            # Past the once-a-second store of the commit index: a follower killed
-            # within it after a re-admission comes back with the old voter set and
-            # elects nothing with the re-admitted voter (the xfail in
-            # tests/test_disk_loss.py); the rounds below measure quorum loss.
-            time.sleep(2.0)
             for n in range(args.loss_rounds):
                 for scenario in ("follower", "leader"):
                     progress(f"quorum loss {n + 1}/{args.loss_rounds}: {scenario}")
@@ -400,7 +408,6 @@ def main() -> int:
         finally:
             if writer is not None:
                 writer.stop()
-            cluster.close()
     if args.json:
         print(json.dumps({"partitions": args.partitions, "replace": rows, "loss": loss}, indent=2))
         return 0
