@@ -144,6 +144,7 @@ class VoterGuard:
         self._committed_voters = committed_voters
         self._persist_formation = persist_formation
         self._clock = clock
+        self._voter_set_cache: tuple[tuple[Voter, ...] | None, dict] = (None, {})
         self.peers: dict[int, Hello] = {}
         self.progress: dict[int, int] = {}  # observers: highest index they hold
         self._complained: dict[tuple[int, str], float] = {}
@@ -154,10 +155,17 @@ class VoterGuard:
     # ------------------------------------------------------------ what we hold
 
     def voter_set(self) -> dict[int, str | None]:
+        """Node id -> directory id of the set in force; shared, not to be changed.
+        Asked for every vote and acknowledgement: the dict is built once per
+        voter set (the image's tuple), not per message."""
         committed = self._committed_voters()
-        if committed:
-            return {v.voter_id: v.voter_directory_id for v in committed}
-        return self.bootstrap
+        if not committed:
+            return self.bootstrap
+        built_from, voters = self._voter_set_cache
+        if built_from is not committed:
+            voters = {v.voter_id: v.voter_directory_id for v in committed}
+            self._voter_set_cache = (committed, voters)  # one assignment: readers on other threads
+        return voters
 
     def set_book(self, book: dict[int, str]) -> None:
         """The Raft addresses by node id, replaced whole (readers on other
