@@ -63,6 +63,29 @@ class _ImageCounts:
         return self
 
 
+# quorum/pre_vote.PreVoteStats, as counters: (metric, help, attribute).
+_PRE_VOTE_COUNTERS = (
+    ("pre_vote_rounds", "pre-vote rounds this voter started", "rounds"),
+    (
+        "pre_vote_rounds_won",
+        "pre-vote rounds a majority granted (this voter then stood for election)",
+        "rounds_won",
+    ),
+    ("pre_votes_granted", "pre-votes this voter granted", "granted"),
+    ("pre_votes_refused", "pre-votes this voter refused", "refused"),
+    (
+        "votes_refused_in_lease",
+        "vote requests dropped while this voter heard a leader",
+        "votes_refused_in_lease",
+    ),
+    (
+        "leader_connections_lost",
+        "times the leader's connection closed under this follower",
+        "leader_connections_lost",
+    ),
+)
+
+
 class _NodeCollector(Collector):
     def __init__(self, node: QuorumNode) -> None:
         self.node = node
@@ -112,24 +135,8 @@ class _NodeCollector(Collector):
         yield gauge("replaying", "1 while this node replays its log", node.replaying)
         if node.pre_vote is not None:
             stats = node.pre_vote.stats
-            yield counter("pre_vote_rounds", "pre-vote rounds this voter started", stats.rounds)
-            yield counter(
-                "pre_vote_rounds_won",
-                "pre-vote rounds a majority granted (this voter then stood for election)",
-                stats.rounds_won,
-            )
-            yield counter("pre_votes_granted", "pre-votes this voter granted", stats.granted)
-            yield counter("pre_votes_refused", "pre-votes this voter refused", stats.refused)
-            yield counter(
-                "votes_refused_in_lease",
-                "vote requests dropped while this voter heard a leader",
-                stats.votes_refused_in_lease,
-            )
-            yield counter(
-                "leader_connections_lost",
-                "times the leader's connection closed under this follower",
-                stats.leader_connections_lost,
-            )
+            for name, doc, attr in _PRE_VOTE_COUNTERS:
+                yield counter(name, doc, getattr(stats, attr))
         disk = node.disk
         yield gauge(
             "disk_writable",

@@ -261,12 +261,12 @@ def install_pre_vote() -> None:
                     # Not a voter (an observer, a removed voter): never stands,
                     # also after a tick that outlasted the deadline installing
                     # a large snapshot (the end-of-tick push came too late).
-                    _open_round(self, pre_vote, monotonic, ask=False)
+                    _wait(self, monotonic, "this node is not a voter")
                 elif not self._SyncObj__connectedToAnyone():
                     # Nobody to ask. pysyncobj must not stand in this tick either:
                     # the other patches read the sockets before its check, and a
                     # connection that came up there let it stand unasked.
-                    _open_round(self, pre_vote, monotonic, ask=False)
+                    _wait(self, monotonic, "no voter is reachable")
                 elif pre_vote.won(voters, self._SyncObj__raftCurrentTerm):
                     # Majority granted: pysyncobj's election starts in this tick.
                     term = pre_vote.stand()
@@ -292,9 +292,9 @@ def _position(syncobj) -> LogPosition:
     )
 
 
-def _open_round(syncobj, pre_vote: PreVote, monotonic, ask: bool = True) -> None:
-    """Forgets a silent leader, pushes the deadline on, and asks every voter
-    (unless ``ask`` is False: none is connected)."""
+def _wait(syncobj, monotonic, why: str) -> None:
+    """Forgets a silent leader (saying ``why`` this node does not stand now)
+    and pushes the election deadline on."""
     leader = syncobj._SyncObj__raftLeader
     if leader is not None:
         syncobj._SyncObj__raftLeader = None
@@ -303,11 +303,14 @@ def _open_round(syncobj, pre_vote: PreVote, monotonic, ask: bool = True) -> None
             "no word from the leader %s within the election timeout: %s (no leader is "
             "known meanwhile; writes answer 503)",
             getattr(leader, "id", leader),
-            "asking the voters for a pre-vote" if ask else "no voter is reachable",
+            why,
         )
     syncobj._SyncObj__raftElectionDeadline = monotonic() + syncobj._SyncObj__generateRaftTimeout()
-    if not ask:
-        return
+
+
+def _open_round(syncobj, pre_vote: PreVote, monotonic) -> None:
+    """As ``_wait``, then asks every voter for a pre-vote."""
+    _wait(syncobj, monotonic, "asking the voters for a pre-vote")
     request = pre_vote.open_round(_position(syncobj))
     transport = syncobj._SyncObj__transport
     for node in syncobj._SyncObj__otherNodes:
