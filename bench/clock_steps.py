@@ -25,7 +25,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.cluster import Cluster  # noqa: E402 - after the path is set
 from tests.hostile.heartbeating import (  # noqa: E402
     SESSION_S,
     Heartbeats,
@@ -33,7 +32,7 @@ from tests.hostile.heartbeating import (  # noqa: E402
     fenced,
     register_unfenced,
 )
-from tests.hostile.wall_clock import SteppedClock, step_library  # noqa: E402
+from tests.hostile.wall_clock import step_library, stepped_cluster  # noqa: E402
 
 LIVE = (1, 2, 3)
 
@@ -43,9 +42,7 @@ def run(steps: list[int], give_up_s: float) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="metaquorum-clock-") as tmp:
         root = Path(tmp)
-        cluster = Cluster(root, extra=["--session-timeout-ms", str(int(SESSION_S * 1000))])
-        clocks = [SteppedClock(root / f"clock-{i}") for i in range(cluster.n)]
-        cluster.env = {i: clock.env() for i, clock in enumerate(clocks)}
+        cluster, clocks = stepped_cluster(root, SESSION_S)
         heartbeats = None
         try:
             cluster.start()

@@ -28,10 +28,9 @@ def app(local):
 
 
 @contextlib.contextmanager
-def running_cluster(root, voters: int = 1, **kw):
-    """Voters as ``metaquorum serve`` processes, one leading and all ready;
-    stopped when the block ends, also on failure."""
-    c = Cluster(root, voters=voters, **kw)
+def running(c: Cluster):
+    """``c``'s voters started, one leading and all ready; stopped when the
+    block ends, also on failure."""
     try:
         c.start()
         c.wait_ready()
@@ -39,6 +38,11 @@ def running_cluster(root, voters: int = 1, **kw):
         yield c
     finally:
         c.close()
+
+
+def running_cluster(root, voters: int = 1, **kw):
+    """Voters as ``metaquorum serve`` processes (``running``)."""
+    return running(Cluster(root, voters=voters, **kw))
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ did, not only that it survived.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from collections import Counter
 from pathlib import Path
 
 from tests.cluster import Cluster
+from tests.conftest import running
 
 TOKENS = """\
 admin-token admin
@@ -56,16 +56,8 @@ class HostileCluster(Cluster):
         return ["/bin/sh", "-c", f'{limits} && exec "$@"', "sh", *args]
 
 
-@contextlib.contextmanager
 def hostile_cluster(root: Path, **kw):
-    c = HostileCluster(root, **kw)
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()
-        yield c
-    finally:
-        c.close()
+    return running(HostileCluster(root, **kw))
 
 
 BOOTSTRAP = {"LEADER_CHANGE", "FEATURE_LEVEL_RECORD", "NO_OP_RECORD", "KRAFT_VOTERS"}

@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from ..cluster import Cluster
 from .heartbeating import (
     BROKERS,
     HEARTBEAT_EVERY_S,
@@ -22,7 +21,7 @@ from .heartbeating import (
     fenced,
     register_unfenced,
 )
-from .wall_clock import SteppedClock, step_library
+from .wall_clock import step_library, stepped_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +30,7 @@ def test_a_stepped_wall_clock_on_the_leader_fences_no_live_broker_and_delays_no_
     tmp_path,
 ):
     step_library()  # skips (fails in CI) before any process starts
-    cluster = Cluster(tmp_path, extra=["--session-timeout-ms", str(int(SESSION_S * 1000))])
-    clocks = [SteppedClock(tmp_path / f"clock-{i}") for i in range(cluster.n)]
-    cluster.env = {i: clock.env() for i, clock in enumerate(clocks)}
+    cluster, clocks = stepped_cluster(tmp_path, SESSION_S)
     heartbeats = None
     try:
         cluster.start()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ..cluster import Cluster
+
 _SOURCE = Path(__file__).with_name("wall_clock_step.c")
 
 
@@ -60,3 +62,12 @@ class SteppedClock:
         tmp = self.control.with_suffix(".tmp")
         tmp.write_text(f"{seconds:+d}\n")
         os.replace(tmp, self.control)
+
+
+def stepped_cluster(root: Path, session_s: float) -> tuple[Cluster, list[SteppedClock]]:
+    """Three voters (not started) whose wall clocks ``SteppedClock`` steps, with
+    broker sessions of ``session_s``."""
+    cluster = Cluster(root, extra=["--session-timeout-ms", str(int(session_s * 1000))])
+    clocks = [SteppedClock(root / f"clock-{i}") for i in range(cluster.n)]
+    cluster.env = {i: clock.env() for i, clock in enumerate(clocks)}
+    return cluster, clocks
