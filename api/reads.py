@@ -270,6 +270,15 @@ def records_between(node: QuorumNode, behind: int, ahead: int) -> int:
     return max(0, hi - lo)
 
 
+def observers_connected(raft: dict[str, Any], known: set[str]) -> int:
+    prefix = "readonly_node_status_server_"
+    return sum(
+        1
+        for k, v in raft.items()
+        if k.startswith(prefix) and v == 2 and k.removeprefix(prefix) not in known
+    )
+
+
 def voter_url(node: QuorumNode, node_id: int) -> str | None:
     if node_id == node.node_id:
         return node.config.advertised_url
@@ -310,11 +319,10 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
             else {"preVote": True, **node.pre_vote.stats.as_dict()}
         ),
         "observer": node.config.observer,
-        # Read-only followers (serve --observer) connected to this node.
-        "observersConnected": sum(
-            1 for k, v in raft.items() if k.startswith("readonly_node_status_server_") and v == 2
-        )
-        - sum(1 for a in guard.learners.values() if raft.get(f"readonly_node_status_server_{a}")),
+        # Read-only followers (serve --observer) connected to this node: not the
+        # nodes pysyncobj lists as read-only because they are known by address
+        # (learners, voters a catching-up node heard of).
+        "observersConnected": observers_connected(raft, set(guard.addresses.values())),
         "voters": [
             {
                 "nodeId": node_id,

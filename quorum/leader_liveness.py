@@ -77,12 +77,14 @@ def forget_silent_leader() -> None:
 
 
 def _silent_leader(syncobj, follower: int):
-    """The leader a follower names past its election deadline, else None."""
+    """The leader a follower names past its election deadline, else None (not
+    while the leader's TimeoutNow has set the deadline to 0: a transfer)."""
     leader = syncobj._SyncObj__raftLeader
     if (
         leader is not None
         and syncobj._SyncObj__raftState == follower
         and syncobj._SyncObj__raftElectionDeadline < monotonic()
+        and not syncobj._SyncObj__transferInProgress
     ):
         return leader
     return None

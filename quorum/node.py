@@ -287,7 +287,8 @@ class QuorumNode:
         check_port(self.syncobj)
         self.syncobj.addOnTickCallback(self._guard_tick)
         self._voters_change_pending = False
-        self._members_of: tuple = (None, None)  # (voters, learners) the members follow
+        self._members_of: tuple = (None, None, None)  # (voters, learners, heard) followed
+        self._members_of_said: tuple | None = None  # the voter set peers last had a hello of
         self._said_removed = False
         self._said_flag_differs: tuple[Voter, ...] = ()
         self._pushed_deadline: float | None = None  # _never_stand's last push
@@ -448,10 +449,12 @@ class QuorumNode:
         guard = self.guard
         if not guard.formed and self._pending_voters is None:
             guard.on_applied()  # admitted by an applied set, never by a pending one
-        voters, learners = self._voters_in_force(), guard.learners
-        if voters is not self._members_of[0] or learners is not self._members_of[1]:
-            self._members_of = (voters, learners)
-            self._follow_voter_set(voters, learners)
+        # Voters its peers name, kept only while not admitted (voter_guard rule 7).
+        heard = None if guard.admitted else guard.heard_of
+        members_of = (self._voters_in_force(), guard.learners, heard)
+        if any(a is not b for a, b in zip(members_of, self._members_of, strict=True)):
+            self._members_of = members_of
+            self._follow_voter_set(*members_of)
         if not guard.admitted:
             self._never_stand()
 
@@ -475,23 +478,35 @@ class QuorumNode:
         self._pushed_deadline = now + self.config.raft_max_timeout
         syncobj._SyncObj__raftElectionDeadline = self._pushed_deadline
 
-    def _follow_voter_set(self, voters: tuple[Voter, ...], learners: dict[int, str]) -> None:
+    def _follow_voter_set(
+        self,
+        voters: tuple[Voter, ...],
+        learners: dict[int, str],
+        heard: dict[int, str] | None,
+    ) -> None:
         """Tick thread: pysyncobj's members are the committed voter set (or
         --voters before one is written), its read-only nodes the learners
-        (quorum/membership.py rules 1-2)."""
+        (quorum/membership.py rules 1-2) and, on a node that is not admitted,
+        the voters its peers name that its own set does not (voter_guard
+        rule 7: pysyncobj only talks to nodes it lists)."""
         book = addresses(voters) if voters else dict(self.config.voters)
         members = {a for nid, a in book.items() if nid != self.node_id}
-        joiners = {a for nid, a in learners.items() if nid not in book and nid != self.node_id}
-        self.guard.set_book(self._book(book, learners))
+        extra = {**(heard or {}), **learners}
+        extra = {nid: a for nid, a in extra.items() if nid not in book and nid != self.node_id}
+        self.guard.set_book(self._book(book, extra))
+        if voters is not self._members_of_said:
+            self._members_of_said = voters
+            if self.guard.send_hello is not None:
+                self.guard.send_hello()  # peers learn the new set (and its book)
         # A lone voter gets no network event to wake its poller after an
         # append (see autoTickPeriod above): it ticks fast while it is alone.
         alone = not members and self.config.raft_address is not None
         self.syncobj._SyncObj__conf.autoTickPeriod = 0.005 if alone else 0.05
-        if set_members(self.syncobj, members, joiners) and voters:
+        if set_members(self.syncobj, members, set(extra.values())) and voters:
             log.info(
                 "Raft members now: voters %s%s",
                 describe(voters),
-                f"; learners {sorted(learners)}" if joiners else "",
+                f"; also connected to {sorted(extra)}" if extra else "",
             )
         if voters and book != self.config.voters and not self.config.joining:
             self._say_flag_differs(voters)

@@ -386,6 +386,7 @@ def listen_before_electing() -> None:
         ):
             self._poller.poll(0)
         term = self._SyncObj__raftCurrentTerm
+        transfer = self._SyncObj__transferInProgress
         original(self, timeToWait)
         # A new term while candidate or leader: this voter stood for election
         # (a higher term from another voter makes it a follower).
@@ -393,7 +394,13 @@ def listen_before_electing() -> None:
             _RAFT_STATE.CANDIDATE,
             _RAFT_STATE.LEADER,
         ):
-            if getattr(self, _HEARD_A_LEADER, False):
+            if transfer:
+                log.info(
+                    "the leader hands leadership to this voter: it stands for election at "
+                    "Raft term %d",
+                    self._SyncObj__raftCurrentTerm,
+                )
+            elif getattr(self, _HEARD_A_LEADER, False):
                 log.warning(
                     "no word from the leader within the election timeout: this "
                     "voter stands for election at Raft term %d",

@@ -36,6 +36,12 @@ messages that reach it; ``GuardedTransport`` calls ``filter``):
    outside ``--voters`` (a joiner) never forms a cluster: it is an observer
    until a committed voter set names it (``metaquorum add-voter``). A formed
    node the committed set no longer names is ``removed``: never admitted.
+7. A node that is not admitted also stays connected to every voter its formed
+   peers' hellos name (``heard_of``). The set it holds may predate its leader:
+   a replaced voter's empty disk knows only ``--voters``, and a joiner catching
+   up through the log applies every older set on its way. Without this, a
+   leader added after that set was refused as an unknown address and the
+   node never caught up (tests/test_k8s_membership.py, decisions.md 54).
 
 A voter set entry with no directory id (``None``) comes from a data dir made
 before directory ids existed: it accepts any formed peer, and the first
@@ -47,9 +53,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from metadata_records.records import Voter
+
+from .membership import address_of
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +76,10 @@ class Hello:
     # Its own Raft address as it spells it (a joiner's must match add-voter's);
     # None from a voter that predates it.
     address: str | None = None
+    # The Raft addresses of the voter set it holds, by node id (empty from a
+    # voter that predates it): how a node whose own set is older finds voters
+    # added since, its leader among them (rule 7).
+    book: dict[int, str] = field(default_factory=dict)
 
     def to_message(self) -> dict:
         message = {
@@ -80,6 +92,8 @@ class Hello:
         }
         if self.address is not None:
             message["address"] = self.address
+        if self.book:
+            message["book"] = [[k, v] for k, v in sorted(self.book.items())]
         return message
 
     @classmethod
@@ -94,6 +108,7 @@ class Hello:
                 bool(message["formed"]),
                 voters,
                 None if message.get("address") is None else str(message["address"]),
+                {int(k): str(v) for k, v in message.get("book") or ()},
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed hello: {e!r}") from None
@@ -146,6 +161,9 @@ class VoterGuard:
         self._clock = clock
         self._voter_set_cache: tuple[tuple[Voter, ...] | None, dict] = (None, {})
         self.peers: dict[int, Hello] = {}
+        # Voters named by formed peers' hellos (rule 7), by node id; grows, and
+        # is replaced whole when it does.
+        self.heard_of: dict[int, str] = {}
         self.progress: dict[int, int] = {}  # observers: highest index they hold
         self._complained: dict[tuple[int, str], float] = {}
         self.send_hello: Callable[[], None] | None = None  # set by the transport
@@ -182,6 +200,7 @@ class VoterGuard:
             self.formed,
             self.voter_set(),
             self.addresses.get(self.node_id),
+            {v.voter_id: address_of(v) for v in self._committed_voters()},
         )
 
     @property
@@ -272,6 +291,11 @@ class VoterGuard:
             )
             return False
         self.peers = {**self.peers, node_id: hello}
+        if hello.formed:
+            heard = {**self.heard_of, **hello.book}
+            heard.pop(self.node_id, None)
+            if heard != self.heard_of:
+                self.heard_of = heard
         self._maybe_form()
         return True
 
@@ -324,8 +348,13 @@ class VoterGuard:
     def _maybe_form(self) -> None:
         if self.formed:
             return
+        # A formed peer naming this directory: the formation of a new cluster
+        # (its voters formed first). A node that already holds a voter set of
+        # the log is an observer re-admitted by applying one (on_applied), not
+        # by a peer's word (hellos are re-sent when a peer's set changes).
+        forming = not self._committed_voters()
         for hello in self.peers.values():
-            if hello.formed and hello.voters.get(self.node_id) == self.directory_id:
+            if forming and hello.formed and hello.voters.get(self.node_id) == self.directory_id:
                 self._become_formed(dict(hello.voters))
                 log.info("joined the new cluster %s as formed by its voters", self.cluster_id)
                 return

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,17 @@ import httpx
 from .nodes import free_port
 
 SECRET = "test-raft-secret-0123456789abcdef"
+
+
+def holds_for(seconds: float, check: Callable[[], None], every: float = 0.1) -> None:
+    """Runs ``check`` (it asserts) again and again for ``seconds``: a property
+    that must hold throughout a window, not a condition to wait for."""
+    end = time.monotonic() + seconds
+    while True:
+        check()
+        if time.monotonic() >= end:
+            return
+        time.sleep(every)
 
 
 class Cluster:

@@ -65,7 +65,14 @@ def test_scale_to_five_and_back_and_replace_a_lost_volume(pods):
             assert j in {v["nodeId"] for v in body["voters"]}
         pods.wait(lambda: all(pods.ready(i) for i in range(5)), 90, "five voters ready")
         assert voter_ids(pods, 0) == {0, 1, 2, 3, 4}
-        # A voter whose PVC is gone: delete the claim and the pod.
+        # A voter whose PVC is gone, while a voter added since (not in the
+        # pods' --voters) leads: the empty pod must still find its leader
+        # (voter_guard rule 7; CI saw it wait for good when node 4 led).
+        leader = pods.status(0, pods.admin)["leaderId"]
+        if leader != 4:
+            mq(pods, leader, "transfer-leadership", "--to", "4")
+        pods.wait(lambda: pods.status(0, pods.admin)["leaderId"] == 4, 30, "node 4 leading")
+        # Delete the claim and the pod.
         old = pods.status(2, pods.admin)["directoryId"]
         pods.terminate(2)
         shutil.rmtree(pods.claim_dir(2))

@@ -126,3 +126,27 @@ def test_a_replaced_disk_is_named_only_once_it_caught_up():
         voters[1],
         Voter(2, "new", "h", 3),
     )
+
+
+def test_a_node_hears_of_the_voters_its_formed_peers_hold_rule_7():
+    """A replaced voter's empty disk knows only --voters: the hellos of formed
+    peers name the voters added since (its leader may be one of them)."""
+    g, _ = guard(directory="new")
+    book = {0: "h:1", 1: "h:2", 2: "h:3", 3: "h:4", 4: "h:5"}
+    g.on_hello(2, Hello("c", 2, "d2", False, {}, "h:3", {7: "h:8"}).to_message())
+    assert g.heard_of == {}  # an empty peer's book is only its --voters
+    voters = {0: "d0", 1: "d1", 2: "d2", 3: "d3", 4: "d4"}
+    g.on_hello(1, Hello("c", 1, "d1", True, voters, "h:2", book).to_message())
+    assert g.heard_of == {1: "h:2", 2: "h:3", 3: "h:4", 4: "h:5"}  # never itself
+    before = g.heard_of
+    g.on_hello(1, Hello("c", 1, "d1", True, voters, "h:2", {3: "h:4"}).to_message())
+    assert g.heard_of is before  # it only grows
+
+
+def test_a_hello_names_the_raft_addresses_of_the_set_it_holds():
+    g, _ = guard(formed=True, committed=(Voter(0, "d0", "h", 1), Voter(1, "d1", "h", 2)))
+    assert g.hello().book == {0: "h:1", 1: "h:2"}
+    again = Hello.from_message(g.hello().to_message())
+    assert again == g.hello()
+    old = {k: v for k, v in g.hello().to_message().items() if k != "book"}
+    assert Hello.from_message(old).book == {}  # from a voter that predates it

@@ -1,24 +1,16 @@
-"""Found by the nemesis's membership changes (decisions.md 52): a node that
-catches up through the log, not a snapshot, applies every older voter set on
-its way, and quorum/membership_port.set_members makes pysyncobj's member list
-that set at once, dropping every node it does not name (``transport.dropNode``).
-When the leader streaming to it was added after such a set, the joiner drops
-the leader's connection on applying it, and from then on refuses it as an
-unknown address: it never catches up and is never added (the nemesis's
-add-voter of node 9 retried for 180 s; it held Raft entry 1496 of 2218, the
-leader saw it not connected; the joiner's member list, 0.15 s after its
-start, was the set of the leader's snapshot, which predates the leader). No
-write is at risk: the joiner counts for nothing; but a wiped voter catching up
-the same way would not be re-admitted. Loopback voters, no root needed.
-
-Not deterministic: it failed in 3 of 13 runs here (the joiner's log says
-"Raft members now" with the set without its leader, and the add answers
-"has not connected"); when the leader compacts after its own addition the
-snapshot names it and all is well. Hence not strict: a pass proves nothing,
-a failure of the add is the bug. Fix (not made: quorum/ is not this
-change's): a node that is not a voter keeps the node it hears AppendEntries
-from as a peer whatever set it applies, or learns the leader from the
-leader's hello rather than from its own member list."""
+"""Found by the nemesis's membership changes (decisions.md 52, fixed by 54): a
+node that catches up through the log, not a snapshot, applies every older
+voter set on its way, and quorum/membership_port.set_members makes
+pysyncobj's member list that set at once, dropping every node it does not
+name. When the leader streaming to it was added after such a set, the joiner
+dropped the leader's connection on applying it, and from then on refused it
+as an unknown address: it never caught up and was never added (the
+nemesis's add-voter of node 9 retried for 180 s). Now a node that is not
+admitted stays connected to every voter its formed peers' hellos name
+(voter_guard rule 7): its log says "also connected to [<leader>]" while it
+applies the older set. Loopback voters, no root needed. The bug showed in 3
+of 13 runs before the fix (it needs the joiner to catch up through the log
+past the set that predates its leader)."""
 
 from __future__ import annotations
 
@@ -41,11 +33,6 @@ def post(c: Cluster, via: int, path: str, body: dict, timeout: float = 60.0) -> 
     return c.client.post(c.url(via) + path, json=body, follow_redirects=True, timeout=timeout)
 
 
-@pytest.mark.xfail(
-    strict=False,  # it reproduced in 3 of 13 runs on loopback, each ~7-40 s
-    reason="a catching-up node applying an older voter set drops the leader that was "
-    "added after it (quorum/membership_port.set_members), and stops catching up",
-)
 def test_a_joiner_catches_up_through_a_voter_set_that_predates_its_leader(tmp_path):
     # Snapshots every 100 entries: the one the joiner gets predates its leader.
     c = Cluster(tmp_path, voters=3, extra=["--compaction-entries", "100"])

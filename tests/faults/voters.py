@@ -243,6 +243,20 @@ class NetnsCluster:
             return None
         return r.json() if r.status_code == 200 else None
 
+    def summary(self, i: int) -> str:
+        """What voter ``i`` says of itself, for a failure message."""
+        if not self.alive(i):
+            return "not running"
+        try:
+            r = self.http.get(self.url(i) + "/v1/quorum/status", timeout=5.0)
+        except httpx.HTTPError as e:
+            return f"status failed: {e!r}"
+        if r.status_code != 200:
+            return f"status answered {r.status_code}: {r.text[:200]}"
+        s = r.json()
+        keys = ("leaderId", "active", "ready", "raftTerm", "raftCommitIndex", "role")
+        return ", ".join(f"{k}={s.get(k)}" for k in keys)
+
     def ready(self, i: int) -> bool:
         try:
             return self.http.get(self.url(i) + "/readyz", timeout=2.0).status_code == 200
@@ -300,7 +314,9 @@ class NetnsCluster:
                     f"voter {i} exited with {self.procs[i].returncode}:\n{self.tail(i)}"
                 )
             if time.monotonic() > deadline:
-                logs = "\n".join(f"--- voter {i}\n{self.tail(i, 10)}" for i in range(self.n))
+                logs = "\n".join(
+                    f"--- voter {i}: {self.summary(i)}\n{self.tail(i, 10)}" for i in range(self.n)
+                )
                 raise AssertionError(f"{what} not reached within {timeout_s} s\n{logs}")
             time.sleep(0.2)
 
