@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from metadata_records.image import MetadataImage
 from quorum.durability import SyncStats
+from quorum.leadership_events import LeadershipEvents
 from quorum.node import QuorumNode
 from quorum.runtime_tuning import GcPauses
 
@@ -86,6 +87,37 @@ _PRE_VOTE_COUNTERS = (
 )
 
 
+def _leadership_metrics(events: LeadershipEvents):
+    """Elections and step-downs by cause, leader changes, heartbeat gaps
+    (quorum/leadership_events.py)."""
+    started = CounterMetricFamily(
+        "metaquorum_elections_started",
+        "elections this voter started, by cause",
+        labels=["cause"],
+    )
+    for cause, n in events.elections.items():
+        started.add_metric([cause], n)
+    yield started
+    lost = CounterMetricFamily(
+        "metaquorum_leadership_lost", "leaderships this voter lost, by cause", labels=["cause"]
+    )
+    for cause, n in events.losses.items():
+        lost.add_metric([cause], n)
+    yield lost
+    yield CounterMetricFamily(
+        "metaquorum_leader_changes",
+        "times the leader this node follows became another node",
+        value=events.leader_changes,
+    )
+    yield HistogramMetricFamily(
+        "metaquorum_leader_heartbeat_gap_seconds",
+        "seconds between two AppendEntries from the same leader, as this follower read them "
+        "(the jitter the election timeout must outlast)",
+        buckets=events.cumulative_buckets(),
+        sum_value=events.gap_sum_s,
+    )
+
+
 class _NodeCollector(Collector):
     def __init__(self, node: QuorumNode) -> None:
         self.node = node
@@ -137,6 +169,7 @@ class _NodeCollector(Collector):
             stats = node.pre_vote.stats
             for name, doc, attr in _PRE_VOTE_COUNTERS:
                 yield counter(name, doc, getattr(stats, attr))
+        yield from _leadership_metrics(node.leadership)
         disk = node.disk
         yield gauge(
             "disk_writable",

@@ -962,6 +962,13 @@ class VoterOut(ResponseModel):
     voter: bool = Field(True, description="named by the voter set (false: an observer/joiner)")
 
 
+class HeartbeatGapsOut(ResponseModel):
+    count: int = Field(description="gaps measured since this node started")
+    p50_ms: float | None = Field(None, description="upper bound of the median's bucket")
+    p99_ms: float | None = Field(None, description="upper bound of the 99th percentile's bucket")
+    max_ms: float | None = Field(None, description="the longest gap")
+
+
 class ElectionsOut(ResponseModel):
     pre_vote: bool = Field(description="pre-vote and the leader lease on votes are on")
     pre_vote_rounds: int | None = Field(None, description="pre-vote rounds this voter started")
@@ -977,6 +984,22 @@ class ElectionsOut(ResponseModel):
         None,
         description="times the leader's connection closed under it (it then asked for a "
         "pre-vote within 0.3 s instead of at its election deadline)",
+    )
+    elections_started: dict[str, int] | None = Field(
+        None,
+        description="elections this voter started, by cause: no_leader_yet, leader_silent, "
+        "leader_connection_closed, transfer",
+    )
+    leadership_lost: dict[str, int] | None = Field(
+        None,
+        description="leaderships this voter lost, by cause: check_quorum, term_ahead, "
+        "transfer, disk_unwritable, higher_term",
+    )
+    leader_changes: int | None = Field(
+        None, description="times the leader this node follows became another node"
+    )
+    heartbeat_gaps: HeartbeatGapsOut | None = Field(
+        None, description="gaps between two AppendEntries from the same leader, as read here"
     )
 
 

@@ -313,11 +313,14 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
         "queueDepth": node.queue_depth,
         "raftCommitIndex": raft.get("commit_idx", node.syncobj.raftCommitIndex),
         "raftLastApplied": raft.get("last_applied", node.syncobj.raftLastApplied),
-        "elections": (
-            {"preVote": False}
-            if node.pre_vote is None
-            else {"preVote": True, **node.pre_vote.stats.as_dict()}
-        ),
+        "elections": {
+            **(
+                {"preVote": False}
+                if node.pre_vote is None
+                else {"preVote": True, **node.pre_vote.stats.as_dict()}
+            ),
+            **node.leadership.as_dict(),
+        },
         "observer": node.config.observer,
         # Read-only followers (serve --observer) connected to this node: not the
         # nodes pysyncobj lists as read-only because they are known by address

@@ -359,6 +359,26 @@ async def _log(client: MetaquorumClient, args, console: Console) -> int:
             return 0
 
 
+def _leadership_line(elections: dict) -> str:
+    """Leader changes with their causes, and the heartbeat gaps (issue 25)."""
+
+    def causes(counts: dict) -> str:
+        named = [f"{cause.replace('_', ' ')} {n}" for cause, n in counts.items() if n]
+        return ", ".join(named) or "none"
+
+    gaps = elections.get("heartbeatGaps") or {}
+    heard = (
+        f"p50 <= {gaps.get('p50Ms')} ms, p99 <= {gaps.get('p99Ms')} ms, max {gaps.get('maxMs')} ms"
+        if gaps.get("count")
+        else "none measured"
+    )
+    return (
+        f"leader changes {elections.get('leaderChanges')}; elections started: "
+        f"{causes(elections.get('electionsStarted') or {})}; leaderships lost: "
+        f"{causes(elections.get('leadershipLost') or {})}; leader heartbeat gaps: {heard}"
+    )
+
+
 def _print_status(console: Console, s: dict) -> None:
     console.print(
         f"cluster [bold]{s.get('clusterId')}[/]  node {s.get('nodeId')}  "
@@ -380,6 +400,8 @@ def _print_status(console: Console, s: dict) -> None:
         )
     elif elections:
         console.print("elections: plain Raft (serve --no-pre-vote)")
+    if "leaderChanges" in elections:
+        console.print(_leadership_line(elections))
     table = Table(title="voters and observers")
     for col in (
         "node",

@@ -25,6 +25,8 @@ import logging
 
 from pysyncobj.monotonic import monotonic
 
+from .leadership_events import say_step_down
+
 log = logging.getLogger(__name__)
 
 _forgetting = False
@@ -144,6 +146,7 @@ def check_quorum() -> None:
                 if self._SyncObj__raftState == _RAFT_STATE.LEADER and not _leader_heard(
                     self, timeout
                 ):
+                    say_step_down(self, "check_quorum", monotonic())
                     self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
                     self._SyncObj__raftLeader = None
                     log.warning(

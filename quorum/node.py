@@ -38,6 +38,7 @@ from .disk_health import DiskHealth, quiet_tick_tracebacks
 from .divergence import fail_stop_on_divergence, watch_divergence
 from .durability import MetaquorumJournal, install_journal
 from .leader_liveness import check_quorum, forget_silent_leader
+from .leadership_events import EVENTS_ATTR, LeadershipEvents, say_step_down, step_down_cause
 from .membership import (
     addresses,
     already_added,
@@ -302,6 +303,10 @@ class QuorumNode:
         self.pre_vote: PreVote | None = None
         if config.pre_vote:
             self._wire_pre_vote()
+        # Elections and step-downs by cause, heartbeat gaps (issue 25).
+        self.leadership = LeadershipEvents()
+        setattr(self.syncobj, EVENTS_ATTR, self.leadership)
+        self.syncobj._SyncObj__transport.events = self.leadership
         defer_commit_push(self.syncobj)
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
@@ -413,6 +418,7 @@ class QuorumNode:
         answers: list = []
         self.syncobj.transferLeadership(callback=lambda result, error: answers.append(error))
         handed = answers == [FAIL_REASON.SUCCESS]
+        say_step_down(self.syncobj, "disk_unwritable", now)
         if not handed and now - self._disk_leaving_since < DISK_HANDOVER_S:
             return
         self.syncobj._SyncObj__setState(FOLLOWER)
@@ -663,6 +669,8 @@ class QuorumNode:
         self._call(self._step_down, "this voter's log diverged from the leader's")
 
     def _on_state_changed(self, old: int, new: int) -> None:  # tick thread
+        if old == LEADER:
+            self.leadership.leadership_lost(step_down_cause(self.syncobj, time.monotonic()))
         self._call(self._state_changed, new)
 
     def _on_applied_threadsafe(self) -> None:  # tick thread, after the image moved
@@ -1063,6 +1071,8 @@ class QuorumNode:
                 self._call(_fail, done, e)
                 return
             error = answers[0] if answers else FAIL_REASON.SUCCESS
+            if error == FAIL_REASON.SUCCESS:
+                say_step_down(self.syncobj, "transfer", time.monotonic())
             if error == FAIL_REASON.REQUEST_DENIED:
                 # Denied while the target is not fully caught up: under steady
                 # writes it lags by the batch in flight, so try again next tick.

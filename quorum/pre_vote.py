@@ -64,6 +64,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .leadership_events import say_step_down
 from .log_limiter import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,9 @@ class PreVote:
     lease_s: float  # the minimum election timeout
     clock: Callable[[], float] = time.monotonic
     heard_leader_at: float = float("-inf")
+    # Rule 5 cut the wait short: the leader's connection closed, and no leader
+    # was heard since (the cause of the election that follows).
+    leader_connection_closed: bool = False
     round_term: int | None = None  # the term the open round asks to stand in
     granted_by: set[int] = field(default_factory=set)
     transfer_term: int | None = None  # the term of a transfer election this voter runs
@@ -185,10 +189,12 @@ class PreVote:
 
     def heard_leader(self) -> None:
         self.heard_leader_at = self.clock()
+        self.leader_connection_closed = False
 
     def leader_lost(self) -> None:
         """The connection to the leader closed: no lease is held any more."""
         self.heard_leader_at = float("-inf")
+        self.leader_connection_closed = True
         self.stats.leader_connections_lost += 1
 
     def in_lease(self, is_leader: bool) -> bool:
@@ -251,7 +257,7 @@ def install_pre_vote() -> None:
         )
 
     def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
-        pre_vote: PreVote | None = getattr(self, _ATTR, None)
+        pre_vote: PreVote | None = getattr(self, PRE_VOTE_ATTR, None)
         if pre_vote is not None and overdue(self):
             if self._SyncObj__transport.ready:
                 self._poller.poll(0)  # the leader's heartbeats may be waiting unread
@@ -280,7 +286,7 @@ def install_pre_vote() -> None:
 
 
 _installed = False
-_ATTR = "_metaquorum_pre_vote"
+PRE_VOTE_ATTR = "_metaquorum_pre_vote"
 _GUARD_ATTR = "_metaquorum_voter_guard"
 
 
@@ -327,7 +333,7 @@ def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
     incoming message: the message to hand to pysyncobj, or None."""
     from pysyncobj.syncobj import _RAFT_STATE
 
-    setattr(syncobj, _ATTR, pre_vote)
+    setattr(syncobj, PRE_VOTE_ATTR, pre_vote)
     setattr(syncobj, _GUARD_ATTR, guard)
     transport = syncobj._SyncObj__transport
 
@@ -354,6 +360,7 @@ def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
                 and term > syncobj._SyncObj__raftCurrentTerm
             ):
                 syncobj._SyncObj__setCurrentTerm(term, None)
+                say_step_down(syncobj, "term_ahead", time.monotonic())
                 syncobj._SyncObj__setState(_RAFT_STATE.FOLLOWER)
                 syncobj._SyncObj__raftLeader = None
                 log.warning(

@@ -33,6 +33,7 @@ import os
 import secrets
 import struct
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
@@ -40,8 +41,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
+from .leadership_events import EVENTS_ATTR, LeadershipEvents
 from .log_limiter import RateLimitedLog
-from .pre_vote import PRE_VOTE_ANSWER, TERM_AHEAD
+from .pre_vote import PRE_VOTE_ANSWER, PRE_VOTE_ATTR, TERM_AHEAD
 from .voter_guard import HELLO, VoterGuard
 
 log = logging.getLogger(__name__)
@@ -220,6 +222,8 @@ class GuardedTransport(TCPTransport):
     # unread, and no acknowledgement or vote leaves, as if this voter were
     # cut off (quorum/disk_health.py).
     disk_writable: Callable[[], bool] | None = None
+    # Heartbeat gaps and leader changes (quorum/leadership_events.py), set by the node.
+    events: LeadershipEvents | None = None
     # Voter identity (quorum/voter_guard.py): hellos and the filter on votes and
     # acknowledgements. None only in tests that build a bare transport.
     guard: VoterGuard | None = None
@@ -272,6 +276,12 @@ class GuardedTransport(TCPTransport):
                 return
         if self._disk_blocks(message, _WRITES_ON_RECEIPT):
             return
+        if (
+            self.events is not None
+            and isinstance(message, dict)
+            and message.get("type") == "append_entries"
+        ):
+            self.events.heard(node, time.monotonic())
         if self.on_pre_vote_message is not None:
             message = self.on_pre_vote_message(node, node_id, message)
             if message is None:
@@ -394,6 +404,10 @@ def listen_before_electing() -> None:
             _RAFT_STATE.CANDIDATE,
             _RAFT_STATE.LEADER,
         ):
+            events = getattr(self, EVENTS_ATTR, None)
+            if events is not None:
+                events.election_started(_election_cause(self, transfer))
+                events.forget_heartbeats()
             if transfer:
                 log.info(
                     "the leader hands leadership to this voter: it stands for election at "
@@ -413,9 +427,23 @@ def listen_before_electing() -> None:
                 )
         if self._SyncObj__raftLeader is not None:
             setattr(self, _HEARD_A_LEADER, True)
+        if self._SyncObj__raftState == _RAFT_STATE.LEADER:
+            events = getattr(self, EVENTS_ATTR, None)
+            if events is not None:
+                events.leader_is(self._SyncObj__selfNode)
 
     SyncObj._onTick = on_tick
     _listening_before_electing = True
+
+
+def _election_cause(syncobj, transfer: bool) -> str:
+    """Why this voter just stood (quorum/leadership_events.py)."""
+    if transfer:
+        return "transfer"
+    pre_vote = getattr(syncobj, PRE_VOTE_ATTR, None)
+    if pre_vote is not None and pre_vote.leader_connection_closed:
+        return "leader_connection_closed"
+    return "leader_silent" if getattr(syncobj, _HEARD_A_LEADER, False) else "no_leader_yet"
 
 
 def excuse_own_stall(syncobj, seconds: float) -> None:
