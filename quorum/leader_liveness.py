@@ -25,7 +25,7 @@ import logging
 
 from pysyncobj.monotonic import monotonic
 
-from .leadership_events import say_step_down
+from .leadership_events import forget_heartbeats_of, say_step_down
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ def forget_silent_leader() -> None:
         if leader is not None:
             self._SyncObj__raftLeader = None
             self._SyncObj__onLeaderChanged()
+            forget_heartbeats_of(self)
             log.warning(
                 "no word from the leader %s within the election timeout: no leader is "
                 "known until one is elected (writes answer 503; a majority of voters "

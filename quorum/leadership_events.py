@@ -47,6 +47,14 @@ EVENTS_ATTR = "_metaquorum_leadership_events"
 STEP_DOWN_SAID_S = 10.0
 
 
+def forget_heartbeats_of(syncobj) -> None:
+    """``syncobj`` gave its leader up (silent past the election timeout): the
+    time until it hears one again is an outage, not a heartbeat gap."""
+    events = getattr(syncobj, EVENTS_ATTR, None)
+    if events is not None:
+        events.forget_heartbeats()
+
+
 def say_step_down(syncobj, cause: str, now: float) -> None:
     """Records why the leader ``syncobj`` is about to step down."""
     setattr(syncobj, STEP_DOWN_ATTR, (cause, now))
@@ -103,8 +111,11 @@ class LeadershipEvents:
         self.leader_is(sender)
 
     def forget_heartbeats(self) -> None:
-        """This node stopped following (it stands, or leads): the next gap
-        starts over rather than spanning the time without a leader."""
+        """This node stopped following (it gave its leader up, stands, or
+        leads): the next gap starts over rather than spanning the time
+        without a leader. A follower whose own thread stalled reads the
+        leader's heartbeats before it decides (raft_port.listen_before_electing),
+        so its stall is measured."""
         self._heard_from = self._heard_at = None
 
     def _record_gap(self, gap: float) -> None:

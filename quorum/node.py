@@ -276,6 +276,9 @@ class QuorumNode:
             joining=config.joining and not identity.formed,
         )
         self.guard.set_book(self._book(config.voters, {}))
+        # Elections and step-downs by cause, heartbeat gaps (issue 25); made
+        # before pysyncobj's tick thread can reach _never_stand.
+        self.leadership = LeadershipEvents()
         self.syncobj = SyncObj(
             config.raft_address,  # None: an observer, pysyncobj's read-only node
             others,
@@ -303,8 +306,6 @@ class QuorumNode:
         self.pre_vote: PreVote | None = None
         if config.pre_vote:
             self._wire_pre_vote()
-        # Elections and step-downs by cause, heartbeat gaps (issue 25).
-        self.leadership = LeadershipEvents()
         setattr(self.syncobj, EVENTS_ATTR, self.leadership)
         self.syncobj._SyncObj__transport.events = self.leadership
         defer_commit_push(self.syncobj)
@@ -481,6 +482,7 @@ class QuorumNode:
         ):
             syncobj._SyncObj__raftLeader = None
             syncobj._SyncObj__onLeaderChanged()
+            self.leadership.forget_heartbeats()
         self._pushed_deadline = now + self.config.raft_max_timeout
         syncobj._SyncObj__raftElectionDeadline = self._pushed_deadline
 

@@ -64,7 +64,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .leadership_events import say_step_down
+from .leadership_events import forget_heartbeats_of, say_step_down
 from .log_limiter import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -305,6 +305,7 @@ def _wait(syncobj, monotonic, why: str) -> None:
     if leader is not None:
         syncobj._SyncObj__raftLeader = None
         syncobj._SyncObj__onLeaderChanged()
+        forget_heartbeats_of(syncobj)
         log.warning(
             "no word from the leader %s within the election timeout: %s (no leader is "
             "known meanwhile; writes answer 503)",

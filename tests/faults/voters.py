@@ -58,8 +58,10 @@ class NetnsCluster:
         root: Path,
         compaction_entries: int = 500,
         voters: int | None = None,
+        extra: list[str] | None = None,
     ) -> None:
-        """``voters``: how many slots start as the bootstrap voters (default all)."""
+        """``voters``: how many slots start as the bootstrap voters (default all);
+        ``extra``: more ``serve`` arguments for every voter (e.g. --no-pre-vote)."""
         self.net = net
         self.n = net.n
         self.root = Path(root)
@@ -71,6 +73,7 @@ class NetnsCluster:
         self.secret_file = self.root / "raft-secret"
         self.secret_file.write_text(SECRET)
         self.compaction_entries = compaction_entries
+        self.extra = list(extra or [])
         self.procs: list[subprocess.Popen | None] = [None] * self.n
         self.exits: list[Exit] = []  # every exit not caused by the suite, in order
         self._noted: set[int] = set()  # ids of the Popen objects already looked at
@@ -121,6 +124,7 @@ class NetnsCluster:
             "--raft-secret-file", str(self.secret_file),
             "--fsync", "always",
             "--compaction-entries", str(self.compaction_entries),
+            *self.extra,
         ]  # fmt: skip
 
     # ------------------------------------------------------------ processes
