@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from ..k8s_rolling import Writer
 from .netns import Network, netns_unavailable_reason
 from .voters import NetnsCluster
 
@@ -100,3 +101,43 @@ def test_a_link_that_flaps_every_second_for_a_minute_changes_the_leader_at_most_
     if final != leaders[-1]:
         leaders.append(final)
     assert len(leaders) <= 2, f"leaders in turn: {leaders}"
+
+
+def test_a_leader_partitioned_away_is_replaced_steps_down_and_loses_nothing(cluster):
+    """The leader cut off from both followers (its HTTP port still reachable):
+    the followers elect a new leader, the old one steps down (check-quorum)
+    and names none, and after the heal it follows the new leader; every write
+    acknowledged before, during and after is in the image. (The time to the
+    new leader is bench/quorum.py's and bench/elections.py's.)"""
+    c = cluster
+    old = c.leader()
+    others = [i for i in range(c.n) if i != old]
+    writer = Writer(c.urls, "", c.cluster_id).start()
+    try:
+        c.wait(lambda: len(writer.acked) >= 20, 30, "writes flowing")
+        c.net.partition([old], others)
+        new = c.wait(lambda: _leader_among(c, others), 30, "a leader among the others") - 1
+        c.wait(
+            lambda: not (c.status(old) or {}).get("active", True), 30, "the old one stepping down"
+        )
+        assert (c.status(old) or {}).get("leaderId") in (None, c.node_ids[new])
+        acks = len(writer.acked)
+        c.wait(lambda: len(writer.acked) >= acks + 20, 30, "writes through the new leader")
+        c.net.heal_cuts()
+        c.wait(lambda: caught_up(c, old, new), 30, "the old leader following the new one")
+    finally:
+        writer.stop()
+    acked = {broker for broker, _ in writer.acked}
+    r = c.http.get(c.url(new) + "/v1/brokers?consistency=linearizable", timeout=30)
+    assert r.status_code == 200, r.text
+    registered = {b["brokerId"] for b in r.json()["brokers"]}
+    assert acked <= registered, f"acknowledged but lost: {sorted(acked - registered)[:10]}"
+
+
+def _leader_among(c: NetnsCluster, slots: list[int]) -> int | None:
+    """1 + the slot among ``slots`` that is the active controller (0 is a slot)."""
+    for i in slots:
+        s = c.status(i, timeout=1.0)
+        if s and s.get("leaderId") == c.node_ids[i] and s.get("active"):
+            return i + 1
+    return None
