@@ -1,8 +1,10 @@
 """An async HTTP client for metaquorum (httpx), as brokers and operators use it.
 
 * Leader discovery: a write answered 307 is retried on the leader it names,
-  and that leader is remembered; a connection error, and a write whose outcome
-  is unknown (its node may be paused, cut off or deposed), move on to the next seed.
+  and that leader is remembered; a connection error, a 503 (that voter knows
+  no leader: it is cut off from the majority, or an election is on), and a
+  write whose outcome is unknown (its node may be paused, cut off or
+  deposed), move on to the next seed.
 * Bounded retries with exponential backoff and full jitter on 503, 429 and
   connection errors, honouring ``Retry-After``.
 * A write that timed out, or whose answer was lost, is an **unknown outcome**:
@@ -219,8 +221,11 @@ class MetaquorumClient:
                 last_problem = (
                     f"HTTP {r.status_code} {body.get('errorName')}: {body.get('errorMessage')}"
                 )
-                if r.status_code == 503 and write:
-                    self.leader = None  # the leader may have moved
+                if r.status_code == 503:
+                    # This voter knows no leader (cut off from the majority, an
+                    # election, its disk, a stop): ask the next one, as Kafka's
+                    # clients move through their bootstrap servers.
+                    self._next_seed()
                 await asyncio.sleep(self._delay(attempt, r.headers.get("retry-after"), body))
                 continue
             if r.status_code >= 400 and r.status_code not in (404, 410):

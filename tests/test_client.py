@@ -10,6 +10,7 @@ from brokers.client import ClientError, MetaquorumClient, OutcomeUnknown, Reques
 
 from .cluster import Cluster
 from .nodes import free_port
+from .test_cluster import register_body
 
 MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
 LISTENERS = [{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}]
@@ -140,3 +141,24 @@ def test_the_exact_retry_hint_beats_the_whole_seconds_header():
         assert client._delay(0, None, {"retryAfterMs": 60_000}) == 8.0
     finally:
         run(client.close())
+
+
+def test_a_seed_that_knows_no_leader_is_left_for_the_next(tmp_path, voter):
+    """A voter cut off from its majority answers writes 503 (no leader known):
+    the client asks the next seed instead of waiting on that one (Kafka's
+    clients move through their bootstrap servers the same way)."""
+    c = Cluster(tmp_path, voters=3)
+    try:
+        c.start(0)  # alone of its three voters: it never knows a leader
+        c.wait(lambda: c.status(0) is not None, 30, "the lone voter answering")
+        lonely = c.post(0, "/v1/brokers/register", register_body(c, 1))
+        assert lonely.status_code == 503, lonely.text
+
+        async def go():
+            async with MetaquorumClient([c.url(0), voter.url(0)], backoff_s=0.01) as client:
+                reg = await client.register(4, voter.cluster_id, str(uuid.uuid4()), LISTENERS, MV)
+                assert reg.ok and client.leader == voter.url(0)
+
+        run(go())
+    finally:
+        c.close()
