@@ -81,12 +81,29 @@ def _voter_preexec() -> None:
 
 
 def run_dev(args: argparse.Namespace) -> int:
+    from quorum.node_config import ConfigError
+    from quorum.startup_checks import lock_data_dir, lock_holder
+
     data_dir = os.path.abspath(args.data_dir)
-    if args.fresh and os.path.isdir(data_dir):
+    os.makedirs(data_dir, exist_ok=True)
+    try:
+        lock_data_dir(data_dir)  # held until this process ends, however it ends
+    except ConfigError:
+        print(
+            f"metaquorum dev: an earlier cluster still runs on {data_dir}, held by "
+            f"{lock_holder(data_dir)}. Stop it first (Ctrl-C in its terminal, or kill "
+            "that pid), or give this one another --data-dir",
+            file=sys.stderr,
+        )
+        return 2
+    if args.fresh:  # the contents: the locked directory itself stays
         import shutil
 
-        shutil.rmtree(data_dir)
-    os.makedirs(data_dir, exist_ok=True)
+        for entry in os.scandir(data_dir):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
     n = args.nodes
     http = [args.http_port + 2 * i for i in range(n)]
     raft = [p + 1 for p in http]
@@ -145,7 +162,11 @@ def run_dev(args: argparse.Namespace) -> int:
         while not all(_ready(u) for u in urls):
             for i, child in enumerate(children):
                 if child.poll() is not None:
-                    print(f"voter {i} exited with {child.returncode}; see {logs[i].name}")
+                    logs[i].flush()
+                    print(
+                        f"voter {i} exited with {child.returncode}: {_last_line(logs[i].name)}\n"
+                        f"  (its whole log: {logs[i].name})"
+                    )
                     return 1
             if time.monotonic() > deadline:
                 print("the voters did not become ready within 60 s; see the node-*.log files")
@@ -177,6 +198,16 @@ def run_dev(args: argparse.Namespace) -> int:
                 child.wait()
         for f in logs:
             f.close()
+
+
+def _last_line(path: str) -> str:
+    """The last line a voter logged: why it exited, when it refused to start."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read()[-8192:].decode(errors="replace").strip().splitlines()
+    except OSError:
+        return "(its log could not be read)"
+    return lines[-1] if lines else "(it logged nothing)"
 
 
 def _run_sim(args: argparse.Namespace, urls: list[str], cluster_id: str, logs: list[str]) -> int:

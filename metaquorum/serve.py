@@ -263,6 +263,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from quorum.node_config import ConfigError, claim_data_dir
     from quorum.startup_checks import (
         check_data_dir,
+        check_http_port,
         check_raft_port,
         lock_data_dir,
         unlock_data_dir,
@@ -273,6 +274,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # The port first: a process refused for a taken port writes nothing.
         if not config.observer:  # an observer has no Raft port of its own
             check_raft_port(config.raft_bind or config.raft_address, config.node_id)
+        check_http_port(args.http_host, int(args.http_port))
         check_data_dir(config.data_dir)
         data_dir_lock = lock_data_dir(config.data_dir)  # held until the process ends
         identity = claim_data_dir(config)
@@ -413,8 +415,18 @@ async def _serve(node, args, tokens, nofile: int) -> int:
             timeout_keep_alive=5,
         )
     )
+
+    async def serve_http() -> None:
+        try:
+            await server.serve()
+        except SystemExit:  # uvicorn exits when it cannot bind (the port taken since the check)
+            raise RuntimeError(
+                f"the HTTP server could not listen on {args.http_host}:{args.http_port} "
+                "(uvicorn's error is logged above)"
+            ) from None
+
     await node.start()
-    serving = asyncio.ensure_future(server.serve())
+    serving = asyncio.ensure_future(serve_http())
     collector = asyncio.ensure_future(_manage_collector(node))
 
     async def watch() -> int:

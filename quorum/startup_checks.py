@@ -44,16 +44,40 @@ def check_raft_port(bind_address: str, node_id: int) -> None:
     """ConfigError naming the port if this voter cannot listen on it."""
     host, _, port_text = bind_address.rpartition(":")
     host, port = host.strip("[]") or "0.0.0.0", int(port_text)
+    where = f"the Raft port {host}:{port} of node {node_id} (--voters, --raft-bind)"
+    _check_listen(
+        host,
+        port,
+        where,
+        "A node id may run in one process only: stop the other process, or give this one "
+        "its own id and port",
+    )
+
+
+def check_http_port(host: str, port: int) -> None:
+    """ConfigError naming the port if the HTTP API cannot listen on it (a
+    voter restarted while its predecessor still holds the port is a
+    configuration problem, exit 2, not a corrupt data dir)."""
+    _check_listen(
+        host or "0.0.0.0",
+        port,
+        f"the HTTP port {host or '0.0.0.0'}:{port} (--http-port, --http-host)",
+        "Stop the other process (an earlier metaquorum on this data dir still running?), "
+        "or choose another --http-port",
+    )
+
+
+def _check_listen(host: str, port: int, where: str, advice: str) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn and pysyncobj
         try:
             probe.bind((host, port))
             probe.listen(1)
         except socket.gaierror:
             return  # a name DNS does not know yet (a new pod): pysyncobj resolves it later
         except OSError as e:
-            raise ConfigError(_bind_problem(e, host, port, node_id)) from None
+            raise ConfigError(_bind_problem(e, host, port, where, advice)) from None
 
 
 def refuse_unbound_port(syncobj, bind_address: str, node_id: int) -> None:
@@ -75,15 +99,11 @@ def refuse_unbound_port(syncobj, bind_address: str, node_id: int) -> None:
     raise ConfigError(f"the Raft port {bind_address} of node {node_id} could not be bound")
 
 
-def _bind_problem(e: OSError, host: str, port: int, node_id: int) -> str:
-    where = f"the Raft port {host}:{port} of node {node_id} (--voters, --raft-bind)"
+def _bind_problem(e: OSError, host: str, port: int, where: str, advice: str) -> str:
     if e.errno == errno.EADDRINUSE:
-        return (
-            f"{where} is already in use by {port_owner(port)}. A node id may run in one "
-            "process only: stop the other process, or give this one its own id and port"
-        )
+        return f"{where} is already in use by {port_owner(port)}. {advice}"
     if e.errno == errno.EADDRNOTAVAIL:
-        return f"{where}: {host} is not an address of this host; fix --raft-bind or --voters"
+        return f"{where}: {host} is not an address of this host; fix the flag"
     if e.errno == errno.EACCES:
         return f"{where}: permission denied (ports below 1024 need privileges); use another port"
     return f"{where} cannot be bound: {e.strerror}"

@@ -58,6 +58,19 @@ def test_dev_runs_three_voters_and_stops_them_together(tmp_path):
         ]
         assert len({s["clusterId"] for s in statuses}) == 1
         assert {s["leaderId"] for s in statuses} <= {0, 1, 2}
+        # The main job run a second time on the same data dir, --fresh even:
+        # refused before it touches anything, naming the earlier cluster.
+        again = subprocess.run(
+            [sys.executable, "-m", "metaquorum.cli", "dev", "--nodes", "3", "--fresh",
+             "--data-dir", str(tmp_path), "--http-port", str(base)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert again.returncode == 2, again.stdout + again.stderr
+        assert f"an earlier cluster still runs on {tmp_path}" in again.stderr, again.stderr
+        assert f"pid {proc.pid}" in again.stderr, again.stderr
+        assert (tmp_path / "node-0" / "raft.journal").exists()
+        after = httpx.get(f"http://127.0.0.1:{base}/v1/quorum/status").json()
+        assert after["clusterId"] == statuses[0]["clusterId"]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
         for i in range(3):

@@ -108,6 +108,26 @@ def test_a_port_held_by_another_program_is_named_too(tmp_path):
         c.close()
 
 
+def test_a_restart_whose_http_port_is_still_held_is_exit_2_naming_the_port(tmp_path):
+    """Issue 18: a voter restarted while its predecessor still held its HTTP
+    port exited 3 ("corrupt snapshot or journal"). A port in use is a
+    configuration problem: exit 2, the port and its holder named, nothing
+    written to the new data dir."""
+    (tmp_path / "cluster").mkdir()
+    with running_cluster(tmp_path / "cluster", voters=1) as c:
+        args = c.args(0)
+        args[args.index("--voters") + 1] = f"0@127.0.0.1:{free_port()}"
+        args[args.index("--data-dir") + 1] = str(tmp_path / "second")
+        done = serve(args)  # the same --http-port as the live voter
+        assert done.returncode == 2, done.stderr
+        line = one_line_error(done)
+        pid = c.procs[0].pid
+        assert f"the HTTP port 127.0.0.1:{c.http[0]} (--http-port, --http-host)" in line, line
+        assert f"another metaquorum serve (pid {pid}, --node-id 0)" in line, line
+        assert not (tmp_path / "second").exists() or not any((tmp_path / "second").iterdir())
+        assert c.ready(0)
+
+
 def register_and_heartbeat(c: Cluster, writes: int) -> None:
     r = c.post(0, "/v1/brokers/register", registration_body(c.cluster_id, 1))
     assert r.status_code == 200, r.text
