@@ -209,7 +209,11 @@ class Listener(RequestModel):
     name: Name
     host: _bounded_str(limits.MAX_HOST_LENGTH)
     port: UInt16
-    security_protocol: Int16
+    security_protocol: Int16 = Field(
+        description="Kafka's SecurityProtocol id: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, "
+        "3 SASL_SSL; the controller answers INVALID_REQUEST for any other value, and for "
+        "two listeners with one name"
+    )
 
 
 class BrokerFeature(RequestModel):

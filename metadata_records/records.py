@@ -61,6 +61,11 @@ class Endpoint(NamedTuple):
     security_protocol: int
 
 
+# Kafka's SecurityProtocol ids (org.apache.kafka.common.security.auth.SecurityProtocol):
+# the only values an endpoint's securityProtocol may hold.
+SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
 class Voter(NamedTuple):
     """One voter of the Raft quorum: its node id, the directory id of the data
     dir it votes with (KIP-853), and its Raft endpoint."""

@@ -164,7 +164,9 @@ class ControllerHarness:
                 broker_id,
                 kw.pop("cluster_id", CLUSTER_ID),
                 kw.pop("incarnation_id", incarnation(broker_id, generation)),
-                listeners=(Endpoint("PLAINTEXT", "localhost", 9092 + broker_id, 0),),
+                listeners=kw.pop(
+                    "listeners", (Endpoint("PLAINTEXT", "localhost", 9092 + broker_id, 0),)
+                ),
                 **kw,
             )
         )

@@ -2,7 +2,7 @@
 
 from controller.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata_records.errors import Errors
-from metadata_records.records import FeatureRange, RegisterBrokerRecord
+from metadata_records.records import Endpoint, FeatureRange, RegisterBrokerRecord
 from tests.harness import CLUSTER_ID, ControllerHarness, incarnation
 
 
@@ -78,6 +78,47 @@ def test_zk_migrating_brokers_are_refused():
     resp = h.register(1, is_migrating_zk_broker=True)
     assert resp.error is Errors.BROKER_ID_NOT_REGISTERED
     assert resp.error_message == "Controller does not support registering ZK brokers."
+
+
+# ---------------------------------------------------------------- listeners (issue 18 item 6)
+
+
+def test_an_unknown_security_protocol_is_an_invalid_request_and_nothing_is_written():
+    h = ControllerHarness()
+    before = h.image.next_offset
+    listeners = (Endpoint("PLAINTEXT", "h", 9092, 0), Endpoint("EXTERNAL", "h", 9093, 7))
+    resp = h.register(1, listeners=listeners)
+    assert resp.error is Errors.INVALID_REQUEST and resp.broker_epoch == -1
+    assert resp.error_message.startswith("Unknown security protocol 7 in listener EXTERNAL")
+    assert "3 SASL_SSL" in resp.error_message
+    assert h.image.next_offset == before and 1 not in h.image.brokers
+
+
+def test_every_kafka_security_protocol_is_accepted():
+    h = ControllerHarness()
+    listeners = tuple(Endpoint(f"L{p}", "h", 9092 + p, p) for p in range(4))
+    assert h.register(1, listeners=listeners).error is Errors.NONE
+    assert h.image.brokers[1].listeners == listeners
+
+
+def test_duplicate_listener_names_are_an_invalid_request():
+    h = ControllerHarness()
+    listeners = (Endpoint("PLAINTEXT", "a", 9092, 0), Endpoint("PLAINTEXT", "b", 9093, 0))
+    resp = h.register(1, listeners=listeners)
+    assert resp.error is Errors.INVALID_REQUEST
+    assert resp.error_message.startswith("Duplicate listener name PLAINTEXT")
+    # Names are compared exactly, as Kafka's keys are.
+    listeners = (Endpoint("PLAINTEXT", "a", 9092, 0), Endpoint("plaintext", "b", 9093, 0))
+    assert h.register(1, listeners=listeners).error is Errors.NONE
+
+
+def test_listeners_are_checked_after_the_zk_flag_and_before_the_features():
+    h = ControllerHarness()
+    bad = (Endpoint("X", "h", 1, 9),)
+    resp = h.register(1, listeners=bad, is_migrating_zk_broker=True)
+    assert resp.error is Errors.BROKER_ID_NOT_REGISTERED
+    resp = h.register(1, listeners=bad, features=())  # no metadata.version range as well
+    assert resp.error is Errors.INVALID_REQUEST
 
 
 def test_feature_ranges_must_contain_the_finalized_level():
