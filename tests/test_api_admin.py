@@ -276,11 +276,61 @@ def test_elect_leaders(local, app, brokers):
         (7, "UNKNOWN_TOPIC_OR_PARTITION"),
     ]
     assert results["ghost"][0]["errorCode"] == 3
-    # electionType 2 fits an int8, so the controller answers it (INVALID_REQUEST, status 200).
-    body = post(local, app, "/v1/elect-leaders", {"electionType": 2})
+    # electionType 2 fits an int8, so the controller answers it (INVALID_REQUEST, status
+    # 200), on every partition named as Kafka's getErrorResponse does.
+    body = post(
+        local,
+        app,
+        "/v1/elect-leaders",
+        {"electionType": 2, "topicPartitions": [{"topic": "elect", "partitions": [0]}]},
+    )
     assert (body["errorCode"], body["errorName"]) == (42, "INVALID_REQUEST")
-    # No topicPartitions: every partition (those already led by their preferred replica are left out).
-    assert post(local, app, "/v1/elect-leaders", {"electionType": 0})["errorName"] == "NONE"
+    assert body["errorMessage"].startswith("Unknown election type 2")
+    ((entry,),) = [r["partitionResult"] for r in body["replicaElectionResults"]]
+    assert (entry["partitionId"], entry["errorName"]) == (0, "INVALID_REQUEST")
+
+
+def test_elect_leaders_without_partitions_lists_every_topic(local, app, brokers):
+    """Kafka's electLeaders with null topicPartitions: an entry per topic, with an
+    empty partitionResult where no election was needed (issue 18 item 7)."""
+    body = post(local, app, "/v1/elect-leaders", {"electionType": 0})
+    assert body["errorName"] == "NONE"
+    listed = {r["topic"]: r["partitionResult"] for r in body["replicaElectionResults"]}
+    shown = local.request(app, "GET", "/v1/topics").json()["topics"]
+    assert sorted(listed) == sorted(t["name"] for t in shown)
+    assert [r["topic"] for r in body["replicaElectionResults"]] == sorted(listed)
+    # Earlier tests left some partitions led by another replica; only those appear.
+    assert any(results == [] for results in listed.values())
+    assert all(p["errorName"] != "ELECTION_NOT_NEEDED" for r in listed.values() for p in r)
+    again = post(local, app, "/v1/elect-leaders", {"electionType": 0})["replicaElectionResults"]
+    assert sorted(r["topic"] for r in again) == sorted(listed)  # still every topic
+
+
+def test_reassignments_past_the_record_cap_fail_on_every_partition(local, app, brokers):
+    post(
+        local,
+        app,
+        "/v1/topics",
+        {"topics": [{"name": "wide", "numPartitions": 9_999, "replicationFactor": 1}]},
+    )
+    before = local.node.image.next_offset
+    moves = [{"partitionIndex": p, "replicas": [1, 2]} for p in range(9_999)]
+    body = post(
+        local,
+        app,
+        "/v1/reassignments",
+        {"topics": [{"name": "wide", "partitions": moves}, {"name": "defaults", "partitions": [
+            {"partitionIndex": 0, "replicas": [3, 2, 1]},
+            {"partitionIndex": 0, "replicas": [1, 2]},
+        ]}]},
+    )  # fmt: skip
+    assert (body["errorCode"], body["errorName"]) == (44, "POLICY_VIOLATION")
+    assert body["errorMessage"].startswith("Unable to perform excessively large batch operation")
+    assert [len(t["partitions"]) for t in body["responses"]] == [9_999, 2]
+    assert {p["errorName"] for t in body["responses"] for p in t["partitions"]} == {
+        "POLICY_VIOLATION"
+    }
+    assert local.node.image.next_offset == before
 
 
 # ---------------------------------------------------------------- features and leadership
