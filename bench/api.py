@@ -53,7 +53,7 @@ from tests.cluster import Cluster  # noqa: E402 - after the path is set
 BROKERS = 6
 # A new topic's records are capped with its TopicRecord (record_cap): 9,999 partitions.
 FIRST_PARTITIONS = MAX_RECORDS_PER_USER_OP - 1
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 def progress(text: str) -> None:

@@ -55,7 +55,7 @@ from tests.cluster import Cluster  # noqa: E402
 
 PER_REQUEST = 10_000  # controller/topic_control.py MAX_PARTITIONS_PER_REQUEST
 FIRST = PER_REQUEST - 1  # the new topic's TopicRecord counts too (controller/record_cap.py)
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 LIMIT_S = 180.0  # a wiped voter not re-admitted within this is reported as such
 
 

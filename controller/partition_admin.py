@@ -90,7 +90,12 @@ class PartitionAdminManager:
                     )
                 isr = replicas[:1]
             builder = PartitionChangeBuilder(
-                part, topic_id, p.partition_index, view.is_active, election
+                part,
+                topic_id,
+                p.partition_index,
+                view.is_active,
+                election,
+                metadata_version=view.metadata_version,
             )
             builder.target_isr = isr
             builder.target_replicas = replicas
@@ -105,7 +110,12 @@ class PartitionAdminManager:
             removing = tuple(r for r in current if r not in target)
             adding = tuple(r for r in target if r not in current)
             builder = PartitionChangeBuilder(
-                part, topic_id, p.partition_index, view.is_active, election
+                part,
+                topic_id,
+                p.partition_index,
+                view.is_active,
+                election,
+                metadata_version=view.metadata_version,
             )
             builder.target_replicas = target + removing
             builder.target_removing = removing
@@ -192,7 +202,9 @@ class PartitionAdminManager:
                     Errors.ELECTION_NOT_NEEDED, f"{tp} already has leader {part.leader}"
                 )
             election = Election.UNCLEAN
-        record = PartitionChangeBuilder(part, topic_id, pid, view.is_active, election).build()
+        record = PartitionChangeBuilder(
+            part, topic_id, pid, view.is_active, election, metadata_version=view.metadata_version
+        ).build()
         if record is None:
             if election_type == PREFERRED:
                 return ApiError(

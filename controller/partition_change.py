@@ -1,9 +1,9 @@
 """Kafka's ``PartitionChangeBuilder``: from a partition and its targets, the one
 ``PartitionChangeRecord`` that gets there, or None when nothing changes.
 
-ELR (KIP-966) is off and the metadata version is past KAFKA-15021, so:
-the ISR is never written empty (the last member stays, with leader -1), and an
-ISR shrink alone does not bump the leader epoch.
+ELR (KIP-966) is off, so the ISR is never written empty (the last member
+stays, with leader -1). From metadata.version 3.6-IV0 (KAFKA-15021) an ISR
+shrink alone does not bump the leader epoch; before it, it does.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 
+from metadata_records.features import MAX_METADATA_VERSION, bumps_leader_epoch_on_isr_shrink
 from metadata_records.image import PartitionRegistration
 from metadata_records.records import (
     LRS_NO_CHANGE,
@@ -39,6 +40,7 @@ class PartitionChangeBuilder:
         "target_removing",
         "target_adding",
         "target_lrs",
+        "bump_on_isr_shrink",
     )
 
     def __init__(
@@ -48,6 +50,8 @@ class PartitionChangeBuilder:
         partition_id: int,
         is_acceptable_leader: Callable[[int], bool],
         election: Election = Election.ONLINE,
+        *,
+        metadata_version: int = MAX_METADATA_VERSION,
     ) -> None:
         self.partition = partition
         self.topic_id = topic_id
@@ -59,6 +63,7 @@ class PartitionChangeBuilder:
         self.target_removing = partition.removing_replicas
         self.target_adding = partition.adding_replicas
         self.target_lrs = partition.leader_recovery_state
+        self.bump_on_isr_shrink = bumps_leader_epoch_on_isr_shrink(metadata_version)
 
     # ------------------------------------------------------------ election
 
@@ -136,6 +141,16 @@ class PartitionChangeBuilder:
 
         if isr is None and self.target_isr and self.target_isr != part.isr:
             isr = self.target_isr
+
+        # Before 3.6-IV0 brokers needed a new leader epoch when the ISR shrank
+        # (KAFKA-15021): name the same leader to bump it.
+        if (
+            self.bump_on_isr_shrink
+            and leader == NO_LEADER_CHANGE
+            and isr is not None
+            and not set(part.isr).issubset(isr)
+        ):
+            leader = part.leader
 
         replicas = (
             self.target_replicas

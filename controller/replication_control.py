@@ -102,7 +102,12 @@ class ReplicationControlManager:
             if part is None:
                 continue
             builder = PartitionChangeBuilder(
-                part, topic_id, pid, acceptable, self.election_for(topic_id)
+                part,
+                topic_id,
+                pid,
+                acceptable,
+                self.election_for(topic_id),
+                metadata_version=view.metadata_version,
             )
             if broker_to_remove != NO_LEADER:
                 builder.target_isr = tuple(r for r in part.isr if r != broker_to_remove)
@@ -344,7 +349,9 @@ class ReplicationControlManager:
         if error is not None:
             return AlterPartitionPartitionResult(pid, error.error, error.message)
 
-        builder = PartitionChangeBuilder(part, topic_id, pid, view.is_active, election)
+        builder = PartitionChangeBuilder(
+            part, topic_id, pid, view.is_active, election, metadata_version=view.metadata_version
+        )
         builder.target_isr = new_isr
         builder.target_lrs = p.leader_recovery_state
         record = builder.build()

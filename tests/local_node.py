@@ -23,7 +23,7 @@ from .nodes import free_port
 
 T = TypeVar("T")
 
-MV_FEATURES = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV_FEATURES = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 def registration_body(

@@ -338,10 +338,10 @@ def test_reassignments_past_the_record_cap_fail_on_every_partition(local, app, b
 
 def test_update_features(local, app, brokers):
     assert (
-        post(local, app, "/v1/features", {"name": "metadata.version", "level": 2})["errorName"]
+        post(local, app, "/v1/features", {"name": "metadata.version", "level": 12})["errorName"]
         == "NONE"
     )
-    down = post(local, app, "/v1/features", {"name": "metadata.version", "level": 1})
+    down = post(local, app, "/v1/features", {"name": "metadata.version", "level": 7})
     assert (down["errorCode"], down["errorName"]) == (95, "INVALID_UPDATE_VERSION")
     assert "downgrade" in down["errorMessage"]
     unknown = post(local, app, "/v1/features", {"name": "kraft.version", "level": 1})

@@ -11,7 +11,7 @@ from brokers.client import ClientError, MetaquorumClient, OutcomeUnknown, Reques
 from .cluster import Cluster
 from .nodes import free_port
 
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 LISTENERS = [{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}]
 
 

@@ -1,5 +1,7 @@
 """Broker registration (SEMANTICS 3): epochs, validation order, amendments."""
 
+import pytest
+
 from controller.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata_records.errors import Errors
 from metadata_records.records import Endpoint, FeatureRange, RegisterBrokerRecord
@@ -25,7 +27,7 @@ def test_epochs_follow_offsets_inside_one_batch():
     results = [
         h.decide(
             BrokerRegistrationRequest(
-                b, CLUSTER_ID, incarnation(b), features=(FeatureRange("metadata.version", 1, 2),)
+                b, CLUSTER_ID, incarnation(b), features=(FeatureRange("metadata.version", 6, 12),)
             )
         )
         for b in (1, 2, 3)
@@ -122,11 +124,11 @@ def test_listeners_are_checked_after_the_zk_flag_and_before_the_features():
 
 
 def test_feature_ranges_must_contain_the_finalized_level():
-    h = ControllerHarness(metadata_version=2)
+    h = ControllerHarness(metadata_version=12)
     resp = h.register(1, features=())  # no metadata.version: treated as [1, 1]
     assert resp.error is Errors.UNSUPPORTED_VERSION
     assert resp.error_message == (
-        "Unable to register because the broker does not support finalized version 2 of "
+        "Unable to register because the broker does not support finalized version 12 of "
         "metadata.version. The broker wants a version between 1 and 1, inclusive."
     )
     assert (
@@ -134,24 +136,32 @@ def test_feature_ranges_must_contain_the_finalized_level():
         is Errors.UNSUPPORTED_VERSION
     )
     # A feature that is not finalized is at level 0.
-    unknown = (FeatureRange("metadata.version", 1, 2), FeatureRange("group.version", 1, 3))
+    unknown = (FeatureRange("metadata.version", 6, 12), FeatureRange("group.version", 1, 3))
     assert h.register(1, features=unknown).error is Errors.UNSUPPORTED_VERSION
-    fine = (FeatureRange("metadata.version", 1, 2), FeatureRange("group.version", 0, 3))
+    fine = (FeatureRange("metadata.version", 6, 12), FeatureRange("group.version", 0, 3))
     assert h.register(1, features=fine).error is Errors.NONE
 
 
-def test_metadata_version_1_accepts_brokers_that_name_no_level_and_writes_v0():
-    h = ControllerHarness(metadata_version=1)
-    assert h.register(1, features=()).error is Errors.NONE
+@pytest.mark.parametrize(
+    ("level", "version"),
+    [(6, 0), (7, 1), (8, 2), (11, 2), (12, 2)],
+    ids=["3.3-IV2", "3.3-IV3", "3.4-IV0", "3.5-IV2", "3.6-IV0"],
+)
+def test_register_broker_record_version_is_kafkas_for_the_metadata_version(level, version):
+    """MetadataVersion.registerBrokerRecordVersion: v1 from 3.3-IV3 (KIP-841),
+    v2 from 3.4-IV0 (isMigratingZkBroker, false)."""
+    h = ControllerHarness(metadata_version=level)
+    assert h.register(1).error is Errors.NONE
     (record,) = h.last.records
-    assert record.version == 0
-    assert record.features == (FeatureRange("metadata.version", 1, 1),)
+    assert record.version == version and not record.is_migrating_zk_broker
+    assert h.replayed() == h.image
 
 
-def test_metadata_version_2_writes_register_broker_record_v1():
-    h = ControllerHarness(metadata_version=2)
-    h.register(1)
-    assert h.last.records[0].version == 1
+def test_a_broker_naming_no_metadata_version_is_refused_at_every_supported_level():
+    """Kafka takes it as [1, 1] (3.0-IV1), below every level metaquorum writes."""
+    h = ControllerHarness(metadata_version=6)
+    resp = h.register(1, features=())
+    assert resp.error is Errors.UNSUPPORTED_VERSION and "version 6 of" in resp.error_message
 
 
 def test_same_incarnation_keeps_epoch_and_state_but_moves_the_registration_offset():
