@@ -337,19 +337,35 @@ def test_reassignments_past_the_record_cap_fail_on_every_partition(local, app, b
 
 
 def test_update_features(local, app, brokers):
-    assert (
-        post(local, app, "/v1/features", {"name": "metadata.version", "level": 12})["errorName"]
-        == "NONE"
-    )
+    """Kafka's UpdateFeatures for one feature (issue 18 item 7): the current level
+    writes its record, every refusal is INVALID_UPDATE_VERSION under Kafka's
+    "failed for all features" sentence, validateOnly writes nothing."""
+    before = local.node.image.next_offset
+    body = post(local, app, "/v1/features", {"name": "metadata.version", "level": 12})
+    assert (body["errorCode"], body["errorName"], body["errorMessage"]) == (0, "NONE", None)
+    assert local.node.image.next_offset == before + 1  # Kafka writes the same level again
     down = post(local, app, "/v1/features", {"name": "metadata.version", "level": 7})
     assert (down["errorCode"], down["errorName"]) == (95, "INVALID_UPDATE_VERSION")
-    assert "downgrade" in down["errorMessage"]
+    assert down["errorMessage"].startswith(
+        "The update failed for all features since the following feature had an error: "
+    )
+    assert "without setting the upgrade type" in down["errorMessage"]
+    safe = {"name": "metadata.version", "level": 7, "upgradeType": 2}
+    assert "might delete metadata" in post(local, app, "/v1/features", safe)["errorMessage"]
+    check = {"name": "metadata.version", "level": 11, "upgradeType": 2, "validateOnly": True}
+    assert post(local, app, "/v1/features", check)["errorName"] == "NONE"
+    assert local.node.image.metadata_version == 12
+    assert local.node.image.next_offset == before + 1
     unknown = post(local, app, "/v1/features", {"name": "kraft.version", "level": 1})
     assert unknown["errorName"] == "INVALID_UPDATE_VERSION"
-    r = local.request(
-        app, "POST", "/v1/features", json={"name": "metadata.version", "level": 40000}
+    assert unknown["errorMessage"].endswith("does not support this feature.")
+    odd = post(
+        local, app, "/v1/features", {"name": "metadata.version", "level": 12, "upgradeType": 9}
     )
-    assert r.status_code == 400 and "int16" in r.json()["errorMessage"]
+    assert "does not support the given upgrade type" in odd["errorMessage"]
+    for bad, field in (({"level": 40000}, "int16"), ({"level": 12, "upgradeType": 300}, "int8")):
+        r = local.request(app, "POST", "/v1/features", json={"name": "metadata.version", **bad})
+        assert r.status_code == 400 and field in r.json()["errorMessage"]
 
 
 def test_transfer_leadership_needs_another_voter(local, app):
