@@ -127,6 +127,13 @@ def test_validate_only_is_refused(local, app, brokers):
     assert r.status_code == 400
     assert "validateOnly" in r.json()["errorMessage"]
     assert local.request(app, "GET", "/v1/topics/v").status_code == 404
+    # CreatePartitions too (a departure from Kafka: docs/kafka-conformance.md).
+    post(local, app, "/v1/topics", {"topics": [{"name": "v2", "numPartitions": 1}]})
+    r = local.request(
+        app, "POST", "/v1/topics/v2/partitions", json={"count": 2, "validateOnly": True}
+    )
+    assert r.status_code == 400 and "validateOnly" in r.json()["errorMessage"]
+    assert len(topic(local, app, "v2")["partitions"]) == 1
 
 
 # ---------------------------------------------------------------- DeleteTopics
