@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from metadata_records.errors import ApiError, Errors
+from metadata_records.features import bumps_leader_epoch_on_isr_shrink
 from metadata_records.records import NO_LEADER, Record
 
 from .messages import (
@@ -95,7 +96,7 @@ class PartitionAdminManager:
                 p.partition_index,
                 view.is_active,
                 election,
-                metadata_version=view.metadata_version,
+                bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
             )
             builder.target_isr = isr
             builder.target_replicas = replicas
@@ -115,7 +116,7 @@ class PartitionAdminManager:
                 p.partition_index,
                 view.is_active,
                 election,
-                metadata_version=view.metadata_version,
+                bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
             )
             builder.target_replicas = target + removing
             builder.target_removing = removing
@@ -203,7 +204,12 @@ class PartitionAdminManager:
                 )
             election = Election.UNCLEAN
         record = PartitionChangeBuilder(
-            part, topic_id, pid, view.is_active, election, metadata_version=view.metadata_version
+            part,
+            topic_id,
+            pid,
+            view.is_active,
+            election,
+            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
         ).build()
         if record is None:
             if election_type == PREFERRED:

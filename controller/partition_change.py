@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 
-from metadata_records.features import MAX_METADATA_VERSION, bumps_leader_epoch_on_isr_shrink
 from metadata_records.image import PartitionRegistration
 from metadata_records.records import (
     LRS_NO_CHANGE,
@@ -50,8 +49,7 @@ class PartitionChangeBuilder:
         partition_id: int,
         is_acceptable_leader: Callable[[int], bool],
         election: Election = Election.ONLINE,
-        *,
-        metadata_version: int = MAX_METADATA_VERSION,
+        bump_on_isr_shrink: bool = False,
     ) -> None:
         self.partition = partition
         self.topic_id = topic_id
@@ -63,7 +61,10 @@ class PartitionChangeBuilder:
         self.target_removing = partition.removing_replicas
         self.target_adding = partition.adding_replicas
         self.target_lrs = partition.leader_recovery_state
-        self.bump_on_isr_shrink = bumps_leader_epoch_on_isr_shrink(metadata_version)
+        # Kafka passes the metadata.version; callers pass its one answer that
+        # matters here, worked out once per request
+        # (features.bumps_leader_epoch_on_isr_shrink): this is the hot path.
+        self.bump_on_isr_shrink = bump_on_isr_shrink
 
     # ------------------------------------------------------------ election
 

@@ -29,7 +29,7 @@ MV_FEATURES = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSuppor
 def registration_body(
     cluster_id: str, broker_id: int, generation: int = 0, **extra: Any
 ) -> dict[str, Any]:
-    """A BrokerRegistration body that a metadata.version 2 cluster accepts."""
+    """A BrokerRegistration body that a cluster at any supported metadata.version accepts."""
     return {
         "brokerId": broker_id,
         "clusterId": cluster_id,

@@ -4,6 +4,7 @@ PartitionChangeRecord, if any, takes a partition to its targets."""
 import pytest
 
 from controller.partition_change import Election, PartitionChangeBuilder
+from metadata_records.features import bumps_leader_epoch_on_isr_shrink
 from metadata_records.image import PartitionRegistration
 from metadata_records.records import (
     LRS_NO_CHANGE,
@@ -57,7 +58,12 @@ def builder(
     p, acceptable=everyone, election=Election.ONLINE, metadata_version=12, **targets
 ) -> PartitionChangeBuilder:
     b = PartitionChangeBuilder(
-        p, TOPIC_ID, PID, acceptable, election, metadata_version=metadata_version
+        p,
+        TOPIC_ID,
+        PID,
+        acceptable,
+        election,
+        bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(metadata_version),
     )
     for name, value in targets.items():
         setattr(b, f"target_{name}", tuple(value) if isinstance(value, list) else value)
