@@ -209,7 +209,11 @@ class Listener(RequestModel):
     name: Name
     host: _bounded_str(limits.MAX_HOST_LENGTH)
     port: UInt16
-    security_protocol: Int16
+    security_protocol: Int16 = Field(
+        description="Kafka's SecurityProtocol id: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, "
+        "3 SASL_SSL; the controller answers INVALID_REQUEST for any other value, and for "
+        "two listeners with one name"
+    )
 
 
 class BrokerFeature(RequestModel):
@@ -779,13 +783,30 @@ class ElectLeadersResponse(ErrorFields):
 
 
 class UpdateFeaturesRequest(RequestModel):
-    """POST /v1/features: finalize ``name`` at ``level`` (upgrades only)."""
+    """POST /v1/features: finalize ``name`` at ``level`` (Kafka's UpdateFeatures
+    for one feature: ``upgradeType`` and ``validateOnly`` as in its v1+)."""
 
     name: StrictStr = Field(examples=["metadata.version"])
-    level: Int16
+    level: Int16 = Field(
+        description="Kafka's feature level (metadata.version: 6 = 3.3-IV2 ... 12 = 3.6-IV0); "
+        "0 asks to remove the feature"
+    )
+    upgrade_type: Int8 = Field(
+        m.UPGRADE,
+        description="1 upgrade (a lower level is refused), 2 safe downgrade, 3 unsafe "
+        "downgrade; any other value is refused (INVALID_UPDATE_VERSION)",
+    )
+    validate_only: StrictBool = Field(
+        False, description="true: run every check, answer, write nothing"
+    )
 
     def to_message(self) -> m.UpdateFeaturesRequest:
-        return m.UpdateFeaturesRequest(name=self.name, level=self.level)
+        return m.UpdateFeaturesRequest(
+            name=self.name,
+            level=self.level,
+            upgrade_type=self.upgrade_type,
+            validate_only=self.validate_only,
+        )
 
 
 class UpdateFeaturesResponse(ErrorFields):

@@ -46,11 +46,14 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from controller.record_cap import MAX_RECORDS_PER_USER_OP  # noqa: E402
 from controller.topic_control import MAX_PARTITIONS_PER_REQUEST  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402 - after the path is set
 
 BROKERS = 6
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+# A new topic's records are capped with its TopicRecord (record_cap): 9,999 partitions.
+FIRST_PARTITIONS = MAX_RECORDS_PER_USER_OP - 1
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 def progress(text: str) -> None:
@@ -95,7 +98,7 @@ async def setup(url: str, cluster_id: str, partitions: int) -> tuple[dict, str, 
                 "/v1/brokers/heartbeat",
                 json={"brokerId": b, "brokerEpoch": e, "currentMetadataOffset": 10**12},
             )
-        first = min(partitions, MAX_PARTITIONS_PER_REQUEST)
+        first = min(partitions, FIRST_PARTITIONS)
         r = await c.post(
             "/v1/topics",
             json={"topics": [{"name": "bench", "numPartitions": first, "replicationFactor": 3}]},
@@ -261,7 +264,7 @@ def run_wrk(url: str, path: str, script: str, clients: int, seconds: float) -> d
 async def fresh_topic(url: str, name: str, partitions: int) -> str:
     """A topic whose partitions are all led by broker 1, every epoch 0."""
     async with httpx.AsyncClient(base_url=url, timeout=120, follow_redirects=True) as c:
-        first = min(partitions, MAX_PARTITIONS_PER_REQUEST)
+        first = min(partitions, FIRST_PARTITIONS)
         assignments = [{"partitionIndex": p, "brokerIds": [1, 2, 3]} for p in range(first)]
         r = await c.post(
             "/v1/topics", json={"topics": [{"name": name, "assignments": assignments}]}

@@ -76,7 +76,7 @@ from metadata_records.records import (  # noqa: E402
 from metadata_records.snapshot import encode_image  # noqa: E402
 
 CLUSTER_ID = "bench-cluster"
-MV_RANGE = (FeatureRange("metadata.version", 1, 2),)
+MV_RANGE = (FeatureRange("metadata.version", 6, 12),)
 NOW_MS = 1_000_000
 
 TARGET_CHANGES_PER_S = 50_000
@@ -121,7 +121,7 @@ class Cluster:
         self.commit(
             [
                 LeaderChangeRecord(controller_epoch=1, leader_id=0, leader_url="http://c0"),
-                FeatureLevelRecord(name="metadata.version", feature_level=2),
+                FeatureLevelRecord(name="metadata.version", feature_level=12),
             ],
             epoch=1,
         )
@@ -203,7 +203,7 @@ def base_image_records(brokers: int) -> list[Record]:
     """A bootstrap and ``brokers`` registered, unfenced brokers, as records."""
     records: list[Record] = [
         LeaderChangeRecord(controller_epoch=1, leader_id=0, leader_url="http://c0"),
-        FeatureLevelRecord(name="metadata.version", feature_level=2),
+        FeatureLevelRecord(name="metadata.version", feature_level=12),
     ]
     for b in range(brokers):
         records.append(

@@ -54,7 +54,8 @@ import quorum_loss  # noqa: E402 - bench/quorum_loss.py, after the path is set
 from tests.cluster import Cluster  # noqa: E402
 
 PER_REQUEST = 10_000  # controller/topic_control.py MAX_PARTITIONS_PER_REQUEST
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+FIRST = PER_REQUEST - 1  # the new topic's TopicRecord counts too (controller/record_cap.py)
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 LIMIT_S = 180.0  # a wiped voter not re-admitted within this is reported as such
 
 
@@ -95,7 +96,7 @@ def load(cluster: Cluster, partitions: int) -> int:
                 "/v1/brokers/heartbeat",
                 {"brokerId": b, "brokerEpoch": e, "currentMetadataOffset": 10**12},
             )
-        first = min(partitions, PER_REQUEST)
+        first = min(partitions, FIRST)
         r = post(
             "/v1/topics",
             {"topics": [{"name": "big", "numPartitions": first, "replicationFactor": 3}]},

@@ -110,7 +110,7 @@ def voter_main(args: argparse.Namespace) -> int:
     async def run() -> None:
         await node.start()
         while not Path(args.done).exists():
-            if node.active and node.image.metadata_version == 2 and node.queue_depth == 0:
+            if node.active and node.image.metadata_version == 12 and node.queue_depth == 0:
                 break
             await asyncio.sleep(0.05)
         if Path(args.done).exists():
@@ -242,7 +242,11 @@ def failover(kills: int, serve_args: list[str]) -> dict:
                 "incarnationId": "AAAAAAAAAAAAAAAAAAAAAQ" if k % 2 else "AAAAAAAAAAAAAAAAAAAAAg",
                 "listeners": [],
                 "features": [
-                    {"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}
+                    {
+                        "name": "metadata.version",
+                        "minSupportedVersion": 6,
+                        "maxSupportedVersion": 12,
+                    }
                 ],
             }
             accepted = False
@@ -307,7 +311,7 @@ from metadata_records.uuids import random_uuid
 node = build_node(single_voter_config({data!r}, raft_port={port}, fsync=False, compaction_entries=1000000))
 async def main():
     await node.start()
-    while not (node.active and node.image.metadata_version == 2 and node.queue_depth == 0):
+    while not (node.active and node.image.metadata_version == 12 and node.queue_depth == 0):
         await asyncio.sleep(0.02)
     topics = {parts} // 1000
     for t in range(topics):

@@ -57,7 +57,7 @@ def register_body(cluster: Cluster, broker_id: int) -> dict:
             {"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}
         ],
         "features": [
-            {"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}
+            {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
         ],
         "rack": None,
     }

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from metadata_records.errors import Errors
+from metadata_records.features import MAX_METADATA_VERSION, METADATA_VERSION, MIN_METADATA_VERSION
 from metadata_records.image import MetadataImage
 
 from .client import ClientError, MetaquorumClient, OutcomeUnknown, RequestRejected
@@ -39,9 +40,9 @@ log = logging.getLogger(__name__)
 
 LISTENER_PORT_BASE = 9092
 METADATA_VERSION_RANGE = {
-    "name": "metadata.version",
-    "minSupportedVersion": 1,
-    "maxSupportedVersion": 2,
+    "name": METADATA_VERSION,
+    "minSupportedVersion": MIN_METADATA_VERSION,
+    "maxSupportedVersion": MAX_METADATA_VERSION,
 }
 
 

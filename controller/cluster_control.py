@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING
 
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import METADATA_VERSION, register_broker_record_version
-from metadata_records.records import FeatureRange, Record, RegisterBrokerRecord
+from metadata_records.records import (
+    SECURITY_PROTOCOLS,
+    FeatureRange,
+    Record,
+    RegisterBrokerRecord,
+)
 
 from .messages import BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerResult
 
@@ -31,6 +36,28 @@ class ClusterControlManager:
                 Errors.STALE_BROKER_EPOCH,
                 f"Expected broker epoch {reg.epoch}, but got broker epoch {broker_epoch}",
             )
+        return None
+
+    @staticmethod
+    def _listener_problem(req: BrokerRegistrationRequest) -> str | None:
+        """Why the listeners cannot be registered, or None. Kafka's controller
+        throws on both (ListenerInfo.fromBrokerRegistrationRequest: an unknown
+        protocol; the record's endpoints are keyed by name), answers
+        UNKNOWN_SERVER_ERROR and resigns; the request is what is wrong."""
+        seen: set[str] = set()
+        for listener in req.listeners:
+            if listener.security_protocol not in SECURITY_PROTOCOLS:
+                known = ", ".join(f"{k} {v}" for k, v in SECURITY_PROTOCOLS.items())
+                return (
+                    f"Unknown security protocol {listener.security_protocol} in listener "
+                    f"{listener.name} (known: {known})"
+                )
+            if listener.name in seen:
+                return (
+                    f"Duplicate listener name {listener.name}: a broker's listeners are keyed "
+                    "by name"
+                )
+            seen.add(listener.name)
         return None
 
     def _feature_problem(self, req: BrokerRegistrationRequest) -> str | None:
@@ -81,6 +108,11 @@ class ClusterControlManager:
                 Errors.BROKER_ID_NOT_REGISTERED,
                 "Controller does not support registering ZK brokers.",
             )
+        # Kafka's position: the listeners are read after the ZooKeeper and
+        # log-directory checks, before the features.
+        problem = self._listener_problem(req)
+        if problem is not None:
+            return fail(Errors.INVALID_REQUEST, problem)
         problem = self._feature_problem(req)
         if problem is not None:
             return fail(Errors.UNSUPPORTED_VERSION, problem)

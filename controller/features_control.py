@@ -1,5 +1,17 @@
-"""UpdateFeatures for ``metadata.version`` (Kafka's ``FeatureControlManager``):
-upgrades only, and only to a level every registered broker supports."""
+"""UpdateFeatures (Kafka's ``FeatureControlManager.updateFeatures`` and
+``updateFeature``), for the one feature metaquorum finalizes, ``metadata.version``.
+
+Kafka's checks, in its order, each answering INVALID_UPDATE_VERSION:
+the upgrade type is known; the level is not negative; this controller and
+every registered broker support it; a lower level needs a downgrade type and
+a higher one the upgrade type; and for ``metadata.version`` a downgrade across
+a level that changed the metadata format is refused (an unsafe one too: Kafka
+does not implement it yet). Any other feature is unknown to this controller:
+a level above 0 is not supported, and level 0 (Kafka's "remove the feature")
+finds no such feature. An update to the current level passes every check and
+writes its record, as Kafka's does. ``validateOnly`` runs the checks and
+writes nothing.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +23,26 @@ from metadata_records.features import (
     MAX_METADATA_VERSION,
     METADATA_VERSION,
     MIN_METADATA_VERSION,
+    metadata_changed,
 )
 from metadata_records.records import FeatureLevelRecord, Record
 
-from .messages import ControllerResult, UpdateFeaturesRequest, UpdateFeaturesResponse
+from .messages import (
+    SAFE_DOWNGRADE,
+    UNSAFE_DOWNGRADE,
+    UPGRADE,
+    ControllerResult,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
+)
 
 if TYPE_CHECKING:
     from metadata_records.delta import ImageDelta
 
     from .controller import Controller
+
+# Kafka's QuorumFeatures.DISABLED: what a feature nobody names supports.
+_DISABLED = (0, 0)
 
 
 def bootstrap_records(
@@ -31,43 +54,106 @@ def bootstrap_records(
     return [FeatureLevelRecord(name=METADATA_VERSION, feature_level=metadata_version)]
 
 
+def _version_range(low: int, high: int) -> str:
+    """Kafka's VersionRange.toString: "6-12", or "6" when both ends meet."""
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _not_supported(what: str, level: int, supported: tuple[int, int]) -> str | None:
+    """Kafka's QuorumFeatures.reasonNotSupported."""
+    low, high = supported
+    if low <= level <= high:
+        return None
+    if high == 0:
+        return f"{what} does not support this feature."
+    return f"{what} only supports versions {_version_range(low, high)}"
+
+
 class FeatureControlManager:
     def __init__(self, controller: Controller) -> None:
         self.c = controller
 
     def update_features(self, req: UpdateFeaturesRequest, now_ms: int) -> ControllerResult:
-        view = self.c.view
-
-        def fail(message: str) -> ControllerResult:
+        problem = self._problem(req)
+        if problem is not None:
+            # QuorumController.updateFeatures puts the one failing feature's
+            # reason under a sentence that says every update failed.
             return ControllerResult(
                 (),
                 UpdateFeaturesResponse(
                     Errors.INVALID_UPDATE_VERSION,
-                    f"Invalid update version {req.level} for feature {req.name}. {message}",
+                    "The update failed for all features since the following feature had an "
+                    f"error: {problem}",
                 ),
             )
-
-        if req.name != METADATA_VERSION:
-            return fail(
-                f"The controller does not support the feature; only {METADATA_VERSION} is known."
-            )
-        if not MIN_METADATA_VERSION <= req.level <= MAX_METADATA_VERSION:
-            return fail(
-                f"The controller only supports versions {MIN_METADATA_VERSION}-{MAX_METADATA_VERSION}."
-            )
-        current = view.metadata_version
-        if req.level < current:
-            return fail(f"Can't downgrade from {current}; metadata.version can only be upgraded.")
-        if req.level == current:
+        if req.validate_only:
             return ControllerResult((), UpdateFeaturesResponse(Errors.NONE))
-        for reg in view.brokers():
-            ranges = [f for f in reg.features if f.name == METADATA_VERSION]
-            low, high = (
-                (ranges[0].min_supported_version, ranges[0].max_supported_version)
-                if ranges
-                else (1, 1)
-            )
-            if not low <= req.level <= high:
-                return fail(f"Broker {reg.broker_id} only supports versions {low}-{high}.")
-        record = FeatureLevelRecord(name=METADATA_VERSION, feature_level=req.level)
+        record = FeatureLevelRecord(name=req.name, feature_level=req.level)
         return ControllerResult((record,), UpdateFeaturesResponse(Errors.NONE))
+
+    def _problem(self, req: UpdateFeaturesRequest) -> str | None:
+        """Kafka's updateFeature: why the update is refused, or None."""
+        name, level = req.name, req.level
+
+        def invalid(reason: str) -> str:
+            return f"Invalid update version {level} for feature {name}. {reason}"
+
+        if req.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            return invalid("The controller does not support the given upgrade type.")
+        current = self.c.view.feature(name, 0)
+        if name == METADATA_VERSION:
+            current = self.c.view.metadata_version
+        if level < 0:
+            return invalid("A feature version cannot be less than 0.")
+        reason = self._not_supported_anywhere(name, level)
+        if reason is not None:
+            return invalid(reason)
+        if level < current and req.upgrade_type == UPGRADE:
+            return invalid(
+                "Can't downgrade the version of this feature without setting the upgrade type "
+                "to either safe or unsafe downgrade."
+            )
+        if level > current and req.upgrade_type != UPGRADE:
+            return invalid("Can't downgrade to a newer version.")
+        if name != METADATA_VERSION:
+            # Only level 0 of an unknown feature gets here (the feature is
+            # supported nowhere above it); Kafka's Features.featureFromName.
+            return invalid(f"Feature {name} not found.")
+        return self._metadata_version_problem(current, level, req.upgrade_type)
+
+    def _not_supported_anywhere(self, name: str, level: int) -> str | None:
+        """Kafka's reasonNotSupported: this controller first, then every
+        registered broker (fenced ones too), a feature it does not name
+        counting as [0, 0]."""
+        local = (MIN_METADATA_VERSION, MAX_METADATA_VERSION) if name == METADATA_VERSION else None
+        reason = _not_supported("The controller", level, local or _DISABLED)
+        if reason is not None:
+            return reason
+        for reg in self.c.view.brokers():
+            supported = next(
+                (
+                    (f.min_supported_version, f.max_supported_version)
+                    for f in reg.features
+                    if f.name == name
+                ),
+                _DISABLED,
+            )
+            reason = _not_supported(f"Broker {reg.broker_id}", level, supported)
+            if reason is not None:
+                return reason
+        return None
+
+    @staticmethod
+    def _metadata_version_problem(current: int, level: int, upgrade_type: int) -> str | None:
+        """Kafka's updateMetadataVersion: a downgrade that crosses a level
+        which changed the metadata format may lose data, and is refused."""
+        if level >= current or not metadata_changed(current, level):
+            return None
+        if upgrade_type == UNSAFE_DOWNGRADE:
+            reason = "Unsafe metadata downgrade is not supported in this version."
+        else:
+            reason = (
+                "Refusing to perform the requested downgrade because it might delete metadata "
+                "information."
+            )
+        return f"Invalid metadata.version {level}. {reason}"

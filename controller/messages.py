@@ -261,11 +261,20 @@ class ElectLeadersResponse:
 # ------------------------------------------------------------------ features
 
 
+# Kafka's FeatureUpdate.UpgradeType codes (UpdateFeaturesRequest v1+ ``UpgradeType``);
+# any other code is UNKNOWN (0) and refused.
+UPGRADE = 1
+SAFE_DOWNGRADE = 2
+UNSAFE_DOWNGRADE = 3
+
+
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class UpdateFeaturesRequest:
     name: str
-    level: int
+    level: int  # Kafka's MaxVersionLevel; 0 asks to remove the feature
+    upgrade_type: int = UPGRADE
+    validate_only: bool = False
 
 
 @dataclass(slots=True)

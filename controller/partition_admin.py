@@ -1,10 +1,16 @@
-"""AlterPartitionReassignments and ElectLeaders (SEMANTICS 5.2 and 5.4)."""
+"""AlterPartitionReassignments and ElectLeaders (SEMANTICS 5.2 and 5.4; Kafka's
+``ReplicationControlManager.alterPartitionReassignments`` and ``electLeaders``).
+
+Both are operator writes: their records are capped per request
+(``record_cap``), and past the cap the whole request is answered in Kafka's
+``getErrorResponse`` shape, every entry carrying the error."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from metadata_records.errors import ApiError, Errors
+from metadata_records.features import bumps_leader_epoch_on_isr_shrink
 from metadata_records.records import NO_LEADER, Record
 
 from .messages import (
@@ -20,6 +26,7 @@ from .messages import (
     TopicPartitionsResult,
 )
 from .partition_change import Election, PartitionChangeBuilder
+from .record_cap import TOO_MANY_RECORDS, over_cap
 
 if TYPE_CHECKING:
     from .controller import Controller
@@ -47,6 +54,8 @@ class PartitionAdminManager:
                     )
                 else:
                     error = self._reassign(topic.name, topic_id, p, records)
+                    if over_cap(records):
+                        return _reassignments_refused(req, TOO_MANY_RECORDS)
                 results.append(PartitionResult(p.partition_index, error.error, error.message))
             topics.append(TopicPartitionsResult(topic.name, tuple(results)))
         return ControllerResult(tuple(records), AlterPartitionReassignmentsResponse(tuple(topics)))
@@ -82,7 +91,12 @@ class PartitionAdminManager:
                     )
                 isr = replicas[:1]
             builder = PartitionChangeBuilder(
-                part, topic_id, p.partition_index, view.is_active, election
+                part,
+                topic_id,
+                p.partition_index,
+                view.is_active,
+                election,
+                bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
             )
             builder.target_isr = isr
             builder.target_replicas = replicas
@@ -97,7 +111,12 @@ class PartitionAdminManager:
             removing = tuple(r for r in current if r not in target)
             adding = tuple(r for r in target if r not in current)
             builder = PartitionChangeBuilder(
-                part, topic_id, p.partition_index, view.is_active, election
+                part,
+                topic_id,
+                p.partition_index,
+                view.is_active,
+                election,
+                bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
             )
             builder.target_replicas = target + removing
             builder.target_removing = removing
@@ -110,43 +129,61 @@ class PartitionAdminManager:
     # ------------------------------------------------------------ elections
 
     def elect_leaders(self, req: ElectLeadersRequest, now_ms: int) -> ControllerResult:
-        view = self.c.view
         if req.election_type not in (PREFERRED, UNCLEAN):
-            return ControllerResult(
-                (),
-                ElectLeadersResponse(
-                    (),
+            return _elections_refused(
+                req,
+                ApiError(
                     Errors.INVALID_REQUEST,
-                    f"electionType {req.election_type} is not valid (0 = preferred, 1 = unclean)",
+                    f"Unknown election type {req.election_type} (0 = preferred, 1 = unclean)",
                 ),
             )
         records: list[Record] = []
-        topics = []
         if req.topic_partitions is None:
-            # Every partition; those that already have the wanted leader are left out.
-            for topic_id in view.topic_ids():
-                name = view.topic_name(topic_id)
-                results = []
-                for pid in view.partition_ids(topic_id):
-                    error = self._elect(req.election_type, name, topic_id, pid, records)
-                    if error.error is not Errors.ELECTION_NOT_NEEDED:
-                        results.append(PartitionResult(pid, error.error, error.message))
-                if results:
-                    topics.append(TopicPartitionsResult(name, tuple(results)))
+            topics = self._elect_everywhere(req.election_type, records)
         else:
-            for name, pids in req.topic_partitions:
-                topic_id = view.topic_id(name)
-                results = []
-                for pid in pids:
-                    if topic_id is None:
-                        error = ApiError(
-                            Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}"
-                        )
-                    else:
-                        error = self._elect(req.election_type, name, topic_id, pid, records)
-                    results.append(PartitionResult(pid, error.error, error.message))
-                topics.append(TopicPartitionsResult(name, tuple(results)))
+            topics = self._elect_listed(req, records)
+        if topics is None:
+            return _elections_refused(req, TOO_MANY_RECORDS)
         return ControllerResult(tuple(records), ElectLeadersResponse(tuple(topics)))
+
+    def _elect_everywhere(
+        self, election_type: int, records: list[Record]
+    ) -> list[TopicPartitionsResult] | None:
+        """Kafka's answer to a request without partitions: every topic, each
+        with the partitions where an election was needed (an empty list where
+        none was); None past the record cap."""
+        view = self.c.view
+        names = sorted((view.topic_name(topic_id), topic_id) for topic_id in view.topic_ids())
+        topics = []
+        for name, topic_id in names:
+            results = []
+            for pid in view.partition_ids(topic_id):
+                error = self._elect(election_type, name, topic_id, pid, records)
+                if over_cap(records):
+                    return None
+                if error.error is not Errors.ELECTION_NOT_NEEDED:
+                    results.append(PartitionResult(pid, error.error, error.message))
+            topics.append(TopicPartitionsResult(name, tuple(results)))
+        return topics
+
+    def _elect_listed(
+        self, req: ElectLeadersRequest, records: list[Record]
+    ) -> list[TopicPartitionsResult] | None:
+        view = self.c.view
+        topics = []
+        for name, pids in req.topic_partitions:
+            topic_id = view.topic_id(name)
+            results = []
+            for pid in pids:
+                if topic_id is None:
+                    error = ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}")
+                else:
+                    error = self._elect(req.election_type, name, topic_id, pid, records)
+                    if over_cap(records):
+                        return None
+                results.append(PartitionResult(pid, error.error, error.message))
+            topics.append(TopicPartitionsResult(name, tuple(results)))
+        return topics
 
     def _elect(
         self, election_type: int, name: str, topic_id: str, pid: int, records: list[Record]
@@ -166,7 +203,14 @@ class PartitionAdminManager:
                     Errors.ELECTION_NOT_NEEDED, f"{tp} already has leader {part.leader}"
                 )
             election = Election.UNCLEAN
-        record = PartitionChangeBuilder(part, topic_id, pid, view.is_active, election).build()
+        record = PartitionChangeBuilder(
+            part,
+            topic_id,
+            pid,
+            view.is_active,
+            election,
+            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+        ).build()
         if record is None:
             if election_type == PREFERRED:
                 return ApiError(
@@ -180,3 +224,37 @@ class PartitionAdminManager:
             )
         records.append(record)
         return ApiError(Errors.NONE)
+
+
+# ------------------------------------------------------------ whole-request answers
+
+
+def _reassignments_refused(
+    req: AlterPartitionReassignmentsRequest, error: ApiError
+) -> ControllerResult:
+    """Kafka's AlterPartitionReassignmentsRequest.getErrorResponse: the error at
+    the top and on every requested partition; nothing written."""
+    topics = tuple(
+        TopicPartitionsResult(
+            t.name,
+            tuple(
+                PartitionResult(p.partition_index, error.error, error.message) for p in t.partitions
+            ),
+        )
+        for t in req.topics
+    )
+    return ControllerResult(
+        (), AlterPartitionReassignmentsResponse(topics, error.error, error.message)
+    )
+
+
+def _elections_refused(req: ElectLeadersRequest, error: ApiError) -> ControllerResult:
+    """Kafka's ElectLeadersRequest.getErrorResponse: the error at the top and on
+    every requested partition (none when the request named none)."""
+    topics = tuple(
+        TopicPartitionsResult(
+            name, tuple(PartitionResult(pid, error.error, error.message) for pid in pids)
+        )
+        for name, pids in req.topic_partitions or ()
+    )
+    return ControllerResult((), ElectLeadersResponse(topics, error.error, error.message))

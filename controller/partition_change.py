@@ -1,9 +1,9 @@
 """Kafka's ``PartitionChangeBuilder``: from a partition and its targets, the one
 ``PartitionChangeRecord`` that gets there, or None when nothing changes.
 
-ELR (KIP-966) is off and the metadata version is past KAFKA-15021, so:
-the ISR is never written empty (the last member stays, with leader -1), and an
-ISR shrink alone does not bump the leader epoch.
+ELR (KIP-966) is off, so the ISR is never written empty (the last member
+stays, with leader -1). From metadata.version 3.6-IV0 (KAFKA-15021) an ISR
+shrink alone does not bump the leader epoch; before it, it does.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class PartitionChangeBuilder:
         "target_removing",
         "target_adding",
         "target_lrs",
+        "bump_on_isr_shrink",
     )
 
     def __init__(
@@ -48,6 +49,7 @@ class PartitionChangeBuilder:
         partition_id: int,
         is_acceptable_leader: Callable[[int], bool],
         election: Election = Election.ONLINE,
+        bump_on_isr_shrink: bool = False,
     ) -> None:
         self.partition = partition
         self.topic_id = topic_id
@@ -59,6 +61,10 @@ class PartitionChangeBuilder:
         self.target_removing = partition.removing_replicas
         self.target_adding = partition.adding_replicas
         self.target_lrs = partition.leader_recovery_state
+        # Kafka passes the metadata.version; callers pass its one answer that
+        # matters here, worked out once per request
+        # (features.bumps_leader_epoch_on_isr_shrink): this is the hot path.
+        self.bump_on_isr_shrink = bump_on_isr_shrink
 
     # ------------------------------------------------------------ election
 
@@ -136,6 +142,16 @@ class PartitionChangeBuilder:
 
         if isr is None and self.target_isr and self.target_isr != part.isr:
             isr = self.target_isr
+
+        # Before 3.6-IV0 brokers needed a new leader epoch when the ISR shrank
+        # (KAFKA-15021): name the same leader to bump it.
+        if (
+            self.bump_on_isr_shrink
+            and leader == NO_LEADER_CHANGE
+            and isr is not None
+            and not set(part.isr).issubset(isr)
+        ):
+            leader = part.leader
 
         replicas = (
             self.target_replicas

@@ -29,6 +29,7 @@ from .messages import (
     DeleteTopicsResponse,
 )
 from .placement import PlacementError, place
+from .record_cap import MAX_RECORDS_PER_USER_OP, TOO_MANY_RECORDS, over_cap
 
 if TYPE_CHECKING:
     from .controller import Controller
@@ -36,9 +37,11 @@ if TYPE_CHECKING:
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 TOPIC_CONFIGS = (MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION)
-# Kafka's MAX_PARTITIONS_PER_BATCH (ReplicationControlManager): new partitions
-# one CreateTopics (over all its topics) or CreatePartitions request may ask for.
-MAX_PARTITIONS_PER_REQUEST = 10_000
+# Kafka's MAX_PARTITIONS_PER_BATCH (KAFKA-17870): new partitions one CreateTopics
+# (over all its topics) or CreatePartitions request may ask for, checked before
+# anything is built. The records built are capped too (record_cap): a topic's
+# TopicRecord and ConfigRecords count, so one topic holds at most 9,999.
+MAX_PARTITIONS_PER_REQUEST = MAX_RECORDS_PER_USER_OP
 
 
 def _too_many_partitions(requested: int) -> str:
@@ -52,6 +55,17 @@ class _Reject(Exception):
     def __init__(self, error: Errors, message: str) -> None:
         super().__init__(message)
         self.api_error = ApiError(error, message)
+
+
+def _create_topics_refused(req: CreateTopicsRequest, error: ApiError) -> ControllerResult:
+    """Kafka's CreateTopicsRequest.getErrorResponse: every topic carries the
+    error; nothing written."""
+    return ControllerResult(
+        (),
+        CreateTopicsResponse(
+            tuple(CreatableTopicResult(t.name, error.error, error.message) for t in req.topics)
+        ),
+    )
 
 
 def _config_problem(name: str, value: str | None) -> str | None:
@@ -174,15 +188,8 @@ class TopicControlManager:
             for t in req.topics
         )
         if requested > MAX_PARTITIONS_PER_REQUEST:
-            message = _too_many_partitions(requested)
-            return ControllerResult(
-                (),
-                CreateTopicsResponse(
-                    tuple(
-                        CreatableTopicResult(t.name, Errors.POLICY_VIOLATION, message)
-                        for t in req.topics
-                    )
-                ),
+            return _create_topics_refused(
+                req, ApiError(Errors.POLICY_VIOLATION, _too_many_partitions(requested))
             )
         counts: dict[str, int] = {}
         for t in req.topics:
@@ -202,6 +209,8 @@ class TopicControlManager:
                 results.append(CreatableTopicResult(t.name, r.api_error.error, r.api_error.message))
                 continue
             records += topic_records
+            if over_cap(records):
+                return _create_topics_refused(req, TOO_MANY_RECORDS)
             taken[_normalized(t.name)] = t.name
             results.append(result)
         return ControllerResult(tuple(records), CreateTopicsResponse(tuple(results)))
@@ -349,6 +358,8 @@ class TopicControlManager:
         if req.count == current:
             raise _Reject(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         added = req.count - current
+        # One PartitionRecord per new partition: this is the record cap too,
+        # checked before anything is built.
         if added > MAX_PARTITIONS_PER_REQUEST:
             raise _Reject(Errors.POLICY_VIOLATION, _too_many_partitions(added))
         rf = len(view.partition(topic_id, existing[0]).replicas) if existing else 1

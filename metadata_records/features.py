@@ -1,32 +1,85 @@
 """Finalized feature levels, and what ``metadata.version`` decides.
 
-metaquorum has two levels (API.md "POST /v1/features"):
+metaquorum's ``metadata.version`` levels are Kafka's own feature levels
+(``org.apache.kafka.server.common.MetadataVersion``), so any Kafka tool that
+reads the log or the finalized features reads them right. metaquorum supports
+the range whose records and rules it follows exactly, Kafka's predicates
+deciding each:
 
-* 1: controlled shutdown is soft state only, as before KIP-841; the controller
-  writes RegisterBrokerRecord v0 and never writes ``inControlledShutdown``.
-* 2: KIP-841; RegisterBrokerRecord v1 and BrokerRegistrationChangeRecord v1
-  persist ``inControlledShutdown``. New clusters start here.
+* 6 (3.3-IV2) is the lowest: BrokerRegistrationChangeRecord, not
+  Fence/UnfenceBrokerRecord (which metaquorum never writes); controlled
+  shutdown is soft state (before KIP-841); RegisterBrokerRecord v0.
+* 7 (3.3-IV3): KIP-841, RegisterBrokerRecord v1 and
+  BrokerRegistrationChangeRecord v1 persist ``inControlledShutdown``.
+* 8 (3.4-IV0) and up: RegisterBrokerRecord v2 (``isMigratingZkBroker``,
+  always false: ZooKeeper brokers are refused).
+* below 12, an ISR shrink bumps the leader epoch (KAFKA-15021); from 12 it
+  does not.
+* 12 (3.6-IV0) is the highest, and where new clusters start: 3.6-IV1 adds
+  metadata transactions, 3.7 controller registrations and log directories
+  (PartitionRecord v1), none of which metaquorum writes.
 
-Both levels behave like Kafka at MV >= 3.6-IV0 otherwise: change records exist,
-leader recovery is supported, and an ISR shrink does not bump the leader epoch.
+Every level also has Kafka's leader recovery (3.2-IV0) and NoOpRecord
+(3.3-IV1). ELR (KIP-966, 4.0-IV1) is out of scope.
 """
 
 from __future__ import annotations
 
 METADATA_VERSION = "metadata.version"
-MIN_METADATA_VERSION = 1
-MAX_METADATA_VERSION = 2
-BOOTSTRAP_METADATA_VERSION = 2
-# Kafka treats a log without a metadata.version record as its oldest KRaft level.
+
+# Kafka's MetadataVersion levels up to the highest metaquorum follows:
+# level -> (release name, didMetadataChange: the level changed the metadata
+# format from the one before it, so a downgrade across it may lose data).
+KAFKA_RELEASES: dict[int, tuple[str, bool]] = {
+    1: ("3.0-IV1", True),
+    2: ("3.1-IV0", False),
+    3: ("3.2-IV0", True),
+    4: ("3.3-IV0", False),
+    5: ("3.3-IV1", True),
+    6: ("3.3-IV2", True),
+    7: ("3.3-IV3", True),
+    8: ("3.4-IV0", True),
+    9: ("3.5-IV0", False),
+    10: ("3.5-IV1", False),
+    11: ("3.5-IV2", True),
+    12: ("3.6-IV0", False),
+}
+MIN_METADATA_VERSION = 6  # IBP_3_3_IV2
+MAX_METADATA_VERSION = 12  # IBP_3_6_IV0
+BOOTSTRAP_METADATA_VERSION = MAX_METADATA_VERSION
+# Kafka reads a log without a metadata.version record as MINIMUM_KRAFT_VERSION
+# (3.0-IV1); a metaquorum controller writes one before anything else.
 DEFAULT_METADATA_VERSION = 1
 
 SUPPORTED_FEATURES = {METADATA_VERSION: (MIN_METADATA_VERSION, MAX_METADATA_VERSION)}
 
 
+def release_name(level: int) -> str:
+    """Kafka's name for a metadata.version level ("3.6-IV0"), or the number."""
+    known = KAFKA_RELEASES.get(level)
+    return known[0] if known is not None else str(level)
+
+
 def persists_controlled_shutdown(metadata_version: int) -> bool:
-    """Kafka's ``isInControlledShutdownStateSupported``."""
-    return metadata_version >= 2
+    """Kafka's ``isInControlledShutdownStateSupported`` (3.3-IV3)."""
+    return metadata_version >= 7
 
 
 def register_broker_record_version(metadata_version: int) -> int:
+    """Kafka's ``registerBrokerRecordVersion`` (without log directories)."""
+    if metadata_version >= 8:  # isMigrationSupported (3.4-IV0)
+        return 2
     return 1 if persists_controlled_shutdown(metadata_version) else 0
+
+
+def bumps_leader_epoch_on_isr_shrink(metadata_version: int) -> bool:
+    """Kafka's ``isLeaderEpochBumpRequiredOnIsrShrink`` (before 3.6-IV0)."""
+    return metadata_version < 12
+
+
+def metadata_changed(source: int, target: int) -> bool:
+    """Kafka's ``MetadataVersion.checkIfMetadataChanged``: does a level between
+    the two (the lower excluded) change the metadata format? A downgrade across
+    such a level may lose metadata. Both levels are known ones."""
+    high, low = max(source, target), min(source, target)
+    return any(KAFKA_RELEASES[level][1] for level in range(low + 1, high + 1))

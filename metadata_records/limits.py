@@ -3,7 +3,8 @@ place (docs/limits.md lists them with their values and reasons).
 
 Invariant: a field that reaches a record is bounded here or by Kafka's own
 rule (topic names: ``records.TOPIC_NAME_MAX_LENGTH``; new partitions per
-request: ``controller.topic_control.MAX_PARTITIONS_PER_REQUEST``), so no
+request: ``controller.topic_control.MAX_PARTITIONS_PER_REQUEST``; records per
+operator write: ``controller.record_cap.MAX_RECORDS_PER_USER_OP``), so no
 caller, a broker's own token included, can grow one record, the image or a
 voter's memory without bound. The HTTP models check these before anything is
 decided; an error names the field and the limit.

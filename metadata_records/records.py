@@ -61,6 +61,11 @@ class Endpoint(NamedTuple):
     security_protocol: int
 
 
+# Kafka's SecurityProtocol ids (org.apache.kafka.common.security.auth.SecurityProtocol):
+# the only values an endpoint's securityProtocol may hold.
+SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
 class Voter(NamedTuple):
     """One voter of the Raft quorum: its node id, the directory id of the data
     dir it votes with (KIP-853), and its Raft endpoint."""
@@ -123,9 +128,14 @@ def _record(type_name: str, api_key: int, max_version: int):
     return register
 
 
-@_record("REGISTER_BROKER_RECORD", 0, 1)
+@_record("REGISTER_BROKER_RECORD", 0, 2)
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
+    """Versions as Kafka writes them by metadata.version (features.py): v1 adds
+    ``inControlledShutdown`` (KIP-841), v2 ``isMigratingZkBroker`` (KIP-866;
+    always false here, ZooKeeper brokers are refused). v3's log directories are
+    out of scope."""
+
     broker_id: int = _f(Kind.INT32)
     incarnation_id: str = _f(Kind.UUID)
     broker_epoch: int = _f(Kind.INT64)
@@ -134,7 +144,8 @@ class RegisterBrokerRecord:
     rack: str | None = _f(Kind.NULLABLE_STRING, default=None)
     fenced: bool = _f(Kind.BOOL, default=True)
     in_controlled_shutdown: bool = _f(Kind.BOOL, since=1, default=False)
-    version: int = 1
+    is_migrating_zk_broker: bool = _f(Kind.BOOL, since=2, default=False)
+    version: int = 2
 
 
 @_record("TOPIC_RECORD", 2, 0)

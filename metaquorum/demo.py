@@ -141,7 +141,7 @@ def run_demo(as_json: bool = False) -> int:
                 CLUSTER_ID,
                 random_uuid(),
                 (Endpoint("PLAINTEXT", "localhost", 9091 + b, 0),),
-                (FeatureRange("metadata.version", 1, 2),),
+                (FeatureRange("metadata.version", 6, 12),),
             )
         )
         c.epochs[b] = resp.broker_epoch

@@ -57,7 +57,7 @@ def curl_recipes(url: str, cluster_id: str) -> str:
     metaquorum status --url {url}  the same, as a table
 
   Paste these (-L follows a follower's 307 to the leader):
-    {post} {url}/v1/brokers/register -d '{{"brokerId": 1, "clusterId": "{cluster_id}", "incarnationId": "{random_uuid()}", "listeners": [{{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}}], "features": [{{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}}]}}'
+    {post} {url}/v1/brokers/register -d '{{"brokerId": 1, "clusterId": "{cluster_id}", "incarnationId": "{random_uuid()}", "listeners": [{{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}}], "features": [{{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}}]}}'
     {post} {url}/v1/brokers/heartbeat -d '{{"brokerId": 1, "brokerEpoch": EPOCH_FROM_REGISTER, "currentMetadataOffset": 1000000, "wantFence": false, "wantShutDown": false}}'
     {post} {url}/v1/topics -d '{{"topics": [{{"name": "orders", "numPartitions": 3, "replicationFactor": 1}}]}}'
     curl -s {url}/v1/topics/orders

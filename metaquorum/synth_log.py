@@ -167,7 +167,7 @@ class Simulation:
                 CLUSTER_ID,
                 _uuid(self.rng),
                 listeners=(Endpoint("PLAINTEXT", f"broker-{b.broker_id}", 9092, 0),),
-                features=(FeatureRange("metadata.version", 1, 2),),
+                features=(FeatureRange("metadata.version", 6, 12),),
                 rack=f"rack-{b.broker_id % 3}",
                 previous_broker_epoch=b.epoch,
             )

@@ -35,7 +35,7 @@ from metadata_records.records import (
 )
 
 CLUSTER_ID = "test-cluster"
-MV_RANGE = (FeatureRange("metadata.version", 1, 2),)
+MV_RANGE = (FeatureRange("metadata.version", 6, 12),)
 
 
 def incarnation(broker_id: int, generation: int = 0) -> str:
@@ -56,7 +56,7 @@ def _topic_ids():
 
 @dataclass
 class ControllerHarness:
-    metadata_version: int = 2
+    metadata_version: int = 12  # Kafka 3.6-IV0, where new clusters start
     session_timeout_ms: int = 9000
     # Two clocks, as the quorum has (quorum/node.py): the controller's is
     # monotonic; the wall clock only stamps batches, and steps (step_wall_clock).
@@ -164,7 +164,9 @@ class ControllerHarness:
                 broker_id,
                 kw.pop("cluster_id", CLUSTER_ID),
                 kw.pop("incarnation_id", incarnation(broker_id, generation)),
-                listeners=(Endpoint("PLAINTEXT", "localhost", 9092 + broker_id, 0),),
+                listeners=kw.pop(
+                    "listeners", (Endpoint("PLAINTEXT", "localhost", 9092 + broker_id, 0),)
+                ),
                 **kw,
             )
         )

@@ -23,7 +23,7 @@ from brokers.client import ClientError, MetaquorumClient, OutcomeUnknown
 
 from .k8s_pods import LoopbackStatefulSet
 
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 class EagerClient(MetaquorumClient):

@@ -23,13 +23,13 @@ from .nodes import free_port
 
 T = TypeVar("T")
 
-MV_FEATURES = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV_FEATURES = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 def registration_body(
     cluster_id: str, broker_id: int, generation: int = 0, **extra: Any
 ) -> dict[str, Any]:
-    """A BrokerRegistration body that a metadata.version 2 cluster accepts."""
+    """A BrokerRegistration body that a cluster at any supported metadata.version accepts."""
     return {
         "brokerId": broker_id,
         "clusterId": cluster_id,

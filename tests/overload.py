@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 DOCUMENTED = {200, 429, 503}  # 503: REQUEST_TIMED_OUT (outcome unknown) or no leader
 
 

@@ -9,7 +9,7 @@ import uuid
 
 from brokers.client import MetaquorumClient
 
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 def listeners(b: int) -> list[dict]:

@@ -127,6 +127,13 @@ def test_validate_only_is_refused(local, app, brokers):
     assert r.status_code == 400
     assert "validateOnly" in r.json()["errorMessage"]
     assert local.request(app, "GET", "/v1/topics/v").status_code == 404
+    # CreatePartitions too (a departure from Kafka: docs/kafka-conformance.md).
+    post(local, app, "/v1/topics", {"topics": [{"name": "v2", "numPartitions": 1}]})
+    r = local.request(
+        app, "POST", "/v1/topics/v2/partitions", json={"count": 2, "validateOnly": True}
+    )
+    assert r.status_code == 400 and "validateOnly" in r.json()["errorMessage"]
+    assert len(topic(local, app, "v2")["partitions"]) == 1
 
 
 # ---------------------------------------------------------------- DeleteTopics
@@ -276,30 +283,96 @@ def test_elect_leaders(local, app, brokers):
         (7, "UNKNOWN_TOPIC_OR_PARTITION"),
     ]
     assert results["ghost"][0]["errorCode"] == 3
-    # electionType 2 fits an int8, so the controller answers it (INVALID_REQUEST, status 200).
-    body = post(local, app, "/v1/elect-leaders", {"electionType": 2})
+    # electionType 2 fits an int8, so the controller answers it (INVALID_REQUEST, status
+    # 200), on every partition named as Kafka's getErrorResponse does.
+    body = post(
+        local,
+        app,
+        "/v1/elect-leaders",
+        {"electionType": 2, "topicPartitions": [{"topic": "elect", "partitions": [0]}]},
+    )
     assert (body["errorCode"], body["errorName"]) == (42, "INVALID_REQUEST")
-    # No topicPartitions: every partition (those already led by their preferred replica are left out).
-    assert post(local, app, "/v1/elect-leaders", {"electionType": 0})["errorName"] == "NONE"
+    assert body["errorMessage"].startswith("Unknown election type 2")
+    ((entry,),) = [r["partitionResult"] for r in body["replicaElectionResults"]]
+    assert (entry["partitionId"], entry["errorName"]) == (0, "INVALID_REQUEST")
+
+
+def test_elect_leaders_without_partitions_lists_every_topic(local, app, brokers):
+    """Kafka's electLeaders with null topicPartitions: an entry per topic, with an
+    empty partitionResult where no election was needed (issue 18 item 7)."""
+    body = post(local, app, "/v1/elect-leaders", {"electionType": 0})
+    assert body["errorName"] == "NONE"
+    listed = {r["topic"]: r["partitionResult"] for r in body["replicaElectionResults"]}
+    shown = local.request(app, "GET", "/v1/topics").json()["topics"]
+    assert sorted(listed) == sorted(t["name"] for t in shown)
+    assert [r["topic"] for r in body["replicaElectionResults"]] == sorted(listed)
+    # Earlier tests left some partitions led by another replica; only those appear.
+    assert any(results == [] for results in listed.values())
+    assert all(p["errorName"] != "ELECTION_NOT_NEEDED" for r in listed.values() for p in r)
+    again = post(local, app, "/v1/elect-leaders", {"electionType": 0})["replicaElectionResults"]
+    assert sorted(r["topic"] for r in again) == sorted(listed)  # still every topic
+
+
+def test_reassignments_past_the_record_cap_fail_on_every_partition(local, app, brokers):
+    post(
+        local,
+        app,
+        "/v1/topics",
+        {"topics": [{"name": "wide", "numPartitions": 9_999, "replicationFactor": 1}]},
+    )
+    before = local.node.image.next_offset
+    moves = [{"partitionIndex": p, "replicas": [1, 2]} for p in range(9_999)]
+    body = post(
+        local,
+        app,
+        "/v1/reassignments",
+        {"topics": [{"name": "wide", "partitions": moves}, {"name": "defaults", "partitions": [
+            {"partitionIndex": 0, "replicas": [3, 2, 1]},
+            {"partitionIndex": 0, "replicas": [1, 2]},
+        ]}]},
+    )  # fmt: skip
+    assert (body["errorCode"], body["errorName"]) == (44, "POLICY_VIOLATION")
+    assert body["errorMessage"].startswith("Unable to perform excessively large batch operation")
+    assert [len(t["partitions"]) for t in body["responses"]] == [9_999, 2]
+    assert {p["errorName"] for t in body["responses"] for p in t["partitions"]} == {
+        "POLICY_VIOLATION"
+    }
+    assert local.node.image.next_offset == before
 
 
 # ---------------------------------------------------------------- features and leadership
 
 
 def test_update_features(local, app, brokers):
-    assert (
-        post(local, app, "/v1/features", {"name": "metadata.version", "level": 2})["errorName"]
-        == "NONE"
-    )
-    down = post(local, app, "/v1/features", {"name": "metadata.version", "level": 1})
+    """Kafka's UpdateFeatures for one feature (issue 18 item 7): the current level
+    writes its record, every refusal is INVALID_UPDATE_VERSION under Kafka's
+    "failed for all features" sentence, validateOnly writes nothing."""
+    before = local.node.image.next_offset
+    body = post(local, app, "/v1/features", {"name": "metadata.version", "level": 12})
+    assert (body["errorCode"], body["errorName"], body["errorMessage"]) == (0, "NONE", None)
+    assert local.node.image.next_offset == before + 1  # Kafka writes the same level again
+    down = post(local, app, "/v1/features", {"name": "metadata.version", "level": 7})
     assert (down["errorCode"], down["errorName"]) == (95, "INVALID_UPDATE_VERSION")
-    assert "downgrade" in down["errorMessage"]
+    assert down["errorMessage"].startswith(
+        "The update failed for all features since the following feature had an error: "
+    )
+    assert "without setting the upgrade type" in down["errorMessage"]
+    safe = {"name": "metadata.version", "level": 7, "upgradeType": 2}
+    assert "might delete metadata" in post(local, app, "/v1/features", safe)["errorMessage"]
+    check = {"name": "metadata.version", "level": 11, "upgradeType": 2, "validateOnly": True}
+    assert post(local, app, "/v1/features", check)["errorName"] == "NONE"
+    assert local.node.image.metadata_version == 12
+    assert local.node.image.next_offset == before + 1
     unknown = post(local, app, "/v1/features", {"name": "kraft.version", "level": 1})
     assert unknown["errorName"] == "INVALID_UPDATE_VERSION"
-    r = local.request(
-        app, "POST", "/v1/features", json={"name": "metadata.version", "level": 40000}
+    assert unknown["errorMessage"].endswith("does not support this feature.")
+    odd = post(
+        local, app, "/v1/features", {"name": "metadata.version", "level": 12, "upgradeType": 9}
     )
-    assert r.status_code == 400 and "int16" in r.json()["errorMessage"]
+    assert "does not support the given upgrade type" in odd["errorMessage"]
+    for bad, field in (({"level": 40000}, "int16"), ({"level": 12, "upgradeType": 300}, "int8")):
+        r = local.request(app, "POST", "/v1/features", json={"name": "metadata.version", **bad})
+        assert r.status_code == 400 and field in r.json()["errorMessage"]
 
 
 def test_transfer_leadership_needs_another_voter(local, app):

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from api import create_app
 from metadata_records.uuids import parse_uuid, to_standard
 
 from .local_node import MV_FEATURES, incarnation_id, registration_body
@@ -113,6 +114,40 @@ def test_zookeeper_broker_is_refused(local, app):
         post(local, app, "/v1/brokers/register", body).json()["errorName"]
         == "BROKER_ID_NOT_REGISTERED"
     )
+
+
+@pytest.mark.parametrize("direct_routes", [True, False])
+def test_bad_listeners_are_an_invalid_request_answered_by_the_controller(local, direct_routes):
+    """Issue 18 item 6: status 200 (the controller decided), Kafka's error fields,
+    brokerEpoch -1, and nothing written; through either routing path."""
+    app = create_app(local.node, direct_routes=direct_routes)
+    for listeners, expected in (
+        (
+            [{"name": "SECURE", "host": "h", "port": 9093, "securityProtocol": 9}],
+            "Unknown security protocol 9 in listener SECURE",
+        ),
+        (
+            [{"name": "L", "host": "a", "port": 1, "securityProtocol": 0}] * 2,
+            "Duplicate listener name L",
+        ),
+    ):
+        before = local.node.image.next_offset
+        r = post(
+            local,
+            app,
+            "/v1/brokers/register",
+            registration_body(local.cluster_id, 40, listeners=listeners),
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert (body["errorCode"], body["errorName"], body["brokerEpoch"]) == (
+            42,
+            "INVALID_REQUEST",
+            -1,
+        )
+        assert body["errorMessage"].startswith(expected)
+        assert local.node.image.next_offset == before
+    assert local.request(app, "GET", "/v1/brokers/40").status_code == 404
 
 
 def test_duplicate_registration_while_the_session_is_valid(local, app):

@@ -233,7 +233,7 @@ def test_answers_match_the_published_models(local, app):
     )
     conforms(
         M.UpdateFeaturesResponse,
-        call("POST", "/v1/features", {"name": "metadata.version", "level": 2}),
+        call("POST", "/v1/features", {"name": "metadata.version", "level": 12}),
     )
     conforms(M.BrokersOut, call("GET", "/v1/brokers"))
     conforms(M.BrokerOut, call("GET", "/v1/brokers/1"))

@@ -153,7 +153,7 @@ def test_log_pages_and_headers(local, app, cluster):
         "timestampMs": first["records"][1]["timestampMs"],
         "controllerEpoch": first["records"][0]["controllerEpoch"],
         "batchOffset": first["records"][1]["batchOffset"],
-        "data": {"name": "metadata.version", "featureLevel": 2},
+        "data": {"name": "metadata.version", "featureLevel": 12},
     }
     assert first["nextOffset"] == 2
     assert first["highWatermark"] == local.node.image.next_offset
@@ -284,7 +284,7 @@ def test_quorum_status(local, app, cluster):
     assert s["controllerEpoch"] == node.image.controller_epoch >= 1
     assert s["raftTerm"] >= 1
     assert s["highWatermark"] == s["lastAppliedOffset"] + 1 == node.image.next_offset
-    assert s["metadataVersion"] == 2
+    assert s["metadataVersion"] == 12
     assert s["auth"] == "off"
     assert s["active"] is True and s["ready"] is True
     (voter,) = s["voters"]

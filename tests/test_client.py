@@ -12,7 +12,7 @@ from .cluster import Cluster
 from .nodes import free_port
 from .test_cluster import register_body
 
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 LISTENERS = [{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}]
 
 

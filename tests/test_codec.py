@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import MISSING
 
@@ -259,7 +260,7 @@ def _api_md_register():
         incarnation_id=INC,
         broker_epoch=17,
         end_points=(Endpoint("PLAINTEXT", "localhost", 9092, 0),),
-        features=(FeatureRange("metadata.version", 1, 2),),
+        features=(FeatureRange("metadata.version", 6, 12),),
         rack=None,
         fenced=True,
         in_controlled_shutdown=False,
@@ -287,7 +288,7 @@ def test_log_record_to_obj_matches_api_md():
                 {"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}
             ],
             "features": [
-                {"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}
+                {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
             ],
             "rack": None,
             "fenced": True,
@@ -377,7 +378,7 @@ def test_36_char_uuid_in_batch():
 def _valid_obj(type_name: str) -> dict:
     """A valid record of ``type_name`` at its highest version, every field present."""
     examples = {
-        "REGISTER_BROKER_RECORD": _api_md_register(),
+        "REGISTER_BROKER_RECORD": dataclasses.replace(_api_md_register(), version=2),
         "BROKER_REGISTRATION_CHANGE_RECORD": BrokerRegistrationChangeRecord(
             broker_id=1, broker_epoch=17, fenced=-1, in_controlled_shutdown=1, version=1
         ),
@@ -399,7 +400,7 @@ def _valid_obj(type_name: str) -> dict:
             leader_recovery_state=0,
         ),
         "REMOVE_TOPIC_RECORD": RemoveTopicRecord(topic_id=INC),
-        "FEATURE_LEVEL_RECORD": FeatureLevelRecord(name="metadata.version", feature_level=2),
+        "FEATURE_LEVEL_RECORD": FeatureLevelRecord(name="metadata.version", feature_level=12),
         "NO_OP_RECORD": NoOpRecord(),
         "LEADER_CHANGE": LeaderChangeRecord(
             controller_epoch=3, leader_id=0, leader_url="http://n0:8080"
@@ -496,8 +497,8 @@ BAD_VALUES = {
         [1],
         [{}],
         [{"name": "f", "minSupportedVersion": 1}],
-        [{"name": "f", "minSupportedVersion": 1, "maxSupportedVersion": 2, "x": 0}],
-        [{"name": None, "minSupportedVersion": 1, "maxSupportedVersion": 2}],
+        [{"name": "f", "minSupportedVersion": 6, "maxSupportedVersion": 12, "x": 0}],
+        [{"name": None, "minSupportedVersion": 6, "maxSupportedVersion": 12}],
         [{"name": "f", "minSupportedVersion": 2**15, "maxSupportedVersion": 2}],
         [{"name": "f", "minSupportedVersion": 1, "maxSupportedVersion": True}],
         [{"name": "f", "minSupportedVersion": 1.0, "maxSupportedVersion": 2}],
@@ -576,16 +577,24 @@ def test_unknown_field_is_named(type_name):
     ("type_name", "key"),
     [
         ("REGISTER_BROKER_RECORD", "inControlledShutdown"),
+        ("REGISTER_BROKER_RECORD", "isMigratingZkBroker"),
         ("BROKER_REGISTRATION_CHANGE_RECORD", "inControlledShutdown"),
     ],
 )
 def test_field_of_a_later_version_is_rejected(type_name, key):
+    fields = RECORD_TYPES[type_name].FIELDS
+    below = _since(fields, key) - 1
     obj = _valid_obj(type_name)
-    obj["version"] = 0
-    _expect_error(obj, key, "v0")
+    obj["version"] = below
+    obj["data"] = {k: v for k, v in obj["data"].items() if k == key or _since(fields, k) <= below}
+    _expect_error(obj, key, f"v{below}")
     del obj["data"][key]
     decoded = decode_record(orjson.dumps(obj))
-    assert decoded.version == 0
+    assert decoded.version == below
+
+
+def _since(fields, key: str) -> int:
+    return next(s.since for s in fields if s.key == key)
 
 
 @pytest.mark.parametrize(

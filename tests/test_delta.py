@@ -34,7 +34,7 @@ T3 = uuid_from_bytes(b"\x03" * 16)
 INC_A = uuid_from_bytes(b"\xaa" * 16)
 INC_B = uuid_from_bytes(b"\xbb" * 16)
 EP = (Endpoint("PLAINTEXT", "localhost", 9092, 0),)
-MV = (FeatureRange("metadata.version", 1, 2),)
+MV = (FeatureRange("metadata.version", 6, 12),)
 
 
 def reg(broker_id, epoch, *, inc=INC_A, fenced=True, ics=False, version=1, rack=None):

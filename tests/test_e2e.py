@@ -15,7 +15,7 @@ from .cluster import Cluster
 
 pytestmark = pytest.mark.slow
 
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 def listeners(b):

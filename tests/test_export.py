@@ -45,13 +45,13 @@ TID = "fPZv1VBsRFmnlRvmGcOW9w"
 EVERY_TYPE = [
     LeaderChangeRecord(controller_epoch=1, leader_id=0, leader_url="http://c0"),
     VotersRecord(voters=(Voter(0, TID, "c0", 7071),)),
-    FeatureLevelRecord(name="metadata.version", feature_level=2),
+    FeatureLevelRecord(name="metadata.version", feature_level=12),
     RegisterBrokerRecord(
         broker_id=1,
         incarnation_id=TID,
         broker_epoch=2,
         end_points=(Endpoint("PLAINTEXT", "h", 9092, 0),),
-        features=(FeatureRange("metadata.version", 1, 2),),
+        features=(FeatureRange("metadata.version", 6, 12),),
         rack="r1",
     ),
     BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=2, fenced=-1, version=1),

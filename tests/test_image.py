@@ -230,7 +230,7 @@ def _two_of_everything():
                     partition_id=pid, topic_id=tid, replicas=(1, 2), isr=(1, 2), leader=1
                 )
             )
-    records.append(FeatureLevelRecord(name="metadata.version", feature_level=2))
+    records.append(FeatureLevelRecord(name="metadata.version", feature_level=12))
     return apply_records(EMPTY_IMAGE, records)
 
 

@@ -24,7 +24,7 @@ from quorum.state_machine import STALE
 from .harness import incarnation
 from .nodes import build_node, run_with, single_voter_config, wait_until
 
-MV = (FeatureRange("metadata.version", 1, 2),)
+MV = (FeatureRange("metadata.version", 6, 12),)
 
 
 def register(node, broker_id, generation=0):
@@ -42,7 +42,7 @@ def register(node, broker_id, generation=0):
 async def active(node):
     """Active controller, with the bootstrap records of a new cluster applied."""
     await wait_until(
-        lambda: node.active and node.image.metadata_version == 2 and node.queue_depth == 0,
+        lambda: node.active and node.image.metadata_version == 12 and node.queue_depth == 0,
         what="the node becoming active controller",
     )
 
@@ -79,7 +79,7 @@ async def start_and_lead(nodes):
     for n in nodes:
         await n.start()
     await wait_until(
-        lambda: any(n.active and n.image.metadata_version == 2 for n in nodes),
+        lambda: any(n.active and n.image.metadata_version == 12 for n in nodes),
         what="an active controller",
     )
     leader = next(n for n in nodes if n.active)
@@ -97,7 +97,7 @@ def test_a_single_voter_leads_bootstraps_and_group_commits(tmp_path):
         await active(node)
         image = node.image
         assert image.controller_epoch >= 1 and image.leader_id == 0
-        await wait_until(lambda: node.image.metadata_version == 2, what="bootstrap")
+        await wait_until(lambda: node.image.metadata_version == 12, what="bootstrap")
         responses = await asyncio.gather(*(register(node, b) for b in range(1, 21)))
         assert all(r.error is Errors.NONE for r in responses)
         epochs = sorted(r.broker_epoch for r in responses)

@@ -42,7 +42,7 @@ def test_create_topic_then_list_it_and_read_the_log(voter):
             "incarnationId": str(uuid.uuid4()),
             "listeners": [],
             "features": [
-                {"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}
+                {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
             ],
         },
     ).json()

@@ -31,7 +31,7 @@ from .cluster import SECRET, Cluster
 
 pytestmark = pytest.mark.slow
 
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 def raft_address(c: Cluster) -> tuple[str, int]:

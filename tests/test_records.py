@@ -55,6 +55,7 @@ EXPECTED_FIELDS = {
         ("rack", Kind.NULLABLE_STRING, 0, None),
         ("fenced", Kind.BOOL, 0, True),
         ("inControlledShutdown", Kind.BOOL, 1, False),
+        ("isMigratingZkBroker", Kind.BOOL, 2, False),
     ],
     "TOPIC_RECORD": [
         ("name", Kind.STRING, 0, MISSING),
@@ -108,7 +109,7 @@ EXPECTED_FIELDS = {
 }
 
 MAX_VERSIONS = {
-    "REGISTER_BROKER_RECORD": 1,
+    "REGISTER_BROKER_RECORD": 2,
     "BROKER_REGISTRATION_CHANGE_RECORD": 1,
     "TOPIC_RECORD": 0,
     "PARTITION_RECORD": 0,
@@ -168,12 +169,13 @@ def test_field_since_never_exceeds_max_version(type_name):
     assert all(0 <= s.since <= cls.MAX_VERSION for s in cls.FIELDS)
 
 
-def test_in_controlled_shutdown_is_the_only_versioned_field():
+def test_the_versioned_fields_are_kafkas():
     versioned = {
         (name, s.key): s.since for name, cls in RECORD_TYPES.items() for s in cls.FIELDS if s.since
     }
     assert versioned == {
         ("REGISTER_BROKER_RECORD", "inControlledShutdown"): 1,
+        ("REGISTER_BROKER_RECORD", "isMigratingZkBroker"): 2,
         ("BROKER_REGISTRATION_CHANGE_RECORD", "inControlledShutdown"): 1,
     }
 
@@ -189,6 +191,7 @@ def test_api_md_example_field_names():
         "rack",
         "fenced",
         "inControlledShutdown",
+        "isMigratingZkBroker",
     ]
     pcr = {s.key for s in PartitionChangeRecord.FIELDS}
     assert {"removingReplicas", "addingReplicas", "leaderRecoveryState"} <= pcr
@@ -197,7 +200,7 @@ def test_api_md_example_field_names():
 def test_default_versions():
     # The newest versions are what the controller writes by default.
     reg = RegisterBrokerRecord(broker_id=1, incarnation_id=TID, broker_epoch=5)
-    assert reg.version == 1
+    assert reg.version == 2 and reg.is_migrating_zk_broker is False
     assert reg.fenced is True
     assert reg.in_controlled_shutdown is False
     assert reg.end_points == () and reg.features == () and reg.rack is None

@@ -43,7 +43,7 @@ T1 = uuid_from_bytes(b"\x01" * 16)
 T2 = uuid_from_bytes(b"\x02" * 16)
 INC = uuid_from_bytes(b"\xaa" * 16)
 EP = (Endpoint("PLAINTEXT", "h", 9092, 0),)
-MV = (FeatureRange("metadata.version", 1, 2),)
+MV = (FeatureRange("metadata.version", 6, 12),)
 
 
 def sample_image() -> MetadataImage:
@@ -51,7 +51,7 @@ def sample_image() -> MetadataImage:
         EMPTY_IMAGE,
         [
             LeaderChangeRecord(controller_epoch=2, leader_id=1, leader_url="http://n1:8080"),
-            FeatureLevelRecord(name="metadata.version", feature_level=2),
+            FeatureLevelRecord(name="metadata.version", feature_level=12),
             RegisterBrokerRecord(
                 broker_id=2,
                 incarnation_id=INC,
@@ -88,7 +88,7 @@ def test_encoding_shape():
     assert obj["nextOffset"] == 10
     assert (obj["controllerEpoch"], obj["leaderId"], obj["leaderUrl"]) == (2, 1, "http://n1:8080")
     assert obj["ignoredRecords"] == 0
-    assert obj["features"] == {"metadata.version": 2}
+    assert obj["features"] == {"metadata.version": 12}
     # Brokers sorted by id, as arrays in BrokerRegistration's order.
     assert obj["brokers"] == [
         [1, INC, 3, [], [], None, False, False, 3],
@@ -97,7 +97,7 @@ def test_encoding_shape():
             INC,
             2,
             [{"name": "PLAINTEXT", "host": "h", "port": 9092, "securityProtocol": 0}],
-            [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}],
+            [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}],
             "r",
             True,
             False,

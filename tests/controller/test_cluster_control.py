@@ -1,8 +1,10 @@
 """Broker registration (SEMANTICS 3): epochs, validation order, amendments."""
 
+import pytest
+
 from controller.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from metadata_records.errors import Errors
-from metadata_records.records import FeatureRange, RegisterBrokerRecord
+from metadata_records.records import Endpoint, FeatureRange, RegisterBrokerRecord
 from tests.harness import CLUSTER_ID, ControllerHarness, incarnation
 
 
@@ -25,7 +27,7 @@ def test_epochs_follow_offsets_inside_one_batch():
     results = [
         h.decide(
             BrokerRegistrationRequest(
-                b, CLUSTER_ID, incarnation(b), features=(FeatureRange("metadata.version", 1, 2),)
+                b, CLUSTER_ID, incarnation(b), features=(FeatureRange("metadata.version", 6, 12),)
             )
         )
         for b in (1, 2, 3)
@@ -80,12 +82,53 @@ def test_zk_migrating_brokers_are_refused():
     assert resp.error_message == "Controller does not support registering ZK brokers."
 
 
+# ---------------------------------------------------------------- listeners (issue 18 item 6)
+
+
+def test_an_unknown_security_protocol_is_an_invalid_request_and_nothing_is_written():
+    h = ControllerHarness()
+    before = h.image.next_offset
+    listeners = (Endpoint("PLAINTEXT", "h", 9092, 0), Endpoint("EXTERNAL", "h", 9093, 7))
+    resp = h.register(1, listeners=listeners)
+    assert resp.error is Errors.INVALID_REQUEST and resp.broker_epoch == -1
+    assert resp.error_message.startswith("Unknown security protocol 7 in listener EXTERNAL")
+    assert "3 SASL_SSL" in resp.error_message
+    assert h.image.next_offset == before and 1 not in h.image.brokers
+
+
+def test_every_kafka_security_protocol_is_accepted():
+    h = ControllerHarness()
+    listeners = tuple(Endpoint(f"L{p}", "h", 9092 + p, p) for p in range(4))
+    assert h.register(1, listeners=listeners).error is Errors.NONE
+    assert h.image.brokers[1].listeners == listeners
+
+
+def test_duplicate_listener_names_are_an_invalid_request():
+    h = ControllerHarness()
+    listeners = (Endpoint("PLAINTEXT", "a", 9092, 0), Endpoint("PLAINTEXT", "b", 9093, 0))
+    resp = h.register(1, listeners=listeners)
+    assert resp.error is Errors.INVALID_REQUEST
+    assert resp.error_message.startswith("Duplicate listener name PLAINTEXT")
+    # Names are compared exactly, as Kafka's keys are.
+    listeners = (Endpoint("PLAINTEXT", "a", 9092, 0), Endpoint("plaintext", "b", 9093, 0))
+    assert h.register(1, listeners=listeners).error is Errors.NONE
+
+
+def test_listeners_are_checked_after_the_zk_flag_and_before_the_features():
+    h = ControllerHarness()
+    bad = (Endpoint("X", "h", 1, 9),)
+    resp = h.register(1, listeners=bad, is_migrating_zk_broker=True)
+    assert resp.error is Errors.BROKER_ID_NOT_REGISTERED
+    resp = h.register(1, listeners=bad, features=())  # no metadata.version range as well
+    assert resp.error is Errors.INVALID_REQUEST
+
+
 def test_feature_ranges_must_contain_the_finalized_level():
-    h = ControllerHarness(metadata_version=2)
+    h = ControllerHarness(metadata_version=12)
     resp = h.register(1, features=())  # no metadata.version: treated as [1, 1]
     assert resp.error is Errors.UNSUPPORTED_VERSION
     assert resp.error_message == (
-        "Unable to register because the broker does not support finalized version 2 of "
+        "Unable to register because the broker does not support finalized version 12 of "
         "metadata.version. The broker wants a version between 1 and 1, inclusive."
     )
     assert (
@@ -93,24 +136,32 @@ def test_feature_ranges_must_contain_the_finalized_level():
         is Errors.UNSUPPORTED_VERSION
     )
     # A feature that is not finalized is at level 0.
-    unknown = (FeatureRange("metadata.version", 1, 2), FeatureRange("group.version", 1, 3))
+    unknown = (FeatureRange("metadata.version", 6, 12), FeatureRange("group.version", 1, 3))
     assert h.register(1, features=unknown).error is Errors.UNSUPPORTED_VERSION
-    fine = (FeatureRange("metadata.version", 1, 2), FeatureRange("group.version", 0, 3))
+    fine = (FeatureRange("metadata.version", 6, 12), FeatureRange("group.version", 0, 3))
     assert h.register(1, features=fine).error is Errors.NONE
 
 
-def test_metadata_version_1_accepts_brokers_that_name_no_level_and_writes_v0():
-    h = ControllerHarness(metadata_version=1)
-    assert h.register(1, features=()).error is Errors.NONE
+@pytest.mark.parametrize(
+    ("level", "version"),
+    [(6, 0), (7, 1), (8, 2), (11, 2), (12, 2)],
+    ids=["3.3-IV2", "3.3-IV3", "3.4-IV0", "3.5-IV2", "3.6-IV0"],
+)
+def test_register_broker_record_version_is_kafkas_for_the_metadata_version(level, version):
+    """MetadataVersion.registerBrokerRecordVersion: v1 from 3.3-IV3 (KIP-841),
+    v2 from 3.4-IV0 (isMigratingZkBroker, false)."""
+    h = ControllerHarness(metadata_version=level)
+    assert h.register(1).error is Errors.NONE
     (record,) = h.last.records
-    assert record.version == 0
-    assert record.features == (FeatureRange("metadata.version", 1, 1),)
+    assert record.version == version and not record.is_migrating_zk_broker
+    assert h.replayed() == h.image
 
 
-def test_metadata_version_2_writes_register_broker_record_v1():
-    h = ControllerHarness(metadata_version=2)
-    h.register(1)
-    assert h.last.records[0].version == 1
+def test_a_broker_naming_no_metadata_version_is_refused_at_every_supported_level():
+    """Kafka takes it as [1, 1] (3.0-IV1), below every level metaquorum writes."""
+    h = ControllerHarness(metadata_version=6)
+    resp = h.register(1, features=())
+    assert resp.error is Errors.UNSUPPORTED_VERSION and "version 6 of" in resp.error_message
 
 
 def test_same_incarnation_keeps_epoch_and_state_but_moves_the_registration_offset():

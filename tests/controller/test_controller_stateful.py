@@ -59,7 +59,7 @@ TOPICS = st.sampled_from(["a", "b", "c"])
 
 
 class ControllerMachine(RuleBasedStateMachine):
-    metadata_version = 2
+    metadata_version = 12  # 3.6-IV0, where new clusters start
 
     def __init__(self):
         super().__init__()
@@ -393,8 +393,11 @@ class ControllerMachine(RuleBasedStateMachine):
             assert c.index.partitions_led_by(broker) == fresh.partitions_led_by(broker)
 
 
-class ControllerMachineMV1(ControllerMachine):
-    metadata_version = 1
+class ControllerMachineMV6(ControllerMachine):
+    """3.3-IV2: controlled shutdown is soft state, and an ISR shrink bumps the
+    leader epoch (KAFKA-15021's old rule)."""
+
+    metadata_version = 6
 
 
 SETTINGS = settings(
@@ -405,5 +408,5 @@ SETTINGS = settings(
 )
 TestController = ControllerMachine.TestCase
 TestController.settings = SETTINGS
-TestControllerMV1 = ControllerMachineMV1.TestCase
-TestControllerMV1.settings = SETTINGS
+TestControllerMV6 = ControllerMachineMV6.TestCase
+TestControllerMV6.settings = SETTINGS

@@ -109,7 +109,7 @@ def test_unclean_topic_elects_an_out_of_sync_replica_when_the_last_leader_is_fen
 
 
 def test_controlled_shutdown_moves_leadership_then_waits_for_active_brokers():
-    h = ControllerHarness(metadata_version=2)
+    h = ControllerHarness(metadata_version=12)
     h.start_brokers(1, 2, 3)
     h.create_topic("t", 6, 3)
     h.create_topic("solo", assignments=((0, (1,)),))
@@ -185,8 +185,8 @@ def test_want_fence_and_want_shut_down_together():
     assert h.image.brokers[1].fenced
 
 
-def test_metadata_version_1_keeps_controlled_shutdown_in_soft_state():
-    h = ControllerHarness(metadata_version=1)
+def test_before_3_3_iv3_controlled_shutdown_is_soft_state():
+    h = ControllerHarness(metadata_version=6)  # 3.3-IV2
     h.start_brokers(1, 2, 3)
     h.create_topic("t", 3, 3)
     resp = h.heartbeat(1, want_shut_down=True)
@@ -197,7 +197,7 @@ def test_metadata_version_1_keeps_controlled_shutdown_in_soft_state():
     p = next(p for p in range(3) if h.partition("t", p).leader == 2)
     isr = list(h.partition("t", p).isr)
     assert h.alter_isr("t", p, isr + [1]).topics[0].partitions[0].error is Errors.NONE
-    # KIP-841 closes it at metadata.version 2 (see test_replication_control).
+    # KIP-841 closes it at metadata.version 7, 3.3-IV3 (see test_replication_control).
 
 
 def test_session_expiry_fences_one_broker_at_a_time_oldest_first():

@@ -5,7 +5,11 @@ import pytest
 from controller.messages import (
     PREFERRED,
     UNCLEAN,
+    AlterPartitionPartition,
     AlterPartitionReassignmentsRequest,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
+    BrokerState,
     ElectLeadersRequest,
     ReassignablePartition,
     ReassignableTopic,
@@ -115,19 +119,124 @@ def test_unclean_election(h):
     assert p.error is Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
 
 
-def test_election_over_every_partition_leaves_out_those_not_needed(h):
-    assert elect(h, PREFERRED).topics == ()
+def test_election_over_every_partition_lists_every_topic_as_kafka_does(h):
+    """Kafka's electLeaders with null topicPartitions: one entry per topic, its
+    partitions that needed an election (ELECTION_NOT_NEEDED left out), an empty
+    list where none did."""
+    h.create_topic("a", assignments=((0, (2, 3)),))
+    resp = elect(h, PREFERRED)
+    assert resp.error is Errors.NONE and h.last.records == ()
+    assert [(t.name, t.partitions) for t in resp.topics] == [("a", ()), ("t", ())]
     h.heartbeat(1, want_fence=True)
     h.heartbeat(1)
     isr = list(h.partition("t", 0).isr)
     h.alter_isr("t", 0, isr + [1])
+    resp = elect(h, PREFERRED)
+    assert [t.name for t in resp.topics] == ["a", "t"]
+    assert resp.topics[0].partitions == ()
+    # Partition 1 (replicas 2, 3, 1) is led by 2 again: not needed, left out.
+    assert [(p.partition_index, p.error) for p in resp.topics[1].partitions] == [(0, Errors.NONE)]
+    assert h.partition("t", 0).leader == 1
+
+
+def test_every_partition_keeps_the_errors_other_than_not_needed(h):
+    h.heartbeat(1, want_fence=True)
     (topic,) = elect(h, PREFERRED).topics
-    assert [(p.partition_index, p.error) for p in topic.partitions] == [(0, Errors.NONE)]
+    # 1 is fenced: partition 0 cannot get its preferred leader back.
+    assert [(p.partition_index, p.error) for p in topic.partitions] == [
+        (0, Errors.PREFERRED_LEADER_NOT_AVAILABLE)
+    ]
 
 
-def test_invalid_election_type(h):
-    resp = elect(h, 7)
-    assert resp.error is Errors.INVALID_REQUEST and "electionType 7" in resp.error_message
+def test_an_unknown_election_type_fails_the_whole_request_on_every_partition(h):
+    resp = elect(h, 7, (("t", (0, 1)), ("ghost", (3,))))
+    assert resp.error is Errors.INVALID_REQUEST
+    assert resp.error_message.startswith("Unknown election type 7")
+    assert [
+        (t.name, [(p.partition_index, p.error) for p in t.partitions]) for t in resp.topics
+    ] == [
+        ("t", [(0, Errors.INVALID_REQUEST), (1, Errors.INVALID_REQUEST)]),
+        ("ghost", [(3, Errors.INVALID_REQUEST)]),
+    ]
+    assert h.last.records == ()
+    resp = elect(h, 7)  # no partitions named: the top-level error alone
+    assert resp.error is Errors.INVALID_REQUEST and resp.topics == ()
+
+
+# ---------------------------------------------------------------- the record cap (issue 18 item 7)
+
+
+def _big_topics_led_by_their_second_replica(h, sizes):
+    """Topics whose every partition has replicas (1, 2), led by 2 with 1 back in
+    the ISR: a preferred election would write one record per partition."""
+    for i, size in enumerate(sizes):
+        assignments = tuple((p, (1, 2)) for p in range(size))
+        assert h.create_topic(f"big{i}", assignments=assignments).error is Errors.NONE
+    h.heartbeat(1, want_fence=True)  # broker-driven: no cap
+    h.heartbeat(1)
+    topics = tuple(
+        AlterPartitionTopic(
+            tuple(
+                AlterPartitionPartition(
+                    p, 1, 1, new_isr_with_epochs=(BrokerState(2), BrokerState(1))
+                )
+                for p in range(size)
+            ),
+            topic_id=h.topic_id(f"big{i}"),
+        )
+        for i, size in enumerate(sizes)
+    )
+    resp = h.run(AlterPartitionRequest(2, h.epochs[2], topics))
+    assert all(p.error is Errors.NONE for t in resp.topics for p in t.partitions)
+
+
+def test_elections_past_ten_thousand_records_fail_whole_and_write_nothing(h):
+    _big_topics_led_by_their_second_replica(h, (5_001, 5_000))
+    before = h.image.next_offset
+    resp = elect(h, PREFERRED)  # 10,001 elections
+    assert resp.error is Errors.POLICY_VIOLATION
+    assert resp.error_message.startswith("Unable to perform excessively large batch operation")
+    assert resp.topics == () and h.image.next_offset == before
+    listed = (("big0", tuple(range(5_001))), ("big1", tuple(range(5_000))))
+    resp = elect(h, PREFERRED, listed)
+    assert resp.error is Errors.POLICY_VIOLATION and h.image.next_offset == before
+    assert [len(t.partitions) for t in resp.topics] == [5_001, 5_000]
+    assert {p.error for t in resp.topics for p in t.partitions} == {Errors.POLICY_VIOLATION}
+    # Exactly the cap is one operation.
+    resp = elect(h, PREFERRED, (("big0", tuple(range(5_000))), ("big1", tuple(range(5_000)))))
+    assert resp.error is Errors.NONE and len(h.last.records) == 10_000
+    assert h.partition("big0", 0).leader == 1 and h.partition("big0", 5_000).leader == 2
+
+
+def test_reassignments_past_ten_thousand_records_fail_whole_and_write_nothing(h):
+    h.create_topic("big0", assignments=tuple((p, (1, 2)) for p in range(5_001)))
+    h.create_topic("big1", assignments=tuple((p, (1, 2)) for p in range(5_000)))
+    before = h.image.next_offset
+
+    def request(sizes):
+        return AlterPartitionReassignmentsRequest(
+            tuple(
+                ReassignableTopic(
+                    f"big{i}", tuple(ReassignablePartition(p, (1, 2, 3)) for p in range(size))
+                )
+                for i, size in enumerate(sizes)
+            )
+            + (ReassignableTopic("ghost", (ReassignablePartition(0, (1,)),)),)
+        )
+
+    resp = h.run(request((5_001, 5_000)))
+    assert resp.error is Errors.POLICY_VIOLATION
+    assert resp.error_message.startswith("Unable to perform excessively large batch operation")
+    assert [(t.name, len(t.partitions)) for t in resp.topics] == [
+        ("big0", 5_001),
+        ("big1", 5_000),
+        ("ghost", 1),
+    ]
+    assert {p.error for t in resp.topics for p in t.partitions} == {Errors.POLICY_VIOLATION}
+    assert h.image.next_offset == before
+    resp = h.run(request((5_000, 5_000)))
+    assert resp.error is Errors.NONE and len(h.last.records) == 10_000
+    assert resp.topics[2].partitions[0].error is Errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_cancel_when_only_added_replicas_are_in_sync_needs_an_unclean_topic(h):

@@ -4,6 +4,7 @@ PartitionChangeRecord, if any, takes a partition to its targets."""
 import pytest
 
 from controller.partition_change import Election, PartitionChangeBuilder
+from metadata_records.features import bumps_leader_epoch_on_isr_shrink
 from metadata_records.image import PartitionRegistration
 from metadata_records.records import (
     LRS_NO_CHANGE,
@@ -53,8 +54,17 @@ def only(*ids):
     return lambda replica: replica in allowed
 
 
-def builder(p, acceptable=everyone, election=Election.ONLINE, **targets) -> PartitionChangeBuilder:
-    b = PartitionChangeBuilder(p, TOPIC_ID, PID, acceptable, election)
+def builder(
+    p, acceptable=everyone, election=Election.ONLINE, metadata_version=12, **targets
+) -> PartitionChangeBuilder:
+    b = PartitionChangeBuilder(
+        p,
+        TOPIC_ID,
+        PID,
+        acceptable,
+        election,
+        bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(metadata_version),
+    )
     for name, value in targets.items():
         setattr(b, f"target_{name}", tuple(value) if isinstance(value, list) else value)
     return b
@@ -125,6 +135,38 @@ def test_isr_expand_does_not_set_the_leader():
     record = builder(p, isr=[1, 2, 3]).build()
     assert record == change(isr=(1, 2, 3))
     assert p.merge(record).leader_epoch == LEADER_EPOCH
+
+
+# Before 3.6-IV0 (levels 6-11) an ISR shrink bumps the leader epoch: Kafka's
+# triggerLeaderEpochBumpForIsrShrinkIfNeeded (KAFKA-15021).
+
+
+@pytest.mark.parametrize("level", [6, 7, 11])
+def test_before_3_6_iv0_an_isr_shrink_names_the_same_leader(level):
+    p = part([1, 2, 3])
+    record = builder(p, metadata_version=level, isr=[1, 3]).build()
+    assert record == change(isr=(1, 3), leader=1)
+    merged = p.merge(record)
+    assert (merged.leader, merged.leader_epoch) == (1, LEADER_EPOCH + 1)
+
+
+def test_before_3_6_iv0_a_leaderless_isr_shrink_bumps_with_leader_minus_one():
+    p = part([1, 2, 3], isr=[2, 3], leader=NO_LEADER)
+    record = builder(p, acceptable=only(), metadata_version=6, isr=[3]).build()
+    assert record == change(isr=(3,), leader=NO_LEADER)
+
+
+@pytest.mark.parametrize("level", [6, 12])
+def test_an_isr_expansion_or_reorder_never_bumps_the_leader_epoch(level):
+    p = part([1, 2, 3], isr=[1, 2])
+    assert builder(p, metadata_version=level, isr=[1, 2, 3]).build() == change(isr=(1, 2, 3))
+    assert builder(p, metadata_version=level, isr=[2, 1]).build() == change(isr=(2, 1))
+
+
+def test_before_3_6_iv0_a_shrink_that_changes_the_leader_needs_no_second_bump():
+    p = part([1, 2, 3])
+    record = builder(p, acceptable=only(2, 3), metadata_version=6, isr=[2, 3]).build()
+    assert record == change(isr=(2, 3), leader=2)
 
 
 def test_isr_stored_in_the_order_given():

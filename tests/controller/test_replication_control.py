@@ -736,6 +736,31 @@ def test_shrink_to_the_leader_alone(version):
     assert_consistent(h)
 
 
+def test_before_3_6_iv0_a_shrink_answers_the_bumped_leader_epoch():
+    """metadata.version 3.5-IV2 (11): Kafka's KAFKA-15021 rule, the leader
+    epoch moves on a shrink (the record names the same leader), not on an
+    expansion."""
+    h = ControllerHarness(metadata_version=11)
+    h.start_brokers(1, 2, 3)
+    topic_id = make_topic(h, "t", (1, 2, 3))
+    entry = alter_one(h, "t", [1, 3])
+    assert (entry.error, entry.leader_id, entry.leader_epoch, entry.partition_epoch) == (
+        Errors.NONE,
+        1,
+        1,
+        1,
+    )
+    assert h.last.records == (
+        PartitionChangeRecord(partition_id=0, topic_id=topic_id, isr=(1, 3), leader=1),
+    )
+    entry = alter_one(h, "t", [1, 3, 2])
+    assert (entry.leader_epoch, entry.partition_epoch) == (1, 2)
+    # Fencing a follower shrinks its ISRs: a bump too.
+    h.heartbeat(3, want_fence=True)
+    assert (h.partition("t").isr, h.partition("t").leader_epoch) == ((1, 2), 2)
+    assert_consistent(h)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_no_op_request_writes_nothing_and_returns_the_unchanged_state(version):
     h = validation_cluster()

@@ -247,3 +247,39 @@ def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(
     assert ok.error is Errors.NONE
     grown = h.run(CreatePartitionsRequest("d", 2**31 - 1))
     assert grown.error is Errors.POLICY_VIOLATION and "at most 10000" in grown.error_message
+
+
+def test_the_records_of_one_create_topics_are_capped_at_ten_thousand(h):
+    """Kafka's MAX_RECORDS_PER_USER_OP counts records, not partitions: a topic's
+    TopicRecord and ConfigRecords count, so one topic of 10,000 partitions is
+    over it (Kafka's BoundedList throws; POLICY_VIOLATION on every topic)."""
+    before = h.image.next_offset
+    (res,) = create(h, CreatableTopic("full", 10_000, 1))  # 10,001 records
+    assert res.error is Errors.POLICY_VIOLATION
+    # Two topics of 5,000 partitions: 10,002 records, over it on the second topic.
+    results = create(h, CreatableTopic("ok", 5_000, 1), CreatableTopic("full", 5_000, 1))
+    assert [r.error for r in results] == [Errors.POLICY_VIOLATION] * 2
+    assert results[0].error_message.startswith(
+        "Unable to perform excessively large batch operation"
+    )
+    configs = (("min.insync.replicas", "1"),)
+    (res,) = create(h, CreatableTopic("c", 9_999, 1, configs=configs))  # 10,001 records
+    assert res.error is Errors.POLICY_VIOLATION and h.image.next_offset == before
+    (res,) = create(h, CreatableTopic("c", 9_998, 1, configs=configs))  # exactly 10,000
+    assert res.error is Errors.NONE and len(h.last.records) == 10_000
+
+
+def test_a_failed_topic_writes_no_records_so_it_does_not_count(h):
+    create(h, CreatableTopic("taken", 1, 1))
+    results = create(h, CreatableTopic("taken", 5_000, 1), CreatableTopic("fresh", 5_000, 1))
+    assert [r.error for r in results] == [Errors.TOPIC_ALREADY_EXISTS, Errors.NONE]
+    assert len(h.last.records) == 5_001
+
+
+def test_create_partitions_is_capped_by_its_records_before_any_is_built(h):
+    create(h, CreatableTopic("grow", 1, 1))
+    before = h.image.next_offset
+    resp = h.run(CreatePartitionsRequest("grow", 10_002))  # 10,001 new PartitionRecords
+    assert resp.error is Errors.POLICY_VIOLATION and h.image.next_offset == before
+    resp = h.run(CreatePartitionsRequest("grow", 10_001))
+    assert resp.error is Errors.NONE and len(h.last.records) == 10_000

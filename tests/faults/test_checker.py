@@ -47,7 +47,7 @@ def reg(b: int, epoch: int, inc: str) -> RegisterBrokerRecord:
         incarnation_id=parse_uuid(inc),
         broker_epoch=epoch,
         end_points=(Endpoint("PLAINTEXT", f"broker-{b}", 9092, 0),),
-        features=(FeatureRange("metadata.version", 1, 2),),
+        features=(FeatureRange("metadata.version", 6, 12),),
     )
 
 

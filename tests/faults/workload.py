@@ -31,7 +31,7 @@ import httpx
 
 from brokers.client import ClientError, MetaquorumClient, OutcomeUnknown, RequestRejected
 
-MV = [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 2}]
+MV = [{"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}]
 
 
 @dataclass
