@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from metadata_records.errors import Errors
 from metadata_records.features import (
     BOOTSTRAP_METADATA_VERSION,
+    LEGACY_LEVELS,
     MAX_METADATA_VERSION,
     METADATA_VERSION,
     MIN_METADATA_VERSION,
@@ -48,8 +49,13 @@ _DISABLED = (0, 0)
 def bootstrap_records(
     view: ImageDelta, metadata_version: int = BOOTSTRAP_METADATA_VERSION
 ) -> list[Record]:
-    """What the first active controller writes into an empty log."""
-    if view.feature(METADATA_VERSION, 0) != 0:
+    """What the first active controller writes into an empty log; over a log
+    of metaquorum's pre-Kafka levels (``LEGACY_LEVELS``), the Kafka level that
+    follows its rules, so the cluster keeps serving the brokers it had."""
+    level = view.feature(METADATA_VERSION, 0)
+    if level in LEGACY_LEVELS:
+        return [FeatureLevelRecord(name=METADATA_VERSION, feature_level=LEGACY_LEVELS[level])]
+    if level != 0:
         return []
     return [FeatureLevelRecord(name=METADATA_VERSION, feature_level=metadata_version)]
 

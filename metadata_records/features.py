@@ -53,6 +53,14 @@ DEFAULT_METADATA_VERSION = 1
 
 SUPPORTED_FEATURES = {METADATA_VERSION: (MIN_METADATA_VERSION, MAX_METADATA_VERSION)}
 
+# metaquorum's own levels from before it took Kafka's numbering (decision 62),
+# and the Kafka level that follows the same rules: 1 kept controlled shutdown
+# soft (as 3.3-IV2), 2 persisted it and never bumped the leader epoch on an
+# ISR shrink (as 3.6-IV0). Any 1 or 2 in a metaquorum log is one of these
+# (it never wrote Kafka's 3.0-IV1 or 3.1-IV0); the first active controller
+# writes the Kafka level over it (controller/features_control.bootstrap_records).
+LEGACY_LEVELS = {1: 6, 2: 12}
+
 
 def release_name(level: int) -> str:
     """Kafka's name for a metadata.version level ("3.6-IV0"), or the number."""

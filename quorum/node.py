@@ -28,7 +28,13 @@ from controller.controller import Controller
 from controller.messages import BrokerHeartbeatRequest
 from metadata_records.codec import encode_batch
 from metadata_records.errors import ApiError, Errors
-from metadata_records.features import METADATA_VERSION
+from metadata_records.features import (
+    LEGACY_LEVELS,
+    MAX_METADATA_VERSION,
+    METADATA_VERSION,
+    MIN_METADATA_VERSION,
+    release_name,
+)
 from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, LeaderChangeRecord, Record, Voter, VotersRecord
 from metadata_records.snapshot import image_digest
@@ -743,7 +749,19 @@ class QuorumNode:
         log.info("node %d is the active controller at epoch %d", self.node_id, term)
         # Queued together, so a new cluster's first batch holds its voter set and
         # its bootstrap records: whoever waits for metadata.version sees both.
-        if self.image.features.get(METADATA_VERSION) is None:
+        level = self.image.features.get(METADATA_VERSION)
+        if level is None or level in LEGACY_LEVELS:
+            if level is not None:
+                log.warning(
+                    "metadata.version %d is metaquorum's level from before it took Kafka's "
+                    "numbering (docs/decisions.md 62): writing %d (Kafka %s), which follows "
+                    "the same rules; brokers must now register with metadata.version %d-%d",
+                    level,
+                    LEGACY_LEVELS[level],
+                    release_name(LEGACY_LEVELS[level]),
+                    MIN_METADATA_VERSION,
+                    MAX_METADATA_VERSION,
+                )
             self._queue.append(_Pending(_BOOTSTRAP, None))
         self._maybe_change_voters()
         self._schedule_fencer()

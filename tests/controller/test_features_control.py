@@ -161,3 +161,28 @@ def test_level_0_removes_a_feature_only_where_it_exists():
     h.commit([FeatureLevelRecord(name="group.version", feature_level=1)])
     assert "without setting the upgrade type" in refused(h, "group.version", 0)
     assert refused(h, "group.version", 0, SAFE_DOWNGRADE).endswith("not found.")
+
+
+@pytest.mark.parametrize(("legacy", "kafka"), [(1, 6), (2, 12)])
+def test_a_log_at_a_pre_kafka_metaquorum_level_is_moved_to_the_kafka_level_of_its_rules(
+    legacy, kafka
+):
+    """Decision 62: metaquorum wrote levels 1 and 2 before it took Kafka's
+    numbering. A controller that becomes active over such a log writes the
+    Kafka level that follows the same rules (1: controlled shutdown soft, as
+    3.3-IV2; 2: persisted and no ISR-shrink bump, as 3.6-IV0), and brokers
+    register again at once."""
+    h = ControllerHarness(metadata_version=legacy)
+    assert h.image.metadata_version == legacy
+    boot = h.controller.bootstrap_records()
+    assert boot == [FeatureLevelRecord(name="metadata.version", feature_level=kafka)]
+    h.commit(boot)
+    assert h.image.metadata_version == kafka
+    assert h.controller.bootstrap_records() == []  # written once
+    resp = h.register(1, features=(FeatureRange("metadata.version", 6, 12),))
+    assert resp.error is Errors.NONE, resp
+
+
+def test_a_new_cluster_and_a_kafka_level_get_no_bootstrap_over_them():
+    assert ControllerHarness().controller.bootstrap_records() == []
+    assert ControllerHarness(metadata_version=6).controller.bootstrap_records() == []
