@@ -69,7 +69,7 @@ def test_isr_is_the_active_replicas_and_the_leader_the_first_of_them(h):
         (CreatableTopic("t", 1, 0), Errors.INVALID_REPLICATION_FACTOR, "larger than 0"),
         (CreatableTopic("t", 1, 5), Errors.INVALID_REPLICATION_FACTOR, "only 4 broker(s)"),
         (CreatableTopic("t", 2, -1, ((0, (1,)),)), Errors.INVALID_REQUEST, "numPartitions"),
-        (CreatableTopic("t", -1, 1, ((0, (1,)),)), Errors.INVALID_REQUEST, "replicationFactor"),
+        (CreatableTopic("t", -1, 1, ((0, (1,)),)), Errors.INVALID_REQUEST, "replication factor"),
         (
             CreatableTopic("t", assignments=((0, ()),)),
             Errors.INVALID_REPLICA_ASSIGNMENT,
@@ -93,7 +93,12 @@ def test_isr_is_the_active_replicas_and_the_leader_the_first_of_them(h):
         (
             CreatableTopic("t", assignments=((1, (1,)),)),
             Errors.INVALID_REPLICA_ASSIGNMENT,
-            "without gaps",
+            "consecutive 0-based integer sequence",
+        ),
+        (
+            CreatableTopic("t", assignments=((0, (1,)), (0, (2,)))),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "Found multiple manual partition assignments for partition 0",
         ),
         (
             CreatableTopic("t", configs=(("retention.ms", "1"),)),
@@ -119,6 +124,91 @@ def test_rejections_name_the_problem_and_write_nothing(h, topic, error, message)
     assert message in res.error_message
     assert res.topic_id is None
     assert h.image.next_offset == before
+
+
+# ---------------------------------------------------------------- validation order
+
+
+def test_create_topics_checks_the_replication_factor_before_the_partition_count(h):
+    """Kafka's ``createTopic``: an automatic placement checks the replication
+    factor first; a manual one checks replicationFactor before numPartitions."""
+    (res,) = create(h, CreatableTopic("t", 0, 0))
+    assert res.error is Errors.INVALID_REPLICATION_FACTOR
+    assert res.error_message == (
+        "Replication factor must be larger than 0, or -1 to use the default value."
+    )
+    (res,) = create(h, CreatableTopic("t", -2, -2))
+    assert res.error is Errors.INVALID_REPLICATION_FACTOR
+    (res,) = create(h, CreatableTopic("t", 0, 1))
+    assert res.error is Errors.INVALID_PARTITIONS
+    (res,) = create(h, CreatableTopic("t", 2, 2, ((0, (1, 2)),)))
+    assert res.error is Errors.INVALID_REQUEST
+    assert res.error_message == (
+        "A manual partition assignment was specified, but replication factor was not set to -1."
+    )
+
+
+@pytest.mark.parametrize(
+    "assignments,message",
+    [
+        # Each assignment's broker checks come before the index sequence ...
+        (((1, (9,)),), "includes broker 9, but no such broker is registered"),
+        (((0, (1, 2)), (2, (3,))), "a partition with 1 replica(s), but this is not consistent"),
+        (((0, ()), (5, (1,))), "empty replica list"),
+        # ... and so does the check that some replica is active.
+        (((3, (1,)),), "partition 3 are fenced or in controlled shutdown"),
+        # A repeated index is found while walking the assignments, in request order.
+        (((2, (2,)), (2, (9,))), "Found multiple manual partition assignments for partition 2"),
+        (((2, (9,)), (2, (2,))), "includes broker 9"),
+        # The gap is named only once every assignment has passed.
+        (((0, (2,)), (2, (3,))), "partitions should be a consecutive 0-based integer sequence"),
+    ],
+)
+def test_create_topics_checks_each_manual_assignment_before_the_index_sequence(
+    h, assignments, message
+):
+    h.heartbeat(1, want_fence=True)
+    before = h.image.next_offset
+    (res,) = create(h, CreatableTopic("t", assignments=assignments))
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert message in res.error_message
+    assert h.image.next_offset == before
+
+
+def test_manual_assignment_brokers_are_checked_in_id_order(h):
+    """Kafka's ``validateManualPartitionAssignment`` sorts the brokers first:
+    in [9, 2, 2] the repeated 2 is named, not the unregistered 9."""
+    (res,) = create(h, CreatableTopic("t", assignments=((0, (9, 2, 2)),)))
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert res.error_message == (
+        "The manual partition assignment includes the broker 2 more than once."
+    )
+
+
+def test_manual_partition_assignment_on_all_fenced_brokers_as_kafka():
+    """Kafka's ``testManualPartitionAssignmentOnAllFencedBrokers``."""
+    h = ControllerHarness()
+    for b in (0, 1, 2, 3):
+        h.register(b)
+    (res,) = create(h, CreatableTopic("foo", assignments=((0, (0, 1, 2)),)))
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_create_partitions_fails_with_manual_assignment_with_all_fenced_as_kafka():
+    """Kafka's ``testCreatePartitionsFailsWithManualAssignmentWithAllFenced``."""
+    h = ControllerHarness()
+    for b in range(6):
+        h.register(b)
+    for b in (0, 1, 2):
+        assert not h.heartbeat(b).is_fenced
+    assert create(h, CreatableTopic("foo", assignments=((0, (0, 1, 2)),)))[0].error is Errors.NONE
+    resp = h.run(CreatePartitionsRequest("foo", 2, ((3, 4, 5),)))
+    assert resp.error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert "partition 1 are fenced or in controlled shutdown" in resp.error_message
+    assert h.run(CreatePartitionsRequest("foo", 2, ((2, 4, 5),))).error is Errors.NONE
+    part = h.partition("foo", 1)
+    assert (part.replicas, part.isr, part.leader) == ((2, 4, 5), (2,), 2)
+    assert (part.leader_epoch, part.partition_epoch) == (0, 0)
 
 
 def test_existing_duplicates_and_collisions(h):
