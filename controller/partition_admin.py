@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from metadata_records.errors import ApiError, Errors
 from metadata_records.records import NO_LEADER, Record
@@ -23,6 +23,28 @@ from .partition_change import Election, PartitionChangeBuilder
 
 if TYPE_CHECKING:
     from .controller import Controller
+
+
+class ReassignmentReplicas(NamedTuple):
+    """Kafka's ``PartitionReassignmentReplicas`` for a new target."""
+
+    replicas: tuple[int, ...]
+    removing: tuple[int, ...]
+    adding: tuple[int, ...]
+
+
+def reassignment_replicas(
+    current: tuple[int, ...], target: tuple[int, ...]
+) -> ReassignmentReplicas:
+    """The replica lists while moving from ``current`` to ``target``.
+
+    As Kafka, ``removing`` and ``adding`` are sorted (its ``TreeSet``), and the
+    replicas are the target followed by the sorted removing ones: the order
+    decides who leads during the move (elections walk the replica list), so it
+    must not depend on how the operator happened to list the brokers."""
+    removing = tuple(sorted(set(current).difference(target)))
+    adding = tuple(sorted(set(target).difference(current)))
+    return ReassignmentReplicas(target + removing, removing, adding)
 
 
 class PartitionAdminManager:
@@ -93,15 +115,16 @@ class PartitionAdminManager:
             error = self.c.topics.manual_assignment_problem(target)
             if error is not None:
                 return error
-            current = part.replicas
-            removing = tuple(r for r in current if r not in target)
-            adding = tuple(r for r in target if r not in current)
+            move = reassignment_replicas(part.replicas, target)
             builder = PartitionChangeBuilder(
                 part, topic_id, p.partition_index, view.is_active, election
             )
-            builder.target_replicas = target + removing
-            builder.target_removing = removing
-            builder.target_adding = adding
+            builder.target_replicas = move.replicas
+            # Both lists are written even when empty, so a new reassignment
+            # replaces the one in progress whole (decisions.md 55); Kafka keeps
+            # an earlier list where the new one is empty.
+            builder.target_removing = move.removing
+            builder.target_adding = move.adding
         record = builder.build()
         if record is not None:
             records.append(record)
