@@ -252,6 +252,53 @@ def test_a_new_reassignment_replaces_the_one_in_progress_lists_included(h):
     assert h.replayed() == h.image
 
 
+UNCLEAN_TOPIC = (("unclean.leader.election.enable", "true"),)
+
+
+def test_changing_a_reassignment_never_elects_uncleanly(h):
+    """Kafka's ``changePartitionReassignment`` runs an ONLINE election even on
+    a topic that allows unclean ones: u-0 has lost its only replica, and a
+    move to [2] leaves it leaderless rather than trusting 2's empty log."""
+    h.create_topic("u", assignments=((0, (1,)),), configs=UNCLEAN_TOPIC)
+    h.heartbeat(1, want_fence=True)
+    assert (h.partition("u").leader, h.partition("u").isr) == (-1, (1,))
+    assert reassign(h, "u", 0, (2,)).error is Errors.NONE
+    assert h.last.records == (
+        PartitionChangeRecord(
+            partition_id=0,
+            topic_id=h.topic_id("u"),
+            replicas=(2, 1),
+            removing_replicas=(1,),
+            adding_replicas=(2,),
+        ),
+    )
+    part = h.partition("u")
+    assert (part.leader, part.isr, part.leader_recovery_state) == (-1, (1,), 0)
+
+
+def test_cancelling_a_reassignment_elects_as_the_topic_allows(h):
+    """Kafka's ``cancelPartitionReassignment`` takes the topic's setting: here
+    only an added replica is in sync, so the revert needs an unclean election,
+    and the unclean topic gets one (2, the live original replica)."""
+    h.create_topic("u", assignments=((0, (1, 2)),), configs=UNCLEAN_TOPIC)
+    h.alter_isr("u", 0, [1])
+    reassign(h, "u", 0, (3, 4))
+    h.alter_isr("u", 0, [1, 3])
+    h.heartbeat(1, want_fence=True)
+    part = h.partition("u")
+    assert (part.replicas, part.isr, part.leader) == ((3, 4, 1, 2), (3,), 3)
+    assert reassign(h, "u", 0, None).error is Errors.NONE
+    part = h.partition("u")
+    assert (part.replicas, part.leader, part.isr, part.leader_recovery_state) == (
+        (1, 2),
+        2,
+        (2,),
+        1,
+    )
+    assert not part.is_reassigning
+    assert h.replayed() == h.image
+
+
 def test_cancel_reverts_to_the_original_replicas(h):
     reassign(h, "t", 0, (2, 3, 4))
     res = reassign(h, "t", 0, None)
