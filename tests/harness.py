@@ -67,11 +67,15 @@ class ControllerHarness:
     # Per record of ``log``: (timestamp ms, controller epoch, batch offset) of its batch.
     envelopes: list[tuple[int, int, int]] = field(default_factory=list)
     epochs: dict[int, int] = field(default_factory=dict)
+    # More ControllerConfig fields (e.g. max_elections_per_imbalance).
+    config_options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._decided = None
         ids = _topic_ids()
-        self.config = ControllerConfig(CLUSTER_ID, session_timeout_ms=self.session_timeout_ms)
+        self.config = ControllerConfig(
+            CLUSTER_ID, session_timeout_ms=self.session_timeout_ms, **self.config_options
+        )
         self.controller = Controller(self.image, self.config, self.now_ms, lambda: next(ids))
         if self.image.next_offset == 0:
             # What the first active controller commits: its LEADER_CHANGE, then bootstrap.
