@@ -23,6 +23,7 @@ controller events): ``maybe_fence_stale_broker`` at ``next_fence_check_ms`` and
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 from metadata_records.delta import ImageDelta
@@ -53,6 +54,7 @@ from .messages import (
     UpdateFeaturesRequest,
 )
 from .partition_admin import PartitionAdminManager
+from .placement import RandomSource
 from .replication_control import ReplicationControlManager
 from .topic_control import TopicControlManager
 
@@ -68,9 +70,13 @@ class Controller:
         config: ControllerConfig,
         now_ms: int,
         new_topic_id: Callable[[], str] = random_uuid,
+        placement_random: Callable[[int], RandomSource] = random.Random,
     ) -> None:
         self.config = config
         self.new_topic_id = new_topic_id
+        # The placer's random source, given the image's partition count: the
+        # same image and request give the same assignment (decisions.md 11).
+        self.placement_random = placement_random
         self.view = ImageDelta(image)
         self.heartbeats = BrokerHeartbeatManager(config.session_timeout_ms)
         self.heartbeats.reset(self.view, now_ms)

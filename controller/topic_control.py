@@ -161,14 +161,18 @@ class TopicControlManager:
             partition_epoch=0,
         )
 
-    def _placed(self, count: int, rf: int, first_partition: int) -> list[tuple[int, ...]]:
+    def _placed(self, count: int, rf: int) -> list[tuple[int, ...]]:
+        """Kafka's ``StripedReplicaPlacer`` over the usable brokers: fenced
+        ones may follow, brokers in controlled shutdown are left out."""
         view = self.c.view
-        regs = list(view.brokers())
-        usable = [(r.broker_id, r.rack) for r in regs if not r.fenced]
+        usable = self.c.heartbeats.usable_brokers(view)
         try:
-            return place(usable, len(regs), count, rf, view.partition_count, first_partition)
+            return place(usable, count, rf, self.c.placement_random(view.partition_count))
         except PlacementError as e:
-            raise _Reject(Errors.INVALID_REPLICATION_FACTOR, str(e)) from None
+            raise _Reject(
+                Errors.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): {e}",
+            ) from None
 
     # ------------------------------------------------------------ CreateTopics
 
@@ -323,9 +327,7 @@ class TopicControlManager:
                 Errors.INVALID_REPLICATION_FACTOR,
                 "Unable to replicate the partition: no brokers are registered.",
             )
-        return [
-            (replicas, self._placed_isr(replicas, rf)) for replicas in self._placed(count, rf, 0)
-        ]
+        return [(replicas, self._placed_isr(replicas, rf)) for replicas in self._placed(count, rf)]
 
     # ------------------------------------------------------------ DeleteTopics
 
@@ -397,8 +399,7 @@ class TopicControlManager:
                 partitions.append((replicas, self._manual_isr(replicas, pid)))
         else:
             partitions = [
-                (replicas, self._placed_isr(replicas, rf))
-                for replicas in self._placed(added, rf, current)
+                (replicas, self._placed_isr(replicas, rf)) for replicas in self._placed(added, rf)
             ]
         return [
             self._partition_record(topic_id, pid, replicas, isr)
