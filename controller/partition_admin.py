@@ -139,7 +139,9 @@ class PartitionAdminManager:
         if error is not None:
             return error
         move = reassignment_replicas(part.replicas, target)
-        builder = PartitionChangeBuilder(part, topic_id, pid, self.c.view.is_active)
+        builder = PartitionChangeBuilder(
+            part, topic_id, pid, self.c.view.is_active, Election.ONLINE
+        )
         builder.target_replicas = move.replicas
         # Both lists are written even when empty, so a new reassignment
         # replaces the one in progress whole (decisions.md 55); Kafka keeps

@@ -261,9 +261,10 @@ class ReplicationControlManager:
         ``max_elections_per_imbalance`` records; the response says whether it
         stopped at that bound (then the caller runs it again soon).
 
-        Fencing and unfencing already elect uncleanly on such topics; what is
-        left for the sweep is a partition a reassignment left leaderless (its
-        election is always ONLINE) with a live replica outside the ISR."""
+        Fencing, unfencing and AlterPartition already elect uncleanly on such
+        topics; what is left for the sweep is chiefly a partition a new
+        reassignment target left leaderless (that election is always ONLINE),
+        or one whose topic was made unclean after it lost its leader."""
         view = self.c.view
         limit = self.c.config.max_elections_per_imbalance
         unclean: dict[str, bool] = {}

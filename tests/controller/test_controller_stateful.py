@@ -380,16 +380,12 @@ class ControllerMachine(RuleBasedStateMachine):
                     assert part.leader in part.isr, part
                     assert image.brokers[part.leader].active, (part, image.brokers[part.leader])
                 old = before.partition(topic_id, pid)
-                if old is None:
-                    added = set(part.isr)
-                else:
+                if old is not None:
                     assert part.partition_epoch == old.partition_epoch + changes[(topic_id, pid)]
                     assert part.leader_epoch >= old.leader_epoch
-                    added = set(part.isr) - set(old.isr)
-                for broker in added:
-                    # Added members are still active (when they were added:
-                    # isr_members_were_active_when_added).
-                    assert image.brokers[broker].active, (broker, part)
+        # Not "added members are still active": the fencer runs until no stale
+        # broker is left, so an unclean election may make one broker the ISR
+        # and a later fence in the same step leave it there, leaderless.
         self.check_isr_members_were_active_when_added()
 
     def check_isr_members_were_active_when_added(self):
