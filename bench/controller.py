@@ -33,6 +33,7 @@ import itertools
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -56,7 +57,7 @@ from controller.messages import (  # noqa: E402
     CreatableTopic,
     CreateTopicsRequest,
 )
-from controller.placement import place  # noqa: E402
+from controller.placement import UsableBroker, place  # noqa: E402
 from metadata_records.delta import apply  # noqa: E402
 from metadata_records.errors import Errors  # noqa: E402
 from metadata_records.image import EMPTY_IMAGE, MetadataImage  # noqa: E402
@@ -193,10 +194,11 @@ def build_topics(
 def placed_layout(
     brokers: int, topics: int, per_topic: int, prefix: str
 ) -> Iterator[tuple[str, list[tuple[int, ...]]]]:
-    """Kafka's striped placement (controller.placement), RF 3, as CreateTopics would."""
-    usable = [(b, None) for b in range(brokers)]
+    """Kafka's striped placement (controller.placement), RF 3, as CreateTopics
+    would on unfenced brokers (seeded with the partitions before it)."""
+    usable = [UsableBroker(b, None, False) for b in range(brokers)]
     for t in range(topics):
-        yield f"{prefix}-{t}", place(usable, brokers, per_topic, 3, t * per_topic)
+        yield f"{prefix}-{t}", place(usable, per_topic, 3, random.Random(t * per_topic))
 
 
 def base_image_records(brokers: int) -> list[Record]:

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000  # broker.session.timeout.ms
+# unclean.leader.election.interval.ms: how often the controller looks for
+# leaderless partitions it may elect uncleanly.
+DEFAULT_UNCLEAN_ELECTION_INTERVAL_MS = 5 * 60 * 1000
+# ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE: the most records one
+# run of the unclean-election sweep writes; a run that reaches it runs again.
+MAX_ELECTIONS_PER_IMBALANCE = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,3 +19,5 @@ class ControllerConfig:
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     default_num_partitions: int = 1  # num.partitions
     max_default_replication_factor: int = 3  # default RF = min(this, registered brokers)
+    unclean_election_interval_ms: int = DEFAULT_UNCLEAN_ELECTION_INTERVAL_MS
+    max_elections_per_imbalance: int = MAX_ELECTIONS_PER_IMBALANCE

@@ -11,13 +11,19 @@ Leader-side state lives here and nowhere in the log: heartbeat sessions, the
 brokers-to-ISR index. A new leader builds a new Controller.
 
 ``now_ms`` is always a monotonic clock (the shell's ``session_clock_ms``), never
-wall time: it only measures broker sessions, and a wall clock that NTP steps an
-hour would fence every live broker or spare a dead one for that hour. The
-controller stamps no record with it; wall time stamps batches in the shell.
+wall time: it only measures broker sessions and the periodic work, and a wall
+clock that NTP steps an hour would fence every live broker or spare a dead one
+for that hour. The controller stamps no record with it; wall time stamps
+batches in the shell.
+
+Periodic work, which the shell runs when it is due (as Kafka's deferred
+controller events): ``maybe_fence_stale_broker`` at ``next_fence_check_ms`` and
+``maybe_elect_unclean_leaders`` at ``next_unclean_election_ms``.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 from metadata_records.delta import ImageDelta
@@ -48,8 +54,13 @@ from .messages import (
     UpdateFeaturesRequest,
 )
 from .partition_admin import PartitionAdminManager
+from .placement import RandomSource
 from .replication_control import ReplicationControlManager
 from .topic_control import TopicControlManager
+
+# Kafka reschedules a sweep that stopped at its bound "immediately", 10 ms on,
+# so that requests queued meanwhile are not starved (QuorumController).
+UNCLEAN_SWEEP_AGAIN_MS = 10
 
 
 class Controller:
@@ -59,9 +70,13 @@ class Controller:
         config: ControllerConfig,
         now_ms: int,
         new_topic_id: Callable[[], str] = random_uuid,
+        placement_random: Callable[[int], RandomSource] = random.Random,
     ) -> None:
         self.config = config
         self.new_topic_id = new_topic_id
+        # The placer's random source, given the image's partition count: the
+        # same image and request give the same assignment (decisions.md 11).
+        self.placement_random = placement_random
         self.view = ImageDelta(image)
         self.heartbeats = BrokerHeartbeatManager(config.session_timeout_ms)
         self.heartbeats.reset(self.view, now_ms)
@@ -82,6 +97,9 @@ class Controller:
             ElectLeadersRequest: self.partitions.elect_leaders,
             UpdateFeaturesRequest: self.features.update_features,
         }
+        # When the unclean-election sweep is due; None while nothing is leaderless.
+        self._unclean_due_ms: int | None = None
+        self._arm_unclean_sweep(now_ms)
 
     @property
     def index(self) -> BrokersToIsrs:
@@ -99,6 +117,7 @@ class Controller:
             raise TypeError(f"the controller has no handler for {type(request).__name__}")
         result = handler(request, now_ms)
         self.replay(result.records, result.merged)
+        self._arm_unclean_sweep(now_ms)
         return result
 
     def expire_heartbeat(self, request: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
@@ -110,10 +129,39 @@ class Controller:
         result = self.replication.maybe_fence_stale_broker(now_ms)
         if result is not None:
             self.replay(result.records)
+            self._arm_unclean_sweep(now_ms)
         return result
 
     def next_fence_check_ms(self) -> int | None:
         return self.heartbeats.next_check_ms(self.view)
+
+    def maybe_elect_unclean_leaders(self, now_ms: int) -> ControllerResult | None:
+        """The unclean-election sweep, if it is due (None if not); the
+        response is True when it stopped at its bound and runs again shortly."""
+        if self._unclean_due_ms is None or now_ms < self._unclean_due_ms:
+            return None
+        self._unclean_due_ms = None
+        result = self.replication.maybe_elect_unclean_leaders()
+        self.replay(result.records)
+        if result.response:
+            self._unclean_due_ms = now_ms + UNCLEAN_SWEEP_AGAIN_MS
+        else:
+            self._arm_unclean_sweep(now_ms)
+        return result
+
+    def next_unclean_election_ms(self) -> int | None:
+        return self._unclean_due_ms
+
+    def _arm_unclean_sweep(self, now_ms: int) -> None:
+        """Kafka's ``maybeScheduleNextElectUncleanLeaders``, run after every
+        write: unless a sweep is due already, one is due an interval from now
+        if some partition has no leader. Without its index this leader cannot
+        tell without a scan of every partition, so it assumes one has (a new
+        leader, as Kafka's, checks once): the sweep builds the index."""
+        if self._unclean_due_ms is None and (
+            self._index is None or self._index.any_without_leader()
+        ):
+            self._unclean_due_ms = now_ms + self.config.unclean_election_interval_ms
 
     def bootstrap_records(self) -> list[Record]:
         return bootstrap_records(self.view)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from metadata_records.delta import ImageDelta
 
+from .placement import UsableBroker
+
 NO_OFFSET = -1
 MAX_OFFSET = 2**63 - 1
 
@@ -114,6 +116,24 @@ class BrokerHeartbeatManager:
         if reg is None or reg.fenced or session is None or not session.heard:
             return False
         return session.last_contact_ms + self.session_timeout_ms >= now_ms
+
+    def usable_brokers(self, view: ImageDelta) -> list[UsableBroker]:
+        """Where new replicas may go (Kafka's ``usableBrokers``): every
+        registered broker, fenced or not, except those whose controlled
+        shutdown this leader is carrying out.
+
+        The registration's in-controlled-shutdown flag is the ISR's rule
+        (``ImageDelta.is_active``), not this one: a broker that finished its
+        controlled shutdown is fenced with the flag still set, and may follow
+        (as in Kafka), and one whose flag came from a batch this leader did not
+        decide is placed as its session says (Kafka's
+        testCreateTopicsISRInvariants)."""
+        usable = []
+        for reg in view.brokers():
+            session = self.sessions.get(reg.broker_id)
+            if session is None or not session.shutting_down:
+                usable.append(UsableBroker(reg.broker_id, reg.rack, reg.fenced))
+        return usable
 
     def lowest_active_offset(self, view: ImageDelta) -> int:
         """The least metadata offset reported by an unfenced broker that is not

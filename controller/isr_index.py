@@ -89,3 +89,6 @@ class BrokersToIsrs:
 
     def partitions_without_leader(self) -> list[TopicPartition]:
         return self._sorted(self._leaders, NO_LEADER)
+
+    def any_without_leader(self) -> bool:
+        return NO_LEADER in self._leaders

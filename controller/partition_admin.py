@@ -7,7 +7,7 @@ Both are operator writes: their records are capped per request
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import bumps_leader_epoch_on_isr_shrink
@@ -29,7 +29,31 @@ from .partition_change import Election, PartitionChangeBuilder
 from .record_cap import TOO_MANY_RECORDS, over_cap
 
 if TYPE_CHECKING:
+    from metadata_records.image import PartitionRegistration
+
     from .controller import Controller
+
+
+class ReassignmentReplicas(NamedTuple):
+    """Kafka's ``PartitionReassignmentReplicas`` for a new target."""
+
+    replicas: tuple[int, ...]
+    removing: tuple[int, ...]
+    adding: tuple[int, ...]
+
+
+def reassignment_replicas(
+    current: tuple[int, ...], target: tuple[int, ...]
+) -> ReassignmentReplicas:
+    """The replica lists while moving from ``current`` to ``target``.
+
+    As Kafka, ``removing`` and ``adding`` are sorted (its ``TreeSet``), and the
+    replicas are the target followed by the sorted removing ones: the order
+    decides who leads during the move (elections walk the replica list), so it
+    must not depend on how the operator happened to list the brokers."""
+    removing = tuple(sorted(set(current).difference(target)))
+    adding = tuple(sorted(set(target).difference(current)))
+    return ReassignmentReplicas(target + removing, removing, adding)
 
 
 class PartitionAdminManager:
@@ -63,68 +87,91 @@ class PartitionAdminManager:
     def _reassign(
         self, name: str, topic_id: str, p: ReassignablePartition, records: list[Record]
     ) -> ApiError:
-        view = self.c.view
-        part = view.partition(topic_id, p.partition_index)
+        """Kafka's ``alterPartitionReassignment``: a cancel or a new target."""
+        part = self.c.view.partition(topic_id, p.partition_index)
         tp = f"{name}-{p.partition_index}"
         if part is None:
             return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {tp} does not exist.")
-        election = self.c.replication.election_for(topic_id)
         if p.replicas is None:
-            if not part.is_reassigning:
-                return ApiError(
-                    Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
-                )
-            # Revert (Kafka's PartitionReassignmentRevert): drop what the
-            # reassignment was adding, keep what it was removing.
-            adding = set(part.adding_replicas)
-            replicas = tuple(r for r in part.replicas if r not in adding)
-            isr = tuple(r for r in part.isr if r not in adding)
-            if not isr:
-                # Only added replicas are in sync: reverting means trusting an
-                # out-of-sync original replica, which only an unclean topic allows.
-                if election is not Election.UNCLEAN:
-                    return ApiError(
-                        Errors.INVALID_REPLICA_ASSIGNMENT,
-                        f"Unable to revert partition assignment for {tp} because it would "
-                        "require an unclean leader election (unclean.leader.election.enable "
-                        "is false for the topic).",
-                    )
-                isr = replicas[:1]
-            builder = PartitionChangeBuilder(
-                part,
-                topic_id,
-                p.partition_index,
-                view.is_active,
-                election,
-                bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
-            )
-            builder.target_isr = isr
-            builder.target_replicas = replicas
-            builder.target_removing = ()
-            builder.target_adding = ()
+            builder = self._cancel_reassignment(tp, topic_id, p.partition_index, part)
         else:
-            target = tuple(p.replicas)
-            error = self.c.topics.manual_assignment_problem(target)
-            if error is not None:
-                return error
-            current = part.replicas
-            removing = tuple(r for r in current if r not in target)
-            adding = tuple(r for r in target if r not in current)
-            builder = PartitionChangeBuilder(
-                part,
-                topic_id,
-                p.partition_index,
-                view.is_active,
-                election,
-                bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
-            )
-            builder.target_replicas = target + removing
-            builder.target_removing = removing
-            builder.target_adding = adding
+            builder = self._change_reassignment(topic_id, p.partition_index, part, p.replicas)
+        if isinstance(builder, ApiError):
+            return builder
         record = builder.build()
         if record is not None:
             records.append(record)
         return ApiError(Errors.NONE)
+
+    def _cancel_reassignment(
+        self, tp: str, topic_id: str, pid: int, part: PartitionRegistration
+    ) -> PartitionChangeBuilder | ApiError:
+        """Kafka's ``cancelPartitionReassignment``: back to the replicas before
+        the move, elected as the topic allows (uncleanly if it says so)."""
+        if not part.is_reassigning:
+            return ApiError(
+                Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
+            )
+        election = self.c.replication.election_for(topic_id)
+        # Revert (Kafka's PartitionReassignmentRevert): drop what the
+        # reassignment was adding, keep what it was removing.
+        adding = set(part.adding_replicas)
+        replicas = tuple(r for r in part.replicas if r not in adding)
+        isr = tuple(r for r in part.isr if r not in adding)
+        if not isr:
+            # Only added replicas are in sync: reverting means trusting an
+            # out-of-sync original replica, which only an unclean topic allows.
+            if election is not Election.UNCLEAN:
+                return ApiError(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {tp} because it would "
+                    "require an unclean leader election (unclean.leader.election.enable "
+                    "is false for the topic).",
+                )
+            isr = replicas[:1]
+        view = self.c.view
+        builder = PartitionChangeBuilder(
+            part,
+            topic_id,
+            pid,
+            view.is_active,
+            election,
+            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+        )
+        builder.target_isr = isr
+        builder.target_replicas = replicas
+        builder.target_removing = ()
+        builder.target_adding = ()
+        return builder
+
+    def _change_reassignment(
+        self, topic_id: str, pid: int, part: PartitionRegistration, target_replicas: tuple[int, ...]
+    ) -> PartitionChangeBuilder | ApiError:
+        """Kafka's ``changePartitionReassignment``: a new target, with an
+        ONLINE election whatever the topic's unclean setting. A partition the
+        move leaves without a leader is elected uncleanly, where the topic
+        allows it, by the periodic sweep (``maybe_elect_unclean_leaders``)."""
+        target = tuple(target_replicas)
+        error = self.c.topics.manual_assignment_problem(target)
+        if error is not None:
+            return error
+        move = reassignment_replicas(part.replicas, target)
+        view = self.c.view
+        builder = PartitionChangeBuilder(
+            part,
+            topic_id,
+            pid,
+            view.is_active,
+            Election.ONLINE,
+            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+        )
+        builder.target_replicas = move.replicas
+        # Both lists are written even when empty, so a new reassignment
+        # replaces the one in progress whole (decisions.md 55); Kafka keeps
+        # an earlier list where the new one is empty.
+        builder.target_removing = move.removing
+        builder.target_adding = move.adding
+        return builder
 
     # ------------------------------------------------------------ elections
 

@@ -262,6 +262,42 @@ class ReplicationControlManager:
         self.c.heartbeats.fence(broker_id)
         return ControllerResult(tuple(records), broker_id)
 
+    # ------------------------------------------------------------ unclean elections
+
+    def maybe_elect_unclean_leaders(self) -> ControllerResult:
+        """Kafka's ``maybeElectUncleanLeaders``: an UNCLEAN election for each
+        leaderless partition whose topic allows it, at most
+        ``max_elections_per_imbalance`` records; the response says whether it
+        stopped at that bound (then the caller runs it again soon).
+
+        Fencing, unfencing and AlterPartition already elect uncleanly on such
+        topics; what is left for the sweep is chiefly a partition a new
+        reassignment target left leaderless (that election is always ONLINE),
+        or one whose topic was made unclean after it lost its leader."""
+        view = self.c.view
+        limit = self.c.config.max_elections_per_imbalance
+        unclean: dict[str, bool] = {}
+        records: list[Record] = []
+        for topic_id, pid in self.c.index.partitions_without_leader():
+            if len(records) >= limit:
+                break
+            if topic_id not in unclean:
+                unclean[topic_id] = self.election_for(topic_id) is Election.UNCLEAN
+            if not unclean[topic_id]:
+                continue
+            part = view.partition(topic_id, pid)
+            record = PartitionChangeBuilder(
+                part,
+                topic_id,
+                pid,
+                view.is_active,
+                Election.UNCLEAN,
+                bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+            ).build()
+            if record is not None:
+                records.append(record)
+        return ControllerResult(tuple(records), len(records) >= limit)
+
     # ------------------------------------------------------------ AlterPartition
 
     def alter_partition(self, req: AlterPartitionRequest, now_ms: int) -> ControllerResult:

@@ -98,35 +98,34 @@ class TopicControlManager:
     def manual_assignment_problem(self, replicas: tuple[int, ...]) -> ApiError | None:
         """Why a replica list given by an operator is not acceptable, or None."""
         try:
-            self._validate_manual(replicas, None, 0)
+            self._validate_manual(replicas, None)
         except _Reject as r:
             return r.api_error
         return None
 
-    def _validate_manual(
-        self, replicas: tuple[int, ...], expected_rf: int | None, pid: int
-    ) -> None:
-        """Kafka's ``validateManualPartitionAssignment``."""
+    def _validate_manual(self, replicas: tuple[int, ...], expected_rf: int | None) -> None:
+        """Kafka's ``validateManualPartitionAssignment``: the brokers are checked
+        in id order, so the first problem named is the one Kafka names."""
         view = self.c.view
         if not replicas:
             raise _Reject(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 "The manual partition assignment includes an empty replica list.",
             )
-        seen: set[int] = set()
-        for broker in replicas:
+        previous = None
+        for broker in sorted(replicas):
             if view.broker(broker) is None:
                 raise _Reject(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes broker {broker}, but no such "
                     "broker is registered.",
                 )
-            if broker in seen:
+            if broker == previous:
                 raise _Reject(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes the broker {broker} more than once.",
                 )
-            seen.add(broker)
+            previous = broker
         if expected_rf is not None and len(replicas) != expected_rf:
             raise _Reject(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
@@ -135,24 +134,37 @@ class TopicControlManager:
                 f"{expected_rf} replica(s).",
             )
 
-    def _partition_record(
-        self, topic_id: str, pid: int, replicas: tuple[int, ...], manual: bool
-    ) -> PartitionRecord:
-        """ISR = the active replicas in assignment order; leader = the first."""
-        view = self.c.view
-        isr = tuple(b for b in replicas if view.is_active(b))
+    def _active(self, replicas: tuple[int, ...]) -> tuple[int, ...]:
+        """The ISR of a new partition: its active replicas, in assignment order."""
+        is_active = self.c.view.is_active
+        return tuple(b for b in replicas if is_active(b))
+
+    def _manual_isr(self, replicas: tuple[int, ...], pid: int) -> tuple[int, ...]:
+        isr = self._active(replicas)
         if not isr:
-            if manual:
-                raise _Reject(
-                    Errors.INVALID_REPLICA_ASSIGNMENT,
-                    f"All brokers specified in the manual partition assignment for partition "
-                    f"{pid} are fenced or in controlled shutdown.",
-                )
+            raise _Reject(
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"All brokers specified in the manual partition assignment for partition "
+                f"{pid} are fenced or in controlled shutdown.",
+            )
+        return isr
+
+    def _placed_isr(self, replicas: tuple[int, ...], rf: int) -> tuple[int, ...]:
+        isr = self._active(replicas)
+        if not isr:
+            # Consistent with the placer: INVALID_REPLICATION_FACTOR (Kafka's createTopic).
             raise _Reject(
                 Errors.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate partition {pid}: every chosen replica {list(replicas)} "
-                "is fenced or in controlled shutdown.",
+                f"Unable to replicate the partition {rf} time(s): All brokers are currently "
+                "fenced or in controlled shutdown.",
             )
+        return isr
+
+    @staticmethod
+    def _partition_record(
+        topic_id: str, pid: int, replicas: tuple[int, ...], isr: tuple[int, ...]
+    ) -> PartitionRecord:
+        """Leader = the first ISR member; epochs 0 (Kafka's buildPartitionRegistration)."""
         return PartitionRecord(
             partition_id=pid,
             topic_id=topic_id,
@@ -163,14 +175,18 @@ class TopicControlManager:
             partition_epoch=0,
         )
 
-    def _placed(self, count: int, rf: int, first_partition: int) -> list[tuple[int, ...]]:
+    def _placed(self, count: int, rf: int) -> list[tuple[int, ...]]:
+        """Kafka's ``StripedReplicaPlacer`` over the usable brokers: fenced
+        ones may follow, brokers in controlled shutdown are left out."""
         view = self.c.view
-        regs = list(view.brokers())
-        usable = [(r.broker_id, r.rack) for r in regs if not r.fenced]
+        usable = self.c.heartbeats.usable_brokers(view)
         try:
-            return place(usable, len(regs), count, rf, view.partition_count, first_partition)
+            return place(usable, count, rf, self.c.placement_random(view.partition_count))
         except PlacementError as e:
-            raise _Reject(Errors.INVALID_REPLICATION_FACTOR, str(e)) from None
+            raise _Reject(
+                Errors.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): {e}",
+            ) from None
 
     # ------------------------------------------------------------ CreateTopics
 
@@ -237,59 +253,7 @@ class TopicControlManager:
                 raise _Reject(Errors.INVALID_CONFIG, problem)
             configs[name] = value
 
-        if t.assignments:
-            if t.num_partitions != -1:
-                raise _Reject(
-                    Errors.INVALID_REQUEST,
-                    "A manual partition assignment was specified, but numPartitions was not set to -1.",
-                )
-            if t.replication_factor != -1:
-                raise _Reject(
-                    Errors.INVALID_REQUEST,
-                    "A manual partition assignment was specified, but replicationFactor was not "
-                    "set to -1.",
-                )
-            by_index = dict(t.assignments)
-            if len(by_index) != len(t.assignments) or sorted(by_index) != list(
-                range(len(by_index))
-            ):
-                raise _Reject(
-                    Errors.INVALID_REPLICA_ASSIGNMENT,
-                    "Partitions of a manual assignment must be numbered 0, 1, 2, ... without gaps "
-                    f"or repeats; got {sorted(i for i, _ in t.assignments)}",
-                )
-            assignment = [tuple(by_index[i]) for i in range(len(by_index))]
-            rf = len(assignment[0])
-            for pid, replicas in enumerate(assignment):
-                self._validate_manual(replicas, rf, pid)
-            manual = True
-        else:
-            count = (
-                self.c.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
-            )
-            if count <= 0:
-                raise _Reject(
-                    Errors.INVALID_PARTITIONS,
-                    f"Number of partitions was set to an invalid non-positive value {count}.",
-                )
-            registered = len(view.broker_ids())
-            rf = (
-                min(self.c.config.max_default_replication_factor, registered)
-                if t.replication_factor == -1
-                else t.replication_factor
-            )
-            if t.replication_factor != -1 and rf <= 0:
-                raise _Reject(
-                    Errors.INVALID_REPLICATION_FACTOR,
-                    "Replication factor must be larger than 0, or -1 to use the default value.",
-                )
-            if rf <= 0:
-                raise _Reject(
-                    Errors.INVALID_REPLICATION_FACTOR,
-                    "Unable to replicate the partition: no brokers are registered.",
-                )
-            assignment = self._placed(count, rf, 0)
-            manual = False
+        partitions = self._manual_partitions(t) if t.assignments else self._placed_partitions(t)
 
         topic_id = self.c.new_topic_id()
         records: list[Record] = [TopicRecord(name=t.name, topic_id=topic_id)]
@@ -298,12 +262,81 @@ class TopicControlManager:
             for k, v in sorted(configs.items())
         ]
         records += [
-            self._partition_record(topic_id, pid, replicas, manual)
-            for pid, replicas in enumerate(assignment)
+            self._partition_record(topic_id, pid, replicas, isr)
+            for pid, (replicas, isr) in enumerate(partitions)
         ]
+        rf = len(partitions[0][0])
         return records, CreatableTopicResult(
-            t.name, Errors.NONE, None, topic_id, len(assignment), rf
+            t.name, Errors.NONE, None, topic_id, len(partitions), rf
         )
+
+    def _manual_partitions(
+        self, t: CreatableTopic
+    ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(replicas, ISR) per partition of a manual assignment, checked in
+        Kafka's order (``createTopic``): the replication factor, then the
+        partition count, then each assignment in request order (a repeated
+        index, its brokers, an ISR), and only then the indexes' sequence."""
+        if t.replication_factor != -1:
+            raise _Reject(
+                Errors.INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was not "
+                "set to -1.",
+            )
+        if t.num_partitions != -1:
+            raise _Reject(
+                Errors.INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        by_index: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        rf = None
+        for pid, brokers in t.assignments:
+            if pid in by_index:
+                raise _Reject(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"Found multiple manual partition assignments for partition {pid}",
+                )
+            replicas = tuple(brokers)
+            self._validate_manual(replicas, rf)
+            rf = len(replicas)
+            by_index[pid] = (replicas, self._manual_isr(replicas, pid))
+        for pid in range(len(by_index)):
+            if pid not in by_index:
+                raise _Reject(
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                    "partitions should be a consecutive 0-based integer sequence; got "
+                    f"{sorted(by_index)}",
+                )
+        return [by_index[pid] for pid in range(len(by_index))]
+
+    def _placed_partitions(
+        self, t: CreatableTopic
+    ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(replicas, ISR) per partition placed by the controller; the
+        replication factor is checked before the partition count (Kafka's
+        ``createTopic``)."""
+        if t.replication_factor < -1 or t.replication_factor == 0:
+            raise _Reject(
+                Errors.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if t.num_partitions < -1 or t.num_partitions == 0:
+            raise _Reject(
+                Errors.INVALID_PARTITIONS,
+                f"Number of partitions was set to an invalid non-positive value {t.num_partitions}.",
+            )
+        count = self.c.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+        rf = (
+            min(self.c.config.max_default_replication_factor, len(self.c.view.broker_ids()))
+            if t.replication_factor == -1
+            else t.replication_factor
+        )
+        if rf == 0:
+            raise _Reject(
+                Errors.INVALID_REPLICATION_FACTOR,
+                "Unable to replicate the partition: no brokers are registered.",
+            )
+        return [(replicas, self._placed_isr(replicas, rf)) for replicas in self._placed(count, rf)]
 
     # ------------------------------------------------------------ DeleteTopics
 
@@ -370,14 +403,16 @@ class TopicControlManager:
                     f"Attempted to add {added} additional partition(s), but only "
                     f"{len(req.assignments)} assignment(s) were specified.",
                 )
-            for i, replicas in enumerate(req.assignments):
-                self._validate_manual(tuple(replicas), rf, current + i)
-            assignment = [tuple(r) for r in req.assignments]
-            manual = True
+            partitions = []
+            for pid, brokers in enumerate(req.assignments, start=current):
+                replicas = tuple(brokers)
+                self._validate_manual(replicas, rf)
+                partitions.append((replicas, self._manual_isr(replicas, pid)))
         else:
-            assignment = self._placed(added, rf, current)
-            manual = False
+            partitions = [
+                (replicas, self._placed_isr(replicas, rf)) for replicas in self._placed(added, rf)
+            ]
         return [
-            self._partition_record(topic_id, current + i, replicas, manual)
-            for i, replicas in enumerate(assignment)
+            self._partition_record(topic_id, pid, replicas, isr)
+            for pid, (replicas, isr) in enumerate(partitions, start=current)
         ]

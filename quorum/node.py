@@ -150,12 +150,13 @@ class MembershipRefused(NodeError):
 
 @dataclass
 class _Pending:
-    request: object  # a controller request, or _FENCE
+    request: object  # a controller request, or one of the queue items below
     future: asyncio.Future | None
     enqueued: float = field(default_factory=time.monotonic)
 
 
 _FENCE = object()  # queue item: run the session-timeout fencer
+_UNCLEAN = object()  # queue item: run the unclean-election sweep
 _BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
 
 
@@ -335,7 +336,7 @@ class QuorumNode:
         self._applied_wakeup_pending = False
         self._barrier: asyncio.Future | None = None
         self._barrier_waiters = 0
-        self._fence_handle: asyncio.TimerHandle | None = None
+        self._timer_handle: asyncio.TimerHandle | None = None
         self._stopping = False
         self._transferring = False  # no new batch while leadership is handed over
         self.stats = BatchStats()
@@ -764,16 +765,16 @@ class QuorumNode:
                 )
             self._queue.append(_Pending(_BOOTSTRAP, None))
         self._maybe_change_voters()
-        self._schedule_fencer()
+        self._schedule_timer()
         self._pump()
 
     def _step_down(self, why: str) -> None:
         was_active = self.active
         self.active = False
         self.controller = None
-        if self._fence_handle is not None:
-            self._fence_handle.cancel()
-            self._fence_handle = None
+        if self._timer_handle is not None:
+            self._timer_handle.cancel()
+            self._timer_handle = None
         error = self._not_controller(why)
         while self._in_flight:
             for pending, _ in self._in_flight.popleft().decided:
@@ -876,6 +877,11 @@ class QuorumNode:
                     while (result := controller.maybe_fence_stale_broker(now)) is not None:
                         records.extend(result.records)
                     continue
+                if pending.request is _UNCLEAN:
+                    result = controller.maybe_elect_unclean_leaders(now)
+                    if result is not None:
+                        records.extend(result.records)
+                    continue
                 if pending.request is _BOOTSTRAP:
                     boot = controller.bootstrap_records()
                     controller.replay(boot)
@@ -950,25 +956,42 @@ class QuorumNode:
         else:
             self._step_down(why)
 
-    # ------------------------------------------------------------ session fencing
+    # ------------------------------------------------------------ periodic work
 
-    def _schedule_fencer(self) -> None:
+    def _due_ms(self) -> int | None:
+        """When the controller's next periodic work is due (Kafka's deferred
+        events): the session-timeout fencer or the unclean-election sweep."""
+        due = [
+            t
+            for t in (
+                self.controller.next_fence_check_ms(),
+                self.controller.next_unclean_election_ms(),
+            )
+            if t is not None
+        ]
+        return min(due, default=None)
+
+    def _schedule_timer(self) -> None:
         if not self.active:
             return
-        next_check = self.controller.next_fence_check_ms()
+        next_check = self._due_ms()
         delay = 1.0 if next_check is None else max(0.05, (next_check - session_clock_ms()) / 1000)
-        self._fence_handle = self.loop.call_later(min(delay, 1.0), self._fence_tick)
+        self._timer_handle = self.loop.call_later(min(delay, 1.0), self._timer_tick)
 
-    def _fence_tick(self) -> None:
-        self._fence_handle = None
+    def _timer_tick(self) -> None:
+        self._timer_handle = None
         if not self.active:
             return
         self._maybe_change_voters()
         self._pump()
+        now = session_clock_ms()
         next_check = self.controller.next_fence_check_ms()
-        if next_check is not None and next_check <= session_clock_ms():
+        if next_check is not None and next_check <= now:
             self._enqueue(_Pending(_FENCE, None))
-        self._schedule_fencer()
+        next_sweep = self.controller.next_unclean_election_ms()
+        if next_sweep is not None and next_sweep <= now:
+            self._enqueue(_Pending(_UNCLEAN, None))
+        self._schedule_timer()
 
     # ------------------------------------------------------------ voter set
 

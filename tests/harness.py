@@ -8,6 +8,8 @@ without ``commit`` lets tests build multi-request batches (group commit).
 from __future__ import annotations
 
 import itertools
+import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller.config import ControllerConfig
@@ -67,12 +69,19 @@ class ControllerHarness:
     # Per record of ``log``: (timestamp ms, controller epoch, batch offset) of its batch.
     envelopes: list[tuple[int, int, int]] = field(default_factory=list)
     epochs: dict[int, int] = field(default_factory=dict)
+    # More ControllerConfig fields (e.g. max_elections_per_imbalance).
+    config_options: dict = field(default_factory=dict)
+    # The placer's random source from the image's partition count (Controller's
+    # default: random.Random); a test passes Kafka's MockRandom for Kafka's lists.
+    placement_random: Callable[[int], object] = random.Random
 
     def __post_init__(self) -> None:
         self._decided = None
         ids = _topic_ids()
-        self.config = ControllerConfig(CLUSTER_ID, session_timeout_ms=self.session_timeout_ms)
-        self.controller = Controller(self.image, self.config, self.now_ms, lambda: next(ids))
+        self.config = ControllerConfig(
+            CLUSTER_ID, session_timeout_ms=self.session_timeout_ms, **self.config_options
+        )
+        self.controller = self._controller(ids)
         if self.image.next_offset == 0:
             # What the first active controller commits: its LEADER_CHANGE, then bootstrap.
             self.commit(
@@ -84,6 +93,11 @@ class ControllerHarness:
                 ],
                 leader_change=True,
             )
+
+    def _controller(self, ids) -> Controller:
+        return Controller(
+            self.image, self.config, self.now_ms, lambda: next(ids), self.placement_random
+        )
 
     # ------------------------------------------------------------ log
 
@@ -143,7 +157,7 @@ class ControllerHarness:
         ids = _topic_ids()
         for _ in range(1000 + len(self.log)):
             next(ids)
-        self.controller = Controller(self.image, self.config, self.now_ms, lambda: next(ids))
+        self.controller = self._controller(ids)
         self.commit(
             [
                 LeaderChangeRecord(

@@ -8,10 +8,13 @@ from dataclasses import replace
 import pytest
 
 from controller.messages import (
+    AlterPartitionReassignmentsRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     CreatableTopic,
     CreateTopicsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
 )
 from metadata_records.errors import Errors
 from metadata_records.records import Batch, Endpoint, FeatureRange, NoOpRecord
@@ -670,3 +673,45 @@ def test_a_leader_sends_a_moved_commit_index_with_its_next_batch_and_alone_only_
                 await n.stop(transfer=False)
 
     asyncio.run(main())
+
+
+def test_the_active_controller_runs_the_unclean_election_sweep_when_it_is_due(tmp_path):
+    """The periodic sweep (Kafka's maybeElectUncleanLeaders) runs from the
+    node's timer, as the session fencer does: a partition a reassignment left
+    leaderless on an unclean topic gets a leader without another request."""
+    node = build_node(single_voter_config(tmp_path))
+    node.controller_config = replace(node.controller_config, unclean_election_interval_ms=300)
+
+    async def body(node):
+        await active(node)
+        epochs = {}
+        for b in (1, 2):
+            epochs[b] = (await register(node, b)).broker_epoch
+            assert not (await node.submit(BrokerHeartbeatRequest(b, epochs[b], 10**6))).is_fenced
+        created = await node.submit(
+            CreateTopicsRequest(
+                (
+                    CreatableTopic(
+                        "u",
+                        assignments=((0, (1,)),),
+                        configs=(("unclean.leader.election.enable", "true"),),
+                    ),
+                )
+            )
+        )
+        topic_id = created.topics[0].topic_id
+        await node.submit(BrokerHeartbeatRequest(1, epochs[1], 10**6, want_fence=True))
+        moved = await node.submit(
+            AlterPartitionReassignmentsRequest(
+                (ReassignableTopic("u", (ReassignablePartition(0, (2,)),)),)
+            )
+        )
+        assert moved.topics[0].partitions[0].error is Errors.NONE
+        assert node.image.partition(topic_id, 0).leader == -1  # the move's election is ONLINE
+        await wait_until(
+            lambda: node.image.partition(topic_id, 0).leader == 2, what="the unclean election"
+        )
+        part = node.image.partition(topic_id, 0)
+        assert part.isr == (2,) and part.leader_recovery_state == 1
+
+    run_with(node, body)

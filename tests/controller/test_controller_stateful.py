@@ -12,6 +12,7 @@ Invariants:
 - every record the controller writes applies (no ignored records), and
   replaying the log from an empty image gives the same image;
 - the leader-side brokers-to-ISR index matches a fresh build;
+- the unclean-election sweep (issue 18) elects only on topics that allow it;
 - sessions (issue 18): no broker is fenced by the timer within a session
   timeout of its last contact or of the session a new leader granted it, and a
   new incarnation is refused as a duplicate only within one session timeout of
@@ -49,8 +50,17 @@ from controller.messages import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from controller.topic_control import UNCLEAN_LEADER_ELECTION
 from metadata_records.errors import Errors
-from metadata_records.records import PartitionChangeRecord, RegisterBrokerRecord
+from metadata_records.records import (
+    FENCE,
+    IN_CONTROLLED_SHUTDOWN,
+    UNFENCE,
+    BrokerRegistrationChangeRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+)
 from tests.harness import ControllerHarness
 
 BROKERS = st.integers(1, 4)
@@ -63,7 +73,12 @@ class ControllerMachine(RuleBasedStateMachine):
 
     def __init__(self):
         super().__init__()
-        self.h = ControllerHarness(metadata_version=self.metadata_version, session_timeout_ms=5000)
+        self.h = ControllerHarness(
+            metadata_version=self.metadata_version,
+            session_timeout_ms=5000,
+            # Short, so that random walks reach the sweep.
+            config_options={"unclean_election_interval_ms": 2000},
+        )
         self.generation = Counter()
         self.epoch_history: dict[int, list[int]] = {}
         self.checked_log = len(self.h.log)
@@ -227,14 +242,22 @@ class ControllerMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ topics
 
-    @rule(name=TOPICS, partitions=st.integers(1, 4), rf=st.integers(1, 3))
-    def create_topic(self, name, partitions, rf):
-        self.h.run(CreateTopicsRequest((CreatableTopic(name, partitions, rf),)))
+    @rule(name=TOPICS, partitions=st.integers(1, 4), rf=st.integers(1, 3), unclean=RARELY)
+    def create_topic(self, name, partitions, rf, unclean):
+        configs = ((UNCLEAN_LEADER_ELECTION, "true"),) if unclean else ()
+        self.h.run(CreateTopicsRequest((CreatableTopic(name, partitions, rf, configs=configs),)))
 
-    @rule(name=TOPICS, replicas=st.lists(BROKERS, min_size=1, max_size=3, unique=True))
-    def create_topic_manually(self, name, replicas):
+    @rule(
+        name=TOPICS,
+        replicas=st.lists(BROKERS, min_size=1, max_size=3, unique=True),
+        unclean=RARELY,
+    )
+    def create_topic_manually(self, name, replicas, unclean):
+        configs = ((UNCLEAN_LEADER_ELECTION, "true"),) if unclean else ()
         self.h.run(
-            CreateTopicsRequest((CreatableTopic(name, assignments=((0, tuple(replicas)),)),))
+            CreateTopicsRequest(
+                (CreatableTopic(name, assignments=((0, tuple(replicas)),), configs=configs),)
+            )
         )
 
     @precondition(lambda self: self.h.image.topic_ids)
@@ -323,6 +346,19 @@ class ControllerMachine(RuleBasedStateMachine):
     def elect(self, kind):
         self.h.run(ElectLeadersRequest(kind, None))
 
+    @rule()
+    def unclean_sweep(self):
+        """The periodic sweep, when it is due: it elects only on topics whose
+        unclean.leader.election.enable is true, and only leaderless partitions."""
+        h = self.h
+        result = h.controller.maybe_elect_unclean_leaders(h.now_ms)
+        if result is None:
+            return
+        for record in result.records:
+            assert h.image.topics[record.topic_id].configs.get(UNCLEAN_LEADER_ELECTION) == "true"
+            assert h.image.partition(record.topic_id, record.partition_id).leader == -1
+        h.commit(result.records)
+
     # ------------------------------------------------------------ invariants
 
     @invariant()
@@ -344,18 +380,51 @@ class ControllerMachine(RuleBasedStateMachine):
                     assert part.leader in part.isr, part
                     assert image.brokers[part.leader].active, (part, image.brokers[part.leader])
                 old = before.partition(topic_id, pid)
-                if old is None:
-                    added = set(part.isr)
-                else:
+                if old is not None:
                     assert part.partition_epoch == old.partition_epoch + changes[(topic_id, pid)]
                     assert part.leader_epoch >= old.leader_epoch
-                    added = set(part.isr) - set(old.isr)
-                for broker in added:
-                    # Added members were active when decided and still are.
-                    assert before.brokers[broker].active and image.brokers[broker].active, (
-                        broker,
-                        part,
-                    )
+        # Not "added members are still active": the fencer runs until no stale
+        # broker is left, so an unclean election may make one broker the ISR
+        # and a later fence in the same step leave it there, leaderless.
+        self.check_isr_members_were_active_when_added()
+
+    def check_isr_members_were_active_when_added(self):
+        """KIP-841, record by record through the step's records: a broker joins
+        an ISR only while active, counting a broker unfenced earlier in the
+        same batch (Kafka's handleBrokerUnfenced writes the unfence record,
+        then the elections that may make it the leader, uncleanly included)."""
+        before = self.before
+        active = {b for b, reg in before.brokers.items() if reg.active}
+        shutting_down = {b for b, reg in before.brokers.items() if reg.in_controlled_shutdown}
+        isrs: dict[tuple[str, int], tuple[int, ...]] = {}
+        for record in self.h.log[self.checked_log :]:
+            if isinstance(record, RegisterBrokerRecord):
+                shutting_down.discard(record.broker_id)
+                if record.in_controlled_shutdown:
+                    shutting_down.add(record.broker_id)
+                if record.fenced or record.in_controlled_shutdown:
+                    active.discard(record.broker_id)
+                else:
+                    active.add(record.broker_id)
+            elif isinstance(record, BrokerRegistrationChangeRecord):
+                if record.in_controlled_shutdown == IN_CONTROLLED_SHUTDOWN:
+                    shutting_down.add(record.broker_id)
+                    active.discard(record.broker_id)
+                if record.fenced == FENCE:
+                    active.discard(record.broker_id)
+                elif record.fenced == UNFENCE and record.broker_id not in shutting_down:
+                    active.add(record.broker_id)
+            elif isinstance(record, PartitionRecord):
+                isrs[(record.topic_id, record.partition_id)] = record.isr
+                assert set(record.isr) <= active, (record, active)
+            elif isinstance(record, PartitionChangeRecord) and record.isr is not None:
+                key = (record.topic_id, record.partition_id)
+                if key not in isrs:
+                    old = before.partition(*key)
+                    isrs[key] = old.isr if old is not None else ()
+                added = set(record.isr) - set(isrs[key])
+                assert added <= active, (record, added, active)
+                isrs[key] = record.isr
 
     @invariant()
     def broker_epochs_are_offsets_and_grow(self):

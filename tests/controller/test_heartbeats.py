@@ -229,10 +229,34 @@ def test_session_expiry_fences_one_broker_at_a_time_oldest_first():
     assert h.replayed() == h.image
 
 
+def test_usable_brokers_are_the_registered_ones_this_leader_is_not_shutting_down():
+    """Kafka's ``BrokerHeartbeatManager.usableBrokers``: fenced brokers count
+    (with their flag), a broker in controlled shutdown does not; once it is
+    let go (fenced) it counts again, as a fenced broker."""
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3)
+    h.register(4)  # fenced
+    h.create_topic("t", assignments=((0, (1, 2)),))
+    c = h.controller
+
+    def usable():
+        return [(u.broker_id, u.fenced) for u in c.heartbeats.usable_brokers(c.view)]
+
+    assert usable() == [(1, False), (2, False), (3, False), (4, True)]
+    h.heartbeat(1, want_shut_down=True)  # it leads t-0: it waits in controlled shutdown
+    assert c.heartbeats.session(1, h.now_ms).shutting_down
+    assert usable() == [(2, False), (3, False), (4, True)]
+    for b in (2, 3):
+        h.heartbeat(b)
+    assert h.heartbeat(1, want_shut_down=True).should_shut_down
+    assert h.image.brokers[1].in_controlled_shutdown and h.image.brokers[1].fenced
+    assert usable() == [(1, True), (2, False), (3, False), (4, True)]
+
+
 def test_brokers_in_controlled_shutdown_can_be_session_fenced():
     h = ControllerHarness()
     h.start_brokers(1, 2)
-    h.create_topic("t", 1, 2)
+    h.create_topic("t", assignments=((0, (1, 2)),))  # 1 leads: it waits in controlled shutdown
     h.heartbeat(1, want_shut_down=True)
     h.advance(9001)
     h.heartbeat(2)

@@ -14,7 +14,9 @@ from controller.messages import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from controller.partition_admin import ReassignmentReplicas, reassignment_replicas
 from metadata_records.errors import Errors
+from metadata_records.records import PartitionChangeRecord
 from tests.harness import ControllerHarness
 
 
@@ -61,6 +63,240 @@ def test_reassignment_that_only_removes_completes_at_once_and_bumps_the_leader_e
     part = h.partition("t", 1)
     assert part.replicas == (2, 3) and part.isr == (2, 3) and not part.is_reassigning
     assert part.leader == 2 and part.leader_epoch == 1
+
+
+# ---------------------------------------------------------------- reassignment replica lists
+
+
+@pytest.mark.parametrize(
+    "current,target,expected",
+    [
+        # Kafka's PartitionReassignmentReplicasTest, case by case.
+        ((3, 2, 1), (3, 2, 1), ((3, 2, 1), (), ())),  # testNoneAddedOrRemoved
+        ((3, 2, 1), (3, 6, 2, 1, 5), ((3, 6, 2, 1, 5), (), (5, 6))),  # testAdditions
+        ((3, 2, 1, 0), (3, 1), ((3, 1, 0, 2), (0, 2), ())),  # testRemovals
+        ((3, 2, 1, 0), (7, 3, 1, 9), ((7, 3, 1, 9, 0, 2), (0, 2), (7, 9))),  # ...AndRemovals
+        ((3, 2, 1, 0), (0, 1, 3, 2), ((0, 1, 3, 2), (), ())),  # testRearrangement
+        ((4, 3, 2), (1, 2, 3, 4, 0), ((1, 2, 3, 4, 0), (), (0, 1))),  # testCancelReassign...
+    ],
+)
+def test_reassignment_replicas_as_kafka(current, target, expected):
+    assert reassignment_replicas(current, target) == ReassignmentReplicas(*expected)
+
+
+def test_reassignment_lists_are_sorted_whatever_the_request_order():
+    h = ControllerHarness()
+    h.start_brokers(0, 1, 2, 3, 7, 9)
+    h.create_topic("t", assignments=((0, (3, 2, 1, 0)),))
+    assert reassign(h, "t", 0, (7, 3, 1, 9)).error is Errors.NONE
+    part = h.partition("t")
+    assert part.replicas == (7, 3, 1, 9, 0, 2)
+    assert (part.removing_replicas, part.adding_replicas) == ((0, 2), (7, 9))
+
+
+def test_a_leader_elected_during_a_reassignment_follows_the_sorted_removing_replicas():
+    """Elections walk the replica list: with the removing replicas in request
+    order, fencing the leader below would elect 2; in Kafka's order, 0."""
+    h = ControllerHarness()
+    h.start_brokers(0, 1, 2, 3, 7, 9)
+    h.create_topic("t", assignments=((0, (3, 2, 1, 0)),))
+    reassign(h, "t", 0, (7, 9))
+    assert h.partition("t").replicas == (7, 9, 0, 1, 2, 3)
+    h.heartbeat(3, want_fence=True)
+    part = h.partition("t")
+    assert (part.leader, part.isr) == (0, (2, 1, 0))
+
+
+def test_cancel_reassign_partitions_as_kafka():
+    """Kafka's ``ReplicationControlManagerTest.testCancelReassignPartitions``."""
+    h = ControllerHarness()
+    h.start_brokers(0, 1, 2, 3, 4)
+    h.create_topic(
+        "foo",
+        assignments=((0, (1, 2, 3, 4)), (1, (0, 1, 2, 3)), (2, (4, 3, 1, 0)), (3, (2, 3, 4, 1))),
+    )
+    h.create_topic("bar", assignments=((0, (4, 3, 2)),))
+    h.heartbeat(3, want_fence=True)
+    foo0 = h.partition("foo", 0)
+    assert (foo0.replicas, foo0.isr, foo0.leader) == ((1, 2, 3, 4), (1, 2, 4), 1)
+    assert (foo0.leader_epoch, foo0.partition_epoch) == (0, 1)
+
+    resp = h.run(
+        AlterPartitionReassignmentsRequest(
+            (
+                ReassignableTopic(
+                    "foo",
+                    (
+                        ReassignablePartition(0, (1, 2, 4)),
+                        ReassignablePartition(1, (1, 2, 3, 0)),
+                        ReassignablePartition(2, (5, 6, 7)),
+                        ReassignablePartition(3, ()),
+                    ),
+                ),
+                ReassignableTopic("bar", (ReassignablePartition(0, (1, 2, 3, 4, 0)),)),
+            )
+        )
+    )
+    foo, bar = resp.topics
+    assert [(p.error, p.error_message) for p in foo.partitions] == [
+        (Errors.NONE, None),
+        (Errors.NONE, None),
+        (
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes broker 5, but no such broker is registered.",
+        ),
+        (
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        ),
+    ]
+    assert bar.partitions[0].error is Errors.NONE
+
+    def state(name, pid):
+        p = h.partition(name, pid)
+        return (
+            p.replicas,
+            p.isr,
+            p.leader,
+            p.leader_epoch,
+            p.partition_epoch,
+            p.adding_replicas,
+            p.removing_replicas,
+        )
+
+    assert state("foo", 0) == ((1, 2, 4), (1, 2, 4), 1, 1, 2, (), ())
+    assert state("foo", 1) == ((1, 2, 3, 0), (0, 1, 2), 0, 0, 2, (), ())
+    assert state("bar", 0) == ((1, 2, 3, 4, 0), (4, 2), 4, 0, 2, (0, 1), ())
+
+    # Kafka's test answers an AlterPartition from 4 without replaying its
+    # record; here too the view goes back to the committed image after it.
+    answer = (
+        h.decide(
+            AlterPartitionRequest(
+                4,
+                h.epochs[4],
+                (
+                    AlterPartitionTopic(
+                        (
+                            AlterPartitionPartition(
+                                0,
+                                0,
+                                2,
+                                new_isr_with_epochs=tuple(BrokerState(b, -1) for b in (4, 1, 2, 0)),
+                            ),
+                        ),
+                        topic_id=h.topic_id("bar"),
+                    ),
+                ),
+            )
+        )
+        .response.topics[0]
+        .partitions[0]
+    )
+    assert (answer.error, answer.leader_id, answer.leader_epoch, answer.isr) == (
+        Errors.NONE,
+        4,
+        0,
+        (4, 1, 2, 0),
+    )
+    assert answer.partition_epoch == 3
+    h.controller.committed(h.image)
+
+    resp = h.run(
+        AlterPartitionReassignmentsRequest(
+            (
+                ReassignableTopic("foo", (ReassignablePartition(0, None),)),
+                ReassignableTopic("bar", (ReassignablePartition(0, None),)),
+            )
+        )
+    )
+    assert [t.partitions[0].error for t in resp.topics] == [
+        Errors.NO_REASSIGNMENT_IN_PROGRESS,
+        Errors.NONE,
+    ]
+    assert h.last.records == (
+        PartitionChangeRecord(
+            partition_id=0,
+            topic_id=h.topic_id("bar"),
+            leader=4,
+            replicas=(2, 3, 4),
+            adding_replicas=(),
+        ),
+    )
+    assert state("bar", 0) == ((2, 3, 4), (4, 2), 4, 1, 3, (), ())
+    assert h.replayed() == h.image
+
+
+def test_a_new_reassignment_replaces_the_one_in_progress_lists_included(h):
+    """decisions.md 55: [1, 2, 3] -> [1, 2, 4] marks 3 removing; a second
+    request for [1, 2, 3, 4] keeps 3, so its empty removing list is written.
+    Kafka keeps the earlier removing [3] and drops 3 once 4 is in sync."""
+    h.create_topic("k", assignments=((0, (1, 2, 3)),))
+    reassign(h, "k", 0, (1, 2, 4))
+    part = h.partition("k")
+    assert (part.replicas, part.removing_replicas, part.adding_replicas) == (
+        (1, 2, 4, 3),
+        (3,),
+        (4,),
+    )
+    reassign(h, "k", 0, (1, 2, 3, 4))
+    part = h.partition("k")
+    assert (part.replicas, part.removing_replicas, part.adding_replicas) == (
+        (1, 2, 3, 4),
+        (),
+        (),
+    )
+    h.alter_isr("k", 0, [1, 2, 3, 4])
+    part = h.partition("k")
+    assert (part.replicas, part.isr) == ((1, 2, 3, 4), (1, 2, 3, 4))
+    assert h.replayed() == h.image
+
+
+UNCLEAN_TOPIC = (("unclean.leader.election.enable", "true"),)
+
+
+def test_changing_a_reassignment_never_elects_uncleanly(h):
+    """Kafka's ``changePartitionReassignment`` runs an ONLINE election even on
+    a topic that allows unclean ones: u-0 has lost its only replica, and a
+    move to [2] leaves it leaderless rather than trusting 2's empty log."""
+    h.create_topic("u", assignments=((0, (1,)),), configs=UNCLEAN_TOPIC)
+    h.heartbeat(1, want_fence=True)
+    assert (h.partition("u").leader, h.partition("u").isr) == (-1, (1,))
+    assert reassign(h, "u", 0, (2,)).error is Errors.NONE
+    assert h.last.records == (
+        PartitionChangeRecord(
+            partition_id=0,
+            topic_id=h.topic_id("u"),
+            replicas=(2, 1),
+            removing_replicas=(1,),
+            adding_replicas=(2,),
+        ),
+    )
+    part = h.partition("u")
+    assert (part.leader, part.isr, part.leader_recovery_state) == (-1, (1,), 0)
+
+
+def test_cancelling_a_reassignment_elects_as_the_topic_allows(h):
+    """Kafka's ``cancelPartitionReassignment`` takes the topic's setting: here
+    only an added replica is in sync, so the revert needs an unclean election,
+    and the unclean topic gets one (2, the live original replica)."""
+    h.create_topic("u", assignments=((0, (1, 2)),), configs=UNCLEAN_TOPIC)
+    h.alter_isr("u", 0, [1])
+    reassign(h, "u", 0, (3, 4))
+    h.alter_isr("u", 0, [1, 3])
+    h.heartbeat(1, want_fence=True)
+    part = h.partition("u")
+    assert (part.replicas, part.isr, part.leader) == ((3, 4, 1, 2), (3,), 3)
+    assert reassign(h, "u", 0, None).error is Errors.NONE
+    part = h.partition("u")
+    assert (part.replicas, part.leader, part.isr, part.leader_recovery_state) == (
+        (1, 2),
+        2,
+        (2,),
+        1,
+    )
+    assert not part.is_reassigning
+    assert h.replayed() == h.image
 
 
 def test_cancel_reverts_to_the_original_replicas(h):

@@ -19,6 +19,8 @@ from metadata_records.records import (
     LRS_RECOVERING,
     NO_LEADER,
     NO_LEADER_CHANGE,
+    TOPIC_RESOURCE,
+    ConfigRecord,
     PartitionChangeRecord,
     PartitionRecord,
     TopicRecord,
@@ -862,6 +864,106 @@ def test_recovering_to_recovered_without_isr_change_writes_only_the_state():
             partition_id=0, topic_id=h.topic_id("t"), leader_recovery_state=LRS_RECOVERED
         ),
     )
+    assert_consistent(h)
+
+
+# ---------------------------------------------------------------- the unclean-election sweep
+
+
+@pytest.mark.parametrize("unclean_config", ["none", "static", "dynamic_topic"])
+def test_maybe_trigger_unclean_leader_election_for_leaderless_partitions_as_kafka(
+    unclean_config,
+):
+    """Kafka's ``testMaybeTriggerUncleanLeaderElectionForLeaderlessPartitions``;
+    "static" is a topic created with unclean.leader.election.enable=true,
+    "dynamic_topic" the same config written later as a ConfigRecord (Kafka's
+    cluster- and node-level configs do not exist here)."""
+    h = ControllerHarness()
+    h.start_brokers(0, 1, 2, 3, 4)
+    configs = (("unclean.leader.election.enable", "true"),) if unclean_config == "static" else ()
+    topic_id = make_topic(h, "foo", (1, 2, 4), (1, 3, 4), (0, 2, 4), configs=configs)
+    replication = h.controller.replication
+    assert not h.controller.index.any_without_leader()
+    for b in (0, 1, 2, 3, 4):
+        h.heartbeat(b, want_fence=True)
+    assert h.controller.index.any_without_leader()
+    for pid in (0, 1, 2):
+        assert (h.partition("foo", pid).isr, h.partition("foo", pid).leader) == ((4,), NO_LEADER)
+
+    # 2 comes back: it may lead partitions 0 and 2, after an unclean election.
+    h.heartbeat(2)
+    if unclean_config == "static":
+        # The unfencing already elected it.
+        assert [(h.partition("foo", p).isr, h.partition("foo", p).leader) for p in (0, 1, 2)] == [
+            ((2,), 2),
+            ((4,), NO_LEADER),
+            ((2,), 2),
+        ]
+    else:
+        for pid in (0, 1, 2):
+            assert (h.partition("foo", pid).isr, h.partition("foo", pid).leader) == ((4,), -1)
+    if unclean_config == "dynamic_topic":
+        h.commit(
+            [
+                ConfigRecord(
+                    resource_type=TOPIC_RESOURCE,
+                    resource_name="foo",
+                    name="unclean.leader.election.enable",
+                    value="true",
+                )
+            ]
+        )
+
+    result = replication.maybe_elect_unclean_leaders()
+    assert result.response is False  # not stopped at the bound
+    if unclean_config in ("none", "static"):
+        assert result.records == ()
+        return
+    assert result.records == (
+        PartitionChangeRecord(
+            partition_id=0, topic_id=topic_id, isr=(2,), leader=2, leader_recovery_state=1
+        ),
+        PartitionChangeRecord(
+            partition_id=2, topic_id=topic_id, isr=(2,), leader=2, leader_recovery_state=1
+        ),
+    )
+    h.commit(result.records)
+    assert [(h.partition("foo", p).isr, h.partition("foo", p).leader) for p in (0, 1, 2)] == [
+        ((2,), 2),
+        ((4,), NO_LEADER),
+        ((2,), 2),
+    ]
+    assert_consistent(h)
+
+
+def test_unclean_sweep_writes_at_most_max_elections_per_imbalance_records():
+    """Kafka's ``maybeElectUncleanLeaders`` stops at ``maxElectionsPerImbalance``
+    records and says so; clean topics' partitions are passed over."""
+    h = ControllerHarness(config_options={"max_elections_per_imbalance": 2})
+    h.start_brokers(1, 2)
+    unclean = (("unclean.leader.election.enable", "true"),)
+    make_topic(h, "clean", (1,), configs=())
+    make_topic(h, "dirty", (1,), (1,), (1,), configs=unclean)
+    h.heartbeat(1, want_fence=True)
+    for name, count in (("clean", 1), ("dirty", 3)):
+        for pid in range(count):
+            resp = h.run(
+                AlterPartitionReassignmentsRequest(
+                    (ReassignableTopic(name, (ReassignablePartition(pid, (2,)),)),)
+                )
+            )
+            assert resp.topics[0].partitions[0].error is Errors.NONE
+    replication = h.controller.replication
+    first = replication.maybe_elect_unclean_leaders()
+    assert first.response is True and len(first.records) == 2
+    h.commit(first.records)
+    second = replication.maybe_elect_unclean_leaders()
+    assert second.response is False and len(second.records) == 1
+    h.commit(second.records)
+    for pid in range(3):
+        assert (h.partition("dirty", pid).leader, h.partition("dirty", pid).isr) == (2, (2,))
+    assert h.partition("clean").leader == NO_LEADER
+    assert replication.maybe_elect_unclean_leaders().records == ()
     assert_consistent(h)
 
 

@@ -9,7 +9,15 @@ from controller.messages import (
     DeleteTopicsRequest,
 )
 from metadata_records.errors import Errors
-from metadata_records.records import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from metadata_records.records import (
+    IN_CONTROLLED_SHUTDOWN,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from tests.controller.kafka_random import KafkaMockRandom
 from tests.harness import ControllerHarness
 
 
@@ -52,7 +60,7 @@ def test_isr_is_the_active_replicas_and_the_leader_the_first_of_them(h):
     assert res.error is Errors.NONE and res.replication_factor == 3
     assert h.partition("m", 0).isr == (2, 3) and h.partition("m", 0).leader == 2
     assert h.partition("m", 1).isr == (3, 2) and h.partition("m", 1).leader == 3
-    # Placement never chooses a fenced broker.
+    # Placement takes a fenced broker only once the unfenced ones are used up.
     (res,) = create(h, CreatableTopic("placed", 6, 3))
     assert all(1 not in h.partition("placed", p).replicas for p in range(6))
 
@@ -69,7 +77,7 @@ def test_isr_is_the_active_replicas_and_the_leader_the_first_of_them(h):
         (CreatableTopic("t", 1, 0), Errors.INVALID_REPLICATION_FACTOR, "larger than 0"),
         (CreatableTopic("t", 1, 5), Errors.INVALID_REPLICATION_FACTOR, "only 4 broker(s)"),
         (CreatableTopic("t", 2, -1, ((0, (1,)),)), Errors.INVALID_REQUEST, "numPartitions"),
-        (CreatableTopic("t", -1, 1, ((0, (1,)),)), Errors.INVALID_REQUEST, "replicationFactor"),
+        (CreatableTopic("t", -1, 1, ((0, (1,)),)), Errors.INVALID_REQUEST, "replication factor"),
         (
             CreatableTopic("t", assignments=((0, ()),)),
             Errors.INVALID_REPLICA_ASSIGNMENT,
@@ -93,7 +101,12 @@ def test_isr_is_the_active_replicas_and_the_leader_the_first_of_them(h):
         (
             CreatableTopic("t", assignments=((1, (1,)),)),
             Errors.INVALID_REPLICA_ASSIGNMENT,
-            "without gaps",
+            "consecutive 0-based integer sequence",
+        ),
+        (
+            CreatableTopic("t", assignments=((0, (1,)), (0, (2,)))),
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            "Found multiple manual partition assignments for partition 0",
         ),
         (
             CreatableTopic("t", configs=(("retention.ms", "1"),)),
@@ -119,6 +132,220 @@ def test_rejections_name_the_problem_and_write_nothing(h, topic, error, message)
     assert message in res.error_message
     assert res.topic_id is None
     assert h.image.next_offset == before
+
+
+# ---------------------------------------------------------------- validation order
+
+
+def test_create_topics_checks_the_replication_factor_before_the_partition_count(h):
+    """Kafka's ``createTopic``: an automatic placement checks the replication
+    factor first; a manual one checks replicationFactor before numPartitions."""
+    (res,) = create(h, CreatableTopic("t", 0, 0))
+    assert res.error is Errors.INVALID_REPLICATION_FACTOR
+    assert res.error_message == (
+        "Replication factor must be larger than 0, or -1 to use the default value."
+    )
+    (res,) = create(h, CreatableTopic("t", -2, -2))
+    assert res.error is Errors.INVALID_REPLICATION_FACTOR
+    (res,) = create(h, CreatableTopic("t", 0, 1))
+    assert res.error is Errors.INVALID_PARTITIONS
+    (res,) = create(h, CreatableTopic("t", 2, 2, ((0, (1, 2)),)))
+    assert res.error is Errors.INVALID_REQUEST
+    assert res.error_message == (
+        "A manual partition assignment was specified, but replication factor was not set to -1."
+    )
+
+
+@pytest.mark.parametrize(
+    "assignments,message",
+    [
+        # Each assignment's broker checks come before the index sequence ...
+        (((1, (9,)),), "includes broker 9, but no such broker is registered"),
+        (((0, (1, 2)), (2, (3,))), "a partition with 1 replica(s), but this is not consistent"),
+        (((0, ()), (5, (1,))), "empty replica list"),
+        # ... and so does the check that some replica is active.
+        (((3, (1,)),), "partition 3 are fenced or in controlled shutdown"),
+        # A repeated index is found while walking the assignments, in request order.
+        (((2, (2,)), (2, (9,))), "Found multiple manual partition assignments for partition 2"),
+        (((2, (9,)), (2, (2,))), "includes broker 9"),
+        # The gap is named only once every assignment has passed.
+        (((0, (2,)), (2, (3,))), "partitions should be a consecutive 0-based integer sequence"),
+    ],
+)
+def test_create_topics_checks_each_manual_assignment_before_the_index_sequence(
+    h, assignments, message
+):
+    h.heartbeat(1, want_fence=True)
+    before = h.image.next_offset
+    (res,) = create(h, CreatableTopic("t", assignments=assignments))
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert message in res.error_message
+    assert h.image.next_offset == before
+
+
+def test_manual_assignment_brokers_are_checked_in_id_order(h):
+    """Kafka's ``validateManualPartitionAssignment`` sorts the brokers first:
+    in [9, 2, 2] the repeated 2 is named, not the unregistered 9."""
+    (res,) = create(h, CreatableTopic("t", assignments=((0, (9, 2, 2)),)))
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert res.error_message == (
+        "The manual partition assignment includes the broker 2 more than once."
+    )
+
+
+def test_manual_partition_assignment_on_all_fenced_brokers_as_kafka():
+    """Kafka's ``testManualPartitionAssignmentOnAllFencedBrokers``."""
+    h = ControllerHarness()
+    for b in (0, 1, 2, 3):
+        h.register(b)
+    (res,) = create(h, CreatableTopic("foo", assignments=((0, (0, 1, 2)),)))
+    assert res.error is Errors.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_create_partitions_fails_with_manual_assignment_with_all_fenced_as_kafka():
+    """Kafka's ``testCreatePartitionsFailsWithManualAssignmentWithAllFenced``."""
+    h = ControllerHarness()
+    for b in range(6):
+        h.register(b)
+    for b in (0, 1, 2):
+        assert not h.heartbeat(b).is_fenced
+    assert create(h, CreatableTopic("foo", assignments=((0, (0, 1, 2)),)))[0].error is Errors.NONE
+    resp = h.run(CreatePartitionsRequest("foo", 2, ((3, 4, 5),)))
+    assert resp.error is Errors.INVALID_REPLICA_ASSIGNMENT
+    assert "partition 1 are fenced or in controlled shutdown" in resp.error_message
+    assert h.run(CreatePartitionsRequest("foo", 2, ((2, 4, 5),))).error is Errors.NONE
+    part = h.partition("foo", 1)
+    assert (part.replicas, part.isr, part.leader) == ((2, 4, 5), (2,), 2)
+    assert (part.leader_epoch, part.partition_epoch) == (0, 0)
+
+
+# ---------------------------------------------------------------- placement (StripedReplicaPlacer)
+
+
+def kafka_placed(*broker_ids: int) -> ControllerHarness:
+    """Registered brokers, placed with Kafka's MockRandom as Kafka's test context does."""
+    h = ControllerHarness(placement_random=lambda _seed: KafkaMockRandom())
+    for b in broker_ids:
+        h.register(b)
+    return h
+
+
+def in_controlled_shutdown_record(h: ControllerHarness, broker: int) -> None:
+    """What Kafka's test context's inControlledShutdownBrokers replays: the
+    record alone, from a batch this leader did not decide (so its heartbeat
+    session is not shutting down)."""
+    h.commit(
+        [
+            BrokerRegistrationChangeRecord(
+                broker_id=broker,
+                broker_epoch=h.epochs[broker],
+                in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN,
+                version=1,
+            )
+        ]
+    )
+
+
+def test_create_topics_isr_invariants_as_kafka():
+    """Kafka's ``testCreateTopicsISRInvariants``: 0 unfenced, 1 unfenced with an
+    in-controlled-shutdown registration, 2 fenced. All three are usable (the
+    placer reads sessions, and 1's is not shutting down; a fenced broker may
+    follow), the ISR only 0 (it reads registrations: not fenced, not in
+    controlled shutdown), and 0 leads."""
+    h = kafka_placed(0, 1, 2)
+    for b in (0, 1):
+        assert not h.heartbeat(b).is_fenced
+    in_controlled_shutdown_record(h, 1)
+    (res,) = create(h, CreatableTopic("foo"))
+    assert (res.error, res.error_message, res.num_partitions, res.replication_factor) == (
+        Errors.NONE,
+        None,
+        1,
+        3,
+    )
+    part = h.partition("foo")
+    assert (part.replicas, part.isr, part.leader, part.leader_recovery_state) == (
+        (1, 0, 2),
+        (0,),
+        0,
+        0,
+    )
+    assert (part.leader_epoch, part.partition_epoch) == (0, 0)
+    assert h.replayed() == h.image
+
+
+def test_create_topics_as_kafka():
+    """Kafka's ``testCreateTopics``, from its second step (its first needs
+    Kafka's static default replication factor of 3 with no broker registered;
+    here the default is min(3, registered brokers))."""
+    h = kafka_placed(0, 1, 2)
+    assert not h.heartbeat(0).is_fenced
+    in_controlled_shutdown_record(h, 0)
+    (res,) = create(h, CreatableTopic("foo"))
+    assert (res.error, res.error_message) == (
+        Errors.INVALID_REPLICATION_FACTOR,
+        "Unable to replicate the partition 3 time(s): All brokers are currently fenced or in "
+        "controlled shutdown.",
+    )
+    # Kafka's context registers them all again (0 leaves controlled shutdown)
+    # and unfences them.
+    h.advance(h.session_timeout_ms + 1)
+    for b in (0, 1, 2):
+        assert h.register(b, generation=1).error is Errors.NONE
+        assert not h.heartbeat(b).is_fenced
+    (res,) = create(h, CreatableTopic("foo"))
+    assert (res.error, res.num_partitions, res.replication_factor) == (Errors.NONE, 1, 3)
+
+
+def test_a_default_topic_is_created_on_three_brokers_with_one_fenced():
+    """The default replication factor counts registered brokers, and so does
+    the placer: a fenced broker follows, outside the ISR."""
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3)
+    h.heartbeat(3, want_fence=True)
+    (res,) = create(h, CreatableTopic("d", 4))
+    assert (res.error, res.replication_factor) == (Errors.NONE, 3)
+    for p in range(4):
+        part = h.partition("d", p)
+        assert set(part.replicas) == {1, 2, 3} and part.replicas[0] != 3
+        assert part.isr == tuple(b for b in part.replicas if b != 3)
+        assert part.leader == part.isr[0]
+
+
+def test_brokers_in_controlled_shutdown_are_not_placed():
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3, 4)
+    h.create_topic("led", assignments=((0, (1, 2)),))
+    h.heartbeat(1, want_shut_down=True)  # it leads: it waits in controlled shutdown
+    (res,) = create(h, CreatableTopic("t", 8, 3))
+    assert res.error is Errors.NONE
+    assert all(1 not in h.partition("t", p).replicas for p in range(8))
+    h.heartbeat(4, want_fence=True)
+    (res,) = create(h, CreatableTopic("u", 1, 4))
+    assert res.error is Errors.INVALID_REPLICATION_FACTOR
+    assert res.error_message == (
+        "Unable to replicate the partition 4 time(s): The target replication factor of 4 "
+        "cannot be reached because only 3 broker(s) are registered."
+    )
+
+
+def test_a_broker_done_with_its_controlled_shutdown_may_follow_but_not_join_the_isr():
+    """Let go, it is fenced with its in-controlled-shutdown flag still set:
+    usable as a fenced follower (as in Kafka), never an ISR member."""
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3)
+    h.create_topic("led", assignments=((0, (3, 1)),))
+    assert not h.heartbeat(3, want_shut_down=True).should_shut_down  # it hands over t-0
+    for b in (1, 2):
+        h.heartbeat(b)
+    assert h.heartbeat(3, want_shut_down=True).should_shut_down
+    reg = h.image.brokers[3]
+    assert reg.fenced and reg.in_controlled_shutdown
+    (res,) = create(h, CreatableTopic("t", 3, 3))
+    assert res.error is Errors.NONE
+    for p in range(3):
+        part = h.partition("t", p)
+        assert 3 in part.replicas[1:] and 3 not in part.isr
 
 
 def test_existing_duplicates_and_collisions(h):
