@@ -24,10 +24,22 @@ import hashlib
 import os
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from metadata_records.errors import Errors
 
 from .errors import ApiProblem
+from .tls import describe_names, peer_certificate
+
+_MAPPED = "metaquorum.principal"  # the connection's certificate principal, once mapped
+
+
+class CertMapper(Protocol):
+    """api/cert_principals.CertPrincipals (a Protocol: that module imports this one)."""
+
+    def principal(self, peer: dict) -> Principal | None: ...
+
+    def describe(self) -> str: ...
 
 
 class Role(StrEnum):
@@ -54,10 +66,13 @@ class TokensFileError(ValueError):
 class Principal:
     role: Role
     broker_id: int | None = None  # a broker token bound to one broker
-    line: int = 0  # where the token is defined: tells tokens apart, never shown to callers
+    line: int = 0  # where the token or rule is defined: tells them apart, never shown
+    certificate: str | None = None  # the client certificate's name that a rule matched
 
     def describe(self) -> str:
         bound = f" for broker {self.broker_id}" if self.broker_id is not None else ""
+        if self.certificate is not None:
+            return f"the {self.role.value} certificate {self.certificate}{bound}"
         return f"the {self.role.value} token{bound}"
 
 
@@ -144,34 +159,76 @@ def _unauthorized(message: str) -> ApiProblem:
 
 
 class Authenticator:
-    """Checks a request's ``Authorization`` header against the token table."""
+    """Who a request's caller is: its bearer token, else its connection's
+    client certificate (api/cert_principals.py), else no one.
 
-    def __init__(self, tokens: TokenTable | None) -> None:
+    A token, when sent, decides, whatever certificate the connection has: it
+    is the credential of this request, where the certificate is the
+    connection's (an operator's tool may hold an admin token on a connection
+    a broker certificate opened). An unknown token is 401 even with a good
+    certificate: a wrong credential is never silently replaced by another.
+    Auth is on when there is a tokens file or a client CA (``certificates``)."""
+
+    def __init__(self, tokens: TokenTable | None, certificates: CertMapper | None = None) -> None:
         self.tokens = tokens
+        self.certificates = certificates
 
     @property
     def enabled(self) -> bool:
-        return self.tokens is not None
+        return self.tokens is not None or self.certificates is not None
 
-    def authenticate(self, authorization: str | None, needs: Role) -> Principal:
+    def authenticate(
+        self, authorization: str | None, needs: Role, scope: dict | None = None
+    ) -> Principal:
         """The caller, if it may call an endpoint that needs ``needs``; else 401/403."""
-        principal = self.identify(authorization)
+        principal = self.identify(authorization, scope)
         if principal.role not in ALLOWED[needs]:
             raise ApiProblem(
                 403,
                 Errors.CLUSTER_AUTHORIZATION_FAILED,
                 f"{principal.describe()} may not call this endpoint (it needs the "
-                f"{needs.value} role); use a token with that role",
+                f"{needs.value} role); use a {self._credential} with that role",
             )
         return principal
 
-    def identify(self, authorization: str | None) -> Principal:
+    @property
+    def _credential(self) -> str:
+        if self.tokens is None:
+            return "client certificate"
+        return "token" if self.certificates is None else "token or client certificate"
+
+    def identify(self, authorization: str | None, scope: dict | None = None) -> Principal:
         """Who the caller is (any role), or 401: what the edge checks before it
         reserves anything for a request."""
-        if self.tokens is None:
+        if not self.enabled:
             return ANONYMOUS_ADMIN
-        if not authorization:
-            raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
+        if authorization:
+            return self._token(authorization)
+        if self.certificates is not None and scope is not None:
+            peer = peer_certificate(scope)
+            if peer is not None:
+                principal = self._certificate(scope, peer)
+                if principal is not None:
+                    return principal
+                raise _unauthorized(
+                    f"the client certificate ({describe_names(peer)}) maps to no principal "
+                    f"({self.certificates.describe()}); use a certificate a rule maps"
+                    + (", or send a bearer token" if self.tokens is not None else "")
+                )
+        if self.tokens is None:
+            raise _unauthorized(
+                "no client certificate: this server authenticates callers by their TLS "
+                "client certificate (--cert and --key)"
+            )
+        either = " or a client certificate" if self.certificates is not None else ""
+        raise _unauthorized(f"missing bearer token (Authorization: Bearer <token>){either}")
+
+    def _token(self, authorization: str) -> Principal:
+        if self.tokens is None:
+            raise _unauthorized(
+                "this server has no tokens: authenticate with a TLS client certificate "
+                "and send no Authorization header"
+            )
         scheme, _, token = authorization.strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -180,6 +237,14 @@ class Authenticator:
         if principal is None:
             raise _unauthorized("unknown bearer token; use a token from the tokens file")
         return principal
+
+    def _certificate(self, scope: dict, peer: dict) -> Principal | None:
+        # Mapped once per connection: the extension dict lives as long as it.
+        tls = scope["extensions"]["tls"]
+        if _MAPPED not in tls:
+            assert self.certificates is not None
+            tls[_MAPPED] = self.certificates.principal(peer)
+        return tls[_MAPPED]
 
     @staticmethod
     def check_broker(principal: Principal, broker_id: int) -> None:
