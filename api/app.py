@@ -339,10 +339,10 @@ class EdgeMiddleware:
                 chunked = True
         principal = None
         if scope["path"] not in self.open_paths:
+            header = None if authorization is None else authorization.decode("latin-1")
             try:
-                principal = self.auth.identify(
-                    None if authorization is None else authorization.decode("latin-1"), scope
-                )
+                await self.auth.prepare(header)  # a hashed token's first check, in a thread
+                principal = self.auth.identify(header, scope)
             except ApiProblem as e:
                 await e.response()(scope, receive, send)
                 return
