@@ -204,8 +204,14 @@ async def tls_problem(
         )
         if not https:
             return f"TLS: {url} speaks HTTPS: use https://{parts.netloc} (and --cacert)"
-        writer.write(f"GET /livez HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        if await asyncio.wait_for(reader.read(1), PROBE_TIMEOUT_S) or not has_cert:
+        try:
+            writer.write(
+                f"GET /livez HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+            )
+            answered = bool(await asyncio.wait_for(reader.read(1), PROBE_TIMEOUT_S))
+        except (ConnectionError, ssl.SSLError):
+            answered = False  # reset or cut: the server dropped it, as at EOF
+        if answered or not has_cert:
             return None  # answered: the TLS layer let this client in
         return (
             f"TLS: {url} closed the connection right after the handshake: it refused this "

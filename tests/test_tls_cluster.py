@@ -5,10 +5,13 @@ tokens work beside them (api/auth.py: a token, when sent, decides)."""
 
 import asyncio
 import datetime as dt
+import os
+import signal
 import subprocess
 import sys
 
 import httpx
+import orjson
 import pytest
 
 from brokers.client import MetaquorumClient, OutcomeUnknown, RequestRejected, TlsFailure
@@ -274,3 +277,44 @@ def test_the_operator_cli_authenticates_with_a_certificate(tls_cluster):
     assert r.returncode == 0, r.stderr
     r = cli("topics", "cli-made", "--json", *flags)
     assert r.returncode == 0 and '"name": "cli-made"' in r.stdout, r.stderr
+
+
+def test_the_simulator_runs_over_https_with_its_tls_settings_from_the_environment(tls_cluster):
+    c = tls_cluster
+    cert, key = c.tls.client("admin-sim")  # an admin may act for every simulated broker
+    env = {**os.environ, "METAQUORUM_CACERT": str(c.tls.ca_file),
+           "METAQUORUM_CERT": str(cert), "METAQUORUM_KEY": str(key)}  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", "sim", "--url", ",".join(c.url(i) for i in range(3)),
+         "--brokers", "3", "--topics", "1", "--partitions", "3", "--first-broker-id", "100",
+         "--duration", "3s", "--json"],
+        capture_output=True, timeout=200, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr.decode()[-3000:]
+    result = orjson.loads(run.stdout)
+    assert result["ok"] and result["final"]["brokers_active"] >= 3, result
+
+
+def test_a_broker_process_runs_over_https_with_its_own_certificate(tls_cluster):
+    c = tls_cluster
+    cert, key = c.tls.client("broker-55")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metaquorum.cli", "broker", "--url", c.url(0), "--broker-id", "55",
+         "--heartbeat-interval", "0.5s", "--cacert", str(c.tls.ca_file), "--cert", str(cert),
+         "--key", str(key)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+
+        def unfenced():
+            r = c.get(0, "/v1/brokers/55")
+            return r.status_code == 200 and not r.json()["fenced"]
+
+        c.wait(unfenced, 30, "broker 55 unfenced")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "stopped cleanly" in out, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
