@@ -6,6 +6,7 @@ handshakes over loopback (uvloop, as ``serve`` runs), nothing mocked."""
 import argparse
 import asyncio
 import datetime as dt
+import os
 import ssl
 import subprocess
 import sys
@@ -383,3 +384,29 @@ def test_an_expired_certificate_is_not_rotated_in(files):
     assert not reloading.reload()
     assert "expired on" in reloading.last_problem
     assert reloading.current.subject == "CN=metaquorum test server"
+
+
+def _kubelet_update(directory, files: dict[str, bytes], generation: int) -> None:
+    """What the kubelet's AtomicWriter does to a mounted Secret: the files
+    are written into a new timestamped directory, ``..data`` is swapped to it
+    with one rename, and each key is a symlink through ``..data``."""
+    stamp = directory / f"..2026_01_01_00_00_0{generation}"
+    stamp.mkdir()
+    for name, data in files.items():
+        (stamp / name).write_bytes(data)
+    (directory / "..data_tmp").symlink_to(stamp.name)
+    os.rename(directory / "..data_tmp", directory / "..data")
+    for name in files:
+        if not (directory / name).is_symlink():
+            (directory / name).symlink_to(f"..data/{name}")
+
+
+def test_a_kubernetes_secret_update_by_symlink_swap_is_reloaded(files, tmp_path):
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    _kubelet_update(mounted, {"tls.crt": files.server.cert_pem, "tls.key": files.server.key_pem}, 1)
+    reloading = ReloadingContext(TlsSettings(str(mounted / "tls.crt"), str(mounted / "tls.key")))
+    renewed = files.ca.issue("renewed by cert-manager", ips=["127.0.0.1"])
+    _kubelet_update(mounted, {"tls.crt": renewed.cert_pem, "tls.key": renewed.key_pem}, 2)
+    assert reloading.reload()
+    assert reloading.current.subject == "CN=renewed by cert-manager"
