@@ -30,12 +30,15 @@ class Cluster:
         extra: list[str] | None = None,
         tls: TlsFiles | None = None,
         client_cert: str | None = "admin-tests",
+        tls_client_auth: str | None = "optional",
     ):
         """``tls``: the voters serve HTTPS with these files (client certificates
-        optional), and this object's own client trusts their CA and presents
-        ``client_cert``'s certificate (an admin's, by the default rules)."""
+        ``tls_client_auth``; None: not asked for), and this object's own client
+        trusts their CA and presents ``client_cert``'s certificate (an admin's,
+        by the default rules)."""
         self.root = Path(root)
         self.tls = tls
+        self.tls_client_auth = tls_client_auth
         self.n = voters
         self.fsync = fsync
         self.extra = extra or []
@@ -100,7 +103,10 @@ class Cluster:
                 else ["--raft-address", self.raft_address(i)] if i >= self.bootstrap
                 else []
             ),
-            *(self.tls.serve_flags() + ["--tls-reload-interval-ms", "200"] if self.tls else []),
+            *(
+                self.tls.serve_flags(self.tls_client_auth) + ["--tls-reload-interval-ms", "200"]
+                if self.tls else []
+            ),
             *self.extra,
         ]  # fmt: skip
 
