@@ -37,7 +37,7 @@ from quorum.record_log import OffsetTooOld
 from . import models as M
 from . import models_fast as MF
 from .admission import Admission, BodyBytes
-from .auth import Authenticator, Principal, Role, TokenTable, load_tokens
+from .auth import Authenticator, CertMapper, Principal, Role, TokenTable, load_tokens
 from .connections import ConnectionStats
 from .direct_routes import DirectRoute, DirectRoutes, query_param
 from .errors import (
@@ -63,6 +63,7 @@ from .reads import (
     topic_obj,
     topics_obj,
 )
+from .tls import ReloadingContext, peer_certificate
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ def _needs(role: Role) -> Callable[..., Awaitable[Principal]]:
         request: Request, _: Annotated[Any, Depends(_bearer)] = None
     ) -> Principal:
         authenticator: Authenticator = request.app.state.auth
-        return authenticator.authenticate(request.headers.get("authorization"), role)
+        return authenticator.authenticate(request.headers.get("authorization"), role, request.scope)
 
     authenticate.__name__ = f"needs_{role.value}_role"
     return authenticate
@@ -285,8 +286,10 @@ class EdgeMiddleware:
         admission: Admission,
         public_docs: bool,
         body_budget: int,
+        require_certificate: bool = False,
     ) -> None:
         self.app = app
+        self.require_certificate = require_certificate
         self.limit = limit
         self.metrics = metrics
         self.auth = auth
@@ -320,6 +323,9 @@ class EdgeMiddleware:
             )
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.require_certificate and peer_certificate(scope) is None:
+            await _certificate_required().response()(scope, receive, send)
+            return
         authorization = content_type = length = None
         chunked = False
         for key, value in scope.get("headers", ()):
@@ -333,10 +339,10 @@ class EdgeMiddleware:
                 chunked = True
         principal = None
         if scope["path"] not in self.open_paths:
+            header = None if authorization is None else authorization.decode("latin-1")
             try:
-                principal = self.auth.identify(
-                    None if authorization is None else authorization.decode("latin-1")
-                )
+                await self.auth.prepare(header)  # a hashed token's first check, in a thread
+                principal = self.auth.identify(header, scope)
             except ApiProblem as e:
                 await e.response()(scope, receive, send)
                 return
@@ -461,6 +467,16 @@ class EdgeMiddleware:
         )
 
 
+def _certificate_required() -> ApiProblem:
+    return ApiProblem(
+        401,
+        Errors.CLUSTER_AUTHORIZATION_FAILED,
+        "this server requires a TLS client certificate on every connection "
+        "(--tls-client-auth required): connect with --cert and --key",
+        headers={"Connection": "close"},
+    )
+
+
 def _unsupported(what: str) -> ApiProblem:
     return ApiProblem(
         415,
@@ -483,22 +499,30 @@ def create_app(
     public_docs: bool = False,
     connections: ConnectionStats | None = None,
     body_budget_bytes: int = limits.MAX_BODY_BYTES_PER_CALLER,
+    certificates: CertMapper | None = None,
+    tls: ReloadingContext | None = None,
+    require_certificate: bool = False,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
     serve the broker endpoints without FastAPI's routing (api/direct_routes.py);
     off, FastAPI serves them (the tests compare the two). ``public_docs``: the
     OpenAPI pages answer without a token. ``connections``: the HTTP server's
-    connection counters, for /metrics (api/connections.py)."""
+    connection counters, for /metrics (api/connections.py). ``certificates``:
+    how client certificates map to principals (api/cert_principals.py), when
+    the server asks for them; auth is then on even without tokens. ``tls``:
+    the server's reloading TLS context, for /metrics (api/tls.py).
+    ``require_certificate``: every request, the probes' included, needs a
+    verified client certificate (``serve --tls-client-auth required``)."""
     if isinstance(tokens, str | os.PathLike):
         tokens = load_tokens(tokens)
     if body_limit_bytes < 1:
         raise ValueError(f"body_limit_bytes must be positive, got {body_limit_bytes}")
-    auth = Authenticator(tokens)
+    auth = Authenticator(tokens, certificates)
     admission = Admission(max_pending_writes, fair=auth.enabled)
     if not auth.enabled:
-        log.warning("auth is off: no tokens file was given; every caller is admin")
-    metrics = ApiMetrics(node, connections)
+        log.warning("auth is off: no tokens file nor client CA was given; every caller is admin")
+    metrics = ApiMetrics(node, connections, tls)
     tracker = VoterTracker()
 
     app = FastAPI(
@@ -521,6 +545,7 @@ def create_app(
         admission=admission,
         public_docs=public_docs,
         body_budget=body_budget_bytes,
+        require_certificate=require_certificate,
     )
 
     # ------------------------------------------------------------ errors -> responses

@@ -15,19 +15,37 @@ Without a tokens file auth is off (``/v1/quorum/status`` says ``"auth": "off"``)
 Answers never name where a token is defined (the tokens file's line), only its
 role and binding: the file's layout is the operator's, not the caller's.
 Tokens are kept as SHA-256 digests and looked up by digest, so a lookup's
-timing says nothing about the stored tokens.
+timing says nothing about the stored tokens. A token field starting with
+``$scrypt$`` is a salted hash of an ``ID.SECRET`` token (api/token_hashes.py,
+``metaquorum hash-token``): the file then holds nothing a caller could present.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from metadata_records.errors import Errors
 
 from .errors import ApiProblem
+from .tls import describe_names, peer_certificate
+from .token_hashes import PREFIX as HASH_PREFIX
+from .token_hashes import TokenHash, TokenHashError, parse_hash, token_id
+
+_MAPPED = "metaquorum.principal"  # the connection's certificate principal, once mapped
+
+
+class CertMapper(Protocol):
+    """api/cert_principals.CertPrincipals (a Protocol: that module imports this one)."""
+
+    def principal(self, peer: dict) -> Principal | None: ...
+
+    def describe(self) -> str: ...
 
 
 class Role(StrEnum):
@@ -54,10 +72,13 @@ class TokensFileError(ValueError):
 class Principal:
     role: Role
     broker_id: int | None = None  # a broker token bound to one broker
-    line: int = 0  # where the token is defined: tells tokens apart, never shown to callers
+    line: int = 0  # where the token or rule is defined: tells them apart, never shown
+    certificate: str | None = None  # the client certificate's name that a rule matched
 
     def describe(self) -> str:
         bound = f" for broker {self.broker_id}" if self.broker_id is not None else ""
+        if self.certificate is not None:
+            return f"the {self.role.value} certificate {self.certificate}{bound}"
         return f"the {self.role.value} token{bound}"
 
 
@@ -69,21 +90,98 @@ def _digest(token: str) -> bytes:
 
 
 class TokenTable:
-    """Tokens by digest. Build with ``parse_tokens`` or ``load_tokens``."""
+    """Tokens by digest, and hashed tokens by id (api/token_hashes.py). Build
+    with ``parse_tokens`` or ``load_tokens``.
 
-    def __init__(self, principals: dict[bytes, Principal], source: str = "<tokens>") -> None:
+    A hashed token costs one scrypt the first time it is seen, then it is
+    looked up by digest like a plain one; a wrong secret for a known id is
+    remembered as wrong (a bounded set), so repeating it costs nothing."""
+
+    def __init__(
+        self,
+        principals: dict[bytes, Principal],
+        source: str = "<tokens>",
+        hashed: dict[str, tuple[TokenHash, Principal]] | None = None,
+    ) -> None:
         self._by_digest = principals
+        self._hashed = hashed or {}
+        self._verified: dict[bytes, Principal] = {}  # at most one token per hashed entry
+        self._refused: OrderedDict[bytes, None] = OrderedDict()
+        self._checking = 0
+        self._slots: asyncio.Semaphore | None = None
         self.source = source
 
     def __len__(self) -> int:
-        return len(self._by_digest)
+        return len(self._by_digest) + len(self._hashed)
 
     def lookup(self, token: str) -> Principal | None:
-        return self._by_digest.get(_digest(token))
+        """The token's principal, or None; runs scrypt inline for a hashed
+        token not yet checked (``prepare`` first, on the event loop)."""
+        digest = _digest(token)
+        found = self._by_digest.get(digest) or self._verified.get(digest)
+        if found is not None or not self._hashed:
+            return found
+        entry = self._unchecked(token, digest)
+        return None if entry is None else self._check(entry, token, digest)
+
+    def _unchecked(self, token: str, digest: bytes) -> tuple[TokenHash, Principal] | None:
+        if digest in self._refused:
+            return None
+        ident = token_id(token)
+        return None if ident is None else self._hashed.get(ident)
+
+    def _check(
+        self, entry: tuple[TokenHash, Principal], token: str, digest: bytes
+    ) -> Principal | None:
+        hashed, principal = entry
+        if hashed.matches(token):
+            self._verified[digest] = principal
+            return principal
+        self._refused[digest] = None
+        while len(self._refused) > MAX_REFUSED_REMEMBERED:
+            self._refused.popitem(last=False)
+        return None
+
+    async def prepare(self, token: str) -> None:
+        """Checks a hashed token not yet checked in a thread (scrypt releases
+        the GIL), at most CHECK_THREADS at once; TooManyChecks past
+        MAX_WAITING_CHECKS waiting. Then ``lookup`` answers from its caches."""
+        if not self._hashed:
+            return
+        digest = _digest(token)
+        if digest in self._by_digest or digest in self._verified:
+            return
+        entry = self._unchecked(token, digest)
+        if entry is None:
+            return
+        if self._checking >= MAX_WAITING_CHECKS:
+            raise TooManyChecks(self._checking)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(CHECK_THREADS)
+        self._checking += 1
+        try:
+            async with self._slots:
+                if digest not in self._verified and digest not in self._refused:
+                    await asyncio.to_thread(self._check, entry, token, digest)
+        finally:
+            self._checking -= 1
+
+
+# Hashed-token checks: scrypt runs in at most this many threads at once; past
+# this many waiting, a caller with an unchecked token is asked to retry (429),
+# so a flood of wrong secrets for a known id cannot queue without bound.
+CHECK_THREADS = 2
+MAX_WAITING_CHECKS = 64
+MAX_REFUSED_REMEMBERED = 4096
+
+
+class TooManyChecks(Exception):
+    """Too many hashed tokens are waiting for their first check."""
 
 
 def parse_tokens(text: str, source: str = "<tokens>") -> TokenTable:
     principals: dict[bytes, Principal] = {}
+    hashed: dict[str, tuple[TokenHash, Principal]] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -111,17 +209,29 @@ def parse_tokens(text: str, source: str = "<tokens>") -> TokenTable:
                     f"{where}: brokerId {text_id!r} is not an integer in [0, {INT32_MAX}]"
                 )
             broker_id = int(text_id)
+        if token.startswith(HASH_PREFIX):
+            try:
+                entry = parse_hash(token)
+            except TokenHashError as e:
+                raise TokensFileError(f"{where}: {e}") from None
+            if entry.id in hashed:
+                raise TokensFileError(
+                    f"{where}: a hashed token with id {entry.id} is already defined on line "
+                    f"{hashed[entry.id][1].line}"
+                )
+            hashed[entry.id] = (entry, Principal(role, broker_id, number))
+            continue
         digest = _digest(token)
         if digest in principals:
             raise TokensFileError(
                 f"{where}: this token is already defined on line {principals[digest].line}"
             )
         principals[digest] = Principal(role, broker_id, number)
-    if not principals:
+    if not principals and not hashed:
         raise TokensFileError(
             f"{source}: no tokens (a tokens file with none would refuse everyone)"
         )
-    return TokenTable(principals, source)
+    return TokenTable(principals, source, hashed)
 
 
 def load_tokens(path: str | os.PathLike) -> TokenTable:
@@ -144,34 +254,97 @@ def _unauthorized(message: str) -> ApiProblem:
 
 
 class Authenticator:
-    """Checks a request's ``Authorization`` header against the token table."""
+    """Who a request's caller is: its bearer token, else its connection's
+    client certificate (api/cert_principals.py), else no one.
 
-    def __init__(self, tokens: TokenTable | None) -> None:
+    A token, when sent, decides, whatever certificate the connection has: it
+    is the credential of this request, where the certificate is the
+    connection's (an operator's tool may hold an admin token on a connection
+    a broker certificate opened). An unknown token is 401 even with a good
+    certificate: a wrong credential is never silently replaced by another.
+    Auth is on when there is a tokens file or a client CA (``certificates``)."""
+
+    def __init__(self, tokens: TokenTable | None, certificates: CertMapper | None = None) -> None:
         self.tokens = tokens
+        self.certificates = certificates
 
     @property
     def enabled(self) -> bool:
-        return self.tokens is not None
+        return self.tokens is not None or self.certificates is not None
 
-    def authenticate(self, authorization: str | None, needs: Role) -> Principal:
+    async def prepare(self, authorization: str | None) -> None:
+        """Checks a hashed token seen for the first time off the event loop,
+        so that ``identify`` finds it cached (api/token_hashes.py); 429 if too
+        many wait for their check."""
+        if self.tokens is None or not authorization:
+            return
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return
+        try:
+            await self.tokens.prepare(token.strip())
+        except TooManyChecks as e:
+            raise ApiProblem(
+                429,
+                Errors.THROTTLING_QUOTA_EXCEEDED,
+                f"{e.args[0]} tokens are waiting for their first check against their hash; "
+                "retry after Retry-After",
+                headers={"Retry-After": "1"},
+                extra={"retryAfterMs": 1000},
+            ) from None
+
+    def authenticate(
+        self, authorization: str | None, needs: Role, scope: dict | None = None
+    ) -> Principal:
         """The caller, if it may call an endpoint that needs ``needs``; else 401/403."""
-        principal = self.identify(authorization)
+        principal = self.identify(authorization, scope)
         if principal.role not in ALLOWED[needs]:
             raise ApiProblem(
                 403,
                 Errors.CLUSTER_AUTHORIZATION_FAILED,
                 f"{principal.describe()} may not call this endpoint (it needs the "
-                f"{needs.value} role); use a token with that role",
+                f"{needs.value} role); use a {self._credential} with that role",
             )
         return principal
 
-    def identify(self, authorization: str | None) -> Principal:
+    @property
+    def _credential(self) -> str:
+        if self.tokens is None:
+            return "client certificate"
+        return "token" if self.certificates is None else "token or client certificate"
+
+    def identify(self, authorization: str | None, scope: dict | None = None) -> Principal:
         """Who the caller is (any role), or 401: what the edge checks before it
         reserves anything for a request."""
-        if self.tokens is None:
+        if not self.enabled:
             return ANONYMOUS_ADMIN
-        if not authorization:
-            raise _unauthorized("missing bearer token (Authorization: Bearer <token>)")
+        if authorization:
+            return self._token(authorization)
+        if self.certificates is not None and scope is not None:
+            peer = peer_certificate(scope)
+            if peer is not None:
+                principal = self._certificate(scope, peer)
+                if principal is not None:
+                    return principal
+                raise _unauthorized(
+                    f"the client certificate ({describe_names(peer)}) maps to no principal "
+                    f"({self.certificates.describe()}); use a certificate a rule maps"
+                    + (", or send a bearer token" if self.tokens is not None else "")
+                )
+        if self.tokens is None:
+            raise _unauthorized(
+                "no client certificate: this server authenticates callers by their TLS "
+                "client certificate (--cert and --key)"
+            )
+        either = " or a client certificate" if self.certificates is not None else ""
+        raise _unauthorized(f"missing bearer token (Authorization: Bearer <token>){either}")
+
+    def _token(self, authorization: str) -> Principal:
+        if self.tokens is None:
+            raise _unauthorized(
+                "this server has no tokens: authenticate with a TLS client certificate "
+                "and send no Authorization header"
+            )
         scheme, _, token = authorization.strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -180,6 +353,14 @@ class Authenticator:
         if principal is None:
             raise _unauthorized("unknown bearer token; use a token from the tokens file")
         return principal
+
+    def _certificate(self, scope: dict, peer: dict) -> Principal | None:
+        # Mapped once per connection: the extension dict lives as long as it.
+        tls = scope["extensions"]["tls"]
+        if _MAPPED not in tls:
+            assert self.certificates is not None
+            tls[_MAPPED] = self.certificates.principal(peer)
+        return tls[_MAPPED]
 
     @staticmethod
     def check_broker(principal: Principal, broker_id: int) -> None:

@@ -28,6 +28,13 @@ subclass of uvicorn's httptools protocol that enforces, per connection:
 
 Handling a request (the app's part, long polls included) has no deadline here:
 the app bounds its own waits.
+
+Over TLS, every request's scope carries the connection's ASGI TLS extension
+(``scope["extensions"]["tls"]``, api/tls.py), read once when the connection
+is made: uvicorn's protocol does not fill it, and the app maps the client
+certificate in it to a principal. The handshake itself happens before this
+protocol sees the connection (asyncio's SSL layer, 60 s at most), so the caps
+and deadlines above start once it is done.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from metadata_records import limits
 from metadata_records.errors import Errors
+
+from .tls import tls_extension
 
 log = logging.getLogger(__name__)
 
@@ -194,11 +203,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._body_started = 0.0
         self._body_bytes = 0
         self._lingering = False
+        self._tls: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ connections
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._tls = tls_extension(transport)
         stats, lim = self.stats, self.limits
         self._address = address = self.client[0] if self.client else "?"
         if stats.by_address[address] >= lim.max_per_address:
@@ -430,6 +441,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        if self._tls is not None:
+            self.scope["extensions"] = {"tls": self._tls}
         self._head_done = False
         self._message_complete = False
         self._head_count = self._head_bytes = 0

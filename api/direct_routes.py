@@ -80,7 +80,9 @@ class DirectRoutes:
         scope["route"] = direct.route
         request = Request(scope, receive)
         try:
-            caller = self.auth.authenticate(request.headers.get("authorization"), direct.role)
+            caller = self.auth.authenticate(
+                request.headers.get("authorization"), direct.role, scope
+            )
             response = await direct.endpoint(request, caller)
         except ApiProblem as e:
             response = e.response()

@@ -20,6 +20,7 @@ from quorum.node import QuorumNode
 from quorum.runtime_tuning import GcPauses
 
 from .connections import ConnectionStats
+from .tls import ReloadingContext
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -290,13 +291,45 @@ class _ConnectionCollector(Collector):
         )
 
 
+class _TlsCollector(Collector):
+    """The server certificate in use and its reloads (api/tls.py): alert on
+    the expiry well before it, and on failed reloads (files that changed but
+    could not be used)."""
+
+    def __init__(self, tls: ReloadingContext) -> None:
+        self.tls = tls
+
+    def collect(self):
+        tls = self.tls
+        yield GaugeMetricFamily(
+            "metaquorum_tls_certificate_expiry_timestamp_seconds",
+            "when the server certificate in use expires (Unix time)",
+            value=tls.current.not_after.timestamp(),
+        )
+        yield CounterMetricFamily(
+            "metaquorum_tls_reloads", "TLS file changes put in use", value=tls.reloads
+        )
+        yield CounterMetricFamily(
+            "metaquorum_tls_reload_failures",
+            "checks that found changed TLS files that could not be used (the old ones serve)",
+            value=tls.failures,
+        )
+
+
 class ApiMetrics:
-    def __init__(self, node: QuorumNode, connections: ConnectionStats | None = None) -> None:
+    def __init__(
+        self,
+        node: QuorumNode,
+        connections: ConnectionStats | None = None,
+        tls: ReloadingContext | None = None,
+    ) -> None:
         self.node = node
         self.registry = CollectorRegistry()
         self.registry.register(_NodeCollector(node))
         if connections is not None:
             self.registry.register(_ConnectionCollector(connections))
+        if tls is not None:
+            self.registry.register(_TlsCollector(tls))
         self.request_latency = Histogram(
             "metaquorum_http_request_duration_seconds",
             "HTTP request latency by route (long polls included)",

@@ -78,8 +78,13 @@ async def grow(c: httpx.AsyncClient, name: str, have: int, want: int, replicas=N
         have = count
 
 
-async def setup(url: str, cluster_id: str, partitions: int) -> tuple[dict, str, list]:
-    async with httpx.AsyncClient(base_url=url, timeout=60, follow_redirects=True) as c:
+async def setup(
+    url: str, cluster_id: str, partitions: int, http: dict | None = None
+) -> tuple[dict, str, list]:
+    """``http``: extra httpx.AsyncClient arguments (bench/tls.py: ``verify``)."""
+    async with httpx.AsyncClient(
+        base_url=url, timeout=60, follow_redirects=True, **(http or {})
+    ) as c:
         epochs = {}
         for b in range(1, BROKERS + 1):
             r = await c.post(
@@ -109,8 +114,11 @@ async def setup(url: str, cluster_id: str, partitions: int) -> tuple[dict, str, 
         return epochs, topic["topicId"], topic["partitions"]
 
 
-async def alter_load(url, epochs, topic_id, parts, clients, per_request, seconds) -> dict:
-    """Each client owns disjoint partitions of one leader and flips their ISR."""
+async def alter_load(
+    url, epochs, topic_id, parts, clients, per_request, seconds, http: dict | None = None
+) -> dict:
+    """Each client owns disjoint partitions of one leader and flips their ISR.
+    ``http``: extra httpx.AsyncClient arguments (``verify``, ``limits``)."""
     by_leader: dict[int, list] = {}
     for p in parts:
         by_leader.setdefault(p["leader"], []).append(
@@ -140,7 +148,7 @@ async def alter_load(url, epochs, topic_id, parts, clients, per_request, seconds
 
     async def client(leader: int, mine: list) -> None:
         nonlocal changes, requests, errors
-        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        async with httpx.AsyncClient(base_url=url, timeout=30, **(http or {})) as c:
             i = 0
             while time.monotonic() < stop and mine:
                 batch = [mine[(i + j) % len(mine)] for j in range(min(per_request, len(mine)))]
@@ -261,9 +269,11 @@ def run_wrk(url: str, path: str, script: str, clients: int, seconds: float) -> d
     }
 
 
-async def fresh_topic(url: str, name: str, partitions: int) -> str:
+async def fresh_topic(url: str, name: str, partitions: int, http: dict | None = None) -> str:
     """A topic whose partitions are all led by broker 1, every epoch 0."""
-    async with httpx.AsyncClient(base_url=url, timeout=120, follow_redirects=True) as c:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=120, follow_redirects=True, **(http or {})
+    ) as c:
         first = min(partitions, FIRST_PARTITIONS)
         assignments = [{"partitionIndex": p, "brokerIds": [1, 2, 3]} for p in range(first)]
         r = await c.post(
@@ -305,7 +315,7 @@ def wrk_heartbeats(url, epochs, clients, seconds) -> dict:
     }
 
 
-async def heartbeat_load(url, epochs, clients, seconds) -> dict:
+async def heartbeat_load(url, epochs, clients, seconds, http: dict | None = None) -> dict:
     stop = time.monotonic() + seconds
     count = 0
     latencies: list[float] = []
@@ -313,7 +323,7 @@ async def heartbeat_load(url, epochs, clients, seconds) -> dict:
     async def client(i: int) -> None:
         nonlocal count
         b = 1 + i % BROKERS
-        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        async with httpx.AsyncClient(base_url=url, timeout=30, **(http or {})) as c:
             while time.monotonic() < stop:
                 t = time.perf_counter()
                 r = await c.post(
@@ -331,6 +341,7 @@ async def heartbeat_load(url, epochs, clients, seconds) -> dict:
         "clients": clients,
         "heartbeats_per_s": count / elapsed,
         "p50_ms": pct(latencies, 0.5) * 1000,
+        "p99_ms": pct(latencies, 0.99) * 1000,
     }
 
 

@@ -49,7 +49,7 @@ def log_gaps(pods: LoopbackStatefulSet, token: str, windows: list[tuple[float, f
     headers = {"authorization": f"Bearer {token}"}
     stamps: list[int] = []
     offset = 0
-    with httpx.Client(timeout=30.0, headers=headers) as http:
+    with httpx.Client(timeout=30.0, headers=headers, verify=pods.client_tls.context) as http:
         while True:
             body = http.get(
                 pods.url(0) + "/v1/log", params={"fromOffset": offset, "maxRecords": 10000}
@@ -84,8 +84,10 @@ def one_round(overlay: str, prestop: bool, work: Path) -> list[dict]:
         pods.start_all()
         pods.wait(lambda: all(pods.ready(i) for i in range(pods.replicas)), 120, "every pod ready")
         seeds = [pods.url(i) for i in range(pods.replicas)]
-        writer = Writer(seeds, token, cluster_id).start()
-        eager = Writer(seeds, token, cluster_id, eager=True, first_id=1_000_000).start()
+        writer = Writer(seeds, token, cluster_id, tls=pods.client_tls).start()
+        eager = Writer(
+            seeds, token, cluster_id, eager=True, first_id=1_000_000, tls=pods.client_tls
+        ).start()
         try:
             pods.wait(lambda: len(writer.acked) >= 50, 60, "the writer's first acks")
             # Baseline: the same measures over 5 s without a restart.

@@ -12,17 +12,27 @@
   commit later; Kafka's epochs make a retry safe).
 * Protocol errors (``errorCode`` != 0 with HTTP 200) are answers, not
   exceptions: they come back in the typed response for the caller to act on.
+* TLS (``tls``, brokers/tls.py): the server's certificate is verified, host
+  name included. A server certificate this client cannot trust raises
+  ``TlsFailure`` at once, with one line saying why (unknown CA, name
+  mismatch, expired): retrying would not change it. A connection the server
+  drops is probed for a TLS cause (a refused client certificate), and the
+  cause, if found, is the reason the request gives up with (or is named in
+  its ``OutcomeUnknown``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from .tls import ClientTls, Prober, explain, tls_error
 
 
 class ClientError(Exception):
@@ -31,6 +41,10 @@ class ClientError(Exception):
 
 class OutcomeUnknown(ClientError):
     """The write may or may not have committed."""
+
+
+class TlsFailure(ClientError):
+    """No TLS connection this client may use: the message says why, in one line."""
 
 
 class RequestRejected(ClientError):
@@ -117,7 +131,11 @@ class MetaquorumClient:
         max_backoff_s: float = 2.0,
         http: httpx.AsyncClient | None = None,
         rng: random.Random | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
+        """``http``: a client of the caller's (its ``verify`` must be
+        ``tls.context`` for https URLs); ``tls``: the CA to trust and this
+        client's certificate (brokers/tls.py)."""
         if not seeds:
             raise ValueError("at least one seed URL is needed")
         self.seeds = [s.rstrip("/") for s in seeds]
@@ -133,7 +151,9 @@ class MetaquorumClient:
             timeout=timeout_s,
             headers=headers,
             limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+            verify=tls.context if tls is not None else True,
         )
+        self._prober = Prober(tls.context if tls else None, tls.has_cert if tls else False)
         if http is not None and headers:
             self.http.headers.update(headers)
 
@@ -200,9 +220,20 @@ class MetaquorumClient:
                 await asyncio.sleep(self._delay(attempt, None))
                 continue
             except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as e:
+                tls_problem = explain(e, base)
+                if isinstance(tls_error(e), ssl.SSLCertVerificationError):
+                    assert tls_problem is not None
+                    raise TlsFailure(tls_problem) from e  # never sent: retrying cannot help
+                if tls_problem is None and not isinstance(e, httpx.ConnectError):
+                    tls_problem = await self._prober.problem(base, write)  # refused?
                 if write and isinstance(e, httpx.ReadError | httpx.RemoteProtocolError):
                     self._next_seed()
-                    raise OutcomeUnknown(f"{method} {path}: the answer was lost ({e!r})") from e
+                    why = f"; {tls_problem}" if tls_problem else ""
+                    raise OutcomeUnknown(
+                        f"{method} {path}: the answer was lost ({e!r}){why}"
+                    ) from e
+                if tls_problem is not None:
+                    raise TlsFailure(tls_problem) from e  # a read: nothing was done
                 last_problem = f"cannot reach {base} ({e.__class__.__name__})"
                 self._next_seed()
                 await asyncio.sleep(self._delay(attempt, None))

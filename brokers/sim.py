@@ -42,6 +42,7 @@ from .agent import AgentConfig, BrokerAgent, State
 from .client import ClientError, MetaquorumClient
 from .metadata_cache import LogFollower
 from .stats import SimStats
+from .tls import ClientTls
 
 CHAOS_KINDS = ("crash", "bounce", "slow", "blip")
 
@@ -84,6 +85,7 @@ class SimConfig:
     max_connections: int = 16  # httpcore scans the whole pool per request queued
     check_log: bool = True
     log_wait_ms: int = 500
+    tls: ClientTls | None = None  # the CA to trust and a client certificate (https URLs)
 
     def problems(self) -> list[str]:
         out = []
@@ -350,12 +352,17 @@ class Simulation:
         # Metadata (the log follower, status, the final check) has connections of
         # its own, as a Kafka broker's metadata fetches do: under load it must not
         # queue behind the brokers' heartbeats, or they could never catch up.
+        verify = c.tls.context if c.tls is not None else True
         async with (
-            BoundedClient(timeout=10.0, limits=limits, limit=c.max_connections) as http,
-            httpx.AsyncClient(timeout=10.0, limits=httpx.Limits(max_connections=4)) as meta,
+            BoundedClient(
+                timeout=10.0, limits=limits, limit=c.max_connections, verify=verify
+            ) as http,
+            httpx.AsyncClient(
+                timeout=10.0, limits=httpx.Limits(max_connections=4), verify=verify
+            ) as meta,
         ):
-            self.client = MetaquorumClient(c.urls, token=c.token, http=http)
-            self.meta = MetaquorumClient(c.urls, token=c.token, http=meta)
+            self.client = MetaquorumClient(c.urls, token=c.token, http=http, tls=c.tls)
+            self.meta = MetaquorumClient(c.urls, token=c.token, http=meta, tls=c.tls)
             try:
                 return await self._run()
             finally:

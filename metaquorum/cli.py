@@ -60,6 +60,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_broker_flags(broker)
 
+    from .hash_token import add_hash_token_flags
+
+    hash_token = commands.add_parser(
+        "hash-token",
+        help="a tokens-file line with a token's salted hash (scrypt) instead of the token",
+        description="Prints a tokens-file line that holds the salted scrypt hash of a token "
+        "of the form ID.SECRET: a new one (shown once on stderr), or --token-file's. "
+        "Exit code 2 on a bad flag or token.",
+    )
+    add_hash_token_flags(hash_token)
+
     from .ops import add_ops_commands
 
     add_ops_commands(commands)
@@ -88,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             from .sim import run_sim
 
             return run_sim(args)
+        if args.command == "hash-token":
+            from .hash_token import run_hash_token
+
+            return run_hash_token(args)
         if args.command == "dev":
             from .dev import run_dev
 

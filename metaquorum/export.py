@@ -12,6 +12,7 @@ and only complete files are ever left in the output.
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 
 import httpx
@@ -63,6 +64,7 @@ def run_export(
     records_per_file: int = 1_000_000,
     include_uncommitted: bool = False,
     quiet: bool = False,
+    verify: ssl.SSLContext | bool = True,
 ) -> ExportResult:
     if (url is None) == (data_dir is None):
         raise ExportError("give exactly one source: --url URL or --data-dir DIR")
@@ -89,7 +91,7 @@ def run_export(
     try:
         with _progress(quiet) as progress:
             if url is not None:
-                _from_url(writer, url.rstrip("/"), start, token, progress, out)
+                _from_url(writer, url.rstrip("/"), start, token, progress, out, verify)
             else:
                 note = (
                     _from_data_dir(writer, data_dir, start, include_uncommitted, progress) or note
@@ -113,6 +115,11 @@ def _get(client: httpx.Client, url: str, params: dict | None = None) -> httpx.Re
     try:
         return client.get(url, params=params, headers={"Accept": NDJSON})
     except httpx.HTTPError as e:
+        from brokers.tls import explain  # noqa: PLC0415
+
+        tls_problem = explain(e, url)
+        if tls_problem is not None:
+            raise ExportError(tls_problem) from None
         raise ExportError(f"GET {url} failed: {e}; is the node up? (--url)") from None
 
 
@@ -154,9 +161,11 @@ def _records(body: bytes, expected: int | None, what: str):
             expected += 1
 
 
-def _from_url(writer, url, start, token, progress, out) -> None:
+def _from_url(writer, url, start, token, progress, out, verify=True) -> None:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(timeout=60.0, headers=headers, follow_redirects=True) as client:
+    with httpx.Client(
+        timeout=60.0, headers=headers, follow_redirects=True, verify=verify
+    ) as client:
         r = _get(client, f"{url}/v1/log", {"fromOffset": start, "maxRecords": 1})
         if r.status_code == 410:
             oldest = r.json().get("oldestOffset")

@@ -3,7 +3,10 @@
 
 Rich tables for people, ``--json`` for scripts. A failure is one clear line
 with the error name, and exit code 1. ``--url`` and ``--token`` default to
-METAQUORUM_URL and METAQUORUM_TOKEN.
+METAQUORUM_URL and METAQUORUM_TOKEN; ``--cacert``, ``--cert`` and ``--key`` to METAQUORUM_CACERT,
+METAQUORUM_CERT and METAQUORUM_KEY (https URLs; brokers/tls.py). A TLS
+failure is one line saying why (unknown CA, name mismatch, expired, a
+refused client certificate).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from brokers.client import ClientError, MetaquorumClient, RequestRejected
+from brokers.client import ClientError, MetaquorumClient, RequestRejected, TlsFailure
+from brokers.tls import ClientTls, ClientTlsError, load_client_tls
 
 DEFAULT_URL = "http://127.0.0.1:7070"
 # A voter this close to the leader catches up within the transfer (the leader
@@ -26,8 +30,34 @@ DEFAULT_URL = "http://127.0.0.1:7070"
 READY_LAG_ENTRIES = 100
 
 
+def add_tls_flags(p: argparse.ArgumentParser) -> None:
+    """--cacert, --cert and --key (brokers/tls.py)."""
+    p.add_argument(
+        "--cacert",
+        default=os.environ.get("METAQUORUM_CACERT"),
+        help="PEM CA certificates to trust for https URLs (default: the system's) "
+        "[env METAQUORUM_CACERT]",
+    )
+    p.add_argument(
+        "--cert",
+        default=os.environ.get("METAQUORUM_CERT"),
+        help="this client's PEM certificate, for servers that take client certificates "
+        "[env METAQUORUM_CERT]",
+    )
+    p.add_argument(
+        "--key",
+        default=os.environ.get("METAQUORUM_KEY"),
+        help="the PEM private key of --cert [env METAQUORUM_KEY]",
+    )
+
+
+def tls_from_args(args: argparse.Namespace) -> ClientTls | None:
+    """ClientTlsError (a ValueError) names the flag."""
+    return load_client_tls(args.cacert, args.cert, args.key)
+
+
 def add_connection_flags(p: argparse.ArgumentParser, token_help: str = "bearer token") -> None:
-    """--url and --token, as every command that talks to a cluster takes them."""
+    """--url, --token and the TLS flags, as every command that talks to a cluster takes them."""
     p.add_argument(
         "--url",
         default=os.environ.get("METAQUORUM_URL", DEFAULT_URL),
@@ -38,6 +68,7 @@ def add_connection_flags(p: argparse.ArgumentParser, token_help: str = "bearer t
         default=os.environ.get("METAQUORUM_TOKEN"),
         help=f"{token_help} [env METAQUORUM_TOKEN]",
     )
+    add_tls_flags(p)
 
 
 def add_ops_commands(commands: argparse._SubParsersAction) -> None:
@@ -114,15 +145,20 @@ def run_op(args: argparse.Namespace) -> int:
     try:
         if args.token_file:
             args.token = _read_token(args.token_file)
+        tls = tls_from_args(args)
         if args.command == "transfer-leadership" and args.if_leader:
-            return asyncio.run(transfer_if_leader(args.url, args.token, args.target))
-        return asyncio.run(_run(args, console))
+            return asyncio.run(transfer_if_leader(args.url, args.token, args.target, tls))
+        return asyncio.run(_run(args, console, tls))
+    except ClientTlsError as e:
+        return _fail(str(e))
     except ValueError as e:
         return _fail(f"INVALID_REQUEST: {e}")
     except RequestRejected as e:
         return _fail(
             f"{e.body.get('errorName', 'ERROR')}: {e.body.get('errorMessage')} (HTTP {e.status})"
         )
+    except TlsFailure as e:
+        return _fail(str(e))
     except ClientError as e:
         return _fail(f"UNAVAILABLE: {e}")
     except KeyboardInterrupt:
@@ -140,7 +176,9 @@ def _read_token(path: str) -> str:
     return token
 
 
-async def transfer_if_leader(url: str, token: str | None, target: int | None) -> int:
+async def transfer_if_leader(
+    url: str, token: str | None, target: int | None, tls: ClientTls | None = None
+) -> int:
     """The preStop hook: if the voter at ``url`` (this pod) leads, hand
     leadership over; if it does not, there is nothing to do.
 
@@ -152,11 +190,19 @@ async def transfer_if_leader(url: str, token: str | None, target: int | None) ->
     base = url.rstrip("/")
     import httpx  # noqa: PLC0415 - only this path talks HTTP without the client
 
-    async with httpx.AsyncClient(timeout=15.0, headers=headers, follow_redirects=False) as http:
+    from brokers.tls import explain  # noqa: PLC0415
+
+    verify = tls.context if tls is not None else True
+    async with httpx.AsyncClient(
+        timeout=15.0, headers=headers, follow_redirects=False, verify=verify
+    ) as http:
         try:
             r = await http.get(base + "/v1/quorum/status")
             status = r.json()
         except (httpx.HTTPError, ValueError) as e:
+            tls_problem = explain(e, base)
+            if tls_problem is not None:
+                return _fail(tls_problem)
             return _fail(f"UNAVAILABLE: cannot read {base}/v1/quorum/status ({e!r})")
         if r.status_code != 200:
             return _fail(
@@ -221,12 +267,12 @@ def _dump(obj: Any) -> None:
     sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-async def _run(args: argparse.Namespace, console: Console) -> int:
+async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None = None) -> int:
     seeds = [u.strip() for u in args.url.split(",") if u.strip()]
     cmd = args.command
     # An add waits for the node to catch up: the HTTP call may take that long.
     timeout_s = args.timeout + 15 if cmd == "add-voter" else 10.0
-    async with MetaquorumClient(seeds, token=args.token, timeout_s=timeout_s) as client:
+    async with MetaquorumClient(seeds, token=args.token, timeout_s=timeout_s, tls=tls) as client:
         if cmd == "status":
             body = (await client.status()).body
             if args.json:

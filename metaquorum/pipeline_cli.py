@@ -37,6 +37,9 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
         default=os.environ.get("METAQUORUM_TOKEN"),
         help="bearer token [env METAQUORUM_TOKEN]",
     )
+    from .ops import add_tls_flags
+
+    add_tls_flags(p)
     p.add_argument("--records-per-file", type=int, default=1_000_000)
     p.add_argument(
         "--uncommitted",
@@ -90,8 +93,15 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import ExportError, run_export
+    from brokers.tls import ClientTlsError
 
+    from .export import ExportError, run_export
+    from .ops import tls_from_args
+
+    try:
+        tls = tls_from_args(args)
+    except ClientTlsError as e:
+        return _fail(str(e))
     try:
         result = run_export(
             args.out,
@@ -102,6 +112,7 @@ def _export(args: argparse.Namespace) -> int:
             token=args.token,
             records_per_file=args.records_per_file,
             include_uncommitted=args.uncommitted,
+            verify=tls.context if tls is not None else True,
         )
     except ExportError as e:
         return _fail(f"export failed: {e}")

@@ -73,7 +73,40 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     flag("--advertised-url", help="the URL brokers and peers use to reach this node's HTTP API")
     flag("--data-dir", required=True, help="journal, snapshots and identity of this voter")
     flag("--cluster-id", help="first start only; later starts read it from the data dir")
-    flag("--tokens-file", help="bearer tokens (token role [brokerId] per line); no file: auth off")
+    flag(
+        "--tokens-file",
+        help="bearer tokens (token role [brokerId] per line, a token or its hash from "
+        "metaquorum hash-token); no file and no --tls-client-ca-file: auth off",
+    )
+    flag(
+        "--tls-cert-file",
+        help="serve HTTPS with this PEM certificate (chain: leaf first); re-read when it "
+        "changes (docs/security.md)",
+    )
+    flag("--tls-key-file", help="the PEM private key of --tls-cert-file (unencrypted)")
+    flag(
+        "--tls-client-ca-file",
+        help="PEM CA certificates that sign client certificates: a verified certificate "
+        "authenticates its caller (--tls-principals-file); re-read when it changes",
+    )
+    flag(
+        "--tls-client-auth",
+        choices=["none", "optional", "required"],
+        help="whether clients must send a certificate (default: optional with "
+        "--tls-client-ca-file, else none; required also refuses kubelet's probes)",
+    )
+    flag(
+        "--tls-principals-file",
+        help="rules mapping client certificates to principals, 'FIELD=PATTERN role "
+        "[brokerId]' per line (default: CN=broker-{id} broker {id}; CN=admin-* admin; "
+        "CN=read-* read)",
+    )
+    flag(
+        "--tls-reload-interval-ms",
+        type=int,
+        default=5000,
+        help="how often the TLS files are checked for a change",
+    )
     flag("--raft-secret-file", help="shared secret of the Raft port (required with >1 voter)")
     flag("--session-timeout-ms", type=int, default=9000, help="broker session timeout")
     flag("--fsync", choices=["always", "never"], default="always", help="sync the journal")
@@ -191,9 +224,18 @@ def build_config(args: argparse.Namespace):
     http_port = int(args.http_port)
     if not 1 <= http_port <= 65535:
         raise ValueError(f"--http-port {http_port} is not a port")
-    url = args.advertised_url or f"http://{socket.getfqdn()}:{http_port}"
+    tls = bool(getattr(args, "tls_cert_file", None))
+    scheme = "https" if tls else "http"
+    url = args.advertised_url or f"{scheme}://{socket.getfqdn()}:{http_port}"
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"--advertised-url {url!r} must start with http:// or https://")
+    if tls and url.startswith("http://"):
+        # The leader's URL goes into LEADER_CHANGE and every 307: clients would
+        # be sent to plain HTTP on a port that speaks only TLS.
+        raise ValueError(
+            f"--advertised-url {url}: this node serves HTTPS (--tls-cert-file), so it must "
+            "advertise an https:// URL"
+        )
     _positive(args.max_pending_writes, "--max-pending-writes")  # used by the API
     if args.max_connections is not None:
         _positive(args.max_connections, "--max-connections")
@@ -221,6 +263,38 @@ def build_config(args: argparse.Namespace):
         own_raft_address=own,
         observer=observer,
     )
+
+
+def build_tls(args: argparse.Namespace):
+    """(the reloading server context, the certificate principal rules), each
+    None when off; TlsConfigError / PrincipalsFileError name the flag."""
+    from api.cert_principals import CertPrincipals, load_rules
+    from api.tls import ReloadingContext, TlsConfigError, settings_from_flags
+
+    interval = getattr(args, "tls_reload_interval_ms", None)
+    settings = settings_from_flags(
+        getattr(args, "tls_cert_file", None) or None,
+        getattr(args, "tls_key_file", None) or None,
+        getattr(args, "tls_client_ca_file", None) or None,
+        getattr(args, "tls_client_auth", None) or None,
+        None if interval is None else int(interval),
+    )
+    principals_file = getattr(args, "tls_principals_file", None) or None
+    if settings is None or settings.client_ca_file is None:
+        if principals_file:
+            raise TlsConfigError(
+                "--tls-principals-file needs --tls-client-ca-file (no client certificates "
+                "are asked for without it)"
+            )
+        return (None if settings is None else ReloadingContext(settings)), None
+    if principals_file:
+        try:
+            principals = CertPrincipals(load_rules(principals_file), principals_file)
+        except ValueError as e:
+            raise TlsConfigError(f"--tls-principals-file: {e}") from None
+    else:
+        principals = CertPrincipals.default()
+    return ReloadingContext(settings), principals
 
 
 def _os_problem(e: OSError, data_dir: str) -> str:
@@ -271,6 +345,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     try:
         config = build_config(args)
+        tls, principals = build_tls(args)
         # The port first: a process refused for a taken port writes nothing.
         if not config.observer:  # an observer has no Raft port of its own
             check_raft_port(config.raft_bind or config.raft_address, config.node_id)
@@ -307,10 +382,22 @@ def run_serve(args: argparse.Namespace) -> int:
         return _die(EXIT_CONFIG, str(e))
     except OSError as e:
         return _die(EXIT_CONFIG, _os_problem(e, args.data_dir))
-    if tokens is None:
+    if tokens is None and principals is None:
         log.warning(
-            "auth is OFF: no --tokens-file was given; anyone who reaches the port may write"
+            "auth is OFF: no --tokens-file nor --tls-client-ca-file was given; anyone who "
+            "reaches the port may write"
         )
+    if tls is None:
+        log.warning(
+            "TLS is OFF: tokens, requests and the metadata log cross the network in clear "
+            "text (--tls-cert-file, docs/security.md)"
+        )
+    else:
+        from api.tls import describe
+
+        log.info("https: %s", describe(tls.settings))
+    if principals is not None:
+        log.info("client certificates map to principals by %s", principals.describe())
     log.info(
         "node %d of cluster %s: raft %s, http %s, data %s, fsync %s",
         config.node_id,
@@ -325,7 +412,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvloop  # noqa: PLC0415
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        code = runner.run(_serve(node, args, tokens, nofile))
+        code = runner.run(_serve(node, args, tokens, nofile, tls, principals))
     unlock_data_dir(data_dir_lock)
     return code
 
@@ -343,7 +430,7 @@ async def _manage_collector(node) -> None:
         refreeze(node.image.partition_count)
 
 
-async def _serve(node, args, tokens, nofile: int) -> int:
+async def _serve(node, args, tokens, nofile: int, tls=None, principals=None) -> int:
     import uvicorn
 
     from api.app import create_app
@@ -385,6 +472,9 @@ async def _serve(node, args, tokens, nofile: int) -> int:
         max_pending_writes=int(args.max_pending_writes),
         public_docs=args.public_docs in (True, "1", "true", "True"),
         connections=stats,
+        certificates=principals,
+        tls=tls,
+        require_certificate=tls is not None and tls.settings.client_auth == "required",
     )
 
     class Server(uvicorn.Server):
@@ -413,6 +503,9 @@ async def _serve(node, args, tokens, nofile: int) -> int:
             # Deadlines, head limits and connection caps (api/connections.py).
             http=guarded_protocol(limits, stats),
             timeout_keep_alive=5,
+            # Our context, not uvicorn's: it is swapped under the listening
+            # socket when the files change (api/tls.py).
+            ssl_context_factory=None if tls is None else (lambda config, default: tls.listening),
         )
     )
 
@@ -428,6 +521,7 @@ async def _serve(node, args, tokens, nofile: int) -> int:
     await node.start()
     serving = asyncio.ensure_future(serve_http())
     collector = asyncio.ensure_future(_manage_collector(node))
+    reloader = None if tls is None else asyncio.ensure_future(tls.watch())
 
     async def watch() -> int:
         while not stopping.is_set():
@@ -444,6 +538,8 @@ async def _serve(node, args, tokens, nofile: int) -> int:
 
     code = await watch()
     collector.cancel()
+    if reloader is not None:
+        reloader.cancel()
     if serving.done() and serving.exception() is not None:
         log.error("the HTTP server failed: %s", serving.exception())
         await node.stop(transfer=False)

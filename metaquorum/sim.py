@@ -21,8 +21,9 @@ from rich.live import Live
 from brokers.client import ClientError
 from brokers.dashboard import render, summary
 from brokers.sim import CHAOS_KINDS, SimConfig, SimResult, Simulation
+from brokers.tls import ClientTlsError
 
-from .ops import add_connection_flags
+from .ops import add_connection_flags, tls_from_args
 
 
 def parse_duration(text: str) -> float:
@@ -88,6 +89,7 @@ def add_sim_flags(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
+    """ClientTlsError (a ValueError) names a bad TLS flag."""
     return SimConfig(
         urls=[u.strip().rstrip("/") for u in args.url.split(",") if u.strip()],
         brokers=args.brokers,
@@ -102,11 +104,16 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         heartbeat_interval_s=args.heartbeat_interval,
         replica_lag_time_max_ms=args.replica_lag_ms,
         check_log=not args.no_check,
+        tls=tls_from_args(args),
     )
 
 
 def run_sim(args: argparse.Namespace, header: str | None = None) -> int:
-    config = config_from_args(args)
+    try:
+        config = config_from_args(args)
+    except ClientTlsError as e:
+        print(f"metaquorum sim: {e}", file=sys.stderr)
+        return 2
     bad = config.problems()
     if bad:
         for line in bad:
@@ -206,9 +213,14 @@ def run_broker(args: argparse.Namespace) -> int:
 
     urls = [u.strip().rstrip("/") for u in args.url.split(",") if u.strip()]
     err = Console(stderr=True)
+    try:
+        tls = tls_from_args(args)
+    except ClientTlsError as e:
+        print(f"metaquorum broker: {e}", file=sys.stderr)
+        return 2
 
     async def main() -> int:
-        async with MetaquorumClient(urls, token=args.token) as client:
+        async with MetaquorumClient(urls, token=args.token, tls=tls) as client:
             status = await client.status()
             if not status.ok:
                 raise ClientError(f"{status.error_name}: {status.error_message}")

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from .nodes import free_port
+from .tls_files import TlsFiles
 
 SECRET = "test-raft-secret-0123456789abcdef"
 
@@ -34,9 +35,22 @@ def holds_for(seconds: float, check: Callable[[], None], every: float = 0.1) -> 
 
 class Cluster:
     def __init__(
-        self, root: Path, voters: int = 3, fsync: str = "never", extra: list[str] | None = None
+        self,
+        root: Path,
+        voters: int = 3,
+        fsync: str = "never",
+        extra: list[str] | None = None,
+        tls: TlsFiles | None = None,
+        client_cert: str | None = "admin-tests",
+        tls_client_auth: str | None = "optional",
     ):
+        """``tls``: the voters serve HTTPS with these files (client certificates
+        ``tls_client_auth``; None: not asked for), and this object's own client
+        trusts their CA and presents ``client_cert``'s certificate (an admin's,
+        by the default rules)."""
         self.root = Path(root)
+        self.tls = tls
+        self.tls_client_auth = tls_client_auth
         self.n = voters
         self.fsync = fsync
         self.extra = extra or []
@@ -48,7 +62,8 @@ class Cluster:
         self.secret_file.write_text(SECRET)
         self.procs: list[subprocess.Popen | None] = [None] * voters
         self.logs: list[Path] = [self.root / f"node-{i}.log" for i in range(voters)]
-        self.client = httpx.Client(timeout=10.0)
+        verify = tls.context(client_cert) if tls is not None else True
+        self.client = httpx.Client(timeout=10.0, verify=verify)
         # Extra environment of one voter's process (e.g. libfaketime's, to step its wall clock).
         self.env: dict[int, dict[str, str]] = {}
         self.bootstrap = voters  # nodes from here on are not in --voters: they join
@@ -77,7 +92,8 @@ class Cluster:
     # ------------------------------------------------------------ processes
 
     def url(self, i: int) -> str:
-        return f"http://127.0.0.1:{self.http[i]}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.http[i]}"
 
     def data_dir(self, i: int) -> Path:
         return self.root / f"node-{i}"
@@ -98,6 +114,10 @@ class Cluster:
                 ["--observer"] if i in self.observers
                 else ["--raft-address", self.raft_address(i)] if i >= self.bootstrap
                 else []
+            ),
+            *(
+                self.tls.serve_flags(self.tls_client_auth) + ["--tls-reload-interval-ms", "200"]
+                if self.tls else []
             ),
             *self.extra,
         ]  # fmt: skip

@@ -25,7 +25,14 @@ applied to the resolved env, the command line and the preStop command
 * ports, only if a rendered container port cannot be bound on the chosen
   addresses (something holds the wildcard): then each is mapped to a free one
   (``port_map`` says which), in ``host:port`` and in a value that is exactly
-  the port.
+  the port;
+* a ``kubernetes.io/tls`` Secret's files -> a certificate for the pod alone,
+  from this kubelet's own CA (``issuer``), as cert-manager's csi-driver issues
+  one per pod: the rendered certificate names the pods' DNS names, which are
+  loopback addresses here. It names the pod's address, its DNS names and the
+  client Service; ``ca.crt`` is the issuer's. The test's own clients
+  (``http``, ``client_tls``) trust that CA; the probes, as the kubelet's, do
+  not verify.
 
 ``readOnlyRootFilesystem`` is enforced for real where the test runs as root:
 each pod process (and its preStop hook) runs in its own mount namespace
@@ -43,6 +50,7 @@ import random
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -50,6 +58,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from brokers.tls import ClientTls
+from metaquorum.dev_certs import ThrowawayCA
 
 from .k8s_render import one
 from .nodes import bindable, free_port
@@ -127,7 +138,15 @@ class LoopbackStatefulSet:
         self.pods = [
             Pod(i, f"{self.name}-{i}", f"{self.subnet}.{i + 1}") for i in range(self.replicas)
         ]
-        self.http = httpx.Client(timeout=5.0)
+        # The API speaks HTTPS when the container is given a certificate.
+        names = {e["name"] for e in self.container.get("env", [])}
+        self.scheme = "https" if "METAQUORUM_TLS_CERT_FILE" in names else "http"
+        self.issuer = ThrowawayCA("loopback kubelet CA")
+        self.client_tls = ClientTls(
+            ssl.create_default_context(cadata=self.issuer.cert_pem.decode()), has_cert=False
+        )
+        self.http = httpx.Client(timeout=5.0, verify=self.client_tls.context)
+        self.prober = httpx.Client(verify=False)  # the kubelet does not verify
         self.read_only_root = can_make_root_read_only()
 
     # ------------------------------------------------------------ addresses
@@ -151,7 +170,7 @@ class LoopbackStatefulSet:
         return self.pods[ordinal].ip
 
     def url(self, ordinal: int, port_name: str = "http") -> str:
-        return f"http://{self.ip(ordinal)}:{self.port_map[self.ports[port_name]]}"
+        return f"{self.scheme}://{self.ip(ordinal)}:{self.port_map[self.ports[port_name]]}"
 
     # ------------------------------------------------------------ rewrites
 
@@ -188,14 +207,28 @@ class LoopbackStatefulSet:
                 if "secret" in volume:
                     secret = one(self.objects, "Secret", volume["secret"]["secretName"])
                     mode = int(volume["secret"].get("defaultMode", 0o644))
-                    for key, value in secret.get("data", {}).items():
+                    files = {k: base64.b64decode(v) for k, v in secret.get("data", {}).items()}
+                    if secret.get("type") == "kubernetes.io/tls":
+                        files.update(self._pod_certificate(pod))
+                    for key, value in files.items():
                         f = d / key
-                        f.write_bytes(base64.b64decode(value))
+                        f.write_bytes(value)
                         f.chmod(mode)
                 elif "emptyDir" not in volume:
                     raise NotImplementedError(f"volume {name}: only secrets, emptyDir and PVCs")
             out[path] = d
         return out
+
+    def _pod_certificate(self, pod: Pod) -> dict[str, bytes]:
+        """tls.crt, tls.key and ca.crt for ``pod`` (see the module docstring)."""
+        dns = [f"{pod.name}.{self.service}", f"{pod.name}.{self.service}.{self.namespace}.svc",
+               f"{self.name}.{self.namespace}.svc"]  # fmt: skip
+        issued = self.issuer.issue(pod.name, ips=[pod.ip], dns=dns, client=False)
+        return {
+            "tls.crt": issued.cert_pem,
+            "tls.key": issued.key_pem,
+            "ca.crt": self.issuer.cert_pem,
+        }
 
     def rewrite(self, text: str, pod: Pod, mounts: dict[str, Path]) -> str:
         def host_port(ip: str, port: str | None) -> str:
@@ -362,6 +395,7 @@ class LoopbackStatefulSet:
                 pod.proc.kill()
                 pod.proc.wait(timeout=10)
         self.http.close()
+        self.prober.close()
 
     # ------------------------------------------------------------ probes
 
@@ -371,10 +405,11 @@ class LoopbackStatefulSet:
         spec = self.container[which]["httpGet"]
         port = spec["port"]
         port = self.ports[port] if isinstance(port, str) else int(port)
-        url = f"http://{self.ip(ordinal)}:{self.port_map[port]}{spec['path']}"
+        scheme = spec.get("scheme", "HTTP").lower()
+        url = f"{scheme}://{self.ip(ordinal)}:{self.port_map[port]}{spec['path']}"
         timeout = float(self.container[which].get("timeoutSeconds", 1))
         try:
-            r = self.http.get(url, timeout=timeout)
+            r = self.prober.get(url, timeout=timeout)
         except httpx.HTTPError:
             return 0, {}
         try:

@@ -17,9 +17,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-import httpx
-
 from brokers.client import ClientError, MetaquorumClient, OutcomeUnknown
+from brokers.tls import ClientTls
 
 from .k8s_pods import LoopbackStatefulSet
 
@@ -41,6 +40,7 @@ class Writer:
     cluster_id: str
     eager: bool = False  # ignore Retry-After (see EagerClient)
     first_id: int = 1000
+    tls: ClientTls | None = None  # for https seeds (LoopbackStatefulSet.client_tls)
     acked: list[tuple[int, float]] = field(default_factory=list)  # (broker id, monotonic ack)
     unknown: list[int] = field(default_factory=list)  # outcome unknown: may or may not commit
     failed: list[tuple[int, str]] = field(default_factory=list)
@@ -66,6 +66,7 @@ class Writer:
             max_attempts=1000 if self.eager else 200,
             backoff_s=0.01 if self.eager else 0.05,
             max_backoff_s=0.05 if self.eager else 0.2,
+            tls=self.tls,
         ) as client:
             broker_id = self.first_id
             while not self._stop.is_set():
@@ -177,7 +178,7 @@ def converged(pods: LoopbackStatefulSet, token: str) -> list[dict] | None:
 
 
 def registered_brokers(pods: LoopbackStatefulSet, ordinal: int, token: str) -> set[int]:
-    r = httpx.get(
+    r = pods.http.get(
         pods.url(ordinal) + "/v1/brokers",
         headers={"authorization": f"Bearer {token}"},
         timeout=10.0,

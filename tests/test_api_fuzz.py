@@ -1,7 +1,10 @@
 """schemathesis against the app's own ``/openapi.json``: every operation, schema-
 valid and schema-violating requests, each sent with an admin token, a bound
 broker token, a read token, an unknown token and no token, to the real app
-over a real single-voter node (in-process, ASGI).
+over a real single-voter node: in-process (ASGI), and over HTTPS through
+``serve``'s own uvicorn server (its TLS context from api/tls.py, client
+certificates optional, the guarded protocol), on the node's event loop, with
+a quarter of the examples.
 
 Asserted: no 5xx; every response is documented and matches its schema; and no
 record comes from a rejected request: the node's next offset is read before and
@@ -17,8 +20,10 @@ import os
 import time
 import zlib
 
+import httpx
 import pytest
 import schemathesis
+import uvicorn
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -32,13 +37,22 @@ from schemathesis.checks import (
 )
 
 from api import create_app
+from api.cert_principals import CertPrincipals
+from api.connections import ConnectionLimits, ConnectionStats, guarded_protocol
+from api.tls import ReloadingContext, TlsSettings
 
 from .local_node import MV_FEATURES, LocalNode, registration_body
+from .nodes import free_port
+from .tls_files import TlsFiles
 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("METAQUORUM_FUZZ_EXAMPLES", "64"))
-MIN_REQUESTS = 10_000 if EXAMPLES >= 64 else 0
+# Per transport: (examples per operation and mode, the requests that must be sent).
+TRANSPORTS = {
+    "asgi": (EXAMPLES, 10_000 if EXAMPLES >= 64 else 0),
+    "https": (max(1, EXAMPLES // 4), 2_000 if EXAMPLES >= 64 else 0),
+}
 TOKENS = {
     "admin": "fuzz-admin",
     "broker": "fuzz-broker-1",
@@ -88,22 +102,77 @@ def fuzz_node(tmp_path_factory):
 def fuzz_app(fuzz_node, tmp_path_factory):
     path = tmp_path_factory.mktemp("fuzz-tokens") / "tokens"
     path.write_text("fuzz-admin admin\nfuzz-broker-1 broker 1\nfuzz-read read\n")
-    return create_app(fuzz_node.node, tokens=str(path))
+    return create_app(fuzz_node.node, tokens=str(path), certificates=CertPrincipals.default())
 
 
-def test_schemathesis_finds_no_5xx_and_rejected_requests_write_nothing(fuzz_node, fuzz_app, capsys):
+class HttpsServer:
+    """``fuzz_app`` behind uvicorn over TLS on the node's loop, and a keep-alive
+    client that trusts it; ``request`` has LocalNode.request's signature."""
+
+    def __init__(self, node: LocalNode, app, root) -> None:
+        self.node = node
+        self.tls = TlsFiles(root)
+        context = ReloadingContext(
+            TlsSettings(
+                str(self.tls.cert_file), str(self.tls.key_file), str(self.tls.ca_file), "optional"
+            )  # fmt: skip
+        )
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                lifespan="off",
+                http=guarded_protocol(ConnectionLimits(), ConnectionStats()),
+                ssl_context_factory=lambda config, default: context.listening,
+            )  # fmt: skip
+        )
+        self.serving = node.loop.create_task(self.server.serve())
+        node.wait_until(lambda: self.server.started or self.serving.done(), 30, "uvicorn up")
+        assert not self.serving.done(), self.serving
+        self.client = httpx.AsyncClient(
+            base_url=f"https://127.0.0.1:{self.port}", verify=self.tls.context(), timeout=30
+        )
+
+    def request(self, app, method: str, url: str, *, token=None, headers=None, **kw):
+        headers = dict(headers or {})
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return self.node.run(self.client.request(method, url, headers=headers, **kw))
+
+    def close(self) -> None:
+        self.node.run(self.client.aclose())
+        self.server.should_exit = True
+        self.node.run(self.serving)
+
+
+@pytest.fixture(params=list(TRANSPORTS))
+def transport(request, fuzz_node, fuzz_app, tmp_path):
+    if request.param == "asgi":
+        yield request.param, fuzz_node
+        return
+    server = HttpsServer(fuzz_node, fuzz_app, tmp_path / "tls")
+    try:
+        yield request.param, server
+    finally:
+        server.close()
+
+
+def test_schemathesis_finds_no_5xx_and_rejected_requests_write_nothing(
+    fuzz_node, fuzz_app, transport, capsys
+):
+    name, via = transport
+    examples, min_requests = TRANSPORTS[name]
     node = fuzz_node.node
     # Three active brokers, so that fuzzed topic writes can succeed and write.
     for broker_id in (1, 2, 3):
         body = registration_body(fuzz_node.cluster_id, broker_id)
-        r = fuzz_node.request(
-            fuzz_app, "POST", "/v1/brokers/register", token=TOKENS["admin"], json=body
-        )
+        r = via.request(fuzz_app, "POST", "/v1/brokers/register", token=TOKENS["admin"], json=body)
         hb = {"brokerId": broker_id, "brokerEpoch": r.json()["brokerEpoch"],
               "currentMetadataOffset": 1 << 40}  # fmt: skip
-        r = fuzz_node.request(
-            fuzz_app, "POST", "/v1/brokers/heartbeat", token=TOKENS["admin"], json=hb
-        )
+        r = via.request(fuzz_app, "POST", "/v1/brokers/heartbeat", token=TOKENS["admin"], json=hb)
         assert r.json()["isFenced"] is False, r.text
     schema = schemathesis.openapi.from_dict(fuzz_app.openapi())
     statuses: collections.Counter = collections.Counter()
@@ -125,13 +194,13 @@ def test_schemathesis_finds_no_5xx_and_rejected_requests_write_nothing(fuzz_node
         if isinstance(kwargs.get("data"), bytes | str):
             kwargs["content"] = kwargs.pop("data")
         before = node.image.next_offset
-        response = fuzz_node.request(fuzz_app, method, url[len(BASE) :], headers=headers, **kwargs)
+        response = via.request(fuzz_app, method, url[len(BASE) :], headers=headers, **kwargs)
         written = node.image.next_offset - before
         return method, response, headers, written
 
     def fuzz(operation, mode) -> None:
         @settings(
-            max_examples=EXAMPLES,
+            max_examples=examples,
             deadline=None,
             database=None,
             phases=[Phase.generate],
@@ -175,13 +244,13 @@ def test_schemathesis_finds_no_5xx_and_rejected_requests_write_nothing(fuzz_node
     seconds = time.monotonic() - started
     with capsys.disabled():
         print(
-            f"\nschemathesis: {totals['requests']} requests in {seconds:.0f} s over "
+            f"\nschemathesis ({name}): {totals['requests']} requests in {seconds:.0f} s over "
             f"{len(list(schema.get_all_operations()))} operations; 5xx seen: "
             f"{len(server_errors)}; accepted writes: {totals['accepted writes']}, records "
             f"written: {totals['records written']}; statuses: {dict(sorted(statuses.items()))}"
         )
     assert not server_errors, server_errors[:5]
     assert not failures, failures[:5]
-    assert totals["requests"] >= MIN_REQUESTS
-    if MIN_REQUESTS:  # the check that rejected requests write nothing is not vacuous
+    assert totals["requests"] >= min_requests
+    if min_requests:  # the check that rejected requests write nothing is not vacuous
         assert totals["records written"] > 0

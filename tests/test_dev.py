@@ -1,7 +1,9 @@
 """``metaquorum dev --nodes 3``: three local voters, stopped together on Ctrl-C."""
 
 import os
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -163,5 +165,37 @@ def test_the_main_job_killed_while_stopping_comes_back_settled(tmp_path):
         rest, _ = proc.communicate(timeout=150)
         assert proc.returncode == 0, rest[-3000:]
         assert "settled after chaos" in rest and "NO (" not in rest, rest[-3000:]
+    finally:
+        stop_all(proc, tmp_path)
+
+
+@pytest.mark.slow
+def test_dev_tls_serves_https_and_its_curl_commands_work(tmp_path):
+    """``dev --tls``: a throwaway CA in the data dir; the printed curl
+    commands carry --cacert, --cert and --key, and work as printed."""
+    base = free_port(span=6)
+    proc = start_dev(tmp_path, base, "--tls")
+    try:
+        out = read_until(proc, "Ctrl-C stops all voters", 90)
+        url = f"https://127.0.0.1:{base}"
+        tls = tmp_path / "tls"
+        flags = f"--cacert {tls}/ca.crt --cert {tls}/admin-dev.crt --key {tls}/admin-dev.key"
+        lines = [line.strip() for line in out.splitlines()]
+        read = next(line for line in lines if "/v1/brokers?consistency=linearizable" in line)
+        create = next(line for line in lines if line.endswith('"replicationFactor": 1}]}\''))
+        assert read == f"curl -s {flags} '{url}/v1/brokers?consistency=linearizable'"
+        assert create.startswith(f"curl -sL {flags} -X POST")
+        if shutil.which("curl"):
+            ran = subprocess.run(read, shell=True, capture_output=True, text=True, timeout=30)
+            assert '"brokers":[]' in ran.stdout, ran
+            ran = subprocess.run(create, shell=True, capture_output=True, text=True, timeout=30)
+            assert '"name":"orders"' in ran.stdout, ran
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            httpx.get(f"{url}/livez", timeout=5)  # the system's CAs do not know the dev CA
+        ca = ssl.create_default_context(cafile=str(tls / "ca.crt"))
+        r = httpx.get(f"{url}/v1/brokers", verify=ca, timeout=5)
+        assert r.status_code == 401  # no client certificate, no token
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
     finally:
         stop_all(proc, tmp_path)

@@ -14,7 +14,6 @@ import os
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
 from .k8s_pods import LoopbackStatefulSet
@@ -76,7 +75,7 @@ def test_three_rendered_voters_form_a_quorum_and_survive_a_rolling_restart(base_
     assert pods.pods[0].env["METAQUORUM_ADVERTISED_URL"] == pods.url(0)
     assert pods.pods[0].env["HOSTNAME"] == "metaquorum-0"
 
-    writer = Writer([pods.url(i) for i in range(3)], token, cluster_id).start()
+    writer = Writer([pods.url(i) for i in range(3)], token, cluster_id, tls=pods.client_tls).start()
     try:
         pods.wait(lambda: len(writer.acked) >= 20, 60, "the writer's first acks")
         results = rolling_restart(pods, writer, token)
@@ -146,14 +145,14 @@ def test_backup_by_snapshot_download_and_restore_from_volume_copies(base_pods, t
     cluster_id = named(objects, "ConfigMap", "metaquorum-config")["data"]["METAQUORUM_CLUSTER_ID"]
     pods.start_all()
     pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "all three ready")
-    writer = Writer([pods.url(i) for i in range(3)], token, cluster_id).start()
+    writer = Writer([pods.url(i) for i in range(3)], token, cluster_id, tls=pods.client_tls).start()
     try:
         pods.wait(lambda: len(writer.acked) >= 30, 60, "some writes")
     finally:
         writer.stop()
     before = pods.wait(lambda: converged(pods, token), 60, "the voters to converge")[0]
     headers = {"authorization": f"Bearer {token}"}
-    backup = httpx.get(pods.url(1) + "/v1/snapshot", headers=headers, timeout=30).json()
+    backup = pods.http.get(pods.url(1) + "/v1/snapshot", headers=headers, timeout=30).json()
     assert backup["offset"] == before["lastAppliedOffset"]
 
     for i in reversed(range(3)):  # kubectl scale statefulset metaquorum --replicas=0
@@ -169,7 +168,7 @@ def test_backup_by_snapshot_download_and_restore_from_volume_copies(base_pods, t
     # Every voter agrees; the image moved on only by the new leader's LEADER_CHANGE.
     assert len({s["imageDigest"] for s in after}) == 1
     assert after[0]["lastAppliedOffset"] > before["lastAppliedOffset"]
-    restored = httpx.get(pods.url(0) + "/v1/snapshot", headers=headers, timeout=30).json()
+    restored = pods.http.get(pods.url(0) + "/v1/snapshot", headers=headers, timeout=30).json()
     # The same records (a new leader's LEADER_CHANGE may follow them in the log).
     key = lambda r: (r["type"], json.dumps(r["data"], sort_keys=True))  # noqa: E731
     kept = {key(r) for r in restored["records"] if r["type"] != "LEADER_CHANGE"}

@@ -60,6 +60,7 @@ def test_every_overlay_validates_against_the_kubernetes_schemas(rendered):
             "PodDisruptionBudget",
             "Secret",
             "Secret",
+            "Secret",
             "Service",
             "Service",
             "StatefulSet",
@@ -91,7 +92,7 @@ def test_the_validate_cli_passes_every_overlay_offline(k8s_copy, tmp_path):
             timeout=120,
         )
         assert r.returncode == 0, r.stdout + r.stderr
-        assert r.stdout.count("passed for resource") == 8, r.stdout
+        assert r.stdout.count("passed for resource") == 9, r.stdout
 
 
 def test_overlays_differ_where_they_should(k8s_copy):
@@ -147,7 +148,7 @@ def test_env_references_resolve_as_kubernetes_resolves_them(rendered):
     assert env["METAQUORUM_NODE_ID_FROM_HOSTNAME"]["value"] == "true"
     assert env["HOSTNAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     url = expand(env["METAQUORUM_ADVERTISED_URL"]["value"], {"HOSTNAME": "p", "POD_NAMESPACE": "n"})
-    assert url == "http://p.metaquorum-headless.n.svc:8080"
+    assert url == "https://p.metaquorum-headless.n.svc:8080"
 
 
 def test_required_anti_affinity_spreads_voters_over_nodes(rendered):
@@ -193,7 +194,7 @@ def test_the_prestop_hands_leadership_over_within_the_grace_period(rendered):
     c = _container(objects)
     hook = c["lifecycle"]["preStop"]["exec"]["command"]
     assert hook[:3] == ["metaquorum", "transfer-leadership", "--if-leader"]
-    assert "http://127.0.0.1:8080" in hook
+    assert "https://127.0.0.1:8080" in hook
     grace = one(objects, "StatefulSet")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     # preStop transfer (<= 10 s) + SIGTERM transfer (<= 10 s) + HTTP drain (5 s) + flush.
     assert grace >= 60
@@ -238,7 +239,8 @@ def test_no_plain_secrets(rendered):
     secrets = [o for o in objects if o["kind"] == "Secret"]
     for s in secrets:
         assert "stringData" not in s
-        assert re.fullmatch(r"metaquorum-(raft|tokens)-[a-z0-9]{10}", s["metadata"]["name"])
+        # The TLS Secret keeps its name: it is updated in place (rotation).
+        assert re.fullmatch(r"metaquorum-((raft|tokens)-[a-z0-9]{10}|tls)", s["metadata"]["name"])
     volumes = one(objects, "StatefulSet")["spec"]["template"]["spec"]["volumes"]
     modes = {
         v["secret"]["secretName"]: v["secret"]["defaultMode"] for v in volumes if "secret" in v

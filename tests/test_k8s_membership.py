@@ -52,7 +52,9 @@ def test_scale_to_five_and_back_and_replace_a_lost_volume(pods):
     pods.start_all()
     pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "three voters ready")
     cluster_id = pods.resolved_env(pods.pods[0])["METAQUORUM_CLUSTER_ID"]
-    writer = Writer([pods.url(i) for i in range(3)], pods.admin, cluster_id).start()
+    writer = Writer(
+        [pods.url(i) for i in range(3)], pods.admin, cluster_id, tls=pods.client_tls
+    ).start()
     try:
         # kubectl scale statefulset metaquorum --replicas=5
         pods.scale(5)

@@ -1,0 +1,127 @@
+"""Bearer tokens kept as salted scrypt hashes (``metaquorum hash-token``).
+
+A hashed token is ``ID.SECRET``; the tokens file holds
+``$scrypt$id=ID$ln=14,r=8,p=1$SALT$HASH`` (unpadded base64) in its place.
+The ``ID`` is not secret: it tells the server which entry to check, so a
+presented token costs one scrypt, whatever the number of entries, and a
+token with an unknown id none. Checking the whole token against the hash
+(``hmac.compare_digest``) is what authenticates.
+
+scrypt with N = 2**14, r = 8 (16 MiB, about 60 ms on this project's 2-core
+machine) makes a stolen tokens file slow to attack even for weak tokens;
+generated ones (32 random bytes) need no help. The server pays that once per
+token per start (api/auth.py caches a verified token by its SHA-256), in a
+thread, so the event loop never waits for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+PREFIX = "$scrypt$"
+DEFAULT_LOG_N, DEFAULT_R, DEFAULT_P = 14, 8, 1
+SALT_BYTES, HASH_BYTES = 16, 32
+_MAX_MEMORY = 256 << 20  # what the parser allows: 128 * r * N bytes
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{4,64}")
+_FORMAT = re.compile(
+    r"\$scrypt\$id=(?P<id>[^$]*)\$ln=(?P<ln>\d{1,2}),r=(?P<r>\d{1,2}),p=(?P<p>\d{1,2})"
+    r"\$(?P<salt>[A-Za-z0-9+/]+)\$(?P<hash>[A-Za-z0-9+/]+)"
+)
+
+
+class TokenHashError(ValueError):
+    """A hashed entry or a token that cannot be used; the message says why."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii").rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text + "=" * (-len(text) % 4))
+
+
+def token_id(token: str) -> str | None:
+    """The id of an ``ID.SECRET`` token, or None if it is not of that form."""
+    head, dot, rest = token.partition(".")
+    if not dot or not rest or not ID_PATTERN.fullmatch(head):
+        return None
+    return head
+
+
+@dataclass(frozen=True)
+class TokenHash:
+    id: str
+    log_n: int
+    r: int
+    p: int
+    salt: bytes
+    digest: bytes
+
+    def __str__(self) -> str:
+        params = f"ln={self.log_n},r={self.r},p={self.p}"
+        return f"{PREFIX}id={self.id}${params}${_b64(self.salt)}${_b64(self.digest)}"
+
+    def matches(self, token: str) -> bool:
+        """Whether ``token`` is the one hashed here (one scrypt; constant-time compare)."""
+        return hmac.compare_digest(
+            _scrypt(token, self.salt, self.log_n, self.r, self.p), self.digest
+        )
+
+
+def _scrypt(token: str, salt: bytes, log_n: int, r: int, p: int) -> bytes:
+    return hashlib.scrypt(
+        token.encode("utf-8"), salt=salt, n=1 << log_n, r=r, p=p, maxmem=_MAX_MEMORY + (1 << 20),
+        dklen=HASH_BYTES,
+    )  # fmt: skip
+
+
+def new_token() -> str:
+    """A fresh ``ID.SECRET`` token: a 10-character id and 32 random bytes."""
+    return f"{secrets.token_hex(5)}.{secrets.token_urlsafe(32)}"
+
+
+def hash_token(token: str, log_n: int = DEFAULT_LOG_N) -> TokenHash:
+    """The hashed entry for ``token``, which must be ``ID.SECRET``."""
+    ident = token_id(token)
+    if ident is None:
+        raise TokenHashError(
+            "a token to hash must look like ID.SECRET (ID: 4-64 letters, digits, - or _), "
+            "so that the server finds its entry without trying every hash; "
+            "metaquorum hash-token without --token makes one"
+        )
+    if len(token) < len(ident) + 1 + 16:
+        raise TokenHashError("the SECRET part of the token is shorter than 16 characters")
+    salt = secrets.token_bytes(SALT_BYTES)
+    return TokenHash(
+        ident, log_n, DEFAULT_R, DEFAULT_P, salt, _scrypt(token, salt, log_n, DEFAULT_R, DEFAULT_P)
+    )
+
+
+def parse_hash(text: str) -> TokenHash:
+    """A ``$scrypt$...`` field of the tokens file; TokenHashError says what is wrong."""
+    m = _FORMAT.fullmatch(text)
+    if m is None:
+        raise TokenHashError(
+            "not a hashed token: expected $scrypt$id=ID$ln=N,r=R,p=P$SALT$HASH "
+            "(as metaquorum hash-token prints it)"
+        )
+    ident, log_n, r, p = m["id"], int(m["ln"]), int(m["r"]), int(m["p"])
+    if not ID_PATTERN.fullmatch(ident):
+        raise TokenHashError(f"id {ident!r}: 4-64 letters, digits, - or _")
+    if not 10 <= log_n <= 20 or not 1 <= r <= 32 or not 1 <= p <= 16:
+        raise TokenHashError(f"scrypt parameters ln={log_n},r={r},p={p} out of range")
+    if 128 * r * (1 << log_n) > _MAX_MEMORY:
+        raise TokenHashError(f"scrypt parameters ln={log_n},r={r} need more than 256 MiB")
+    try:
+        salt, digest = _unb64(m["salt"]), _unb64(m["hash"])
+    except ValueError:
+        raise TokenHashError("the salt or hash is not base64") from None
+    if len(salt) < 8 or len(digest) != HASH_BYTES:
+        raise TokenHashError(f"the salt must be 8+ bytes and the hash {HASH_BYTES}")
+    return TokenHash(ident, log_n, r, p, salt, digest)

@@ -1,0 +1,139 @@
+"""Tokens at rest as salted scrypt hashes: api/token_hashes.py, the token
+table's one check per token (api/auth.py), ``metaquorum hash-token``, and a
+hashed token used through the real app."""
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+from api import create_app
+from api.auth import MAX_WAITING_CHECKS, Principal, Role, TokensFileError, parse_tokens
+from api.token_hashes import TokenHashError, hash_token, new_token, parse_hash, token_id
+
+TOKEN = "ab12cd34.the-secret-part-of-the-token"
+
+
+def test_a_hash_matches_its_token_only():
+    hashed = hash_token(TOKEN, log_n=10)
+    text = str(hashed)
+    assert text.startswith("$scrypt$id=ab12cd34$ln=10,r=8,p=1$") and TOKEN not in text
+    again = parse_hash(text)
+    assert again == hashed and again.matches(TOKEN)
+    assert not again.matches(TOKEN + "x") and not again.matches("ab12cd34.another-secret-value!!")
+    assert hash_token(TOKEN, log_n=10).salt != hashed.salt  # salted: two hashes differ
+
+
+def test_new_tokens_are_id_dot_secret():
+    token = new_token()
+    assert token_id(token) == token.split(".")[0] and len(token.split(".")[1]) >= 40
+    assert token_id("no-dot-here") is None and token_id("x.y") is None  # id too short
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("$scrypt$ab$", "expected $scrypt$id=ID$ln=N,r=R,p=P$SALT$HASH"),
+        ("$scrypt$id=ab12cd34$ln=30,r=8,p=1$c2FsdHNhbHQ$" + "A" * 43, "out of range"),
+        ("$scrypt$id=ab12cd34$ln=20,r=32,p=1$c2FsdHNhbHQ$" + "A" * 43, "more than 256 MiB"),
+        ("$scrypt$id=ab$ln=14,r=8,p=1$c2FsdHNhbHQ$" + "A" * 43, "id 'ab'"),
+        ("$scrypt$id=ab12cd34$ln=14,r=8,p=1$c2FsdHNhbHQ$AAAA", "the hash 32"),
+    ],
+)
+def test_a_bad_hash_is_refused_saying_why(text, message):
+    with pytest.raises(TokenHashError, match=message.replace("$", r"\$")):
+        parse_hash(text)
+
+
+def test_only_id_dot_secret_tokens_are_hashed():
+    with pytest.raises(TokenHashError, match="must look like ID.SECRET"):
+        hash_token("a-plain-token-without-an-id")
+    with pytest.raises(TokenHashError, match="shorter than 16"):
+        hash_token("abcd.short")
+
+
+def test_the_tokens_file_mixes_plain_and_hashed_tokens():
+    table = parse_tokens(f"plain-admin admin\n{hash_token(TOKEN, log_n=10)} broker 4\n")
+    assert len(table) == 2
+    assert table.lookup("plain-admin") == Principal(Role.ADMIN, None, 1)
+    assert table.lookup(TOKEN) == Principal(Role.BROKER, 4, 2)
+    assert table.lookup("ab12cd34.wrong-secret-of-the-same-id") is None
+    assert table.lookup("unknownid.the-secret-part-of-the-token") is None
+    with pytest.raises(TokensFileError, match=r"line 2: not a hashed token"):
+        parse_tokens("plain admin\n$scrypt$broken admin\n")
+    line = f"{hash_token(TOKEN, log_n=10)} read"
+    with pytest.raises(TokensFileError, match="id ab12cd34 is already defined on line 1"):
+        parse_tokens(f"{line}\n{line}\n")
+
+
+def test_a_hashed_token_is_checked_once_then_looked_up_by_digest():
+    """``prepare`` (in a thread) leaves its verdict in the table's caches,
+    where every later lookup finds it without running scrypt again."""
+    table = parse_tokens(f"{hash_token(TOKEN, log_n=10)} admin\n")
+    wrong = "ab12cd34.not-the-secret-at-all-no"
+    for token in (TOKEN, wrong):
+        asyncio.run(table.prepare(token))
+    assert list(table._verified.values()) == [Principal(Role.ADMIN, None, 1)]
+    assert len(table._refused) == 1
+    table._hashed.clear()  # no hash left to check: the answers come from the caches
+    assert table.lookup(TOKEN).role is Role.ADMIN and table.lookup(wrong) is None
+
+
+def test_too_many_first_checks_at_once_are_asked_to_retry():
+    table = parse_tokens(f"{hash_token(TOKEN, log_n=10)} admin\n")
+    from api.auth import Authenticator
+
+    auth = Authenticator(table)
+
+    async def flood():
+        wrong = [f"ab12cd34.wrong-secret-number-{i:04d}" for i in range(MAX_WAITING_CHECKS + 8)]
+        return await asyncio.gather(
+            *(auth.prepare(f"Bearer {t}") for t in wrong), return_exceptions=True
+        )
+
+    outcomes = asyncio.run(flood())
+    refused = [o for o in outcomes if isinstance(o, Exception)]
+    assert len(refused) == 8
+    assert all(o.status == 429 and o.headers["Retry-After"] == "1" for o in refused)
+
+
+def test_hash_token_prints_a_line_the_server_takes(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", "hash-token", "--role", "broker", "--broker-id", "9"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    token = r.stderr.split(": ", 1)[1].strip()
+    line = r.stdout.strip()
+    assert line.endswith(" broker 9") and token not in line
+    assert parse_tokens(line).lookup(token) == Principal(Role.BROKER, 9, 1)
+    (tmp_path / "t").write_text(token + "\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", "hash-token", "--role", "read",
+         "--token-file", str(tmp_path / "t")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (
+        r.returncode == 0
+        and r.stderr == ""
+        and parse_tokens(r.stdout).lookup(token).role is Role.READ
+    )
+    (tmp_path / "t").write_text("plain-token-without-id\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", "hash-token", "--role", "read",
+         "--token-file", str(tmp_path / "t")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2 and "must look like ID.SECRET" in r.stderr
+
+
+def test_the_app_authenticates_a_hashed_token(local, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{hash_token(TOKEN)} admin\n")
+    app = create_app(local.node, tokens=str(tokens))
+    assert local.request(app, "GET", "/v1/brokers", token=TOKEN).status_code == 200
+    r = local.request(app, "POST", "/v1/topics", token=TOKEN, json={"topics": []})
+    assert r.status_code == 200, r.text
+    r = local.request(app, "GET", "/v1/brokers", token="ab12cd34.a-wrong-secret-for-this-id")
+    assert r.status_code == 401 and "unknown bearer token" in r.json()["errorMessage"]
