@@ -66,6 +66,10 @@ PLANT_KINDS = (
     "empty-isr",
 )
 TICK_MS = 250
+# Besides the random ones, one broker begins a controlled shutdown this often
+# (a rolling restart): every log of a few thousand records holds one, whatever
+# the seed draws (the audit's tests count them).
+ROLLING_RESTART_MS = 30_000
 HEARTBEAT_MS = 2_000
 SESSION_TIMEOUT_MS = 9_000
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -115,6 +119,7 @@ class Simulation:
         self.pending: list[Record] = []
         self.expansions: list[tuple[int, str, int, int]] = []  # (due, topic id, partition, broker)
         self.topic_ids: list[str] = []
+        self.next_rolling_ms = self.now_ms + ROLLING_RESTART_MS // 3
 
     # ------------------------------------------------------------ the log
 
@@ -303,8 +308,9 @@ class Simulation:
                 b = rng.choice(up)
                 b.up = False
                 b.restart_at_ms = self.now_ms + rng.randrange(15_000, 60_000)
-            elif roll < 0.0025:  # a controlled shutdown (a rolling restart)
-                rng.choice(up).shutting_down = True
+            elif roll < 0.0025 or self.now_ms >= self.next_rolling_ms:
+                rng.choice(up).shutting_down = True  # a controlled shutdown (a rolling restart)
+                self.next_rolling_ms = self.now_ms + ROLLING_RESTART_MS
         self._flush_tick()
         if rng.random() < 0.00025:  # the active controller fails over
             self.controller_id = (self.controller_id + 1) % 3
