@@ -26,6 +26,7 @@ import asyncio
 import hashlib
 import os
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -179,15 +180,20 @@ class TooManyChecks(Exception):
     """Too many hashed tokens are waiting for their first check."""
 
 
+def rule_lines(text: str, source: str) -> Iterator[tuple[int, str, list[str]]]:
+    """(line number, where, fields) of each line of a tokens or principals
+    file that holds something ("#" starts a comment); ``where`` names the
+    file and line for an error."""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            yield number, f"{source} line {number}", line.split()
+
+
 def parse_tokens(text: str, source: str = "<tokens>") -> TokenTable:
     principals: dict[bytes, Principal] = {}
     hashed: dict[str, tuple[TokenHash, Principal]] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        where = f"{source} line {number}"
-        parts = line.split()
+    for number, where, parts in rule_lines(text, source):
         if len(parts) not in (2, 3):
             raise TokensFileError(
                 f"{where}: expected 'token role [brokerId]', got {len(parts)} fields"

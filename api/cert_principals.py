@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .auth import INT32_MAX, Principal, Role
+from .auth import INT32_MAX, Principal, Role, rule_lines
 from .tls import FIELDS, certificate_names
 
 DEFAULT_RULES = """\
@@ -64,12 +64,7 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 def parse_rules(text: str, source: str = "<principals>") -> tuple[CertRule, ...]:
     rules: list[CertRule] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        where = f"{source} line {number}"
-        parts = line.split()
+    for number, where, parts in rule_lines(text, source):
         if len(parts) not in (2, 3):
             raise PrincipalsFileError(
                 f"{where}: expected 'FIELD=PATTERN role [brokerId]', got {len(parts)} fields"

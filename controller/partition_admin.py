@@ -129,15 +129,7 @@ class PartitionAdminManager:
                     "is false for the topic).",
                 )
             isr = replicas[:1]
-        view = self.c.view
-        builder = PartitionChangeBuilder(
-            part,
-            topic_id,
-            pid,
-            view.is_active,
-            election,
-            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
-        )
+        builder = self._builder(part, topic_id, pid, election)
         builder.target_isr = isr
         builder.target_replicas = replicas
         builder.target_removing = ()
@@ -156,15 +148,7 @@ class PartitionAdminManager:
         if error is not None:
             return error
         move = reassignment_replicas(part.replicas, target)
-        view = self.c.view
-        builder = PartitionChangeBuilder(
-            part,
-            topic_id,
-            pid,
-            view.is_active,
-            Election.ONLINE,
-            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
-        )
+        builder = self._builder(part, topic_id, pid, Election.ONLINE)
         builder.target_replicas = move.replicas
         # Both lists are written even when empty, so a new reassignment
         # replaces the one in progress whole (decisions.md 55); Kafka keeps
@@ -192,6 +176,20 @@ class PartitionAdminManager:
         if topics is None:
             return _elections_refused(req, TOO_MANY_RECORDS)
         return ControllerResult(tuple(records), ElectLeadersResponse(tuple(topics)))
+
+    def _builder(
+        self, part: PartitionRegistration, topic_id: str, pid: int, election: Election
+    ) -> PartitionChangeBuilder:
+        """A change of one partition, as this metadata.version builds it."""
+        view = self.c.view
+        return PartitionChangeBuilder(
+            part,
+            topic_id,
+            pid,
+            view.is_active,
+            election,
+            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+        )
 
     def _elect_everywhere(
         self, election_type: int, records: list[Record]
@@ -250,14 +248,7 @@ class PartitionAdminManager:
                     Errors.ELECTION_NOT_NEEDED, f"{tp} already has leader {part.leader}"
                 )
             election = Election.UNCLEAN
-        record = PartitionChangeBuilder(
-            part,
-            topic_id,
-            pid,
-            view.is_active,
-            election,
-            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
-        ).build()
+        record = self._builder(part, topic_id, pid, election).build()
         if record is None:
             if election_type == PREFERRED:
                 return ApiError(
