@@ -389,6 +389,14 @@ class LoopbackStatefulSet:
             "stopSeconds": time.monotonic() - t0,
         }
 
+    def lose(self, ordinal: int) -> None:
+        """The pod's node is gone: the process dies at once, no preStop, no
+        SIGTERM (its kernel, and every socket with it, goes too)."""
+        proc = self.pods[ordinal].proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
     def close(self) -> None:
         for pod in self.pods:
             if pod.proc is not None and pod.proc.poll() is None:

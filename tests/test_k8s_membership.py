@@ -48,6 +48,26 @@ def mq(pods, i, *args):
     return json.loads(done.stdout)
 
 
+def lead_moved(pods, wanted, *transfer_args: str) -> None:
+    """``metaquorum transfer-leadership [ARGS]`` on the leader until ``wanted``
+    holds of the leader's id. Asked again when it did not happen: under steady
+    writes the target may lag the batch in flight past the server's 5 s, and a
+    transfer to the voter whose disk was just replaced sometimes loses its
+    election (the old leader wins the next one; noted in the session's
+    closing note)."""
+
+    def moved() -> bool:
+        leader = (pods.status(0, pods.admin) or {}).get("leaderId")
+        if leader is not None and wanted(leader):
+            return True
+        if leader is not None:
+            pods.exec(leader, ["metaquorum", "transfer-leadership", *transfer_args, "--json"])
+        leader = (pods.status(0, pods.admin) or {}).get("leaderId")
+        return leader is not None and wanted(leader)
+
+    pods.wait(moved, 90, f"leadership moved ({' '.join(transfer_args) or 'away'})")
+
+
 def test_scale_to_five_and_back_and_replace_a_lost_volume(pods):
     pods.start_all()
     pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "three voters ready")
@@ -67,13 +87,11 @@ def test_scale_to_five_and_back_and_replace_a_lost_volume(pods):
             assert j in {v["nodeId"] for v in body["voters"]}
         pods.wait(lambda: all(pods.ready(i) for i in range(5)), 90, "five voters ready")
         assert voter_ids(pods, 0) == {0, 1, 2, 3, 4}
+
         # A voter whose PVC is gone, while a voter added since (not in the
         # pods' --voters) leads: the empty pod must still find its leader
         # (voter_guard rule 7; CI saw it wait for good when node 4 led).
-        leader = pods.status(0, pods.admin)["leaderId"]
-        if leader != 4:
-            mq(pods, leader, "transfer-leadership", "--to", "4")
-        pods.wait(lambda: pods.status(0, pods.admin)["leaderId"] == 4, 30, "node 4 leading")
+        lead_moved(pods, lambda leader: leader == 4, "--to", "4")
         # Delete the claim and the pod.
         old = pods.status(2, pods.admin)["directoryId"]
         pods.terminate(2)
@@ -86,9 +104,7 @@ def test_scale_to_five_and_back_and_replace_a_lost_volume(pods):
         )
         # Back to three: remove-voter from the top, then kubectl scale --replicas=3.
         for j in (4, 3):
-            leader = pods.status(0, pods.admin)["leaderId"]
-            if leader == j:
-                mq(pods, j, "transfer-leadership")
+            lead_moved(pods, lambda leader, j=j: leader != j)
             mq(pods, 0, "remove-voter", "--node-id", str(j))
             pods.terminate(j)
         claims = [pods.claim_dir(j) for j in (3, 4)]
@@ -105,3 +121,52 @@ def test_scale_to_five_and_back_and_replace_a_lost_volume(pods):
     assert acked, writer.failed[:3]
     assert acked <= registered_brokers(pods, 0, pods.admin), "an acknowledged write was lost"
     pods.wait(lambda: converged(pods, pods.admin), 60, "one image on every voter")
+
+
+def test_a_node_lost_during_a_rolling_update(pods):
+    """docs/kubernetes.md "A node lost during a rolling update": the rollout
+    has restarted metaquorum-2 and waits for it to be ready when the node of
+    metaquorum-1 dies with its local volume. Two of three voters are down:
+    writes stop (nothing acknowledged is lost), and resume once metaquorum-2
+    is back; the lost pod, rescheduled with an empty claim, catches up and is
+    a voter again (its disk replaced); the rollout then finishes with
+    metaquorum-0. Every acknowledged write is on every voter."""
+    pods.start_all()
+    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "three voters ready")
+    cluster_id = pods.resolved_env(pods.pods[0])["METAQUORUM_CLUSTER_ID"]
+    writer = Writer(
+        [pods.url(i) for i in range(3)], pods.admin, cluster_id, tls=pods.client_tls
+    ).start()
+    try:
+        pods.wait(lambda: len(writer.acked) >= 20, 60, "writes flowing")
+        # The rollout restarts metaquorum-2 (highest ordinal first)...
+        pods.terminate(2)
+        pods.start(2)
+        # ...and before it is ready, metaquorum-1's node dies with its volume.
+        old = pods.status(1, pods.admin)["directoryId"]
+        pods.lose(1)
+        shutil.rmtree(pods.claim_dir(1))
+        pods.wait(lambda: pods.ready(2), 120, "metaquorum-2 ready (with metaquorum-0)")
+        acks = len(writer.acked)
+        pods.wait(lambda: len(writer.acked) > acks + 5, 60, "writes with two voters")
+        # The StatefulSet reschedules metaquorum-1 on another node, empty claim.
+        pods.start(1)
+        pods.wait(
+            lambda: role(pods, 1) == "voter" and pods.status(1, pods.admin)["directoryId"] != old,
+            90,
+            "metaquorum-1 a voter again with a new directory",
+        )
+        pods.wait(lambda: pods.ready(1), 90, "metaquorum-1 ready")
+        # The rollout goes on: metaquorum-0 last.
+        pods.terminate(0)
+        pods.start(0)
+        pods.wait(lambda: all(pods.ready(i) for i in range(3)), 120, "three voters ready")
+        acks = len(writer.acked)
+        pods.wait(lambda: len(writer.acked) > acks + 5, 60, "writes after the rollout")
+    finally:
+        writer.stop()
+    acked = {broker for broker, _ in writer.acked}
+    pods.wait(lambda: converged(pods, pods.admin), 60, "one image on every voter")
+    for i in range(3):
+        lost = acked - registered_brokers(pods, i, pods.admin)
+        assert not lost, f"metaquorum-{i} lost acknowledged writes {sorted(lost)[:10]}"
