@@ -29,7 +29,7 @@ explained within ``STEP_DOWN_SAID_S`` is pysyncobj's own (``higher_term``).
 Heartbeat gaps are the seconds between two AppendEntries from the same leader
 as this follower read them, its own scheduling and GC delays included: that is
 what the election timeout must outlast, so its distribution is the jitter
-that justifies the timeout (``bench/heartbeat_jitter.py``).
+that justifies the timeout (``bench/elections.py`` prints it).
 """
 
 from __future__ import annotations
