@@ -331,6 +331,7 @@ def test_a_lone_full_voter_steps_down_answers_503_and_leads_again_once_freed(tmp
     try:
         c.start()
         c.wait_ready(timeout_s=60)
+        c.leader()  # active: ready comes a moment before its LEADER_CHANGE applies
         writes = Writes(c)
         writes.commit(0, 10)
         filler = fill(data)
