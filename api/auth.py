@@ -240,14 +240,18 @@ def parse_tokens(text: str, source: str = "<tokens>") -> TokenTable:
     return TokenTable(principals, source, hashed)
 
 
-def load_tokens(path: str | os.PathLike) -> TokenTable:
-    """Reads a tokens file; TokensFileError names the file and the bad line."""
+def read_rule_file(path: str | os.PathLike, what: str, error: type[Exception]) -> str:
+    """The text of a tokens or principals file; ``error`` names the file."""
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise TokensFileError(f"{path}: cannot read the tokens file ({e})") from None
-    return parse_tokens(text, str(path))
+        raise error(f"{path}: cannot read the {what} file ({e})") from None
+
+
+def load_tokens(path: str | os.PathLike) -> TokenTable:
+    """Reads a tokens file; TokensFileError names the file and the bad line."""
+    return parse_tokens(read_rule_file(path, "tokens", TokensFileError), str(path))
 
 
 def _unauthorized(message: str) -> ApiProblem:

@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .auth import INT32_MAX, Principal, Role, rule_lines
+from .auth import INT32_MAX, Principal, Role, read_rule_file, rule_lines
 from .tls import FIELDS, certificate_names
 
 DEFAULT_RULES = """\
@@ -110,12 +110,7 @@ def parse_rules(text: str, source: str = "<principals>") -> tuple[CertRule, ...]
 
 
 def load_rules(path: str | os.PathLike) -> tuple[CertRule, ...]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise PrincipalsFileError(f"{path}: cannot read the principals file ({e})") from None
-    return parse_rules(text, str(path))
+    return parse_rules(read_rule_file(path, "principals", PrincipalsFileError), str(path))
 
 
 class CertPrincipals:

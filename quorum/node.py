@@ -299,7 +299,6 @@ class QuorumNode:
         self.syncobj.addOnTickCallback(self._guard_tick)
         self._voters_change_pending = False
         self._members_of: tuple = (None, None, None)  # (voters, learners, heard) followed
-        self._members_of_said: tuple | None = None  # the voter set peers last had a hello of
         self._said_removed = False
         self._said_flag_differs: tuple[Voter, ...] = ()
         self._pushed_deadline: float | None = None  # _never_stand's last push
@@ -467,8 +466,11 @@ class QuorumNode:
         heard = None if guard.admitted else guard.heard_of
         members_of = (self._voters_in_force(), guard.learners, heard)
         if any(a is not b for a, b in zip(members_of, self._members_of, strict=True)):
+            set_changed = members_of[0] is not self._members_of[0]
             self._members_of = members_of
             self._follow_voter_set(*members_of)
+            if set_changed and guard.send_hello is not None:
+                guard.send_hello()  # peers learn the new set (and its book)
         if not guard.admitted:
             self._never_stand()
 
@@ -509,10 +511,6 @@ class QuorumNode:
         extra = {**(heard or {}), **learners}
         extra = {nid: a for nid, a in extra.items() if nid not in book and nid != self.node_id}
         self.guard.set_book(self._book(book, extra))
-        if voters is not self._members_of_said:
-            self._members_of_said = voters
-            if self.guard.send_hello is not None:
-                self.guard.send_hello()  # peers learn the new set (and its book)
         # A lone voter gets no network event to wake its poller after an
         # append (see autoTickPeriod above): it ticks fast while it is alone.
         alone = not members and self.config.raft_address is not None

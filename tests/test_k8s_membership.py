@@ -48,6 +48,16 @@ def mq(pods, i, *args):
     return json.loads(done.stdout)
 
 
+def three_voters_and_a_writer(pods) -> Writer:
+    """The rendered StatefulSet's three pods, ready, and a writer registering
+    brokers through all three (stop it)."""
+    pods.start_all()
+    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "three voters ready")
+    cluster_id = pods.resolved_env(pods.pods[0])["METAQUORUM_CLUSTER_ID"]
+    urls = [pods.url(i) for i in range(3)]
+    return Writer(urls, pods.admin, cluster_id, tls=pods.client_tls).start()
+
+
 def lead_moved(pods, wanted, *transfer_args: str) -> None:
     """``metaquorum transfer-leadership [ARGS]`` on the leader until ``wanted``
     holds of the leader's id. Asked again when it did not happen: under steady
@@ -69,12 +79,7 @@ def lead_moved(pods, wanted, *transfer_args: str) -> None:
 
 
 def test_scale_to_five_and_back_and_replace_a_lost_volume(pods):
-    pods.start_all()
-    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "three voters ready")
-    cluster_id = pods.resolved_env(pods.pods[0])["METAQUORUM_CLUSTER_ID"]
-    writer = Writer(
-        [pods.url(i) for i in range(3)], pods.admin, cluster_id, tls=pods.client_tls
-    ).start()
+    writer = three_voters_and_a_writer(pods)
     try:
         # kubectl scale statefulset metaquorum --replicas=5
         pods.scale(5)
@@ -131,12 +136,7 @@ def test_a_node_lost_during_a_rolling_update(pods):
     is back; the lost pod, rescheduled with an empty claim, catches up and is
     a voter again (its disk replaced); the rollout then finishes with
     metaquorum-0. Every acknowledged write is on every voter."""
-    pods.start_all()
-    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "three voters ready")
-    cluster_id = pods.resolved_env(pods.pods[0])["METAQUORUM_CLUSTER_ID"]
-    writer = Writer(
-        [pods.url(i) for i in range(3)], pods.admin, cluster_id, tls=pods.client_tls
-    ).start()
+    writer = three_voters_and_a_writer(pods)
     try:
         pods.wait(lambda: len(writer.acked) >= 20, 60, "writes flowing")
         # The rollout restarts metaquorum-2 (highest ordinal first)...
