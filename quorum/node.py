@@ -219,7 +219,7 @@ class QuorumNode:
         forget_silent_leader()
         check_quorum()
         fail_stop_on_divergence()
-        install_pre_vote()  # last: its tick patch runs first
+        install_pre_vote()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an

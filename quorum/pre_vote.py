@@ -50,8 +50,9 @@ The rules (``PreVote``, pure: the clock is an argument):
    before.
 
 What it changes in pysyncobj (``install_pre_vote``, by name like the other
-patches of quorum/): ``_onTick`` runs a pre-vote round where it would have
-started an election, and the election starts only after a round is won; the
+patches of quorum/): where pysyncobj would start an election (its
+``__connectedToAnyone`` check) a pre-vote round runs instead, and the election
+starts only after a round is won; the
 messages travel through ``GuardedTransport`` (quorum/raft_port.py), which hands
 them here and never to pysyncobj.
 """
@@ -236,52 +237,42 @@ class PreVote:
 
 
 def install_pre_vote() -> None:
-    """Patches ``SyncObj._onTick`` once: where pysyncobj would start an
-    election, a voter that has a ``PreVote`` attached (``attach_pre_vote``)
-    runs a pre-vote round first. Installed last, so it runs before the other
-    tick patches (it reads the sockets first, as they do)."""
+    """Patches ``SyncObj.__connectedToAnyone`` once: pysyncobj calls it exactly
+    where it would stand for election (a follower or candidate whose deadline
+    has passed), and only there. A voter that has a ``PreVote`` attached
+    (``attach_pre_vote``) stands only if it is connected to a voter and a
+    pre-vote round was won; else it opens a round (or waits) and pysyncobj does
+    not stand in this tick. The check sits inside pysyncobj's own: a check made
+    earlier in the tick let pysyncobj stand unasked when its deadline passed
+    in between (the other tick patches read the sockets first)."""
     global _installed
     if _installed:
         return
     from pysyncobj.monotonic import monotonic
-    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
+    from pysyncobj.syncobj import SyncObj
 
-    original = SyncObj._onTick
+    connected = SyncObj._SyncObj__connectedToAnyone
 
-    def overdue(self) -> bool:
-        return (
-            self._SyncObj__raftState != _RAFT_STATE.LEADER
-            and self._SyncObj__selfNode is not None
-            and self._SyncObj__raftElectionDeadline < monotonic()
-            and not self._SyncObj__transferInProgress  # TimeoutNow: stand at once
-        )
-
-    def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
+    def may_stand(self) -> bool:
         pre_vote: PreVote | None = getattr(self, PRE_VOTE_ATTR, None)
-        if pre_vote is not None and overdue(self):
-            if self._SyncObj__transport.ready:
-                self._poller.poll(0)  # the leader's heartbeats may be waiting unread
-            if overdue(self):
-                voters = len(self._SyncObj__otherNodes) + 1
-                if not getattr(self, _GUARD_ATTR).admitted:
-                    # Not a voter (an observer, a removed voter): never stands,
-                    # also after a tick that outlasted the deadline installing
-                    # a large snapshot (the end-of-tick push came too late).
-                    _wait(self, monotonic, "this node is not a voter")
-                elif not self._SyncObj__connectedToAnyone():
-                    # Nobody to ask. pysyncobj must not stand in this tick either:
-                    # the other patches read the sockets before its check, and a
-                    # connection that came up there let it stand unasked.
-                    _wait(self, monotonic, "no voter is reachable")
-                elif pre_vote.won(voters, self._SyncObj__raftCurrentTerm):
-                    # Majority granted: pysyncobj's election starts in this tick.
-                    term = pre_vote.stand()
-                    log.info("pre-vote won: standing for election at Raft term %d", term)
-                else:
-                    _open_round(self, pre_vote, monotonic)
-        original(self, timeToWait)
+        if pre_vote is None:
+            return connected(self)
+        if not connected(self):
+            _wait(self, monotonic, "no voter is reachable")
+            return False
+        if self._SyncObj__transferInProgress:
+            return True  # TimeoutNow: the leader asked this voter to stand at once
+        if not getattr(self, _GUARD_ATTR).admitted:
+            # Not a voter (an observer, a removed voter): never stands, also
+            # after a tick that outlasted its deadline installing a snapshot.
+            _wait(self, monotonic, "this node is not a voter")
+            return False
+        if pre_vote.won(len(self._SyncObj__otherNodes) + 1, self._SyncObj__raftCurrentTerm):
+            log.info("pre-vote won: standing for election at Raft term %d", pre_vote.stand())
+            return True
+        return _open_round(self, pre_vote, monotonic)
 
-    SyncObj._onTick = on_tick
+    SyncObj._SyncObj__connectedToAnyone = may_stand
     _installed = True
 
 
@@ -315,17 +306,18 @@ def _wait(syncobj, monotonic, why: str) -> None:
     syncobj._SyncObj__raftElectionDeadline = monotonic() + syncobj._SyncObj__generateRaftTimeout()
 
 
-def _open_round(syncobj, pre_vote: PreVote, monotonic) -> None:
-    """As ``_wait``, then asks every voter for a pre-vote."""
+def _open_round(syncobj, pre_vote: PreVote, monotonic) -> bool:
+    """As ``_wait``, then asks every voter for a pre-vote; True when no other
+    voter needs asking (pysyncobj's election then starts at once)."""
     _wait(syncobj, monotonic, "asking the voters for a pre-vote")
     request = pre_vote.open_round(_position(syncobj))
     transport = syncobj._SyncObj__transport
     for node in syncobj._SyncObj__otherNodes:
         transport.send(node, request)
     if pre_vote.won(len(syncobj._SyncObj__otherNodes) + 1, syncobj._SyncObj__raftCurrentTerm):
-        # No other voter to ask: pysyncobj's election starts in this very tick.
         log.info("pre-vote won alone: standing for election at Raft term %d", pre_vote.stand())
-        syncobj._SyncObj__raftElectionDeadline = 0
+        return True
+    return False
 
 
 def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
