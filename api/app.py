@@ -344,11 +344,11 @@ class EdgeMiddleware:
                 await self.auth.prepare(header)  # a hashed token's first check, in a thread
                 principal = self.auth.identify(header, scope)
             except ApiProblem as e:
-                await e.response()(scope, receive, send)
+                await _before_body(e, length, chunked).response()(scope, receive, send)
                 return
         problem = self._check_body_head(length, chunked, content_type)
         if problem is not None:
-            await problem.response()(scope, receive, send)
+            await _before_body(problem, length, chunked).response()(scope, receive, send)
             return
         if length is None and not chunked:
             await self._admit(scope, receive, send, principal)
@@ -465,6 +465,15 @@ class EdgeMiddleware:
             f"request body too large: {what}; the limit is {self.limit} bytes (see docs/limits.md)",
             headers={"Connection": "close"},
         )
+
+
+def _before_body(problem: ApiProblem, length: bytes | None, chunked: bool) -> ApiProblem:
+    """An answer sent before the request's body is read closes the connection
+    (api/connections.py drops the rest of the body): the body left unread
+    cannot be skipped to reach the next request."""
+    if chunked or length not in (None, b"0"):
+        problem.headers.setdefault("Connection", "close")
+    return problem
 
 
 def _certificate_required() -> ApiProblem:
