@@ -1,19 +1,33 @@
 """The pipeline's commands: ``export``, ``audit`` and ``synth-log`` (docs/pipeline.md).
 
 Exit codes: 0 done (audit: every invariant held), 1 the audit found
-violations, 2 bad input (the message says which and what to do).
+violations, 2 bad input or the ``pipeline`` extra not installed (the message
+says which and what to do).
+
+Their parsers need nothing beyond the core install; what each command imports
+to run comes from the ``pipeline`` extra, and is looked for before anything
+starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-PIPELINE_COMMANDS = {"export", "audit", "synth-log"}
+# Each command and the packages of the ``pipeline`` extra it imports (both
+# export formats are written through an Arrow table; the audit's report draws
+# with matplotlib).
+PIPELINE_COMMANDS = {
+    "export": ("pyarrow",),
+    "audit": ("pyspark", "pyarrow", "matplotlib"),
+    "synth-log": ("pyarrow",),
+}
 
 
 def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
@@ -84,7 +98,28 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
+def missing_extra(command: str) -> str | None:
+    """Why ``command`` cannot run here and what to install, or None when it can."""
+    missing = [m for m in PIPELINE_COMMANDS[command] if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    lines = [
+        f"`metaquorum {command}` needs {', '.join(missing)}, which the core install leaves "
+        "out: they come with the pipeline extra.",
+        "  install it:        pip install 'metaquorum[pipeline]'",
+    ]
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file():  # an editable install of a checkout
+        lines.append(f"  in the checkout:   cd {checkout} && pip install -e '.[pipeline]'")
+    else:
+        lines.append("  from a checkout:   pip install -e '.[pipeline]'")
+    return "\n".join(lines)
+
+
 def run_pipeline_command(args: argparse.Namespace) -> int:
+    problem = missing_extra(args.command)
+    if problem:
+        return _fail(problem)
     if args.command == "export":
         return _export(args)
     if args.command == "audit":
