@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -103,17 +104,31 @@ def missing_extra(command: str) -> str | None:
     missing = [m for m in PIPELINE_COMMANDS[command] if importlib.util.find_spec(m) is None]
     if not missing:
         return None
+    pip = _own_pip()
+    here = pip if pip == "pip" or os.path.relpath(pip).startswith("..") else os.path.relpath(pip)
+    names = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
     lines = [
-        f"`metaquorum {command}` needs {', '.join(missing)}, which the core install leaves "
-        "out: they come with the pipeline extra.",
-        "  install it:        pip install 'metaquorum[pipeline]'",
+        f"`metaquorum {command}` needs {names}, of the pipeline extra that the core install "
+        "leaves out.",
+        f"  install it:        {here} install 'metaquorum[pipeline]'",
     ]
     checkout = Path(__file__).resolve().parent.parent
-    if (checkout / "pyproject.toml").is_file():  # an editable install of a checkout
-        lines.append(f"  in the checkout:   cd {checkout} && pip install -e '.[pipeline]'")
+    if not (checkout / "pyproject.toml").is_file():
+        lines.append(f"  from a checkout:   {here} install -e '.[pipeline]'")
+    elif checkout == Path.cwd().resolve():  # an editable install of the checkout we are in
+        lines.append(f"  in this checkout:  {here} install -e '.[pipeline]'")
     else:
-        lines.append("  from a checkout:   pip install -e '.[pipeline]'")
+        lines.append(f"  in its checkout:   cd {checkout} && {pip} install -e '.[pipeline]'")
     return "\n".join(lines)
+
+
+def _own_pip() -> str:
+    """The pip of the Python running this (``.venv/bin/pip`` after ``make run``)
+    as an absolute path, or plain ``pip`` when that is the one the shell finds."""
+    own = os.path.join(os.path.dirname(sys.executable), "pip")
+    if not os.path.isfile(own) or shutil.which("pip") == own:
+        return "pip"
+    return own
 
 
 def run_pipeline_command(args: argparse.Namespace) -> int:

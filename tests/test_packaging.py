@@ -149,7 +149,7 @@ def test_core_install_has_no_pipeline_and_its_cli_works(core):
     # Each pipeline command, run without the extra: exit 2, the missing
     # packages named and the command that installs them, no traceback.
     for argv, needs in (
-        (["audit", "--input", str(core.path)], "pyspark, pyarrow, matplotlib"),
+        (["audit", "--input", str(core.path)], "pyspark, pyarrow and matplotlib"),
         (["export", "--url", "http://127.0.0.1:1", "--out", str(core.path / "x")], "pyarrow"),
         (["synth-log", "--records", "10", "--out", str(core.path / "y")], "pyarrow"),
     ):
