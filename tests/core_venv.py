@@ -61,9 +61,8 @@ def tree_bytes(path: Path) -> int:
 def clean_env() -> dict[str, str]:
     """This environment without what would let the venv see the checkout or
     the test run's own virtualenv."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.pop("PYTHONHOME", None)
-    return env
+    hidden = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+    return {k: v for k, v in os.environ.items() if k not in hidden}
 
 
 def copy_checkout(dest: Path) -> Path:
