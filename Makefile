@@ -1,27 +1,39 @@
 # Two entry points for a fresh machine: `make run` (the main job) and `make test`.
-# Each installs what it needs into a local virtualenv first.
+# Each installs what it needs into a local virtualenv first: `run` the core
+# package only (a voter, the CLI and the simulator), `test` everything (the
+# dev tools and the pipeline extra: Spark, Arrow, matplotlib). Each has its
+# own stamp, so either may come first and each re-installs only when
+# pyproject.toml changes.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+CORE_STAMP := $(VENV)/.installed-core
+ALL_STAMP := $(VENV)/.installed-all
 
-.PHONY: run test bench lint clean
+.PHONY: run test bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,pipeline]'
-	touch $(STAMP)
 
-run: $(STAMP)
+$(CORE_STAMP): pyproject.toml | $(BIN)/pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+# Everything holds the core too: its stamp is renewed with this one.
+$(ALL_STAMP): pyproject.toml | $(BIN)/pip
+	$(BIN)/pip install --quiet -e '.[dev,pipeline]'
+	touch $@ $(CORE_STAMP)
+
+run: $(CORE_STAMP)
 	$(BIN)/metaquorum dev --nodes 3 --sim
 
-test: $(STAMP)
+test: $(ALL_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
 
-bench: $(STAMP)
+bench: $(CORE_STAMP)
 	$(BIN)/python bench/controller.py
 
 clean:

@@ -6,12 +6,15 @@ import argparse
 import os
 import sys
 
+from . import __version__
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="metaquorum",
         description="A Raft-replicated cluster-metadata service in the style of Kafka's KRaft controller.",
     )
+    parser.add_argument("--version", action="version", version=f"metaquorum {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo = commands.add_parser(
         "demo",

@@ -1,19 +1,34 @@
 """The pipeline's commands: ``export``, ``audit`` and ``synth-log`` (docs/pipeline.md).
 
 Exit codes: 0 done (audit: every invariant held), 1 the audit found
-violations, 2 bad input (the message says which and what to do).
+violations, 2 bad input or the ``pipeline`` extra not installed (the message
+says which and what to do).
+
+Their parsers need nothing beyond the core install; what each command imports
+to run comes from the ``pipeline`` extra, and is looked for before anything
+starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import shutil
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-PIPELINE_COMMANDS = {"export", "audit", "synth-log"}
+# Each command and the packages of the ``pipeline`` extra it imports (both
+# export formats are written through an Arrow table; the audit's report draws
+# with matplotlib).
+PIPELINE_COMMANDS = {
+    "export": ("pyarrow",),
+    "audit": ("pyspark", "pyarrow", "matplotlib"),
+    "synth-log": ("pyarrow",),
+}
 
 
 def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
@@ -84,7 +99,42 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
+def missing_extra(command: str) -> str | None:
+    """Why ``command`` cannot run here and what to install, or None when it can."""
+    missing = [m for m in PIPELINE_COMMANDS[command] if importlib.util.find_spec(m) is None]
+    if not missing:
+        return None
+    pip = _own_pip()
+    here = pip if pip == "pip" or os.path.relpath(pip).startswith("..") else os.path.relpath(pip)
+    names = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
+    lines = [
+        f"`metaquorum {command}` needs {names}, of the pipeline extra that the core install "
+        "leaves out.",
+        f"  install it:        {here} install 'metaquorum[pipeline]'",
+    ]
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / "pyproject.toml").is_file():
+        lines.append(f"  from a checkout:   {here} install -e '.[pipeline]'")
+    elif checkout == Path.cwd().resolve():  # an editable install of the checkout we are in
+        lines.append(f"  in this checkout:  {here} install -e '.[pipeline]'")
+    else:
+        lines.append(f"  in its checkout:   cd {checkout} && {pip} install -e '.[pipeline]'")
+    return "\n".join(lines)
+
+
+def _own_pip() -> str:
+    """The pip of the Python running this (``.venv/bin/pip`` after ``make run``)
+    as an absolute path, or plain ``pip`` when that is the one the shell finds."""
+    own = os.path.join(os.path.dirname(sys.executable), "pip")
+    if not os.path.isfile(own) or shutil.which("pip") == own:
+        return "pip"
+    return own
+
+
 def run_pipeline_command(args: argparse.Namespace) -> int:
+    problem = missing_extra(args.command)
+    if problem:
+        return _fail(problem)
     if args.command == "export":
         return _export(args)
     if args.command == "audit":

@@ -20,6 +20,7 @@ import base64
 import heapq
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -51,7 +52,9 @@ from metadata_records.records import (
     Record,
     RegisterBrokerRecord,
 )
-from pipeline.export_files import OffsetRangeWriter
+
+if TYPE_CHECKING:  # imported where it writes: the parser reads PLANT_KINDS without pyarrow
+    from pipeline.export_files import OffsetRangeWriter
 
 CLUSTER_ID = "synth-cluster"
 PLANT_KINDS = (
@@ -450,6 +453,8 @@ def run_synth_log(
 ) -> dict:
     if records < 1:
         raise SynthError(f"--records must be at least 1, not {records}")
+    from pipeline.export_files import OffsetRangeWriter
+
     writer = OffsetRangeWriter(out, fmt, records_per_file)
     if writer.next_offset is not None:
         raise SynthError(f"{out} already holds an exported log; give an empty or new directory")
