@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from typing import Any
 
 import orjson
@@ -40,7 +41,6 @@ DEFAULT_URL = "http://127.0.0.1:7070"
 READY_LAG_ENTRIES = 100
 
 # Exit codes of the operator commands (docs/cli.md); 2 is also argparse's own.
-EXIT_OK = 0
 EXIT_REFUSED = 1  # the cluster answered with an error (named on stderr)
 EXIT_BAD_INPUT = 2  # a bad flag or file: fix the command line
 EXIT_NO_ANSWER = 2  # no voter answered (down, unreachable, no leader, TLS refused)
@@ -443,23 +443,29 @@ async def _leader_status(
 ) -> dict | None:
     """The leader's status: lag and fetch figures are known only there, and
     kafka-metadata-quorum shows the leader's view too. ``body`` itself when
-    the node at --url leads; None when no leader is known or it does not
-    answer (the lag figures are then unknown, and stderr says why)."""
+    the node at --url leads; None when no leader is known (LeaderId -1 says
+    so) or it cannot be asked (stderr says why): the lag figures are then
+    unknown."""
     if body.get("leaderId") is None:
         return None
     if body.get("leaderId") == body.get("nodeId"):
         return body
     url = body.get("leaderUrl")
     if not url:
-        print(f"metaquorum: node {body.get('nodeId')} knows no URL of its leader "
-              f"{body.get('leaderId')}: lag figures unknown", file=sys.stderr)  # fmt: skip
+        print(
+            f"metaquorum: node {body.get('nodeId')} knows no URL of its leader "
+            f"{body.get('leaderId')}: lag figures unknown",
+            file=sys.stderr,
+        )
         return None
     try:
         async with MetaquorumClient([url], token=args.token, tls=tls, max_attempts=2) as leader:
             return (await leader.status()).body
     except ClientError as e:
-        print(f"metaquorum: the leader at {url} did not answer ({e}): lag figures unknown",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"metaquorum: the leader at {url} did not answer ({e}): lag figures unknown",
+            file=sys.stderr,
+        )
         return None
 
 
@@ -536,7 +542,7 @@ def _print_status(console: Console, s: dict, leader: dict | None, human: bool) -
     for name, value in status:
         console.print(f"{name + ':':<24}{value}", markup=False, highlight=False)
     console.print()
-    now = _now_ms()
+    now = int(time.time() * 1000)
     rows = [
         [
             str(v.get("nodeId")),
@@ -621,12 +627,6 @@ def _member(v: dict, endpoints: bool = False) -> dict:
 
 def _or_dash(value) -> str:
     return "-" if value is None else str(value)
-
-
-def _now_ms() -> int:
-    import time  # noqa: PLC0415 - only the status table reads the clock
-
-    return int(time.time() * 1000)
 
 
 def _when(ms: int | None, now: int, human: bool) -> str:
