@@ -63,7 +63,11 @@ Where shared/API.md is silent, this package decides (and its tests pin it):
   when the records of those entries are not known here: not yet applied, or
   compacted away);
   ``lastCaughtUpMs`` is when this node last saw the voter caught up (sampled
-  on /v1/quorum/status, /readyz and /metrics). Extra fields: ``active``,
+  on /v1/quorum/status, /readyz and /metrics); ``logEndOffset`` (the record
+  offset after what the leader knows the voter holds) and ``lastFetchMs``
+  (when the leader last heard it answer; null for a voter not heard since the
+  election) are Kafka's LogEndOffset and LastFetchTimestamp, known on the
+  leader (``metaquorum status``: docs/cli.md). Extra fields: ``active``,
   ``ready``, ``replaying``, ``queueDepth``, ``raftCommitIndex``,
   ``raftLastApplied``.
 * 401 carries ``WWW-Authenticate: Bearer``; 404 for an unknown broker is

@@ -965,6 +965,16 @@ class VoterOut(ResponseModel):
     last_caught_up_ms: int | None = Field(
         description="wall clock (ms) when this node last saw it fully caught up"
     )
+    log_end_offset: int | None = Field(
+        None,
+        description="the record offset after the last entry the leader knows it holds "
+        "(Kafka's LogEndOffset); known on the leader (and for this node itself)",
+    )
+    last_fetch_ms: int | None = Field(
+        None,
+        description="wall clock (ms) when the leader last heard it answer (Kafka's "
+        "LastFetchTimestamp); known on the leader, null for a voter not heard since the election",
+    )
     directory_id: str | None = Field(
         None,
         description="the directory id the voter set names for it (KIP-853); null before it is known",

@@ -228,10 +228,15 @@ class VoterTracker:
         listed = {**node.guard.learners, **voters}
         if node.config.raft_address is not None:  # a joiner shows itself; an observer not
             listed.setdefault(node.node_id, node.config.raft_address)
+        # Kafka's LastFetchTimestamp: when the leader last heard each follower.
+        ages = node.answer_ages() if is_leader else {}
         for node_id, address in sorted(listed.items()):
+            end = fetched = None
             if node_id == node.node_id:
                 connected = True
                 lag = records_between(node, applied, commit)
+                end = node.image.next_offset
+                fetched = now if is_leader else None  # as Kafka shows its leader
             else:
                 connected = (
                     raft.get(f"partner_node_status_server_{address}") == 2
@@ -245,6 +250,10 @@ class VoterTracker:
                     if is_leader and match is not None
                     else None
                 )
+                if is_leader and match is not None:
+                    end = node.sm.next_offset_at(match)
+                if address in ages:
+                    fetched = now - round(ages[address] * 1000)
             if lag == 0:
                 self.last_caught_up[node_id] = now
             out[node_id] = {
@@ -253,6 +262,8 @@ class VoterTracker:
                 "connected": connected,
                 "lag": lag,
                 "lastCaughtUpMs": self.last_caught_up.get(node_id),
+                "logEndOffset": end,
+                "lastFetchMs": fetched,
             }
         return out
 
@@ -334,6 +345,8 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
                 "connected": v["connected"],
                 "lagRecords": v["lag"],
                 "lastCaughtUpMs": v["lastCaughtUpMs"],
+                "logEndOffset": v["logEndOffset"],
+                "lastFetchMs": v["lastFetchMs"],
                 "directoryId": voter_set.get(node_id),
                 "connectedDirectoryId": guard.directory_of(node_id),
                 "role": guard.role(node_id),

@@ -80,12 +80,20 @@ def _parser() -> argparse.ArgumentParser:
     from .pipeline_cli import add_pipeline_commands
 
     add_pipeline_commands(commands)
+    from .completion import add_completion_command
+
+    add_completion_command(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     try:
+        if args.command == "completion":
+            from .completion import run_completion
+
+            return run_completion(parser, args.shell)
         if args.command == "demo":
             from .demo import run_demo
 

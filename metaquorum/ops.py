@@ -1,8 +1,10 @@
 """Operator commands: ``status``, ``brokers``, ``topics``, ``log``,
 ``create-topic``, ``transfer-leadership``, ``add-voter``, ``remove-voter``.
 
-Rich tables for people, ``--json`` for scripts. A failure is one clear line
-with the error name, and exit code 1. ``--url`` and ``--token`` default to
+Tables for people (plain text when stdout is no terminal or NO_COLOR is set:
+output.py), ``--json`` for scripts: what the command read, on stdout. A
+failure is one clear line on stderr with the error name; the exit code says
+which kind (``EXIT_*`` below, docs/cli.md). ``--url`` and ``--token`` default to
 METAQUORUM_URL and METAQUORUM_TOKEN; ``--cacert``, ``--cert`` and ``--key`` to METAQUORUM_CACERT,
 METAQUORUM_CERT and METAQUORUM_KEY (https URLs; brokers/tls.py). A TLS
 failure is one line saying why (unknown CA, name mismatch, expired, a
@@ -13,21 +15,45 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
+import time
 from typing import Any
 
 import orjson
 from rich.console import Console
-from rich.table import Table
 
-from brokers.client import ClientError, MetaquorumClient, RequestRejected, TlsFailure
+from brokers.client import (
+    ClientError,
+    MetaquorumClient,
+    OutcomeUnknown,
+    RequestRejected,
+    TlsFailure,
+)
 from brokers.tls import ClientTls, ClientTlsError, load_client_tls
+
+from .output import make_console, print_table
 
 DEFAULT_URL = "http://127.0.0.1:7070"
 # A voter this close to the leader catches up within the transfer (the leader
 # pauses new batches meanwhile); the same bound as readiness (NodeConfig).
 READY_LAG_ENTRIES = 100
+
+# Exit codes of the operator commands (docs/cli.md); 2 is also argparse's own.
+EXIT_REFUSED = 1  # the cluster answered with an error (named on stderr)
+EXIT_BAD_INPUT = 2  # a bad flag or file: fix the command line
+EXIT_NO_ANSWER = 2  # no voter answered (down, unreachable, no leader, TLS refused)
+EXIT_UNKNOWN_OUTCOME = 3  # a write was sent but its answer lost: read to see if it applied
+EXIT_INTERRUPTED = 130
+READ_EXITS = (
+    "Exit codes: 0 done; 1 the cluster answered with an error (named on stderr); "
+    "2 a bad flag or file, or no voter answered (down, unreachable, no leader, TLS refused)."
+)
+WRITE_EXITS = (
+    READ_EXITS.removesuffix(".") + "; 3 the write was sent but its answer was lost: it may "
+    "have applied (read before retrying)."
+)
 
 
 def add_tls_flags(p: argparse.ArgumentParser) -> None:
@@ -72,8 +98,8 @@ def add_connection_flags(p: argparse.ArgumentParser, token_help: str = "bearer t
 
 
 def add_ops_commands(commands: argparse._SubParsersAction) -> None:
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        p = commands.add_parser(name, help=help_text, description=help_text)
+    def command(name: str, help_text: str, exits: str = READ_EXITS) -> argparse.ArgumentParser:
+        p = commands.add_parser(name, help=help_text, description=f"{help_text}. {exits}")
         add_connection_flags(p)
         p.add_argument(
             "--token-file",
@@ -81,11 +107,22 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
             help="read the bearer token from this file (e.g. a mounted Secret) "
             "[env METAQUORUM_TOKEN_FILE]",
         )
-        p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+        p.add_argument(
+            "--json", action="store_true", help="print what was read as JSON (docs/cli.md)"
+        )
         return p
 
-    p = command("status", "the quorum: who leads, epochs, offsets, voters and their lag")
+    p = command(
+        "status",
+        "the quorum as kafka-metadata-quorum describe --status --replication shows it: "
+        "who leads, epochs, offsets, voters, observers and their lag, as the leader sees them",
+    )
     p.add_argument("--linearizable", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--human-readable",
+        action="store_true",
+        help="timestamps as 'N ms ago' instead of epoch milliseconds",
+    )
     p = command("brokers", "registered brokers and their state")
     p.add_argument("--linearizable", action="store_true", help="read through the log first")
     p = command("topics", "topics and their partitions")
@@ -95,12 +132,16 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_offset", type=int, default=0, help="first offset")
     p.add_argument("--max", dest="max_records", type=int, default=100, help="records per page")
     p.add_argument("--follow", action="store_true", help="keep printing new records")
-    p = command("create-topic", "create a topic")
+    p = command("create-topic", "create a topic", WRITE_EXITS)
     p.add_argument("name")
     p.add_argument("--partitions", type=int, default=-1)
     p.add_argument("--replication-factor", type=int, default=-1)
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
-    p = command("transfer-leadership", "move the active controller to another voter")
+    p = command(
+        "transfer-leadership",
+        "move the active controller to another voter",
+        WRITE_EXITS + " With --if-leader, 0 also when there is nothing to do.",
+    )
     p.add_argument("--to", dest="target", type=int, help="target node id (default: most caught up)")
     p.add_argument(
         "--if-leader",
@@ -112,6 +153,7 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
         "add-voter",
         "add a running node (serve --node-id N --raft-address HOST:PORT) to the voters, "
         "once it has caught up (Kafka's AddRaftVoter); one change at a time",
+        WRITE_EXITS,
     )
     p.add_argument("--node-id", dest="node_id", type=int, required=True, help="its node id")
     p.add_argument(
@@ -124,6 +166,7 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
         "remove-voter",
         "remove a voter (Kafka's RemoveRaftVoter); it stops voting and standing for "
         "election; the active controller hands leadership over first",
+        WRITE_EXITS,
     )
     p.add_argument("--node-id", dest="node_id", type=int, required=True, help="its node id")
 
@@ -141,7 +184,7 @@ OPS = {
 
 
 def run_op(args: argparse.Namespace) -> int:
-    console = Console()
+    console = make_console()
     try:
         if args.token_file:
             args.token = _read_token(args.token_file)
@@ -150,19 +193,24 @@ def run_op(args: argparse.Namespace) -> int:
             return asyncio.run(transfer_if_leader(args.url, args.token, args.target, tls))
         return asyncio.run(_run(args, console, tls))
     except ClientTlsError as e:
-        return _fail(str(e))
+        return _fail(str(e), EXIT_BAD_INPUT)
     except ValueError as e:
-        return _fail(f"INVALID_REQUEST: {e}")
+        return _fail(f"INVALID_REQUEST: {e}", EXIT_BAD_INPUT)
     except RequestRejected as e:
         return _fail(
             f"{e.body.get('errorName', 'ERROR')}: {e.body.get('errorMessage')} (HTTP {e.status})"
         )
     except TlsFailure as e:
-        return _fail(str(e))
+        return _fail(str(e), EXIT_NO_ANSWER)
+    except OutcomeUnknown as e:
+        return _fail(
+            f"UNKNOWN_OUTCOME: {e} (it may still apply: read before retrying)",
+            EXIT_UNKNOWN_OUTCOME,
+        )
     except ClientError as e:
-        return _fail(f"UNAVAILABLE: {e}")
+        return _fail(f"UNAVAILABLE: {e}", EXIT_NO_ANSWER)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _read_token(path: str) -> str:
@@ -202,8 +250,10 @@ async def transfer_if_leader(
         except (httpx.HTTPError, ValueError) as e:
             tls_problem = explain(e, base)
             if tls_problem is not None:
-                return _fail(tls_problem)
-            return _fail(f"UNAVAILABLE: cannot read {base}/v1/quorum/status ({e!r})")
+                return _fail(tls_problem, EXIT_NO_ANSWER)
+            return _fail(
+                f"UNAVAILABLE: cannot read {base}/v1/quorum/status ({e!r})", EXIT_NO_ANSWER
+            )
         if r.status_code != 200:
             return _fail(
                 f"{status.get('errorName', 'ERROR')}: {status.get('errorMessage')} "
@@ -222,7 +272,12 @@ async def transfer_if_leader(
         try:
             r = await http.post(base + "/v1/quorum/transfer-leadership", json=body)
         except httpx.HTTPError as e:
-            return _fail(f"UNAVAILABLE: {base}: {e!r} (the node hands over on SIGTERM too)")
+            sent = not isinstance(e, httpx.ConnectError | httpx.ConnectTimeout)
+            return _fail(
+                f"{'UNKNOWN_OUTCOME' if sent else 'UNAVAILABLE'}: {base}: {e!r} "
+                "(the node hands over on SIGTERM too)",
+                EXIT_UNKNOWN_OUTCOME if sent else EXIT_NO_ANSWER,
+            )
         answer = (
             r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
         )
@@ -258,9 +313,9 @@ def rollout_target(me: int, voters: list[dict]) -> int | None:
     return max(higher) if higher else min(ready)
 
 
-def _fail(line: str) -> int:
+def _fail(line: str, code: int = EXIT_REFUSED) -> int:
     print(f"metaquorum: {line}", file=sys.stderr)
-    return 1
+    return code
 
 
 def _dump(obj: Any) -> None:
@@ -275,10 +330,13 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
     async with MetaquorumClient(seeds, token=args.token, timeout_s=timeout_s, tls=tls) as client:
         if cmd == "status":
             body = (await client.status()).body
+            leader = await _leader_status(body, args, tls)
             if args.json:
-                _dump(body)
+                _dump(
+                    body if leader is body or leader is None else {**body, "leaderStatus": leader}
+                )
             else:
-                _print_status(console, body)
+                _print_status(console, body, leader, args.human_readable)
             return 0
         if cmd == "brokers":
             answer = await client.brokers(linearizable=args.linearizable)
@@ -309,7 +367,9 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
             for item in args.config:
                 name, sep, value = item.partition("=")
                 if not sep:
-                    return _fail(f"INVALID_REQUEST: --config {item!r} is not NAME=VALUE")
+                    return _fail(
+                        f"INVALID_REQUEST: --config {item!r} is not NAME=VALUE", EXIT_BAD_INPUT
+                    )
                 configs[name] = value
             answer = await client.create_topic(
                 args.name, args.partitions, args.replication_factor, configs or None
@@ -378,7 +438,42 @@ def _items(body: dict, key: str) -> list:
     return body.get("items", [])
 
 
+async def _leader_status(
+    body: dict, args: argparse.Namespace, tls: ClientTls | None
+) -> dict | None:
+    """The leader's status: lag and fetch figures are known only there, and
+    kafka-metadata-quorum shows the leader's view too. ``body`` itself when
+    the node at --url leads; None when no leader is known (LeaderId -1 says
+    so) or it cannot be asked (stderr says why): the lag figures are then
+    unknown."""
+    if body.get("leaderId") is None:
+        return None
+    if body.get("leaderId") == body.get("nodeId"):
+        return body
+    url = body.get("leaderUrl")
+    if not url:
+        print(
+            f"metaquorum: node {body.get('nodeId')} knows no URL of its leader "
+            f"{body.get('leaderId')}: lag figures unknown",
+            file=sys.stderr,
+        )
+        return None
+    try:
+        async with MetaquorumClient([url], token=args.token, tls=tls, max_attempts=2) as leader:
+            return (await leader.status()).body
+    except ClientError as e:
+        print(
+            f"metaquorum: the leader at {url} did not answer ({e}): lag figures unknown",
+            file=sys.stderr,
+        )
+        return None
+
+
 async def _log(client: MetaquorumClient, args, console: Console) -> int:
+    if args.from_offset < 0:
+        raise ValueError(f"--from {args.from_offset}: offsets start at 0")
+    if not 1 <= args.max_records <= 10_000:
+        raise ValueError(f"--max {args.max_records} must be within 1..10000 records per page")
     offset = args.from_offset
     while True:
         answer = await client.log(offset, args.max_records, wait_ms=5000 if args.follow else 0)
@@ -425,15 +520,60 @@ def _leadership_line(elections: dict) -> str:
     )
 
 
-def _print_status(console: Console, s: dict) -> None:
+def _print_status(console: Console, s: dict, leader: dict | None, human: bool) -> None:
+    """kafka-metadata-quorum describe --status, then --replication, from the
+    leader's answer (``leader``; the node's own when that is unknown), then
+    what the node at --url says of itself."""
+    view = leader if leader is not None else s
+    replicas = view.get("voters", [])
+    voters = [v for v in replicas if v.get("voter", True)]
+    observers = [v for v in replicas if not v.get("voter", True)]
+    lag, lag_ms = max_follower_lag(view)
+    status = [
+        ("ClusterId", s.get("clusterId")),
+        ("LeaderId", s.get("leaderId") if s.get("leaderId") is not None else -1),
+        ("LeaderEpoch", view.get("raftTerm")),
+        ("HighWatermark", view.get("highWatermark")),
+        ("MaxFollowerLag", _or_dash(lag)),
+        ("MaxFollowerLagTimeMs", _or_dash(lag_ms)),
+        ("CurrentVoters", json.dumps([_member(v, endpoints=True) for v in voters])),
+        ("CurrentObservers", json.dumps([_member(v) for v in observers])),
+    ]
+    for name, value in status:
+        console.print(f"{name + ':':<24}{value}", markup=False, highlight=False)
+    console.print()
+    now = int(time.time() * 1000)
+    rows = [
+        [
+            str(v.get("nodeId")),
+            str(v.get("directoryId") or "-"),
+            _or_dash(v.get("logEndOffset")),
+            _or_dash(v.get("lagRecords")),
+            _when(v.get("lastFetchMs"), now, human),
+            _when(v.get("lastCaughtUpMs"), now, human),
+            replica_status(v, s.get("leaderId")),
+            "yes" if v.get("connected") else "no",
+            str(v.get("role")),
+            str(v.get("url") or "-"),
+        ]
+        for v in replicas
+    ]
+    headers = ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp"]
+    headers += ["LastCaughtUpTimestamp", "Status", "Connected", "Role", "Url"]
+    title = (
+        None if leader is None or leader is s else f"as the leader (node {s['leaderId']}) sees it"
+    )
+    print_table(console, title, headers, rows)
+    console.print()
     console.print(
-        f"cluster [bold]{s.get('clusterId')}[/]  node {s.get('nodeId')}  "
-        f"leader [bold]{s.get('leaderId')}[/] ({s.get('leaderUrl')})  "
-        f"controller epoch {s.get('controllerEpoch')}  raft term {s.get('raftTerm')}  "
-        f"high watermark {s.get('highWatermark')}  applied {s.get('lastAppliedOffset')}  "
-        f"metadata.version {s.get('metadataVersion')}  auth {s.get('auth')}"
-        f"  role {s.get('role')}{' (observer)' if s.get('observer') else ''}"
-        f"  observers connected {s.get('observersConnected', 0)}"
+        f"node {s.get('nodeId')}: role {s.get('role')}{' (observer)' if s.get('observer') else ''}"
+        f", leader {s.get('leaderId')} ({s.get('leaderUrl')}), controller epoch "
+        f"{s.get('controllerEpoch')}, raft term {s.get('raftTerm')}, high watermark "
+        f"{s.get('highWatermark')}, applied {s.get('lastAppliedOffset')}, metadata.version "
+        f"{s.get('metadataVersion')}, auth {s.get('auth')}, ready {s.get('ready')}, "
+        f"observers connected {s.get('observersConnected', 0)}",
+        markup=False,
+        highlight=False,
     )
     elections = s.get("elections") or {}
     if elections.get("preVote"):
@@ -442,91 +582,106 @@ def _print_status(console: Console, s: dict) -> None:
             f"{elections.get('preVoteRoundsWon')}; pre-votes granted "
             f"{elections.get('preVotesGranted')}, refused {elections.get('preVotesRefused')}; "
             f"votes dropped in a leader's lease {elections.get('votesRefusedInLease')}; "
-            f"leader connections lost {elections.get('leaderConnectionsLost')}"
+            f"leader connections lost {elections.get('leaderConnectionsLost')}",
+            markup=False,
         )
     elif elections:
         console.print("elections: plain Raft (serve --no-pre-vote)")
     if "leaderChanges" in elections:
-        console.print(_leadership_line(elections))
-    table = Table(title="voters and observers")
-    for col in (
-        "node",
-        "voter",
-        "role",
-        "directory",
-        "url",
-        "connected",
-        "lag (records)",
-        "last caught up (ms ago)",
-    ):
-        table.add_column(col)
-    for v in s.get("voters", []):
-        directory = v.get("directoryId")
-        connected_as = v.get("connectedDirectoryId")
-        if connected_as and connected_as != directory:
-            directory = f"{directory} (connected: {connected_as})"
-        table.add_row(
-            str(v.get("nodeId")),
-            "yes" if v.get("voter", True) else "no",
-            str(v.get("role")),
-            str(directory),
-            str(v.get("url")),
-            str(v.get("connected")),
-            str(v.get("lagRecords")),
-            str(v.get("lastCaughtUpMs")),
-        )
-    console.print(table)
+        console.print(_leadership_line(elections), markup=False)
+
+
+def max_follower_lag(status: dict) -> tuple[int | None, int | None]:
+    """Kafka's MaxFollowerLag and MaxFollowerLagTimeMs from a leader's status:
+    the largest voter lag in records, and how long before the leader's own
+    last caught-up time that voter was last caught up (0 when every voter is
+    caught up). None where the status does not know (not the leader's)."""
+    voters = [v for v in status.get("voters", []) if v.get("voter", True)]
+    lags = [v.get("lagRecords") for v in voters]
+    if not voters or any(lag is None for lag in lags):
+        return None, None
+    laggard = max(voters, key=lambda v: v["lagRecords"])
+    if laggard["lagRecords"] == 0:
+        return 0, 0
+    me = next((v for v in voters if v.get("nodeId") == status.get("nodeId")), None)
+    mine = me.get("lastCaughtUpMs") if me else None
+    theirs = laggard.get("lastCaughtUpMs")
+    if mine is None or theirs is None:
+        return laggard["lagRecords"], None
+    return laggard["lagRecords"], max(0, mine - theirs)
+
+
+def replica_status(v: dict, leader_id: int | None) -> str:
+    """The Status column of kafka-metadata-quorum describe --replication."""
+    if not v.get("voter", True):
+        return "Observer"
+    return "Leader" if v.get("nodeId") == leader_id else "Follower"
+
+
+def _member(v: dict, endpoints: bool = False) -> dict:
+    member: dict[str, Any] = {"id": v.get("nodeId"), "directoryId": v.get("directoryId")}
+    if endpoints:
+        member["endpoints"] = [e for e in (v.get("url"), f"raft://{v.get('raftAddress')}") if e]
+    return member
+
+
+def _or_dash(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def _when(ms: int | None, now: int, human: bool) -> str:
+    if ms is None:
+        return "-"
+    return f"{max(0, now - ms)} ms ago" if human else str(ms)
 
 
 def _print_brokers(console: Console, items: list, offset: int | None) -> None:
-    table = Table(title=f"brokers at offset {offset}")
-    for col in ("id", "epoch", "state", "rack", "listeners", "registered at"):
-        table.add_column(col)
+    rows = []
     for b in items:
         state = (
             "fenced"
             if b.get("fenced")
-            else "controlled shutdown"
+            else "controlled-shutdown"
             if b.get("inControlledShutdown")
             else "active"
         )
         if b.get("fenced") and b.get("inControlledShutdown"):
-            state = "fenced (shut down)"
-        listeners = ", ".join(
+            state = "fenced-shut-down"
+        listeners = ",".join(
             f"{e['name']}://{e['host']}:{e['port']}" for e in b.get("listeners", [])
         )
-        table.add_row(
-            str(b.get("brokerId")),
-            str(b.get("brokerEpoch")),
-            state,
-            str(b.get("rack") or ""),
-            listeners,
-            str(b.get("registrationOffset")),
+        rows.append(
+            [
+                str(b.get("brokerId")),
+                str(b.get("brokerEpoch")),
+                state,
+                str(b.get("rack") or "-"),
+                listeners or "-",
+                str(b.get("registrationOffset")),
+            ]
         )
-    console.print(table)
+    headers = ["BrokerId", "BrokerEpoch", "State", "Rack", "Listeners", "RegistrationOffset"]
+    print_table(console, f"brokers at offset {offset}", headers, rows)
 
 
 def _print_topics(console: Console, items: list, offset: int | None) -> None:
-    table = Table(title=f"topics at offset {offset}")
-    for col in (
-        "topic",
-        "partition",
-        "leader",
-        "replicas",
-        "isr",
-        "leader epoch",
-        "partition epoch",
-    ):
-        table.add_column(col)
-    for t in items:
-        for p in t.get("partitions", []):
-            table.add_row(
-                t.get("name"),
-                str(p.get("partitionIndex")),
-                str(p.get("leader")),
-                str(p.get("replicas")),
-                str(p.get("isr")),
-                str(p.get("leaderEpoch")),
-                str(p.get("partitionEpoch")),
-            )
-    console.print(table)
+    rows = [
+        [
+            str(t.get("name")),
+            str(p.get("partitionIndex")),
+            _or_dash(p.get("leader")),
+            _ids(p.get("replicas")),
+            _ids(p.get("isr")),
+            str(p.get("leaderEpoch")),
+            str(p.get("partitionEpoch")),
+        ]
+        for t in items
+        for p in t.get("partitions", [])
+    ]
+    headers = ["Topic", "Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "PartitionEpoch"]
+    print_table(console, f"topics at offset {offset}", headers, rows)
+
+
+def _ids(ids: list | None) -> str:
+    """Broker ids as kafka-topics --describe prints them: 1,2,3 (one field for awk)."""
+    return ",".join(str(i) for i in ids) if ids else "-"

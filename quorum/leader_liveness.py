@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 _forgetting = False
 _checking = False
+_remembering = False
 
 
 def forget_silent_leader() -> None:
@@ -160,3 +161,28 @@ def check_quorum() -> None:
 
     SyncObj._onTick = on_tick
     _checking = True
+
+
+def remember_election_answers() -> None:
+    """Keeps what pysyncobj counted as answers when this voter was elected.
+
+    A new leader sets every other voter's last answer to the moment of its
+    election (``__onBecomeLeader``; check_quorum above relies on it), so that
+    time says nothing about the voter. The counted times are kept on the
+    SyncObj (``_mq_counted_at_election``), and ``QuorumNode.answer_ages``
+    leaves out a voter whose last answer is still the counted one: the
+    status's ``lastFetchMs`` is then unknown, as Kafka's LastFetchTimestamp is
+    for a voter that has not fetched from the new leader."""
+    global _remembering
+    if _remembering:
+        return
+    from pysyncobj.syncobj import SyncObj
+
+    original = SyncObj._SyncObj__onBecomeLeader
+
+    def on_become_leader(self):
+        original(self)
+        self._mq_counted_at_election = dict(self._SyncObj__lastResponseTime)
+
+    SyncObj._SyncObj__onBecomeLeader = on_become_leader
+    _remembering = True

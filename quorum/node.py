@@ -43,7 +43,7 @@ from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
 from .divergence import fail_stop_on_divergence, watch_divergence
 from .durability import MetaquorumJournal, install_journal
-from .leader_liveness import check_quorum, forget_silent_leader
+from .leader_liveness import check_quorum, forget_silent_leader, remember_election_answers
 from .leadership_events import EVENTS_ATTR, LeadershipEvents, say_step_down, step_down_cause
 from .membership import (
     addresses,
@@ -218,6 +218,7 @@ class QuorumNode:
         listen_before_electing()
         forget_silent_leader()
         check_quorum()
+        remember_election_answers()
         fail_stop_on_divergence()
         install_pre_vote()
         conf = SyncObjConf(
@@ -1291,6 +1292,30 @@ class QuorumNode:
         if cached is None or cached[0] is not image:
             cached = self._digest = (image, image_digest(image))
         return image.last_offset, cached[1]
+
+    def answer_ages(self) -> dict[str, float]:
+        """Seconds since each peer (by Raft address) last answered this
+        leader's AppendEntries; empty unless this voter leads. A peer not
+        heard since the election is absent (leader_liveness.remember_election_answers).
+        pysyncobj's dict is read without a lock, so retry."""
+        syncobj = self.syncobj
+        if not syncobj._isLeader():
+            return {}
+        for _ in range(3):
+            try:
+                answered = dict(syncobj._SyncObj__lastResponseTime)
+                break
+            except RuntimeError:
+                continue
+        else:
+            return {}
+        counted = getattr(syncobj, "_mq_counted_at_election", {})
+        now = pysyncobj_monotonic()
+        return {
+            peer.address: max(0.0, now - at)
+            for peer, at in answered.items()
+            if counted.get(peer) != at
+        }
 
     def raft_status(self) -> dict:
         """pysyncobj's status; it reads internal dicts without a lock, so retry."""

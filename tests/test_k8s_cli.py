@@ -49,16 +49,16 @@ def test_serve_takes_its_node_id_from_the_pod_name_in_the_environment(tmp_path):
 
 def test_token_file_problems_are_named(tmp_path):
     r = mq("status", "--token-file", str(tmp_path / "nope"))
-    assert r.returncode == 1 and "--token-file" in r.stderr and "cannot read" in r.stderr
+    assert r.returncode == 2 and "--token-file" in r.stderr and "cannot read" in r.stderr
     two = tmp_path / "two"
     two.write_text("a b\n")
     r = mq("status", "--token-file", str(two))
-    assert r.returncode == 1 and "expected one token" in r.stderr
+    assert r.returncode == 2 and "expected one token" in r.stderr
 
 
 def test_if_leader_takes_one_url():
     r = mq("transfer-leadership", "--if-leader", "--url", "http://a:1,http://b:2")
-    assert r.returncode == 1 and "--if-leader takes one --url" in r.stderr
+    assert r.returncode == 2 and "--if-leader takes one --url" in r.stderr
 
 
 def test_if_leader_on_a_lone_voter_is_a_no_op(voter, tmp_path):
@@ -71,7 +71,7 @@ def test_if_leader_on_a_lone_voter_is_a_no_op(voter, tmp_path):
 
 def test_if_leader_fails_clearly_when_nothing_answers():
     r = mq("transfer-leadership", "--if-leader", "--url", "http://127.0.0.1:1")
-    assert r.returncode == 1 and "cannot read http://127.0.0.1:1/v1/quorum/status" in r.stderr
+    assert r.returncode == 2 and "cannot read http://127.0.0.1:1/v1/quorum/status" in r.stderr
 
 
 def test_the_prestop_hands_over_to_the_voter_a_rollout_restarts_last():

@@ -1,19 +1,68 @@
-"""The operator commands against a real voter (``metaquorum serve``)."""
+"""The operator commands against a real voter (``metaquorum serve``):
+what they print for people and scripts, and their exit codes (docs/cli.md)."""
 
 import json
+import os
+import pty
+import re
+import select
 import subprocess
 import sys
+import time
 
+import pytest
+
+from .conftest import running_cluster
 from .nodes import free_port
 
+ESC = "\x1b"
 
-def mq(*args, url):
+
+def mq(*args, url, env=None):
     return subprocess.run(
         [sys.executable, "-m", "metaquorum.cli", *args, "--url", url],
         capture_output=True,
         text=True,
         timeout=60,
+        env=env,
     )
+
+
+def on_a_terminal(*args, url, **env) -> str:
+    """What ``metaquorum ARGS`` prints with a pseudo-terminal as stdout."""
+    main, child = pty.openpty()
+    inherited = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    environment = {**inherited, "TERM": "xterm-256color", "COLUMNS": "200", **env}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metaquorum.cli", *args, "--url", url],
+        stdout=child,
+        stderr=subprocess.PIPE,
+        env=environment,
+    )
+    os.close(child)
+    out = b""
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1.0)
+            if ready:
+                try:
+                    chunk = os.read(main, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+        os.close(main)
+    return out.decode()
 
 
 def test_status_for_people_and_scripts(voter):
@@ -22,11 +71,163 @@ def test_status_for_people_and_scripts(voter):
     assert "leader" in r.stdout and voter.cluster_id in r.stdout
     assert "elections (pre-vote on): rounds " in r.stdout  # a lone voter wins its own
     r = mq("status", "--json", url=voter.url(0))
+    assert r.returncode == 0 and r.stderr == ""
     body = json.loads(r.stdout)
     assert body["clusterId"] == voter.cluster_id and body["leaderId"] == 0
+    assert "leaderStatus" not in body  # the node at --url leads: one answer read
     elections = body["elections"]
     assert elections["preVote"] is True and elections["preVoteRoundsWon"] >= 1, elections
     assert elections["preVoteRounds"] >= elections["preVoteRoundsWon"]
+    (me,) = body["voters"]
+    assert me["logEndOffset"] == body["highWatermark"] and me["lagRecords"] == 0
+    assert me["lastFetchMs"] is not None and me["directoryId"] == body["directoryId"]
+
+
+def kafka_status(stdout: str) -> dict[str, str]:
+    """The ``Name:  value`` lines of kafka-metadata-quorum describe --status."""
+    fields = {}
+    for line in stdout.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.isalpha() and name[0].isupper():
+            fields[name] = value.strip()
+    return fields
+
+
+def replication_rows(stdout: str) -> list[dict[str, str]]:
+    """The --replication table, split on whitespace (plain output keeps one row a line)."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("NodeId "))
+    headers = lines[start].split()
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        cells = line.split()
+        assert len(cells) == len(headers), line
+        rows.append(dict(zip(headers, cells, strict=True)))
+    return rows
+
+
+def test_status_shows_what_kafka_metadata_quorum_describe_shows(voter):
+    r = mq("status", url=voter.url(0))
+    assert r.returncode == 0, r.stderr
+    assert ESC not in r.stdout and "\u2501" not in r.stdout  # a pipe: no escapes, no boxes
+    status = kafka_status(r.stdout)
+    body = json.loads(mq("status", "--json", url=voter.url(0)).stdout)
+    assert status["ClusterId"] == voter.cluster_id and status["LeaderId"] == "0"
+    assert int(status["LeaderEpoch"]) == body["raftTerm"] >= 1
+    assert int(status["HighWatermark"]) >= 1  # at least the LEADER_CHANGE
+    assert status["MaxFollowerLag"] == "0" and status["MaxFollowerLagTimeMs"] == "0"
+    (voter_entry,) = json.loads(status["CurrentVoters"])
+    assert voter_entry["id"] == 0 and voter_entry["directoryId"] == body["directoryId"]
+    assert voter_entry["endpoints"] == [voter.url(0), f"raft://{body['voters'][0]['raftAddress']}"]
+    assert json.loads(status["CurrentObservers"]) == []
+    (row,) = replication_rows(r.stdout)
+    assert row["NodeId"] == "0" and row["Status"] == "Leader" and row["Lag"] == "0"
+    assert row["DirectoryId"] == body["directoryId"]
+    assert int(row["LogEndOffset"]) >= int(status["HighWatermark"])
+    now_ms = time.time() * 1000
+    for column in ("LastFetchTimestamp", "LastCaughtUpTimestamp"):
+        assert now_ms - 600_000 < int(row[column]) <= now_ms, row  # epoch ms, as Kafka
+    r = mq("status", "--human-readable", url=voter.url(0))
+    assert re.search(r" \d+ ms ago +\d+ ms ago +Leader ", r.stdout), r.stdout  # as Kafka's
+
+
+def test_a_terminal_gets_colour_and_no_color_turns_it_off(voter):
+    coloured = on_a_terminal("status", url=voter.url(0))
+    assert ESC in coloured  # the check below can see escapes
+    for env in ({"NO_COLOR": "1"}, {"TERM": "dumb"}):
+        out = on_a_terminal("status", url=voter.url(0), **env)
+        assert ESC not in out and voter.cluster_id in out, env
+        assert "\u2501" not in out and "\u2503" not in out  # rich's box drawing
+        assert replication_rows(out.replace("\r\n", "\n"))[0]["Status"] == "Leader"
+
+
+def test_every_read_command_prints_json_alone_on_stdout(voter):
+    for args in (("status",), ("brokers",), ("topics",), ("log", "--max", "5")):
+        r = mq(*args, "--json", url=voter.url(0))
+        assert r.returncode == 0 and r.stderr == "", (args, r.stderr)
+        assert ESC not in r.stdout
+        if args[0] == "log":  # NDJSON: one record a line
+            records = [json.loads(line) for line in r.stdout.splitlines()]
+            assert records[0]["offset"] == 0 and records[0]["type"] == "LEADER_CHANGE"
+            assert {"offset", "type", "version", "data", "batchOffset"} <= records[0].keys()
+        elif args[0] == "status":
+            assert json.loads(r.stdout)["clusterId"] == voter.cluster_id
+        else:
+            assert isinstance(json.loads(r.stdout), list)
+
+
+def test_exit_codes(voter, tmp_path):
+    url = voter.url(0)
+    assert mq("status", url=url).returncode == 0
+    r = mq("topics", "no-such-topic", url=url)
+    assert r.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in r.stderr  # the cluster said no
+    r = mq("status", "--no-such-flag", url=url)
+    assert r.returncode == 2 and "unrecognized arguments: --no-such-flag" in r.stderr
+    r = mq("log", "--max", "0", url=url)
+    assert r.returncode == 2 and "--max 0 must be within 1..10000" in r.stderr
+    r = mq("status", "--token-file", str(tmp_path / "absent"), url=url)
+    assert r.returncode == 2 and "--token-file" in r.stderr
+    r = mq("brokers", url=f"http://127.0.0.1:{free_port()}")
+    assert r.returncode == 2 and r.stderr.startswith("metaquorum: UNAVAILABLE")
+    assert r.stdout == ""
+    for command in ("status", "create-topic", "add-voter"):
+        r = subprocess.run(
+            [sys.executable, "-m", "metaquorum.cli", command, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "Exit codes: 0" in " ".join(r.stdout.split()), command
+
+
+def test_a_reader_that_goes_away_is_not_an_error(voter):
+    """``metaquorum status | head -0``: the pipe is closed before anything is written."""
+    for args in (("status",), ("log", "--json")):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "metaquorum.cli", *args, "--url", voter.url(0)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            proc.stdout.close()
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 0 and b"Traceback" not in err, (args, err.decode())
+        assert b"BrokenPipe" not in err
+
+
+@pytest.mark.slow
+def test_status_from_a_follower_shows_the_leaders_view(tmp_path):
+    with running_cluster(tmp_path, voters=3) as c:
+        leader = c.leader()
+        follower = next(i for i in range(3) if i != leader)
+        deadline = time.monotonic() + 60
+        while True:  # every follower answered the leader since its election
+            r = mq("status", "--json", url=c.url(follower))
+            assert r.returncode == 0, r.stderr
+            view = json.loads(r.stdout).get("leaderStatus") or {}
+            rows = view.get("voters", [])
+            if len(rows) == 3 and all(v["lastFetchMs"] is not None for v in rows):
+                break
+            assert time.monotonic() < deadline, r.stdout
+            time.sleep(0.2)
+        body = json.loads(r.stdout)
+        assert body["nodeId"] == follower and view["nodeId"] == body["leaderId"] == leader
+        assert all(v["logEndOffset"] is not None for v in view["voters"])
+        r = mq("status", url=c.url(follower))
+        assert r.returncode == 0, r.stderr
+        assert f"as the leader (node {leader}) sees it" in r.stdout
+        rows = replication_rows(r.stdout)
+        assert sorted(row["Status"] for row in rows) == ["Follower", "Follower", "Leader"]
+        assert all(row["LastFetchTimestamp"] != "-" for row in rows)
+        status = kafka_status(r.stdout)
+        assert len(json.loads(status["CurrentVoters"])) == 3
+        assert status["MaxFollowerLag"].isdigit()
 
 
 def test_create_topic_then_list_it_and_read_the_log(voter):
@@ -61,7 +262,9 @@ def test_create_topic_then_list_it_and_read_the_log(voter):
     r = mq("topics", "ops-t", "--json", url=voter.url(0))
     assert len(json.loads(r.stdout)["partitions"]) == 3
     r = mq("brokers", url=voter.url(0))
-    assert r.returncode == 0 and "active" in r.stdout
+    assert r.returncode == 0, r.stderr
+    # Active, or fenced again if this loaded machine let its 9 s session lapse.
+    assert re.search(r"^1 +\d+ +(active|fenced) ", r.stdout, re.M), r.stdout
     r = mq("log", "--json", "--max", "1000", url=voter.url(0))
     records = [json.loads(line) for line in r.stdout.splitlines()]
     assert records[0]["offset"] == 0 and records[0]["type"] == "LEADER_CHANGE"
@@ -72,6 +275,6 @@ def test_failures_are_one_clear_line(voter):
     r = mq("topics", "no-such-topic", url=voter.url(0))
     assert r.returncode == 1 and r.stderr.count("\n") == 1
     r = mq("status", url=f"http://127.0.0.1:{free_port()}")
-    assert r.returncode == 1 and r.stderr.startswith("metaquorum: UNAVAILABLE")
+    assert r.returncode == 2 and r.stderr.startswith("metaquorum: UNAVAILABLE")
     r = mq("create-topic", "x", "--config", "broken", url=voter.url(0))
-    assert r.returncode == 1 and "NAME=VALUE" in r.stderr
+    assert r.returncode == 2 and "NAME=VALUE" in r.stderr

@@ -185,7 +185,7 @@ def test_plain_http_on_the_tls_port_is_refused(tls_cluster):
     with pytest.raises(httpx.RemoteProtocolError):
         httpx.get(plain + "/livez", timeout=5)
     r = cli("status", "--url", plain)
-    assert r.returncode == 1
+    assert r.returncode == 2  # no answer: docs/cli.md
     assert r.stderr.strip() == (
         f"metaquorum: TLS: {plain} speaks HTTPS: use https://127.0.0.1:{c.http[0]} (and --cacert)"
     )
@@ -210,7 +210,7 @@ def test_a_server_certificate_of_another_ca_is_refused_as_unknown(tls_cluster, t
         "signed by a CA in --cacert (METAQUORUM_CACERT)"
     )
     r = cli("status", "--url", c.url(0), "--cacert", str(other.ca_file))
-    assert r.returncode == 1 and r.stderr.strip() == f"metaquorum: {line}"
+    assert r.returncode == 2 and r.stderr.strip() == f"metaquorum: {line}"
 
 
 def test_a_wrong_host_name_is_refused(tls_cluster):
@@ -218,7 +218,7 @@ def test_a_wrong_host_name_is_refused(tls_cluster):
     c = tls_cluster
     url = f"https://localhost:{c.http[0]}"
     r = cli("status", "--url", url, "--cacert", str(c.tls.ca_file))
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert r.stderr.strip() == (
         f"metaquorum: TLS: cannot trust the server at {url}: name mismatch: its "
         "certificate does not name localhost"
