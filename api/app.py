@@ -56,6 +56,7 @@ from .openapi_doc import (
     ERR_409,
     ERR_429,
     ERR_AUTH,
+    HEADERS,
     NOT_READY,
     OFFSET_TOO_OLD,
     READ_RESPONSES,
@@ -938,6 +939,7 @@ def create_app(
                 "`Accept: application/x-ndjson`; then X-Next-Offset and "
                 "X-High-Watermark carry the page's offsets)",
                 "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/RecordOut"}}},
+                "headers": {"X-Metadata-Offset": HEADERS["X-Metadata-Offset"]},
             },
             **OFFSET_TOO_OLD,
         },
@@ -1030,6 +1032,7 @@ def create_app(
                 "`Accept: application/x-ndjson`; then X-Metadata-Offset and "
                 "X-Next-Offset give its offsets)",
                 "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/RecordOut"}}},
+                "headers": {"X-Metadata-Offset": HEADERS["X-Metadata-Offset"]},
             },
         },
     )

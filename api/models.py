@@ -1445,7 +1445,7 @@ class LogOut(ResponseModel):
                 {
                     "offset": 17,
                     "type": "REGISTER_BROKER_RECORD",
-                    "version": 3,
+                    "version": 2,
                     "timestampMs": 1795000000000,
                     "controllerEpoch": 3,
                     "batchOffset": 17,
