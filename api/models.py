@@ -144,8 +144,8 @@ def example(*values: dict[str, Any]) -> ConfigDict:
     """A model's examples for the OpenAPI document, as they travel (camelCase).
     Nested models without examples of their own get theirs from these
     (``api/openapi_doc.py``), so one realistic cluster runs through them all:
-    cluster ``MkU3OEVBNTcwNTJENDM2Qk``, brokers 1-3 registered at offsets 17, 21
-    and 25 (their epochs), topic ``orders``."""
+    cluster ``MkU3OEVBNTcwNTJENDM2Qk``, brokers 1 and 2 registered at offsets 17
+    and 21 (their epochs), topic ``orders`` replicated on brokers 1-3."""
     return ConfigDict(json_schema_extra={"examples": list(values)})
 
 
