@@ -21,7 +21,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -52,6 +51,19 @@ from .errors import (
     validation_problem,
 )
 from .metrics import CONTENT_TYPE, ApiMetrics
+from .openapi_doc import (
+    ERR_400,
+    ERR_409,
+    ERR_429,
+    ERR_AUTH,
+    HEADERS,
+    NOT_READY,
+    OFFSET_TOO_OLD,
+    READ_RESPONSES,
+    WRITE_RESPONSES,
+    finish,
+    not_found,
+)
 from .reads import (
     VoterTracker,
     broker_obj,
@@ -137,41 +149,6 @@ TAGS = [
 ]
 
 
-def _doc(model: type[BaseModel], description: str) -> dict[str, Any]:
-    return {"model": model, "description": description}
-
-
-_ERR_400 = {400: _doc(M.ErrorResponse, "invalid request; errorMessage names the field")}
-_ERR_AUTH = {
-    401: _doc(M.ErrorResponse, "missing or unknown bearer token"),
-    403: _doc(M.ErrorResponse, "the token lacks the role, or acts for another broker"),
-}
-_ERR_409 = {
-    409: _doc(
-        M.ErrorResponse,
-        "a voter change refused as things stand (DUPLICATE_VOTER, VOTER_NOT_FOUND, "
-        "REQUEST_TIMED_OUT: another change in flight or the node not caught up, "
-        "INVALID_REQUEST: the last voter, the leader itself, no majority left)",
-    )
-}
-_ERR_503 = {
-    503: _doc(
-        M.RetryResponse,
-        "not ready / no leader known / shutting down (41), or the write's outcome is "
-        "unknown (7); see Retry-After",
-    )
-}
-WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    307: _doc(M.NotControllerResponse, "not the active controller: repeat at Location"),
-    **_ERR_400,
-    **_ERR_AUTH,
-    413: _doc(M.ErrorResponse, "request body over the limit"),
-    415: _doc(M.ErrorResponse, "a body without Content-Type: application/json"),
-    429: _doc(M.RetryResponse, "admission control: too much is queued; nothing was written"),
-    **_ERR_503,
-}
-READ_RESPONSES: dict[int | str, dict[str, Any]] = {**_ERR_400, **_ERR_AUTH, **_ERR_503}
-
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -248,6 +225,7 @@ def _needs(role: Role) -> Callable[..., Awaitable[Principal]]:
 BrokerCaller = Annotated[Principal, Depends(_needs(Role.BROKER))]
 AdminCaller = Annotated[Principal, Depends(_needs(Role.ADMIN))]
 ReadCaller = Annotated[Principal, Depends(_needs(Role.READ))]
+TopicName = Annotated[str, Path(description="the topic's name")]
 Consistency = Annotated[
     Literal["linearizable"] | None,
     Query(description="`linearizable`: commit a read barrier through the log first"),
@@ -630,6 +608,7 @@ def create_app(
 
     @app.post(
         "/v1/brokers/register",
+        operation_id="registerBroker",
         tags=["brokers"],
         summary="BrokerRegistration",
         response_model=M.BrokerRegistrationResponse,
@@ -646,6 +625,7 @@ def create_app(
 
     @app.post(
         "/v1/brokers/heartbeat",
+        operation_id="brokerHeartbeat",
         tags=["brokers"],
         summary="BrokerHeartbeat",
         response_model=M.BrokerHeartbeatResponse,
@@ -662,6 +642,7 @@ def create_app(
 
     @app.post(
         "/v1/alter-partition",
+        operation_id="alterPartition",
         tags=["brokers"],
         summary="AlterPartition (v0-3)",
         response_model=M.AlterPartitionResponse,
@@ -699,6 +680,7 @@ def create_app(
 
     @app.post(
         "/v1/topics",
+        operation_id="createTopics",
         tags=["admin"],
         summary="CreateTopics",
         response_model=M.CreateTopicsResponse,
@@ -714,24 +696,26 @@ def create_app(
 
     @app.delete(
         "/v1/topics/{name}",
+        operation_id="deleteTopic",
         tags=["admin"],
         summary="DeleteTopics (one topic)",
         response_model=M.DeleteTopicsResponse,
         responses=WRITE_RESPONSES,
     )
-    async def delete_topic(name: str, caller: AdminCaller) -> Response:
+    async def delete_topic(name: TopicName, caller: AdminCaller) -> Response:
         response = await submit(M.delete_topics_message(name))
         return answer(M.DeleteTopicsResponse.from_message(response))
 
     @app.post(
         "/v1/topics/{name}/partitions",
+        operation_id="createPartitions",
         tags=["admin"],
         summary="CreatePartitions",
         response_model=M.CreatePartitionsResponse,
         responses=WRITE_RESPONSES,
         openapi_extra=_body_doc(M.CreatePartitionsRequest),
     )
-    async def create_partitions(name: str, request: Request, caller: AdminCaller) -> Response:
+    async def create_partitions(name: TopicName, request: Request, caller: AdminCaller) -> Response:
         req = parse_body(M.CreatePartitionsRequest, await request.body())
         if req.validate_only:
             raise bad_request("validateOnly: true is not supported (nothing was created)")
@@ -740,6 +724,7 @@ def create_app(
 
     @app.post(
         "/v1/reassignments",
+        operation_id="alterPartitionReassignments",
         tags=["admin"],
         summary="AlterPartitionReassignments",
         response_model=M.AlterPartitionReassignmentsResponse,
@@ -753,6 +738,7 @@ def create_app(
 
     @app.post(
         "/v1/elect-leaders",
+        operation_id="electLeaders",
         tags=["admin"],
         summary="ElectLeaders",
         response_model=M.ElectLeadersResponse,
@@ -766,6 +752,7 @@ def create_app(
 
     @app.post(
         "/v1/features",
+        operation_id="updateFeatures",
         tags=["admin"],
         summary="UpdateFeatures (metadata.version)",
         response_model=M.UpdateFeaturesResponse,
@@ -779,6 +766,7 @@ def create_app(
 
     @app.post(
         "/v1/quorum/transfer-leadership",
+        operation_id="transferLeadership",
         tags=["admin"],
         summary="Transfer Raft leadership",
         response_model=M.TransferLeadershipResponse,
@@ -827,10 +815,11 @@ def create_app(
 
     @app.post(
         "/v1/quorum/add-voter",
+        operation_id="addVoter",
         tags=["admin"],
         summary="Add a voter (AddRaftVoter)",
         response_model=M.VoterChangeResponse,
-        responses={**WRITE_RESPONSES, **_ERR_409},
+        responses={**WRITE_RESPONSES, **ERR_409},
         openapi_extra=_body_doc(M.AddVoterRequest),
     )
     async def add_voter(request: Request, caller: AdminCaller) -> Response:
@@ -848,10 +837,11 @@ def create_app(
 
     @app.post(
         "/v1/quorum/remove-voter",
+        operation_id="removeVoter",
         tags=["admin"],
         summary="Remove a voter (RemoveRaftVoter)",
         response_model=M.VoterChangeResponse,
-        responses={**WRITE_RESPONSES, **_ERR_409},
+        responses={**WRITE_RESPONSES, **ERR_409},
         openapi_extra=_body_doc(M.RemoveVoterRequest),
     )
     async def remove_voter(request: Request, caller: AdminCaller) -> Response:
@@ -867,6 +857,7 @@ def create_app(
 
     @app.get(
         "/v1/brokers",
+        operation_id="listBrokers",
         tags=["reads"],
         summary="Registered brokers",
         response_model=M.BrokersOut,
@@ -878,10 +869,16 @@ def create_app(
 
     @app.get(
         "/v1/brokers/{id}",
+        operation_id="getBroker",
         tags=["reads"],
         summary="One broker",
         response_model=M.BrokerOut,
-        responses={**READ_RESPONSES, 404: _doc(M.ErrorResponse, "no such broker")},
+        responses={
+            **READ_RESPONSES,
+            **not_found(
+                Errors.BROKER_ID_NOT_REGISTERED, "broker 4 is not registered", "no such broker"
+            ),
+        },
     )
     async def get_broker(
         id: Annotated[int, Path(ge=INT32_MIN, le=INT32_MAX, description="the broker id")],
@@ -901,6 +898,7 @@ def create_app(
 
     @app.get(
         "/v1/topics",
+        operation_id="listTopics",
         tags=["reads"],
         summary="Topics with their partitions",
         response_model=M.TopicsOut,
@@ -912,12 +910,20 @@ def create_app(
 
     @app.get(
         "/v1/topics/{name}",
+        operation_id="getTopic",
         tags=["reads"],
         summary="One topic",
         response_model=M.TopicOut,
-        responses={**READ_RESPONSES, 404: _doc(M.ErrorResponse, "no such topic")},
+        responses={
+            **READ_RESPONSES,
+            **not_found(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, "topic 'orders' does not exist", "no such topic"
+            ),
+        },
     )
-    async def get_topic(name: str, caller: ReadCaller, consistency: Consistency = None) -> Response:
+    async def get_topic(
+        name: TopicName, caller: ReadCaller, consistency: Consistency = None
+    ) -> Response:
         image = await read_image(consistency)
         topic = image.topic_by_name(name)
         if topic is None:
@@ -931,6 +937,7 @@ def create_app(
 
     @app.get(
         "/v1/log",
+        operation_id="readLog",
         tags=["reads"],
         summary="The decoded metadata log (long-poll)",
         response_model=M.LogOut,
@@ -941,19 +948,32 @@ def create_app(
                 "`Accept: application/x-ndjson`; then X-Next-Offset and "
                 "X-High-Watermark carry the page's offsets)",
                 "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/RecordOut"}}},
+                "headers": {"X-Metadata-Offset": HEADERS["X-Metadata-Offset"]},
             },
-            410: _doc(
-                M.OffsetTooOldResponse, "fromOffset is no longer retained: load /v1/snapshot"
-            ),
+            **OFFSET_TOO_OLD,
         },
     )
     async def read_log(
         caller: ReadCaller,
-        from_offset: Annotated[int, Query(alias="fromOffset", ge=0, le=INT64_MAX)] = 0,
+        from_offset: Annotated[
+            int,
+            Query(alias="fromOffset", ge=0, le=INT64_MAX, description="the first offset to read"),
+        ] = 0,
         max_records: Annotated[
-            int, Query(alias="maxRecords", ge=1, le=MAX_LOG_RECORDS)
+            int,
+            Query(
+                alias="maxRecords", ge=1, le=MAX_LOG_RECORDS, description="the most records to send"
+            ),
         ] = DEFAULT_LOG_RECORDS,
-        wait_ms: Annotated[int, Query(alias="waitMs", ge=0, le=MAX_WAIT_MS)] = 0,
+        wait_ms: Annotated[
+            int,
+            Query(
+                alias="waitMs",
+                ge=0,
+                le=MAX_WAIT_MS,
+                description="how long to wait for a record at fromOffset when there is none yet",
+            ),
+        ] = 0,
         consistency: Consistency = None,
         accept: Annotated[str | None, Header()] = None,
     ) -> Response:
@@ -1010,6 +1030,7 @@ def create_app(
 
     @app.get(
         "/v1/snapshot",
+        operation_id="readSnapshot",
         tags=["reads"],
         summary="The image at an offset, as records",
         response_model=M.SnapshotOut,
@@ -1020,6 +1041,7 @@ def create_app(
                 "`Accept: application/x-ndjson`; then X-Metadata-Offset and "
                 "X-Next-Offset give its offsets)",
                 "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/RecordOut"}}},
+                "headers": {"X-Metadata-Offset": HEADERS["X-Metadata-Offset"]},
             },
         },
     )
@@ -1051,10 +1073,16 @@ def create_app(
 
     @app.get(
         "/v1/quorum/status",
+        operation_id="quorumStatus",
         tags=["reads"],
         summary="Quorum status",
         response_model=M.QuorumStatusOut,
-        responses={**_ERR_400, **_ERR_AUTH},
+        responses={
+            200: READ_RESPONSES[200],
+            **ERR_400,
+            **ERR_AUTH,
+            **ERR_429,
+        },
     )
     async def quorum_status(
         caller: ReadCaller,
@@ -1073,7 +1101,13 @@ def create_app(
 
     # ------------------------------------------------------------ health and metrics
 
-    @app.get("/livez", tags=["health"], summary="Liveness", response_model=M.HealthOut)
+    @app.get(
+        "/livez",
+        operation_id="livez",
+        tags=["health"],
+        summary="Liveness",
+        response_model=M.HealthOut,
+    )
     async def livez() -> Response:
         """The process and the Raft tick thread are alive."""
         if node.raft_alive:
@@ -1083,10 +1117,11 @@ def create_app(
 
     @app.get(
         "/readyz",
+        operation_id="readyz",
         tags=["health"],
         summary="Readiness",
         response_model=M.HealthOut,
-        responses={503: _doc(M.ErrorResponse, "not ready; the body gives the reason")},
+        responses=NOT_READY,
     )
     async def readyz() -> Response:
         """Replay done, a leader known, this node caught up."""
@@ -1102,6 +1137,7 @@ def create_app(
 
     @app.get(
         "/metrics",
+        operation_id="metrics",
         tags=["health"],
         summary="Prometheus metrics",
         response_class=Response,
@@ -1123,20 +1159,7 @@ def create_app(
             routes=app.routes,
             tags=TAGS,
         )
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        _, defs = models_json_schema(
-            [(model, "validation") for model in REQUEST_MODELS],
-            ref_template="#/components/schemas/{model}",
-        )
-        for name, definition in defs.get("$defs", {}).items():
-            components.setdefault(name, definition)
-        # Validation errors are 400 here, never FastAPI's 422.
-        for item in schema.get("paths", {}).values():
-            for operation in item.values():
-                if isinstance(operation, dict):
-                    operation.get("responses", {}).pop("422", None)
-        components.pop("HTTPValidationError", None)
-        components.pop("ValidationError", None)
+        finish(schema, REQUEST_MODELS)
         app.openapi_schema = schema
         return schema
 

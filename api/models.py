@@ -140,6 +140,25 @@ Uuid = Annotated[
 ]
 
 
+def example(*values: dict[str, Any]) -> ConfigDict:
+    """A model's examples for the OpenAPI document, as they travel (camelCase).
+    Nested models without examples of their own get theirs from these
+    (``api/openapi_doc.py``), so one realistic cluster runs through them all:
+    cluster ``MkU3OEVBNTcwNTJENDM2Qk``, brokers 1 and 2 registered at offsets 17
+    and 21 (their epochs), topic ``orders`` replicated on brokers 1-3."""
+    return ConfigDict(json_schema_extra={"examples": list(values)})
+
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
+ORDERS_ID = "Y2deagDaQ4yIul6RjJr5IA"
+NONE = {"errorCode": 0, "errorName": "NONE", "errorMessage": None}
+
+ThrottleTimeMs = Annotated[
+    int,
+    Field(description="Kafka's throttle time: always 0 here (an overloaded node answers 429)"),
+]
+
+
 class RequestModel(BaseModel):
     """Input: camelCase names only, unknown fields ignored."""
 
@@ -160,6 +179,9 @@ class ResponseModel(BaseModel):
         validate_by_alias=True,
         validate_by_name=True,
         serialize_by_alias=True,
+        # Every field is in every answer: required in the document, so that
+        # generated clients type them as present (decisions.md 84).
+        json_schema_serialization_defaults_required=True,
     )
 
     def to_json_obj(self) -> dict[str, Any]:
@@ -179,9 +201,26 @@ def error_fields(error: Errors, message: str | None = None) -> dict[str, Any]:
 class ErrorResponse(ErrorFields):
     """The body of every non-200 answer (400, 401, 403, 404, 413, ...)."""
 
+    model_config = example(
+        {
+            "errorCode": 42,
+            "errorName": "INVALID_REQUEST",
+            "errorMessage": 'brokerEpoch: expected an integer, got string "17"',
+        }
+    )
+
 
 class RetryResponse(ErrorFields):
     """429 and 503: nothing was decided, or the outcome is unknown; retry later."""
+
+    model_config = example(
+        {
+            "errorCode": 41,
+            "errorName": "NOT_CONTROLLER",
+            "errorMessage": "no active controller is known yet (an election is under way)",
+            "retryAfterMs": 250,
+        }
+    )
 
     retry_after_ms: int = Field(
         description="when to retry, in milliseconds (the Retry-After header says the same "
@@ -192,12 +231,32 @@ class RetryResponse(ErrorFields):
 class NotControllerResponse(ErrorFields):
     """307: this node is not the active controller; repeat the request at ``leaderUrl``."""
 
+    model_config = example(
+        {
+            "errorCode": 41,
+            "errorName": "NOT_CONTROLLER",
+            "errorMessage": "node 0 is not the active controller; node 1 is",
+            "leaderId": 1,
+            "leaderUrl": "http://metaquorum-1.metaquorum:8080",
+        }
+    )
+
     leader_id: int | None = Field(None, description="the active controller's node id")
     leader_url: str | None = Field(None, description="the active controller's HTTP URL")
 
 
 class OffsetTooOldResponse(ErrorFields):
     """410: ``fromOffset`` is below the oldest retained record; load /v1/snapshot first."""
+
+    model_config = example(
+        {
+            "errorCode": 1,
+            "errorName": "OFFSET_OUT_OF_RANGE",
+            "errorMessage": "offset 12 is older than the oldest retained offset 50000; load "
+            "/v1/snapshot, then follow the log from its nextOffset",
+            "oldestOffset": 50000,
+        }
+    )
 
     oldest_offset: int = Field(description="the oldest offset this node still serves")
 
@@ -206,9 +265,11 @@ class OffsetTooOldResponse(ErrorFields):
 
 
 class Listener(RequestModel):
-    name: Name
-    host: _bounded_str(limits.MAX_HOST_LENGTH)
-    port: UInt16
+    """One of the broker's endpoints, as clients reach it."""
+
+    name: Name = Field(description="the listener's name, unique per broker")
+    host: _bounded_str(limits.MAX_HOST_LENGTH) = Field(description="the advertised host")
+    port: UInt16 = Field(description="the advertised port")
     security_protocol: Int16 = Field(
         description="Kafka's SecurityProtocol id: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, "
         "3 SASL_SSL; the controller answers INVALID_REQUEST for any other value, and for "
@@ -217,24 +278,57 @@ class Listener(RequestModel):
 
 
 class BrokerFeature(RequestModel):
-    name: Name
-    min_supported_version: Int16
-    max_supported_version: Int16
+    """A feature level range the broker supports; each finalized feature's level
+    must fall in it (else the registration answers UNSUPPORTED_VERSION)."""
+
+    name: Name = Field(description='the feature, e.g. "metadata.version"')
+    min_supported_version: Int16 = Field(description="the lowest level it supports")
+    max_supported_version: Int16 = Field(description="the highest level it supports")
 
 
 class BrokerRegistrationRequest(RequestModel):
     """POST /v1/brokers/register (Kafka's BrokerRegistrationRequest, api key 62)."""
 
-    broker_id: BrokerId
-    cluster_id: _bounded_str(limits.MAX_CLUSTER_ID_LENGTH)
-    incarnation_id: Uuid
-    listeners: _bounded_list(Listener, limits.MAX_LISTENERS) = []
-    features: _bounded_list(BrokerFeature, limits.MAX_FEATURES) = []
-    rack: _bounded_str(limits.MAX_RACK_LENGTH) | None = None
+    model_config = example(
+        {
+            "brokerId": 1,
+            "clusterId": CLUSTER_ID,
+            "incarnationId": "zBTExEswSU63HSkHIAXA_A",
+            "listeners": [
+                {"name": "PLAINTEXT", "host": "broker-1.kafka", "port": 9092, "securityProtocol": 0}
+            ],
+            "features": [
+                {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
+            ],
+            "rack": "eu-west-1a",
+            "previousBrokerEpoch": -1,
+        }
+    )
+
+    broker_id: BrokerId = Field(description="the broker's id (node.id), 0 or more")
+    cluster_id: _bounded_str(limits.MAX_CLUSTER_ID_LENGTH) = Field(
+        description="the cluster id the broker was formatted with; another is refused "
+        "(INCONSISTENT_CLUSTER_ID)"
+    )
+    incarnation_id: Uuid = Field(
+        description="a new UUID each time the broker process starts: a new incarnation gets "
+        "a new epoch, a retry of the same one keeps its epoch"
+    )
+    listeners: _bounded_list(Listener, limits.MAX_LISTENERS) = Field(
+        [], description="the broker's endpoints"
+    )
+    features: _bounded_list(BrokerFeature, limits.MAX_FEATURES) = Field(
+        [], description="the feature level ranges the broker supports"
+    )
+    rack: _bounded_str(limits.MAX_RACK_LENGTH) | None = Field(
+        None, description="the broker's rack, or null"
+    )
     is_migrating_zk_broker: StrictBool = Field(
         False, description="Kafka's field; ZooKeeper brokers are refused"
     )
-    previous_broker_epoch: Int64 = -1
+    previous_broker_epoch: Int64 = Field(
+        -1, description="the epoch of the broker's last incarnation after a clean shutdown, or -1"
+    )
 
     def to_message(self) -> m.BrokerRegistrationRequest:
         return m.BrokerRegistrationRequest(
@@ -255,7 +349,12 @@ class BrokerRegistrationRequest(RequestModel):
 
 
 class BrokerRegistrationResponse(ErrorFields):
-    throttle_time_ms: int = 0
+    """The registration's outcome and the broker's epoch (the offset of its
+    RegisterBrokerRecord): the broker sends it with every later request."""
+
+    model_config = example({**NONE, "throttleTimeMs": 0, "brokerEpoch": 17})
+
+    throttle_time_ms: ThrottleTimeMs = 0
     broker_epoch: int = Field(-1, description="the broker's epoch; -1 on error")
 
     @classmethod
@@ -269,11 +368,26 @@ class BrokerRegistrationResponse(ErrorFields):
 class BrokerHeartbeatRequest(RequestModel):
     """POST /v1/brokers/heartbeat (Kafka's BrokerHeartbeatRequest, api key 63)."""
 
-    broker_id: BrokerId
-    broker_epoch: Int64 = -1
-    current_metadata_offset: Int64
-    want_fence: StrictBool = False
-    want_shut_down: StrictBool = False
+    model_config = example(
+        {
+            "brokerId": 1,
+            "brokerEpoch": 17,
+            "currentMetadataOffset": 42,
+            "wantFence": False,
+            "wantShutDown": False,
+        }
+    )
+
+    broker_id: BrokerId = Field(description="the broker's id")
+    broker_epoch: Int64 = Field(-1, description="the epoch its registration answered")
+    current_metadata_offset: Int64 = Field(
+        description="the highest metadata offset the broker has applied: it is unfenced once "
+        "this reaches its own registration's offset"
+    )
+    want_fence: StrictBool = Field(False, description="true: the broker asks to be fenced")
+    want_shut_down: StrictBool = Field(
+        False, description="true: the broker asks for a controlled shutdown"
+    )
 
     def to_message(self) -> m.BrokerHeartbeatRequest:
         return m.BrokerHeartbeatRequest(
@@ -286,10 +400,27 @@ class BrokerHeartbeatRequest(RequestModel):
 
 
 class BrokerHeartbeatResponse(ErrorFields):
-    throttle_time_ms: int = 0
-    is_caught_up: bool = False
-    is_fenced: bool = True
-    should_shut_down: bool = False
+    """The broker's state after the heartbeat (on an error: caught up false,
+    fenced true, shut down false)."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "isCaughtUp": True,
+            "isFenced": False,
+            "shouldShutDown": False,
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    is_caught_up: bool = Field(False, description="the broker has caught up with the metadata log")
+    is_fenced: bool = Field(
+        True, description="the broker is fenced: it may not lead or join an ISR"
+    )
+    should_shut_down: bool = Field(
+        False, description="the controlled shutdown is done: the broker may stop now"
+    )
 
     @classmethod
     def from_message(cls, r: m.BrokerHeartbeatResponse) -> BrokerHeartbeatResponse:
@@ -317,13 +448,17 @@ class VersionMismatch(ValueError):
 class BrokerState(RequestModel):
     """One member of ``newIsrWithEpochs`` (KIP-903); ``brokerEpoch`` -1 skips the check."""
 
-    broker_id: Int32
-    broker_epoch: Int64 = -1
+    broker_id: Int32 = Field(description="a replica of the new ISR")
+    broker_epoch: Int64 = Field(
+        -1, description="the epoch the leader saw it fetch with; -1 skips the check"
+    )
 
 
 class AlterPartitionPartitionData(RequestModel):
-    partition_index: Int32
-    leader_epoch: Int32
+    """One partition's requested ISR (``newIsr`` or ``newIsrWithEpochs`` as the version has it)."""
+
+    partition_index: Int32 = Field(description="the partition")
+    leader_epoch: Int32 = Field(description="the leader epoch the leader holds")
     new_isr: _bounded_list(Int32, limits.MAX_REPLICAS) | None = Field(
         None, description="versions 0-2 only"
     )
@@ -333,13 +468,20 @@ class AlterPartitionPartitionData(RequestModel):
     leader_recovery_state: Int8 | None = Field(
         None, description="versions 1+ (default 0 = RECOVERED, 1 = RECOVERING)"
     )
-    partition_epoch: Int32
+    partition_epoch: Int32 = Field(
+        description="the partition epoch the leader last saw; a stale one answers "
+        "INVALID_UPDATE_VERSION"
+    )
 
 
 class AlterPartitionTopicData(RequestModel):
+    """One topic's partitions, named by ``topicName`` (v0-1) or ``topicId`` (v2+)."""
+
     topic_name: StrictStr | None = Field(None, description="versions 0-1 only")
     topic_id: Uuid | None = Field(None, description="versions 2+ only")
-    partitions: _bounded_list(AlterPartitionPartitionData, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY)
+    partitions: _bounded_list(
+        AlterPartitionPartitionData, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY
+    ) = Field(description="the partitions whose ISR the leader changes")
 
 
 class AlterPartitionRequest(RequestModel):
@@ -349,9 +491,35 @@ class AlterPartitionRequest(RequestModel):
     ``newIsrWithEpochs`` (v3); ``leaderRecoveryState`` from v1. A field of
     another version, or a missing field of this one, is a 400 naming it."""
 
-    broker_id: BrokerId
-    broker_epoch: Int64 = -1
-    topics: _bounded_list(AlterPartitionTopicData, limits.MAX_TOPICS_PER_REQUEST)
+    model_config = example(
+        {
+            "brokerId": 1,
+            "brokerEpoch": 17,
+            "topics": [
+                {
+                    "topicId": ORDERS_ID,
+                    "partitions": [
+                        {
+                            "partitionIndex": 0,
+                            "leaderEpoch": 4,
+                            "newIsrWithEpochs": [
+                                {"brokerId": 1, "brokerEpoch": 17},
+                                {"brokerId": 2, "brokerEpoch": 21},
+                            ],
+                            "leaderRecoveryState": 0,
+                            "partitionEpoch": 7,
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+
+    broker_id: BrokerId = Field(description="the partitions' leader")
+    broker_epoch: Int64 = Field(-1, description="the leader's broker epoch")
+    topics: _bounded_list(AlterPartitionTopicData, limits.MAX_TOPICS_PER_REQUEST) = Field(
+        description="the ISR changes, by topic"
+    )
 
     def to_message(self, version: int) -> m.AlterPartitionRequest:
         """The controller's request for ``version``; VersionMismatch if it does not fit."""
@@ -432,23 +600,58 @@ def _check_partition_version(version: int, where: str, p: AlterPartitionPartitio
 
 
 class AlterPartitionPartitionResult(ErrorFields):
-    partition_index: int
-    leader_id: int = 0
-    leader_epoch: int = 0
-    isr: list[int] = []
-    leader_recovery_state: int = 0
-    partition_epoch: int = 0
+    """One partition's outcome and its state after the request (on an error,
+    Kafka's zeros and an empty ISR)."""
+
+    partition_index: int = Field(description="the partition")
+    leader_id: int = Field(0, description="its leader")
+    leader_epoch: int = Field(0, description="its leader epoch")
+    isr: list[int] = Field([], description="its ISR")
+    leader_recovery_state: int = Field(0, description="0 = RECOVERED, 1 = RECOVERING")
+    partition_epoch: int = Field(0, description="its partition epoch")
 
 
 class AlterPartitionTopicResult(ResponseModel):
+    """One topic's outcomes: the topic is echoed as it was named, by
+    ``topicName`` (v0-1) or by ``topicId`` (v2+), never both."""
+
+    # The echo that is not used is left out of the answer.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
+
     topic_name: str | None = Field(None, description="echoed in versions 0-1")
     topic_id: str | None = Field(None, description="echoed in versions 2+")
-    partitions: list[AlterPartitionPartitionResult]
+    partitions: list[AlterPartitionPartitionResult] = Field(description="by partition")
 
 
 class AlterPartitionResponse(ErrorFields):
-    throttle_time_ms: int = 0
-    topics: list[AlterPartitionTopicResult] = []
+    """The request's outcome (a top-level error, such as STALE_BROKER_EPOCH,
+    applies to every partition) and each partition's."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "topics": [
+                {
+                    "topicId": ORDERS_ID,
+                    "partitions": [
+                        {
+                            "partitionIndex": 0,
+                            **NONE,
+                            "leaderId": 1,
+                            "leaderEpoch": 4,
+                            "isr": [1, 2],
+                            "leaderRecoveryState": 0,
+                            "partitionEpoch": 8,
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    topics: list[AlterPartitionTopicResult] = Field([], description="by topic")
 
     @classmethod
     def from_message(cls, r: m.AlterPartitionResponse) -> AlterPartitionResponse:
@@ -493,22 +696,30 @@ Replicas = _bounded_list(Int32, limits.MAX_REPLICAS)
 
 
 class CreatableReplicaAssignment(RequestModel):
-    partition_index: Int32
-    broker_ids: Replicas
+    """A partition's replicas, chosen by the caller (the first is the preferred leader)."""
+
+    partition_index: Int32 = Field(description="the partition")
+    broker_ids: Replicas = Field(description="its replicas, preferred leader first")
 
 
 class CreatableTopicConfig(RequestModel):
-    name: Name
-    value: _bounded_str(limits.MAX_CONFIG_VALUE_LENGTH) | None
+    """A topic config to set at creation."""
+
+    name: Name = Field(description='the config, e.g. "min.insync.replicas"')
+    value: _bounded_str(limits.MAX_CONFIG_VALUE_LENGTH) | None = Field(
+        description="its value, or null for the default"
+    )
 
 
 class CreatableTopic(RequestModel):
-    name: StrictStr
+    """One topic to create: a partition count and replication factor, or explicit assignments."""
+
+    name: StrictStr = Field(description="the topic's name (Kafka's legal names)")
     num_partitions: Int32 = Field(-1, description="-1 = the default (1)")
     replication_factor: Int16 = Field(-1, description="-1 = the default: min(3, brokers)")
     assignments: _bounded_list(
         CreatableReplicaAssignment, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY
-    ) = []
+    ) = Field([], description="explicit replicas per partition (then both counts are -1)")
     configs: _bounded_list(CreatableTopicConfig, limits.MAX_TOPIC_CONFIGS) = Field(
         [],
         description="only unclean.leader.election.enable and min.insync.replicas are understood",
@@ -518,7 +729,33 @@ class CreatableTopic(RequestModel):
 class CreateTopicsRequest(RequestModel):
     """POST /v1/topics (Kafka's CreateTopicsRequest)."""
 
-    topics: _bounded_list(CreatableTopic, limits.MAX_TOPICS_PER_REQUEST)
+    model_config = example(
+        {
+            "topics": [
+                {
+                    "name": "orders",
+                    "numPartitions": 3,
+                    "replicationFactor": 3,
+                    "assignments": [],
+                    "configs": [{"name": "min.insync.replicas", "value": "2"}],
+                }
+            ]
+        },
+        {
+            "topics": [
+                {
+                    "name": "payments",
+                    "numPartitions": -1,
+                    "replicationFactor": -1,
+                    "assignments": [{"partitionIndex": 0, "brokerIds": [2, 3, 1]}],
+                }
+            ]
+        },
+    )
+
+    topics: _bounded_list(CreatableTopic, limits.MAX_TOPICS_PER_REQUEST) = Field(
+        description="the topics to create, each decided on its own"
+    )
     validate_only: StrictBool = Field(False, description="must be false: not supported")
 
     def to_message(self) -> m.CreateTopicsRequest:
@@ -539,15 +776,35 @@ class CreateTopicsRequest(RequestModel):
 
 
 class CreatableTopicResult(ErrorFields):
-    name: str
-    topic_id: str | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
+    """One topic's outcome (e.g. TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR)."""
+
+    name: str = Field(description="the topic")
+    topic_id: str | None = Field(None, description="its new id; null on an error")
+    num_partitions: int = Field(-1, description="its partition count; -1 on an error")
+    replication_factor: int = Field(-1, description="its replication factor; -1 on an error")
 
 
 class CreateTopicsResponse(ErrorFields):
-    throttle_time_ms: int = 0
-    topics: list[CreatableTopicResult]
+    """Each topic's outcome."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "topics": [
+                {
+                    "name": "orders",
+                    "topicId": ORDERS_ID,
+                    **NONE,
+                    "numPartitions": 3,
+                    "replicationFactor": 3,
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    topics: list[CreatableTopicResult] = Field(description="by topic, in the request's order")
 
     @classmethod
     def from_message(cls, r: m.CreateTopicsResponse) -> CreateTopicsResponse:
@@ -570,16 +827,26 @@ class CreateTopicsResponse(ErrorFields):
 
 
 class DeletableTopicResult(ErrorFields):
-    name: str
-    topic_id: str | None = None
+    """The topic's outcome (UNKNOWN_TOPIC_OR_PARTITION if it does not exist)."""
+
+    name: str = Field(description="the topic")
+    topic_id: str | None = Field(None, description="its id; null if it did not exist")
 
 
 class DeleteTopicsResponse(ErrorFields):
     """DELETE /v1/topics/{name}. The top-level error repeats the topic's, since
     the request names exactly one topic."""
 
-    throttle_time_ms: int = 0
-    responses: list[DeletableTopicResult]
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "responses": [{"name": "orders", "topicId": ORDERS_ID, **NONE}],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    responses: list[DeletableTopicResult] = Field(description="the one topic's outcome")
 
     @classmethod
     def from_message(cls, r: m.DeleteTopicsResponse) -> DeleteTopicsResponse:
@@ -603,7 +870,9 @@ def delete_topics_message(name: str) -> m.DeleteTopicsRequest:
 
 
 class CreatePartitionsAssignment(RequestModel):
-    broker_ids: Replicas
+    """A new partition's replicas, preferred leader first."""
+
+    broker_ids: Replicas = Field(description="the replicas")
 
 
 class CreatePartitionsRequest(RequestModel):
@@ -612,10 +881,17 @@ class CreatePartitionsRequest(RequestModel):
     ``assignments``: one entry per new partition, Kafka's ``{"brokerIds": [...]}``
     (a bare list of broker ids is accepted too)."""
 
-    count: Int32
+    model_config = example(
+        {"count": 6},
+        {"count": 4, "assignments": [{"brokerIds": [3, 1, 2]}]},
+    )
+
+    count: Int32 = Field(description="the topic's new total partition count")
     assignments: (
         _bounded_list(CreatePartitionsAssignment, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY) | None
-    ) = None
+    ) = Field(
+        None, description="replicas for each new partition, or null to let the controller choose"
+    )
     validate_only: StrictBool = Field(False, description="must be false: not supported")
 
     @field_validator("assignments", mode="before")
@@ -636,12 +912,34 @@ class CreatePartitionsRequest(RequestModel):
 
 
 class CreatePartitionsTopicResult(ErrorFields):
-    name: str
+    """The topic's outcome (the same as the top level's)."""
+
+    name: str = Field(description="the topic")
 
 
 class CreatePartitionsResponse(ErrorFields):
-    throttle_time_ms: int = 0
-    results: list[CreatePartitionsTopicResult]
+    """The outcome, at the top level and for the one topic."""
+
+    model_config = example(
+        {**NONE, "throttleTimeMs": 0, "results": [{**NONE, "name": "orders"}]},
+        {
+            "errorCode": 37,
+            "errorName": "INVALID_PARTITIONS",
+            "errorMessage": "topic orders has 6 partitions; the count must be larger",
+            "throttleTimeMs": 0,
+            "results": [
+                {
+                    "errorCode": 37,
+                    "errorName": "INVALID_PARTITIONS",
+                    "errorMessage": "topic orders has 6 partitions; the count must be larger",
+                    "name": "orders",
+                }
+            ],
+        },
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    results: list[CreatePartitionsTopicResult] = Field(description="the one topic's outcome")
 
     @classmethod
     def from_message(cls, r: m.CreatePartitionsResponse) -> CreatePartitionsResponse:
@@ -653,21 +951,43 @@ class CreatePartitionsResponse(ErrorFields):
 
 
 class ReassignablePartition(RequestModel):
-    partition_index: Int32
+    """A partition's target replicas, or null to cancel its reassignment."""
+
+    partition_index: Int32 = Field(description="the partition")
     replicas: Replicas | None = Field(
         description="the target replicas, or null to cancel an ongoing reassignment"
     )
 
 
 class ReassignableTopic(RequestModel):
-    name: StrictStr
-    partitions: _bounded_list(ReassignablePartition, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY)
+    """One topic's partitions to reassign."""
+
+    name: StrictStr = Field(description="the topic")
+    partitions: _bounded_list(ReassignablePartition, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY) = Field(
+        description="its partitions to reassign"
+    )
 
 
 class AlterPartitionReassignmentsRequest(RequestModel):
     """POST /v1/reassignments (Kafka's AlterPartitionReassignmentsRequest)."""
 
-    topics: _bounded_list(ReassignableTopic, limits.MAX_TOPICS_PER_REQUEST)
+    model_config = example(
+        {
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {"partitionIndex": 0, "replicas": [2, 3, 4]},
+                        {"partitionIndex": 1, "replicas": None},
+                    ],
+                }
+            ]
+        }
+    )
+
+    topics: _bounded_list(ReassignableTopic, limits.MAX_TOPICS_PER_REQUEST) = Field(
+        description="the reassignments, by topic"
+    )
 
     def to_message(self) -> m.AlterPartitionReassignmentsRequest:
         return m.AlterPartitionReassignmentsRequest(
@@ -687,17 +1007,45 @@ class AlterPartitionReassignmentsRequest(RequestModel):
 
 
 class ReassignablePartitionResponse(ErrorFields):
-    partition_index: int
+    """One partition's outcome (e.g. NO_REASSIGNMENT_IN_PROGRESS for a cancel)."""
+
+    partition_index: int = Field(description="the partition")
 
 
 class ReassignableTopicResponse(ResponseModel):
-    name: str
-    partitions: list[ReassignablePartitionResponse]
+    """One topic's outcomes."""
+
+    name: str = Field(description="the topic")
+    partitions: list[ReassignablePartitionResponse] = Field(description="by partition")
 
 
 class AlterPartitionReassignmentsResponse(ErrorFields):
-    throttle_time_ms: int = 0
-    responses: list[ReassignableTopicResponse]
+    """Each partition's outcome; the reassignment itself completes later, as
+    the new replicas join the ISR."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "responses": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {"partitionIndex": 0, **NONE},
+                        {
+                            "partitionIndex": 1,
+                            "errorCode": 85,
+                            "errorName": "NO_REASSIGNMENT_IN_PROGRESS",
+                            "errorMessage": "no reassignment of orders-1 is in progress",
+                        },
+                    ],
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    responses: list[ReassignableTopicResponse] = Field(description="by topic")
 
     @classmethod
     def from_message(
@@ -725,8 +1073,12 @@ class AlterPartitionReassignmentsResponse(ErrorFields):
 
 
 class TopicPartitions(RequestModel):
-    topic: StrictStr
-    partitions: _bounded_list(Int32, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY)
+    """A topic's partitions to elect leaders for."""
+
+    topic: StrictStr = Field(description="the topic")
+    partitions: _bounded_list(Int32, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY) = Field(
+        description="its partitions"
+    )
 
 
 class ElectLeadersRequest(RequestModel):
@@ -734,8 +1086,14 @@ class ElectLeadersRequest(RequestModel):
 
     ``topicPartitions`` null or absent: every partition (as Kafka's null)."""
 
+    model_config = example(
+        {"electionType": 0, "topicPartitions": [{"topic": "orders", "partitions": [0, 1, 2]}]}
+    )
+
     election_type: Int8 = Field(0, description="0 = preferred, 1 = unclean")
-    topic_partitions: _bounded_list(TopicPartitions, limits.MAX_TOPICS_PER_REQUEST) | None = None
+    topic_partitions: _bounded_list(TopicPartitions, limits.MAX_TOPICS_PER_REQUEST) | None = Field(
+        None, description="the partitions, or null for every partition"
+    )
 
     def to_message(self) -> m.ElectLeadersRequest:
         return m.ElectLeadersRequest(
@@ -747,17 +1105,44 @@ class ElectLeadersRequest(RequestModel):
 
 
 class PartitionResult(ErrorFields):
-    partition_id: int
+    """One partition's outcome (ELECTION_NOT_NEEDED when its preferred leader already leads)."""
+
+    partition_id: int = Field(description="the partition")
 
 
 class ReplicaElectionResult(ResponseModel):
-    topic: str
-    partition_result: list[PartitionResult]
+    """One topic's outcomes."""
+
+    topic: str = Field(description="the topic")
+    partition_result: list[PartitionResult] = Field(description="by partition")
 
 
 class ElectLeadersResponse(ErrorFields):
-    throttle_time_ms: int = 0
-    replica_election_results: list[ReplicaElectionResult]
+    """Each partition's outcome."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "replicaElectionResults": [
+                {
+                    "topic": "orders",
+                    "partitionResult": [
+                        {"partitionId": 0, **NONE},
+                        {
+                            "partitionId": 1,
+                            "errorCode": 84,
+                            "errorName": "ELECTION_NOT_NEEDED",
+                            "errorMessage": None,
+                        },
+                    ],
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    replica_election_results: list[ReplicaElectionResult] = Field(description="by topic")
 
     @classmethod
     def from_message(cls, r: m.ElectLeadersResponse) -> ElectLeadersResponse:
@@ -786,7 +1171,9 @@ class UpdateFeaturesRequest(RequestModel):
     """POST /v1/features: finalize ``name`` at ``level`` (Kafka's UpdateFeatures
     for one feature: ``upgradeType`` and ``validateOnly`` as in its v1+)."""
 
-    name: StrictStr = Field(examples=["metadata.version"])
+    model_config = example({"name": "metadata.version", "level": 12, "upgradeType": 1})
+
+    name: StrictStr = Field(examples=["metadata.version"], description="the feature")
     level: Int16 = Field(
         description="Kafka's feature level (metadata.version: 6 = 3.3-IV2 ... 12 = 3.6-IV0); "
         "0 asks to remove the feature"
@@ -810,7 +1197,11 @@ class UpdateFeaturesRequest(RequestModel):
 
 
 class UpdateFeaturesResponse(ErrorFields):
-    throttle_time_ms: int = 0
+    """The update's outcome (INVALID_UPDATE_VERSION for a refused level)."""
+
+    model_config = example({**NONE, "throttleTimeMs": 0})
+
+    throttle_time_ms: ThrottleTimeMs = 0
 
     @classmethod
     def from_message(cls, r: m.UpdateFeaturesResponse) -> UpdateFeaturesResponse:
@@ -823,10 +1214,18 @@ class UpdateFeaturesResponse(ErrorFields):
 class TransferLeadershipRequest(RequestModel):
     """POST /v1/quorum/transfer-leadership; an empty body means "any caught-up voter"."""
 
-    target_node_id: BrokerId | None = None
+    model_config = example({"targetNodeId": 2}, {})
+
+    target_node_id: BrokerId | None = Field(
+        None, description="the voter to lead, or null for the most caught-up one"
+    )
 
 
 class TransferLeadershipResponse(ErrorFields):
+    """Another voter leads now."""
+
+    model_config = example({**NONE, "leaderId": 2})
+
     leader_id: int | None = Field(None, description="the new leader")
 
 
@@ -836,6 +1235,8 @@ class TransferLeadershipResponse(ErrorFields):
 class AddVoterRequest(RequestModel):
     """POST /v1/quorum/add-voter (Kafka's AddRaftVoter): the node must be running,
     started with ``--raft-address`` = ``address``; its directory id comes from it."""
+
+    model_config = example({"nodeId": 3, "address": "metaquorum-3.metaquorum:9093"})
 
     node_id: Int32 = Field(description="0 or more")
     address: StrictStr = Field(description='its Raft "host:port", as every voter will spell it')
@@ -847,16 +1248,42 @@ class AddVoterRequest(RequestModel):
 class RemoveVoterRequest(RequestModel):
     """POST /v1/quorum/remove-voter (Kafka's RemoveRaftVoter)."""
 
+    model_config = example({"nodeId": 3})
+
     node_id: Int32 = Field(description="0 or more")
 
 
 class VoterKeyOut(ResponseModel):
-    node_id: int
-    directory_id: str
-    raft_address: str
+    """A voter as the voter set names it (KIP-853)."""
+
+    node_id: int = Field(description="its node id")
+    directory_id: str = Field(description="its data dir's id")
+    raft_address: str = Field(description='its Raft "host:port"')
 
 
 class VoterChangeResponse(ErrorFields):
+    """The voter set after the change."""
+
+    model_config = example(
+        {
+            **NONE,
+            "changed": True,
+            "voters": [
+                {
+                    "nodeId": n,
+                    "directoryId": d,
+                    "raftAddress": f"metaquorum-{n}.metaquorum:9093",
+                }
+                for n, d in (
+                    (0, "pAld8JCtT4iS7drjR0nqtg"),
+                    (1, "qJEhv4M4R0WfbNdgU117UQ"),
+                    (2, "aF1lfbGsR_iypxeyBG0pWQ"),
+                    (3, "DfVODN9gQgi1h2TznBKpAg"),
+                )
+            ],
+        }
+    )
+
     changed: bool = Field(
         description="false: nothing was left to do (a retried add that had finished)"
     )
@@ -867,78 +1294,194 @@ class VoterChangeResponse(ErrorFields):
 
 
 class EndpointOut(ResponseModel):
-    name: str
-    host: str
-    port: int
-    security_protocol: int
+    """A listener the broker registered."""
+
+    name: str = Field(description="the listener's name")
+    host: str = Field(description="the advertised host")
+    port: int = Field(description="the advertised port")
+    security_protocol: int = Field(description="Kafka's SecurityProtocol id (0 PLAINTEXT, ...)")
 
 
 class FeatureRangeOut(ResponseModel):
-    name: str
-    min_supported_version: int
-    max_supported_version: int
+    """A feature level range the broker supports."""
+
+    name: str = Field(description="the feature")
+    min_supported_version: int = Field(description="the lowest level it supports")
+    max_supported_version: int = Field(description="the highest level it supports")
 
 
 class BrokerOut(ResponseModel):
-    broker_id: int
-    broker_epoch: int
-    incarnation_id: str
-    fenced: bool
-    in_controlled_shutdown: bool
-    rack: str | None
-    listeners: list[EndpointOut]
-    features: list[FeatureRangeOut]
+    """A registered broker, as the image holds it."""
+
+    broker_id: int = Field(description="the broker's id")
+    broker_epoch: int = Field(description="its epoch (the offset of its registration)")
+    incarnation_id: str = Field(description="its incarnation's UUID")
+    fenced: bool = Field(description="fenced: it may not lead or join an ISR")
+    in_controlled_shutdown: bool = Field(description="it is in controlled shutdown")
+    rack: str | None = Field(description="its rack, or null")
+    listeners: list[EndpointOut] = Field(description="its endpoints")
+    features: list[FeatureRangeOut] = Field(description="its supported feature ranges")
     registration_offset: int = Field(description="offset of its latest RegisterBrokerRecord")
 
 
 class BrokersOut(ResponseModel):
-    brokers: list[BrokerOut]
+    """Every registered broker."""
+
+    model_config = example(
+        {
+            "brokers": [
+                {
+                    "brokerId": 1,
+                    "brokerEpoch": 17,
+                    "incarnationId": "zBTExEswSU63HSkHIAXA_A",
+                    "fenced": False,
+                    "inControlledShutdown": False,
+                    "rack": "eu-west-1a",
+                    "listeners": [
+                        {
+                            "name": "PLAINTEXT",
+                            "host": "broker-1.kafka",
+                            "port": 9092,
+                            "securityProtocol": 0,
+                        }
+                    ],
+                    "features": [
+                        {
+                            "name": "metadata.version",
+                            "minSupportedVersion": 6,
+                            "maxSupportedVersion": 12,
+                        }
+                    ],
+                    "registrationOffset": 17,
+                }
+            ]
+        }
+    )
+
+    brokers: list[BrokerOut] = Field(description="by broker id")
 
 
 class TopicConfigOut(ResponseModel):
-    name: str
-    value: str
+    """A topic config set on the topic."""
+
+    name: str = Field(description="the config")
+    value: str = Field(description="its value")
 
 
 class PartitionOut(ResponseModel):
-    partition_index: int
-    replicas: list[int]
-    isr: list[int]
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    leader_recovery_state: int
-    adding_replicas: list[int]
-    removing_replicas: list[int]
+    """A partition's state (Kafka's PartitionRecord, with its changes applied)."""
+
+    partition_index: int = Field(description="the partition")
+    replicas: list[int] = Field(description="its replicas, preferred leader first")
+    isr: list[int] = Field(description="its in-sync replicas")
+    leader: int = Field(description="its leader, -1 if none")
+    leader_epoch: int = Field(description="its leader epoch")
+    partition_epoch: int = Field(description="its partition epoch (bumped by every change)")
+    leader_recovery_state: int = Field(description="0 = RECOVERED, 1 = RECOVERING")
+    adding_replicas: list[int] = Field(description="replicas a reassignment adds")
+    removing_replicas: list[int] = Field(description="replicas a reassignment removes")
 
 
 class TopicOut(ResponseModel):
-    name: str
-    topic_id: str
-    configs: list[TopicConfigOut]
-    partitions: list[PartitionOut]
+    """A topic with its configs and partitions."""
+
+    name: str = Field(description="the topic")
+    topic_id: str = Field(description="its id (base64url UUID)")
+    configs: list[TopicConfigOut] = Field(description="the configs set on it")
+    partitions: list[PartitionOut] = Field(description="by partition index")
 
 
 class TopicsOut(ResponseModel):
-    topics: list[TopicOut]
+    """Every topic, by name."""
+
+    model_config = example(
+        {
+            "topics": [
+                {
+                    "name": "orders",
+                    "topicId": ORDERS_ID,
+                    "configs": [{"name": "min.insync.replicas", "value": "2"}],
+                    "partitions": [
+                        {
+                            "partitionIndex": 0,
+                            "replicas": [1, 2, 3],
+                            "isr": [1, 2],
+                            "leader": 1,
+                            "leaderEpoch": 4,
+                            "partitionEpoch": 8,
+                            "leaderRecoveryState": 0,
+                            "addingReplicas": [],
+                            "removingReplicas": [],
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    topics: list[TopicOut] = Field(description="by name")
 
 
 class RecordOut(ResponseModel):
     """A record as the log, export and snapshot show it (API.md "A record")."""
 
-    offset: int
-    type: str = Field(examples=["REGISTER_BROKER_RECORD"])
-    version: int
-    timestamp_ms: int
-    controller_epoch: int
+    offset: int = Field(description="its offset (dense from 0)")
+    type: str = Field(examples=["REGISTER_BROKER_RECORD"], description="Kafka's record type")
+    version: int = Field(description="the record's version")
+    timestamp_ms: int = Field(description="the leader's clock when it built the batch")
+    controller_epoch: int = Field(description="the controller epoch it was decided under")
     batch_offset: int = Field(
         description="the offset of the first record of the batch it was committed in"
     )
-    data: dict[str, Any]
+    data: dict[str, Any] = Field(description="the record's fields, with Kafka's names")
 
 
 class LogOut(ResponseModel):
-    records: list[RecordOut]
+    """A page of the metadata log."""
+
+    model_config = example(
+        {
+            "records": [
+                {
+                    "offset": 17,
+                    "type": "REGISTER_BROKER_RECORD",
+                    "version": 2,
+                    "timestampMs": 1795000000000,
+                    "controllerEpoch": 3,
+                    "batchOffset": 17,
+                    "data": {
+                        "brokerId": 1,
+                        "isMigratingZkBroker": False,
+                        "incarnationId": "zBTExEswSU63HSkHIAXA_A",
+                        "brokerEpoch": 17,
+                        "endPoints": [
+                            {
+                                "name": "PLAINTEXT",
+                                "host": "broker-1.kafka",
+                                "port": 9092,
+                                "securityProtocol": 0,
+                            }
+                        ],
+                        "features": [
+                            {
+                                "name": "metadata.version",
+                                "minSupportedVersion": 6,
+                                "maxSupportedVersion": 12,
+                            }
+                        ],
+                        "rack": "eu-west-1a",
+                        "fenced": True,
+                        "inControlledShutdown": False,
+                    },
+                }
+            ],
+            "nextOffset": 18,
+            "highWatermark": 42,
+            "oldestOffset": 0,
+        }
+    )
+
+    records: list[RecordOut] = Field(description="the records, by offset")
     next_offset: int = Field(description="the offset to ask for next")
     high_watermark: int = Field(description="this node's log end (the next offset it will apply)")
     oldest_offset: int = Field(description="the oldest offset this node still serves")
@@ -948,16 +1491,36 @@ class SnapshotOut(ResponseModel):
     """The image as records that recreate it. Every record carries ``offset`` =
     the image's last offset; follow the log from ``nextOffset``."""
 
-    offset: int
-    next_offset: int
-    records: list[RecordOut]
+    model_config = example(
+        {
+            "offset": 41,
+            "nextOffset": 42,
+            "records": [
+                {
+                    "offset": 41,
+                    "type": "FEATURE_LEVEL_RECORD",
+                    "version": 0,
+                    "timestampMs": 1795000004000,
+                    "controllerEpoch": 3,
+                    "batchOffset": 41,
+                    "data": {"name": "metadata.version", "featureLevel": 12},
+                }
+            ],
+        }
+    )
+
+    offset: int = Field(description="the image's last offset")
+    next_offset: int = Field(description="the offset to follow the log from")
+    records: list[RecordOut] = Field(description="records that recreate the image")
 
 
 class VoterOut(ResponseModel):
-    node_id: int
+    """A voter (or observer) as this node sees it."""
+
+    node_id: int = Field(description="its node id")
     url: str | None = Field(description="its HTTP URL, when this node knows it")
-    raft_address: str
-    connected: bool
+    raft_address: str = Field(description='its Raft "host:port"')
+    connected: bool = Field(description="this node has a Raft connection to it (true for itself)")
     lag_records: int | None = Field(
         description="Raft entries (batches) it is behind the leader's commit index; "
         "known on the leader (and for this node itself)"
@@ -994,6 +1557,11 @@ class VoterOut(ResponseModel):
 
 
 class HeartbeatGapsOut(ResponseModel):
+    """Gaps between AppendEntries from one leader, as measured here."""
+
+    # Absent counters are left out while nothing was measured.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
+
     count: int = Field(description="gaps measured since this node started")
     p50_ms: float | None = Field(None, description="upper bound of the median's bucket")
     p99_ms: float | None = Field(None, description="upper bound of the 99th percentile's bucket")
@@ -1001,6 +1569,10 @@ class HeartbeatGapsOut(ResponseModel):
 
 
 class ElectionsOut(ResponseModel):
+    """This voter's election counters; only ``preVote`` when pre-vote is off."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
+
     pre_vote: bool = Field(description="pre-vote and the leader lease on votes are on")
     pre_vote_rounds: int | None = Field(None, description="pre-vote rounds this voter started")
     pre_vote_rounds_won: int | None = Field(
@@ -1035,24 +1607,95 @@ class ElectionsOut(ResponseModel):
 
 
 class QuorumStatusOut(ResponseModel):
-    cluster_id: str
-    node_id: int
+    """This node's view of the quorum."""
+
+    model_config = example(
+        {
+            "clusterId": CLUSTER_ID,
+            "nodeId": 0,
+            "directoryId": "pAld8JCtT4iS7drjR0nqtg",
+            "role": "voter",
+            "leaderId": 0,
+            "leaderUrl": "http://metaquorum-0.metaquorum:8080",
+            "controllerEpoch": 3,
+            "raftTerm": 3,
+            "highWatermark": 42,
+            "lastAppliedOffset": 41,
+            "metadataVersion": 12,
+            "auth": "on",
+            "active": True,
+            "ready": True,
+            "replaying": False,
+            "queueDepth": 0,
+            "raftCommitIndex": 37,
+            "raftLastApplied": 37,
+            "observer": False,
+            "observersConnected": 0,
+            "imageDigest": None,
+            "elections": {
+                "preVote": True,
+                "preVoteRounds": 1,
+                "preVoteRoundsWon": 1,
+                "preVotesGranted": 0,
+                "preVotesRefused": 0,
+                "votesRefusedInLease": 0,
+                "leaderConnectionsLost": 0,
+                "electionsStarted": {
+                    "no_leader_yet": 1,
+                    "leader_silent": 0,
+                    "leader_connection_closed": 0,
+                    "transfer": 0,
+                },
+                "leadershipLost": {
+                    "check_quorum": 0,
+                    "term_ahead": 0,
+                    "transfer": 0,
+                    "disk_unwritable": 0,
+                    "higher_term": 0,
+                },
+                "leaderChanges": 1,
+                "heartbeatGaps": {"count": 0, "p50Ms": None, "p99Ms": None, "maxMs": None},
+            },
+            "voters": [
+                {
+                    "nodeId": n,
+                    "url": f"http://metaquorum-{n}.metaquorum:8080",
+                    "raftAddress": f"metaquorum-{n}.metaquorum:9093",
+                    "connected": True,
+                    "lagRecords": 0,
+                    "lastCaughtUpMs": 1795000004100,
+                    "directoryId": d,
+                    "connectedDirectoryId": d,
+                    "role": "voter",
+                    "voter": True,
+                }
+                for n, d in (
+                    (0, "pAld8JCtT4iS7drjR0nqtg"),
+                    (1, "qJEhv4M4R0WfbNdgU117UQ"),
+                    (2, "aF1lfbGsR_iypxeyBG0pWQ"),
+                )
+            ],
+        }
+    )
+
+    cluster_id: str = Field(description="the cluster id")
+    node_id: int = Field(description="this node's id")
     directory_id: str | None = Field(None, description="this node's data dir (KIP-853)")
     role: str = Field("voter", description="this node's role, as in voters[].role")
-    leader_id: int | None
-    leader_url: str | None
-    controller_epoch: int
-    raft_term: int
-    high_watermark: int
-    last_applied_offset: int
-    metadata_version: int
-    auth: str = Field(examples=["on", "off"])
+    leader_id: int | None = Field(description="the Raft leader's node id, null if none known")
+    leader_url: str | None = Field(description="the active controller's HTTP URL, if known")
+    controller_epoch: int = Field(description="the controller epoch of the applied image")
+    raft_term: int = Field(description="this node's Raft term")
+    high_watermark: int = Field(description="the next offset this node will apply")
+    last_applied_offset: int = Field(description="the last offset this node applied")
+    metadata_version: int = Field(description="the finalized metadata.version level")
+    auth: str = Field(examples=["on", "off"], description="whether callers must authenticate")
     active: bool = Field(description="this node is the active controller")
-    ready: bool
-    replaying: bool
-    queue_depth: int
-    raft_commit_index: int
-    raft_last_applied: int
+    ready: bool = Field(description="as /readyz: replay done, a leader known, caught up")
+    replaying: bool = Field(description="this node is still replaying its log")
+    queue_depth: int = Field(description="requests waiting for the controller here")
+    raft_commit_index: int = Field(description="Raft's commit index (entries, not records)")
+    raft_last_applied: int = Field(description="Raft's last applied entry")
     observer: bool = Field(False, description="this node runs with serve --observer")
     observers_connected: int = Field(
         0, description="read-only followers (serve --observer) connected to this node"
@@ -1065,9 +1708,13 @@ class QuorumStatusOut(ResponseModel):
     elections: ElectionsOut | None = Field(
         None, description="this voter's pre-vote counters since it started (quorum/pre_vote.py)"
     )
-    voters: list[VoterOut]
+    voters: list[VoterOut] = Field(description="the voters and observers this node knows")
 
 
 class HealthOut(ResponseModel):
-    status: str
-    reason: str | None = None
+    """A probe's answer."""
+
+    model_config = example({"status": "ready", "reason": None}, {"status": "alive", "reason": None})
+
+    status: str = Field(description='"alive", "dead", "ready" or "not ready"')
+    reason: str | None = Field(None, description="why not, when it is not")

@@ -7,10 +7,12 @@ from __future__ import annotations
 import typing
 from typing import Any
 
+import orjson
 import pytest
 from pydantic import BaseModel
 
 from api import models as M
+from metadata_records.codec import record_from_obj
 
 from .local_node import registration_body
 
@@ -246,3 +248,103 @@ def test_answers_match_the_published_models(local, app):
     conforms(M.DeleteTopicsResponse, call("DELETE", "/v1/topics/t"))
     missing = local.request(app, "GET", "/v1/topics/t")
     conforms(M.ErrorResponse, missing.json())
+
+
+# ---------------------------------------------------------------- for clients in other languages
+
+
+def test_the_document_passes_openapi_spec_validator(schema):
+    from openapi_spec_validator import validate
+
+    validate(schema)  # raises, naming the place, if the document is not valid OpenAPI
+
+
+def validator(schema: dict, target: dict):
+    """A JSON Schema 2020-12 validator (OpenAPI 3.1's dialect) for ``target``,
+    with the document's ``#/components/schemas/...`` references resolvable."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator({**target, "components": schema["components"]})
+
+
+def errors_of(schema: dict, target: dict, value: Any) -> list[str]:
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or 'body'}: {e.message}"
+        for e in validator(schema, target).iter_errors(value)
+    ]
+
+
+def error_names_match_codes(value: Any, where: str) -> None:
+    from metadata_records.errors import Errors
+
+    if isinstance(value, dict):
+        if "errorCode" in value:
+            code = Errors(value["errorCode"])
+            assert value.get("errorName") == code.name, (where, value)
+        for key, inner in value.items():
+            error_names_match_codes(inner, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            error_names_match_codes(inner, f"{where}[{i}]")
+
+
+def test_every_schema_has_a_description_and_examples_valid_against_it(schema):
+    components = schema["components"]["schemas"]
+    for name, definition in components.items():
+        assert definition.get("description"), f"schema {name} has no description"
+        undescribed = [
+            p for p, v in definition.get("properties", {}).items() if "description" not in v
+        ]
+        assert not undescribed, f"schema {name}: properties without a description: {undescribed}"
+        assert definition.get("examples"), f"schema {name} has no example"
+        for i, example in enumerate(definition["examples"]):
+            problems = errors_of(schema, {"$ref": f"#/components/schemas/{name}"}, example)
+            assert not problems, f"schema {name}, example {i} does not fit it: {problems}"
+            error_names_match_codes(example, f"{name} example {i}")
+            # The models, stricter than the JSON schema (UUIDs, Kafka's int types), take it too.
+            model = getattr(M, name)
+            model.model_validate_json(orjson.dumps(example))
+            if name == "RecordOut":  # a record as the codec writes it
+                record_from_obj(example)
+
+
+HEALTH = ("/livez", "/readyz", "/metrics")
+
+
+def test_every_operation_has_a_good_name_and_documents_each_error_status(schema):
+    operation_ids = []
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            where = f"{method.upper()} {path}"
+            operation_ids.append(operation.get("operationId"))
+            assert (operation.get("operationId") or "_").isalnum(), (
+                f"{where}: operationId {operation.get('operationId')!r} is not a plain camelCase "
+                "name (generators make method names of it)"
+            )
+            responses = operation["responses"]
+            expected = set()
+            if (method, path) in API_MD_OPERATIONS and path not in HEALTH:
+                expected = {"400", "401", "403", "429"}
+                if path != "/v1/quorum/status":  # served even when the node is not ready
+                    expected.add("503")
+            if method in ("post", "delete"):
+                expected |= {"307", "413", "415"}
+            assert expected <= set(responses), f"{where}: undocumented {expected - set(responses)}"
+            for status, response in responses.items():
+                assert response.get("description"), f"{where} {status}: no description"
+                for header, spec in response.get("headers", {}).items():
+                    assert not errors_of(schema, spec["schema"], spec["example"]), (where, header)
+                if status == "200":
+                    continue
+                media = response["content"]["application/json"]
+                examples = [e["value"] for e in media.get("examples", {}).values()]
+                assert examples, f"{where} {status}: no example of the error body"
+                for example in examples:
+                    problems = errors_of(schema, media["schema"], example)
+                    assert not problems, f"{where} {status}: example does not fit: {problems}"
+                    error_names_match_codes(example, f"{where} {status}")
+                if status in ("429", "503") and path != "/livez":
+                    assert response["headers"]["Retry-After"]["required"], (where, status)
+                if status == "307":
+                    assert response["headers"]["Location"]["required"], where
+    assert len(operation_ids) == len(set(operation_ids)), "operationIds are not unique"
