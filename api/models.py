@@ -1664,6 +1664,8 @@ class QuorumStatusOut(ResponseModel):
                     "connected": True,
                     "lagRecords": 0,
                     "lastCaughtUpMs": 1795000004100,
+                    "logEndOffset": 42,
+                    "lastFetchMs": 1795000004100,
                     "directoryId": d,
                     "connectedDirectoryId": d,
                     "role": "voter",
