@@ -150,7 +150,7 @@ make_local_base() { # the build stage's base, from Debian's packages (no registr
     tar -C "$rootfs" -c . | "${PODMAN[@]}" import -q \
         --change "LABEL io.metaquorum.base-packages=$BASE_PACKAGES" - "$LOCAL_BASE" >/dev/null ||
         die "podman import of the base failed (above)"
-    rm -rf "$rootfs"
+    rm -rf --one-file-system "$rootfs"
     note "made in $(elapsed "$started") s: $(image_mb "$LOCAL_BASE") MB"
 }
 
@@ -506,7 +506,17 @@ wait_caught_up() { # wait_caught_up VOTER EPOCH SECONDS: ready and serving the b
 # ------------------------------------------------------------------------- main
 
 TEMP_DIRS=()
-remove_temp() { [ "${#TEMP_DIRS[@]}" -eq 0 ] || rm -rf "${TEMP_DIRS[@]}"; }
+remove_temp() {
+    local dir mount
+    for dir in "${TEMP_DIRS[@]}"; do
+        # A debootstrap interrupted while configuring has /proc, /sys (and
+        # maybe the host's /dev) mounted in its root: unmount, never descend.
+        for mount in $(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r); do
+            umount -l "$mount" 2>/dev/null || true
+        done
+        rm -rf --one-file-system "$dir"
+    done
+}
 
 case ${1:-} in
 build)
