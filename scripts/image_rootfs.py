@@ -30,7 +30,7 @@ from pathlib import Path
 STDLIB_SKIP = {
     "test", "idlelib", "tkinter", "turtledemo", "turtle.py", "ensurepip", "lib2to3",
     "distutils", "venv", "pydoc_data", "curses", "sqlite3", "dbm", "site-packages",
-    "dist-packages", "__pycache__",
+    "dist-packages",
 }  # fmt: skip
 # Extension modules in lib-dynload that are tests or pull in libraries a server
 # does not use (readline, ncurses, Tk, Berkeley DB, gdbm, SQLite, NIS, OSS).
