@@ -6,7 +6,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml")
+# The package's one version (pyproject.toml reads it from there too).
+VERSION=$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$ROOT/metaquorum/__init__.py")
+[ -n "$VERSION" ] || { echo "image.sh: no __version__ in metaquorum/__init__.py" >&2; exit 2; }
 TAG=${METAQUORUM_IMAGE_TAG:-localhost/metaquorum:$VERSION}
 SUITE=bookworm # Python 3.11, as the registry's python:3.11-slim-bookworm
 BASE_PACKAGES=python3,python3-venv,binutils # binutils: strip, in the build stage only
