@@ -291,6 +291,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.stats.lingering += 1
         if self.transport.can_write_eof():
             self.transport.write_eof()
+        # uvicorn stopped reading once 64 KiB of the body waited for the app:
+        # read again, or the client, blocked sending, never reads its answer
+        # nor closes (over TLS the close then waits 30 s for its close_notify).
+        self.flow.resume_reading()
         self._timer = self.loop.call_later(LINGER_S, self.transport.close)
 
     def _close_after_answer(self) -> None:
