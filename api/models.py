@@ -866,6 +866,35 @@ def delete_topics_message(name: str) -> m.DeleteTopicsRequest:
     return m.DeleteTopicsRequest(names=(name,))
 
 
+# ---------------------------------------------------------------- UnregisterBroker
+
+
+class UnregisterBrokerResponse(ErrorFields):
+    """DELETE /v1/brokers/{id} (Kafka's UnregisterBroker): the registration is
+    gone, and the broker left every ISR in the same batch; or
+    BROKER_ID_NOT_REGISTERED."""
+
+    model_config = example(
+        {**NONE, "throttleTimeMs": 0},
+        {
+            "errorCode": 102,
+            "errorName": "BROKER_ID_NOT_REGISTERED",
+            "errorMessage": "Broker ID 4 is not currently registered",
+            "throttleTimeMs": 0,
+        },
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+
+    @classmethod
+    def from_message(cls, r: m.UnregisterBrokerResponse) -> UnregisterBrokerResponse:
+        return cls(**error_fields(r.error, r.error_message))
+
+
+def unregister_broker_message(broker_id: int) -> m.UnregisterBrokerRequest:
+    return m.UnregisterBrokerRequest(broker_id=broker_id)
+
+
 # ---------------------------------------------------------------- CreatePartitions
 
 

@@ -379,6 +379,11 @@ class MetaquorumClient:
         r = await self.request("DELETE", f"/v1/topics/{name}", write=True)
         return _answer(Answer, r.json())
 
+    async def unregister_broker(self, broker_id: int) -> Answer:
+        """Decommissions ``broker_id`` for good (Kafka's UnregisterBroker)."""
+        r = await self.request("DELETE", f"/v1/brokers/{broker_id}", write=True)
+        return _answer(Answer, r.json())
+
     async def create_partitions(self, name: str, count: int) -> Answer:
         return _answer(Answer, await self._post(f"/v1/topics/{name}/partitions", {"count": count}))
 

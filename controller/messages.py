@@ -57,6 +57,18 @@ class BrokerHeartbeatResponse:
     should_shut_down: bool = False
 
 
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRequest:
+    broker_id: int
+
+
+@dataclass(slots=True)
+class UnregisterBrokerResponse:
+    error: Errors
+    error_message: str | None = None
+
+
 # ------------------------------------------------------------------ AlterPartition
 
 

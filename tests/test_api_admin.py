@@ -23,6 +23,9 @@ def brokers(local, app):
     return epochs
 
 
+NONE_BODY = {"errorCode": 0, "errorName": "NONE", "errorMessage": None}
+
+
 def post(local, app, path, body):
     r = local.request(app, "POST", path, json=body)
     assert r.status_code == 200, r.text
@@ -414,3 +417,57 @@ def test_voter_changes_on_a_lone_voter_are_refused_with_their_reason(local, app)
     status, body = call("/v1/quorum/add-voter", {"nodeId": 5, "address": "h:1", "timeoutMs": 0})
     assert status == 400 and body["errorMessage"].startswith("timeoutMs:")
     assert [v.voter_id for v in local.node.image.voters] == [0]  # nothing changed
+
+
+# ---------------------------------------------------------------- UnregisterBroker
+
+
+def test_unregister_broker_removes_it_and_moves_its_leaderships_in_one_batch(local, app, brokers):
+    r = local.request(
+        app, "POST", "/v1/brokers/register", json=registration_body(local.cluster_id, 7)
+    )
+    epoch = r.json()["brokerEpoch"]
+    hb = {"brokerId": 7, "brokerEpoch": epoch, "currentMetadataOffset": 1 << 40}
+    assert local.request(app, "POST", "/v1/brokers/heartbeat", json=hb).json()["isFenced"] is False
+    created = post(
+        local,
+        app,
+        "/v1/topics",
+        {"topics": [{"name": "on7", "assignments": [{"partitionIndex": 0, "brokerIds": [7, 1]}]}]},
+    )
+    assert created["topics"][0]["errorName"] == "NONE"
+    assert topic(local, app, "on7")["partitions"][0]["leader"] == 7
+    start = local.node.image.next_offset
+    r = local.request(app, "DELETE", "/v1/brokers/7")
+    assert r.status_code == 200, r.text
+    assert r.json() == {**NONE_BODY, "throttleTimeMs": 0}
+    (p,) = topic(local, app, "on7")["partitions"]
+    assert (p["leader"], p["isr"]) == (1, [1])
+    assert local.request(app, "GET", "/v1/brokers/7").status_code == 404
+    records = local.request(app, "GET", f"/v1/log?fromOffset={start}").json()["records"]
+    assert [rec["type"] for rec in records] == [
+        "PARTITION_CHANGE_RECORD",
+        "UNREGISTER_BROKER_RECORD",
+    ]
+    assert records[1]["data"] == {"brokerId": 7, "brokerEpoch": epoch}
+    assert records[0]["batchOffset"] == records[1]["batchOffset"] == start
+    # Its heartbeats are stale now; unregistering it again is refused, writing nothing.
+    r = local.request(app, "POST", "/v1/brokers/heartbeat", json=hb)
+    assert r.json()["errorName"] == "STALE_BROKER_EPOCH"
+    r = local.request(app, "DELETE", "/v1/brokers/7")
+    assert r.status_code == 200
+    assert r.json() == {
+        "errorCode": 102,
+        "errorName": "BROKER_ID_NOT_REGISTERED",
+        "errorMessage": "Broker ID 7 is not currently registered",
+        "throttleTimeMs": 0,
+    }
+    assert local.node.image.next_offset == start + 2
+
+
+@pytest.mark.parametrize("bad", ["x", str(2**31), "1.5"])
+def test_unregister_broker_with_a_bad_id_is_invalid_request(local, app, bad):
+    before = local.node.image.next_offset
+    r = local.request(app, "DELETE", f"/v1/brokers/{bad}")
+    assert r.status_code == 400 and r.json()["errorName"] == "INVALID_REQUEST", r.text
+    assert local.node.image.next_offset == before
