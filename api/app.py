@@ -690,8 +690,6 @@ def create_app(
     )
     async def create_topics(request: Request, caller: AdminCaller) -> Response:
         req = parse_body(M.CreateTopicsRequest, await request.body())
-        if req.validate_only:
-            raise bad_request("validateOnly: true is not supported (nothing was created)")
         response = await submit(req.to_message())
         return answer(M.CreateTopicsResponse.from_message(response))
 

@@ -360,8 +360,10 @@ class MetaquorumClient:
 
     # ------------------------------------------------------------ admin endpoints
 
-    async def create_topics(self, topics: Sequence[dict]) -> Answer:
-        return _answer(Answer, await self._post("/v1/topics", {"topics": list(topics)}))
+    async def create_topics(self, topics: Sequence[dict], validate_only: bool = False) -> Answer:
+        """``validate_only``: every check of a real request, nothing created."""
+        body = {"topics": list(topics), "validateOnly": validate_only}
+        return _answer(Answer, await self._post("/v1/topics", body))
 
     async def create_topic(
         self,

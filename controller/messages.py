@@ -153,6 +153,7 @@ class CreatableTopic:
 @dataclass(frozen=True, slots=True)
 class CreateTopicsRequest:
     topics: tuple[CreatableTopic, ...]
+    validate_only: bool = False
 
 
 @dataclass(slots=True)

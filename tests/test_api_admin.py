@@ -123,14 +123,32 @@ def test_create_topics_protocol_errors_are_per_topic(local, app, brokers):
     assert local.request(app, "GET", "/v1/topics/cfg").status_code == 404
 
 
-def test_validate_only_is_refused(local, app, brokers):
-    r = local.request(
-        app, "POST", "/v1/topics", json={"topics": [{"name": "v"}], "validateOnly": True}
-    )
-    assert r.status_code == 400
-    assert "validateOnly" in r.json()["errorMessage"]
+def test_create_topics_validate_only_answers_as_a_real_request_and_creates_nothing(
+    local, app, brokers
+):
+    before = local.node.image.next_offset
+    topics = [
+        {"name": "v", "numPartitions": 2},
+        {"name": "v-rf", "replicationFactor": 9},
+        {"name": "v-cfg", "configs": [{"name": "retention.ms", "value": "1"}]},
+    ]
+    body = post(local, app, "/v1/topics", {"topics": topics, "validateOnly": True})
+    results = [(t["name"], t["errorName"], t["numPartitions"]) for t in body["topics"]]
+    assert results == [
+        ("v", "NONE", 2),
+        ("v-rf", "INVALID_REPLICATION_FACTOR", -1),
+        ("v-cfg", "INVALID_CONFIG", -1),
+    ]
+    assert len(body["topics"][0]["topicId"]) == 22
+    assert body["topics"][1]["errorMessage"].startswith("Unable to replicate the partition 9")
     assert local.request(app, "GET", "/v1/topics/v").status_code == 404
-    # CreatePartitions too (a departure from Kafka: docs/kafka-conformance.md).
+    assert local.node.image.next_offset == before  # nothing written, not even a batch
+    real = post(local, app, "/v1/topics", {"topics": topics})
+    assert [(t["name"], t["errorName"], t["numPartitions"]) for t in real["topics"]] == results
+
+
+def test_create_partitions_validate_only_is_refused(local, app, brokers):
+    # A departure from Kafka: docs/kafka-conformance.md.
     post(local, app, "/v1/topics", {"topics": [{"name": "v2", "numPartitions": 1}]})
     r = local.request(
         app, "POST", "/v1/topics/v2/partitions", json={"count": 2, "validateOnly": True}

@@ -182,6 +182,11 @@ async def decommission(c: Cluster, follower: int) -> None:
         assert [b["brokerId"] for b in brokers] == [1, 2]
         for p in (await client.topic("before", linearizable=True)).body["partitions"]:
             assert 3 not in p["isr"] and p["leader"] in (1, 2), p
+        dry = await client.create_topics([{"name": "after"}], validate_only=True)
+        assert dry.body["topics"][0]["replicationFactor"] == 2
+        assert (
+            await client.topic("after", linearizable=True)
+        ).error_name == "UNKNOWN_TOPIC_OR_PARTITION"
         after = await client.create_topic("after", 1)
         assert after.body["topics"][0]["replicationFactor"] == 2
         again = await client.unregister_broker(3)
