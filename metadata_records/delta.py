@@ -47,8 +47,8 @@ from .records import (
     VotersRecord,
 )
 
-_LRS = (LRS_RECOVERED, LRS_RECOVERING)
-_UNCHANGED = object()  # ImageDelta._brokers: this id's registration is the image's  # Kafka's LeaderRecoveryState.of rejects the rest
+_LRS = (LRS_RECOVERED, LRS_RECOVERING)  # Kafka's LeaderRecoveryState.of rejects the rest
+_UNCHANGED = object()  # ImageDelta._brokers: this id's registration is the image's
 
 
 def batch_applies(controller_epoch: int, batch: Batch, next_offset: int | None = None) -> bool:
