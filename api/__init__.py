@@ -32,7 +32,8 @@ Where shared/API.md is silent, this package decides (and its tests pin it):
   prefers it.
 
 * Unknown body fields are ignored (as Kafka's JSON converters do); fields of
-  another AlterPartition version and ``validateOnly: true`` are refused (400).
+  another AlterPartition version and CreatePartitions' ``validateOnly: true``
+  are refused (400).
   Snake_case spellings are not accepted. Integers, booleans and strings are
   strict (``"5"`` is not an int32, ``true`` is not an int).
 * AlterPartition answers echo ``topicName`` (v0-1) or ``topicId`` (v2+), never

@@ -226,6 +226,7 @@ BrokerCaller = Annotated[Principal, Depends(_needs(Role.BROKER))]
 AdminCaller = Annotated[Principal, Depends(_needs(Role.ADMIN))]
 ReadCaller = Annotated[Principal, Depends(_needs(Role.READ))]
 TopicName = Annotated[str, Path(description="the topic's name")]
+BrokerIdPath = Annotated[int, Path(ge=INT32_MIN, le=INT32_MAX, description="the broker id")]
 Consistency = Annotated[
     Literal["linearizable"] | None,
     Query(description="`linearizable`: commit a read barrier through the log first"),
@@ -689,8 +690,6 @@ def create_app(
     )
     async def create_topics(request: Request, caller: AdminCaller) -> Response:
         req = parse_body(M.CreateTopicsRequest, await request.body())
-        if req.validate_only:
-            raise bad_request("validateOnly: true is not supported (nothing was created)")
         response = await submit(req.to_message())
         return answer(M.CreateTopicsResponse.from_message(response))
 
@@ -705,6 +704,22 @@ def create_app(
     async def delete_topic(name: TopicName, caller: AdminCaller) -> Response:
         response = await submit(M.delete_topics_message(name))
         return answer(M.DeleteTopicsResponse.from_message(response))
+
+    @app.delete(
+        "/v1/brokers/{id}",
+        operation_id="unregisterBroker",
+        tags=["admin"],
+        summary="UnregisterBroker",
+        response_model=M.UnregisterBrokerResponse,
+        responses=WRITE_RESPONSES,
+    )
+    async def unregister_broker(id: BrokerIdPath, caller: AdminCaller) -> Response:
+        """Decommissions a broker id (Kafka's UnregisterBroker): its
+        registration is removed and it leaves every ISR, with new leaders
+        elected, in one batch. Kafka does not refuse a live broker; stop it
+        first (docs/api-additions.md)."""
+        response = await submit(M.unregister_broker_message(id))
+        return answer(M.UnregisterBrokerResponse.from_message(response))
 
     @app.post(
         "/v1/topics/{name}/partitions",
@@ -881,7 +896,7 @@ def create_app(
         },
     )
     async def get_broker(
-        id: Annotated[int, Path(ge=INT32_MIN, le=INT32_MAX, description="the broker id")],
+        id: BrokerIdPath,
         caller: ReadCaller,
         consistency: Consistency = None,
     ) -> Response:

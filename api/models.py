@@ -15,8 +15,8 @@ Input rules, the same for every body:
   client's extra fields do not break an older server. Two exceptions make
   silent ignoring dangerous, so they are refused: a field that belongs to
   another *version* of AlterPartition (``newIsr`` in version 3, ``topicName`` in
-  version 2, ...), and ``validateOnly: true`` in CreateTopics (metaquorum cannot
-  validate without creating).
+  version 2, ...), and ``validateOnly: true`` in CreatePartitions (metaquorum
+  cannot validate there without creating).
 
 Every request model has ``to_message()`` building the controller's request
 (``controller.messages``), and every response model has ``from_message()``; the
@@ -756,10 +756,14 @@ class CreateTopicsRequest(RequestModel):
     topics: _bounded_list(CreatableTopic, limits.MAX_TOPICS_PER_REQUEST) = Field(
         description="the topics to create, each decided on its own"
     )
-    validate_only: StrictBool = Field(False, description="must be false: not supported")
+    validate_only: StrictBool = Field(
+        False,
+        description="true: every check of a real request, the same answers, nothing created",
+    )
 
     def to_message(self) -> m.CreateTopicsRequest:
         return m.CreateTopicsRequest(
+            validate_only=self.validate_only,
             topics=tuple(
                 m.CreatableTopic(
                     name=t.name,
@@ -771,7 +775,7 @@ class CreateTopicsRequest(RequestModel):
                     configs=tuple((c.name, c.value) for c in t.configs),
                 )
                 for t in self.topics
-            )
+            ),
         )
 
 
@@ -864,6 +868,35 @@ class DeleteTopicsResponse(ErrorFields):
 
 def delete_topics_message(name: str) -> m.DeleteTopicsRequest:
     return m.DeleteTopicsRequest(names=(name,))
+
+
+# ---------------------------------------------------------------- UnregisterBroker
+
+
+class UnregisterBrokerResponse(ErrorFields):
+    """DELETE /v1/brokers/{id} (Kafka's UnregisterBroker): the registration is
+    gone, and the broker left every ISR in the same batch; or
+    BROKER_ID_NOT_REGISTERED."""
+
+    model_config = example(
+        {**NONE, "throttleTimeMs": 0},
+        {
+            "errorCode": 102,
+            "errorName": "BROKER_ID_NOT_REGISTERED",
+            "errorMessage": "Broker ID 4 is not currently registered",
+            "throttleTimeMs": 0,
+        },
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+
+    @classmethod
+    def from_message(cls, r: m.UnregisterBrokerResponse) -> UnregisterBrokerResponse:
+        return cls(**error_fields(r.error, r.error_message))
+
+
+def unregister_broker_message(broker_id: int) -> m.UnregisterBrokerRequest:
+    return m.UnregisterBrokerRequest(broker_id=broker_id)
 
 
 # ---------------------------------------------------------------- CreatePartitions

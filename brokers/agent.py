@@ -62,6 +62,8 @@ class State(enum.Enum):
     ACTIVE = "active"
     CONTROLLED_SHUTDOWN = "controlled-shutdown"  # wantShutDown sent, not yet told to stop
     CRASHED = "crashed"  # gone without a word: heartbeats stop, fetches stop
+    # Unregistered by an operator (UnregisterBroker): stops and never registers again.
+    DECOMMISSIONED = "decommissioned"
 
 
 @dataclass
@@ -143,7 +145,7 @@ class BrokerAgent:
 
     @property
     def alive(self) -> bool:
-        return self.state not in (State.STOPPED, State.CRASHED)
+        return self.state not in (State.STOPPED, State.CRASHED, State.DECOMMISSIONED)
 
     def start(self) -> None:
         """Starts a new incarnation (a process start): register, then heartbeat."""
@@ -290,7 +292,7 @@ class BrokerAgent:
             started = self.clock()
             if not self._blipped():
                 await self._heartbeat_once()
-                if self.state is State.STOPPED:
+                if self.state in (State.STOPPED, State.DECOMMISSIONED):
                     return
             remaining = max(0.0, interval - (self.clock() - started))
             if self.state is State.FENCED and self.follower.image.last_offset < self.epoch:
@@ -320,6 +322,13 @@ class BrokerAgent:
             self.problem = f"heartbeat: {e}"
             return
         if hb.error_code == Errors.STALE_BROKER_EPOCH:
+            if await self._was_unregistered():
+                # An operator decommissioned this id: registering again would
+                # undo that (decisions.md 88).
+                self.stats.count("decommissioned")
+                self.problem = "unregistered by an operator: decommissioned, stopped for good"
+                self.state = State.DECOMMISSIONED
+                return
             # Our registration was replaced (or the controller never saw it): a
             # new incarnation must register again.
             self.stats.count("stale_epoch_reregistrations")
@@ -353,6 +362,24 @@ class BrokerAgent:
             if self.state is State.FENCED:
                 self.stats.count("unfencings")
             self.state = State.ACTIVE
+
+    def _unregistered(self) -> bool:
+        """The cache has applied this incarnation's registration and, after
+        it, an UnregisterBrokerRecord: its id has no registration now."""
+        image = self.follower.image
+        return 0 <= self.epoch <= image.last_offset and self.broker_id not in image.brokers
+
+    async def _was_unregistered(self) -> bool:
+        """After a STALE_BROKER_EPOCH: gives the cache up to a heartbeat
+        interval to show why (the controller decided before answering, so the
+        record is committed; the cache is usually milliseconds behind)."""
+        deadline = self.clock() + self.config.heartbeat_interval_s
+        while not self._unregistered():
+            left = deadline - self.clock()
+            if left <= 0 or self.broker_id in self.follower.image.brokers:
+                return False
+            await self.follower.wait_for_offset(self.follower.image.last_offset + 1, left)
+        return True
 
     async def _new_incarnation(self, why: str) -> None:
         self.problem = why

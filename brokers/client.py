@@ -360,8 +360,10 @@ class MetaquorumClient:
 
     # ------------------------------------------------------------ admin endpoints
 
-    async def create_topics(self, topics: Sequence[dict]) -> Answer:
-        return _answer(Answer, await self._post("/v1/topics", {"topics": list(topics)}))
+    async def create_topics(self, topics: Sequence[dict], validate_only: bool = False) -> Answer:
+        """``validate_only``: every check of a real request, nothing created."""
+        body = {"topics": list(topics), "validateOnly": validate_only}
+        return _answer(Answer, await self._post("/v1/topics", body))
 
     async def create_topic(
         self,
@@ -377,6 +379,11 @@ class MetaquorumClient:
 
     async def delete_topic(self, name: str) -> Answer:
         r = await self.request("DELETE", f"/v1/topics/{name}", write=True)
+        return _answer(Answer, r.json())
+
+    async def unregister_broker(self, broker_id: int) -> Answer:
+        """Decommissions ``broker_id`` for good (Kafka's UnregisterBroker)."""
+        r = await self.request("DELETE", f"/v1/brokers/{broker_id}", write=True)
         return _answer(Answer, r.json())
 
     async def create_partitions(self, name: str, count: int) -> Answer:

@@ -51,6 +51,7 @@ from .messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
+    UnregisterBrokerRequest,
     UpdateFeaturesRequest,
 )
 from .partition_admin import PartitionAdminManager
@@ -89,6 +90,7 @@ class Controller:
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
+            UnregisterBrokerRequest: self.replication.unregister_broker,
             AlterPartitionRequest: self.replication.alter_partition,
             CreateTopicsRequest: self.topics.create_topics,
             DeleteTopicsRequest: self.topics.delete_topics,

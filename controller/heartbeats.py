@@ -93,6 +93,10 @@ class BrokerHeartbeatManager:
         session.metadata_offset = metadata_offset
         session.heard = True
 
+    def remove(self, broker_id: int) -> None:
+        """The broker was unregistered: no session, no fencing to do."""
+        self.sessions.pop(broker_id, None)
+
     def fence(self, broker_id: int) -> None:
         session = self.sessions.get(broker_id)
         if session is not None:

@@ -57,6 +57,18 @@ class BrokerHeartbeatResponse:
     should_shut_down: bool = False
 
 
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRequest:
+    broker_id: int
+
+
+@dataclass(slots=True)
+class UnregisterBrokerResponse:
+    error: Errors
+    error_message: str | None = None
+
+
 # ------------------------------------------------------------------ AlterPartition
 
 
@@ -141,6 +153,7 @@ class CreatableTopic:
 @dataclass(frozen=True, slots=True)
 class CreateTopicsRequest:
     topics: tuple[CreatableTopic, ...]
+    validate_only: bool = False
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ from metadata_records.records import (
     UNFENCE,
     BrokerRegistrationChangeRecord,
     Record,
+    UnregisterBrokerRecord,
 )
 from metadata_records.uuids import ZERO_UUID
 
@@ -41,6 +42,8 @@ from .messages import (
     BrokerHeartbeatResponse,
     BrokerState,
     ControllerResult,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 )
 from .partition_change import Election, PartitionChangeBuilder
 
@@ -136,6 +139,15 @@ class ReplicationControlManager:
             )
         return records
 
+    def handle_broker_unregistered(self, broker_id: int, broker_epoch: int) -> list[Record]:
+        """Kafka's ``handleBrokerUnregistered``: ISR removals (with new
+        leaders), then the unregister record, in one batch."""
+        records = self.generate_leader_and_isr_updates(
+            broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+        )
+        records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
+        return records
+
     def handle_broker_unfenced(self, broker_id: int, broker_epoch: int) -> list[Record]:
         """The unfence record, then elections for leaderless partitions it can lead."""
         records: list[Record] = [
@@ -169,6 +181,22 @@ class ReplicationControlManager:
             broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
         )
         return records
+
+    def unregister_broker(self, req: UnregisterBrokerRequest, now_ms: int) -> ControllerResult:
+        """Kafka's ``unregisterBroker``: any registered broker, fenced or not
+        (decisions.md 86); its session ends with its registration."""
+        reg = self.c.view.broker(req.broker_id)
+        if reg is None:
+            return ControllerResult(
+                (),
+                UnregisterBrokerResponse(
+                    Errors.BROKER_ID_NOT_REGISTERED,
+                    f"Broker ID {req.broker_id} is not currently registered",
+                ),
+            )
+        records = self.handle_broker_unregistered(req.broker_id, reg.epoch)
+        self.c.heartbeats.remove(req.broker_id)
+        return ControllerResult(tuple(records), UnregisterBrokerResponse(Errors.NONE))
 
     # ------------------------------------------------------------ heartbeats
 

@@ -229,6 +229,10 @@ class TopicControlManager:
                 return _create_topics_refused(req, TOO_MANY_RECORDS)
             taken[_normalized(t.name)] = t.name
             results.append(result)
+        if req.validate_only:
+            # Kafka's validateOnly: decided exactly as a real request, every
+            # answer the same (topic ids included), and nothing written.
+            return ControllerResult((), CreateTopicsResponse(tuple(results)))
         return ControllerResult(tuple(records), CreateTopicsResponse(tuple(results)))
 
     def _create_topic(

@@ -43,10 +43,12 @@ from .records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
     VotersRecord,
 )
 
 _LRS = (LRS_RECOVERED, LRS_RECOVERING)  # Kafka's LeaderRecoveryState.of rejects the rest
+_UNCHANGED = object()  # ImageDelta._brokers: this id's registration is the image's
 
 
 def batch_applies(controller_epoch: int, batch: Batch, next_offset: int | None = None) -> bool:
@@ -96,7 +98,8 @@ class ImageDelta:
         self.partition_count = image.partition_count
         self.ignored_records = image.ignored_records
         self.voters = image.voters
-        self._brokers: dict[int, BrokerRegistration] = {}
+        # Changed registrations by id (None = unregistered).
+        self._brokers: dict[int, BrokerRegistration | None] = {}
         # Changed topic headers by id (None = removed). A header's ``partitions``
         # is the base dict (the image's, or {} for a new topic); changed
         # partitions are in ``_partitions`` until ``apply``.
@@ -108,8 +111,8 @@ class ImageDelta:
     # ------------------------------------------------------------ reads
 
     def broker(self, broker_id: int) -> BrokerRegistration | None:
-        reg = self._brokers.get(broker_id)
-        return reg if reg is not None else self.image.brokers.get(broker_id)
+        reg = self._brokers.get(broker_id, _UNCHANGED)
+        return self.image.brokers.get(broker_id) if reg is _UNCHANGED else reg
 
     def brokers(self) -> Iterator[BrokerRegistration]:
         for broker_id in self.broker_ids():
@@ -118,7 +121,8 @@ class ImageDelta:
     def broker_ids(self) -> list[int]:
         if not self._brokers:
             return sorted(self.image.brokers)
-        return sorted(self.image.brokers.keys() | self._brokers.keys())
+        ids = self.image.brokers.keys() | self._brokers.keys()
+        return sorted(b for b in ids if self.broker(b) is not None)
 
     def is_active(self, broker_id: int) -> bool:
         reg = self.broker(broker_id)
@@ -259,6 +263,14 @@ class ImageDelta:
         self._brokers[r.broker_id] = reg._replace(fenced=fenced, in_controlled_shutdown=shutdown)
         return True
 
+    def _replay_unregister_broker(self, r: UnregisterBrokerRecord, offset: int) -> bool:
+        # Kafka's replay throws on an unknown broker or another epoch.
+        reg = self.broker(r.broker_id)
+        if reg is None or reg.epoch != r.broker_epoch:
+            return False
+        self._brokers[r.broker_id] = None
+        return True
+
     def _replay_topic(self, r: TopicRecord, offset: int) -> bool:
         if self.topic_id(r.name) is not None or self._topic(r.topic_id) is not None:
             return False
@@ -339,7 +351,12 @@ class ImageDelta:
     def apply(self) -> MetadataImage:
         """The image with every replayed record in it."""
         base = self.image
-        brokers = {**base.brokers, **self._brokers} if self._brokers else base.brokers
+        brokers = base.brokers
+        if self._brokers:
+            brokers = {**base.brokers, **self._brokers}
+            for broker_id, reg in self._brokers.items():
+                if reg is None:
+                    del brokers[broker_id]
         topics = base.topics
         if self._topics or self._partitions:
             topics = dict(base.topics)
@@ -384,6 +401,7 @@ class ImageDelta:
 
 _REPLAY = {
     RegisterBrokerRecord: ImageDelta._replay_register_broker,
+    UnregisterBrokerRecord: ImageDelta._replay_unregister_broker,
     BrokerRegistrationChangeRecord: ImageDelta._replay_broker_change,
     TopicRecord: ImageDelta._replay_topic,
     PartitionRecord: ImageDelta._replay_partition,

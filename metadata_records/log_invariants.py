@@ -47,6 +47,7 @@ from .records import (
     Record,
     RegisterBrokerRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
 )
 
 RECORD, BATCH = "record", "batch"
@@ -66,7 +67,9 @@ RULES: dict[str, Rule] = {
     "decode": Rule(RECORD, "every record is a valid record of a known type and version"),
     "refused": Rule(RECORD, "the image applies every record (a refused one is a controller bug)"),
     "change-epoch": Rule(
-        RECORD, "a BrokerRegistrationChangeRecord names a registered broker at its current epoch"
+        RECORD,
+        "a BrokerRegistrationChangeRecord or UnregisterBrokerRecord names a registered broker "
+        "at its current epoch",
     ),
     "broker-epoch": Rule(
         RECORD,
@@ -336,21 +339,22 @@ class LogInvariants:
     def _refusal(self, r: Record, old: Any) -> tuple[str, str, str]:
         """(rule, entity, message) for a record the image refused."""
         kind = type(r)
-        if kind is BrokerRegistrationChangeRecord:
+        if kind is BrokerRegistrationChangeRecord or kind is UnregisterBrokerRecord:
             reg = self.delta.broker(r.broker_id)
             entity = f"broker {r.broker_id}"
+            what = "change" if kind is BrokerRegistrationChangeRecord else "unregister"
             if reg is None:
                 return (
                     "change-epoch",
                     entity,
-                    (f"change record for broker {r.broker_id}, which is not registered"),
+                    f"{what} record for broker {r.broker_id}, which is not registered",
                 )
             if reg.epoch != r.broker_epoch:
                 return (
                     "change-epoch",
                     entity,
                     (
-                        f"change record carries epoch {r.broker_epoch}, but the broker's current "
+                        f"{what} record carries epoch {r.broker_epoch}, but the broker's current "
                         f"epoch is {reg.epoch}"
                     ),
                 )
@@ -428,7 +432,11 @@ class LogInvariants:
             if new.leader >= 0:
                 self._leads.setdefault(new.leader, set()).add(tp)
             self._touched.add(tp)
-        elif kind is RegisterBrokerRecord or kind is BrokerRegistrationChangeRecord:
+        elif (
+            kind is RegisterBrokerRecord
+            or kind is BrokerRegistrationChangeRecord
+            or kind is UnregisterBrokerRecord
+        ):
             self._dirty.add(r.broker_id)
         elif kind is TopicRecord:
             self._topic_names.setdefault(r.topic_id, r.name)

@@ -148,6 +148,17 @@ class RegisterBrokerRecord:
     version: int = 2
 
 
+@_record("UNREGISTER_BROKER_RECORD", 1, 0)
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    """The broker id's registration is gone (Kafka's UnregisterBroker API); only
+    a registration at ``broker_epoch`` is removed."""
+
+    broker_id: int = _f(Kind.INT32)
+    broker_epoch: int = _f(Kind.INT64)
+    version: int = 0
+
+
 @_record("TOPIC_RECORD", 2, 0)
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
@@ -261,6 +272,7 @@ class VotersRecord:
 
 Record = (
     RegisterBrokerRecord
+    | UnregisterBrokerRecord
     | TopicRecord
     | PartitionRecord
     | ConfigRecord

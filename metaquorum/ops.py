@@ -1,5 +1,6 @@
 """Operator commands: ``status``, ``brokers``, ``topics``, ``log``,
-``create-topic``, ``transfer-leadership``, ``add-voter``, ``remove-voter``.
+``create-topic``, ``unregister-broker``, ``transfer-leadership``, ``add-voter``,
+``remove-voter``.
 
 Tables for people (plain text when stdout is no terminal or NO_COLOR is set:
 output.py), ``--json`` for scripts: what the command read, on stdout. A
@@ -138,6 +139,13 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--replication-factor", type=int, default=-1)
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     p = command(
+        "unregister-broker",
+        "decommission a broker id for good (Kafka's UnregisterBroker): its registration "
+        "is removed and it leaves every ISR; stop the broker first",
+        WRITE_EXITS,
+    )
+    p.add_argument("broker_id", type=int, metavar="ID", help="the broker id")
+    p = command(
         "transfer-leadership",
         "move the active controller to another voter",
         WRITE_EXITS + " With --if-leader, 0 also when there is nothing to do.",
@@ -177,6 +185,7 @@ OPS = {
     "topics",
     "log",
     "create-topic",
+    "unregister-broker",
     "transfer-leadership",
     "add-voter",
     "remove-voter",
@@ -384,6 +393,15 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
                     f"created topic [bold]{args.name}[/] ({topic.get('topicId')}): "
                     f"{topic.get('numPartitions')} partitions x {topic.get('replicationFactor')} replicas"
                 )
+            return 0
+        if cmd == "unregister-broker":
+            answer = await client.unregister_broker(args.broker_id)
+            if args.json:
+                _dump(answer.body)
+            if not answer.ok:
+                return _fail(f"{answer.error_name}: {answer.error_message}")
+            if not args.json:
+                console.print(f"unregistered broker [bold]{args.broker_id}[/]")
             return 0
         if cmd == "transfer-leadership":
             answer = await client.transfer_leadership(args.target)

@@ -24,6 +24,7 @@ from controller.messages import (
     ControllerResult,
     CreatableTopic,
     CreateTopicsRequest,
+    UnregisterBrokerRequest,
 )
 from metadata_records.delta import apply, apply_records
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
@@ -197,6 +198,9 @@ class ControllerHarness:
                 **kw,
             )
         )
+
+    def unregister(self, broker_id: int) -> object:
+        return self.run(UnregisterBrokerRequest(broker_id))
 
     def start_brokers(self, *broker_ids: int) -> None:
         """Registered and unfenced."""

@@ -224,3 +224,28 @@ def test_an_incarnation_told_to_stop_without_asking_comes_back_as_a_new_one(vote
             assert not bs.follower.image.brokers[151].in_controlled_shutdown
 
     asyncio.run(go())
+
+
+def test_a_live_broker_unregistered_by_an_operator_stops_for_good(voter):
+    """UnregisterBroker while the agent runs (Kafka refuses no state): its
+    leaderships move in the same batch; the agent's next heartbeat is stale,
+    its cache shows why, and it stops instead of registering again."""
+
+    async def go():
+        async with Brokers(voter, [161, 162, 163]) as bs:
+            await bs.create_partition("gone-t", [161, 162, 163])
+            agent = bs.agents[161]
+            answer = await bs.client.unregister_broker(161)
+            assert answer.ok, answer.body
+            await until(lambda: agent.state is State.DECOMMISSIONED, what="decommissioned")
+            assert not agent.alive and agent.stats.events["decommissioned"] == 1
+            assert agent.stats.events["stale_epoch_reregistrations"] == 0
+            p = bs.partition("gone-t")
+            assert p.leader in (162, 163) and 161 not in p.isr
+            # Its lifecycle (register, then heartbeat) has ended: nothing registers it again.
+            lifecycle = next(t for t in agent._tasks if t.get_name().endswith("lifecycle"))
+            await until(lifecycle.done, what="the lifecycle task ended")
+            brokers = (await bs.client.brokers(linearizable=True)).body["brokers"]
+            assert 161 not in [b["brokerId"] for b in brokers]
+
+    asyncio.run(go())

@@ -23,6 +23,9 @@ def brokers(local, app):
     return epochs
 
 
+NONE_BODY = {"errorCode": 0, "errorName": "NONE", "errorMessage": None}
+
+
 def post(local, app, path, body):
     r = local.request(app, "POST", path, json=body)
     assert r.status_code == 200, r.text
@@ -120,14 +123,32 @@ def test_create_topics_protocol_errors_are_per_topic(local, app, brokers):
     assert local.request(app, "GET", "/v1/topics/cfg").status_code == 404
 
 
-def test_validate_only_is_refused(local, app, brokers):
-    r = local.request(
-        app, "POST", "/v1/topics", json={"topics": [{"name": "v"}], "validateOnly": True}
-    )
-    assert r.status_code == 400
-    assert "validateOnly" in r.json()["errorMessage"]
+def test_create_topics_validate_only_answers_as_a_real_request_and_creates_nothing(
+    local, app, brokers
+):
+    before = local.node.image.next_offset
+    topics = [
+        {"name": "v", "numPartitions": 2},
+        {"name": "v-rf", "replicationFactor": 9},
+        {"name": "v-cfg", "configs": [{"name": "retention.ms", "value": "1"}]},
+    ]
+    body = post(local, app, "/v1/topics", {"topics": topics, "validateOnly": True})
+    results = [(t["name"], t["errorName"], t["numPartitions"]) for t in body["topics"]]
+    assert results == [
+        ("v", "NONE", 2),
+        ("v-rf", "INVALID_REPLICATION_FACTOR", -1),
+        ("v-cfg", "INVALID_CONFIG", -1),
+    ]
+    assert len(body["topics"][0]["topicId"]) == 22
+    assert body["topics"][1]["errorMessage"].startswith("Unable to replicate the partition 9")
     assert local.request(app, "GET", "/v1/topics/v").status_code == 404
-    # CreatePartitions too (a departure from Kafka: docs/kafka-conformance.md).
+    assert local.node.image.next_offset == before  # nothing written, not even a batch
+    real = post(local, app, "/v1/topics", {"topics": topics})
+    assert [(t["name"], t["errorName"], t["numPartitions"]) for t in real["topics"]] == results
+
+
+def test_create_partitions_validate_only_is_refused(local, app, brokers):
+    # A departure from Kafka: docs/kafka-conformance.md.
     post(local, app, "/v1/topics", {"topics": [{"name": "v2", "numPartitions": 1}]})
     r = local.request(
         app, "POST", "/v1/topics/v2/partitions", json={"count": 2, "validateOnly": True}
@@ -414,3 +435,57 @@ def test_voter_changes_on_a_lone_voter_are_refused_with_their_reason(local, app)
     status, body = call("/v1/quorum/add-voter", {"nodeId": 5, "address": "h:1", "timeoutMs": 0})
     assert status == 400 and body["errorMessage"].startswith("timeoutMs:")
     assert [v.voter_id for v in local.node.image.voters] == [0]  # nothing changed
+
+
+# ---------------------------------------------------------------- UnregisterBroker
+
+
+def test_unregister_broker_removes_it_and_moves_its_leaderships_in_one_batch(local, app, brokers):
+    r = local.request(
+        app, "POST", "/v1/brokers/register", json=registration_body(local.cluster_id, 7)
+    )
+    epoch = r.json()["brokerEpoch"]
+    hb = {"brokerId": 7, "brokerEpoch": epoch, "currentMetadataOffset": 1 << 40}
+    assert local.request(app, "POST", "/v1/brokers/heartbeat", json=hb).json()["isFenced"] is False
+    created = post(
+        local,
+        app,
+        "/v1/topics",
+        {"topics": [{"name": "on7", "assignments": [{"partitionIndex": 0, "brokerIds": [7, 1]}]}]},
+    )
+    assert created["topics"][0]["errorName"] == "NONE"
+    assert topic(local, app, "on7")["partitions"][0]["leader"] == 7
+    start = local.node.image.next_offset
+    r = local.request(app, "DELETE", "/v1/brokers/7")
+    assert r.status_code == 200, r.text
+    assert r.json() == {**NONE_BODY, "throttleTimeMs": 0}
+    (p,) = topic(local, app, "on7")["partitions"]
+    assert (p["leader"], p["isr"]) == (1, [1])
+    assert local.request(app, "GET", "/v1/brokers/7").status_code == 404
+    records = local.request(app, "GET", f"/v1/log?fromOffset={start}").json()["records"]
+    assert [rec["type"] for rec in records] == [
+        "PARTITION_CHANGE_RECORD",
+        "UNREGISTER_BROKER_RECORD",
+    ]
+    assert records[1]["data"] == {"brokerId": 7, "brokerEpoch": epoch}
+    assert records[0]["batchOffset"] == records[1]["batchOffset"] == start
+    # Its heartbeats are stale now; unregistering it again is refused, writing nothing.
+    r = local.request(app, "POST", "/v1/brokers/heartbeat", json=hb)
+    assert r.json()["errorName"] == "STALE_BROKER_EPOCH"
+    r = local.request(app, "DELETE", "/v1/brokers/7")
+    assert r.status_code == 200
+    assert r.json() == {
+        "errorCode": 102,
+        "errorName": "BROKER_ID_NOT_REGISTERED",
+        "errorMessage": "Broker ID 7 is not currently registered",
+        "throttleTimeMs": 0,
+    }
+    assert local.node.image.next_offset == start + 2
+
+
+@pytest.mark.parametrize("bad", ["x", str(2**31), "1.5"])
+def test_unregister_broker_with_a_bad_id_is_invalid_request(local, app, bad):
+    before = local.node.image.next_offset
+    r = local.request(app, "DELETE", f"/v1/brokers/{bad}")
+    assert r.status_code == 400 and r.json()["errorName"] == "INVALID_REQUEST", r.text
+    assert local.node.image.next_offset == before

@@ -40,6 +40,7 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
     Voter,
     VotersRecord,
 )
@@ -91,6 +92,9 @@ def _broker_change(version: int):
 RECORD_STRATEGIES = {
     "REGISTER_BROKER_RECORD": st.integers(0, 1).flatmap(_register_broker),
     "BROKER_REGISTRATION_CHANGE_RECORD": st.integers(0, 1).flatmap(_broker_change),
+    "UNREGISTER_BROKER_RECORD": st.builds(
+        UnregisterBrokerRecord, broker_id=int32, broker_epoch=int64
+    ),
     "TOPIC_RECORD": st.builds(TopicRecord, name=texts, topic_id=uuids),
     "PARTITION_RECORD": st.builds(
         PartitionRecord,
@@ -400,6 +404,7 @@ def _valid_obj(type_name: str) -> dict:
             leader_recovery_state=0,
         ),
         "REMOVE_TOPIC_RECORD": RemoveTopicRecord(topic_id=INC),
+        "UNREGISTER_BROKER_RECORD": UnregisterBrokerRecord(broker_id=1, broker_epoch=17),
         "FEATURE_LEVEL_RECORD": FeatureLevelRecord(name="metadata.version", feature_level=12),
         "NO_OP_RECORD": NoOpRecord(),
         "LEADER_CHANGE": LeaderChangeRecord(

@@ -24,6 +24,7 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
 )
 from metadata_records.snapshot import encode_image
 from metadata_records.uuids import uuid_from_bytes
@@ -189,6 +190,41 @@ def test_bad_change_record_is_ignored_but_takes_its_offset(bad):
     assert img.brokers[1] is base.brokers[1]
     assert img.next_offset == base.next_offset + 2
     assert img.ignored_records == base.ignored_records + 1
+
+
+def unregister(broker_id, epoch):
+    return UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=epoch)
+
+
+def test_unregister_removes_the_registration():
+    # Kafka's ClusterControlManagerTest.testUnregister: the registration (and
+    # its RegisterBrokerRecord offset) is gone; the other brokers are shared.
+    base = apply_records(EMPTY_IMAGE, [reg(1, 0, fenced=False), reg(2, 1)])
+    img = apply_records(base, [unregister(1, 0)])
+    assert 1 not in img.brokers and img.brokers[2] is base.brokers[2]
+    assert img.ignored_records == 0 and img.next_offset == 3
+    # A later registration of the id is a new incarnation like any other.
+    img = apply_records(img, [reg(1, 3, inc=INC_B)])
+    assert img.brokers[1].epoch == 3 and img.brokers[1].incarnation_id == INC_B
+
+
+def test_unregister_and_register_again_in_one_delta():
+    delta = ImageDelta(apply_records(EMPTY_IMAGE, [reg(1, 0)]))
+    delta.replay(unregister(1, 0))
+    assert delta.broker(1) is None and delta.broker_ids() == [] and not delta.is_active(1)
+    delta.replay(reg(1, 2, inc=INC_B))
+    assert delta.broker_ids() == [1] and delta.apply().brokers[1].epoch == 2
+    delta.replay(unregister(1, 2))
+    assert delta.apply().brokers == {}
+
+
+@pytest.mark.parametrize("bad", [unregister(1, 1), unregister(2, 0), unregister(1, -1)])
+def test_unregister_of_an_unknown_broker_or_another_epoch_is_ignored(bad):
+    # Kafka's replay throws: "no broker registration found for that id" /
+    # "no broker registration with that epoch found".
+    base = apply_records(EMPTY_IMAGE, [reg(1, 0)])
+    img = apply_records(base, [bad])
+    assert img.brokers == base.brokers and img.ignored_records == 1
 
 
 def test_change_record_after_reregistration_needs_the_new_epoch():
@@ -673,6 +709,7 @@ def _change(draw):
 records = st.one_of(
     _register(),
     _change(),
+    st.builds(UnregisterBrokerRecord, broker_id=BROKER_IDS, broker_epoch=EPOCHS),
     st.builds(TopicRecord, name=NAMES, topic_id=TOPIC_IDS),
     st.builds(
         PartitionRecord,
@@ -754,6 +791,12 @@ def model_replay(recs) -> dict:
                     b["fenced"] = r.fenced == 1
                 if ics == 1:
                     b["ics"] = True
+        elif isinstance(r, UnregisterBrokerRecord):
+            b = brokers.get(r.broker_id)
+            if b is None or b["epoch"] != r.broker_epoch:
+                ok = False
+            else:
+                del brokers[r.broker_id]
         elif isinstance(r, TopicRecord):
             if r.topic_id in topics or any(t["name"] == r.name for t in topics.values()):
                 ok = False

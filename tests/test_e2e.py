@@ -137,3 +137,70 @@ async def scenario(c: Cluster, leader: int, follower: int) -> None:
             await client.heartbeat(b, epochs[b], 10**9)
         hb = await client.heartbeat(1, epochs[1], 10**9, want_shut_down=True)
         assert (hb.is_fenced, hb.should_shut_down) == (True, True)
+
+
+def test_a_stopped_broker_is_decommissioned_through_the_client(tmp_path):
+    """Kafka's decommission (KRaftClusterTest.testUnregisterBroker): the broker
+    stops, is fenced when its session times out, and is unregistered; every
+    voter's image then lacks it, and the default replication factor counts
+    the brokers left."""
+    c = Cluster(tmp_path, extra=["--session-timeout-ms", "2000"])
+    try:
+        c.start()
+        c.wait_ready()
+        leader = c.leader()
+        follower = next(i for i in range(c.n) if i != leader)
+        asyncio.run(decommission(c, follower))
+    finally:
+        c.close()
+
+
+async def decommission(c: Cluster, follower: int) -> None:
+    async with MetaquorumClient([c.url(follower)]) as client:
+        epochs = {}
+        for b in (1, 2, 3):
+            reg = await client.register(b, c.cluster_id, str(uuid.uuid4()), listeners(b), MV)
+            epochs[b] = reg.broker_epoch
+        created = await client.create_topic("before", 2, 3)
+        assert created.body["topics"][0]["errorName"] == "INVALID_REPLICATION_FACTOR"
+        # Brokers 1 and 2 keep beating; broker 3 beats once, then stops.
+        assert not (await client.heartbeat(3, epochs[3], 10**9)).is_fenced
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            for b in (1, 2):
+                assert (await client.heartbeat(b, epochs[b], 10**9)).ok
+            brokers = (await client.brokers(linearizable=True)).body["brokers"]
+            state = {b["brokerId"]: b["fenced"] for b in brokers}
+            if state == {1: False, 2: False, 3: True}:
+                break
+            assert asyncio.get_running_loop().time() < deadline, state
+            await asyncio.sleep(0.3)
+        assert (await client.create_topic("before", 2)).body["topics"][0]["replicationFactor"] == 3
+        answer = await client.unregister_broker(3)
+        assert answer.ok and answer.body["errorName"] == "NONE", answer.body
+        brokers = (await client.brokers(linearizable=True)).body["brokers"]
+        assert [b["brokerId"] for b in brokers] == [1, 2]
+        for p in (await client.topic("before", linearizable=True)).body["partitions"]:
+            assert 3 not in p["isr"] and p["leader"] in (1, 2), p
+        dry = await client.create_topics([{"name": "after"}], validate_only=True)
+        assert dry.body["topics"][0]["replicationFactor"] == 2
+        assert (
+            await client.topic("after", linearizable=True)
+        ).error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+        after = await client.create_topic("after", 1)
+        assert after.body["topics"][0]["replicationFactor"] == 2
+        again = await client.unregister_broker(3)
+        assert again.error_name == "BROKER_ID_NOT_REGISTERED"
+        assert again.error_message == "Broker ID 3 is not currently registered"
+        hb = await client.heartbeat(3, epochs[3], 10**9)
+        assert hb.error_name == "STALE_BROKER_EPOCH"
+        page = await client.log(0, 10_000)
+        gone = [r for r in page.body["records"] if r["type"] == "UNREGISTER_BROKER_RECORD"]
+        assert [r["data"] for r in gone] == [{"brokerId": 3, "brokerEpoch": epochs[3]}]
+    # Every voter applied it.
+    for i in range(c.n):
+        async with MetaquorumClient([c.url(i)]) as voter:
+            deadline = asyncio.get_running_loop().time() + 30
+            while 3 in [b["brokerId"] for b in (await voter.brokers()).body["brokers"]]:
+                assert asyncio.get_running_loop().time() < deadline, i
+                await asyncio.sleep(0.2)

@@ -13,6 +13,7 @@ from metadata_records.records import (
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
+    UnregisterBrokerRecord,
 )
 
 from .harness import ControllerHarness
@@ -232,3 +233,62 @@ def test_decode_a_record_that_does_not_decode_is_named_and_the_rest_still_checke
 def test_a_violation_names_a_rule_of_the_table():
     with pytest.raises(ValueError, match="no rule 'kip841'"):
         Violation(1, "kip841", "t-0", "x")
+
+
+def unregistered_log() -> tuple[ControllerHarness, int]:
+    """Brokers 1-3, topic t on all three; the leader of t-0 is unregistered."""
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3)
+    h.create_topic("t", 1, 3)
+    leader = h.partition("t", 0).leader
+    h.unregister(leader)
+    return h, leader
+
+
+def test_unregister_the_controllers_batch_is_clean_split_it_is_not():
+    h, leader = unregistered_log()
+    batched = [
+        log_record_to_obj(i, ts, e, r, first)
+        for i, (r, (ts, e, first)) in enumerate(zip(h.log, h.envelopes, strict=True))
+    ]
+    assert check_log(orjson.loads(orjson.dumps(batched))) == []
+    # The UnregisterBrokerRecord alone, before the moves: the broker still
+    # leads and sits in a shared ISR although it is gone.
+    *moves, gone = h.last.records
+    start = len(h.log) - len(h.last.records)
+    found = check_log(objs([*h.log[:start], gone, *moves]))
+    assert [(v.offset, v.rule) for v in found] == [(start, "isr-inactive"), (start, "leader")]
+    assert found[1].message == f"leader {leader} is not registered"
+    assert found[0].message.startswith(f"broker {leader} (not registered) is in the ISR")
+
+
+def test_kip_841_an_unregistered_broker_joining_an_isr_is_found():
+    h, leader = unregistered_log()
+    p = h.partition("t", 0)
+    bad = len(h.log)
+    records = [
+        *h.log,
+        PartitionChangeRecord(partition_id=0, topic_id=h.topic_id("t"), isr=(*p.isr, leader)),
+    ]
+    found = check_log(objs(records))
+    assert [(v.offset, v.rule) for v in found] == [(bad, "kip-841")]
+    assert f"adds broker {leader} (not registered)" in found[0].message
+
+
+@pytest.mark.parametrize("broker,epoch_delta", [(9, 0), (1, 1)])
+def test_change_epoch_an_unregister_record_of_an_unknown_broker_or_epoch(broker, epoch_delta):
+    h = ControllerHarness()
+    h.start_brokers(1)
+    epoch = h.epochs.get(broker, 0) + epoch_delta
+    records = [*h.log, UnregisterBrokerRecord(broker_id=broker, broker_epoch=epoch)]
+    found = check_log(objs(records))
+    assert [(v.offset, v.rule, v.entity) for v in found] == [
+        (len(records) - 1, "change-epoch", f"broker {broker}")
+    ]
+    if broker == 9:
+        assert found[0].message == "unregister record for broker 9, which is not registered"
+    else:
+        assert found[0].message == (
+            f"unregister record carries epoch {epoch}, but the broker's current epoch is "
+            f"{h.epochs[1]}"
+        )

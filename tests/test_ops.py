@@ -278,3 +278,33 @@ def test_failures_are_one_clear_line(voter):
     assert r.returncode == 2 and r.stderr.startswith("metaquorum: UNAVAILABLE")
     r = mq("create-topic", "x", "--config", "broken", url=voter.url(0))
     assert r.returncode == 2 and "NAME=VALUE" in r.stderr
+
+
+def test_unregister_broker_json_and_exit_codes(voter):
+    import uuid
+
+    reg = voter.post(
+        0,
+        "/v1/brokers/register",
+        {
+            "brokerId": 77,
+            "clusterId": voter.cluster_id,
+            "incarnationId": str(uuid.uuid4()),
+            "listeners": [],
+            "features": [
+                {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
+            ],
+        },
+    ).json()
+    assert reg["errorName"] == "NONE"
+    r = mq("unregister-broker", "77", url=voter.url(0))
+    assert r.returncode == 0 and "unregistered broker 77" in r.stdout, r.stderr
+    r = mq("unregister-broker", "77", "--json", url=voter.url(0))
+    assert r.returncode == 1
+    assert json.loads(r.stdout)["errorName"] == "BROKER_ID_NOT_REGISTERED"
+    assert (
+        r.stderr
+        == "metaquorum: BROKER_ID_NOT_REGISTERED: Broker ID 77 is not currently registered\n"
+    )
+    r = mq("unregister-broker", "x", url=voter.url(0))
+    assert r.returncode == 2 and "invalid int value" in r.stderr

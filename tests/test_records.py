@@ -25,6 +25,7 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
     topic_name_problem,
 )
 
@@ -34,6 +35,7 @@ TID = "fPZv1VBsRFmnlRvmGcOW9w"
 # plus metaquorum's LEADER_CHANGE control record.
 KAFKA_TYPES = {
     "REGISTER_BROKER_RECORD": (RegisterBrokerRecord, 0),
+    "UNREGISTER_BROKER_RECORD": (UnregisterBrokerRecord, 1),
     "TOPIC_RECORD": (TopicRecord, 2),
     "PARTITION_RECORD": (PartitionRecord, 3),
     "CONFIG_RECORD": (ConfigRecord, 4),
@@ -56,6 +58,10 @@ EXPECTED_FIELDS = {
         ("fenced", Kind.BOOL, 0, True),
         ("inControlledShutdown", Kind.BOOL, 1, False),
         ("isMigratingZkBroker", Kind.BOOL, 2, False),
+    ],
+    "UNREGISTER_BROKER_RECORD": [
+        ("brokerId", Kind.INT32, 0, MISSING),
+        ("brokerEpoch", Kind.INT64, 0, MISSING),
     ],
     "TOPIC_RECORD": [
         ("name", Kind.STRING, 0, MISSING),
@@ -111,6 +117,7 @@ EXPECTED_FIELDS = {
 MAX_VERSIONS = {
     "REGISTER_BROKER_RECORD": 2,
     "BROKER_REGISTRATION_CHANGE_RECORD": 1,
+    "UNREGISTER_BROKER_RECORD": 0,
     "TOPIC_RECORD": 0,
     "PARTITION_RECORD": 0,
     "CONFIG_RECORD": 0,
@@ -124,7 +131,8 @@ MAX_VERSIONS = {
 
 
 def test_registry_holds_exactly_the_documented_types():
-    # API.md "A record": the eight metadata types, ConfigRecord, and the control
+    # API.md "A record": the eight metadata types, ConfigRecord, UnregisterBrokerRecord
+    # (issue 21), and the control
     # records LEADER_CHANGE and KRAFT_VOTERS (the voter set, Kafka's VotersRecord).
     assert set(RECORD_TYPES) == set(KAFKA_TYPES) | {"LEADER_CHANGE", "KRAFT_VOTERS"}
     assert RECORD_TYPES["LEADER_CHANGE"] is LeaderChangeRecord

@@ -13,6 +13,9 @@ Invariants:
   replaying the log from an empty image gives the same image;
 - the leader-side brokers-to-ISR index matches a fresh build;
 - the unclean-election sweep (issue 18) elects only on topics that allow it;
+- an unregistered broker (issue 21) leads nothing, is in no ISR of more than
+  one broker, and has no session: it is never fenced, nor refused as a
+  duplicate, afterwards;
 - sessions (issue 18): no broker is fenced by the timer within a session
   timeout of its last contact or of the session a new leader granted it, and a
   new incarnation is refused as a duplicate only within one session timeout of
@@ -49,6 +52,7 @@ from controller.messages import (
     ElectLeadersRequest,
     ReassignablePartition,
     ReassignableTopic,
+    UnregisterBrokerRequest,
 )
 from controller.topic_control import UNCLEAN_LEADER_ELECTION
 from metadata_records.errors import Errors
@@ -60,6 +64,7 @@ from metadata_records.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    UnregisterBrokerRecord,
 )
 from tests.harness import ControllerHarness
 
@@ -191,6 +196,30 @@ class ControllerMachine(RuleBasedStateMachine):
         self.generation[broker] += 1
         assert self.h.register(broker, generation=self.generation[broker]).error is Errors.NONE
         self.hear(broker)
+
+    @rule(broker=BROKERS, group_with_heartbeats=RARELY)
+    def unregister_broker(self, broker, group_with_heartbeats):
+        """Kafka's UnregisterBroker, in whatever state the broker is (Kafka
+        refuses none); sometimes decided in one batch with heartbeats."""
+        registered = broker in self.h.image.brokers
+        c = self.h.controller
+        results = [c.handle(UnregisterBrokerRequest(broker), self.h.now_ms)]
+        if group_with_heartbeats:
+            for b in sorted(self.h.epochs):
+                hb = BrokerHeartbeatRequest(b, self.h.epochs[b], c.view.next_offset)
+                results.append(c.handle(hb, self.h.now_ms))
+                if b != broker and b in self.h.image.brokers:
+                    self.hear(b)
+        self.commit_results(results)
+        resp = results[0].response
+        if registered:
+            assert resp.error is Errors.NONE, resp
+            assert broker not in self.h.image.brokers
+            assert isinstance(results[0].records[-1], UnregisterBrokerRecord)
+            self.heard.pop(broker, None)
+            self.contact.pop(broker, None)
+        else:
+            assert resp.error is Errors.BROKER_ID_NOT_REGISTERED and results[0].records == ()
 
     @rule(ms=st.sampled_from([100, 1000, 3000, 6000]))
     def time_passes(self, ms):
@@ -398,7 +427,10 @@ class ControllerMachine(RuleBasedStateMachine):
         shutting_down = {b for b, reg in before.brokers.items() if reg.in_controlled_shutdown}
         isrs: dict[tuple[str, int], tuple[int, ...]] = {}
         for record in self.h.log[self.checked_log :]:
-            if isinstance(record, RegisterBrokerRecord):
+            if isinstance(record, UnregisterBrokerRecord):
+                active.discard(record.broker_id)
+                shutting_down.discard(record.broker_id)
+            elif isinstance(record, RegisterBrokerRecord):
                 shutting_down.discard(record.broker_id)
                 if record.in_controlled_shutdown:
                     shutting_down.add(record.broker_id)
@@ -425,6 +457,16 @@ class ControllerMachine(RuleBasedStateMachine):
                 added = set(record.isr) - set(isrs[key])
                 assert added <= active, (record, added, active)
                 isrs[key] = record.isr
+
+    @invariant()
+    def unregistered_brokers_lead_nothing_and_hold_no_session(self):
+        image = self.h.image
+        for topic in image.topics.values():
+            for part in topic.partitions.values():
+                assert part.leader == -1 or part.leader in image.brokers, part
+                if len(part.isr) > 1:
+                    assert set(part.isr) <= image.brokers.keys(), part
+        assert self.h.controller.heartbeats.sessions.keys() <= image.brokers.keys()
 
     @invariant()
     def broker_epochs_are_offsets_and_grow(self):

@@ -12,6 +12,7 @@ from controller.messages import (
     BrokerState,
     ReassignablePartition,
     ReassignableTopic,
+    UnregisterBrokerRequest,
 )
 from metadata_records.errors import Errors
 from metadata_records.records import (
@@ -24,6 +25,7 @@ from metadata_records.records import (
     PartitionChangeRecord,
     PartitionRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
 )
 from metadata_records.uuids import ZERO_UUID, uuid_from_bytes
 from tests.harness import ControllerHarness
@@ -1261,3 +1263,103 @@ def test_a_steady_heartbeat_does_not_scan_every_session(monkeypatch):
     assert scans == []
     resp = h.heartbeat(leader, want_shut_down=True)  # leads nothing now: may it stop?
     assert scans == [1] and resp.should_shut_down
+
+
+# ---------------------------------------------------------------- UnregisterBroker
+
+
+def test_unregister_broker_as_kafkas_quorum_controller_test():
+    """QuorumControllerTest.testUnregisterBroker: a fenced broker cannot take
+    a replica, an unfenced one can, and unregistering it leaves its partition
+    without a leader."""
+    h = ControllerHarness()
+    assert h.register(0).error is Errors.NONE
+    t = h.create_topic("foo", 1, 1)
+    assert t.error is Errors.INVALID_REPLICATION_FACTOR
+    assert t.error_message == (
+        "Unable to replicate the partition 1 time(s): All brokers are currently fenced."
+    )
+    assert not h.heartbeat(0).is_fenced
+    assert h.create_topic("foo", 1, 1).error is Errors.NONE
+    assert h.partition("foo").leader == 0
+    assert h.unregister(0).error is Errors.NONE
+    assert 0 not in h.image.brokers
+    assert h.controller.index.partitions_without_leader() == [(h.topic_id("foo"), 0)]
+    p = h.partition("foo")
+    # Without ELR the last ISR member stays in the ISR (Kafka's PartitionChangeBuilder).
+    assert (p.leader, p.isr) == (NO_LEADER, (0,))
+    assert_consistent(h)
+
+
+def test_unregister_moves_leaderships_and_leaves_every_isr_in_one_batch():
+    h = cluster(1, 2, 3)
+    make_topic(h, "t", (1, 2, 3))
+    make_topic(h, "u", (2, 1, 3), (1, 3, 2))
+    epoch = h.epochs[1]
+    assert h.unregister(1).error is Errors.NONE
+    *moves, last = h.last.records
+    assert last == UnregisterBrokerRecord(broker_id=1, broker_epoch=epoch)
+    assert len(moves) == 3 and all(isinstance(r, PartitionChangeRecord) for r in moves)
+    for name, pid in (("t", 0), ("u", 0), ("u", 1)):
+        p = h.partition(name, pid)
+        assert 1 not in p.isr and p.leader in (2, 3) and p.leader in p.isr
+    assert h.partition("t").leader == 2  # the next active replica in order
+    assert_consistent(h)
+
+
+def test_unregister_an_unknown_broker_is_broker_id_not_registered_and_writes_nothing():
+    h = cluster(1)
+    before = h.image.next_offset
+    resp = h.unregister(9)
+    assert resp.error is Errors.BROKER_ID_NOT_REGISTERED
+    assert resp.error_message == "Broker ID 9 is not currently registered"
+    assert h.last.records == () and h.image.next_offset == before
+    # Twice in one batch: the second sees the first's record.
+    first = h.decide(UnregisterBrokerRequest(1))
+    second = h.decide(UnregisterBrokerRequest(1))
+    assert first.response.error is Errors.NONE
+    assert second.response.error is Errors.BROKER_ID_NOT_REGISTERED and second.records == ()
+    h.commit(first.records)
+    assert h.image.brokers == {}
+
+
+def test_a_live_broker_is_unregistered_as_kafka_does_and_its_heartbeats_are_stale():
+    """Kafka refuses no state (ReplicationControlManager.unregisterBroker checks
+    registration only); its session ends, so it is never fenced afterwards."""
+    h = cluster(1, 2)
+    assert h.image.brokers[1].active
+    assert h.unregister(1).error is Errors.NONE
+    assert 1 not in h.controller.heartbeats.sessions
+    resp = h.heartbeat(1, epoch=h.epochs[1])
+    assert resp.error is Errors.STALE_BROKER_EPOCH and h.last.records == ()
+    h.advance(h.session_timeout_ms + 1)
+    h.heartbeat(2)
+    assert h.controller.maybe_fence_stale_broker(h.now_ms) is None
+
+
+def test_an_unregistered_id_registers_again_as_a_new_incarnation():
+    h = cluster(1, 2)
+    h.unregister(1)
+    offset = h.image.next_offset
+    resp = h.register(1, generation=1)
+    assert resp.error is Errors.NONE and resp.broker_epoch == offset
+    assert h.image.brokers[1].fenced
+    assert not h.heartbeat(1).is_fenced
+    assert_consistent(h)
+
+
+def test_an_unregistered_broker_no_longer_counts_toward_the_default_replication_factor():
+    h = cluster(1, 2, 3)
+    h.advance(h.session_timeout_ms + 1)  # broker 3 dies: fenced, still registered
+    h.heartbeat(1)
+    h.heartbeat(2)
+    while (fenced := h.controller.maybe_fence_stale_broker(h.now_ms)) is not None:
+        h.commit(fenced.records)
+    assert h.image.brokers[3].fenced
+    # Kafka counts every registered broker: min(3, 3) = 3 with one fenced.
+    assert h.create_topic("before").replication_factor == 3
+    assert h.unregister(3).error is Errors.NONE
+    t = h.create_topic("after")
+    assert t.error is Errors.NONE and t.replication_factor == 2
+    assert 3 not in h.partition("after").replicas
+    assert_consistent(h)

@@ -510,3 +510,57 @@ def test_create_partitions_is_capped_by_its_records_before_any_is_built(h):
     assert resp.error is Errors.POLICY_VIOLATION and h.image.next_offset == before
     resp = h.run(CreatePartitionsRequest("grow", 10_001))
     assert resp.error is Errors.NONE and len(h.last.records) == 10_000
+
+
+# ---------------------------------------------------------------- validateOnly
+
+
+def test_validate_only_as_kafkas_tests(h):
+    """ReplicationControlManagerTest.testCreateTopicsWithValidateOnlyFlag and
+    testInvalidCreateTopicsWithValidateOnlyFlag: no records, Kafka's answer."""
+    before = h.image.next_offset
+    (ok,) = h.run(CreateTopicsRequest((CreatableTopic("foo", 1, 3),), validate_only=True)).topics
+    assert ok.error is Errors.NONE and h.last.records == () and h.image.next_offset == before
+    assert "foo" not in h.image.topic_ids
+    (bad,) = h.run(CreateTopicsRequest((CreatableTopic("foo", 1, 5),), validate_only=True)).topics
+    assert bad.error is Errors.INVALID_REPLICATION_FACTOR and h.last.records == ()
+    assert bad.error_message == (
+        "Unable to replicate the partition 5 time(s): The target replication factor of 5 "
+        "cannot be reached because only 4 broker(s) are registered."
+    )
+
+
+VALIDATED = [
+    (CreatableTopic("orders", 3, 2, configs=(("min.insync.replicas", "2"),)),),
+    (CreatableTopic("manual", assignments=((0, (1, 2)), (1, (3, 4)))),),
+    (CreatableTopic("dup"), CreatableTopic("dup")),
+    (CreatableTopic("a.b"), CreatableTopic("a_b")),  # collide with each other
+    (CreatableTopic("existing"),),
+    (CreatableTopic("bad name!"),),
+    (CreatableTopic("cfg", configs=(("retention.ms", "1"),)),),
+    (CreatableTopic("rf", 1, 9),),
+    (CreatableTopic("gap", assignments=((0, (1,)), (2, (2,)))),),
+    (CreatableTopic("huge", 10_001, 1),),
+    (CreatableTopic("ok"), CreatableTopic("existing"), CreatableTopic("rf0", 1, 0)),
+]
+
+
+@pytest.mark.parametrize("topics", VALIDATED, ids=lambda t: "+".join(x.name for x in t))
+def test_validate_only_answers_exactly_as_the_real_request_and_writes_nothing(topics):
+    """Two identical controllers: one validates, one creates. Every answer is
+    the same, topic ids included (the same id source); only the records differ."""
+    real, dry = ControllerHarness(), ControllerHarness()
+    for c in (real, dry):
+        c.start_brokers(1, 2, 3, 4)
+        assert create(c, CreatableTopic("existing"))[0].error is Errors.NONE
+    before = dry.image
+    checked = dry.run(CreateTopicsRequest(topics, validate_only=True))
+    assert dry.last.records == () and dry.image == before
+    done = real.run(CreateTopicsRequest(topics))
+    assert checked == done
+    # The dry run left nothing behind: creating for real now gives the same answers
+    # (but for the topic ids, which come from the next ids of its source).
+    again = dry.run(CreateTopicsRequest(topics))
+    assert [(t.name, t.error, t.error_message) for t in again.topics] == [
+        (t.name, t.error, t.error_message) for t in done.topics
+    ]
