@@ -25,6 +25,7 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnregisterBrokerRecord,
     Voter,
     VotersRecord,
 )
@@ -55,6 +56,7 @@ EVERY_TYPE = [
         rack="r1",
     ),
     BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=2, fenced=-1, version=1),
+    UnregisterBrokerRecord(broker_id=1, broker_epoch=2),
     TopicRecord(name="t", topic_id=TID),
     ConfigRecord(resource_type=2, resource_name="t", name="min.insync.replicas", value="1"),
     PartitionRecord(partition_id=0, topic_id=TID, replicas=(1,), isr=(1,), leader=1),
