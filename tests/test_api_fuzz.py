@@ -233,7 +233,7 @@ def test_schemathesis_finds_no_5xx_and_rejected_requests_write_nothing(
                     try:
                         case.validate_response(response, checks=CHECKS, headers=headers)
                     except FailureGroup as e:
-                        failures.append(f"{label}: {str(e)[:600]}")
+                        failures.append(f"{label}: {code} {response.text[:200]!r}: {str(e)[:600]}")
 
         try:
             run()
