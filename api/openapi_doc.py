@@ -331,6 +331,52 @@ NOT_READY = {
     )
 }
 
+# Answered by the HTTP server itself (api/connections.py), to any request,
+# before a route sees it; the connection is then closed.
+ERR_SERVER = {
+    408: answer(
+        M.ErrorResponse,
+        "INVALID_REQUEST (42): the request head or body arrived too slowly "
+        "(docs/limits.md); nothing was done; the connection is closed",
+        {
+            "slowBody": (
+                "a body sent a few bytes a second",
+                error_body(
+                    Errors.INVALID_REQUEST,
+                    "the request body arrived too slowly (1200 bytes in 10 s; it must arrive "
+                    "within 10 s plus 1 s per 65536 bytes, at most 120 s); nothing was done: "
+                    "send it again, faster",
+                ),
+            )
+        },
+    ),
+    414: answer(
+        M.ErrorResponse,
+        "INVALID_REQUEST (42): the URL is over 8 KiB; the connection is closed",
+        {
+            "longUrl": (
+                "a 9 KB query string",
+                error_body(
+                    Errors.INVALID_REQUEST,
+                    "the URL is over 8192 bytes; see docs/limits.md",
+                ),
+            )
+        },
+    ),
+    431: answer(
+        M.ErrorResponse,
+        "INVALID_REQUEST (42): over 100 headers, or over 64 KiB of them; the connection is closed",
+        {
+            "manyHeaders": (
+                "101 headers",
+                error_body(
+                    Errors.INVALID_REQUEST,
+                    "more than 100 headers; see docs/limits.md",
+                ),
+            )
+        },
+    ),
+}
 WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERR_307,
     **ERR_400,
@@ -338,6 +384,7 @@ WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERR_BODY,
     **ERR_429,
     **ERR_503_WRITE,
+    **ERR_SERVER,
 }
 READ_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"headers": {"X-Metadata-Offset": HEADERS["X-Metadata-Offset"]}},
@@ -345,6 +392,7 @@ READ_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERR_AUTH,
     **ERR_429,
     **ERR_503_READ,
+    **ERR_SERVER,
 }
 
 
