@@ -1,8 +1,8 @@
 """The pipeline's commands: ``export``, ``audit`` and ``synth-log`` (docs/pipeline.md).
 
 Exit codes: 0 done (audit: every invariant held), 1 the audit found
-violations, 2 bad input or the ``pipeline`` extra not installed (the message
-says which and what to do).
+violations, 2 bad input, the ``pipeline`` extra not installed, or a Spark
+cluster that cannot run the audit (the message says which and what to do).
 
 Their parsers need nothing beyond the core install; what each command imports
 to run comes from the ``pipeline`` extra, and is looked for before anything
@@ -68,11 +68,26 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
         description="Rebuilds every broker's and partition's state in offset order and reports "
         "each violated invariant with its offset. Exit code 1 if any.",
     )
-    p.add_argument("--input", required=True, help="an export directory (metaquorum export --out)")
+    p.add_argument(
+        "--input",
+        required=True,
+        help="an export directory (metaquorum export --out), or its URL (hdfs://, s3a://)",
+    )
     p.add_argument("--report", help="write a self-contained HTML report here")
-    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument(
+        "--master",
+        help="Spark master URL: local[N], spark://host:7077, yarn, k8s://... (default: the one "
+        "spark-submit was given, else local[*]); on a cluster, --input and --output must be on "
+        "storage every worker shares",
+    )
     p.add_argument("--output", help="where violations and timelines go (default <input>-audit)")
     p.add_argument("--shuffle-partitions", type=int, help="spark.sql.shuffle.partitions")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, as spark-submit's --conf (repeatable), e.g. "
+                   "spark.executor.memory=4g")  # fmt: skip
+    p.add_argument("--executor-wait", type=float, default=120.0, metavar="SECONDS",
+                   help="on a cluster: fail when no executor is there this long, at the start "
+                   "or after losing them all (default 120)")  # fmt: skip
 
     from .synth_log import PLANT_KINDS
 
@@ -179,9 +194,16 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from pipeline.cluster import ClusterError
     from pipeline.export_files import ExportDirError
     from pipeline.run import main_audit
 
+    conf = {}
+    for setting in args.conf:
+        key, eq, value = setting.partition("=")
+        if not eq or not key:
+            return _fail(f"--conf {setting!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
+        conf[key.strip()] = value.strip()
     console = Console()
     try:
         result = main_audit(
@@ -191,8 +213,10 @@ def _audit(args: argparse.Namespace) -> int:
             output_dir=args.output,
             shuffle_partitions=args.shuffle_partitions,
             echo=lambda line: console.print(line, highlight=False),
+            conf=conf,
+            executor_wait=args.executor_wait,
         )
-    except (ExportDirError, ValueError) as e:
+    except (ExportDirError, ValueError, ClusterError) as e:
         return _fail(str(e))
     if not result.violations:
         console.print(

@@ -36,23 +36,26 @@ class ExportFile:
     fmt: str
 
 
-def export_files(directory: str) -> list[ExportFile]:
-    """The complete files of an export directory, in offset order."""
-    if not os.path.isdir(directory):
-        return []
+def export_files(directory: str, names: list[str] | None = None) -> list[ExportFile]:
+    """The complete files of an export directory, in offset order. ``names``:
+    the directory's listing, when it is not on this machine's file system (a
+    URL Spark lists)."""
+    if names is None:
+        names = os.listdir(directory) if os.path.isdir(directory) else []
     files = []
-    for name in os.listdir(directory):
+    for name in names:
         m = _NAME.match(name)
         if m:
-            files.append(ExportFile(os.path.join(directory, name), int(m[1]), int(m[2]), m[3]))
+            path = f"{directory.rstrip('/')}/{name}"
+            files.append(ExportFile(path, int(m[1]), int(m[2]), m[3]))
     return sorted(files, key=lambda f: (f.first, f.last))
 
 
-def input_format(directory: str) -> str:
+def input_format(directory: str, names: list[str] | None = None) -> str:
     """The one format an export directory holds; ExportDirError if none or mixed."""
-    if not os.path.isdir(directory):
+    if names is None and not os.path.isdir(directory):
         raise ExportDirError(f"{directory} is not a directory (run `metaquorum export` first)")
-    formats = {f.fmt for f in export_files(directory)}
+    formats = {f.fmt for f in export_files(directory, names)}
     if not formats:
         raise ExportDirError(
             f"{directory} holds no exported records (records-*.parquet or records-*.jsonl); "

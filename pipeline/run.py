@@ -4,6 +4,7 @@ invariant held."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -13,9 +14,17 @@ from dataclasses import dataclass
 from pyspark.sql import functions as F
 
 from .audit import run_audit
+from .cluster import (
+    MASTER_HINT,
+    ClusterError,
+    ExecutorWatch,
+    check_master_reachable,
+    unreadable_input,
+    wait_for_executors,
+)
 from .export_files import input_format
 from .report import ReportData, render
-from .spark import build_session, read_export
+from .spark import build_session, is_url, listing, read_export, submitted_master, write_text
 from .timelines import (
     broker_intervals,
     controller_changes,
@@ -50,7 +59,7 @@ def legacy_note(records: int) -> str:
 
 
 def default_output(input_dir: str) -> str:
-    return os.path.abspath(input_dir).rstrip("/") + "-audit"
+    return (input_dir if is_url(input_dir) else os.path.abspath(input_dir)).rstrip("/") + "-audit"
 
 
 def audit_export(
@@ -60,7 +69,7 @@ def audit_export(
     report_path: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> AuditResult:
-    input_format(input_dir)  # a clear error before Spark reads anything
+    input_format(input_dir, listing(spark, input_dir))  # a clear error before Spark reads
     output_dir = output_dir or default_output(input_dir)
     stages = 4 if report_path else 3
     clock = time.perf_counter()
@@ -172,8 +181,8 @@ def audit_export(
         "violations": total,
         "records without batch_offset": frames.legacy_records,
     }
-    with open(os.path.join(output_dir, "summary.json"), "w") as f:
-        json.dump({"summary": summary, "violations": counts, "recordTypes": kinds}, f, indent=2)
+    figures = {"summary": summary, "violations": counts, "recordTypes": kinds}
+    write_text(spark, os.path.join(output_dir, "summary.json"), json.dumps(figures, indent=2))
     report = None
     if report_path:
         stage(4, f"writing the report {report_path}")
@@ -206,23 +215,74 @@ def _secs(stats: dict) -> str:
 def main_audit(
     input_dir: str,
     report_path: str | None,
-    master: str,
+    master: str | None = None,
     output_dir: str | None = None,
     shuffle_partitions: int | None = None,
     echo: Callable[[str], None] = print,
+    conf: dict[str, str] | None = None,
+    executor_wait: float = 120.0,
 ) -> AuditResult:
-    conf = {}
+    """``master`` None: spark-submit's ``--master`` when run by it, else ``local[*]``.
+    On a cluster, waits at most ``executor_wait`` seconds for an executor, and
+    cancels the audit when none has been left that long (pipeline/cluster.py)."""
+    conf = dict(conf or {})
     if shuffle_partitions:
         conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
-    input_format(input_dir)
+    if not is_url(input_dir):  # a URL is listed once Spark runs
+        input_format(input_dir)
     from pyspark.sql import SparkSession
 
     # In a process that already runs a session (a notebook, the tests) use it, and leave it be.
     running = SparkSession.getActiveSession()
-    echo(f"starting Spark ({master})" if running is None else "using the running Spark session")
-    spark = running or build_session(master, **conf)
+    if running is not None:
+        if master and master != running.sparkContext.master:
+            raise ClusterError(
+                f"this process already runs a Spark session on {running.sparkContext.master}; "
+                f"stop it to audit on {master}"
+            )
+        echo("using the running Spark session")
+        spark = running
+    else:
+        spark = _start(master or submitted_master() or "local[*]", conf, echo)
     try:
-        return audit_export(spark, input_dir, output_dir, report_path, echo)
+        # With dynamic allocation, executors come and go with the work: nothing to wait for.
+        on_cluster = not spark.sparkContext.master.startswith("local") and (
+            spark.conf.get("spark.dynamicAllocation.enabled", "false") != "true"
+        )
+        if on_cluster:
+            n = wait_for_executors(spark, spark.sparkContext.master, executor_wait)
+            echo(f"{n} executor(s) registered")
+        watch = ExecutorWatch(spark, executor_wait) if on_cluster else contextlib.nullcontext()
+        with watch:
+            try:
+                return audit_export(spark, input_dir, output_dir, report_path, echo)
+            except Exception as e:
+                if on_cluster and watch.lost:
+                    raise ClusterError(
+                        f"the audit was cancelled: no executor was left for {executor_wait:.0f} s "
+                        "(the workers died or were stopped); start workers and run it again"
+                    ) from e
+                unreadable = unreadable_input(e, input_dir)
+                if unreadable is not None:
+                    raise unreadable from e
+                raise
     finally:
         if running is None:
             spark.stop()
+
+
+def _start(master: str, conf: dict[str, str], echo: Callable[[str], None]):
+    """A new session on ``master``; ClusterError saying what to check when Spark cannot start."""
+    check_master_reachable(master)
+    echo(f"starting Spark ({master})")
+    try:
+        return build_session(master, **conf)
+    except Exception as e:  # a JVM stack trace: what it means, and what to check
+        if "stopped SparkContext" in str(e):  # the master never took the application
+            raise ClusterError(
+                f"{master} did not take the application (Spark gave up after its 3 tries of "
+                f"20 s): {MASTER_HINT}"
+            ) from e
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        hint = "" if master.startswith("local") else f"; {MASTER_HINT}"
+        raise ClusterError(f"Spark could not start on {master}: {first}{hint}") from e

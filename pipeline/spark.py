@@ -10,7 +10,7 @@ import tempfile
 
 import pyarrow as pa
 
-from .export_files import export_files, input_format
+from .export_files import ExportDirError, export_files, input_format
 from .schema import ARROW_SCHEMA
 
 # Spark logs at INFO/WARN through log4j2 unless told otherwise: errors only.
@@ -70,6 +70,17 @@ def build_session(master: str = "local[*]", app_name: str = "metaquorum-audit", 
     return spark
 
 
+def submitted_master() -> str | None:
+    """The master spark-submit was given, when it runs this process (its JVM is
+    up already, so reading its conf starts nothing)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose conf has it
+    return SparkConf().get("spark.master", None)
+
+
 def _spark_type(t: pa.DataType):
     from pyspark.sql import types as T
 
@@ -98,10 +109,46 @@ def spark_schema():
     return T.StructType([T.StructField(f.name, _spark_type(f.type)) for f in ARROW_SCHEMA])
 
 
+def is_url(path: str) -> bool:
+    """``hdfs://...``, ``s3a://...``, ``file:///...``: read and written through
+    Spark's Hadoop file systems, not this machine's."""
+    return "://" in path
+
+
+def _hadoop_path(spark, url: str):
+    path = spark._jvm.org.apache.hadoop.fs.Path(url)
+    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
+
+
+def listing(spark, directory: str) -> list[str] | None:
+    """The names in ``directory`` when it is a URL (None: a local path)."""
+    if not is_url(directory):
+        return None
+    path, fs = _hadoop_path(spark, directory)
+    if not fs.exists(path) or not fs.getFileStatus(path).isDirectory():
+        raise ExportDirError(f"{directory} is not a directory (run `metaquorum export` first)")
+    return [status.getPath().getName() for status in fs.listStatus(path)]
+
+
+def write_text(spark, path: str, text: str) -> None:
+    """A small file of the outputs (summary.json), wherever ``path`` is."""
+    if not is_url(path):
+        with open(path, "w") as f:
+            f.write(text)
+        return
+    hpath, fs = _hadoop_path(spark, path)
+    stream = fs.create(hpath, True)
+    try:
+        stream.write(text.encode())
+    finally:
+        stream.close()
+
+
 def read_export(spark, directory: str):
     """The exported records of ``directory`` as one DataFrame (Parquet or JSONL)."""
-    fmt = input_format(directory)
-    paths = [f.path for f in export_files(directory)]
+    names = listing(spark, directory)
+    fmt = input_format(directory, names)
+    paths = [f.path for f in export_files(directory, names)]
     if fmt == "parquet":
         return spark.read.schema(spark_schema()).parquet(*paths)
     return spark.read.schema(spark_schema()).json(*paths)

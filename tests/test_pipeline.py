@@ -16,6 +16,7 @@ from metaquorum.cli import main
 from metaquorum.export import run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.audit import run_audit
+from pipeline.export_files import ExportDirError
 from pipeline.replay_audit import read_rows, replay_audit
 from pipeline.run import audit_export
 from pipeline.spark import read_export
@@ -124,3 +125,24 @@ def test_spark_and_the_replay_find_the_planted_corpus_alike(spark, tmp_path):
         assert found == replayed, log.name
         assert [(v[0], v[2]) for v in found] == log.expected, log.name
         assert frames.legacy_records == (len(log.records) if "legacy" in log.name else 0)
+
+
+def test_an_export_given_as_a_url_is_listed_read_and_written_through_hadoop(spark, tmp_path):
+    """``hdfs://`` and ``s3a://`` exports take the path ``file://`` takes here:
+    Hadoop's FileSystem lists the input and writes summary.json, Spark the rest."""
+    log = tmp_path / "log"
+    summary = run_synth_log(3_000, str(log), plant_kinds=["gap"], quiet=True)
+    url = f"file://{log}"
+    result = audit_export(spark, url, echo=lambda _: None)
+    assert result.output_dir == f"{url}-audit"
+    figures = orjson.loads((tmp_path / "log-audit" / "summary.json").read_bytes())
+    assert figures["summary"]["records"] == result.records == summary["records"]
+    found = pq.read_table(tmp_path / "log-audit" / "violations").to_pylist()
+    assert [(v["offset"], v["check"]) for v in found] == [
+        (summary["planted"][0]["offset"], "offsets-dense")
+    ]
+    with pytest.raises(ExportDirError, match="is not a directory"):
+        audit_export(spark, f"file://{tmp_path}/nowhere", echo=lambda _: None)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ExportDirError, match="holds no exported records"):
+        audit_export(spark, f"file://{tmp_path}/empty", echo=lambda _: None)

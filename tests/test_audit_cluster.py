@@ -1,0 +1,226 @@
+"""``metaquorum audit --master spark://...`` on a real standalone Spark cluster
+(a master and two one-core workers from the pyspark installation,
+tests/spark_cluster.py): the same findings and timelines as ``local[*]``, with
+executors that could not start Python if asked to; submitted with
+spark-submit, a worker killed during the audit changes nothing; and a real
+cluster's faults (no master at that address, no worker fits the job, the input
+on the driver's disk only, every worker gone) end the command with a message
+that says what to do, never a hang."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from metaquorum.synth_log import run_synth_log
+
+from .nodes import free_port
+from .spark_cluster import SparkCluster, can_hide_directories, spark_home
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANTS = ["gap", "kip841", "leader", "partition-epoch"]
+# Where a Python worker would be started from: nowhere. The audit must not need one.
+NO_PYTHON = "/nonexistent/the-executors-run-no-python"
+# The outputs compared: what the audit found, and the timelines it built.
+TABLES = ("violations", "broker_states", "partition_timeline", "under_replicated_intervals",
+          "offline_intervals", "controller_elections")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spark-cluster")
+    hidden = root / "driver-only"
+    hidden.mkdir()
+    c = SparkCluster(root, workers=2, cores=1, memory="1g", hidden=hidden)
+    if not can_hide_directories():
+        c.hidden = None
+    try:
+        yield c.start()
+    finally:
+        c.close()
+    assert c.pids() == [], f"Spark processes still running after close: {c.pids()}"
+
+
+@pytest.fixture(scope="module")
+def planted_log(tmp_path_factory) -> Path:
+    log = tmp_path_factory.mktemp("planted") / "log"
+    run_synth_log(6_000, str(log), plant_kinds=PLANTS, quiet=True)
+    return log
+
+
+@pytest.fixture(scope="module")
+def local_run(planted_log, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("local") / "out"
+    done = audit(planted_log, out, "local[*]")
+    assert done.returncode == 1, done.stdout + done.stderr
+    return out
+
+
+def audit_argv(log: Path, out: Path, master: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "metaquorum.cli", "audit", "--input", str(log),
+            "--output", str(out), "--master", master, "--shuffle-partitions", "2", *extra]  # fmt: skip
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYTHONUNBUFFERED": "1", **extra}  # fmt: skip
+
+
+def audit(log: Path, out: Path, master: str, *extra: str, timeout: float = 600, **env: str):
+    """``metaquorum audit`` as its own process (a process runs one SparkContext:
+    this one's tests may run another)."""
+    return subprocess.run(
+        audit_argv(log, out, master, *extra),
+        env=cli_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def results(out: Path) -> dict:
+    """Everything the audit wrote, as plain values in a stable order."""
+    found = orjson.loads((out / "summary.json").read_bytes())
+    for table in TABLES:
+        rows = pq.read_table(out / table).to_pylist()
+        found[table] = sorted(rows, key=lambda r: [str(v) for v in r.values()])
+    return found
+
+
+def assert_same(cluster_out: Path, local_out: Path) -> None:
+    on_cluster, local = results(cluster_out), results(local_out)
+    assert on_cluster.keys() == local.keys()
+    for part in on_cluster:  # one by one, so a failure names what differs
+        if isinstance(local[part], dict):
+            for field in local[part].keys() | on_cluster[part].keys():
+                assert on_cluster[part].get(field) == local[part].get(field), (part, field)
+        else:
+            assert on_cluster[part] == local[part], part
+
+
+def test_the_audit_on_a_two_worker_cluster_finds_what_local_finds(
+    spark_cluster, planted_log, local_run, tmp_path
+):
+    out = tmp_path / "out"
+    done = audit(planted_log, out, spark_cluster.master_url, PYSPARK_PYTHON=NO_PYTHON)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^[12] executor\(s\) registered$", done.stdout, re.M), done.stdout
+    assert f"{len(PLANTS)} violation(s)" in done.stdout
+    assert_same(out, local_run)
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["summary"]["violations"] == len(PLANTS)
+    assert summary["summary"]["fencings"] > 0 and summary["summary"]["ISR shrinks"] > 0
+    # It ran on the cluster: the master lists it, finished, with both workers' cores.
+    apps = spark_cluster.state()["completedapps"]
+    assert [(a["name"], a["cores"]) for a in apps][-1:] == [("metaquorum-audit", 2)], apps
+
+
+def test_submitted_with_spark_submit_a_worker_killed_during_the_audit_changes_nothing(
+    spark_cluster, planted_log, local_run, tmp_path
+):
+    out = tmp_path / "out"
+    submit = [os.path.join(spark_home(), "bin", "spark-submit"), "--master",
+              spark_cluster.master_url, "--conf", "spark.sql.shuffle.partitions=2",
+              str(ROOT / "metaquorum" / "submit_audit.py"),
+              "--input", str(planted_log), "--output", str(out)]  # fmt: skip
+    env = cli_env(SPARK_HOME=spark_home(), PYSPARK_DRIVER_PYTHON=sys.executable,
+                  PYSPARK_PYTHON=NO_PYTHON)  # fmt: skip
+    proc = subprocess.Popen(submit, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("[2/3] auditing"):
+                assert proc.poll() is None
+                spark_cluster.kill_worker(0)
+                break
+        lines.extend(proc.stdout)
+        assert proc.wait(600) == 1, "".join(lines)
+    finally:
+        proc.kill()
+        proc.wait()
+        spark_cluster.ensure_workers()
+    text = "".join(lines)
+    assert f"starting Spark ({spark_cluster.master_url})" in text, text
+    assert "Lost executor" in text, text  # it died while the audit used it
+    assert_same(out, local_run)
+
+
+def test_no_master_at_that_address_fails_at_once(planted_log, tmp_path):
+    done = audit(planted_log, tmp_path / "out", f"spark://127.0.0.1:{free_port()}", timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot reach the Spark master" in done.stderr and "Connection refused" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_job_no_worker_can_take_fails_after_the_executor_wait(
+    spark_cluster, planted_log, tmp_path
+):
+    # Each worker has 1g: an executor of 4g fits nowhere, and Spark would queue it forever.
+    done = audit(
+        planted_log, tmp_path / "out", spark_cluster.master_url,
+        "--conf", "spark.executor.memory=4g", "--executor-wait", "5", timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no executor started within 5 s" in done.stderr
+    assert "spark.executor.memory=4g" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_input_only_on_the_drivers_disk_is_named_with_what_to_do(
+    spark_cluster, planted_log, tmp_path
+):
+    if spark_cluster.hidden is None:
+        if os.environ.get("METAQUORUM_CI"):
+            pytest.fail("hiding a directory from the workers needs root and unshare (CI has both)")
+        pytest.skip("hiding a directory from the workers needs root and unshare")
+    log = spark_cluster.hidden / "log"  # the driver sees it; the workers see an empty tmpfs
+    shutil.copytree(planted_log, log)
+    try:
+        done = audit(log, tmp_path / "out", spark_cluster.master_url, timeout=300)
+    finally:
+        shutil.rmtree(log)
+    assert done.returncode == 2, done.stdout + done.stderr
+    first = sorted(p.name for p in planted_log.glob("records-*"))[0]
+    assert f"a Spark executor could not read file://{log}/{first}" in done.stderr, done.stderr
+    assert "storage every worker reads at the same path" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_losing_every_worker_cancels_the_audit_after_the_executor_wait(
+    spark_cluster, planted_log, tmp_path
+):
+    proc = subprocess.Popen(
+        audit_argv(planted_log, tmp_path / "out", spark_cluster.master_url, "--executor-wait", "5"),
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("[2/3] auditing"):
+                spark_cluster.kill_worker(0)
+                spark_cluster.kill_worker(1)
+                break
+        lines.extend(proc.stdout)
+        assert proc.wait(300) == 2, "".join(lines)
+    finally:
+        proc.kill()
+        proc.wait()
+        spark_cluster.ensure_workers()
+    out = "".join(lines)
+    assert "the audit was cancelled: no executor was left for 5 s" in out, out
+    assert "Traceback" not in out
