@@ -41,9 +41,9 @@ def spark_cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("spark-cluster")
     hidden = root / "driver-only"
     hidden.mkdir()
-    c = SparkCluster(root, workers=2, cores=1, memory="1g", hidden=hidden)
-    if not can_hide_directories():
-        c.hidden = None
+    c = SparkCluster(
+        root, workers=2, cores=1, memory="1g", hidden=hidden if can_hide_directories() else None
+    )
     try:
         yield c.start()
     finally:
