@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
 from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
+from pysyncobj.node import TCPNode
 
 from controller.config import ControllerConfig
 from controller.controller import Controller
@@ -1311,10 +1312,12 @@ class QuorumNode:
             return {}
         counted = getattr(syncobj, "_mq_counted_at_election", {})
         now = pysyncobj_monotonic()
+        # A `serve --observer` peer is a read-only pysyncobj node: it has no
+        # address (the status names no observer).
         return {
             peer.address: max(0.0, now - at)
             for peer, at in answered.items()
-            if counted.get(peer) != at
+            if counted.get(peer) != at and isinstance(peer, TCPNode)
         }
 
     def raft_status(self) -> dict:
