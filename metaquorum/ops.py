@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -331,6 +332,18 @@ def _dump(obj: Any) -> None:
     sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def _report(answer, as_json: bool, console: Console, done: Callable[[], str]) -> int:
+    """A write command's end: the answer as JSON (refused or not), the refusal
+    on stderr, or ``done()`` for a person."""
+    if as_json:
+        _dump(answer.body)
+    if not answer.ok:
+        return _fail(f"{answer.error_name}: {answer.error_message}")
+    if not as_json:
+        console.print(done())
+    return 0
+
+
 async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None = None) -> int:
     seeds = [u.strip() for u in args.url.split(",") if u.strip()]
     cmd = args.command
@@ -396,22 +409,12 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
             return 0
         if cmd == "unregister-broker":
             answer = await client.unregister_broker(args.broker_id)
-            if args.json:
-                _dump(answer.body)
-            if not answer.ok:
-                return _fail(f"{answer.error_name}: {answer.error_message}")
-            if not args.json:
-                console.print(f"unregistered broker [bold]{args.broker_id}[/]")
-            return 0
+            return _report(
+                answer, args.json, console, lambda: f"unregistered broker [bold]{args.broker_id}[/]"
+            )
         if cmd == "transfer-leadership":
             answer = await client.transfer_leadership(args.target)
-            if args.json:
-                _dump(answer.body)
-            if not answer.ok:
-                return _fail(f"{answer.error_name}: {answer.error_message}")
-            if not args.json:
-                console.print(f"leadership moved: {answer.body}")
-            return 0
+            return _report(answer, args.json, console, lambda: f"leadership moved: {answer.body}")
         if cmd in ("add-voter", "remove-voter"):
             if cmd == "add-voter":
                 if not 0 < args.timeout <= 600:
@@ -433,11 +436,8 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
                         )
                     client.leader = None  # ask again who leads
                 answer = await client.remove_voter(args.node_id)
-            if args.json:
-                _dump(answer.body)
-            if not answer.ok:
-                return _fail(f"{answer.error_name}: {answer.error_message}")
-            if not args.json:
+
+            def voters_now() -> str:
                 voters = ", ".join(
                     f"{v['nodeId']}@{v['raftAddress']} ({v['directoryId']})"
                     for v in answer.body.get("voters", [])
@@ -445,8 +445,9 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
                 done = (
                     "" if answer.body.get("changed", True) else " (it already was: nothing to do)"
                 )
-                console.print(f"voters now: {voters}{done}")
-            return 0
+                return f"voters now: {voters}{done}"
+
+            return _report(answer, args.json, console, voters_now)
     raise AssertionError(cmd)
 
 
