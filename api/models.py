@@ -152,6 +152,14 @@ def example(*values: dict[str, Any]) -> ConfigDict:
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
 ORDERS_ID = "Y2deagDaQ4yIul6RjJr5IA"
 NONE = {"errorCode": 0, "errorName": "NONE", "errorMessage": None}
+# Broker 1's listener and features, as its registration example sends them.
+LISTENER_EXAMPLE = {
+    "name": "PLAINTEXT",
+    "host": "broker-1.kafka",
+    "port": 9092,
+    "securityProtocol": 0,
+}
+FEATURES_EXAMPLE = {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
 
 ThrottleTimeMs = Annotated[
     int,
@@ -294,12 +302,8 @@ class BrokerRegistrationRequest(RequestModel):
             "brokerId": 1,
             "clusterId": CLUSTER_ID,
             "incarnationId": "zBTExEswSU63HSkHIAXA_A",
-            "listeners": [
-                {"name": "PLAINTEXT", "host": "broker-1.kafka", "port": 9092, "securityProtocol": 0}
-            ],
-            "features": [
-                {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
-            ],
+            "listeners": [LISTENER_EXAMPLE],
+            "features": [FEATURES_EXAMPLE],
             "rack": "eu-west-1a",
             "previousBrokerEpoch": -1,
         }
@@ -1370,21 +1374,8 @@ class BrokersOut(ResponseModel):
                     "fenced": False,
                     "inControlledShutdown": False,
                     "rack": "eu-west-1a",
-                    "listeners": [
-                        {
-                            "name": "PLAINTEXT",
-                            "host": "broker-1.kafka",
-                            "port": 9092,
-                            "securityProtocol": 0,
-                        }
-                    ],
-                    "features": [
-                        {
-                            "name": "metadata.version",
-                            "minSupportedVersion": 6,
-                            "maxSupportedVersion": 12,
-                        }
-                    ],
+                    "listeners": [LISTENER_EXAMPLE],
+                    "features": [FEATURES_EXAMPLE],
                     "registrationOffset": 17,
                 }
             ]
@@ -1487,21 +1478,8 @@ class LogOut(ResponseModel):
                         "isMigratingZkBroker": False,
                         "incarnationId": "zBTExEswSU63HSkHIAXA_A",
                         "brokerEpoch": 17,
-                        "endPoints": [
-                            {
-                                "name": "PLAINTEXT",
-                                "host": "broker-1.kafka",
-                                "port": 9092,
-                                "securityProtocol": 0,
-                            }
-                        ],
-                        "features": [
-                            {
-                                "name": "metadata.version",
-                                "minSupportedVersion": 6,
-                                "maxSupportedVersion": 12,
-                            }
-                        ],
+                        "endPoints": [LISTENER_EXAMPLE],
+                        "features": [FEATURES_EXAMPLE],
                         "rack": "eu-west-1a",
                         "fenced": True,
                         "inControlledShutdown": False,
