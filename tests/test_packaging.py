@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tarfile
 import textwrap
-import uuid
 import zipfile
 
 import pytest
@@ -19,6 +18,7 @@ from metaquorum import __version__
 
 from .cluster import Cluster
 from .core_venv import PIPELINE_MODULES, ROOT, clean_env, copy_checkout, make_core_venv
+from .test_cluster import register_body
 
 # Runs in a fresh interpreter: every command's --help (so its parser) and then
 # every module outside the pipeline, each time listing what of the pipeline
@@ -186,19 +186,7 @@ def test_core_install_serves_a_voter_that_registers_a_broker(core, tmp_path):
         voters.wait_ready(timeout_s=90)
         assert voters.get(0, "/readyz").status_code == 200
         leader = voters.leader()
-        body = {
-            "brokerId": 1,
-            "clusterId": voters.cluster_id,
-            "incarnationId": str(uuid.uuid4()),
-            "listeners": [
-                {"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityProtocol": 0}
-            ],
-            "features": [
-                {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
-            ],
-            "rack": None,
-        }
-        r = voters.post(leader, "/v1/brokers/register", body)
+        r = voters.post(leader, "/v1/brokers/register", register_body(voters, 1))
         assert r.status_code == 200 and r.json()["errorName"] == "NONE", r.text
         listed = voters.get(0, "/v1/brokers?consistency=linearizable").json()["brokers"]
         assert [b["brokerId"] for b in listed] == [1]
