@@ -14,6 +14,7 @@ import pytest
 
 from .conftest import running_cluster
 from .nodes import free_port
+from .test_cluster import register_body
 
 ESC = "\x1b"
 
@@ -281,21 +282,7 @@ def test_failures_are_one_clear_line(voter):
 
 
 def test_unregister_broker_json_and_exit_codes(voter):
-    import uuid
-
-    reg = voter.post(
-        0,
-        "/v1/brokers/register",
-        {
-            "brokerId": 77,
-            "clusterId": voter.cluster_id,
-            "incarnationId": str(uuid.uuid4()),
-            "listeners": [],
-            "features": [
-                {"name": "metadata.version", "minSupportedVersion": 6, "maxSupportedVersion": 12}
-            ],
-        },
-    ).json()
+    reg = voter.post(0, "/v1/brokers/register", register_body(voter, 77)).json()
     assert reg["errorName"] == "NONE"
     r = mq("unregister-broker", "77", url=voter.url(0))
     assert r.returncode == 0 and "unregistered broker 77" in r.stdout, r.stderr
