@@ -75,7 +75,8 @@ from .reads import (
     topic_obj,
     topics_obj,
 )
-from .tls import ReloadingContext, peer_certificate
+from .tls import PEER_CERT, ReloadingContext, peer_certificate
+from .worker_node import FORWARDED, WorkerNode
 
 log = logging.getLogger(__name__)
 
@@ -446,6 +447,60 @@ class EdgeMiddleware:
         )
 
 
+class ForwardToCore:
+    """ASGI middleware of an HTTP worker: the paths that read the core's own
+    state (worker_node.FORWARDED) are answered by the core's app, with the
+    request as it arrived (its token, its certificate's subject, its body,
+    already read and limited by the edge)."""
+
+    def __init__(self, app: ASGIApp, *, node: WorkerNode, routes: list) -> None:
+        self.app = app
+        self.node = node
+        self.routes = routes  # the app's, for the metrics' route label
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path")
+        if scope["type"] != "http" or path not in FORWARDED:
+            await self.app(scope, receive, send)
+            return
+        scope["route"] = next((r for r in self.routes if getattr(r, "path", None) == path), None)
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        certificate = peer_certificate(scope)
+        head = {
+            "method": scope["method"],
+            "scheme": scope.get("scheme", "http"),
+            "path": path,
+            "raw_path": scope.get("raw_path") or path.encode(),
+            "query_string": scope.get("query_string", b""),
+            "headers": list(scope.get("headers", ())),
+            "client": scope.get("client"),
+            "server": scope.get("server"),
+            "extensions": {"tls": {PEER_CERT: certificate}} if certificate else {},
+        }
+        try:
+            status, headers, body = await self.node.forward(head, b"".join(chunks))
+        except NodeError as e:
+            if path in ("/livez", "/readyz"):
+                response: Response = JsonResponse(
+                    {"status": "dead" if path == "/livez" else "not ready", "reason": str(e)},
+                    status_code=503,
+                    headers=retry_after(1.0),
+                )
+            else:
+                response = node_error_response(e, Request(scope))
+            await response(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
 def _before_body(problem: ApiProblem, length: bytes | None, chunked: bool) -> ApiProblem:
     """An answer sent before the request's body is read closes the connection
     (api/connections.py drops the rest of the body): the body left unread
@@ -490,6 +545,7 @@ def create_app(
     certificates: CertMapper | None = None,
     tls: ReloadingContext | None = None,
     require_certificate: bool = False,
+    workers_dir: str | None = None,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
@@ -501,7 +557,11 @@ def create_app(
     the server asks for them; auth is then on even without tokens. ``tls``:
     the server's reloading TLS context, for /metrics (api/tls.py).
     ``require_certificate``: every request, the probes' included, needs a
-    verified client certificate (``serve --tls-client-auth required``)."""
+    verified client certificate (``serve --tls-client-auth required``).
+    ``workers_dir``: the core's app of a voter with HTTP workers, which
+    count the requests for /metrics there (api/metrics.py). ``node`` a
+    WorkerNode: the app of an HTTP worker, which forwards what needs the
+    core's state to the core (api/worker_node.py)."""
     if isinstance(tokens, str | os.PathLike):
         tokens = load_tokens(tokens)
     if body_limit_bytes < 1:
@@ -510,7 +570,7 @@ def create_app(
     admission = Admission(max_pending_writes, fair=auth.enabled)
     if not auth.enabled:
         log.warning("auth is off: no tokens file nor client CA was given; every caller is admin")
-    metrics = ApiMetrics(node, connections, tls)
+    metrics = ApiMetrics(node, connections, tls, workers_dir)
     tracker = VoterTracker()
 
     app = FastAPI(
@@ -524,6 +584,8 @@ def create_app(
     app.state.auth = auth
     app.state.metrics = metrics
     direct: dict[str, DirectRoute] = {}  # filled below, once the endpoints exist
+    if isinstance(node, WorkerNode):
+        app.add_middleware(ForwardToCore, node=node, routes=app.routes)  # innermost
     app.add_middleware(DirectRoutes, auth=auth, routes=direct)  # inside the edge
     app.add_middleware(
         EdgeMiddleware,

@@ -317,19 +317,42 @@ class _TlsCollector(Collector):
 
 
 class ApiMetrics:
+    """``workers_dir``: this voter's HTTP workers count requests into
+    prometheus-client's multiprocess files there (metaquorum/http_workers.py);
+    /metrics, rendered by the core, sums them, and the core counts none of
+    its own (every request it answers came through a worker, which counted
+    it). ``node`` an HTTP worker's WorkerNode: only the request metrics, into
+    those files (the worker renders nothing; /metrics is forwarded)."""
+
     def __init__(
         self,
         node: QuorumNode,
         connections: ConnectionStats | None = None,
         tls: ReloadingContext | None = None,
+        workers_dir: str | None = None,
     ) -> None:
+        from .worker_node import WorkerNode  # noqa: PLC0415 - the worker imports this module
+
         self.node = node
         self.registry = CollectorRegistry()
-        self.registry.register(_NodeCollector(node))
-        if connections is not None:
-            self.registry.register(_ConnectionCollector(connections))
-        if tls is not None:
-            self.registry.register(_TlsCollector(tls))
+        self.count_requests = workers_dir is None
+        worker = isinstance(node, WorkerNode)
+        if not worker:
+            self.registry.register(_NodeCollector(node))
+            if connections is not None:
+                self.registry.register(_ConnectionCollector(connections))
+            if tls is not None:
+                self.registry.register(_TlsCollector(tls))
+        if workers_dir is not None:
+            from prometheus_client.multiprocess import MultiProcessCollector  # noqa: PLC0415
+
+            MultiProcessCollector(self.registry, path=workers_dir)
+        else:
+            self._request_metrics()
+        if not worker:
+            self._batch_metrics()
+
+    def _request_metrics(self) -> None:
         self.request_latency = Histogram(
             "metaquorum_http_request_duration_seconds",
             "HTTP request latency by route (long polls included)",
@@ -343,6 +366,8 @@ class ApiMetrics:
             ["method", "route", "status"],
             registry=self.registry,
         )
+
+    def _batch_metrics(self) -> None:
         self.batch_records = Histogram(
             "metaquorum_batch_records",
             "records per committed batch (group commit)",
@@ -355,9 +380,11 @@ class ApiMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self._batches_seen = node.stats.batches
+        self._batches_seen = self.node.stats.batches
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        if not self.count_requests:
+            return
         self.request_latency.labels(method, route).observe(seconds)
         self.responses.labels(method, route, str(status)).inc()
 

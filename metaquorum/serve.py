@@ -14,8 +14,11 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import socket
 import sys
+
+from .http_workers import parse_workers
 
 EXIT_CONFIG = 2
 EXIT_REFUSED = 3
@@ -169,6 +172,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="plain Raft elections, without pre-vote and the leader lease on votes "
         "(for measuring what pre-vote changes; docs/decisions.md 49)",
+    )
+    flag(
+        "--http-workers",
+        default="0",
+        help="serve HTTP from this many worker processes in front of the core process that "
+        "orders writes (0: one process; auto: one per core left after the core, at least 1); "
+        "the connection and pending-write limits are shared among them (docs/decisions.md 95)",
     )
     flag("--log-level", default="info", help="debug, info, warning, error")
 
@@ -345,6 +355,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     try:
         config = build_config(args)
+        parse_workers(args.http_workers)  # a bad count is refused before anything starts
         tls, principals = build_tls(args)
         # The port first: a process refused for a taken port writes nothing.
         if not config.observer:  # an observer has no Raft port of its own
@@ -430,16 +441,127 @@ async def _manage_collector(node) -> None:
         refreeze(node.image.partition_count)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """The API's listening socket, which the HTTP workers inherit."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=2048)
+
+
+async def _serve_with_workers(node, args, tokens, limits, workers, tls, principals) -> int:
+    """The core of a voter with HTTP workers (metaquorum/http_workers.py): it
+    serves no HTTP itself; it orders writes, streams the committed batches to
+    the workers, and answers what they forward with its own app."""
+    from api.app import create_app
+    from api.core_link import CoreLinks, SummedConnections
+
+    from .http_workers import WorkerPool, fresh_metrics_dir, share
+
+    listener = _listen(args.http_host, int(args.http_port))
+    summed = SummedConnections()
+    metrics_dir = fresh_metrics_dir(node.config.data_dir)
+    public_docs = args.public_docs in (True, "1", "true", "True")
+    core_app = create_app(
+        node,
+        tokens=tokens,
+        max_pending_writes=int(args.max_pending_writes),
+        public_docs=public_docs,
+        connections=summed,
+        certificates=principals,
+        tls=tls,
+        require_certificate=tls is not None and tls.settings.client_auth == "required",
+        workers_dir=metrics_dir,
+    )
+    links = CoreLinks(node, core_app, summed)
+    config = {
+        "nodeId": node.node_id,
+        "host": args.http_host,
+        "port": int(args.http_port),
+        "tokensFile": args.tokens_file or None,
+        "tls": {
+            name: getattr(args, name, None)
+            for name in (
+                "tls_cert_file",
+                "tls_key_file",
+                "tls_client_ca_file",
+                "tls_client_auth",
+                "tls_principals_file",
+                "tls_reload_interval_ms",
+            )
+        },
+        "maxPendingWrites": share(int(args.max_pending_writes), workers),
+        "maxConnections": share(limits.max_connections, workers),
+        "maxConnectionsPerAddress": share(limits.max_per_address, workers),
+        "publicDocs": public_docs,
+        "logLevel": str(args.log_level),
+        "metricsDir": metrics_dir,
+    }
+    pool = WorkerPool(workers, listener, links, config)
+    core_app.state.http_workers = pool
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await node.start()
+    links.start()
+    await pool.start()
+    log.info("http: %d worker process(es) on %s:%s", workers, args.http_host, args.http_port)
+    collector = asyncio.ensure_future(_manage_collector(node))
+    reloader = None if tls is None else asyncio.ensure_future(tls.watch())
+    code = 0
+    while not stopping.is_set():
+        if node.sm.fatal is not None:
+            log.error("refusing to serve: %s", node.sm.fatal)
+            code = EXIT_REFUSED
+            break
+        try:
+            await asyncio.wait_for(stopping.wait(), 0.5)
+        except TimeoutError:
+            pass
+    collector.cancel()
+    if reloader is not None:
+        reloader.cancel()
+    # The workers keep answering (307 to the new leader) while leadership moves.
+    log.info("stopping: transferring leadership if leading")
+    try:
+        await node.stop(transfer=code == 0)
+    finally:
+        await pool.stop()
+        listener.close()
+    log.info("stopped")
+    return code
+
+
+def http_config(app, host: str, port: int, limits, stats, tls):
+    """The uvicorn configuration of the API, in one process or in each HTTP worker."""
+    import uvicorn
+
+    from api.connections import guarded_protocol
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        workers=1,
+        timeout_graceful_shutdown=5,
+        # Brokers and operators connect directly (a Kubernetes Service is
+        # not a proxy): no X-Forwarded-* rewriting on every request.
+        proxy_headers=False,
+        # Deadlines, head limits and connection caps (api/connections.py).
+        http=guarded_protocol(limits, stats),
+        timeout_keep_alive=5,
+        # Our context, not uvicorn's: it is swapped under the listening
+        # socket when the files change (api/tls.py).
+        ssl_context_factory=None if tls is None else (lambda config, default: tls.listening),
+    )
+
+
 async def _serve(node, args, tokens, nofile: int, tls=None, principals=None) -> int:
     import uvicorn
 
     from api.app import create_app
-    from api.connections import (
-        ConnectionLimits,
-        ConnectionStats,
-        connection_capacity,
-        guarded_protocol,
-    )
+    from api.connections import ConnectionLimits, ConnectionStats, connection_capacity
 
     capacity = connection_capacity(nofile)
     max_connections = int(args.max_connections or capacity)
@@ -465,6 +587,9 @@ async def _serve(node, args, tokens, nofile: int, tls=None, principals=None) -> 
         limits.body_grace_s,
         limits.min_body_rate,
     )
+    workers = parse_workers(args.http_workers)
+    if workers:
+        return await _serve_with_workers(node, args, tokens, limits, workers, tls, principals)
     stats = ConnectionStats()
     app = create_app(
         node,
@@ -488,26 +613,7 @@ async def _serve(node, args, tokens, nofile: int, tls=None, principals=None) -> 
 
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    server = Server(
-        uvicorn.Config(
-            app,
-            host=args.http_host,
-            port=int(args.http_port),
-            log_level="warning",
-            access_log=False,
-            workers=1,
-            timeout_graceful_shutdown=5,
-            # Brokers and operators connect directly (a Kubernetes Service is
-            # not a proxy): no X-Forwarded-* rewriting on every request.
-            proxy_headers=False,
-            # Deadlines, head limits and connection caps (api/connections.py).
-            http=guarded_protocol(limits, stats),
-            timeout_keep_alive=5,
-            # Our context, not uvicorn's: it is swapped under the listening
-            # socket when the files change (api/tls.py).
-            ssl_context_factory=None if tls is None else (lambda config, default: tls.listening),
-        )
-    )
+    server = Server(http_config(app, args.http_host, int(args.http_port), limits, stats, tls))
 
     async def serve_http() -> None:
         try:

@@ -334,6 +334,9 @@ class QuorumNode:
         # syscall and a GIL hand-over on the Raft thread's critical path.
         self._applied = asyncio.Event()  # replaced in start()
         self._offset_waiters = 0  # written by the loop, read by the tick thread
+        # Called on the loop after batches applied (coalesced): the HTTP
+        # workers' links send the new batches on (api/core_link.py).
+        self.apply_watchers: list = []
         self._applied_wakeup_pending = False
         self._barrier: asyncio.Future | None = None
         self._barrier_waiters = 0
@@ -685,7 +688,7 @@ class QuorumNode:
     def _on_applied_threadsafe(self) -> None:  # tick thread, after the image moved
         # A waiter counts itself before it reads the image (wait_for_offset), so
         # either it sees the new image or this sees it waiting: no lost wakeup.
-        if self._offset_waiters and not self._applied_wakeup_pending:
+        if (self._offset_waiters or self.apply_watchers) and not self._applied_wakeup_pending:
             self._applied_wakeup_pending = True
             self._call(self._on_applied)
 
@@ -807,6 +810,22 @@ class QuorumNode:
     async def submit(self, request: object, timeout_s: float = 10.0) -> object:
         """Decides ``request`` as the active controller and returns its response
         once the records are applied. Raises a NodeError otherwise."""
+        future = self.submit_future(request)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            raise OutcomeUnknownError(
+                f"no answer within {timeout_s:.1f} s; the write may still commit"
+            ) from None
+
+    def submit_future(self, request: object, pump: bool = True) -> asyncio.Future:
+        """``submit`` without the wait: raises the NodeError at once, or
+        returns the future that gets the response (or the NodeError) once the
+        records are applied. The HTTP workers' link (api/core_link.py) waits
+        on many at once; a caller that gives up leaves it alone (``_pump``
+        still decides it: only a future that is done is skipped). ``pump``
+        False: the caller queues more first, then calls ``pump``, so that one
+        batch holds them all."""
         if self.sm.fatal is not None:
             raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
         if self.replaying:
@@ -822,13 +841,14 @@ class QuorumNode:
                 f"{self.config.max_queued_requests}); nothing was written"
             )
         future = self.loop.create_future()
-        self._enqueue(_Pending(request, future))
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except TimeoutError:
-            raise OutcomeUnknownError(
-                f"no answer within {timeout_s:.1f} s; the write may still commit"
-            ) from None
+        self._queue.append(_Pending(request, future))
+        if pump:
+            self._pump()
+        return future
+
+    def pump(self) -> None:
+        """Decides what ``submit_future(..., pump=False)`` queued."""
+        self._pump()
 
     def _enqueue(self, pending: _Pending) -> None:
         self._queue.append(pending)
@@ -1032,6 +1052,8 @@ class QuorumNode:
         event = self._applied
         event.set()
         self._applied = asyncio.Event()
+        for watcher in self.apply_watchers:
+            watcher()
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until the log reaches ``offset`` (exclusive end) or the timeout."""

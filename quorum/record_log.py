@@ -98,6 +98,41 @@ class RecordLog:
         while len(self._decoded) > self.DECODED_KEPT:
             self._decoded.popitem(last=False)
 
+    def export(self, below: int) -> tuple[int, list[tuple[int, int, bytes]]]:
+        """The retained batches that end at or below ``below``, as (base offset,
+        [(first offset, record count, payload)]): an HTTP worker's copy starts
+        from them (``load``)."""
+        with self._lock:
+            kept = [tuple(s) for s in self._batches if s.first_offset + s.count <= below]
+            return self._base, kept
+
+    def stored_from(self, offset: int, below: int) -> list[tuple[int, int, bytes]]:
+        """The retained batches from the one that starts at ``offset`` up to
+        ``below`` (exclusive), as ``export`` spells them; OffsetTooOld if
+        ``offset`` is no longer retained."""
+        with self._lock:
+            if offset < self._base:
+                raise OffsetTooOld(offset, self._base)
+            i = bisect.bisect_left(self._firsts, offset)
+            out = []
+            for stored in self._batches[i:]:
+                if stored.first_offset + stored.count > below:
+                    break
+                out.append(tuple(stored))
+            return out
+
+    def load(self, base: int, stored: list[tuple[int, int, bytes]], next_offset: int) -> None:
+        """Replaces everything with ``export``'s batches; the log then goes on
+        at ``next_offset`` (if the export ended short of it, from there)."""
+        with self._lock:
+            self._batches = [_Stored(*s) for s in stored]
+            self._records = sum(s.count for s in self._batches)
+            if not self._batches or base + self._records != next_offset:
+                self._batches, self._records, base = [], 0, next_offset
+            self._firsts = [s.first_offset for s in self._batches]
+            self._base = base
+            self._decoded.clear()
+
     @property
     def oldest_offset(self) -> int:
         return self._base

@@ -1,0 +1,360 @@
+"""The core's end of its HTTP workers' links (api/worker_link.py says what
+crosses them; metaquorum/http_workers.py starts the workers).
+
+The core is the one process that orders writes: it keeps the QuorumNode (the
+controller, the group-commit queue, Raft). Each worker's frame of requests is
+queued as one group and decided in one pump; the answers go back in one frame
+per loop turn, after the committed batches they depend on, so a worker's
+image already holds a write when its client hears that it committed.
+Requests that need the core's own state (status, metrics, probes, voter
+changes) arrive as HTTP and are answered by the core's own app, in process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import Any
+
+from metadata_records.snapshot import encode_image
+from quorum.node import QuorumNode
+from quorum.record_log import OffsetTooOld
+
+from .connections import ConnectionStats
+from .reads import not_ready_reason
+from .worker_link import (
+    ANSWER,
+    BARRIER,
+    BATCHES,
+    FORWARD,
+    IMAGE,
+    REFUSED,
+    STATE,
+    STATS,
+    SUBMIT,
+    FrameProtocol,
+    encode_error,
+)
+
+log = logging.getLogger(__name__)
+
+STATE_EVERY_S = 0.1  # how often the core's state is looked at (sent when it changed)
+
+
+def core_state(node: QuorumNode) -> dict[str, Any]:
+    """What a worker needs to know of the core to answer reads and probes."""
+    return {
+        "ready": node.ready,
+        "reason": not_ready_reason(node),
+        "fatal": node.sm.fatal,
+        "replaying": node.replaying,
+        "raftAlive": node.raft_alive,
+        "leaderId": node.raft_leader_id,
+        "leaderUrl": node.leader_url,
+        "active": node.active,
+    }
+
+
+class SummedConnections:
+    """The workers' connection counters, summed: the ConnectionStats that
+    /metrics reads (api/metrics.py), for the whole voter."""
+
+    def __init__(self) -> None:
+        self.by_worker: dict[int, dict[str, Any]] = {}
+        self.gone: dict[str, Any] = _zero()  # counters of workers that were replaced
+
+    def update(self, index: int, counters: dict[str, Any]) -> None:
+        self.by_worker[index] = counters
+
+    def retire(self, index: int) -> None:
+        last = self.by_worker.pop(index, None)
+        if last is not None:
+            self.gone = _add(self.gone, {**last, "open": 0})
+
+    def _total(self) -> dict[str, Any]:
+        total = self.gone
+        for counters in self.by_worker.values():
+            total = _add(total, counters)
+        return total
+
+    def __getattr__(self, name: str) -> Any:  # open, refused, evicted, ...
+        if name in _COUNTERS:
+            return self._total()[name]
+        raise AttributeError(name)
+
+
+_COUNTERS = ("open", "refused", "evicted", "timed_out", "head_too_large", "invalid")
+
+
+def _zero() -> dict[str, Any]:
+    return {
+        "open": 0,
+        "refused": {"total": 0, "per_address": 0},
+        "evicted": {"total": 0, "per_address": 0},
+        "timed_out": {"head": 0, "body": 0, "write": 0},
+        "head_too_large": 0,
+        "invalid": 0,
+    }
+
+
+def _add(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in a.items():
+        other = b.get(key, 0 if not isinstance(value, dict) else {})
+        if isinstance(value, dict):
+            out[key] = {k: v + other.get(k, 0) for k, v in value.items()}
+        else:
+            out[key] = value + other
+    return out
+
+
+def connection_counters(stats: ConnectionStats) -> dict[str, Any]:
+    """A worker's ConnectionStats as the plain values it sends."""
+    return {
+        "open": stats.open,
+        "refused": {k: stats.refused[k] for k in ("total", "per_address")},
+        "evicted": {k: stats.evicted[k] for k in ("total", "per_address")},
+        "timed_out": {k: stats.timed_out[k] for k in ("head", "body", "write")},
+        "head_too_large": stats.head_too_large,
+        "invalid": stats.invalid,
+    }
+
+
+class CoreLinks:
+    """Every worker's link, the stream of committed batches to them, and the
+    core's state as they see it."""
+
+    def __init__(self, node: QuorumNode, app: Any, connections: SummedConnections) -> None:
+        self.node = node
+        self.app = app  # the core's own app: forwarded requests
+        self.connections = connections
+        self.links: dict[int, WorkerLink] = {}
+        self._state: dict[str, Any] | None = None
+        self._state_task: asyncio.Task | None = None
+        node.apply_watchers.append(self._on_applied)
+
+    def start(self) -> None:
+        self._state_task = asyncio.ensure_future(self._watch_state())
+
+    async def attach(self, index: int, sock: socket.socket) -> WorkerLink:
+        """Takes the core's end of worker ``index``'s socket pair."""
+        link = WorkerLink(self, index)
+        loop = asyncio.get_running_loop()
+        await loop.create_unix_connection(lambda: link.protocol, sock=sock)
+        self.links[index] = link
+        link.send_state(self.state())
+        await link.send_image()
+        return link
+
+    def detach(self, index: int) -> None:
+        link = self.links.pop(index, None)
+        if link is not None:
+            link.close()
+        self.connections.retire(index)
+
+    def state(self) -> dict[str, Any]:
+        self._state = core_state(self.node)
+        return self._state
+
+    def _on_applied(self) -> None:
+        for link in self.links.values():
+            link.wake()
+
+    async def _watch_state(self) -> None:
+        while True:
+            await asyncio.sleep(STATE_EVERY_S)
+            before = self._state
+            now = self.state()
+            if now != before:
+                for link in self.links.values():
+                    link.send_state(now)
+
+    def stop(self) -> None:
+        if self._state_task is not None:
+            self._state_task.cancel()
+        for index in list(self.links):
+            self.detach(index)
+        if self._on_applied in self.node.apply_watchers:
+            self.node.apply_watchers.remove(self._on_applied)
+
+
+class WorkerLink:
+    """One worker's link, on the core."""
+
+    def __init__(self, links: CoreLinks, index: int) -> None:
+        self.links = links
+        self.node = links.node
+        self.index = index
+        self.protocol = FrameProtocol(self._on_items, self._on_lost)
+        self.cursor: int | None = None  # the next offset this worker gets; None: an image first
+        self._outbox: list = []
+        self._flush_pending = False
+        self._sending_image = False
+        self._barrier: asyncio.Future | None = None
+        self.requests = 0
+        self.lost: str | None = None
+        self.attached_at = time.monotonic()
+
+    # ---------------------------------------------------------------- in
+
+    def _on_items(self, items: list) -> None:
+        node = self.node
+        queued = False
+        for item in items:
+            kind = item[0]
+            if kind == SUBMIT:
+                _, request_id, request = item
+                self.requests += 1
+                try:
+                    future = node.submit_future(request, pump=False)
+                except Exception as e:  # noqa: BLE001 - a NodeError, answered as such
+                    self._refuse(request_id, e)
+                    continue
+                queued = True
+                future.add_done_callback(lambda f, i=request_id: self._settled(i, f))
+            elif kind == BARRIER:
+                self.requests += 1
+                self._join_barrier(item[1])
+            elif kind == FORWARD:
+                self.requests += 1
+                asyncio.ensure_future(self._forward(item[1], item[2], item[3]))
+            elif kind == STATS:
+                self.links.connections.update(self.index, item[1])
+        if queued:
+            node.pump()
+
+    def _settled(self, request_id: int, future: asyncio.Future) -> None:
+        if future.cancelled():
+            self._refuse(request_id, RuntimeError("the write was cancelled"))
+        elif future.exception() is not None:
+            self._refuse(request_id, future.exception())
+        else:
+            self._answer(request_id, future.result())
+
+    def _join_barrier(self, request_id: int) -> None:
+        """Every barrier of one loop turn shares one (QuorumNode.barrier shares too)."""
+        if self._barrier is None or self._barrier.done():
+            self._barrier = asyncio.ensure_future(self.node.barrier())
+        self._barrier.add_done_callback(lambda f, i=request_id: self._settled(i, f))
+
+    async def _forward(self, request_id: int, head: dict[str, Any], body: bytes) -> None:
+        try:
+            self._answer(request_id, await run_asgi(self.links.app, head, body))
+        except Exception as e:  # noqa: BLE001 - answered as the bug it is
+            log.exception("a request forwarded by HTTP worker %d failed", self.index)
+            self._refuse(request_id, e)
+
+    def _on_lost(self, why: str) -> None:
+        self.lost = why
+        if self.links.links.get(self.index) is self:
+            log.info("HTTP worker %d's link closed: %s", self.index, why)
+
+    # ---------------------------------------------------------------- out
+
+    def _answer(self, request_id: int, value: Any) -> None:
+        self._outbox.append((ANSWER, request_id, value))
+        self.wake()
+
+    def _refuse(self, request_id: int, error: BaseException) -> None:
+        self._outbox.append((REFUSED, request_id, encode_error(error)))
+        self.wake()
+
+    def send_state(self, state: dict[str, Any]) -> None:
+        self._outbox.append((STATE, state))
+        self.wake()
+
+    def wake(self) -> None:
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        items: list = []
+        if self.cursor is not None:
+            image = self.node.image
+            if self.cursor < image.next_offset:
+                try:
+                    batches = self.node.sm.log.stored_from(self.cursor, image.next_offset)
+                except OffsetTooOld:  # this core loaded a snapshot: start the worker over
+                    batches = None
+                if batches is None or (batches and batches[0][0] != self.cursor):
+                    self.cursor = None
+                    asyncio.ensure_future(self.send_image())
+                elif batches:
+                    items.append((BATCHES, batches))
+                    last = batches[-1]
+                    self.cursor = last[0] + last[1]
+        if self.cursor is None:
+            # Answers wait for the image: they may name offsets only it holds.
+            return
+        if self._outbox:
+            items.extend(self._outbox)
+            self._outbox = []
+        if items:
+            self.protocol.send(items)
+
+    async def send_image(self) -> None:
+        """The image to start from, with the retained log below it."""
+        if self._sending_image:
+            return
+        self._sending_image = True
+        try:
+            image = self.node.image
+            base, retained = self.node.sm.log.export(image.next_offset)
+            encoded = await asyncio.to_thread(encode_image, image)
+            self.protocol.send([(IMAGE, encoded, (base, retained, image.next_offset))])
+            self.cursor = image.next_offset
+        finally:
+            self._sending_image = False
+        self.wake()
+
+    def close(self) -> None:
+        transport = self.protocol.transport
+        if transport is not None:
+            transport.close()
+
+
+async def run_asgi(app: Any, head: dict[str, Any], body: bytes) -> tuple[int, list, bytes]:
+    """One HTTP request through ``app`` in process: (status, headers, body)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": head["method"],
+        "scheme": head["scheme"],
+        "path": head["path"],
+        "raw_path": head["raw_path"],
+        "root_path": "",
+        "query_string": head["query_string"],
+        "headers": head["headers"],
+        "client": head["client"],
+        "server": head["server"],
+        "extensions": head.get("extensions") or {},
+        "state": {},
+    }
+    sent = False
+    status = 500
+    headers: list = []
+    chunks: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # never: the whole body was given
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status, headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers = list(message.get("headers", ()))
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return status, headers, b"".join(chunks)

@@ -1,0 +1,282 @@
+"""An HTTP worker's view of its voter (the worker's end of api/worker_link.py).
+
+The worker's app (``create_app``) takes a ``WorkerNode`` where a single
+process gives it the ``QuorumNode``: writes and linearizable barriers go to
+the core over the link, reads come from the image this worker follows (the
+committed batches the core streams to it, as an observer follows a leader),
+and what needs the core's own state (status, metrics, probes, voter changes)
+is forwarded to the core's app whole (``FORWARDED``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from metadata_records.snapshot import decode_image
+from quorum.node import OutcomeUnknownError, UnavailableError
+from quorum.state_machine import MetadataStateMachine
+
+from .worker_link import (
+    ANSWER,
+    BARRIER,
+    BATCHES,
+    FORWARD,
+    IMAGE,
+    REFUSED,
+    STATE,
+    STATS,
+    SUBMIT,
+    FrameProtocol,
+    decode_error,
+)
+
+log = logging.getLogger(__name__)
+
+# Answered by the core's own app: they read the core's state (Raft, the
+# controller, the voter set, every worker's counters).
+FORWARDED = frozenset(
+    {
+        "/livez",
+        "/readyz",
+        "/metrics",
+        "/v1/quorum/status",
+        "/v1/quorum/transfer-leadership",
+        "/v1/quorum/add-voter",
+        "/v1/quorum/remove-voter",
+    }
+)
+# A write the core has not answered within this long may still commit; the
+# core's own deadline (QuorumNode.submit's 10 s) comes first.
+SUBMIT_TIMEOUT_S = 11.0
+FORWARD_TIMEOUT_S = 120.0  # a voter change streams a whole log first
+
+
+class WorkerNode:
+    """Quacks like QuorumNode where the app reads it: ``image``, ``sm``
+    (the followed image's state machine and log), ``submit``, ``barrier``,
+    ``wait_for_offset``, ``replaying``, ``raft_alive``, ``node_id``."""
+
+    def __init__(self, node_id: int, index: int, log_retention: int = 200_000) -> None:
+        self.node_id = node_id
+        self.index = index
+        self.sm = MetadataStateMachine(log_retention)
+        self.protocol = FrameProtocol(self._on_items, self._on_lost)
+        self.state: dict[str, Any] = {
+            "ready": False,
+            "reason": "this HTTP worker has not heard from its voter's core yet",
+            "fatal": None,
+            "replaying": True,
+            "raftAlive": True,
+            "leaderId": None,
+            "leaderUrl": None,
+            "active": False,
+        }
+        self.lost: str | None = None
+        self.on_lost: Callable[[str], None] | None = None
+        self._ids = itertools.count()
+        self._waiting: dict[int, tuple[asyncio.Future, str]] = {}
+        self._outbox: list = []
+        self._flush_pending = False
+        self._has_image: asyncio.Event | None = None
+        self._applied: asyncio.Event | None = None
+        self._offset_waiters = 0
+        self.batches_applied = 0
+
+    async def connect(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        self._has_image = asyncio.Event()
+        self._applied = asyncio.Event()
+        await loop.create_unix_connection(lambda: self.protocol, sock=sock)
+
+    async def wait_for_image(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._has_image.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+
+    # ---------------------------------------------------------------- what the app reads
+
+    @property
+    def image(self):
+        return self.sm.image
+
+    @property
+    def replaying(self) -> bool:
+        return not self._has_image.is_set() or bool(self.state["replaying"])
+
+    @property
+    def raft_alive(self) -> bool:
+        return self.lost is None and bool(self.state["raftAlive"])
+
+    @property
+    def ready(self) -> bool:
+        return self.explain_not_ready() is None
+
+    def explain_not_ready(self) -> str | None:
+        """reads.not_ready_reason for a worker: the core's reason, or this
+        worker's own (its link, its image)."""
+        if self.lost is not None:
+            return f"this HTTP worker lost its link to the voter's core: {self.lost}"
+        if not self._has_image.is_set():
+            return "this HTTP worker is still loading the image from its voter's core"
+        return self.state["reason"]
+
+    # ---------------------------------------------------------------- calls to the core
+
+    def _call(self, item_kind: str, *args: Any, what: str) -> asyncio.Future:
+        if self.lost is not None:
+            raise UnavailableError(
+                f"this HTTP worker lost its link to the voter's core ({self.lost}); "
+                "it is being restarted: retry",
+                1.0,
+            )
+        request_id = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = (future, what)
+        self._outbox.append((item_kind, request_id, *args))
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return future
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        if self._outbox:
+            items, self._outbox = self._outbox, []
+            self.protocol.send(items)
+
+    async def submit(self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S) -> object:
+        future = self._call(SUBMIT, request, what="write")
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            raise OutcomeUnknownError(
+                f"no answer from the voter's core within {timeout_s:.1f} s; the write may "
+                "still commit"
+            ) from None
+
+    async def barrier(self, timeout_s: float = 5.0) -> int:
+        """The core's barrier offset, once this worker's image holds it."""
+        deadline = time.monotonic() + timeout_s
+        future = self._call(BARRIER, what="read")
+        try:
+            offset = await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            raise UnavailableError("the read barrier did not commit in time", 0.5) from None
+        if not await self.wait_for_offset(offset, max(0.0, deadline - time.monotonic())):
+            raise UnavailableError(
+                "this HTTP worker's image did not reach the read barrier in time", 0.5
+            )
+        return offset
+
+    async def forward(self, head: dict[str, Any], body: bytes) -> tuple[int, list, bytes]:
+        future = self._call(FORWARD, head, body, what="read")
+        try:
+            return await asyncio.wait_for(future, FORWARD_TIMEOUT_S)
+        except TimeoutError:
+            raise UnavailableError("the voter's core did not answer in time", 1.0) from None
+
+    def send_stats(self, counters: dict[str, Any]) -> None:
+        if self.lost is None:
+            self.protocol.send([(STATS, counters)])
+
+    # ---------------------------------------------------------------- the followed image
+
+    async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
+        """Waits until this worker's image reaches ``offset`` (exclusive end)."""
+        deadline = time.monotonic() + timeout_s
+        self._offset_waiters += 1
+        try:
+            while self.sm.image.next_offset <= offset:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.lost is not None:
+                    return False
+                try:
+                    await asyncio.wait_for(self._applied.wait(), remaining)
+                except TimeoutError:
+                    return False
+            return True
+        finally:
+            self._offset_waiters -= 1
+
+    def _applied_now(self) -> None:
+        if self._offset_waiters:
+            event, self._applied = self._applied, asyncio.Event()
+            event.set()
+
+    def _load_image(self, encoded: bytes, retained: tuple) -> None:
+        image = decode_image(encoded)
+        base, batches, next_offset = retained
+        self.sm.image = image
+        self.sm.log.load(base, batches, next_offset)
+        self._has_image.set()
+        self._applied_now()
+
+    def _apply(self, batches: list) -> None:
+        sm = self.sm
+        for first_offset, _count, payload in batches:
+            if first_offset != sm.image.next_offset:
+                # Cannot happen while the core sends in order; never serve a gap.
+                self._on_lost(
+                    f"batch at offset {first_offset} does not follow this worker's image "
+                    f"(next offset {sm.image.next_offset})"
+                )
+                return
+            sm.apply_batch(payload, _doApply=True)
+            self.batches_applied += 1
+        self._applied_now()
+
+    # ---------------------------------------------------------------- in
+
+    def _on_items(self, items: list) -> None:
+        for item in items:
+            kind = item[0]
+            if kind == BATCHES:
+                self._apply(item[1])
+            elif kind == ANSWER or kind == REFUSED:
+                waiting = self._waiting.pop(item[1], None)
+                if waiting is None or waiting[0].done():
+                    continue
+                if kind == ANSWER:
+                    waiting[0].set_result(item[2])
+                else:
+                    waiting[0].set_exception(decode_error(item[2]))
+            elif kind == STATE:
+                self.state = item[1]
+                self.sm.fatal = item[1]["fatal"]
+            elif kind == IMAGE:
+                self._load_image(item[1], item[2])
+
+    def _on_lost(self, why: str) -> None:
+        if self.lost is not None:
+            return
+        self.lost = why
+        log.error("HTTP worker %d lost its link to the voter's core: %s", self.index, why)
+        for future, what in self._waiting.values():
+            if future.done():
+                continue
+            if what == "write":
+                future.set_exception(
+                    OutcomeUnknownError(
+                        "this HTTP worker lost its link to the voter's core; the write may "
+                        "still commit"
+                    )
+                )
+            else:
+                future.set_exception(
+                    UnavailableError("this HTTP worker lost its link to the voter's core", 1.0)
+                )
+        self._waiting.clear()
+        if self._applied is not None:
+            self._applied.set()
+        if self.protocol.transport is not None:
+            self.protocol.transport.close()
+        if self.on_lost is not None:
+            self.on_lost(why)

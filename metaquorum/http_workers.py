@@ -1,0 +1,297 @@
+"""``serve --http-workers N``: the HTTP API in N worker processes in front of
+one core process (issue 26; docs/decisions.md 95).
+
+The core (the ``serve`` process) binds the API port and keeps everything that
+orders writes: Raft, the controller, the group-commit queue. Each worker
+inherits the listening socket and one end of a socket pair (its link,
+api/worker_link.py), and does the work that needs no shared state: HTTP,
+TLS, auth, limits and admission, JSON, redirects, reads from the image it
+follows. A worker that dies is started again; its clients' requests in flight
+get an error or an unknown outcome, never an acknowledgement it did not earn.
+
+Run as ``python -m metaquorum.http_workers CONFIG_JSON`` by the core only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("metaquorum.http_workers")
+
+EXIT_LINK_LOST = 3
+RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)  # by restarts in a row within a minute
+IMAGE_WAIT_S = 300.0  # a large image takes a while to encode and load
+STATS_EVERY_S = 1.0
+METRICS_DIR = "http-worker-metrics"
+
+
+def default_workers() -> int:
+    """One per core left after the core process, at least one."""
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+def parse_workers(value: Any) -> int:
+    """``--http-workers``: a count (0: the single-process layout), or ``auto``."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return default_workers()
+    try:
+        count = int(text)
+    except ValueError:
+        raise ValueError(
+            f"--http-workers {value!r} is not a number of processes (or 'auto')"
+        ) from None
+    if not 0 <= count <= 256:
+        raise ValueError(f"--http-workers {count}: between 0 (one process) and 256")
+    return count
+
+
+def share(total: int, workers: int) -> int:
+    """A worker's part of a voter-wide limit (each worker enforces its own)."""
+    return max(1, math.ceil(total / workers))
+
+
+# ---------------------------------------------------------------- the core's side
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: subprocess.Popen
+    started: float = field(default_factory=time.monotonic)
+    restarts: int = 0
+    restarts_in_row: int = 0
+
+
+class WorkerPool:
+    """Starts, watches, restarts and stops the HTTP workers of one core."""
+
+    def __init__(
+        self, count: int, listener: socket.socket, links: Any, config: dict[str, Any]
+    ) -> None:
+        self.count = count
+        self.listener = listener
+        self.links = links  # api/core_link.CoreLinks
+        self.config = config
+        self.metrics_dir = config["metricsDir"]
+        self.workers: dict[int, _Worker] = {}
+        self.stopping = False
+        self._supervisor: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        for index in range(self.count):
+            await self._spawn(index, restarts=0, in_row=0)
+        self._supervisor = asyncio.ensure_future(self._supervise())
+
+    async def _spawn(self, index: int, restarts: int, in_row: int) -> None:
+        core_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        config = {
+            **self.config,
+            "index": index,
+            "listenFd": self.listener.fileno(),
+            "linkFd": worker_end.fileno(),
+        }
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir}
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "metaquorum.http_workers", json.dumps(config)],
+                pass_fds=(self.listener.fileno(), worker_end.fileno()),
+                env=env,
+            )
+        finally:
+            worker_end.close()
+        self.workers[index] = _Worker(index, process, restarts=restarts, restarts_in_row=in_row)
+        await self.links.attach(index, core_end)
+        log.info("HTTP worker %d started (pid %d)", index, process.pid)
+
+    async def _supervise(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(0.2)
+            for index, worker in list(self.workers.items()):
+                code = worker.process.poll()
+                if code is None or self.stopping:
+                    continue
+                self.links.detach(index)
+                ran = time.monotonic() - worker.started
+                in_row = 0 if ran > 60 else worker.restarts_in_row + 1
+                wait = RESTART_BACKOFF_S[min(in_row, len(RESTART_BACKOFF_S) - 1)]
+                log.error(
+                    "HTTP worker %d (pid %d) exited with %s after %.1f s; starting it again "
+                    "in %.1f s (the voter keeps its role; the other workers keep serving)",
+                    index,
+                    worker.process.pid,
+                    _exit_name(code),
+                    ran,
+                    wait,
+                )
+                del self.workers[index]
+                await asyncio.sleep(wait)
+                if not self.stopping:
+                    await self._spawn(index, worker.restarts + 1, in_row)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The workers, for /v1/quorum/status."""
+        now = time.monotonic()
+        out = []
+        for index, worker in sorted(self.workers.items()):
+            link = self.links.links.get(index)
+            out.append(
+                {
+                    "index": index,
+                    "pid": worker.process.pid,
+                    "alive": worker.process.poll() is None and link is not None and not link.lost,
+                    "uptimeS": round(now - worker.started, 1),
+                    "restarts": worker.restarts,
+                    "requests": 0 if link is None else link.requests,
+                }
+            )
+        return out
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        """SIGTERM (each finishes what it is answering), then SIGKILL."""
+        self.stopping = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+        for worker in self.workers.values():
+            with contextlib.suppress(ProcessLookupError):
+                worker.process.terminate()
+        deadline = time.monotonic() + timeout_s
+        for worker in self.workers.values():
+            while worker.process.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if worker.process.poll() is None:
+                log.warning("HTTP worker %d did not stop in time: killed", worker.index)
+                worker.process.kill()
+                worker.process.wait()
+        self.links.stop()
+
+
+def _exit_name(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+    return f"code {code}"
+
+
+def fresh_metrics_dir(data_dir: str) -> str:
+    """Where the workers count requests (prometheus-client multiprocess
+    files): emptied at each start, since the counters are this run's."""
+    path = os.path.join(data_dir, METRICS_DIR)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+# ---------------------------------------------------------------- the worker's side
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the core dies, whatever kills it (the
+    link's EOF says so too, but only once the loop runs)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the core died before the prctl
+            os._exit(EXIT_LINK_LOST)
+
+
+def worker_main(config: dict[str, Any]) -> int:
+    _die_with_parent()
+    logging.basicConfig(
+        level=str(config["logLevel"]).upper(),
+        format=f"%(asctime)s %(levelname)s %(name)s[worker {config['index']}]: %(message)s",
+    )
+    import uvloop  # noqa: PLC0415
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(_serve_worker(config))
+
+
+async def _serve_worker(config: dict[str, Any]) -> int:
+    from api.app import create_app
+    from api.auth import load_tokens
+    from api.connections import ConnectionLimits, ConnectionStats
+    from api.core_link import connection_counters
+    from api.worker_node import WorkerNode
+
+    from .serve import build_tls, http_config
+
+    index = config["index"]
+    node = WorkerNode(config["nodeId"], index)
+    await node.connect(socket.socket(fileno=config["linkFd"]))
+    if not await node.wait_for_image(IMAGE_WAIT_S):
+        log.error("no image from the voter's core within %.0f s: exiting", IMAGE_WAIT_S)
+        return EXIT_LINK_LOST
+    tokens = load_tokens(config["tokensFile"]) if config["tokensFile"] else None
+    tls, principals = build_tls(_Flags(config["tls"]))
+    stats = ConnectionStats()
+    app = create_app(
+        node,
+        tokens=tokens,
+        max_pending_writes=config["maxPendingWrites"],
+        public_docs=config["publicDocs"],
+        connections=stats,
+        certificates=principals,
+        tls=tls,
+        require_certificate=tls is not None and tls.settings.client_auth == "required",
+    )
+    limits = ConnectionLimits(
+        max_connections=config["maxConnections"],
+        max_per_address=config["maxConnectionsPerAddress"],
+    )
+    import uvicorn  # noqa: PLC0415
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):  # noqa: ANN001 - uvicorn's signature
+            if sig != signal.SIGINT:  # Ctrl-C reaches the group; the core stops us
+                super().handle_exit(sig, frame)
+
+    server = Server(http_config(app, config["host"], config["port"], limits, stats, tls))
+    lost: list[str] = []
+
+    def on_lost(why: str) -> None:
+        lost.append(why)
+        server.should_exit = True
+
+    node.on_lost = on_lost
+    listener = socket.socket(fileno=config["listenFd"])
+
+    async def report() -> None:
+        while True:
+            node.send_stats(connection_counters(stats))
+            await asyncio.sleep(STATS_EVERY_S)
+
+    reporter = asyncio.ensure_future(report())
+    reloader = None if tls is None else asyncio.ensure_future(tls.watch())
+    try:
+        await server.serve(sockets=[listener])
+    finally:
+        reporter.cancel()
+        if reloader is not None:
+            reloader.cancel()
+    return EXIT_LINK_LOST if lost else 0
+
+
+class _Flags:
+    """The TLS flags, as ``serve.build_tls`` reads them from argparse."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(json.loads(sys.argv[1])))
