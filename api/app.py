@@ -1171,6 +1171,8 @@ def create_app(
         image = node.image
         status = quorum_status_obj(node, tracker, auth.enabled)
         status["imageDigest"] = None
+        pool = getattr(app.state, "http_workers", None)  # metaquorum/http_workers.py
+        status["httpWorkers"] = [] if pool is None else pool.describe()
         if digest:
             offset, value = await asyncio.to_thread(node.image_digest)
             status["lastAppliedOffset"], status["imageDigest"] = offset, value

@@ -1617,6 +1617,19 @@ class ElectionsOut(ResponseModel):
     )
 
 
+class HttpWorkerOut(ResponseModel):
+    """One HTTP worker process of this voter (``serve --http-workers``)."""
+
+    index: int = Field(description="the worker's number, 0 to --http-workers - 1")
+    pid: int = Field(description="its process id")
+    alive: bool = Field(description="running, with its link to the core open")
+    uptime_s: float = Field(description="seconds since this process of it started")
+    restarts: int = Field(description="times this worker was started again after it died")
+    requests: int = Field(
+        description="writes, barriers and forwarded requests it sent to the core (this process)"
+    )
+
+
 class QuorumStatusOut(ResponseModel):
     """This node's view of the quorum."""
 
@@ -1643,6 +1656,16 @@ class QuorumStatusOut(ResponseModel):
             "observer": False,
             "observersConnected": 0,
             "imageDigest": None,
+            "httpWorkers": [
+                {
+                    "index": 0,
+                    "pid": 41,
+                    "alive": True,
+                    "uptimeS": 5230.4,
+                    "restarts": 0,
+                    "requests": 918274,
+                }
+            ],
             "elections": {
                 "preVote": True,
                 "preVoteRounds": 1,
@@ -1722,6 +1745,11 @@ class QuorumStatusOut(ResponseModel):
         None, description="this voter's pre-vote counters since it started (quorum/pre_vote.py)"
     )
     voters: list[VoterOut] = Field(description="the voters and observers this node knows")
+    http_workers: list[HttpWorkerOut] = Field(
+        [],
+        description="this voter's HTTP worker processes (serve --http-workers); empty when "
+        "one process serves HTTP",
+    )
 
 
 class HealthOut(ResponseModel):

@@ -594,6 +594,18 @@ def _print_status(console: Console, s: dict, leader: dict | None, human: bool) -
         markup=False,
         highlight=False,
     )
+    workers = s.get("httpWorkers") or []
+    if workers:
+        console.print(
+            f"http workers: {len(workers)}: "
+            + "; ".join(
+                f"{w['index']} pid {w['pid']} {'up' if w['alive'] else 'DOWN'} "
+                f"{w['uptimeS']:.0f} s, restarts {w['restarts']}, requests {w['requests']}"
+                for w in workers
+            ),
+            markup=False,
+            highlight=False,
+        )
     elections = s.get("elections") or {}
     if elections.get("preVote"):
         console.print(
