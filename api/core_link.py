@@ -41,6 +41,7 @@ from .worker_link import (
 log = logging.getLogger(__name__)
 
 STATE_EVERY_S = 0.1  # how often the core's state is looked at (sent when it changed)
+STATE_AT_LEAST_S = 1.0  # and sent this often anyway: workers tell a frozen core by its silence
 
 
 def core_state(node: QuorumNode) -> dict[str, Any]:
@@ -163,11 +164,13 @@ class CoreLinks:
             link.wake()
 
     async def _watch_state(self) -> None:
+        sent_at = 0.0
         while True:
             await asyncio.sleep(STATE_EVERY_S)
             before = self._state
             now = self.state()
-            if now != before:
+            if now != before or time.monotonic() - sent_at >= STATE_AT_LEAST_S:
+                sent_at = time.monotonic()
                 for link in self.links.values():
                     link.send_state(now)
 

@@ -55,6 +55,13 @@ FORWARDED = frozenset(
 # core's own deadline (QuorumNode.submit's 10 s) comes first.
 SUBMIT_TIMEOUT_S = 11.0
 FORWARD_TIMEOUT_S = 120.0  # a voter change streams a whole log first
+PROBE_TIMEOUT_S = 5.0  # probes, status and metrics: a frozen core must not hold them
+QUICK_PATHS = frozenset({"/livez", "/readyz", "/metrics", "/v1/quorum/status"})
+# The core says something at least every second (core_link.STATE_AT_LEAST_S):
+# silent this long, it is frozen or overloaded, and this worker's image may
+# be behind without knowing it. Reads are refused, as a stopped single
+# process would not answer them either.
+CORE_SILENT_S = 3.0
 
 
 class WorkerNode:
@@ -78,6 +85,7 @@ class WorkerNode:
             "active": False,
         }
         self.lost: str | None = None
+        self.heard_at = time.monotonic()  # the core's last frame
         self.on_lost: Callable[[str], None] | None = None
         self._ids = itertools.count()
         self._waiting: dict[int, tuple[asyncio.Future, str]] = {}
@@ -113,7 +121,11 @@ class WorkerNode:
 
     @property
     def raft_alive(self) -> bool:
-        return self.lost is None and bool(self.state["raftAlive"])
+        return self.lost is None and bool(self.state["raftAlive"]) and not self._core_silent()
+
+    def _core_silent(self) -> float | None:
+        silent = time.monotonic() - self.heard_at
+        return silent if silent > CORE_SILENT_S else None
 
     @property
     def ready(self) -> bool:
@@ -126,6 +138,11 @@ class WorkerNode:
             return f"this HTTP worker lost its link to the voter's core: {self.lost}"
         if not self._has_image.is_set():
             return "this HTTP worker is still loading the image from its voter's core"
+        if (silent := self._core_silent()) is not None:
+            return (
+                f"this voter's core has not answered its HTTP worker for {silent:.1f} s "
+                "(frozen or overloaded): its reads could be behind without knowing it"
+            )
         return self.state["reason"]
 
     # ---------------------------------------------------------------- calls to the core
@@ -153,6 +170,12 @@ class WorkerNode:
             self.protocol.send(items)
 
     async def submit(self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S) -> object:
+        if (silent := self._core_silent()) is not None:  # refused before it is sent
+            raise UnavailableError(
+                f"this voter's core has not answered for {silent:.1f} s (frozen or "
+                "overloaded); nothing was written: retry, another voter may lead by then",
+                1.0,
+            )
         future = self._call(SUBMIT, request, what="write")
         try:
             return await asyncio.wait_for(future, timeout_s)
@@ -177,11 +200,22 @@ class WorkerNode:
         return offset
 
     async def forward(self, head: dict[str, Any], body: bytes) -> tuple[int, list, bytes]:
-        future = self._call(FORWARD, head, body, what="read")
+        what = "read" if head["method"] in ("GET", "HEAD") else "write"
+        future = self._call(FORWARD, head, body, what=what)
+        timeout_s = PROBE_TIMEOUT_S if head["path"] in QUICK_PATHS else FORWARD_TIMEOUT_S
         try:
-            return await asyncio.wait_for(future, FORWARD_TIMEOUT_S)
+            return await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
-            raise UnavailableError("the voter's core did not answer in time", 1.0) from None
+            if what == "write":
+                raise OutcomeUnknownError(
+                    f"this voter's core did not answer within {timeout_s:.0f} s; the change "
+                    "may still be made"
+                ) from None
+            raise UnavailableError(
+                f"this voter's core did not answer within {timeout_s:.0f} s (frozen or "
+                "overloaded)",
+                1.0,
+            ) from None
 
     def send_stats(self, counters: dict[str, Any]) -> None:
         if self.lost is None:
@@ -236,6 +270,7 @@ class WorkerNode:
     # ---------------------------------------------------------------- in
 
     def _on_items(self, items: list) -> None:
+        self.heard_at = time.monotonic()
         for item in items:
             kind = item[0]
             if kind == BATCHES:

@@ -39,9 +39,24 @@ STATS_EVERY_S = 1.0
 METRICS_DIR = "http-worker-metrics"
 
 
+def available_cpus() -> int:
+    """The CPUs this process may use: its affinity, and a cgroup v2 CPU quota
+    (a Kubernetes CPU limit) below it; os.cpu_count() is the host's."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    with contextlib.suppress(OSError, ValueError):
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    return cpus
+
+
 def default_workers() -> int:
-    """One per core left after the core process, at least one."""
-    return max(1, (os.cpu_count() or 1) - 1)
+    """One per CPU left after the core process, at least one."""
+    return max(1, available_cpus() - 1)
 
 
 def parse_workers(value: Any) -> int:

@@ -4,23 +4,30 @@ sees is the same as with one process; a worker that dies is replaced without
 the voter losing its role, and its clients never get an acknowledgement the
 core did not give."""
 
+import collections
 import concurrent.futures
+import contextlib
+import itertools
 import os
+import random
 import signal
 import socket
 import threading
 import time
+import uuid
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .cluster import Cluster
+from .linearizability import INF, Op, check
 from .test_cluster import brokers, others, register, register_body, write
 
 pytestmark = pytest.mark.slow
 
 WORKERS = 2
+KEPT_ALIVE = (1_000_001, 1_000_002, 1_000_003)  # far from the ids registered one by one
 
 
 @pytest.fixture
@@ -247,3 +254,231 @@ def test_a_bad_worker_count_is_refused_at_start(tmp_path):
     finally:
         c.close()
 
+
+
+def test_a_frozen_core_makes_its_workers_refuse_instead_of_serving_stale(tmp_path):
+    c = Cluster(tmp_path, voters=1, extra=["--http-workers", str(WORKERS)])
+    try:
+        c.start()
+        c.wait_ready()
+        register(c, 0, 1)
+        c.signal(0, signal.SIGSTOP)
+        try:
+            # The workers still answer, and say why they cannot serve.
+            def refused():
+                r = c.get(0, "/v1/brokers", timeout=10)
+                return r.status_code == 503 and "has not answered" in r.text
+
+            c.wait(refused, 30, "reads refused while the core is frozen")
+            r = c.post(0, "/v1/brokers/register", register_body(c, 2), timeout=10)
+            assert r.status_code == 503 and "nothing was written" in r.text, r.text
+            assert c.get(0, "/readyz", timeout=10).status_code == 503
+        finally:
+            c.signal(0, signal.SIGCONT)
+        c.wait_ready()
+        assert brokers(c, 0).keys() == {1}
+    finally:
+        c.close()
+
+
+def test_a_history_through_workers_and_redirects_is_linearizable_under_kills(tmp_path):
+    """Clients write and read linearizably through every voter (the leader's
+    workers, the followers' redirects) while a leader's worker, then the
+    leader itself, then the new leader's worker are killed. Broker epochs
+    (registrations) and partition epochs (AlterPartition) are versioned
+    registers: tests/linearizability.py checks the history per key."""
+    c = Cluster(tmp_path, extra=["--http-workers", str(WORKERS)])
+    history: list[Op] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    try:
+        c.start()
+        c.wait_ready()
+        leader = c.leader()
+        # Three brokers kept alive by heartbeats lead a topic whose ISRs the
+        # clients change (partition epochs: many writes per key); every other
+        # registration is of a new broker id (a broker epoch: one write per
+        # key, read before and after it). A re-registration of the same
+        # incarnation returns the epoch it has: not a write.
+        next_broker = itertools.count(1)
+        registered_up_to = [0]
+        alive_brokers = {b: register_as(c, leader, b, str(uuid.uuid4())) for b in KEPT_ALIVE}
+        for b, epoch in alive_brokers.items():
+            heartbeat_until_unfenced(c, leader, b, epoch)
+        start = time.monotonic()
+        created = write(
+            c,
+            leader,
+            "/v1/topics",
+            {"topics": [{"name": "lin", "numPartitions": 4, "replicationFactor": 3}]},
+        )
+        assert created["topics"][0]["errorName"] == "NONE", created
+        history.extend(Op(("partition", p), "write", start, time.monotonic(), 0) for p in range(4))
+        topic_id = c.get(leader, "/v1/topics/lin").json()["topicId"]
+
+        def keep_alive() -> None:
+            with httpx.Client(timeout=5) as client:
+                while not stop.is_set():
+                    for b, epoch in alive_brokers.items():
+                        with contextlib.suppress(httpx.HTTPError):
+                            client.post(
+                                c.url(random.randrange(c.n)) + "/v1/brokers/heartbeat",
+                                json={
+                                    "brokerId": b,
+                                    "brokerEpoch": epoch,
+                                    "currentMetadataOffset": 10**9,
+                                },
+                                follow_redirects=True,
+                            )
+                    stop.wait(0.5)
+
+        def record(key, kind, start, end, version) -> None:
+            with lock:
+                history.append(Op(key, kind, start, end, version))
+
+        def one_op(client: httpx.Client, rng: random.Random) -> None:
+            url = c.url(rng.randrange(c.n))
+            headers = {"Connection": "close"} if rng.random() < 0.5 else {}  # another worker
+            choice = rng.random()
+            start = time.monotonic()
+            try:
+                if choice < 0.3:
+                    with lock:
+                        b = next(next_broker)
+                        registered_up_to[0] = b
+                    body = register_body(c, b)
+                    r = client.post(url + "/v1/brokers/register", json=body, headers=headers)
+                    end = time.monotonic()
+                    if r.status_code == 200:
+                        if r.json()["errorName"] == "NONE":
+                            record(("broker", b), "write", start, end, r.json()["brokerEpoch"])
+                    elif r.status_code == 503 and r.json()["errorName"] == "REQUEST_TIMED_OUT":
+                        record(("broker", b), "write", start, INF, None)
+                elif choice < 0.55:
+                    b = rng.randint(1, registered_up_to[0] + 2)  # some not registered yet
+                    r = client.get(
+                        url + f"/v1/brokers/{b}?consistency=linearizable", headers=headers
+                    )
+                    end = time.monotonic()
+                    if r.status_code in (200, 404):
+                        epoch = r.json()["brokerEpoch"] if r.status_code == 200 else None
+                        record(("broker", b), "read", start, end, epoch)
+                elif choice < 0.8:
+                    p = rng.randrange(4)
+                    r = client.get(url + "/v1/topics/lin?consistency=linearizable")
+                    end = time.monotonic()
+                    if r.status_code == 200:
+                        part = r.json()["partitions"][p]
+                        record(("partition", p), "read", start, end, part["partitionEpoch"])
+                        alter(client, rng, url, headers, part, p)
+                else:
+                    r = client.post(
+                        url + "/v1/brokers/heartbeat",
+                        json={"brokerId": KEPT_ALIVE[0], "brokerEpoch": alive_brokers[KEPT_ALIVE[0]],
+                              "currentMetadataOffset": 10**9},
+                        headers=headers,
+                    )  # fmt: skip
+            except (httpx.HTTPError, ValueError, KeyError):
+                # No answer, or not a JSON one: an unknown outcome for a write.
+                if choice < 0.3:
+                    record(("broker", b), "write", start, INF, None)
+
+        def alter(client, rng, url, headers, part, p) -> None:
+            leader_broker = part["leader"]
+            isr = sorted(part["isr"])
+            if len(isr) == 3:
+                new_isr = [x for x in isr if x != leader_broker][:1] + [leader_broker]
+            else:
+                new_isr = list(KEPT_ALIVE)
+            body = {
+                "brokerId": leader_broker,
+                "brokerEpoch": alive_brokers[leader_broker],
+                "topics": [
+                    {
+                        "topicId": topic_id,
+                        "partitions": [
+                            {
+                                "partitionIndex": p,
+                                "leaderEpoch": part["leaderEpoch"],
+                                "partitionEpoch": part["partitionEpoch"],
+                                "newIsrWithEpochs": [
+                                    {"brokerId": x, "brokerEpoch": alive_brokers[x]}
+                                    for x in sorted(new_isr)
+                                ],
+                                "leaderRecoveryState": 0,
+                            }
+                        ],
+                    }
+                ],
+            }
+            start = time.monotonic()
+            try:
+                r = client.post(
+                    url + "/v1/alter-partition?version=3", json=body, headers=headers
+                )
+            except httpx.HTTPError:
+                record(("partition", p), "write", start, INF, None)
+                return
+            end = time.monotonic()
+            if r.status_code == 200:
+                answer = r.json()["topics"][0]["partitions"][0]
+                if answer["errorName"] == "NONE":
+                    record(("partition", p), "write", start, end, answer["partitionEpoch"])
+            elif r.status_code == 503 and r.json()["errorName"] == "REQUEST_TIMED_OUT":
+                record(("partition", p), "write", start, INF, None)
+
+        def client_loop(seed: int) -> None:
+            rng = random.Random(seed)
+            with httpx.Client(timeout=15, follow_redirects=True) as client:
+                while not stop.is_set():
+                    one_op(client, rng)
+
+        threads = [threading.Thread(target=keep_alive)]
+        threads += [threading.Thread(target=client_loop, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        try:
+            done = lambda n: lambda: len(history) >= n  # noqa: E731
+            c.wait(done(200), 60, "operations under way")
+            os.kill(workers_of(c, leader)[0]["pid"], signal.SIGKILL)
+            c.wait(done(len(history) + 300), 60, "operations after a worker kill")
+            c.kill(leader)
+            new_leader = c.leader(others(c, leader))
+            c.wait(done(len(history) + 300), 90, "operations after the leader kill")
+            c.start(leader)
+            os.kill(workers_of(c, new_leader)[0]["pid"], signal.SIGKILL)
+            c.wait(done(len(history) + 300), 60, "operations after the second worker kill")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=60)
+        c.wait_ready()
+        # The last word on every key, read linearizably after the run.
+        for b in range(1, registered_up_to[0] + 1):
+            start = time.monotonic()
+            r = c.get(new_leader, f"/v1/brokers/{b}?consistency=linearizable")
+            epoch = r.json()["brokerEpoch"] if r.status_code == 200 else None
+            history.append(Op(("broker", b), "read", start, time.monotonic(), epoch))
+        kinds = collections.Counter((o.key[0], o.kind, o.end != INF) for o in history)
+        print(f"{len(history)} operations: {dict(kinds)}")
+        violations = check(history)
+        assert not violations, "\n".join(str(v) for v in violations[:20])
+        # Enough of each kind that the check said something.
+        assert kinds[("broker", "write", True)] >= 50, kinds
+        assert kinds[("broker", "read", True)] >= 50, kinds
+        assert kinds[("partition", "write", True)] >= 10, kinds
+        assert kinds[("partition", "read", True)] >= 50, kinds
+    finally:
+        stop.set()
+        c.close()
+
+
+def register_as(cluster, i, broker_id, incarnation):
+    body = write(
+        cluster,
+        i,
+        "/v1/brokers/register",
+        {**register_body(cluster, broker_id), "incarnationId": incarnation},
+    )
+    assert body["errorName"] == "NONE", body
+    return body["brokerEpoch"]
