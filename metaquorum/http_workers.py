@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import logging
 import math
@@ -26,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +36,6 @@ EXIT_LINK_LOST = 3
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)  # by restarts in a row within a minute
 IMAGE_WAIT_S = 300.0  # a large image takes a while to encode and load
 STATS_EVERY_S = 1.0
-METRICS_DIR = "http-worker-metrics"
 
 
 def available_cpus() -> int:
@@ -193,6 +192,7 @@ class WorkerPool:
                 worker.process.kill()
                 worker.process.wait()
         self.links.stop()
+        shutil.rmtree(self.metrics_dir, ignore_errors=True)
 
 
 def _exit_name(code: int) -> str:
@@ -202,13 +202,12 @@ def _exit_name(code: int) -> str:
     return f"code {code}"
 
 
-def fresh_metrics_dir(data_dir: str) -> str:
-    """Where the workers count requests (prometheus-client multiprocess
-    files): emptied at each start, since the counters are this run's."""
-    path = os.path.join(data_dir, METRICS_DIR)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path, exist_ok=True)
-    return path
+def fresh_metrics_dir() -> str:
+    """Where the workers count requests (prometheus-client's multiprocess
+    files): a new directory under $TMPDIR (an emptyDir on Kubernetes), not in
+    the data dir, whose room and contents belong to the log. Removed by
+    ``WorkerPool.stop``."""
+    return tempfile.mkdtemp(prefix="metaquorum-http-workers-")
 
 
 # ---------------------------------------------------------------- the worker's side
@@ -217,7 +216,9 @@ def fresh_metrics_dir(data_dir: str) -> str:
 def _die_with_parent() -> None:
     """Linux: SIGKILL this worker when the core dies, whatever kills it (the
     link's EOF says so too, but only once the loop runs)."""
-    with contextlib.suppress(OSError, AttributeError):
+    with contextlib.suppress(OSError, AttributeError, ImportError):
+        import ctypes  # noqa: PLC0415 - not every Python build has it
+
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         if os.getppid() == 1:  # the core died before the prctl

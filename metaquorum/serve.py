@@ -458,7 +458,7 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
 
     listener = _listen(args.http_host, int(args.http_port))
     summed = SummedConnections()
-    metrics_dir = fresh_metrics_dir(node.config.data_dir)
+    metrics_dir = fresh_metrics_dir()
     public_docs = args.public_docs in (True, "1", "true", "True")
     core_app = create_app(
         node,
