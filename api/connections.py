@@ -527,15 +527,42 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
 class _AnswerTransport:
     """The transport a request's cycle (uvicorn's) writes its answer through:
-    the connection's own, except that closing it goes through
-    ``_close_after_answer``. The cycle uses only these three."""
+    the connection's own, except that
 
-    __slots__ = ("write", "is_closing", "close")
+    * the answer's head waits for its body, so that an answer is one send,
+      not two (uvicorn writes the head on ``http.response.start``; the body
+      follows in the same turn of the loop, or the head goes alone at the
+      end of that turn);
+    * closing it goes through ``_close_after_answer``.
+
+    The cycle uses only these three."""
+
+    __slots__ = ("_write", "is_closing", "_close", "_held")
 
     def __init__(self, protocol: GuardedHttpToolsProtocol) -> None:
-        self.write = protocol.transport.write
+        self._write = protocol.transport.write
         self.is_closing = protocol.transport.is_closing
-        self.close = protocol._close_after_answer
+        self._close = protocol._close_after_answer
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is None:
+            self._held = data
+            asyncio.get_running_loop().call_soon(self._flush)
+            return
+        self._held = None
+        self._write(held + data)
+
+    def _flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._write(held)
+
+    def close(self) -> None:
+        self._flush()
+        self._close()
 
 
 def guarded_protocol(
