@@ -1,10 +1,10 @@
 """``serve --http-workers N``: the HTTP API in N worker processes in front of
 one core process (issue 26; docs/decisions.md 95).
 
-The core (the ``serve`` process) binds the API port and keeps everything that
+The core (the ``serve`` process) holds the API port and keeps everything that
 orders writes: Raft, the controller, the group-commit queue. Each worker
-inherits the listening socket and one end of a socket pair (its link,
-api/worker_link.py), and does the work that needs no shared state: HTTP,
+listens on the port with SO_REUSEPORT and inherits one end of a socket pair
+(its link, api/worker_link.py), and does the work that needs no shared state: HTTP,
 TLS, auth, limits and admission, JSON, redirects, reads from the image it
 follows. A worker that dies is started again; its clients' requests in flight
 get an error or an unknown outcome, never an acknowledgement it did not earn.
@@ -94,11 +94,8 @@ class _Worker:
 class WorkerPool:
     """Starts, watches, restarts and stops the HTTP workers of one core."""
 
-    def __init__(
-        self, count: int, listener: socket.socket, links: Any, config: dict[str, Any]
-    ) -> None:
+    def __init__(self, count: int, links: Any, config: dict[str, Any]) -> None:
         self.count = count
-        self.listener = listener
         self.links = links  # api/core_link.CoreLinks
         self.config = config
         self.metrics_dir = config["metricsDir"]
@@ -113,17 +110,12 @@ class WorkerPool:
 
     async def _spawn(self, index: int, restarts: int, in_row: int) -> None:
         core_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        config = {
-            **self.config,
-            "index": index,
-            "listenFd": self.listener.fileno(),
-            "linkFd": worker_end.fileno(),
-        }
+        config = {**self.config, "index": index, "linkFd": worker_end.fileno()}
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir}
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "metaquorum.http_workers", json.dumps(config)],
-                pass_fds=(self.listener.fileno(), worker_end.fileno()),
+                pass_fds=(worker_end.fileno(),),
                 env=env,
             )
         finally:
@@ -284,7 +276,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
         server.should_exit = True
 
     node.on_lost = on_lost
-    listener = socket.socket(fileno=config["listenFd"])
+    listener = _listen(config["host"], config["port"])
 
     async def report() -> None:
         while True:
@@ -300,6 +292,18 @@ async def _serve_worker(config: dict[str, Any]) -> int:
         if reloader is not None:
             reloader.cancel()
     return EXIT_LINK_LOST if lost else 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """This worker's own listening socket on the voter's API port (the core
+    holds the port with SO_REUSEPORT; serve._reserve)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    return sock
 
 
 class _Flags:

@@ -441,10 +441,17 @@ async def _manage_collector(node) -> None:
         refreeze(node.image.partition_count)
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """The API's listening socket, which the HTTP workers inherit."""
+def _reserve(host: str, port: int) -> socket.socket:
+    """The API port, bound but not listening: the HTTP workers each listen on
+    it with SO_REUSEPORT (the kernel spreads connections evenly among them;
+    one inherited socket gave nearly all of them to one worker), and nobody
+    else can take it while a worker restarts."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=2048)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
 
 
 async def _serve_with_workers(node, args, tokens, limits, workers, tls, principals) -> int:
@@ -456,7 +463,7 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
 
     from .http_workers import WorkerPool, fresh_metrics_dir, share
 
-    listener = _listen(args.http_host, int(args.http_port))
+    reserved = _reserve(args.http_host, int(args.http_port))
     summed = SummedConnections()
     metrics_dir = fresh_metrics_dir()
     public_docs = args.public_docs in (True, "1", "true", "True")
@@ -495,7 +502,7 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
         "logLevel": str(args.log_level),
         "metricsDir": metrics_dir,
     }
-    pool = WorkerPool(workers, listener, links, config)
+    pool = WorkerPool(workers, links, config)
     core_app.state.http_workers = pool
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -526,7 +533,7 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
         await node.stop(transfer=code == 0)
     finally:
         await pool.stop()
-        listener.close()
+        reserved.close()
     log.info("stopped")
     return code
 
