@@ -12,6 +12,29 @@ from .cluster import Cluster
 from .local_node import LocalNode
 
 
+# Modules whose tests run twice: with serve's default HTTP layout, and with
+# two HTTP workers in front of the core (issue 26: the cluster, safety and
+# broker tests in the multi-worker layout; tests/test_http_workers.py has
+# its own tests of that layout).
+BOTH_LAYOUTS = frozenset({"test_cluster", "test_e2e", "test_agent", "test_journal_restart"})
+
+
+def pytest_generate_tests(metafunc):
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if module in BOTH_LAYOUTS and "http_layout" in metafunc.fixturenames:
+        metafunc.parametrize("http_layout", ["default", "2-workers"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def http_layout(request, monkeypatch):
+    """``serve``'s HTTP layout for the voters a test starts (they read
+    METAQUORUM_HTTP_WORKERS when no flag says otherwise)."""
+    layout = getattr(request, "param", "default")
+    if layout == "2-workers":
+        monkeypatch.setenv("METAQUORUM_HTTP_WORKERS", "2")
+    return layout
+
+
 @pytest.fixture(scope="module")
 def local(tmp_path_factory, request):
     node = LocalNode(str(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])))
