@@ -40,11 +40,13 @@ from metadata_records.log_invariants import LogInvariants, Violation
 
 from .agent import AgentConfig, BrokerAgent, State
 from .client import ClientError, MetaquorumClient
+from .lean_http import LeanHttp
 from .metadata_cache import LogFollower
 from .stats import SimStats
 from .tls import ClientTls
 
 CHAOS_KINDS = ("crash", "bounce", "slow", "blip")
+HTTP_CLIENTS = ("lean", "httpx")
 
 MAX_VIOLATIONS = 1000  # kept for the summary (the count is exact)
 
@@ -82,7 +84,10 @@ class SimConfig:
     blip_s: float = 2.0
     settle_timeout_s: float = 60.0
     stuck_after_s: float = 15.0  # an ISR change in flight this long at the end is stuck
-    max_connections: int = 16  # httpcore scans the whole pool per request queued
+    # Per process and voter. httpx: httpcore scans its whole pool per request
+    # queued, so BoundedClient queues the rest in front of it.
+    max_connections: int = 64
+    http: str = "lean"  # the brokers' requests: "lean" (brokers/lean_http.py) or "httpx"
     check_log: bool = True
     log_wait_ms: int = 500
     tls: ClientTls | None = None  # the CA to trust and a client certificate (https URLs)
@@ -107,6 +112,8 @@ class SimConfig:
             )
         if self.duration_s < 0:
             out.append("--duration must not be negative")
+        if self.http not in HTTP_CLIENTS:
+            out.append(f"--http: {self.http!r}; choose from {', '.join(HTTP_CLIENTS)}")
         return out
 
 
@@ -176,6 +183,32 @@ class BoundedClient(httpx.AsyncClient):
     async def send(self, *args, **kwargs) -> httpx.Response:
         async with self._slots:
             return await super().send(*args, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def brokers_http(c: SimConfig):
+    """The brokers' transport (register, heartbeat, alter-partition): the lean
+    client, or httpx as before (``--http httpx``); brokers/client.py is the same
+    above either."""
+    if c.http == "lean":
+        lean = LeanHttp(
+            timeout_s=10.0,
+            max_connections=c.max_connections,
+            ssl_context=c.tls.context if c.tls is not None else None,
+        )
+        try:
+            yield lean
+        finally:
+            await lean.aclose()
+        return
+    limits = httpx.Limits(
+        max_connections=c.max_connections, max_keepalive_connections=c.max_connections
+    )
+    verify = c.tls.context if c.tls is not None else True
+    async with BoundedClient(
+        timeout=10.0, limits=limits, limit=c.max_connections, verify=verify
+    ) as http:
+        yield http
 
 
 class World:
@@ -346,17 +379,12 @@ class Simulation:
 
     async def run(self) -> SimResult:
         c = self.config
-        limits = httpx.Limits(
-            max_connections=c.max_connections, max_keepalive_connections=c.max_connections
-        )
         # Metadata (the log follower, status, the final check) has connections of
         # its own, as a Kafka broker's metadata fetches do: under load it must not
         # queue behind the brokers' heartbeats, or they could never catch up.
         verify = c.tls.context if c.tls is not None else True
         async with (
-            BoundedClient(
-                timeout=10.0, limits=limits, limit=c.max_connections, verify=verify
-            ) as http,
+            brokers_http(c) as http,
             httpx.AsyncClient(
                 timeout=10.0, limits=httpx.Limits(max_connections=4), verify=verify
             ) as meta,

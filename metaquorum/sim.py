@@ -20,7 +20,7 @@ from rich.live import Live
 
 from brokers.client import ClientError
 from brokers.dashboard import render, summary
-from brokers.sim import CHAOS_KINDS, SimConfig, SimResult, Simulation
+from brokers.sim import CHAOS_KINDS, HTTP_CLIENTS, SimConfig, SimResult, Simulation
 from brokers.tls import ClientTlsError
 
 from .ops import add_connection_flags, tls_from_args
@@ -80,6 +80,12 @@ def add_sim_flags(p: argparse.ArgumentParser) -> None:
         help="replica.lag.time.max.ms of the simulated leaders",
     )
     p.add_argument("--first-broker-id", type=int, default=1)
+    p.add_argument(
+        "--http",
+        choices=HTTP_CLIENTS,
+        default="lean",
+        help="the brokers' HTTP client: lean (keep-alive, a tenth of httpx's CPU) or httpx",
+    )
     p.add_argument("--no-check", action="store_true", help="skip the log check at the end")
     p.add_argument(
         "--json",
@@ -104,6 +110,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         heartbeat_interval_s=args.heartbeat_interval,
         replica_lag_time_max_ms=args.replica_lag_ms,
         check_log=not args.no_check,
+        http=args.http,
         tls=tls_from_args(args),
     )
 
