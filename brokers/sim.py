@@ -41,8 +41,9 @@ from metadata_records.log_invariants import LogInvariants, Violation
 from .agent import AgentConfig, BrokerAgent, State
 from .client import ClientError, MetaquorumClient
 from .lean_http import LeanHttp
+from .loop_lag import CLUSTER, SIMULATOR, LagMonitor
 from .metadata_cache import LogFollower
-from .stats import SimStats
+from .stats import Histogram, SimStats
 from .tls import ClientTls
 
 CHAOS_KINDS = ("crash", "bounce", "slow", "blip")
@@ -77,6 +78,7 @@ class SimConfig:
     first_broker_id: int = 1
     topic_prefix: str = "sim-"
     heartbeat_interval_s: float = 1.0
+    session_timeout_s: float = 9.0  # the cluster's (serve --session-timeout-ms)
     replica_lag_time_max_ms: int = 3000
     chaos_interval_s: float = 3.0  # one chaos event every this many seconds
     crash_downtime_s: float = 4.0
@@ -297,6 +299,10 @@ class SimResult:
     unclean_shutdowns: int
     final: dict[str, int]
     problems: list[str]
+    # The simulator's own lag (loop_lag.py): loop and heartbeat lateness
+    # percentiles in ms, the worst in s, and fencings by whose fault.
+    lag: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # not failures: doubts about the run
 
     @property
     def ok(self) -> bool:
@@ -314,6 +320,7 @@ class Simulation:
         self.config = config
         self.say = log
         self.stats = SimStats()
+        self.lag = LagMonitor(config.session_timeout_s, config.heartbeat_interval_s)
         self.world = World()
         self.schedule = chaos_schedule(config)
         self.chaos_done: Counter = Counter()
@@ -359,6 +366,25 @@ class Simulation:
         return Snapshot(
             self.elapsed_s, image.last_offset if image else -1, **counts, agent_states=dict(states)
         )
+
+    def lag_now(self) -> dict[str, Any]:
+        """The dashboard's line on the simulator's own lag."""
+        return {
+            "processes": 1,
+            "now_s": self.lag.recent_max_s(),
+            "worst_s": self.lag.worst_s,
+            "heartbeat_late_p99_ms": _ms(self.lag.heartbeats.quantile(0.99)),
+            "fencings_late_heartbeats": self.stats.events.get(SIMULATOR, 0),
+            "fencings_on_time": self.stats.events.get(CLUSTER, 0),
+            "warning": self.lag.warning(),
+        }
+
+    def troubles(self) -> tuple[int, str | None]:
+        """How many brokers report a problem, and one of them, for the dashboard."""
+        troubled = [a for a in self.agents.values() if a.problem]
+        if not troubled:
+            return 0, None
+        return len(troubled), f"broker {troubled[0].broker_id}: {troubled[0].problem}"
 
     def isr_rates(self, window_s: float = 5.0) -> tuple[float, float]:
         """ISR shrinks and expands per second committed, over the last window."""
@@ -407,9 +433,11 @@ class Simulation:
         self.follower = LogFollower(self.meta, wait_ms=c.log_wait_ms)
         self._tasks.append(asyncio.create_task(self.follower.run(), name="log-follower"))
         self._tasks.append(asyncio.create_task(self._watch_controller(), name="controller"))
+        self._tasks.append(asyncio.create_task(self.lag.run(), name="loop-lag"))
         agent_config = AgentConfig(
             heartbeat_interval_s=c.heartbeat_interval_s,
             replica_lag_time_max_ms=c.replica_lag_time_max_ms,
+            session_timeout_s=c.session_timeout_s,
         )
         rng = random.Random(c.seed)
         for i in range(c.brokers):
@@ -424,6 +452,7 @@ class Simulation:
                 stats=self.stats,
                 rack=f"rack-{i % 3}",
                 rng=random.Random(rng.getrandbits(64)),
+                lag=self.lag,
             )
             self.agents[b] = self.world.agents[b] = agent
 
@@ -506,6 +535,8 @@ class Simulation:
             unclean_shutdowns=unclean,
             final=final,
             problems=self.problems,
+            lag=lag_summary([self.lag], self.stats.events),
+            warnings=[w for w in [self.lag.warning()] if w],
         )
 
     def _settled(self) -> bool:
@@ -682,6 +713,26 @@ class Simulation:
     def _tp_name(self, tp: tuple[str, int]) -> str:
         topic = self.follower.image.topics.get(tp[0])
         return f"{topic.name if topic else tp[0]}-{tp[1]}"
+
+
+def lag_summary(monitors: list[LagMonitor], events: Counter) -> dict[str, Any]:
+    """The run's lag figures, over one monitor per simulator process."""
+    loop, beats = Histogram(), Histogram()
+    for m in monitors:
+        loop.merge(m.loop)
+        beats.merge(m.heartbeats)
+    return {
+        "processes": len(monitors),
+        "loop_p50_ms": _ms(loop.quantile(0.5)),
+        "loop_p99_ms": _ms(loop.quantile(0.99)),
+        "loop_max_ms": _ms(loop.max_s if loop.total else None),
+        "heartbeat_late_p50_ms": _ms(beats.quantile(0.5)),
+        "heartbeat_late_p99_ms": _ms(beats.quantile(0.99)),
+        "heartbeat_late_max_ms": _ms(beats.max_s if beats.total else None),
+        "worst_s": round(max((m.worst_s for m in monitors), default=0.0), 2),
+        "fencings_late_heartbeats": events.get(SIMULATOR, 0),
+        "fencings_on_time": events.get(CLUSTER, 0),
+    }
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -193,6 +193,10 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
     text = console.export_text()
     for label in ("header line", "controller", "brokers", "under-replicated", "requests", "chaos"):
         assert label in text
+    assert "event-loop lag now" in text and "fenced while on time 0" in text
+    sim.lag.observe_loop(5.0)
+    console.print(render(sim))
+    assert "warning: the simulator's event loop fell 5.0 s behind" in console.export_text()
     result = SimResult(
         seed=1, brokers=3, partitions=6, duration_s=1.0, chaos={"crash": 1}, chaos_skipped=0,
         schedule=[], settled=True, settle_s=0.5, stuck=[],
@@ -200,11 +204,21 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
         records_checked=10, fencings=1, isr_shrinks=1, isr_expands=1,
         isr_while_running={"isr_shrinks": 1, "isr_expands": 1}, events={}, requests={},
         unclean_shutdowns=0, final={}, problems=[],
+        lag={
+            "processes": 2, "loop_p50_ms": 0.2, "loop_p99_ms": 4000.0, "loop_max_ms": 4100.0,
+            "heartbeat_late_p50_ms": 0.1, "heartbeat_late_p99_ms": 3900.0,
+            "heartbeat_late_max_ms": 4000.0, "worst_s": 4.1,
+            "fencings_late_heartbeats": 3, "fencings_on_time": 1,
+        },
+        warnings=["the simulator's event loop fell 4.1 s behind: heartbeats were sent late"],
     )  # fmt: skip
     assert not result.ok and result.to_json()["ok"] is False
     console.print(summary(result))
     text = console.export_text()
     assert "FAILED" in text and "joined the ISR while fenced" in text
+    assert "late heartbeats (the simulator's)" in text and "3 / 1" in text
+    assert "warning: the simulator's event loop fell 4.1 s behind" in text
+    assert "event-loop lag" in text and "2 process(es)" in text
 
 
 @pytest.mark.parametrize("log", corpus(), ids=lambda log: log.name)
