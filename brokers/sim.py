@@ -93,6 +93,10 @@ class SimConfig:
     check_log: bool = True
     log_wait_ms: int = 500
     tls: ClientTls | None = None  # the CA to trust and a client certificate (https URLs)
+    # (cacert, cert, key): how a worker process builds ``tls`` again (a context
+    # does not pickle)
+    tls_files: tuple[str | None, str | None, str | None] | None = None
+    processes: int = 1  # worker processes for the brokers (brokers/sim_workers.py); 1: this one
 
     def problems(self) -> list[str]:
         out = []
@@ -114,6 +118,8 @@ class SimConfig:
             )
         if self.duration_s < 0:
             out.append("--duration must not be negative")
+        if not 1 <= self.processes <= max(1, self.brokers):
+            out.append(f"--processes must be between 1 and --brokers, got {self.processes}")
         if self.http not in HTTP_CLIENTS:
             out.append(f"--http: {self.http!r}; choose from {', '.join(HTTP_CLIENTS)}")
         return out
@@ -303,6 +309,7 @@ class SimResult:
     # percentiles in ms, the worst in s, and fencings by whose fault.
     lag: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # not failures: doubts about the run
+    processes: int = 1  # simulator processes that ran the brokers
 
     @property
     def ok(self) -> bool:
@@ -434,33 +441,8 @@ class Simulation:
         self._tasks.append(asyncio.create_task(self.follower.run(), name="log-follower"))
         self._tasks.append(asyncio.create_task(self._watch_controller(), name="controller"))
         self._tasks.append(asyncio.create_task(self.lag.run(), name="loop-lag"))
-        agent_config = AgentConfig(
-            heartbeat_interval_s=c.heartbeat_interval_s,
-            replica_lag_time_max_ms=c.replica_lag_time_max_ms,
-            session_timeout_s=c.session_timeout_s,
-        )
-        rng = random.Random(c.seed)
-        for i in range(c.brokers):
-            b = c.first_broker_id + i
-            agent = BrokerAgent(
-                b,
-                cluster_id,
-                self.client,
-                self.follower,
-                config=agent_config,
-                followers=self.world,
-                stats=self.stats,
-                rack=f"rack-{i % 3}",
-                rng=random.Random(rng.getrandbits(64)),
-                lag=self.lag,
-            )
-            self.agents[b] = self.world.agents[b] = agent
-
-        self.phase = "registering brokers"
-        for i, agent in enumerate(self.agents.values()):
-            agent.start()
-            if i % 100 == 99:
-                await asyncio.sleep(0.05)  # a staggered start, as a rolling deploy would
+        self._make_agents(cluster_id)
+        await self._start_agents()
         need = min(c.brokers, max(c.replication_factor, 1))
         await self._wait(
             lambda: sum(a.state is State.ACTIVE for a in self.agents.values()) >= need,
@@ -482,26 +464,70 @@ class Simulation:
             await asyncio.gather(chaos, return_exceptions=True)
         return await self.finish()
 
+    def _make_agents(self, cluster_id: str, owned: range | None = None) -> None:
+        """The brokers of this process (``owned``; None: all). Each broker's rng
+        is drawn from the seed in broker order, whichever process runs it."""
+        c = self.config
+        agent_config = AgentConfig(
+            heartbeat_interval_s=c.heartbeat_interval_s,
+            replica_lag_time_max_ms=c.replica_lag_time_max_ms,
+            session_timeout_s=c.session_timeout_s,
+        )
+        rng = random.Random(c.seed)
+        for i in range(c.brokers):
+            b = c.first_broker_id + i
+            seed = rng.getrandbits(64)
+            if owned is not None and b not in owned:
+                continue
+            agent = BrokerAgent(
+                b,
+                cluster_id,
+                self.client,
+                self.follower,
+                config=agent_config,
+                followers=self.world,
+                stats=self.stats,
+                rack=f"rack-{i % 3}",
+                rng=random.Random(seed),
+                lag=self.lag,
+            )
+            self.agents[b] = self.world.agents[b] = agent
+
+    async def _start_agents(self) -> None:
+        self.phase = "registering brokers"
+        for i, agent in enumerate(self.agents.values()):
+            agent.start()
+            if i % 100 == 99:
+                await asyncio.sleep(0.05)  # a staggered start, as a rolling deploy would
+
+    def _calm(self) -> None:
+        """The chaos is over: every broker back, nothing slow or cut off."""
+        self.world.slow_until.clear()
+        for a in self.agents.values():
+            a.blip_until = 0.0
+            if not a.alive:
+                a.start()
+
+    def _stuck_lines(self) -> list[str]:
+        c = self.config
+        return [
+            f"broker {a.broker_id}: {self._tp_name(tp)} has had a change in flight for "
+            f"over {c.stuck_after_s:.0f} s"
+            for a in self.agents.values()
+            for tp in a.stuck_changes(c.stuck_after_s)
+        ]
+
     async def finish(self) -> SimResult:
         """Calm down, settle, stop every broker cleanly, check the log."""
         c = self.config
         cache = self.follower.cache
         running = {"isr_shrinks": cache.isr_shrinks, "isr_expands": cache.isr_expands}
         self.phase = "settling: every broker back, ISRs full"
-        self.world.slow_until.clear()
-        for a in self.agents.values():
-            a.blip_until = 0.0
-            if not a.alive:
-                a.start()
+        self._calm()
         settle_start = time.monotonic()
         settled = await self._wait(self._settled, c.settle_timeout_s, None)
         settle_s = time.monotonic() - settle_start if settled else None
-        stuck = [
-            f"broker {a.broker_id}: {self._tp_name(tp)} has had a change in flight for "
-            f"over {c.stuck_after_s:.0f} s"
-            for a in self.agents.values()
-            for tp in a.stuck_changes(c.stuck_after_s)
-        ]
+        stuck = self._stuck_lines()
         final = image_counts(self.follower.image, self.topic_ids)
         self.phase = "stopping brokers (controlled shutdown)"
         results = await asyncio.gather(*(a.stop() for a in self.agents.values()))
@@ -540,13 +566,18 @@ class Simulation:
         )
 
     def _settled(self) -> bool:
+        return self._agents_settled() and self._isrs_full()
+
+    def _agents_settled(self) -> bool:
         if any(a.state is not State.ACTIVE for a in self.agents.values()):
             return False
-        if any(a.in_flight_since for a in self.agents.values()):
-            return False
+        return not any(a.in_flight_since for a in self.agents.values())
+
+    def _isrs_full(self) -> bool:
         # Only partitions on our brokers can heal (a topic left by an earlier run
         # with other broker ids stays as it is).
-        ours = set(self.agents)
+        c = self.config
+        ours = set(range(c.first_broker_id, c.first_broker_id + c.brokers))
         for topic_id in self.topic_ids:
             topic = self.follower.image.topics.get(topic_id)
             for p in topic.partitions.values() if topic else ():

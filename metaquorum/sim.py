@@ -20,7 +20,8 @@ from rich.live import Live
 
 from brokers.client import ClientError
 from brokers.dashboard import render, summary
-from brokers.sim import CHAOS_KINDS, HTTP_CLIENTS, SimConfig, SimResult, Simulation
+from brokers.sim import CHAOS_KINDS, HTTP_CLIENTS, SimConfig, SimResult
+from brokers.sim_workers import BROKERS_PER_PROCESS, auto_processes, make_simulation
 from brokers.tls import ClientTlsError
 
 from .ops import add_connection_flags, tls_from_args
@@ -47,6 +48,15 @@ def parse_chaos(text: str) -> tuple[str, ...]:
             f"unknown chaos kind {', '.join(unknown)}; choose from {','.join(CHAOS_KINDS)} or all"
         )
     return kinds
+
+
+def parse_processes(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of processes, or auto") from None
 
 
 def add_sim_flags(p: argparse.ArgumentParser) -> None:
@@ -88,6 +98,13 @@ def add_sim_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--first-broker-id", type=int, default=1)
     p.add_argument(
+        "--processes",
+        type=parse_processes,
+        default="auto",
+        help="worker processes to run the brokers in, each with its own event loop; "
+        f"auto (the default): one per {BROKERS_PER_PROCESS:,} brokers, at most one per core",
+    )
+    p.add_argument(
         "--http",
         choices=HTTP_CLIENTS,
         default="lean",
@@ -119,6 +136,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         replica_lag_time_max_ms=args.replica_lag_ms,
         check_log=not args.no_check,
         http=args.http,
+        processes=(auto_processes(args.brokers) if args.processes == "auto" else args.processes),
+        tls_files=(args.cacert, args.cert, args.key) if args.cacert or args.cert else None,
         tls=tls_from_args(args),
     )
 
@@ -165,7 +184,7 @@ async def simulate(
     The first Ctrl-C ends the run early but cleanly (settle, controlled
     shutdown, log check); a second one aborts (None)."""
     err = Console(stderr=True)
-    sim = Simulation(config, log=lambda line: err.print(line, style="dim"))
+    sim = make_simulation(config, log=lambda line: err.print(line, style="dim"))
     run = asyncio.create_task(sim.run())
     loop = asyncio.get_running_loop()
 
