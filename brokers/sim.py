@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import time
 from collections import Counter
@@ -385,6 +386,15 @@ class Simulation:
             "fencings_on_time": self.stats.events.get(CLUSTER, 0),
             "warning": self.lag.warning(),
         }
+
+    def monitors(self) -> list[LagMonitor]:
+        """The lag monitor of each simulator process."""
+        return [self.lag]
+
+    def cpu_seconds(self) -> float:
+        """CPU used so far by the simulator's processes."""
+        t = os.times()
+        return t.user + t.system
 
     def troubles(self) -> tuple[int, str | None]:
         """How many brokers report a problem, and one of them, for the dashboard."""

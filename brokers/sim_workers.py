@@ -45,6 +45,7 @@ import httpx
 
 from metadata_records.log_invariants import Violation
 
+from .agent import State
 from .client import ClientError, MetaquorumClient
 from .loop_lag import CLUSTER, SIMULATOR, LagMonitor
 from .metadata_cache import LogFollower
@@ -113,12 +114,17 @@ class SharedWorld(World):
         return leader_leo, reg.epoch
 
     def disturbed(self) -> dict[int, list]:
-        """This process's brokers that do not fetch as the image shows them."""
+        """This process's brokers that do not fetch as the image shows them:
+        crashed (the image shows them unfenced until their session expires) or
+        slow. Few, so the message stays small: a pipe holds 64 KB, and a
+        parent and a worker each blocked sending to the other would deadlock.
+        (Registering or stopped brokers are not here: the image has them
+        fenced or not at all, so they do not fetch either way.)"""
         now = self.clock()
         out = {}
         for b, a in self.agents.items():
             slow = self.slow_until.get(b, 0.0)
-            if not a.alive or a.epoch < 0 or slow > now:
+            if a.state is State.CRASHED or slow > now:
                 out[b] = [a.alive, a.epoch, slow]
         return out
 
@@ -277,7 +283,7 @@ class MultiSimulation(Simulation):
 
     def lag_now(self) -> dict[str, Any]:
         latest = self._latest()
-        monitors = self._monitors()
+        monitors = self.monitors()
         worst = max(m.worst_s for m in monitors)
         beats = Histogram()
         for m in monitors:
@@ -293,7 +299,7 @@ class MultiSimulation(Simulation):
             "warning": next((m.warning() for m in monitors if m.warning()), None),
         }
 
-    def _monitors(self) -> list[LagMonitor]:
+    def monitors(self) -> list[LagMonitor]:
         """The parent's monitor, and one rebuilt from each worker's last report."""
         out = [self.lag]
         for r in self._latest():
@@ -339,10 +345,14 @@ class MultiSimulation(Simulation):
         conn = self.conns[i]
         try:
             kind, body = conn.recv()
-        except (EOFError, OSError):
+        except (EOFError, OSError) as e:
             asyncio.get_running_loop().remove_reader(conn.fileno())
             if self.finals[i] is None:
-                self.problems.append(f"worker {i} ended without a final report")
+                self.procs[i].join(1.0)
+                self.problems.append(
+                    f"worker {i} ended without a final report "
+                    f"(exit code {self.procs[i].exitcode}, {e!r})"
+                )
                 self.finals[i] = self.reports[i] or _empty_report()
             return
         if kind == "error":
@@ -491,7 +501,7 @@ class MultiSimulation(Simulation):
             self.phase = "checking the log"
             checker = await self.check_log()
             violations, checked, fencings = checker.violations, checker.records, checker.fencings
-        monitors = self._monitors()
+        monitors = self.monitors()
         warning = next((m.warning() for m in monitors if m.warning()), None)
         return SimResult(
             seed=c.seed,
