@@ -33,6 +33,7 @@ from metadata_records.image import MetadataImage
 
 from .client import ClientError, MetaquorumClient, OutcomeUnknown, RequestRejected
 from .isr_manager import IsrManager
+from .loop_lag import HeartbeatClock, LagMonitor
 from .metadata_cache import LogFollower
 from .stats import SimStats
 
@@ -44,6 +45,11 @@ METADATA_VERSION_RANGE = {
     "minSupportedVersion": MIN_METADATA_VERSION,
     "maxSupportedVersion": MAX_METADATA_VERSION,
 }
+
+
+def _end_nap(nap: asyncio.Future) -> None:
+    if not nap.done():
+        nap.set_result(False)
 
 
 def new_incarnation_id() -> str:
@@ -71,6 +77,11 @@ class AgentConfig:
     heartbeat_interval_s: float = 2.0  # Kafka's broker.heartbeat.interval.ms
     replica_lag_time_max_ms: int = 30000  # Kafka's replica.lag.time.max.ms
     tick_s: float = 0.25  # how often the leader looks at its partitions
+    # How often a broker that leads nothing looks whether it leads something
+    # now: most of 20,000 brokers lead nothing, and their ticks were a fifth
+    # of the simulator's CPU. A new leader starts tracking within this.
+    idle_tick_s: float = 1.0
+    session_timeout_s: float = 9.0  # the cluster's, to judge whose fault a fencing is
     register_retry_s: float = 1.0
     shutdown_timeout_s: float = 60.0  # then give up on controlled shutdown, as Kafka does
     records_per_tick: int = 20  # simulated produce rate per led partition
@@ -113,7 +124,9 @@ class BrokerAgent:
         rack: str | None = None,
         rng: random.Random | None = None,
         clock=time.monotonic,
+        lag: LagMonitor | None = None,
     ) -> None:
+        """``lag``: the process's monitor, told how late each heartbeat went out."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.client = client
@@ -124,6 +137,8 @@ class BrokerAgent:
         self.rack = rack
         self.rng = rng or random.Random(broker_id)
         self.clock = clock
+        self.lag = lag
+        self.beats = HeartbeatClock(self.config.session_timeout_s)
         self.state = State.STOPPED
         self.epoch = -1
         self.previous_epoch = -1  # the epoch of a clean previous run (KIP-966's field)
@@ -132,7 +147,8 @@ class BrokerAgent:
         self._leo: dict[tuple[str, int], int] = {}
         self._want_shut_down = False
         self._shutdown_done: asyncio.Event | None = None
-        self._wake = asyncio.Event()
+        self._poked = False  # something to say now: beat at once
+        self._napping: asyncio.Future | None = None
         self._seen_image: MetadataImage | None = None
         self._tasks: list[asyncio.Task] = []
         self._alter_task: asyncio.Task | None = None
@@ -158,7 +174,8 @@ class BrokerAgent:
         self.in_flight_since.clear()
         self._want_shut_down = False
         self._shutdown_done = asyncio.Event()
-        self._wake = asyncio.Event()
+        self._poked = False
+        self.beats.reset()
         self._seen_image = None
         self._tasks = [
             asyncio.create_task(self._lifecycle(), name=f"broker-{self.broker_id}-lifecycle"),
@@ -171,7 +188,7 @@ class BrokerAgent:
         if not self.alive:
             return True
         self._want_shut_down = True
-        self._wake.set()  # say it now, not at the next interval
+        self._poke()  # say it now, not at the next interval
         if self.state is State.REGISTERING:
             await self._cancel(State.STOPPED)
             return True
@@ -288,12 +305,14 @@ class BrokerAgent:
         interval = self.config.heartbeat_interval_s
         # Spread the first beats so many agents do not beat in lockstep.
         await asyncio.sleep(self.rng.uniform(0, min(interval, 0.2)))
+        late = 0.0  # how long after it was due this beat goes out
         while True:
             started = self.clock()
             if not self._blipped():
-                await self._heartbeat_once()
+                await self._heartbeat_once(late)
                 if self.state in (State.STOPPED, State.DECOMMISSIONED):
                     return
+            late = 0.0
             remaining = max(0.0, interval - (self.clock() - started))
             if self.state is State.FENCED and self.follower.image.last_offset < self.epoch:
                 # Catching up after registering: the beat that reports the
@@ -303,13 +322,37 @@ class BrokerAgent:
                 continue
             elif self.state is State.CONTROLLED_SHUTDOWN:
                 remaining = min(remaining, 0.5)  # waiting to be let go: ask more often
-            try:
-                await asyncio.wait_for(self._wake.wait(), remaining)
-            except TimeoutError:
-                pass
-            self._wake.clear()
+            due = self.clock() + remaining
+            if not await self._nap(remaining):
+                late = self.clock() - due  # woken by the timer: the loop's lag
 
-    async def _heartbeat_once(self) -> None:
+    async def _nap(self, seconds: float) -> bool:
+        """Waits ``seconds`` or until poked (True). One future and one timer:
+        ``asyncio.wait_for`` costs a task per wait (3.11), 10,000 a second."""
+        if self._poked:
+            self._poked = False
+            return True
+        loop = asyncio.get_running_loop()
+        self._napping = nap = loop.create_future()
+        timer = loop.call_later(seconds, _end_nap, nap)
+        try:
+            return await nap
+        finally:
+            timer.cancel()
+            self._napping = None
+            self._poked = False
+
+    def _poke(self) -> None:
+        if self._napping is not None and not self._napping.done():
+            self._napping.set_result(True)
+        else:
+            self._poked = True
+
+    async def _heartbeat_once(self, late_s: float = 0.0) -> None:
+        sent_at = self.clock()
+        self.beats.sent(late_s)
+        if self.lag is not None:
+            self.lag.observe_heartbeat(late_s)
         offset = self.follower.image.last_offset
         try:
             hb = await self._timed(
@@ -356,9 +399,12 @@ class BrokerAgent:
             if self.state is State.ACTIVE:
                 # Fenced although alive and beating: the session expired (a false
                 # fencing if this broker was healthy) or the controller failed over.
+                # Whose fault: loop_lag.py's rule.
                 self.stats.count("unexpected_fencings")
+                self.stats.count(self.beats.blame(sent_at))
             self.state = State.FENCED
         else:
+            self.beats.answered_unfenced(sent_at)
             if self.state is State.FENCED:
                 self.stats.count("unfencings")
             self.state = State.ACTIVE
@@ -410,7 +456,8 @@ class BrokerAgent:
             except Exception as e:  # noqa: BLE001 - keep the agent alive, say what broke
                 log.exception("broker %d: leader step failed", self.broker_id)
                 self.problem = f"leader step failed: {e!r}"
-            await asyncio.sleep(tick)
+            idle = not self.isr.has_partitions() and self._alter_task is None
+            await asyncio.sleep(self.config.idle_tick_s if idle else tick)
 
     def _step(self) -> None:
         if self.state not in (State.ACTIVE, State.CONTROLLED_SHUTDOWN, State.FENCED):

@@ -19,6 +19,9 @@
   drops is probed for a TLS cause (a refused client certificate), and the
   cause, if found, is the reason the request gives up with (or is named in
   its ``OutcomeUnknown``).
+* The transport is a seam: ``http`` is httpx's ``AsyncClient`` (the default)
+  or ``brokers/lean_http.LeanHttp`` (the simulator's hot path, a tenth of the
+  CPU); both raise httpx's exceptions, so everything above is shared.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from typing import Any
 
 import httpx
 
+from .lean_http import LeanHttp, LeanResponse
 from .tls import ClientTls, Prober, explain, tls_error
+
+Response = httpx.Response | LeanResponse
 
 
 class ClientError(Exception):
@@ -129,12 +135,12 @@ class MetaquorumClient:
         max_attempts: int = 8,
         backoff_s: float = 0.05,
         max_backoff_s: float = 2.0,
-        http: httpx.AsyncClient | None = None,
+        http: httpx.AsyncClient | LeanHttp | None = None,
         rng: random.Random | None = None,
         tls: ClientTls | None = None,
     ) -> None:
-        """``http``: a client of the caller's (its ``verify`` must be
-        ``tls.context`` for https URLs); ``tls``: the CA to trust and this
+        """``http``: a client of the caller's, httpx's or a ``LeanHttp`` (its
+        ``verify`` / ``ssl_context`` must be ``tls.context`` for https URLs); ``tls``: the CA to trust and this
         client's certificate (brokers/tls.py)."""
         if not seeds:
             raise ValueError("at least one seed URL is needed")
@@ -199,7 +205,7 @@ class MetaquorumClient:
         params: dict | None = None,
         write: bool = False,
         headers: dict | None = None,
-    ) -> httpx.Response:
+    ) -> Response:
         """Sends until a controller answers (200/404/410/4xx) or attempts run out."""
         last_problem = "no attempt made"
         for attempt in range(self.max_attempts):
@@ -274,7 +280,7 @@ class MetaquorumClient:
         r = await self.request("POST", path, json=body, params=params, write=True)
         return r.json()
 
-    async def _get(self, path: str, params: dict | None = None) -> httpx.Response:
+    async def _get(self, path: str, params: dict | None = None) -> Response:
         return await self.request("GET", path, params=params)
 
     # ------------------------------------------------------------ broker endpoints
@@ -451,5 +457,5 @@ class MetaquorumClient:
         return await self._read("/v1/snapshot")
 
 
-def _is_json(r: httpx.Response) -> bool:
+def _is_json(r: Response) -> bool:
     return r.headers.get("content-type", "").startswith("application/json")

@@ -77,17 +77,29 @@ def render(sim: Simulation, header: str | None = None) -> Group:
         requests,
         Panel(chaos, title=f"chaos: {done}", title_align="left"),
     ]
+    lag = sim.lag_now()
+    parts.append(
+        Text.assemble(
+            ("simulator ", "bold"),
+            f"{lag['processes']} process(es)  event-loop lag now ",
+            (f"{lag['now_s'] * 1000:,.0f} ms", "red" if lag["warning"] else ""),
+            f"  worst {lag['worst_s']:.2f} s  heartbeats late p99 "
+            f"{lag['heartbeat_late_p99_ms'] or 0:,.0f} ms   fencings: late heartbeats ",
+            (
+                str(lag["fencings_late_heartbeats"]),
+                "red" if lag["fencings_late_heartbeats"] else "",
+            ),
+            ", fenced while on time ",
+            (str(lag["fencings_on_time"]), "red" if lag["fencings_on_time"] else ""),
+        )
+    )
+    if lag["warning"]:
+        parts.append(Text(f"warning: {lag['warning']}", style="bold red"))
     if sim.follower is not None and sim.follower.problem:
         parts.append(Text(f"metadata log: {sim.follower.problem}", style="red"))
-    troubled = [a for a in sim.agents.values() if a.problem]
-    if troubled:
-        a = troubled[0]
-        parts.append(
-            Text(
-                f"{len(troubled)} broker(s) report a problem; broker {a.broker_id}: {a.problem}",
-                style="red",
-            )
-        )
+    count, example = sim.troubles()
+    if count:
+        parts.append(Text(f"{count} broker(s) report a problem; {example}", style="red"))
     return Group(*parts)
 
 
@@ -103,6 +115,21 @@ def summary(result: SimResult) -> Group:
     t.add_row("ISR shrinks / expands committed", f"{result.isr_shrinks} / {result.isr_expands}")
     for key in ("registrations", "unfencings", "unexpected_fencings"):
         t.add_row(key.replace("_", " "), str(result.events.get(key, 0)))
+    lag = result.lag
+    if lag:
+        t.add_row(
+            "  of them: late heartbeats (the simulator's) / fenced while on time (the cluster's)",
+            f"{lag['fencings_late_heartbeats']} / {lag['fencings_on_time']}",
+        )
+        t.add_row(
+            f"simulator event-loop lag p50 / p99 / max ({lag['processes']} process(es))",
+            f"{lag['loop_p50_ms']} / {lag['loop_p99_ms']} / {lag['loop_max_ms']} ms",
+        )
+        t.add_row(
+            "heartbeats sent late p50 / p99 / max",
+            f"{lag['heartbeat_late_p50_ms']} / {lag['heartbeat_late_p99_ms']} / "
+            f"{lag['heartbeat_late_max_ms']} ms",
+        )
     t.add_row(
         "settled after chaos",
         f"yes, in {result.settle_s} s"
@@ -127,6 +154,8 @@ def summary(result: SimResult) -> Group:
     parts = [t, req]
     for line in (result.violations + result.stuck + result.problems)[:20]:
         parts.append(Text(line, style="red"))
+    for line in result.warnings:
+        parts.append(Text(f"warning: {line}", style="bold yellow"))
     verdict = "OK: no invariant violated" if result.ok else "FAILED: see above"
     parts.append(Text(verdict, style="bold green" if result.ok else "bold red"))
     return Group(*parts)

@@ -340,6 +340,10 @@ class IsrManager:
 
     # ---------------------------------------------------------------- queries
 
+    def has_partitions(self) -> bool:
+        """Leads (or still tracks) at least one partition."""
+        return bool(self._parts)
+
     def led_partitions(self) -> list[TopicPartition]:
         return sorted(self._parts)
 

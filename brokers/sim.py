@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import time
 from collections import Counter
@@ -40,11 +41,14 @@ from metadata_records.log_invariants import LogInvariants, Violation
 
 from .agent import AgentConfig, BrokerAgent, State
 from .client import ClientError, MetaquorumClient
+from .lean_http import LeanHttp
+from .loop_lag import CLUSTER, SIMULATOR, LagMonitor
 from .metadata_cache import LogFollower
-from .stats import SimStats
+from .stats import Histogram, SimStats
 from .tls import ClientTls
 
 CHAOS_KINDS = ("crash", "bounce", "slow", "blip")
+HTTP_CLIENTS = ("lean", "httpx")
 
 MAX_VIOLATIONS = 1000  # kept for the summary (the count is exact)
 
@@ -75,6 +79,7 @@ class SimConfig:
     first_broker_id: int = 1
     topic_prefix: str = "sim-"
     heartbeat_interval_s: float = 1.0
+    session_timeout_s: float = 9.0  # the cluster's (serve --session-timeout-ms)
     replica_lag_time_max_ms: int = 3000
     chaos_interval_s: float = 3.0  # one chaos event every this many seconds
     crash_downtime_s: float = 4.0
@@ -82,10 +87,17 @@ class SimConfig:
     blip_s: float = 2.0
     settle_timeout_s: float = 60.0
     stuck_after_s: float = 15.0  # an ISR change in flight this long at the end is stuck
-    max_connections: int = 16  # httpcore scans the whole pool per request queued
+    # Per process and voter. httpx: httpcore scans its whole pool per request
+    # queued, so BoundedClient queues the rest in front of it.
+    max_connections: int = 64
+    http: str = "lean"  # the brokers' requests: "lean" (brokers/lean_http.py) or "httpx"
     check_log: bool = True
     log_wait_ms: int = 500
     tls: ClientTls | None = None  # the CA to trust and a client certificate (https URLs)
+    # (cacert, cert, key): how a worker process builds ``tls`` again (a context
+    # does not pickle)
+    tls_files: tuple[str | None, str | None, str | None] | None = None
+    processes: int = 1  # worker processes for the brokers (brokers/sim_workers.py); 1: this one
 
     def problems(self) -> list[str]:
         out = []
@@ -107,6 +119,10 @@ class SimConfig:
             )
         if self.duration_s < 0:
             out.append("--duration must not be negative")
+        if not 1 <= self.processes <= max(1, self.brokers):
+            out.append(f"--processes must be between 1 and --brokers, got {self.processes}")
+        if self.http not in HTTP_CLIENTS:
+            out.append(f"--http: {self.http!r}; choose from {', '.join(HTTP_CLIENTS)}")
         return out
 
 
@@ -176,6 +192,32 @@ class BoundedClient(httpx.AsyncClient):
     async def send(self, *args, **kwargs) -> httpx.Response:
         async with self._slots:
             return await super().send(*args, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def brokers_http(c: SimConfig):
+    """The brokers' transport (register, heartbeat, alter-partition): the lean
+    client, or httpx as before (``--http httpx``); brokers/client.py is the same
+    above either."""
+    if c.http == "lean":
+        lean = LeanHttp(
+            timeout_s=10.0,
+            max_connections=c.max_connections,
+            ssl_context=c.tls.context if c.tls is not None else None,
+        )
+        try:
+            yield lean
+        finally:
+            await lean.aclose()
+        return
+    limits = httpx.Limits(
+        max_connections=c.max_connections, max_keepalive_connections=c.max_connections
+    )
+    verify = c.tls.context if c.tls is not None else True
+    async with BoundedClient(
+        timeout=10.0, limits=limits, limit=c.max_connections, verify=verify
+    ) as http:
+        yield http
 
 
 class World:
@@ -264,6 +306,11 @@ class SimResult:
     unclean_shutdowns: int
     final: dict[str, int]
     problems: list[str]
+    # The simulator's own lag (loop_lag.py): loop and heartbeat lateness
+    # percentiles in ms, the worst in s, and fencings by whose fault.
+    lag: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # not failures: doubts about the run
+    processes: int = 1  # simulator processes that ran the brokers
 
     @property
     def ok(self) -> bool:
@@ -281,6 +328,7 @@ class Simulation:
         self.config = config
         self.say = log
         self.stats = SimStats()
+        self.lag = LagMonitor(config.session_timeout_s, config.heartbeat_interval_s)
         self.world = World()
         self.schedule = chaos_schedule(config)
         self.chaos_done: Counter = Counter()
@@ -327,6 +375,34 @@ class Simulation:
             self.elapsed_s, image.last_offset if image else -1, **counts, agent_states=dict(states)
         )
 
+    def lag_now(self) -> dict[str, Any]:
+        """The dashboard's line on the simulator's own lag."""
+        return {
+            "processes": 1,
+            "now_s": self.lag.recent_max_s(),
+            "worst_s": self.lag.worst_s,
+            "heartbeat_late_p99_ms": _ms(self.lag.heartbeats.quantile(0.99)),
+            "fencings_late_heartbeats": self.stats.events.get(SIMULATOR, 0),
+            "fencings_on_time": self.stats.events.get(CLUSTER, 0),
+            "warning": self.lag.warning(),
+        }
+
+    def monitors(self) -> list[LagMonitor]:
+        """The lag monitor of each simulator process."""
+        return [self.lag]
+
+    def cpu_seconds(self) -> float:
+        """CPU used so far by the simulator's processes."""
+        t = os.times()
+        return t.user + t.system
+
+    def troubles(self) -> tuple[int, str | None]:
+        """How many brokers report a problem, and one of them, for the dashboard."""
+        troubled = [a for a in self.agents.values() if a.problem]
+        if not troubled:
+            return 0, None
+        return len(troubled), f"broker {troubled[0].broker_id}: {troubled[0].problem}"
+
     def isr_rates(self, window_s: float = 5.0) -> tuple[float, float]:
         """ISR shrinks and expands per second committed, over the last window."""
         if self.follower is None:
@@ -346,17 +422,12 @@ class Simulation:
 
     async def run(self) -> SimResult:
         c = self.config
-        limits = httpx.Limits(
-            max_connections=c.max_connections, max_keepalive_connections=c.max_connections
-        )
         # Metadata (the log follower, status, the final check) has connections of
         # its own, as a Kafka broker's metadata fetches do: under load it must not
         # queue behind the brokers' heartbeats, or they could never catch up.
         verify = c.tls.context if c.tls is not None else True
         async with (
-            BoundedClient(
-                timeout=10.0, limits=limits, limit=c.max_connections, verify=verify
-            ) as http,
+            brokers_http(c) as http,
             httpx.AsyncClient(
                 timeout=10.0, limits=httpx.Limits(max_connections=4), verify=verify
             ) as meta,
@@ -379,31 +450,9 @@ class Simulation:
         self.follower = LogFollower(self.meta, wait_ms=c.log_wait_ms)
         self._tasks.append(asyncio.create_task(self.follower.run(), name="log-follower"))
         self._tasks.append(asyncio.create_task(self._watch_controller(), name="controller"))
-        agent_config = AgentConfig(
-            heartbeat_interval_s=c.heartbeat_interval_s,
-            replica_lag_time_max_ms=c.replica_lag_time_max_ms,
-        )
-        rng = random.Random(c.seed)
-        for i in range(c.brokers):
-            b = c.first_broker_id + i
-            agent = BrokerAgent(
-                b,
-                cluster_id,
-                self.client,
-                self.follower,
-                config=agent_config,
-                followers=self.world,
-                stats=self.stats,
-                rack=f"rack-{i % 3}",
-                rng=random.Random(rng.getrandbits(64)),
-            )
-            self.agents[b] = self.world.agents[b] = agent
-
-        self.phase = "registering brokers"
-        for i, agent in enumerate(self.agents.values()):
-            agent.start()
-            if i % 100 == 99:
-                await asyncio.sleep(0.05)  # a staggered start, as a rolling deploy would
+        self._tasks.append(asyncio.create_task(self.lag.run(), name="loop-lag"))
+        self._make_agents(cluster_id)
+        await self._start_agents()
         need = min(c.brokers, max(c.replication_factor, 1))
         await self._wait(
             lambda: sum(a.state is State.ACTIVE for a in self.agents.values()) >= need,
@@ -425,26 +474,70 @@ class Simulation:
             await asyncio.gather(chaos, return_exceptions=True)
         return await self.finish()
 
+    def _make_agents(self, cluster_id: str, owned: range | None = None) -> None:
+        """The brokers of this process (``owned``; None: all). Each broker's rng
+        is drawn from the seed in broker order, whichever process runs it."""
+        c = self.config
+        agent_config = AgentConfig(
+            heartbeat_interval_s=c.heartbeat_interval_s,
+            replica_lag_time_max_ms=c.replica_lag_time_max_ms,
+            session_timeout_s=c.session_timeout_s,
+        )
+        rng = random.Random(c.seed)
+        for i in range(c.brokers):
+            b = c.first_broker_id + i
+            seed = rng.getrandbits(64)
+            if owned is not None and b not in owned:
+                continue
+            agent = BrokerAgent(
+                b,
+                cluster_id,
+                self.client,
+                self.follower,
+                config=agent_config,
+                followers=self.world,
+                stats=self.stats,
+                rack=f"rack-{i % 3}",
+                rng=random.Random(seed),
+                lag=self.lag,
+            )
+            self.agents[b] = self.world.agents[b] = agent
+
+    async def _start_agents(self) -> None:
+        self.phase = "registering brokers"
+        for i, agent in enumerate(self.agents.values()):
+            agent.start()
+            if i % 100 == 99:
+                await asyncio.sleep(0.05)  # a staggered start, as a rolling deploy would
+
+    def _calm(self) -> None:
+        """The chaos is over: every broker back, nothing slow or cut off."""
+        self.world.slow_until.clear()
+        for a in self.agents.values():
+            a.blip_until = 0.0
+            if not a.alive:
+                a.start()
+
+    def _stuck_lines(self) -> list[str]:
+        c = self.config
+        return [
+            f"broker {a.broker_id}: {self._tp_name(tp)} has had a change in flight for "
+            f"over {c.stuck_after_s:.0f} s"
+            for a in self.agents.values()
+            for tp in a.stuck_changes(c.stuck_after_s)
+        ]
+
     async def finish(self) -> SimResult:
         """Calm down, settle, stop every broker cleanly, check the log."""
         c = self.config
         cache = self.follower.cache
         running = {"isr_shrinks": cache.isr_shrinks, "isr_expands": cache.isr_expands}
         self.phase = "settling: every broker back, ISRs full"
-        self.world.slow_until.clear()
-        for a in self.agents.values():
-            a.blip_until = 0.0
-            if not a.alive:
-                a.start()
+        self._calm()
         settle_start = time.monotonic()
         settled = await self._wait(self._settled, c.settle_timeout_s, None)
         settle_s = time.monotonic() - settle_start if settled else None
-        stuck = [
-            f"broker {a.broker_id}: {self._tp_name(tp)} has had a change in flight for "
-            f"over {c.stuck_after_s:.0f} s"
-            for a in self.agents.values()
-            for tp in a.stuck_changes(c.stuck_after_s)
-        ]
+        stuck = self._stuck_lines()
         final = image_counts(self.follower.image, self.topic_ids)
         self.phase = "stopping brokers (controlled shutdown)"
         results = await asyncio.gather(*(a.stop() for a in self.agents.values()))
@@ -478,16 +571,23 @@ class Simulation:
             unclean_shutdowns=unclean,
             final=final,
             problems=self.problems,
+            lag=lag_summary([self.lag], self.stats.events),
+            warnings=[w for w in [self.lag.warning()] if w],
         )
 
     def _settled(self) -> bool:
+        return self._agents_settled() and self._isrs_full()
+
+    def _agents_settled(self) -> bool:
         if any(a.state is not State.ACTIVE for a in self.agents.values()):
             return False
-        if any(a.in_flight_since for a in self.agents.values()):
-            return False
+        return not any(a.in_flight_since for a in self.agents.values())
+
+    def _isrs_full(self) -> bool:
         # Only partitions on our brokers can heal (a topic left by an earlier run
         # with other broker ids stays as it is).
-        ours = set(self.agents)
+        c = self.config
+        ours = set(range(c.first_broker_id, c.first_broker_id + c.brokers))
         for topic_id in self.topic_ids:
             topic = self.follower.image.topics.get(topic_id)
             for p in topic.partitions.values() if topic else ():
@@ -654,6 +754,26 @@ class Simulation:
     def _tp_name(self, tp: tuple[str, int]) -> str:
         topic = self.follower.image.topics.get(tp[0])
         return f"{topic.name if topic else tp[0]}-{tp[1]}"
+
+
+def lag_summary(monitors: list[LagMonitor], events: Counter) -> dict[str, Any]:
+    """The run's lag figures, over one monitor per simulator process."""
+    loop, beats = Histogram(), Histogram()
+    for m in monitors:
+        loop.merge(m.loop)
+        beats.merge(m.heartbeats)
+    return {
+        "processes": len(monitors),
+        "loop_p50_ms": _ms(loop.quantile(0.5)),
+        "loop_p99_ms": _ms(loop.quantile(0.99)),
+        "loop_max_ms": _ms(loop.max_s if loop.total else None),
+        "heartbeat_late_p50_ms": _ms(beats.quantile(0.5)),
+        "heartbeat_late_p99_ms": _ms(beats.quantile(0.99)),
+        "heartbeat_late_max_ms": _ms(beats.max_s if beats.total else None),
+        "worst_s": round(max((m.worst_s for m in monitors), default=0.0), 2),
+        "fencings_late_heartbeats": events.get(SIMULATOR, 0),
+        "fencings_on_time": events.get(CLUSTER, 0),
+    }
 
 
 def _ms(seconds: float | None) -> float | None:

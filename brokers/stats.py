@@ -43,6 +43,16 @@ class Histogram:
         h.merge(self)
         return h
 
+    def to_wire(self) -> tuple:
+        """Plain data, for another process (brokers/sim_workers.py)."""
+        return self.counts, self.total, self.sum_s, self.max_s
+
+    @classmethod
+    def from_wire(cls, wire: tuple) -> Histogram:
+        h = cls()
+        h.counts, h.total, h.sum_s, h.max_s = list(wire[0]), wire[1], wire[2], wire[3]
+        return h
+
     def since(self, earlier: Histogram) -> Histogram:
         """What was observed after ``earlier`` (a copy of this histogram) was taken;
         the maximum is the whole run's."""
@@ -93,6 +103,41 @@ class SimStats:
         ep.recent[-1][1].observe(seconds)
         if outcome != "NONE":
             ep.errors[outcome] += 1
+
+    def to_wire(self) -> dict:
+        """Plain data, for another process: what ``merged`` adds up."""
+        return {
+            "events": dict(self.events),
+            "endpoints": {
+                name: {
+                    "total": ep.total.to_wire(),
+                    "errors": dict(ep.errors),
+                    "recent": [(sec, h.to_wire()) for sec, h in ep.recent],
+                }
+                for name, ep in self.endpoints.items()
+            },
+        }
+
+    @classmethod
+    def merged(cls, wires: list[dict], clock=time.monotonic) -> SimStats:
+        """One process's view of several processes' stats (``to_wire``)."""
+        out = cls(clock)
+        for wire in wires:
+            out.events.update(wire["events"])
+            for name, w in wire["endpoints"].items():
+                ep = out.endpoints.get(name)
+                if ep is None:
+                    ep = out.endpoints[name] = EndpointStats()
+                ep.total.merge(Histogram.from_wire(w["total"]))
+                ep.errors.update(w["errors"])
+                by_second = dict(ep.recent)
+                for sec, h in w["recent"]:
+                    if sec in by_second:
+                        by_second[sec].merge(Histogram.from_wire(h))
+                    else:
+                        by_second[sec] = Histogram.from_wire(h)
+                ep.recent = deque(sorted(by_second.items())[-10:], maxlen=10)
+        return out
 
     def count(self, event: str, n: int = 1) -> None:
         self.events[event] += n

@@ -4,6 +4,7 @@ a real run against a real 3-voter cluster with crashes, bounces and slow followe
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -193,6 +194,10 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
     text = console.export_text()
     for label in ("header line", "controller", "brokers", "under-replicated", "requests", "chaos"):
         assert label in text
+    assert "event-loop lag now" in text and "fenced while on time 0" in text
+    sim.lag.observe_loop(5.0)
+    console.print(render(sim))
+    assert "warning: the simulator's event loop fell 5.0 s behind" in console.export_text()
     result = SimResult(
         seed=1, brokers=3, partitions=6, duration_s=1.0, chaos={"crash": 1}, chaos_skipped=0,
         schedule=[], settled=True, settle_s=0.5, stuck=[],
@@ -200,11 +205,21 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
         records_checked=10, fencings=1, isr_shrinks=1, isr_expands=1,
         isr_while_running={"isr_shrinks": 1, "isr_expands": 1}, events={}, requests={},
         unclean_shutdowns=0, final={}, problems=[],
+        lag={
+            "processes": 2, "loop_p50_ms": 0.2, "loop_p99_ms": 4000.0, "loop_max_ms": 4100.0,
+            "heartbeat_late_p50_ms": 0.1, "heartbeat_late_p99_ms": 3900.0,
+            "heartbeat_late_max_ms": 4000.0, "worst_s": 4.1,
+            "fencings_late_heartbeats": 3, "fencings_on_time": 1,
+        },
+        warnings=["the simulator's event loop fell 4.1 s behind: heartbeats were sent late"],
     )  # fmt: skip
     assert not result.ok and result.to_json()["ok"] is False
     console.print(summary(result))
     text = console.export_text()
     assert "FAILED" in text and "joined the ISR while fenced" in text
+    assert "late heartbeats (the simulator's)" in text and "3 / 1" in text
+    assert "warning: the simulator's event loop fell 4.1 s behind" in text
+    assert "event-loop lag" in text and "2 process(es)" in text
 
 
 @pytest.mark.parametrize("log", corpus(), ids=lambda log: log.name)
@@ -228,3 +243,112 @@ def test_the_log_check_goes_on_from_a_snapshot():
     restore_snapshot(checker, {"records": served})
     check_page(checker, {"records": [r for r in log.records if r["offset"] >= planted]})
     assert [(v.offset, v.rule) for v in checker.finish()] == log.expected
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                out.add(int(entry))
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.timeout(180)
+def test_two_worker_processes_add_up_and_none_outlives_ctrl_c(voter):
+    """``--processes 2`` until Ctrl-C: 40 brokers in two workers register with
+    a real voter; the summary adds up both workers; no worker is left."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metaquorum.cli", "sim", "--url", voter.url(0),
+         "--brokers", "40", "--processes", "2", "--first-broker-id", "7001",
+         "--topics", "1", "--partitions", "8",
+         "--duration", "0", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    workers: set[int] = set()
+    try:
+
+        def unfenced() -> int:
+            r = voter.get(0, "/v1/brokers")
+            brokers = r.json()["brokers"] if r.status_code == 200 else []
+            return sum(1 for b in brokers if 7001 <= b["brokerId"] <= 7040 and not b["fenced"])
+
+        def all_up() -> bool:
+            workers.update(_children(proc.pid))
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+            return unfenced() == 40
+
+        voter.wait(all_up, 90, "40 brokers unfenced")
+        assert len(workers) >= 2  # the two workers (and multiprocessing's tracker)
+        proc.send_signal(signal.SIGINT)  # the first Ctrl-C: settle, stop, check
+        out, err = proc.communicate(timeout=120)
+        result = orjson.loads(out)
+        assert result["ok"], (result["problems"], err.decode()[-3000:])
+        assert result["processes"] == 2 and result["lag"]["processes"] == 3
+        assert result["events"]["registrations"] >= 40  # both workers' brokers
+        assert result["requests"]["heartbeat"]["count"] >= 40
+        assert result["final"]["brokers_active"] >= 40 and result["unclean_shutdowns"] == 0
+        assert result["lag"]["fencings_late_heartbeats"] == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        deadline = time.monotonic() + 15
+        while any(_running(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [w for w in workers if _running(w)]
+        for w in left:
+            os.kill(w, signal.SIGKILL)
+    assert not left, f"workers left running: {left}"
+
+
+@pytest.mark.timeout(120)
+def test_workers_end_when_their_parent_is_killed(voter):
+    """SIGKILL leaves the parent no time to stop anyone: each worker sees its
+    pipe close and exits on its own."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metaquorum.cli", "sim", "--url", voter.url(0),
+         "--brokers", "6", "--processes", "2", "--first-broker-id", "7101",
+         "--topics", "0", "--duration", "0", "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    workers: set[int] = set()
+    try:
+
+        def two_workers() -> bool:
+            workers.update(_children(proc.pid))
+            assert proc.poll() is None
+            return len(workers) >= 2
+
+        voter.wait(two_workers, 60, "two workers started")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        voter.wait(lambda: not any(_running(w) for w in workers), 30, "the workers gone")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for w in workers:
+            if _running(w):
+                os.kill(w, signal.SIGKILL)
