@@ -465,7 +465,16 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
 
     reserved = _reserve(args.http_host, int(args.http_port))
     summed = SummedConnections()
-    metrics_dir = fresh_metrics_dir()
+    try:
+        metrics_dir = fresh_metrics_dir()
+    except OSError as e:
+        log.error(
+            "--http-workers needs a writable temporary directory ($TMPDIR, else /tmp) for "
+            "the workers' request counters: %s; set TMPDIR, or run with --http-workers 0",
+            e,
+        )
+        await node.stop(transfer=False)
+        return EXIT_CONFIG
     public_docs = args.public_docs in (True, "1", "true", "True")
     core_app = create_app(
         node,

@@ -140,6 +140,15 @@ def port_owner(port: int) -> str:
 
 
 def _describe(pid: str, argv: list[str]) -> str:
+    if "metaquorum.http_workers" in argv:  # an HTTP worker of a serve (its parent)
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                parent = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{parent}/cmdline", "rb") as f:
+                serve = f.read().decode(errors="replace").split("\0")
+        except (OSError, IndexError):
+            return f"an HTTP worker of another metaquorum serve (pid {pid})"
+        return f"{_describe(parent, serve)}, through its HTTP worker pid {pid}"
     if "serve" in argv and any("metaquorum" in arg for arg in argv):
         node = argv[argv.index("--node-id") + 1] if "--node-id" in argv[:-1] else "?"
         return f"another metaquorum serve (pid {pid}, --node-id {node})"

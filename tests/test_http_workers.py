@@ -482,3 +482,23 @@ def register_as(cluster, i, broker_id, incarnation):
     )
     assert body["errorName"] == "NONE", body
     return body["brokerEpoch"]
+
+
+def test_a_second_voter_on_the_port_names_the_first_through_its_worker(tmp_path):
+    c = Cluster(tmp_path, voters=1, extra=["--http-workers", "1"])
+    try:
+        c.start()
+        c.wait_ready()
+        (tmp_path / "other").mkdir()
+        other = Cluster(tmp_path / "other", voters=1)
+        other.http = c.http  # the same HTTP port, another data dir and Raft port
+        try:
+            other.start()
+            assert other.procs[0].wait(timeout=60) == 2
+            said = other.tail(0)
+            assert "already in use by another metaquorum serve" in said, said
+            assert "--node-id 0), through its HTTP worker pid" in said, said
+        finally:
+            other.close()
+    finally:
+        c.close()
