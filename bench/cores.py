@@ -296,7 +296,11 @@ async def read_back(url: str, epochs: dict[int, int], readers: int = 6) -> list[
 
 
 async def alter_run(url, epochs, voters, clients, per_request, seconds, run_id) -> dict:
-    partitions = alter_partitions(clients, per_request)
+    # Each partition comes round again only after 16 requests per connection:
+    # with bench/api.py's 4 per connection, a request stalled a few hundred
+    # ms on this loaded machine was overtaken by the next change of its own
+    # partitions, sent with the same epochs (INVALID_UPDATE_VERSION).
+    partitions = max(alter_partitions(clients, per_request), 16 * clients * per_request)
     topic_id = await fresh_topic(url, f"cores-{run_id}", partitions)
     script = alter_script(epochs, topic_id, partitions, per_request)
     with cpu_window(voters) as figures:
