@@ -6,14 +6,16 @@ loopback cluster each) the load of bench/api.py runs through wrk:
 AlterPartition v3 of 1 partition (16 and 64 connections) and of 100
 partitions (4 connections), heartbeats (16 connections); then a burst of
 1,000 broker registrations (100 connections, 10 registrations each one after
-another, timed from the first send to the last answer). Around each window
+another, timed from the first send to the last answer; then read back, as
+linearizable reads on fresh connections, against the answers). Around each window
 the processes' own CPU counters (/proc/PID/stat utime + stime) are read: the
 leader's core process, each of its HTTP workers, each follower's processes.
 So each role's CPU time per request and per partition change is measured,
 not guessed from throughput on a shared 2-core machine.
 
-The projection for a 16-core voter is Amdahl's: the core (one thread of
-Python) takes 1 core, the workers the 15 others, so at most
+The projection for a 16-core voter is Amdahl's, from each kind's run with
+the most connections (the most group commit): the core (one interpreter, one
+GIL) takes 1 core, the workers the 15 others, so at most
 min(1 / core CPU per request, 15 / workers' CPU per request) requests/s; and
 a follower's core (alone) follows at most 1 / its CPU per change. A second
 figure counts what Amdahl's leaves out: every worker follows the whole image,
@@ -24,7 +26,9 @@ followers' workers, which serve nothing).
 
 The load generator runs on the same cores as the three voters: the CPU per
 request is the figure to read; the throughputs are those of this machine and
-its load at the time (the load average is printed with each layout).
+its load at the time (the load average is printed with each layout). The
+counters tick every 10 ms: the burst's figures (about half a second) are
+to 10 µs per registration.
 """
 
 from __future__ import annotations
