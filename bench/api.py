@@ -266,6 +266,10 @@ def run_wrk(url: str, path: str, script: str, clients: int, seconds: float) -> d
         "p50_ms": float(p50),
         "p99_ms": float(p99),
         "errors": int(errors),
+        # The counts too: bench/cores.py divides CPU time by them.
+        "requests": int(requests),
+        "changes": int(changes),
+        "seconds": elapsed,
     }
 
 
@@ -285,9 +289,14 @@ async def fresh_topic(url: str, name: str, partitions: int, http: dict | None = 
         return topic["topicId"]
 
 
-async def wrk_alter(url, epochs, clients, per_request, seconds, run_id) -> dict:
-    partitions = max(2000, clients * per_request * 4)
-    topic_id = await fresh_topic(url, f"wrk-{run_id}", partitions)
+def alter_partitions(clients: int, per_request: int) -> int:
+    """The partitions of a wrk AlterPartition run's topic: each is changed at
+    most every few requests."""
+    return max(2000, clients * per_request * 4)
+
+
+def alter_script(epochs: dict, topic_id: str, partitions: int, per_request: int) -> str:
+    """WRK_ALTER for a fresh_topic of ``partitions`` led by broker 1."""
     # Placeholders are @NAME@ and the topic id goes in last: a random id may
     # contain any letters.
     script = WRK_ALTER
@@ -297,17 +306,28 @@ async def wrk_alter(url, epochs, clients, per_request, seconds, run_id) -> dict:
         ("@TOPIC_ID@", topic_id),
     ):  # fmt: skip
         script = script.replace(name, str(value))
+    return script
+
+
+async def wrk_alter(url, epochs, clients, per_request, seconds, run_id) -> dict:
+    partitions = alter_partitions(clients, per_request)
+    topic_id = await fresh_topic(url, f"wrk-{run_id}", partitions)
+    script = alter_script(epochs, topic_id, partitions, per_request)
     figures = run_wrk(url, "/v1/alter-partition?version=3", script, clients, seconds)
     return {"clients": clients, "partitions_per_request": per_request, **figures}
 
 
-def wrk_heartbeats(url, epochs, clients, seconds) -> dict:
-    script = (
+def heartbeat_script(epochs: dict) -> str:
+    """Broker 1's heartbeat, again and again (no record to write)."""
+    return (
         'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
         f'wrk.body = \'{{"brokerId":1,"brokerEpoch":{epochs[1]},"currentMetadataOffset":1000000000000}}\'\n'
         "changes, errors = 0, 0\n"
     )
-    figures = run_wrk(url, "/v1/brokers/heartbeat", script, clients, seconds)
+
+
+def wrk_heartbeats(url, epochs, clients, seconds) -> dict:
+    figures = run_wrk(url, "/v1/brokers/heartbeat", heartbeat_script(epochs), clients, seconds)
     return {
         "clients": clients,
         "heartbeats_per_s": figures["requests_per_s"],
