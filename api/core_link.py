@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 STATE_EVERY_S = 0.1  # how often the core's state is looked at (sent when it changed)
 STATE_AT_LEAST_S = 1.0  # and sent this often anyway: workers tell a frozen core by its silence
+# Committed batches that no answer waits for (a follower's, or a leader's
+# between answers) are gathered this long: one frame for many small batches.
+# A worker's local reads are that much staler; its linearizable reads wait for
+# the barrier's batch, which comes with the barrier's answer.
+BATCHES_GATHERED_S = 0.005
 
 
 def core_state(node: QuorumNode) -> dict[str, Any]:
@@ -161,7 +166,7 @@ class CoreLinks:
 
     def _on_applied(self) -> None:
         for link in self.links.values():
-            link.wake()
+            link.wake_later()
 
     async def _watch_state(self) -> None:
         sent_at = 0.0
@@ -194,6 +199,7 @@ class WorkerLink:
         self.cursor: int | None = None  # the next offset this worker gets; None: an image first
         self._outbox: list = []
         self._flush_pending = False
+        self._later: asyncio.TimerHandle | None = None
         self._sending_image = False
         self._barrier: asyncio.Future | None = None
         self.requests = 0
@@ -269,12 +275,21 @@ class WorkerLink:
         self.wake()
 
     def wake(self) -> None:
+        """Something waits to be sent: at the end of this turn of the loop."""
         if not self._flush_pending:
             self._flush_pending = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def wake_later(self) -> None:
+        """Only committed batches wait: within BATCHES_GATHERED_S."""
+        if not self._flush_pending and self._later is None:
+            self._later = asyncio.get_running_loop().call_later(BATCHES_GATHERED_S, self._flush)
+
     def _flush(self) -> None:
         self._flush_pending = False
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         items: list = []
         if self.cursor is not None:
             image = self.node.image
