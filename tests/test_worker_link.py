@@ -1,0 +1,101 @@
+"""The link's frames (api/worker_link.py): the fast reducers agree with
+pickle's own way, errors survive the crossing, and frames split anywhere are
+read back whole."""
+
+import pickle
+
+from api.worker_link import (
+    FAST_REDUCERS,
+    FrameProtocol,
+    decode_error,
+    encode_error,
+    encode_frame,
+)
+from metadata_records.errors import ApiError, Errors
+from quorum.node import (
+    MembershipRefused,
+    NotControllerError,
+    OutcomeUnknownError,
+    ThrottledError,
+    UnavailableError,
+)
+
+from .harness import ControllerHarness
+
+
+def traffic() -> list:
+    """Real requests and responses: a controller's, through a broker's life."""
+    h = ControllerHarness()
+    seen = []
+    handle = h.controller.handle
+
+    def recording(request, now_ms):
+        result = handle(request, now_ms)
+        seen.extend((request, result.response))
+        return result
+
+    h.controller.handle = recording
+    h.start_brokers(1, 2, 3)
+    h.create_topic("t", 3, 3)
+    h.alter_isr("t", 0, [h.partition("t", 0).leader, 2])
+    h.alter_isr("t", 1, [1], partition_epoch=99)  # refused: an error in the answer
+    h.heartbeat(1, want_shut_down=True)
+    h.unregister(3)
+    return seen
+
+
+def decode(frame: bytes) -> list:
+    got = []
+    protocol = FrameProtocol(got.extend, lambda why: got.append(("lost", why)))
+    protocol.data_received(frame)
+    return got
+
+
+def test_fast_reducers_rebuild_what_plain_pickle_rebuilds():
+    items = [("answer", i, obj) for i, obj in enumerate(traffic())]
+    assert len(items) > 20
+    fast, plain = decode(encode_frame(items)), decode(encode_frame(items, fast=False))
+    assert fast == plain == items
+    assert [type(x[2]) for x in fast] == [type(x[2]) for x in items]
+    # The fast frame really used them (a class without one would pickle its state).
+    assert len(encode_frame(items)) < len(encode_frame(items, fast=False))
+
+
+def test_every_fast_reducer_round_trips_a_real_object():
+    used = {type(obj) for obj in traffic()}
+    assert used & set(FAST_REDUCERS), "the traffic uses none of the fast reducers"
+    for obj in traffic():
+        assert pickle.loads(encode_frame([obj])[4:]) == [obj]
+
+
+def test_frames_split_anywhere_are_read_whole():
+    items = [("answer", i, obj) for i, obj in enumerate(traffic())]
+    stream = encode_frame(items[:10]) + encode_frame(items[10:])
+    got, lost = [], []
+    protocol = FrameProtocol(got.extend, lost.append)
+    for cut in range(0, len(stream), 7):
+        protocol.data_received(stream[cut : cut + 7])
+    assert got == items and not lost
+
+
+def test_an_unreadable_frame_ends_the_link():
+    lost = []
+    protocol = FrameProtocol(lambda items: None, lost.append)
+    protocol.data_received(b"\0\0\0\3abc")
+    assert lost and "unreadable frame" in lost[0]
+
+
+def test_node_errors_cross_as_what_they_were():
+    for error in (
+        NotControllerError(2, "http://n2:8080", "not the leader"),
+        UnavailableError("no leader", 0.25),
+        ThrottledError("queue full", 0.5),
+        OutcomeUnknownError("may still commit"),
+        MembershipRefused(ApiError(Errors.DUPLICATE_VOTER, "already a voter")),
+    ):
+        back = decode_error(pickle.loads(pickle.dumps(encode_error(error))))
+        assert type(back) is type(error) and str(back) == str(error)
+        for attr in ("leader_id", "leader_url", "retry_after_s", "error"):
+            assert getattr(back, attr, None) == getattr(error, attr, None)
+    bug = decode_error(encode_error(KeyError("x")))
+    assert isinstance(bug, RuntimeError) and "KeyError" in str(bug)
