@@ -212,8 +212,7 @@ class WorkerNode:
                     "may still be made"
                 ) from None
             raise UnavailableError(
-                f"this voter's core did not answer within {timeout_s:.0f} s (frozen or "
-                "overloaded)",
+                f"this voter's core did not answer within {timeout_s:.0f} s (frozen or overloaded)",
                 1.0,
             ) from None
 

@@ -38,6 +38,13 @@ def add_dev_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fsync", choices=["always", "never"], default="always")
     parser.add_argument("--fresh", action="store_true", help="delete the data dir first")
     parser.add_argument(
+        "--http-workers",
+        default="1",
+        help="each voter's HTTP worker processes (serve --http-workers; 0: one process): one "
+        "by default, so that dev runs the layout of a production voter on a machine the "
+        "voters share",
+    )
+    parser.add_argument(
         "--sim",
         action="store_true",
         help="also run simulated brokers with chaos and a live dashboard (metaquorum sim); "
@@ -157,6 +164,13 @@ def run_dev(args: argparse.Namespace) -> int:
     from quorum.node_config import ConfigError
     from quorum.startup_checks import lock_data_dir, lock_holder
 
+    from .http_workers import parse_workers
+
+    try:
+        parse_workers(args.http_workers)
+    except ValueError as e:
+        print(f"metaquorum dev: {e}", file=sys.stderr)
+        return 2
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
     try:
@@ -208,6 +222,7 @@ def run_dev(args: argparse.Namespace) -> int:
             "--data-dir", os.path.join(data_dir, f"node-{i}"),
             "--cluster-id", cluster_id,
             "--fsync", args.fsync,
+            "--http-workers", str(args.http_workers),
         ]  # fmt: skip
         if n > 1:
             out += ["--raft-secret-file", secret_file]

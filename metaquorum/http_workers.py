@@ -53,9 +53,17 @@ def available_cpus() -> int:
     return cpus
 
 
-def default_workers() -> int:
-    """One per CPU left after the core process, at least one."""
-    return max(1, available_cpus() - 1)
+# Below this many CPUs a voter serves HTTP in one process (decision 99): a
+# worker and the core on two CPUs measured no faster than one process
+# (bench/cores.py), and on one CPU a worker only adds the link's cost.
+MIN_CPUS_FOR_WORKERS = 3
+
+
+def default_workers(cpus: int | None = None) -> int:
+    """``auto``: one worker per CPU left after the core process; none below
+    MIN_CPUS_FOR_WORKERS CPUs."""
+    cpus = available_cpus() if cpus is None else cpus
+    return cpus - 1 if cpus >= MIN_CPUS_FOR_WORKERS else 0
 
 
 def parse_workers(value: Any) -> int:

@@ -175,10 +175,11 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     )
     flag(
         "--http-workers",
-        default="0",
+        default="auto",
         help="serve HTTP from this many worker processes in front of the core process that "
-        "orders writes (0: one process; auto: one per core left after the core, at least 1); "
-        "the connection and pending-write limits are shared among them (docs/decisions.md 95)",
+        "orders writes (0: one process; auto: one per CPU left after the core, none below 3 "
+        "CPUs); the connection and pending-write limits are shared among them "
+        "(docs/decisions.md 95, 99)",
     )
     flag("--log-level", default="info", help="debug, info, warning, error")
 

@@ -11,7 +11,6 @@ from api.app import create_app
 from .cluster import Cluster
 from .local_node import LocalNode
 
-
 # Modules whose tests run twice: with serve's default HTTP layout, and with
 # two HTTP workers in front of the core (issue 26: the cluster, safety and
 # broker tests in the multi-worker layout; tests/test_http_workers.py has

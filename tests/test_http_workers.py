@@ -20,6 +20,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from metaquorum.http_workers import default_workers, parse_workers
+
 from .cluster import Cluster
 from .linearizability import INF, Op, check
 from .test_cluster import brokers, others, register, register_body, write
@@ -255,7 +257,6 @@ def test_a_bad_worker_count_is_refused_at_start(tmp_path):
         c.close()
 
 
-
 def test_a_frozen_core_makes_its_workers_refuse_instead_of_serving_stale(tmp_path):
     c = Cluster(tmp_path, voters=1, extra=["--http-workers", str(WORKERS)])
     try:
@@ -413,9 +414,7 @@ def test_a_history_through_workers_and_redirects_is_linearizable_under_kills(tmp
             }
             start = time.monotonic()
             try:
-                r = client.post(
-                    url + "/v1/alter-partition?version=3", json=body, headers=headers
-                )
+                r = client.post(url + "/v1/alter-partition?version=3", json=body, headers=headers)
             except httpx.HTTPError:
                 record(("partition", p), "write", start, INF, None)
                 return
@@ -502,3 +501,12 @@ def test_a_second_voter_on_the_port_names_the_first_through_its_worker(tmp_path)
             other.close()
     finally:
         c.close()
+
+
+def test_auto_is_one_worker_per_cpu_left_and_none_below_three():
+    assert [default_workers(cpus) for cpus in (1, 2, 3, 4, 16)] == [0, 0, 2, 3, 15]
+    assert parse_workers("auto") == default_workers()
+    assert parse_workers(" 2 ") == 2
+    for bad in ("-1", "257", "two"):
+        with pytest.raises(ValueError, match="--http-workers"):
+            parse_workers(bad)

@@ -88,9 +88,10 @@ def test_a_read_made_stale_is_found(history, data):
     acked = [o for o in history if o.kind == "write" and o.end != INF]
     reads = [o for o in history if o.kind == "read"]
     stale = [
-        (x, y) for x in reads for y in acked if y.version is not None and (
-            x.version is None or y.version > x.version
-        )
+        (x, y)
+        for x in reads
+        for y in acked
+        if y.version is not None and (x.version is None or y.version > x.version)
     ]
     if not stale:
         return
