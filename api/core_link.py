@@ -204,7 +204,6 @@ class WorkerLink:
         self._barrier: asyncio.Future | None = None
         self.requests = 0
         self.lost: str | None = None
-        self.attached_at = time.monotonic()
 
     # ---------------------------------------------------------------- in
 

@@ -94,7 +94,6 @@ class WorkerNode:
         self._has_image: asyncio.Event | None = None
         self._applied: asyncio.Event | None = None
         self._offset_waiters = 0
-        self.batches_applied = 0
 
     async def connect(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -263,7 +262,6 @@ class WorkerNode:
                 )
                 return
             sm.apply_batch(payload, _doApply=True)
-            self.batches_applied += 1
         self._applied_now()
 
     # ---------------------------------------------------------------- in
