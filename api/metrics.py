@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 from metadata_records.image import MetadataImage
 from quorum.durability import SyncStats
 from quorum.leadership_events import LeadershipEvents
-from quorum.node import QuorumNode
+from quorum.node import QuorumNode, wall_clock_ms
 from quorum.runtime_tuning import GcPauses
 
 from .connections import ConnectionStats
@@ -151,6 +151,19 @@ class _NodeCollector(Collector):
         yield gauge(
             "last_applied_offset", "offset of the last record this node applied", image.last_offset
         )
+        applied_ms = node.sm.last_applied_timestamp_ms
+        if applied_ms:  # Kafka's LastAppliedRecordTimestamp and LastAppliedRecordLagMs
+            yield gauge(
+                "last_applied_record_timestamp_ms",
+                "the leader's wall clock when it built the last batch this node applied",
+                applied_ms,
+            )
+            yield gauge(
+                "last_applied_record_lag_ms",
+                "this node's wall clock less last_applied_record_timestamp_ms (on an idle "
+                "cluster at most about --metadata-max-idle-interval-ms while caught up)",
+                wall_clock_ms() - applied_ms,
+            )
         yield gauge("controller_epoch", "the image's controller epoch", image.controller_epoch)
         yield gauge("metadata_version", "finalized metadata.version", image.metadata_version)
         yield gauge(
@@ -200,6 +213,11 @@ class _NodeCollector(Collector):
         )
         yield counter(
             "committed_records", "records this node committed as leader", node.stats.records
+        )
+        yield counter(
+            "noop_records",
+            "periodic NoOpRecords this node committed as leader (--metadata-max-idle-interval-ms)",
+            node.stats.noop_records,
         )
         yield counter(
             "ignored_records", "records in the log that could not apply", image.ignored_records

@@ -66,6 +66,9 @@ def voter_main(args: argparse.Namespace) -> int:
         cluster_id="bench",
         raft_secret="bench-secret-0123456789abcdef",
         fsync=args.fsync == "always",
+        # The load proposes batches at offsets it chains itself: a NoOp batch of
+        # the node's own would make them stale.
+        metadata_max_idle_interval_ms=0,
     )
     node = QuorumNode(config, claim_data_dir(config))
 

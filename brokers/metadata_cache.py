@@ -35,6 +35,10 @@ class MetadataCache:
     def __init__(self) -> None:
         self.image: MetadataImage = EMPTY_IMAGE
         self.high_watermark = 0  # the serving node's next offset, as last seen
+        # The leader's timestampMs on the last record applied (0: none yet, or
+        # only a snapshot): on an idle cluster the periodic NoOpRecord keeps it
+        # fresh, so lag_ms is the lag in time (Kafka's last-applied-record-lag-ms).
+        self.last_applied_timestamp_ms = 0
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -46,6 +50,12 @@ class MetadataCache:
     def lag(self) -> int:
         return max(0, self.high_watermark - self.image.next_offset)
 
+    def lag_ms(self, now_ms: int) -> int | None:
+        """``now_ms`` (wall clock) less the last applied record's timestamp;
+        None before any record was applied."""
+        stamp = self.last_applied_timestamp_ms
+        return None if not stamp else max(0, now_ms - stamp)
+
     def apply_page(self, records: Iterable[dict[str, Any]]) -> MetadataImage:
         """Replays log records (API.md's record shape) that start at ``next_offset``.
 
@@ -53,6 +63,7 @@ class MetadataCache:
         ``DecodeError`` if a record cannot be decoded; the image is then unchanged."""
         delta = ImageDelta(self.image)
         shrinks = expands = 0
+        stamp = self.last_applied_timestamp_ms
         for obj in records:
             offset = obj.get("offset") if isinstance(obj, dict) else None
             if offset != delta.next_offset:
@@ -65,7 +76,9 @@ class MetadataCache:
                     shrinks += bool(old - new)
                     expands += bool(new - old)
             delta.replay(record)
+            stamp = obj.get("timestampMs", stamp)
         self.image = delta.apply()
+        self.last_applied_timestamp_ms = stamp
         self.isr_shrinks += shrinks
         self.isr_expands += expands
         return self.image

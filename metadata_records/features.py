@@ -68,6 +68,12 @@ def release_name(level: int) -> str:
     return known[0] if known is not None else str(level)
 
 
+def supports_noop_record(metadata_version: int) -> bool:
+    """Kafka's ``isNoOpRecordSupported`` (3.3-IV1): below it the active
+    controller writes no periodic NoOpRecord."""
+    return metadata_version >= 5
+
+
 def persists_controlled_shutdown(metadata_version: int) -> bool:
     """Kafka's ``isInControlledShutdownStateSupported`` (3.3-IV3)."""
     return metadata_version >= 7

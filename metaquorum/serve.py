@@ -112,6 +112,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     )
     flag("--raft-secret-file", help="shared secret of the Raft port (required with >1 voter)")
     flag("--session-timeout-ms", type=int, default=9000, help="broker session timeout")
+    flag(
+        "--metadata-max-idle-interval-ms",
+        type=int,
+        default=500,
+        help="the active controller writes a NoOpRecord this often, so that brokers can tell "
+        "their lag in time on an idle cluster (Kafka's metadata.max.idle.interval.ms); 0: never",
+    )
     flag("--fsync", choices=["always", "never"], default="always", help="sync the journal")
     flag(
         "--max-queued-requests",
@@ -265,6 +272,7 @@ def build_config(args: argparse.Namespace):
         raft_secret=secret,
         fsync=args.fsync == "always",
         session_timeout_ms=int(args.session_timeout_ms),
+        metadata_max_idle_interval_ms=int(args.metadata_max_idle_interval_ms),
         max_queued_requests=_positive(args.max_queued_requests, "--max-queued-requests"),
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
         max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),

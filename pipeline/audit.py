@@ -26,6 +26,7 @@ from pyspark.sql.window import Window as W
 
 REG = "REGISTER_BROKER_RECORD"
 CHANGE = "BROKER_REGISTRATION_CHANGE_RECORD"
+UNREG = "UNREGISTER_BROKER_RECORD"
 PR = "PARTITION_RECORD"
 PCR = "PARTITION_CHANGE_RECORD"
 UNBOUNDED = W.unboundedPreceding
@@ -61,7 +62,7 @@ def _violation(df: DataFrame, check: str, entity: Column, explanation: Column) -
 
 def _label(registered: Column, fenced: Column, shutdown: Column) -> Column:
     """broker_label() of violations.py: '' when the broker is active."""
-    return F.when(registered.isNull(), F.lit("not registered")).otherwise(
+    return F.when(registered.isNull() | ~registered, F.lit("not registered")).otherwise(
         F.concat_ws(
             ", ",
             F.when(fenced, F.lit("fenced")),
@@ -152,10 +153,11 @@ def offsets_checks(df: DataFrame, first: int) -> list[DataFrame]:
 
 
 def broker_states(df: DataFrame) -> DataFrame:
-    """Broker records, each with the broker's state after it: registered epoch,
-    fenced, in controlled shutdown (sticky until a new registration), and
-    ``cur_epoch``, the epoch before it."""
-    b = df.filter(F.col("type").isin(REG, CHANGE)).select(
+    """Broker records, each with the broker's state after it: registered epoch
+    (null once unregistered), fenced, in controlled shutdown (sticky until a
+    new registration), and ``cur_epoch``, the epoch before it (null while not
+    registered)."""
+    b = df.filter(F.col("type").isin(REG, CHANGE, UNREG)).select(
         "offset", "seq", "batch_offset", "timestamp_ms", "from_snapshot", "type", "broker_id",
         "broker_epoch", "incarnation_id", "fenced", "in_controlled_shutdown", "fenced_change",
         "in_controlled_shutdown_change",
@@ -164,18 +166,42 @@ def broker_states(df: DataFrame) -> DataFrame:
     upto = order.rowsBetween(UNBOUNDED, W.currentRow)
     before = order.rowsBetween(UNBOUNDED, -1)
     is_reg = F.col("type") == REG
+    reg_epoch = F.last(F.when(is_reg, F.col("broker_epoch")), ignorenulls=True)
+    # An UnregisterBrokerRecord applies when it names the epoch of the last
+    # registration and none applied since: the first such one after each
+    # registration (each registration starts a group of rows).
+    b = b.withColumn("reg_group", F.sum(is_reg.cast("int")).over(upto)).withColumn(
+        "named", (F.col("type") == UNREG) & (F.col("broker_epoch") == reg_epoch.over(before))
+    )
+    in_group = W.partitionBy("broker_id", "reg_group").orderBy("offset", "seq")
     b = b.withColumn(
-        "cur_epoch", F.last(F.when(is_reg, F.col("broker_epoch")), ignorenulls=True).over(before)
+        "unregistered",
+        F.col("named")
+        & ~F.coalesce(F.max("named").over(in_group.rowsBetween(UNBOUNDED, -1)), F.lit(False)),
+    )
+    # Whether the broker is gone after each row: set by an applied unregister,
+    # cleared by a registration.
+    gone = F.last(
+        F.when(is_reg, F.lit(False)).when(F.col("unregistered"), F.lit(True)), ignorenulls=True
+    )
+    b = b.withColumn(
+        "cur_epoch",
+        F.when(~F.coalesce(gone.over(before), F.lit(False)), reg_epoch.over(before)),
     ).withColumn(
         "cur_incarnation",
         F.last(F.when(is_reg, F.col("incarnation_id")), ignorenulls=True).over(before),
     )
     cs_code = F.coalesce(F.col("in_controlled_shutdown_change"), F.lit(0))
-    applied = is_reg | (
-        F.col("cur_epoch").isNotNull()
-        & (F.col("broker_epoch") == F.col("cur_epoch"))
-        & F.col("fenced_change").isin(-1, 0, 1)
-        & cs_code.isin(0, 1)
+    applied = (
+        is_reg
+        | F.col("unregistered")
+        | (
+            (F.col("type") == CHANGE)
+            & F.col("cur_epoch").isNotNull()
+            & (F.col("broker_epoch") == F.col("cur_epoch"))
+            & F.col("fenced_change").isin(-1, 0, 1)
+            & cs_code.isin(0, 1)
+        )
     )
     fenced_set = (
         F.when(is_reg, F.coalesce(F.col("fenced"), F.lit(False)))
@@ -190,7 +216,8 @@ def broker_states(df: DataFrame) -> DataFrame:
         b.withColumn("applied", applied)
         .withColumn("fenced_after", F.last(fenced_set, ignorenulls=True).over(upto))
         .withColumn("shutdown_after", F.last(cs_set, ignorenulls=True).over(upto))
-        .withColumn("registered_epoch", F.last(F.when(is_reg, F.col("broker_epoch")), ignorenulls=True).over(upto))
+        .withColumn("registered_epoch", F.when(~gone.over(upto), reg_epoch.over(upto)))
+        .drop("reg_group", "named")
     )  # fmt: skip
 
 
@@ -212,7 +239,8 @@ def broker_checks(b: DataFrame) -> list[DataFrame]:
         ),
     )
     reg = reg.withColumn("problems", problems).filter(F.col("problems") != "")
-    change = live.filter((F.col("type") == CHANGE) & (prev.isNull() | (epoch != prev)))
+    change = live.filter(F.col("type").isin(CHANGE, UNREG) & (prev.isNull() | (epoch != prev)))
+    what = F.when(F.col("type") == UNREG, F.lit("unregister")).otherwise(F.lit("change"))
     entity = F.format_string("broker %d", F.col("broker_id"))
     return [
         _violation(
@@ -228,11 +256,12 @@ def broker_checks(b: DataFrame) -> list[DataFrame]:
             F.when(
                 prev.isNull(),
                 F.format_string(
-                    "change record for broker %d, which is not registered", F.col("broker_id")
+                    "%s record for broker %d, which is not registered", what, F.col("broker_id")
                 ),
             ).otherwise(
                 F.format_string(
-                    "change record carries epoch %d, but the broker's current epoch is %d",
+                    "%s record carries epoch %d, but the broker's current epoch is %d",
+                    what,
                     epoch,
                     prev,
                 )
@@ -305,7 +334,7 @@ def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[Data
     probes = probes.withColumn("broker_id", F.col("probe_broker"))
     states = b.select(
         "offset", "seq", "broker_id", "fenced_after", "shutdown_after",
-        F.when(F.col("registered_epoch").isNotNull(), True).alias("registered"),
+        F.col("registered_epoch").isNotNull().alias("registered"),
     )  # fmt: skip
     timeline = probes.unionByName(states, allowMissingColumns=True)
     upto = W.partitionBy("broker_id").orderBy("offset", "seq").rowsBetween(UNBOUNDED, W.currentRow)
@@ -426,7 +455,7 @@ def batch_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFram
     )  # fmt: skip
     states = b.select(
         "broker_id", _batch().alias("batch"), "offset", "seq", "fenced_after", "shutdown_after",
-        F.when(F.col("registered_epoch").isNotNull(), True).alias("registered"), F.lit(0).alias("kind"),
+        F.col("registered_epoch").isNotNull().alias("registered"), F.lit(0).alias("kind"),
     )  # fmt: skip
     order = W.partitionBy("broker_id").orderBy("batch", "kind", "offset", "seq")
     upto = order.rowsBetween(UNBOUNDED, W.currentRow)

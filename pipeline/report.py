@@ -19,7 +19,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from metadata_records.log_invariants import RULES  # noqa: E402
 
-STATE_COLORS = {"active": "#2ca02c", "fenced": "#d62728", "controlled shutdown": "#ff7f0e"}
+STATE_COLORS = {
+    "active": "#2ca02c",
+    "fenced": "#d62728",
+    "controlled shutdown": "#ff7f0e",
+    "unregistered": "#bbbbbb",
+}
 
 
 @dataclass

@@ -16,12 +16,14 @@ MINUTE_MS = 60_000
 
 
 def broker_intervals(b: DataFrame) -> DataFrame:
-    """One row per stretch of time a broker spent fenced, active or in
-    controlled shutdown; the last one of each broker is open (end null)."""
+    """One row per stretch of time a broker spent fenced, active, in
+    controlled shutdown or unregistered (UnregisterBrokerRecord); the last one
+    of each broker is open (end null)."""
     # A broker that finished its controlled shutdown is fenced (and keeps the
     # sticky flag until it registers again): it shows as fenced.
     state = (
-        F.when(F.col("fenced_after"), F.lit("fenced"))
+        F.when(F.col("registered_epoch").isNull(), F.lit("unregistered"))
+        .when(F.col("fenced_after"), F.lit("fenced"))
         .when(F.col("shutdown_after"), F.lit("controlled shutdown"))
         .otherwise(F.lit("active"))
     )

@@ -35,9 +35,17 @@ from metadata_records.features import (
     METADATA_VERSION,
     MIN_METADATA_VERSION,
     release_name,
+    supports_noop_record,
 )
 from metadata_records.image import MetadataImage
-from metadata_records.records import Batch, LeaderChangeRecord, Record, Voter, VotersRecord
+from metadata_records.records import (
+    Batch,
+    LeaderChangeRecord,
+    NoOpRecord,
+    Record,
+    Voter,
+    VotersRecord,
+)
 from metadata_records.snapshot import image_digest
 
 from .data_dir_reader import voters_past_commit
@@ -159,6 +167,7 @@ class _Pending:
 _FENCE = object()  # queue item: run the session-timeout fencer
 _UNCLEAN = object()  # queue item: run the unclean-election sweep
 _BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
+_NOOP = object()  # queue item: write a NoOpRecord (metadata.max.idle.interval.ms)
 
 
 @dataclass
@@ -167,6 +176,7 @@ class _InFlight:
 
     decided: list[tuple[_Pending, object]]  # (request, its response) in order
     records: int
+    noops: int = 0  # of which periodic NoOpRecords
     started: float = field(default_factory=time.monotonic)
 
 
@@ -192,6 +202,7 @@ class BatchStats:
     sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
     most_in_flight: int = 0  # the most batches ever out at once
+    noop_records: int = 0  # periodic NoOpRecords committed (metadata.max.idle.interval.ms)
 
 
 class QuorumNode:
@@ -341,6 +352,9 @@ class QuorumNode:
         self._barrier: asyncio.Future | None = None
         self._barrier_waiters = 0
         self._timer_handle: asyncio.TimerHandle | None = None
+        # When the next NoOpRecord is due (session clock); None while one is
+        # queued, while not active, or with the interval at 0.
+        self._noop_due: int | None = None
         self._stopping = False
         self._transferring = False  # no new batch while leadership is handed over
         self.stats = BatchStats()
@@ -750,6 +764,8 @@ class QuorumNode:
             return
         self.controller = Controller(self.image, self.controller_config, session_clock_ms())
         self.active = True
+        # Kafka schedules the first an interval after its activation records commit.
+        self._schedule_noop(session_clock_ms())
         log.info("node %d is the active controller at epoch %d", self.node_id, term)
         # Queued together, so a new cluster's first batch holds its voter set and
         # its bootstrap records: whoever waits for metadata.version sees both.
@@ -775,6 +791,7 @@ class QuorumNode:
         was_active = self.active
         self.active = False
         self.controller = None
+        self._noop_due = None  # Kafka's cancelNextWriteNoOpRecord on renounce
         if self._timer_handle is not None:
             self._timer_handle.cancel()
             self._timer_handle = None
@@ -887,6 +904,7 @@ class QuorumNode:
         now = session_clock_ms()
         decided: list[tuple[_Pending, object]] = []
         records: list[Record] = []
+        noops = 0
         known: dict = {}  # ControllerResult.merged of every result in the batch
         while self._queue and len(records) < self.config.max_batch_records:
             pending = self._queue.popleft()
@@ -901,6 +919,14 @@ class QuorumNode:
                     result = controller.maybe_elect_unclean_leaders(now)
                     if result is not None:
                         records.extend(result.records)
+                    continue
+                if pending.request is _NOOP:
+                    # Kafka's writeNoOpRecord event schedules the next one when
+                    # it runs: one per interval, whatever else is written.
+                    self._schedule_noop(now)
+                    if supports_noop_record(controller.view.metadata_version):
+                        records.append(NoOpRecord())
+                        noops += 1
                     continue
                 if pending.request is _BOOTSTRAP:
                     boot = controller.bootstrap_records()
@@ -938,7 +964,7 @@ class QuorumNode:
             self._pump()
             return
         batch = Batch(self.term, wall_clock_ms(), tuple(records), base_offset)
-        entry = _InFlight(decided, len(records))
+        entry = _InFlight(decided, len(records), noops)
         self._in_flight.append(entry)
         self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
         self._batches_since_rebase += 1
@@ -954,6 +980,7 @@ class QuorumNode:
         if error == FAIL_REASON.SUCCESS and result is not None and result >= 0:
             self.stats.batches += 1
             self.stats.records += entry.records
+            self.stats.noop_records += entry.noops
             self.stats.sizes.append(entry.records)
             self.stats.latencies.append(time.monotonic() - entry.started)
             for pending, response in entry.decided:
@@ -980,16 +1007,22 @@ class QuorumNode:
 
     def _due_ms(self) -> int | None:
         """When the controller's next periodic work is due (Kafka's deferred
-        events): the session-timeout fencer or the unclean-election sweep."""
+        events): the session-timeout fencer, the unclean-election sweep or
+        the next NoOpRecord."""
         due = [
             t
             for t in (
                 self.controller.next_fence_check_ms(),
                 self.controller.next_unclean_election_ms(),
+                self._noop_due,
             )
             if t is not None
         ]
         return min(due, default=None)
+
+    def _schedule_noop(self, now: int) -> None:
+        interval = self.config.metadata_max_idle_interval_ms
+        self._noop_due = now + interval if interval > 0 else None
 
     def _schedule_timer(self) -> None:
         if not self.active:
@@ -1011,6 +1044,9 @@ class QuorumNode:
         next_sweep = self.controller.next_unclean_election_ms()
         if next_sweep is not None and next_sweep <= now:
             self._enqueue(_Pending(_UNCLEAN, None))
+        if self._noop_due is not None and self._noop_due <= now:
+            self._noop_due = None  # one queued at a time (Kafka's noOpRecordScheduled)
+            self._enqueue(_Pending(_NOOP, None))
         self._schedule_timer()
 
     # ------------------------------------------------------------ voter set

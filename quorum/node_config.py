@@ -65,6 +65,10 @@ class NodeConfig:
     heartbeat_deadline_s: float = 1.0
     # Ready while at most this many committed Raft entries are not yet applied.
     ready_lag_entries: int = 100
+    # The active controller writes a NoOpRecord this often, so that brokers and
+    # voters can tell their lag in time on an idle cluster (Kafka's
+    # metadata.max.idle.interval.ms, 500 ms by default); 0: never.
+    metadata_max_idle_interval_ms: int = 500
     log_retention: int = 200_000
     compaction_entries: int = 20_000
     raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port
@@ -114,6 +118,8 @@ class NodeConfig:
             )
         if self.session_timeout_ms <= 0:
             raise ConfigError("--session-timeout-ms must be positive")
+        if self.metadata_max_idle_interval_ms < 0:
+            raise ConfigError("--metadata-max-idle-interval-ms must be 0 (never) or positive")
         if not 0 <= self.startup_election_delay_s <= 600:
             raise ConfigError(
                 f"--startup-election-delay-ms {self.startup_election_delay_s * 1000:.0f} "

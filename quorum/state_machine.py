@@ -71,6 +71,10 @@ class MetadataStateMachine(SyncObjConsumer):
         self.image: MetadataImage = EMPTY_IMAGE
         self.log = RecordLog(log_retention)
         self.stale_batches = 0
+        # timestampMs of the last batch applied that held records (0: none since
+        # start): Kafka's LastAppliedRecordTimestamp, kept fresh on an idle
+        # cluster by the periodic NoOpRecord.
+        self.last_applied_timestamp_ms = 0
         self.invalid_batches = 0
         self.apply_errors = 0
         self.fatal: str | None = None  # set when the node must stop serving
@@ -138,6 +142,8 @@ class MetadataStateMachine(SyncObjConsumer):
                     delta.replay(record)
             self.log.append(batch, image.next_offset, payload)
             self.image = delta.apply()
+            if batch.records:
+                self.last_applied_timestamp_ms = batch.timestamp_ms
             return image.next_offset
         except Exception:  # never let pysyncobj see an exception: it would wedge
             self.apply_errors += 1

@@ -43,17 +43,22 @@ class Cluster:
         tls: TlsFiles | None = None,
         client_cert: str | None = "admin-tests",
         tls_client_auth: str | None = "optional",
+        noop_ms: int = 0,
     ):
         """``tls``: the voters serve HTTPS with these files (client certificates
         ``tls_client_auth``; None: not asked for), and this object's own client
         trusts their CA and presents ``client_cert``'s certificate (an admin's,
-        by the default rules)."""
+        by the default rules). ``noop_ms``: --metadata-max-idle-interval-ms, 0
+        (no periodic NoOpRecord) unless a test asks, because most tests compare
+        the voters' offsets and digests read one after another, and a NoOp
+        committed between two reads would move them."""
         self.root = Path(root)
         self.tls = tls
         self.tls_client_auth = tls_client_auth
         self.n = voters
         self.fsync = fsync
         self.extra = extra or []
+        self.noop_ms = noop_ms
         self.http = [free_port() for _ in range(voters)]
         self.raft = [free_port() for _ in range(voters)]
         self.voters = ",".join(f"{i}@127.0.0.1:{self.raft[i]}" for i in range(voters))
@@ -110,6 +115,7 @@ class Cluster:
             "--cluster-id", self.cluster_id,
             "--raft-secret-file", str(self.secret_file),
             "--fsync", self.fsync,
+            "--metadata-max-idle-interval-ms", str(self.noop_ms),
             *(
                 ["--observer"] if i in self.observers
                 else ["--raft-address", self.raft_address(i)] if i >= self.bootstrap

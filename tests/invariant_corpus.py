@@ -27,6 +27,7 @@ from metadata_records.records import (
     PartitionChangeRecord,
     Record,
     RegisterBrokerRecord,
+    UnregisterBrokerRecord,
 )
 from pipeline.export_files import OffsetRangeWriter
 
@@ -71,6 +72,16 @@ class Planter:
             self.objs.append(log_record_to_obj(first + i, self.ts, epoch, r, first))
         self.ts += 1
         return first
+
+    def controller_writes(self) -> None:
+        """Appends what the harness's controller committed since the log was
+        built (only before anything is planted: offsets must still agree)."""
+        h = self.h
+        assert self.next_offset == len(self.objs), "planted already"
+        for i in range(len(self.objs), len(h.log)):
+            ts, epoch, first = h.envelopes[i]
+            self.objs.append(log_record_to_obj(i, ts, epoch, h.log[i], first))
+        self.ts = h.wall_ms + 1
 
     def active_follower(self, pid: int = 0) -> tuple[int, int]:
         """(an active ISR member that does not lead t-pid, its epoch)."""
@@ -176,6 +187,41 @@ def _shutdown_mended_in_the_same_batch_holds(p: Planter) -> list[tuple[int, str]
     return []
 
 
+def _unregistered_and_back_holds(p: Planter) -> list[tuple[int, str]]:
+    """The controller's own UnregisterBroker (ISR removals and new leaders,
+    then the record, in one batch), and the broker registering again later
+    as a new incarnation: no violation."""
+    leader = p.h.partition("t", 0).leader
+    assert p.h.unregister(leader).error == 0
+    assert all(leader not in p.h.partition("t", pid).isr for pid in range(4))
+    p.h.register(leader, generation=2)
+    p.h.heartbeat(leader)
+    p.controller_writes()
+    return []
+
+
+def _unregistered_yet_leading(p: Planter) -> list[tuple[int, str]]:
+    """An UnregisterBrokerRecord without the partition changes: the broker,
+    gone, still leads and sits in ISRs. Then an ISR adds it, and it is
+    unregistered again, and with an epoch it never had."""
+    leader = p.h.partition("t", 1).leader
+    epoch = p.h.epochs[leader]
+    led = [pid for pid in range(4) if p.h.partition("t", pid).leader == leader]
+    shared = [pid for pid in range(4) if leader in p.h.partition("t", pid).isr]
+    at = p.plant(UnregisterBrokerRecord(broker_id=leader, broker_epoch=epoch))
+    found = [(at, "leader")] * len(led) + [(at, "isr-inactive")] * len(shared)
+    pid = next(i for i in range(4) if i not in shared)
+    isr = p.h.partition("t", pid).isr + (leader,)
+    add = PartitionChangeRecord(partition_id=pid, topic_id=p.h.topic_id("t"), isr=isr)
+    found.append((p.plant(add), "kip-841"))
+    again = UnregisterBrokerRecord(broker_id=leader, broker_epoch=epoch)
+    found.append((p.plant(again), "change-epoch"))
+    b = next(b for b in (2, 3) if b != leader)  # registered
+    stale = UnregisterBrokerRecord(broker_id=b, broker_epoch=p.h.epochs[b] - 1)
+    found.append((p.plant(stale), "change-epoch"))
+    return found
+
+
 PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "offsets-dense": _offsets_dense,
     "controller-epoch": _controller_epoch,
@@ -188,6 +234,8 @@ PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "leader-outside-its-isr": _leader_outside_its_isr,
     "leader-fenced-in-its-batch": _leader_fenced_in_its_batch,
     "shutdown-mended-in-the-same-batch": _shutdown_mended_in_the_same_batch_holds,
+    "unregistered-and-back": _unregistered_and_back_holds,
+    "unregistered-yet-leading": _unregistered_yet_leading,
 }
 
 

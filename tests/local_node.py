@@ -51,6 +51,10 @@ def registration_body(
 class LocalNode:
     def __init__(self, data_dir: str, *, node_id: int = 0, **config: Any) -> None:
         raft_port = free_port()
+        # No periodic NoOpRecord unless a test asks: the API tests check what a
+        # request wrote (often nothing) by the node's next offset, and the loop
+        # runs only inside run(), so a NoOp due meanwhile would land in any request.
+        config.setdefault("metadata_max_idle_interval_ms", 0)
         self.config = NodeConfig(
             node_id=node_id,
             voters={node_id: f"127.0.0.1:{raft_port}"},

@@ -56,6 +56,9 @@ def free_port(span: int = 1) -> int:
 
 def single_voter_config(data_dir: str, raft_port: int | None = None, **kw) -> NodeConfig:
     raft_port = raft_port or free_port()
+    # No periodic NoOpRecord unless a test asks: these tests compare offsets and
+    # image digests before and after a write, a restart or a replay.
+    kw.setdefault("metadata_max_idle_interval_ms", 0)
     return NodeConfig(
         node_id=0,
         voters={0: f"127.0.0.1:{raft_port}"},

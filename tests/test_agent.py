@@ -249,3 +249,35 @@ def test_a_live_broker_unregistered_by_an_operator_stops_for_good(voter):
             assert 161 not in [b["brokerId"] for b in brokers]
 
     asyncio.run(go())
+
+
+def test_the_cache_measures_its_lag_in_time_by_the_periodic_noop(tmp_path):
+    """On an idle cluster only the controller's NoOpRecords move the log: the
+    cache applies them and takes the last one's timestamp as its clock."""
+
+    async def go(c):
+        async with MetaquorumClient([c.url(0)]) as client:
+            follower = LogFollower(client, wait_ms=200)
+            task = asyncio.create_task(follower.run())
+            try:
+                cache = follower.cache
+                await until(lambda: cache.next_offset > 0, what="the cache following")
+                start = cache.next_offset
+                await until(lambda: cache.next_offset >= start + 3, what="three NoOps applied")
+                end, stamp = cache.next_offset, cache.last_applied_timestamp_ms
+                page = (await client.log(start, 10_000)).body["records"]
+                assert page and {r["type"] for r in page} == {"NO_OP_RECORD"}
+                last = next(r for r in page if r["offset"] == end - 1)
+                assert stamp == last["timestampMs"]
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    with running_cluster(tmp_path, noop_ms=200) as c:
+        asyncio.run(go(c))
+    cache = MetadataCache()
+    assert cache.lag_ms(10**12) is None
+    cache.apply_page(
+        [{"offset": 0, "timestampMs": 1000, "type": "NO_OP_RECORD", "version": 0, "data": {}}]
+    )
+    assert cache.lag_ms(1250) == 250 and cache.lag_ms(900) == 0

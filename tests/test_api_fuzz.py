@@ -92,8 +92,13 @@ def make_plausible(case, cluster_id: str) -> None:
 
 @pytest.fixture(scope="module")
 def fuzz_node(tmp_path_factory):
-    # A one-hour session: no broker is fenced during the run, so only requests write.
-    node = LocalNode(str(tmp_path_factory.mktemp("fuzz")), session_timeout_ms=3_600_000)
+    # A one-hour session: no broker is fenced during the run, and no periodic
+    # NoOpRecord (interval 0): so only requests write, which the run checks.
+    node = LocalNode(
+        str(tmp_path_factory.mktemp("fuzz")),
+        session_timeout_ms=3_600_000,
+        metadata_max_idle_interval_ms=0,
+    )
     try:
         node.wait_active()
         yield node

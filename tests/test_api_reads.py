@@ -321,6 +321,11 @@ def test_metrics(local, app, cluster):
         1 for t in image.topics.values() for p in t.partitions.values() if p.leader < 0
     )
     assert value("metaquorum_commit_lag") >= 0
+    # Kafka's LastAppliedRecordTimestamp and LagMs: the last batch with records.
+    stamp = value("metaquorum_last_applied_record_timestamp_ms")
+    assert stamp == local.node.sm.last_applied_timestamp_ms > 0
+    assert 0 <= value("metaquorum_last_applied_record_lag_ms") <= time.time() * 1000 - stamp + 1
+    assert value("metaquorum_noop_records_total") == 0  # this node runs with the interval at 0
     assert value("metaquorum_queue_depth") == 0
     assert value("metaquorum_voters") == 1 and value("metaquorum_voter") == 1
     assert value("metaquorum_batch_records_count") >= 1

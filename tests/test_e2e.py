@@ -144,7 +144,8 @@ def test_a_stopped_broker_is_decommissioned_through_the_client(tmp_path):
     stops, is fenced when its session times out, and is unregistered; every
     voter's image then lacks it, and the default replication factor counts
     the brokers left."""
-    c = Cluster(tmp_path, extra=["--session-timeout-ms", "2000"])
+    # With Kafka's default periodic NoOpRecord, which the log then holds too.
+    c = Cluster(tmp_path, extra=["--session-timeout-ms", "2000"], noop_ms=500)
     try:
         c.start()
         c.wait_ready()
@@ -197,6 +198,7 @@ async def decommission(c: Cluster, follower: int) -> None:
         page = await client.log(0, 10_000)
         gone = [r for r in page.body["records"] if r["type"] == "UNREGISTER_BROKER_RECORD"]
         assert [r["data"] for r in gone] == [{"brokerId": 3, "brokerEpoch": epochs[3]}]
+        assert any(r["type"] == "NO_OP_RECORD" for r in page.body["records"])
     # Every voter applied it.
     for i in range(c.n):
         async with MetaquorumClient([c.url(i)]) as voter:

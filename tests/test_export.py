@@ -63,6 +63,7 @@ EVERY_TYPE = [
     PartitionChangeRecord(partition_id=0, topic_id=TID, isr=(1,), leader=-2),
     NoOpRecord(),
     RemoveTopicRecord(topic_id=TID),
+    UnregisterBrokerRecord(broker_id=1, broker_epoch=2),
 ]
 
 

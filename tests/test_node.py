@@ -50,8 +50,12 @@ async def active(node):
     )
 
 
-def three_voters(tmp_path, fsync: bool, timeouts: tuple[float, float] = (0.4, 0.8)) -> list:
-    """Three voters in this process, built (not started) in this thread."""
+def three_voters(
+    tmp_path, fsync: bool, timeouts: tuple[float, float] = (0.4, 0.8), noop_ms: int = 0
+) -> list:
+    """Three voters in this process, built (not started) in this thread; with
+    ``noop_ms`` 0 (the default) they write no periodic NoOpRecord, which would
+    move the offsets these tests compare."""
     from quorum.node_config import NodeConfig
 
     from .nodes import free_port
@@ -69,6 +73,7 @@ def three_voters(tmp_path, fsync: bool, timeouts: tuple[float, float] = (0.4, 0.
                 fsync=fsync,
                 raft_min_timeout=timeouts[0],
                 raft_max_timeout=timeouts[1],
+                metadata_max_idle_interval_ms=noop_ms,
             )
         )
         for i in range(3)
@@ -715,3 +720,89 @@ def test_the_active_controller_runs_the_unclean_election_sweep_when_it_is_due(tm
         assert part.isr == (2,) and part.leader_recovery_state == 1
 
     run_with(node, body)
+
+
+# ------------------------------------------------------------ periodic NoOpRecord
+
+
+def noop_batches(node, from_offset: int = 0) -> list:
+    """(offset, batch timestamp, controller epoch) of every NoOpRecord in
+    ``node``'s log from ``from_offset``."""
+    return [
+        (e.offset, e.timestamp_ms, e.controller_epoch)
+        for e in node.sm.log.read(from_offset, 100_000)
+        if type(e.record) is NoOpRecord
+    ]
+
+
+def test_an_idle_active_controller_writes_one_noop_per_interval_and_0_disables_it(tmp_path):
+    """Kafka's metadata.max.idle.interval.ms: the active controller writes a
+    NoOpRecord each interval, not more often; a node with the interval at 0,
+    idle as long, writes none."""
+    interval = 150
+    node = build_node(single_voter_config(tmp_path / "on", metadata_max_idle_interval_ms=interval))
+    off = build_node(single_voter_config(tmp_path / "off", metadata_max_idle_interval_ms=0))
+
+    async def main():
+        await node.start()
+        await off.start()
+        try:
+            await active(node)
+            await active(off)
+            start, off_start = node.image.next_offset, off.image.next_offset
+            await wait_until(lambda: len(noop_batches(node, start)) >= 5, what="five NoOps")
+            # Idle: every record since the bootstrap is a NoOp, in a batch of its own.
+            entries = node.sm.log.read(start, 100_000)
+            assert entries and all(type(e.record) is NoOpRecord for e in entries)
+            assert all(e.batch_offset == e.offset for e in entries)
+            stamps = [e.timestamp_ms for e in entries]
+            # Not more than one per interval: each is due an interval after the one
+            # before was decided (the batch is stamped a little after its decision).
+            assert all(b - a >= interval - 30 for a, b in zip(stamps, stamps[1:], strict=False))
+            assert node.stats.noop_records == len(noop_batches(node))
+            # The node with 0 was idle as long and wrote nothing.
+            assert off.image.next_offset == off_start and off.stats.noop_records == 0
+            assert off._noop_due is None
+        finally:
+            await node.stop(transfer=False)
+            await off.stop(transfer=False)
+
+    asyncio.run(main())
+
+
+def test_only_the_active_controller_writes_noops_and_it_stops_when_it_stops_leading(tmp_path):
+    """Followers write none; once leadership moves, the old leader writes no
+    more (Kafka cancels the event on renounce) and the new one takes over,
+    under its own controller epoch."""
+    nodes = three_voters(tmp_path, fsync=False, noop_ms=150)
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            await wait_until(lambda: len(noop_batches(leader)) >= 3, what="NoOps from the leader")
+            for n in nodes:
+                if n is not leader:
+                    await wait_until(lambda n=n: len(noop_batches(n)) >= 3, what="applied")
+                    assert n.stats.noop_records == 0 and n._noop_due is None
+            target = next(n for n in nodes if n is not leader)
+            assert await leader.transfer_leadership(target.node_id) == target.node_id
+            await wait_until(lambda: target.active, what="the new active controller")
+            assert not leader.active and leader._noop_due is None
+            written = leader.stats.noop_records
+            handover = target.image.next_offset
+            await wait_until(
+                lambda: len(noop_batches(target, handover)) >= 3, what="NoOps from the new leader"
+            )
+            assert leader.stats.noop_records == written
+            assert target.stats.noop_records >= 3
+            assert {epoch for _, _, epoch in noop_batches(target, handover)} == {target.term}
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
+
+
+def test_a_negative_idle_interval_is_refused():
+    with pytest.raises(ConfigError, match="--metadata-max-idle-interval-ms"):
+        single_voter_config("/nonexistent", raft_port=1, metadata_max_idle_interval_ms=-1)

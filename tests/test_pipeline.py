@@ -146,3 +146,21 @@ def test_an_export_given_as_a_url_is_listed_read_and_written_through_hadoop(spar
     (tmp_path / "empty").mkdir()
     with pytest.raises(ExportDirError, match="holds no exported records"):
         audit_export(spark, f"file://{tmp_path}/empty", echo=lambda _: None)
+
+
+def test_an_unregistered_broker_has_an_unregistered_span_and_the_report_renders(spark, tmp_path):
+    """UnregisterBrokerRecord ends the broker's registration in the broker
+    states (until it registers again), and the report draws the span."""
+    log = next(log for log in CORPUS if log.name == "unregistered-and-back")
+    export = write_export(log, str(tmp_path / "log"))
+    report = tmp_path / "report.html"
+    result = audit_export(spark, export, str(tmp_path / "out"), str(report), echo=lambda _: None)
+    assert result.violations == 0
+    unregistered = [r for r in log.records if r["type"] == "UNREGISTER_BROKER_RECORD"]
+    gone = unregistered[0]["data"]["brokerId"]
+    states = pq.read_table(tmp_path / "out" / "broker_states").to_pylist()
+    spans = sorted((s["start_offset"], s["state"]) for s in states if s["broker_id"] == gone)
+    assert (unregistered[0]["offset"], "unregistered") in spans
+    assert [state for _, state in spans][-1] == "active"  # registered again, and unfenced
+    # Drawn with the state's colour (an unknown state would fail the chart).
+    assert report.read_text().count("data:image/png;base64,") == 3

@@ -64,6 +64,11 @@ def test_flags_come_from_the_environment_too(tmp_path):
             ],
             "--raft-secret-file /nope",
         ),
+        (
+            ["--node-id", "0", "--voters", "0@127.0.0.1:1"]
+            + ["--metadata-max-idle-interval-ms", "-1"],
+            "--metadata-max-idle-interval-ms must be 0 (never) or positive",
+        ),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(tmp_path, args, message):
