@@ -114,6 +114,7 @@ class Fault:
     # membership changes: seconds from the first request to done, None if not done
     took: float | None = None
     voters_after: list[int] | None = None  # node ids
+    cut_short: bool = False  # a membership change the end of the run interrupted
 
     @property
     def leader_changes(self) -> int | None:
@@ -385,6 +386,7 @@ class Nemesis:
 
     def _membership_finding(self, fault: Fault, what: str, last: str) -> None:
         if self._stop.is_set():
+            fault.cut_short = True
             self.progress(f"[{self.now():6.1f}s] {what} cut short by the end of the run ({last})")
         else:
             self.findings.append(

@@ -150,7 +150,12 @@ class RunReport:
                 lines.append(
                     f"  {kind:16} "
                     + ", ".join(
-                        f"{f.took:.1f} s" if f.took is not None else "NOT done" for f in mine
+                        f"{f.took:.1f} s"
+                        if f.took is not None
+                        else "cut short"
+                        if f.cut_short
+                        else "NOT done"
+                        for f in mine
                     )
                 )
         return lines

@@ -64,7 +64,9 @@ def test_no_acknowledged_write_is_lost_under_faults(request):
     assert report.result.divergent == 0
     wiped = [f for f in report.faults if f.kind == "disk-loss"]
     assert wiped and all(f.readmitted for f in wiped), "a wiped voter was not re-admitted"
-    changes = [f for f in report.faults if f.kind in MEMBERSHIP]
+    # A change the end of the run interrupted proves nothing either way (the
+    # settled voters are checked above); every other one must have finished.
+    changes = [f for f in report.faults if f.kind in MEMBERSHIP and not f.cut_short]
     assert changes and all(f.took is not None for f in changes), "a voter change not done"
     assert any(f.kind == "flapping-link" for f in report.faults)
     shutil.rmtree(root, ignore_errors=True)
