@@ -31,7 +31,7 @@ run: $(CORE_STAMP)
 test: $(ALL_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 bench: $(CORE_STAMP)
 	$(BIN)/python bench/controller.py

@@ -18,6 +18,23 @@ from .local_node import LocalNode
 BOTH_LAYOUTS = frozenset({"test_cluster", "test_e2e", "test_agent", "test_journal_restart"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """``make test`` runs two pytest-xdist workers (``--dist loadgroup``):
+    tests that must not overlap share a group, which one worker runs in turn.
+    The fault tests take the network namespaces, iptables and the CPU the
+    faults are timed on; Spark tests share one JVM per worker."""
+    for item in items:
+        path = item.path.as_posix()
+        if "/tests/faults/" in path or "/tests/hostile/" in path:
+            item.add_marker(pytest.mark.xdist_group("faults"))
+        elif "spark" in getattr(item, "fixturenames", ()) or item.path.name in SPARK_MODULES:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+SPARK_MODULES = frozenset({"test_audit_cluster.py", "test_pipeline.py", "test_export.py"})
+
+
 def pytest_generate_tests(metafunc):
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
     if module in BOTH_LAYOUTS and "http_layout" in metafunc.fixturenames:
