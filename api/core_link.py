@@ -201,7 +201,6 @@ class WorkerLink:
         self._flush_pending = False
         self._later: asyncio.TimerHandle | None = None
         self._sending_image = False
-        self._barrier: asyncio.Future | None = None
         self.requests = 0
         self.lost: str | None = None
 
@@ -242,10 +241,10 @@ class WorkerLink:
             self._answer(request_id, future.result())
 
     def _join_barrier(self, request_id: int) -> None:
-        """Every barrier of one loop turn shares one (QuorumNode.barrier shares too)."""
-        if self._barrier is None or self._barrier.done():
-            self._barrier = asyncio.ensure_future(self.node.barrier())
-        self._barrier.add_done_callback(lambda f, i=request_id: self._settled(i, f))
+        """Each read its own wait: QuorumNode.barrier shares the proposals,
+        but never one proposed before the read arrived."""
+        barrier = asyncio.ensure_future(self.node.barrier())
+        barrier.add_done_callback(lambda f, i=request_id: self._settled(i, f))
 
     async def _forward(self, request_id: int, head: dict[str, Any], body: bytes) -> None:
         try:

@@ -350,7 +350,7 @@ class QuorumNode:
         self.apply_watchers: list = []
         self._applied_wakeup_pending = False
         self._barrier: asyncio.Future | None = None
-        self._barrier_waiters = 0
+        self._barriers_proposed = 0  # numbers the barriers: a read uses one proposed after it
         self._timer_handle: asyncio.TimerHandle | None = None
         # When the next NoOpRecord is due (session clock); None while one is
         # queued, while not active, or with the interval at 0.
@@ -1112,20 +1112,26 @@ class QuorumNode:
         """Linearizable read barrier: returns an offset such that every write
         acknowledged before the call is at or below it in this node's image.
 
-        One empty batch through the log, shared by every read that arrives
-        while none is in flight; it takes no offsets, so it can interleave with
-        the leader's batches anywhere."""
+        One empty batch through the log, shared by the reads that arrive
+        while none is in flight; it takes no offsets, so it can interleave
+        with the leader's batches anywhere. A read never uses a barrier
+        proposed before it arrived (etcd's ReadIndex batches the same way):
+        on a follower that barrier may sit in the log before a write the
+        leader acknowledged since, and it applies here before that write.
+        Such a read waits for it to end and shares the next one."""
         if self.replaying:
             raise UnavailableError("this node is still replaying its log", 1.0)
         deadline = time.monotonic() + timeout_s
+        arrived = self._barriers_proposed
         while True:
             if self._barrier is None or self._barrier.done():
                 if self.raft_leader_id is None:
                     raise UnavailableError("no leader is known; a linearizable read needs one", 0.5)
+                self._barriers_proposed += 1
                 self._barrier = self._propose(
                     Batch(self.image.controller_epoch, wall_clock_ms(), ())
                 )
-            barrier = self._barrier
+            barrier, number = self._barrier, self._barriers_proposed
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise UnavailableError("the read barrier did not commit in time", 0.5)
@@ -1133,6 +1139,8 @@ class QuorumNode:
                 result, error = await asyncio.wait_for(asyncio.shield(barrier), remaining)
             except TimeoutError:
                 raise UnavailableError("the read barrier did not commit in time", 0.5) from None
+            if number <= arrived:
+                continue  # proposed before this read arrived: the next one
             if error == FAIL_REASON.SUCCESS and result is not None and result >= 0:
                 return self.image.last_offset
             # The epoch moved (new leader) or the entry was lost: try again.

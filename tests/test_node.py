@@ -309,6 +309,37 @@ def test_a_batch_from_an_older_epoch_or_offset_is_a_no_op(tmp_path):
     run_with(node, body)
 
 
+def test_a_read_never_uses_a_barrier_proposed_before_it_arrived(tmp_path):
+    """On a follower, a barrier already in the log may come before a write the
+    leader acknowledged since: a read that arrives while it is in flight
+    waits for the next barrier (reads arriving together share one)."""
+    node = build_node(single_voter_config(tmp_path))
+
+    async def body(node):
+        await active(node)
+        proposed: list[asyncio.Future] = []
+
+        def propose(batch, known=None):  # barriers that commit when the test says
+            proposed.append(node.loop.create_future())
+            return proposed[-1]
+
+        node._propose = propose
+        first = asyncio.ensure_future(node.barrier())
+        await wait_until(lambda: len(proposed) == 1)
+        later = [asyncio.ensure_future(node.barrier()) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        assert len(proposed) == 1  # the later reads wait; none proposes yet
+        proposed[0].set_result((0, 0))  # FAIL_REASON.SUCCESS
+        assert await first == node.image.last_offset
+        await wait_until(lambda: len(proposed) == 2)
+        assert not any(r.done() for r in later)  # barrier 1 did not answer them
+        proposed[1].set_result((0, 0))
+        assert await asyncio.gather(*later) == [node.image.last_offset] * 3
+        assert len(proposed) == 2  # the three shared barrier 2
+
+    run_with(node, body)
+
+
 def test_the_data_dir_remembers_its_node_and_cluster(tmp_path):
     config = single_voter_config(tmp_path, cluster_id="c1")
     first = claim_data_dir(config)
