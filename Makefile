@@ -3,7 +3,9 @@
 # package only (a voter, the CLI and the simulator), `test` everything (the
 # dev tools and the pipeline extra: Spark, Arrow, matplotlib). Each has its
 # own stamp, so either may come first and each re-installs only when
-# pyproject.toml changes.
+# pyproject.toml changes. `test` runs two pytest-xdist workers, a test module
+# at a time on each (--dist loadfile: a module's shared voter, Spark session
+# or image build stays in one process).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -31,7 +33,7 @@ run: $(CORE_STAMP)
 test: $(ALL_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadfile
 
 bench: $(CORE_STAMP)
 	$(BIN)/python bench/controller.py

@@ -3,6 +3,7 @@
 ``metaquorum serve`` voter process per module."""
 
 import contextlib
+import os
 
 import pytest
 
@@ -18,37 +19,31 @@ from .local_node import LocalNode
 BOTH_LAYOUTS = frozenset({"test_cluster", "test_e2e", "test_agent", "test_journal_restart"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    """``make test`` runs two pytest-xdist workers (``--dist loadgroup``):
-    tests that must not overlap share a group, which one worker runs in turn.
-    The fault tests take the network namespaces, iptables and the CPU the
-    faults are timed on; Spark tests share one JVM per worker."""
-    for item in items:
-        path = item.path.as_posix()
-        if "/tests/faults/" in path or "/tests/hostile/" in path:
-            item.add_marker(pytest.mark.xdist_group("faults"))
-        elif "spark" in getattr(item, "fixturenames", ()) or item.path.name in SPARK_MODULES:
-            item.add_marker(pytest.mark.xdist_group("spark"))
-
-
-SPARK_MODULES = frozenset({"test_audit_cluster.py", "test_pipeline.py", "test_export.py"})
-
-
 def pytest_generate_tests(metafunc):
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
     if module in BOTH_LAYOUTS and "http_layout" in metafunc.fixturenames:
-        metafunc.parametrize("http_layout", ["default", "2-workers"], indirect=True)
+        metafunc.parametrize("http_layout", ["default", "2-workers"], indirect=True, scope="module")
 
 
-@pytest.fixture(autouse=True)
-def http_layout(request, monkeypatch):
-    """``serve``'s HTTP layout for the voters a test starts (they read
-    METAQUORUM_HTTP_WORKERS when no flag says otherwise)."""
+@pytest.fixture(autouse=True, scope="module")
+def http_layout(request):
+    """``serve``'s HTTP layout for the voters a module's tests start (they
+    read METAQUORUM_HTTP_WORKERS when no flag says otherwise); module-scoped,
+    so that a module's shared voter (``voter``) is started in each layout."""
     layout = getattr(request, "param", "default")
+    saved = os.environ.get(WORKERS_ENV)
     if layout == "2-workers":
-        monkeypatch.setenv("METAQUORUM_HTTP_WORKERS", "2")
-    return layout
+        os.environ[WORKERS_ENV] = "2"
+    try:
+        yield layout
+    finally:
+        if saved is None:
+            os.environ.pop(WORKERS_ENV, None)
+        else:
+            os.environ[WORKERS_ENV] = saved
+
+
+WORKERS_ENV = "METAQUORUM_HTTP_WORKERS"
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +90,9 @@ def cluster(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def voter(tmp_path_factory, request):
-    """A single-voter ``metaquorum serve`` process, leading and ready."""
+def voter(tmp_path_factory, request, http_layout):
+    """A single-voter ``metaquorum serve`` process, leading and ready (one
+    per HTTP layout the module runs in)."""
     with running_cluster(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])) as c:
         yield c
 

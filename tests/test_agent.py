@@ -18,8 +18,9 @@ from .conftest import running_cluster
 
 
 @pytest.fixture(scope="module")
-def voter(tmp_path_factory):
-    # A short session timeout keeps crash tests short.
+def voter(tmp_path_factory, http_layout):
+    # A short session timeout keeps crash tests short. One voter per HTTP
+    # layout the module runs in (tests/conftest.py).
     with running_cluster(
         tmp_path_factory.mktemp("agent"), extra=["--session-timeout-ms", "3000"]
     ) as c:
