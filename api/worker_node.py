@@ -20,6 +20,7 @@ from typing import Any
 
 from metadata_records.snapshot import decode_image
 from quorum.node import OutcomeUnknownError, UnavailableError
+from quorum.offset_waiters import OffsetWaiters
 from quorum.state_machine import MetadataStateMachine
 
 from .worker_link import (
@@ -92,13 +93,11 @@ class WorkerNode:
         self._outbox: list = []
         self._flush_pending = False
         self._has_image: asyncio.Event | None = None
-        self._applied: asyncio.Event | None = None
-        self._offset_waiters = 0
+        self._waiters = OffsetWaiters()
 
     async def connect(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         self._has_image = asyncio.Event()
-        self._applied = asyncio.Event()
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
 
     async def wait_for_image(self, timeout_s: float) -> bool:
@@ -223,25 +222,9 @@ class WorkerNode:
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until this worker's image reaches ``offset`` (exclusive end)."""
-        deadline = time.monotonic() + timeout_s
-        self._offset_waiters += 1
-        try:
-            while self.sm.image.next_offset <= offset:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.lost is not None:
-                    return False
-                try:
-                    await asyncio.wait_for(self._applied.wait(), remaining)
-                except TimeoutError:
-                    return False
-            return True
-        finally:
-            self._offset_waiters -= 1
-
-    def _applied_now(self) -> None:
-        if self._offset_waiters:
-            event, self._applied = self._applied, asyncio.Event()
-            event.set()
+        return await self._waiters.wait(
+            offset, timeout_s, lambda: self.sm.image.next_offset, lambda: self.lost is not None
+        )
 
     def _load_image(self, encoded: bytes, retained: tuple) -> None:
         image = decode_image(encoded)
@@ -249,7 +232,7 @@ class WorkerNode:
         self.sm.image = image
         self.sm.log.load(base, batches, next_offset)
         self._has_image.set()
-        self._applied_now()
+        self._waiters.wake()
 
     def _apply(self, batches: list) -> None:
         sm = self.sm
@@ -262,7 +245,7 @@ class WorkerNode:
                 )
                 return
             sm.apply_batch(payload, _doApply=True)
-        self._applied_now()
+        self._waiters.wake()
 
     # ---------------------------------------------------------------- in
 
@@ -306,8 +289,7 @@ class WorkerNode:
                     UnavailableError("this HTTP worker lost its link to the voter's core", 1.0)
                 )
         self._waiting.clear()
-        if self._applied is not None:
-            self._applied.set()
+        self._waiters.wake()
         if self.protocol.transport is not None:
             self.protocol.transport.close()
         if self.on_lost is not None:

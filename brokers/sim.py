@@ -220,6 +220,27 @@ async def brokers_http(c: SimConfig):
         yield http
 
 
+@contextlib.asynccontextmanager
+async def sim_clients(c: SimConfig, metadata_connections: int = 4):
+    """(the brokers' client, the metadata client). Metadata (the log follower,
+    status, the final check) has connections of its own, as a Kafka broker's
+    metadata fetches do: under load it must not queue behind the brokers'
+    heartbeats, or they could never catch up."""
+    verify = c.tls.context if c.tls is not None else True
+    async with (
+        brokers_http(c) as http,
+        httpx.AsyncClient(
+            timeout=10.0,
+            limits=httpx.Limits(max_connections=metadata_connections),
+            verify=verify,
+        ) as meta,
+    ):
+        yield (
+            MetaquorumClient(c.urls, token=c.token, http=http, tls=c.tls),
+            MetaquorumClient(c.urls, token=c.token, http=meta, tls=c.tls),
+        )
+
+
 class World:
     """The data plane between the simulated brokers (a ``FollowerModel``)."""
 
@@ -421,19 +442,7 @@ class Simulation:
     # ------------------------------------------------------------ the run
 
     async def run(self) -> SimResult:
-        c = self.config
-        # Metadata (the log follower, status, the final check) has connections of
-        # its own, as a Kafka broker's metadata fetches do: under load it must not
-        # queue behind the brokers' heartbeats, or they could never catch up.
-        verify = c.tls.context if c.tls is not None else True
-        async with (
-            brokers_http(c) as http,
-            httpx.AsyncClient(
-                timeout=10.0, limits=httpx.Limits(max_connections=4), verify=verify
-            ) as meta,
-        ):
-            self.client = MetaquorumClient(c.urls, token=c.token, http=http, tls=c.tls)
-            self.meta = MetaquorumClient(c.urls, token=c.token, http=meta, tls=c.tls)
+        async with sim_clients(self.config) as (self.client, self.meta):
             try:
                 return await self._run()
             finally:
@@ -542,12 +551,32 @@ class Simulation:
         self.phase = "stopping brokers (controlled shutdown)"
         results = await asyncio.gather(*(a.stop() for a in self.agents.values()))
         unclean = sum(1 for ok in results if not ok)
+        return await self._result(
+            final, settled, settle_s, stuck, running, unclean, [self.lag], processes=1
+        )
+
+    async def _result(
+        self,
+        final: dict,
+        settled: bool,
+        settle_s: float | None,
+        stuck: list[str],
+        running: dict,
+        unclean: int,
+        monitors: list,
+        processes: int,
+    ) -> SimResult:
+        """Checks the log (unless told not to) and sums the run up: one
+        process's run or several's (brokers/sim_workers.py)."""
+        c = self.config
+        cache = self.follower.cache
         violations: list[Violation] = []
         checked = fencings = 0
         if c.check_log:
             self.phase = "checking the log"
             checker = await self.check_log()
             violations, checked, fencings = checker.violations, checker.records, checker.fencings
+        warning = next((w for w in (m.warning() for m in monitors) if w), None)
         return SimResult(
             seed=c.seed,
             brokers=c.brokers,
@@ -571,8 +600,9 @@ class Simulation:
             unclean_shutdowns=unclean,
             final=final,
             problems=self.problems,
-            lag=lag_summary([self.lag], self.stats.events),
-            warnings=[w for w in [self.lag.warning()] if w],
+            lag=lag_summary(monitors, self.stats.events),
+            warnings=[warning] if warning else [],
+            processes=processes,
         )
 
     def _settled(self) -> bool:

@@ -41,12 +41,8 @@ from collections import Counter
 from multiprocessing.connection import Connection
 from typing import Any
 
-import httpx
-
-from metadata_records.log_invariants import Violation
-
 from .agent import State
-from .client import ClientError, MetaquorumClient
+from .client import ClientError
 from .loop_lag import CLUSTER, SIMULATOR, LagMonitor
 from .metadata_cache import LogFollower
 from .sim import (
@@ -55,9 +51,8 @@ from .sim import (
     Simulation,
     World,
     _ms,
-    brokers_http,
     image_counts,
-    lag_summary,
+    sim_clients,
 )
 from .stats import Histogram, SimStats
 from .tls import load_client_tls
@@ -144,16 +139,7 @@ class Worker(Simulation):
         c = self.config
         loop = asyncio.get_running_loop()
         loop.add_reader(self.conn.fileno(), self._receive)
-        async with (
-            brokers_http(c) as http,
-            httpx.AsyncClient(
-                timeout=10.0,
-                limits=httpx.Limits(max_connections=2),
-                verify=c.tls.context if c.tls is not None else True,
-            ) as meta,
-        ):
-            self.client = MetaquorumClient(c.urls, token=c.token, http=http, tls=c.tls)
-            self.meta = MetaquorumClient(c.urls, token=c.token, http=meta, tls=c.tls)
+        async with sim_clients(c, metadata_connections=2) as (self.client, self.meta):
             self.follower = LogFollower(self.meta, wait_ms=c.log_wait_ms)
             self.world = SharedWorld(self.follower)
             self._tasks += [
@@ -412,16 +398,7 @@ class MultiSimulation(Simulation):
     # ------------------------------------------------------------ the run
 
     async def run(self) -> SimResult:
-        c = self.config
-        verify = c.tls.context if c.tls is not None else True
-        async with (
-            brokers_http(c) as http,
-            httpx.AsyncClient(
-                timeout=10.0, limits=httpx.Limits(max_connections=4), verify=verify
-            ) as meta,
-        ):
-            self.client = MetaquorumClient(c.urls, token=c.token, http=http, tls=c.tls)
-            self.meta = MetaquorumClient(c.urls, token=c.token, http=meta, tls=c.tls)
+        async with sim_clients(self.config) as (self.client, self.meta):
             try:
                 return await self._run()
             finally:
@@ -495,39 +472,8 @@ class MultiSimulation(Simulation):
         finals = [f for f in self.finals if f is not None]
         stuck = [line for f in finals for line in f.get("stuck", [])]
         unclean = sum(f.get("unclean", 0) for f in finals)
-        violations: list[Violation] = []
-        checked = fencings = 0
-        if c.check_log:
-            self.phase = "checking the log"
-            checker = await self.check_log()
-            violations, checked, fencings = checker.violations, checker.records, checker.fencings
-        monitors = self.monitors()
-        warning = next((m.warning() for m in monitors if m.warning()), None)
-        return SimResult(
-            seed=c.seed,
-            brokers=c.brokers,
-            partitions=final["partitions"],
-            duration_s=round(self.elapsed_s, 1),
-            chaos=dict(self.chaos_done),
-            chaos_skipped=self.chaos_skipped,
-            schedule=[dataclasses.asdict(e) for e in self.schedule if e.at_s <= self._ran_s],
-            settled=settled,
-            settle_s=None if settle_s is None else round(settle_s, 2),
-            stuck=stuck,
-            violations=[str(v) for v in violations],
-            records_checked=checked,
-            fencings=fencings,
-            isr_shrinks=cache.isr_shrinks,
-            isr_expands=cache.isr_expands,
-            isr_while_running=running,
-            events=dict(self.stats.events),
-            requests=self.request_summary(),
-            unclean_shutdowns=unclean,
-            final=final,
-            problems=self.problems,
-            lag=lag_summary(monitors, self.stats.events),
-            warnings=[warning] if warning else [],
-            processes=len(self.ranges),
+        return await self._result(
+            final, settled, settle_s, stuck, running, unclean, self.monitors(), len(self.ranges)
         )
 
 

@@ -68,6 +68,7 @@ from .membership import (
 )
 from .membership_port import check_port, set_members
 from .node_config import DataDirIdentity, NodeConfig, record_formation
+from .offset_waiters import OffsetWaiters
 from .pre_vote import (
     PreVote,
     attach_pre_vote,
@@ -343,8 +344,7 @@ class QuorumNode:
         # Set after an apply (then replaced) while wait_for_offset has waiters:
         # waking the event loop for every batch nobody waits on would cost a
         # syscall and a GIL hand-over on the Raft thread's critical path.
-        self._applied = asyncio.Event()  # replaced in start()
-        self._offset_waiters = 0  # written by the loop, read by the tick thread
+        self._waiters = OffsetWaiters()
         # Called on the loop after batches applied (coalesced): the HTTP
         # workers' links send the new batches on (api/core_link.py).
         self.apply_watchers: list = []
@@ -608,7 +608,6 @@ class QuorumNode:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self._applied = asyncio.Event()
         self.sm.on_applied = self._on_applied_threadsafe
         if self.syncobj._isLeader():
             self.loop.call_soon(self._state_changed, LEADER)
@@ -702,7 +701,7 @@ class QuorumNode:
     def _on_applied_threadsafe(self) -> None:  # tick thread, after the image moved
         # A waiter counts itself before it reads the image (wait_for_offset), so
         # either it sees the new image or this sees it waiting: no lost wakeup.
-        if (self._offset_waiters or self.apply_watchers) and not self._applied_wakeup_pending:
+        if (self._waiters.count or self.apply_watchers) and not self._applied_wakeup_pending:
             self._applied_wakeup_pending = True
             self._call(self._on_applied)
 
@@ -1085,28 +1084,13 @@ class QuorumNode:
 
     def _on_applied(self) -> None:
         self._applied_wakeup_pending = False
-        event = self._applied
-        event.set()
-        self._applied = asyncio.Event()
+        self._waiters.wake()
         for watcher in self.apply_watchers:
             watcher()
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until the log reaches ``offset`` (exclusive end) or the timeout."""
-        deadline = time.monotonic() + timeout_s
-        self._offset_waiters += 1
-        try:
-            while self.image.next_offset <= offset:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                try:
-                    await asyncio.wait_for(self._applied.wait(), remaining)
-                except TimeoutError:
-                    return False
-            return True
-        finally:
-            self._offset_waiters -= 1
+        return await self._waiters.wait(offset, timeout_s, lambda: self.image.next_offset)
 
     async def barrier(self, timeout_s: float = 5.0) -> int:
         """Linearizable read barrier: returns an offset such that every write
