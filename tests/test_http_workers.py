@@ -221,6 +221,7 @@ def test_the_core_killed_takes_its_workers_and_the_port_with_it(tmp_path):
     try:
         c.start()
         c.wait_ready()
+        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
         pids = [w["pid"] for w in workers_of(c, 0)]
         assert len(pids) == WORKERS and all(alive(p) for p in pids)
         c.kill(0)
@@ -230,6 +231,7 @@ def test_the_core_killed_takes_its_workers_and_the_port_with_it(tmp_path):
             pass
         c.start(0)
         c.wait_ready()
+        c.leader()
         assert register(c, 0, 1) > 0
     finally:
         c.close()
@@ -240,6 +242,7 @@ def test_sigterm_stops_the_workers_and_exits_0(tmp_path):
     try:
         c.start()
         c.wait_ready()
+        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
         pids = [w["pid"] for w in workers_of(c, 0)]
         assert c.stop(0) == 0, c.tail(0)
         assert not any(alive(p) for p in pids)
@@ -262,6 +265,7 @@ def test_a_frozen_core_makes_its_workers_refuse_instead_of_serving_stale(tmp_pat
     try:
         c.start()
         c.wait_ready()
+        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
         register(c, 0, 1)
         c.signal(0, signal.SIGSTOP)
         try:
@@ -277,6 +281,7 @@ def test_a_frozen_core_makes_its_workers_refuse_instead_of_serving_stale(tmp_pat
         finally:
             c.signal(0, signal.SIGCONT)
         c.wait_ready()
+        c.leader()
         assert brokers(c, 0).keys() == {1}
     finally:
         c.close()
@@ -295,6 +300,7 @@ def test_a_history_through_workers_and_redirects_is_linearizable_under_kills(tmp
     try:
         c.start()
         c.wait_ready()
+        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
         leader = c.leader()
         # Three brokers kept alive by heartbeats lead a topic whose ISRs the
         # clients change (partition epochs: many writes per key); every other
@@ -488,6 +494,7 @@ def test_a_second_voter_on_the_port_names_the_first_through_its_worker(tmp_path)
     try:
         c.start()
         c.wait_ready()
+        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
         (tmp_path / "other").mkdir()
         other = Cluster(tmp_path / "other", voters=1)
         other.http = c.http  # the same HTTP port, another data dir and Raft port
