@@ -247,7 +247,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     from .serve import build_tls, http_config
 
     index = config["index"]
-    node = WorkerNode(config["nodeId"], index)
+    node = WorkerNode(config["nodeId"], index, config["logRetention"])
     await node.connect(socket.socket(fileno=config["linkFd"]))
     if not await node.wait_for_image(IMAGE_WAIT_S):
         log.error("no image from the voter's core within %.0f s: exiting", IMAGE_WAIT_S)

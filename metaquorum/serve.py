@@ -499,6 +499,7 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
     links = CoreLinks(node, core_app, summed)
     config = {
         "nodeId": node.node_id,
+        "logRetention": node.config.log_retention,
         "host": args.http_host,
         "port": int(args.http_port),
         "tokensFile": args.tokens_file or None,
