@@ -456,14 +456,17 @@ class ForwardToCore:
     def __init__(self, app: ASGIApp, *, node: WorkerNode, routes: list) -> None:
         self.app = app
         self.node = node
-        self.routes = routes  # the app's, for the metrics' route label
+        self.routes = routes  # the app's (filled once its endpoints exist)
+        self._by_path: dict[str, Any] | None = None  # the metrics' route label, by path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path")
         if scope["type"] != "http" or path not in FORWARDED:
             await self.app(scope, receive, send)
             return
-        scope["route"] = next((r for r in self.routes if getattr(r, "path", None) == path), None)
+        if self._by_path is None:
+            self._by_path = {getattr(r, "path", None): r for r in self.routes}
+        scope["route"] = self._by_path.get(path)
         chunks = []
         while True:
             message = await receive()

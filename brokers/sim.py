@@ -449,9 +449,13 @@ class Simulation:
                 for t in self._tasks:
                     t.cancel()
                 await asyncio.gather(*self._tasks, return_exceptions=True)
-                for a in self.agents.values():
-                    if a.alive:
-                        await a.crash()
+                await self._stop_brokers()
+
+    async def _stop_brokers(self) -> None:
+        """After the run, whatever ended it: no broker keeps running."""
+        for a in self.agents.values():
+            if a.alive:
+                await a.crash()
 
     async def _run(self) -> SimResult:
         c = self.config

@@ -397,15 +397,8 @@ class MultiSimulation(Simulation):
 
     # ------------------------------------------------------------ the run
 
-    async def run(self) -> SimResult:
-        async with sim_clients(self.config) as (self.client, self.meta):
-            try:
-                return await self._run()
-            finally:
-                for t in self._tasks:
-                    t.cancel()
-                await asyncio.gather(*self._tasks, return_exceptions=True)
-                self._stop_workers()
+    async def _stop_brokers(self) -> None:
+        self._stop_workers()  # the brokers run in them
 
     async def _run(self) -> SimResult:
         c = self.config

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from metaquorum.http_workers import default_workers, parse_workers
 
 from .cluster import Cluster
+from .conftest import running_cluster
 from .linearizability import INF, Op, check
 from .test_cluster import brokers, others, register, register_body, write
 
@@ -217,11 +218,7 @@ def test_a_worker_killed_under_load_is_replaced_and_acknowledges_nothing_false(c
 
 
 def test_the_core_killed_takes_its_workers_and_the_port_with_it(tmp_path):
-    c = Cluster(tmp_path, voters=1, extra=["--http-workers", str(WORKERS)])
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
+    with running_cluster(tmp_path, extra=["--http-workers", str(WORKERS)]) as c:
         pids = [w["pid"] for w in workers_of(c, 0)]
         assert len(pids) == WORKERS and all(alive(p) for p in pids)
         c.kill(0)
@@ -233,21 +230,13 @@ def test_the_core_killed_takes_its_workers_and_the_port_with_it(tmp_path):
         c.wait_ready()
         c.leader()
         assert register(c, 0, 1) > 0
-    finally:
-        c.close()
 
 
 def test_sigterm_stops_the_workers_and_exits_0(tmp_path):
-    c = Cluster(tmp_path, voters=1, extra=["--http-workers", str(WORKERS)])
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
+    with running_cluster(tmp_path, extra=["--http-workers", str(WORKERS)]) as c:
         pids = [w["pid"] for w in workers_of(c, 0)]
         assert c.stop(0) == 0, c.tail(0)
         assert not any(alive(p) for p in pids)
-    finally:
-        c.close()
 
 
 def test_a_bad_worker_count_is_refused_at_start(tmp_path):
@@ -261,11 +250,7 @@ def test_a_bad_worker_count_is_refused_at_start(tmp_path):
 
 
 def test_a_frozen_core_makes_its_workers_refuse_instead_of_serving_stale(tmp_path):
-    c = Cluster(tmp_path, voters=1, extra=["--http-workers", str(WORKERS)])
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
+    with running_cluster(tmp_path, extra=["--http-workers", str(WORKERS)]) as c:
         register(c, 0, 1)
         c.signal(0, signal.SIGSTOP)
         try:
@@ -283,8 +268,6 @@ def test_a_frozen_core_makes_its_workers_refuse_instead_of_serving_stale(tmp_pat
         c.wait_ready()
         c.leader()
         assert brokers(c, 0).keys() == {1}
-    finally:
-        c.close()
 
 
 def test_a_history_through_workers_and_redirects_is_linearizable_under_kills(tmp_path):
@@ -490,11 +473,7 @@ def register_as(cluster, i, broker_id, incarnation):
 
 
 def test_a_second_voter_on_the_port_names_the_first_through_its_worker(tmp_path):
-    c = Cluster(tmp_path, voters=1, extra=["--http-workers", "1"])
-    try:
-        c.start()
-        c.wait_ready()
-        c.leader()  # active: its LEADER_CHANGE applied (ready says less)
+    with running_cluster(tmp_path, extra=["--http-workers", "1"]) as c:
         (tmp_path / "other").mkdir()
         other = Cluster(tmp_path / "other", voters=1)
         other.http = c.http  # the same HTTP port, another data dir and Raft port
@@ -506,8 +485,6 @@ def test_a_second_voter_on_the_port_names_the_first_through_its_worker(tmp_path)
             assert "--node-id 0), through its HTTP worker pid" in said, said
         finally:
             other.close()
-    finally:
-        c.close()
 
 
 def test_auto_is_one_worker_per_cpu_left_and_none_below_three():
