@@ -828,8 +828,7 @@ def test_only_the_active_controller_writes_noops_and_it_stops_when_it_stops_lead
             # Counted when the commit's callback runs, a loop turn after the
             # record reaches the log.
             await wait_until(
-                lambda: len(noop_batches(target, handover)) >= 3
-                and target.stats.noop_records >= 3,
+                lambda: len(noop_batches(target, handover)) >= 3 and target.stats.noop_records >= 3,
                 what="NoOps from the new leader",
             )
             assert leader.stats.noop_records == written
