@@ -582,6 +582,10 @@ def create_app(
         description=DESCRIPTION,
         openapi_tags=TAGS,
         default_response_class=JsonResponse,
+        # FastAPI's native OpenTelemetry asks the global providers on every
+        # request whether it is on (3% of a worker's time); /metrics is this
+        # service's telemetry.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.node = node
     app.state.auth = auth

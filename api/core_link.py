@@ -188,6 +188,32 @@ class CoreLinks:
             self.node.apply_watchers.remove(self._on_applied)
 
 
+class _LinkReply:
+    """Where the core's answer to one of a worker's writes goes: straight into
+    the link's outbox (QuorumNode.submit_to's ``reply``), without a Future and
+    a scheduled callback per write. Done once answered, or once the worker is
+    gone: a write queued by a dead worker is then not decided at all (its
+    client was told nothing, and hears of no outcome)."""
+
+    __slots__ = ("link", "request_id", "answered")
+
+    def __init__(self, link: WorkerLink, request_id: int) -> None:
+        self.link = link
+        self.request_id = request_id
+        self.answered = False
+
+    def done(self) -> bool:
+        return self.answered or self.link.lost is not None
+
+    def set_result(self, value: object) -> None:
+        self.answered = True
+        self.link._answer(self.request_id, value)
+
+    def set_exception(self, error: BaseException) -> None:
+        self.answered = True
+        self.link._refuse(self.request_id, error)
+
+
 class WorkerLink:
     """One worker's link, on the core."""
 
@@ -215,12 +241,11 @@ class WorkerLink:
                 _, request_id, request = item
                 self.requests += 1
                 try:
-                    future = node.submit_future(request, pump=False)
+                    node.submit_to(request, _LinkReply(self, request_id), pump=False)
                 except Exception as e:  # noqa: BLE001 - a NodeError, answered as such
                     self._refuse(request_id, e)
                     continue
                 queued = True
-                future.add_done_callback(lambda f, i=request_id: self._settled(i, f))
             elif kind == BARRIER:
                 self.requests += 1
                 self._join_barrier(item[1])

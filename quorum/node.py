@@ -19,6 +19,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
 from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
@@ -158,10 +159,18 @@ class MembershipRefused(NodeError):
 # ------------------------------------------------------------------ the node
 
 
+class Reply(Protocol):
+    """Where a write's response goes: what _pump and _settle use of a Future."""
+
+    def done(self) -> bool: ...
+    def set_result(self, value: object) -> None: ...
+    def set_exception(self, error: BaseException) -> None: ...
+
+
 @dataclass
 class _Pending:
     request: object  # a controller request, or one of the queue items below
-    future: asyncio.Future | None
+    future: Reply | None
     enqueued: float = field(default_factory=time.monotonic)
 
 
@@ -837,11 +846,19 @@ class QuorumNode:
     def submit_future(self, request: object, pump: bool = True) -> asyncio.Future:
         """``submit`` without the wait: raises the NodeError at once, or
         returns the future that gets the response (or the NodeError) once the
-        records are applied. The HTTP workers' link (api/core_link.py) waits
-        on many at once; a caller that gives up leaves it alone (``_pump``
-        still decides it: only a future that is done is skipped). ``pump``
-        False: the caller queues more first, then calls ``pump``, so that one
-        batch holds them all."""
+        records are applied. A caller that gives up leaves it alone (``_pump``
+        still decides it: only a future that is done is skipped)."""
+        future = self.loop.create_future()
+        self.submit_to(request, future, pump)
+        return future
+
+    def submit_to(self, request: object, reply: Reply, pump: bool = True) -> None:
+        """``submit_future`` into ``reply``: a Future, or anything with its
+        ``done``, ``set_result`` and ``set_exception``, called on the loop (the
+        HTTP workers' link answers straight into its outbox, with no Future
+        and callback per write: api/core_link.py). ``pump`` False: the caller
+        queues more first, then calls ``pump``, so that one batch holds them
+        all."""
         if self.sm.fatal is not None:
             raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
         if self.replaying:
@@ -856,11 +873,9 @@ class QuorumNode:
                 f"{len(self._queue)} requests are queued (the limit is "
                 f"{self.config.max_queued_requests}); nothing was written"
             )
-        future = self.loop.create_future()
-        self._queue.append(_Pending(request, future))
+        self._queue.append(_Pending(request, reply))
         if pump:
             self._pump()
-        return future
 
     def pump(self) -> None:
         """Decides what ``submit_future(..., pump=False)`` queued."""
@@ -1380,12 +1395,12 @@ class QuorumNode:
         return {}
 
 
-def _settle(future: asyncio.Future | None, value) -> None:
+def _settle(future: Reply | None, value) -> None:
     if future is not None and not future.done():
         future.set_result(value)
 
 
-def _fail(future: asyncio.Future | None, error: BaseException) -> None:
+def _fail(future: Reply | None, error: BaseException) -> None:
     if future is not None and not future.done():
         future.set_exception(error)
 

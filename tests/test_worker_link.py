@@ -2,7 +2,10 @@
 pickle's own way, errors survive the crossing, and frames split anywhere are
 read back whole."""
 
+import asyncio
 import pickle
+import socket
+import time
 
 from api.worker_link import (
     FAST_REDUCERS,
@@ -11,6 +14,8 @@ from api.worker_link import (
     encode_error,
     encode_frame,
 )
+from api.worker_node import DEADLINE_SWEEP_S, WorkerNode
+from controller.messages import BrokerHeartbeatRequest
 from metadata_records.errors import ApiError, Errors
 from quorum.node import (
     MembershipRefused,
@@ -99,3 +104,36 @@ def test_node_errors_cross_as_what_they_were():
             assert getattr(back, attr, None) == getattr(error, attr, None)
     bug = decode_error(encode_error(KeyError("x")))
     assert isinstance(bug, RuntimeError) and "KeyError" in str(bug)
+
+
+def test_a_core_that_never_answers_fails_each_call_at_its_deadline():
+    """A worker's calls end at their deadline (one sweep, not a timer each):
+    a write as an unknown outcome (it may still commit), a read barrier as
+    unavailable; an answer after the deadline is ignored; frames did leave."""
+
+    async def main():
+        core, worker = socket.socketpair()
+        core.setblocking(False)
+        node = WorkerNode(node_id=0, index=0)
+        await node.connect(worker)
+        try:
+            node.heard_at = time.monotonic() + 60  # not silent: calls are sent
+            request = BrokerHeartbeatRequest(1, 5, 0)
+            started = time.monotonic()
+            write = asyncio.ensure_future(node.submit(request, timeout_s=0.3))
+            read = asyncio.ensure_future(node.barrier(timeout_s=0.3))
+            done, _ = await asyncio.wait({write, read}, timeout=10)
+            took = time.monotonic() - started
+            assert done == {write, read}
+            assert isinstance(write.exception(), OutcomeUnknownError)
+            assert "may still commit" in str(write.exception())
+            assert isinstance(read.exception(), UnavailableError)
+            assert 0.3 <= took < 0.3 + 4 * DEADLINE_SWEEP_S + 2  # the sweep, on a loaded machine
+            assert not node._waiting
+            sent = core.recv(1 << 16)
+            assert [item[0] for item in decode(sent)] == ["submit", "barrier"]
+        finally:
+            node._on_lost("the test is over")
+            core.close()
+
+    asyncio.run(main())
