@@ -139,7 +139,7 @@ class CoreLinks:
         self.links: dict[int, WorkerLink] = {}
         self._state: dict[str, Any] | None = None
         self._state_task: asyncio.Task | None = None
-        node.apply_watchers.append(self._on_applied)
+        node.apply_watchers.append(self)
 
     def start(self) -> None:
         self._state_task = asyncio.ensure_future(self._watch_state())
@@ -164,7 +164,14 @@ class CoreLinks:
         self._state = core_state(self.node)
         return self._state
 
-    def _on_applied(self) -> None:
+    def needs_wakeup(self) -> bool:  # the Raft thread, after the image moved (ApplyWatcher)
+        # A link with a flush scheduled reads the image when it runs (it
+        # clears its flags before it reads): no wakeup needed for it.
+        return any(
+            link._later is None and not link._flush_pending for link in list(self.links.values())
+        )
+
+    def on_applied(self) -> None:
         for link in self.links.values():
             link.wake_later()
 
@@ -184,8 +191,8 @@ class CoreLinks:
             self._state_task.cancel()
         for index in list(self.links):
             self.detach(index)
-        if self._on_applied in self.node.apply_watchers:
-            self.node.apply_watchers.remove(self._on_applied)
+        if self in self.node.apply_watchers:
+            self.node.apply_watchers.remove(self)
 
 
 class _LinkReply:

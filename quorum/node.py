@@ -167,6 +167,16 @@ class Reply(Protocol):
     def set_exception(self, error: BaseException) -> None: ...
 
 
+class ApplyWatcher(Protocol):
+    """Told on the loop after batches applied. ``needs_wakeup`` is asked on the
+    Raft thread, just after the image moved: False when the watcher will look
+    at the image soon anyway (its own timer is armed), so the Raft thread
+    does not wake the loop for it (a syscall and a GIL hand-over per batch)."""
+
+    def needs_wakeup(self) -> bool: ...
+    def on_applied(self) -> None: ...
+
+
 @dataclass
 class _Pending:
     request: object  # a controller request, or one of the queue items below
@@ -354,9 +364,9 @@ class QuorumNode:
         # waking the event loop for every batch nobody waits on would cost a
         # syscall and a GIL hand-over on the Raft thread's critical path.
         self._waiters = OffsetWaiters()
-        # Called on the loop after batches applied (coalesced): the HTTP
+        # Told on the loop after batches applied (coalesced): the HTTP
         # workers' links send the new batches on (api/core_link.py).
-        self.apply_watchers: list = []
+        self.apply_watchers: list[ApplyWatcher] = []
         self._applied_wakeup_pending = False
         self._barrier: asyncio.Future | None = None
         self._barriers_proposed = 0  # numbers the barriers: a read uses one proposed after it
@@ -710,7 +720,9 @@ class QuorumNode:
     def _on_applied_threadsafe(self) -> None:  # tick thread, after the image moved
         # A waiter counts itself before it reads the image (wait_for_offset), so
         # either it sees the new image or this sees it waiting: no lost wakeup.
-        if (self._waiters.count or self.apply_watchers) and not self._applied_wakeup_pending:
+        if self._applied_wakeup_pending:
+            return
+        if self._waiters.count or any(w.needs_wakeup() for w in self.apply_watchers):
             self._applied_wakeup_pending = True
             self._call(self._on_applied)
 
@@ -1101,7 +1113,7 @@ class QuorumNode:
         self._applied_wakeup_pending = False
         self._waiters.wake()
         for watcher in self.apply_watchers:
-            watcher()
+            watcher.on_applied()
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until the log reaches ``offset`` (exclusive end) or the timeout."""
