@@ -890,7 +890,7 @@ class QuorumNode:
             self._pump()
 
     def pump(self) -> None:
-        """Decides what ``submit_future(..., pump=False)`` queued."""
+        """Decides what ``submit_to(..., pump=False)`` queued."""
         self._pump()
 
     def _enqueue(self, pending: _Pending) -> None:
