@@ -49,7 +49,7 @@ class _ImageCounts:
 
     def __init__(self) -> None:
         self._image: MetadataImage | None = None
-        self.fenced = self.active = self.shutting_down = self.offline = 0
+        self.fenced = self.active = self.shutting_down = self.offline = self.imbalanced = 0
 
     def of(self, image: MetadataImage) -> _ImageCounts:
         if image is not self._image:
@@ -58,9 +58,15 @@ class _ImageCounts:
             # Kafka's ActiveBrokerCount: registered and not fenced.
             self.active = sum(1 for b in brokers if not b.fenced)
             self.shutting_down = sum(1 for b in brokers if b.in_controlled_shutdown)
-            self.offline = sum(
-                1 for t in image.topics.values() for p in t.partitions.values() if p.leader < 0
-            )
+            offline = imbalanced = 0
+            for t in image.topics.values():
+                for p in t.partitions.values():
+                    if p.leader < 0:
+                        offline += 1
+                    # Kafka's PreferredReplicaImbalanceCount: not led by replicas[0]
+                    if p.leader != (p.replicas[0] if p.replicas else -1):
+                        imbalanced += 1
+            self.offline, self.imbalanced = offline, imbalanced
             self._image = image
         return self
 
@@ -146,6 +152,11 @@ class _NodeCollector(Collector):
         )
         yield gauge("registered_broker_count", "registered brokers", len(image.brokers))
         yield gauge("offline_partitions_count", "partitions without a leader", counts.offline)
+        yield gauge(
+            "preferred_replica_imbalance_count",
+            "partitions not led by their preferred replica (the first of their replicas)",
+            counts.imbalanced,
+        )
         yield gauge("global_partition_count", "partitions", image.partition_count)
         yield gauge("global_topic_count", "topics", len(image.topics))
         yield gauge(
@@ -218,6 +229,11 @@ class _NodeCollector(Collector):
             "noop_records",
             "periodic NoOpRecords this node committed as leader (--metadata-max-idle-interval-ms)",
             node.stats.noop_records,
+        )
+        yield counter(
+            "leader_balance_elections",
+            "preferred leaders this node elected back as leader (--auto-leader-rebalance-enable)",
+            node.stats.balance_elections,
         )
         yield counter(
             "ignored_records", "records in the log that could not apply", image.ignored_records

@@ -11,6 +11,13 @@ DEFAULT_UNCLEAN_ELECTION_INTERVAL_MS = 5 * 60 * 1000
 # ReplicationControlManager.MAX_ELECTIONS_PER_IMBALANCE: the most records one
 # run of the unclean-election sweep writes; a run that reaches it runs again.
 MAX_ELECTIONS_PER_IMBALANCE = 1_000
+# leader.imbalance.check.interval.seconds (300): how long after partitions
+# stop being led by their preferred replica the controller elects it back
+# (auto.leader.rebalance.enable, true by default; None here when false).
+DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS = 300 * 1000
+# A balancing run that stopped at MAX_ELECTIONS_PER_IMBALANCE runs again this
+# soon (Kafka's IMMEDIATELY: 10 ms, so other events get their turn).
+BALANCE_AGAIN_MS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,3 +28,4 @@ class ControllerConfig:
     max_default_replication_factor: int = 3  # default RF = min(this, registered brokers)
     unclean_election_interval_ms: int = DEFAULT_UNCLEAN_ELECTION_INTERVAL_MS
     max_elections_per_imbalance: int = MAX_ELECTIONS_PER_IMBALANCE
+    leader_imbalance_check_interval_ms: int | None = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS

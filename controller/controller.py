@@ -17,8 +17,9 @@ for that hour. The controller stamps no record with it; wall time stamps
 batches in the shell.
 
 Periodic work, which the shell runs when it is due (as Kafka's deferred
-controller events): ``maybe_fence_stale_broker`` at ``next_fence_check_ms`` and
-``maybe_elect_unclean_leaders`` at ``next_unclean_election_ms``.
+controller events): ``maybe_fence_stale_broker`` at ``next_fence_check_ms``,
+``maybe_elect_unclean_leaders`` at ``next_unclean_election_ms`` and
+``maybe_balance_partition_leaders`` at ``next_balance_ms``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from metadata_records.records import (
 from metadata_records.uuids import random_uuid
 
 from .cluster_control import ClusterControlManager
-from .config import ControllerConfig
+from .config import BALANCE_AGAIN_MS, ControllerConfig
 from .features_control import FeatureControlManager, bootstrap_records
 from .heartbeats import BrokerHeartbeatManager
 from .isr_index import BrokersToIsrs
@@ -102,6 +103,10 @@ class Controller:
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None
         self._arm_unclean_sweep(now_ms)
+        # When the leader-balancing run is due; None while every partition is
+        # led by its preferred replica, or balancing is off.
+        self._balance_due_ms: int | None = None
+        self._arm_balance(now_ms)
 
     @property
     def index(self) -> BrokersToIsrs:
@@ -120,6 +125,7 @@ class Controller:
         result = handler(request, now_ms)
         self.replay(result.records, result.merged)
         self._arm_unclean_sweep(now_ms)
+        self._arm_balance(now_ms)
         return result
 
     def expire_heartbeat(self, request: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
@@ -132,6 +138,7 @@ class Controller:
         if result is not None:
             self.replay(result.records)
             self._arm_unclean_sweep(now_ms)
+            self._arm_balance(now_ms)
         return result
 
     def next_fence_check_ms(self) -> int | None:
@@ -149,6 +156,7 @@ class Controller:
             self._unclean_due_ms = now_ms + UNCLEAN_SWEEP_AGAIN_MS
         else:
             self._arm_unclean_sweep(now_ms)
+        self._arm_balance(now_ms)
         return result
 
     def next_unclean_election_ms(self) -> int | None:
@@ -164,6 +172,43 @@ class Controller:
             self._index is None or self._index.any_without_leader()
         ):
             self._unclean_due_ms = now_ms + self.config.unclean_election_interval_ms
+
+    def maybe_balance_partition_leaders(self, now_ms: int) -> ControllerResult | None:
+        """The leader-balancing run, if it is due (None if not); the response
+        is True when it stopped at its bound and runs again shortly (Kafka's
+        ImbalanceSchedule.IMMEDIATELY, 10 ms later)."""
+        if self._balance_due_ms is None or now_ms < self._balance_due_ms:
+            return None
+        self._balance_due_ms = None
+        result = self.replication.maybe_balance_partition_leaders()
+        self.replay(result.records)
+        if result.response:
+            self._balance_due_ms = now_ms + BALANCE_AGAIN_MS
+        else:
+            self._arm_balance(now_ms)
+        self._arm_unclean_sweep(now_ms)
+        return result
+
+    def next_balance_ms(self) -> int | None:
+        return self._balance_due_ms
+
+    def imbalanced_partitions(self) -> int | None:
+        """How many partitions are not led by their preferred replica (Kafka's
+        PreferredReplicaImbalanceCount), or None before the index is built."""
+        return None if self._index is None else self._index.imbalanced_count
+
+    def _arm_balance(self, now_ms: int) -> None:
+        """Kafka's ``maybeScheduleNextBalancePartitionLeaders``, run after every
+        write: unless a run is due already, one is due an interval from now
+        if some partition is not led by its preferred replica (a new leader
+        without its index assumes one is; the run builds the index)."""
+        interval = self.config.leader_imbalance_check_interval_ms
+        if (
+            interval is not None
+            and self._balance_due_ms is None
+            and (self._index is None or self._index.imbalanced_count)
+        ):
+            self._balance_due_ms = now_ms + interval
 
     def bootstrap_records(self) -> list[Record]:
         return bootstrap_records(self.view)

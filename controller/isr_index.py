@@ -1,6 +1,8 @@
 """Kafka's ``BrokersToIsrs``: which partitions hold a broker in their ISR, which
 it leads, and which have no leader, so fencing, controlled shutdown and
-unfencing touch only the partitions that matter instead of scanning them all.
+unfencing touch only the partitions that matter instead of scanning them all;
+and Kafka's ``imbalancedPartitions``: those not led by their preferred
+replica (the first of their replicas), for leader rebalancing.
 
 Leader-side state: built from the view when first needed, kept up to date as the
 controller replays the records it decides, dropped with the leadership.
@@ -16,12 +18,16 @@ TopicPartition = tuple[str, int]
 
 
 class BrokersToIsrs:
-    __slots__ = ("_isr", "_leaders")
+    __slots__ = ("_isr", "_leaders", "_imbalanced", "imbalanced_count")
 
     def __init__(self) -> None:
         # broker id (NO_LEADER for the leaderless) -> topic id -> partition ids
         self._isr: dict[int, dict[str, set[int]]] = {}
         self._leaders: dict[int, dict[str, set[int]]] = {}
+        # topic id -> partition ids whose leader is not replicas[0] (the
+        # leaderless included, as Kafka's hasPreferredLeader says)
+        self._imbalanced: dict[str, set[int]] = {}
+        self.imbalanced_count = 0
 
     @classmethod
     def build(cls, view: ImageDelta) -> BrokersToIsrs:
@@ -72,6 +78,18 @@ class BrokersToIsrs:
                 self._remove(self._leaders, old_leader, topic_id, pid)
             if new_leader is not None:
                 self._add(self._leaders, new_leader, topic_id, pid)
+        was = old is not None and not _has_preferred_leader(old)
+        now = new is not None and not _has_preferred_leader(new)
+        if was != now:
+            if now:
+                self._imbalanced.setdefault(topic_id, set()).add(pid)
+                self.imbalanced_count += 1
+            else:
+                pids = self._imbalanced[topic_id]
+                pids.discard(pid)
+                if not pids:
+                    del self._imbalanced[topic_id]
+                self.imbalanced_count -= 1
 
     @staticmethod
     def _sorted(table: dict, broker: int) -> list[TopicPartition]:
@@ -92,3 +110,14 @@ class BrokersToIsrs:
 
     def any_without_leader(self) -> bool:
         return NO_LEADER in self._leaders
+
+    def imbalanced_partitions(self) -> list[TopicPartition]:
+        """Partitions not led by their preferred replica, in order."""
+        table = self._imbalanced
+        return [(t, p) for t in sorted(table) for p in sorted(table[t])]
+
+
+def _has_preferred_leader(partition: PartitionRegistration) -> bool:
+    """Kafka's PartitionRegistration.hasPreferredLeader."""
+    replicas = partition.replicas
+    return partition.leader == (replicas[0] if replicas else NO_LEADER)

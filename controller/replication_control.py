@@ -326,6 +326,39 @@ class ReplicationControlManager:
                 records.append(record)
         return ControllerResult(tuple(records), len(records) >= limit)
 
+    # ------------------------------------------------------------ leader balancing
+
+    def maybe_balance_partition_leaders(self) -> ControllerResult:
+        """Kafka's ``maybeBalancePartitionLeaders``: a PREFERRED election for
+        each partition not led by its preferred replica, at most
+        ``max_elections_per_imbalance`` records; the response says whether it
+        stopped at that bound (then the caller runs it again soon).
+
+        A preferred replica that is not in the ISR, or fenced, or shutting
+        down, is not elected (the partition keeps its leader and stays
+        imbalanced until a later run finds it eligible)."""
+        view = self.c.view
+        limit = self.c.config.max_elections_per_imbalance
+        bump = bumps_leader_epoch_on_isr_shrink(view.metadata_version)
+        records: list[Record] = []
+        stopped = False
+        for topic_id, pid in self.c.index.imbalanced_partitions():
+            if len(records) >= limit:
+                stopped = True
+                break
+            part = view.partition(topic_id, pid)
+            record = PartitionChangeBuilder(
+                part,
+                topic_id,
+                pid,
+                view.is_active,
+                Election.PREFERRED,
+                bump_on_isr_shrink=bump,
+            ).build()
+            if record is not None:
+                records.append(record)
+        return ControllerResult(tuple(records), stopped)
+
     # ------------------------------------------------------------ AlterPartition
 
     def alter_partition(self, req: AlterPartitionRequest, now_ms: int) -> ControllerResult:

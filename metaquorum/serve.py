@@ -119,6 +119,21 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         help="the active controller writes a NoOpRecord this often, so that brokers can tell "
         "their lag in time on an idle cluster (Kafka's metadata.max.idle.interval.ms); 0: never",
     )
+    flag(
+        "--auto-leader-rebalance-enable",
+        choices=["true", "false"],
+        default="true",
+        help="elect partitions' preferred leaders back once they are eligible again, "
+        "--leader-imbalance-check-interval-seconds after they lost them (Kafka's "
+        "auto.leader.rebalance.enable)",
+    )
+    flag(
+        "--leader-imbalance-check-interval-seconds",
+        type=int,
+        default=300,
+        help="how long after a partition stops being led by its preferred replica the "
+        "active controller elects it back (Kafka's leader.imbalance.check.interval.seconds)",
+    )
     flag("--fsync", choices=["always", "never"], default="always", help="sync the journal")
     flag(
         "--max-queued-requests",
@@ -273,6 +288,11 @@ def build_config(args: argparse.Namespace):
         fsync=args.fsync == "always",
         session_timeout_ms=int(args.session_timeout_ms),
         metadata_max_idle_interval_ms=int(args.metadata_max_idle_interval_ms),
+        leader_imbalance_check_interval_ms=(
+            int(args.leader_imbalance_check_interval_seconds) * 1000
+            if args.auto_leader_rebalance_enable == "true"
+            else None
+        ),
         max_queued_requests=_positive(args.max_queued_requests, "--max-queued-requests"),
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
         max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),

@@ -186,6 +186,7 @@ class _Pending:
 
 _FENCE = object()  # queue item: run the session-timeout fencer
 _UNCLEAN = object()  # queue item: run the unclean-election sweep
+_BALANCE = object()  # queue item: elect preferred leaders back (leader rebalancing)
 _BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
 _NOOP = object()  # queue item: write a NoOpRecord (metadata.max.idle.interval.ms)
 
@@ -197,6 +198,7 @@ class _InFlight:
     decided: list[tuple[_Pending, object]]  # (request, its response) in order
     records: int
     noops: int = 0  # of which periodic NoOpRecords
+    balanced: int = 0  # of which preferred elections of the leader balancing
     started: float = field(default_factory=time.monotonic)
 
 
@@ -223,6 +225,9 @@ class BatchStats:
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
     most_in_flight: int = 0  # the most batches ever out at once
     noop_records: int = 0  # periodic NoOpRecords committed (metadata.max.idle.interval.ms)
+    # Partitions whose preferred leader the balancing elected back, committed
+    # (auto.leader.rebalance.enable).
+    balance_elections: int = 0
 
 
 class QuorumNode:
@@ -234,7 +239,9 @@ class QuorumNode:
         cluster_id = self.cluster_id = identity.cluster_id
         self.node_id = config.node_id
         self.controller_config = ControllerConfig(
-            cluster_id, session_timeout_ms=config.session_timeout_ms
+            cluster_id,
+            session_timeout_ms=config.session_timeout_ms,
+            leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_ms,
         )
         self.sm = MetadataStateMachine(config.log_retention)
         # Entries on no file would hang the node or be dropped silently (refused, exit 3).
@@ -930,7 +937,7 @@ class QuorumNode:
         now = session_clock_ms()
         decided: list[tuple[_Pending, object]] = []
         records: list[Record] = []
-        noops = 0
+        noops = balanced = 0
         known: dict = {}  # ControllerResult.merged of every result in the batch
         while self._queue and len(records) < self.config.max_batch_records:
             pending = self._queue.popleft()
@@ -945,6 +952,18 @@ class QuorumNode:
                     result = controller.maybe_elect_unclean_leaders(now)
                     if result is not None:
                         records.extend(result.records)
+                    continue
+                if pending.request is _BALANCE:
+                    result = controller.maybe_balance_partition_leaders(now)
+                    if result is not None and result.records:
+                        records.extend(result.records)
+                        balanced += len(result.records)
+                        log.info(
+                            "leader balancing: %d partition(s) led by their preferred replica "
+                            "again%s",
+                            len(result.records),
+                            "; more to do" if result.response else "",
+                        )
                     continue
                 if pending.request is _NOOP:
                     # Kafka's writeNoOpRecord event schedules the next one when
@@ -990,7 +1009,7 @@ class QuorumNode:
             self._pump()
             return
         batch = Batch(self.term, wall_clock_ms(), tuple(records), base_offset)
-        entry = _InFlight(decided, len(records), noops)
+        entry = _InFlight(decided, len(records), noops, balanced)
         self._in_flight.append(entry)
         self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
         self._batches_since_rebase += 1
@@ -1007,6 +1026,7 @@ class QuorumNode:
             self.stats.batches += 1
             self.stats.records += entry.records
             self.stats.noop_records += entry.noops
+            self.stats.balance_elections += entry.balanced
             self.stats.sizes.append(entry.records)
             self.stats.latencies.append(time.monotonic() - entry.started)
             for pending, response in entry.decided:
@@ -1040,6 +1060,7 @@ class QuorumNode:
             for t in (
                 self.controller.next_fence_check_ms(),
                 self.controller.next_unclean_election_ms(),
+                self.controller.next_balance_ms(),
                 self._noop_due,
             )
             if t is not None
@@ -1070,6 +1091,9 @@ class QuorumNode:
         next_sweep = self.controller.next_unclean_election_ms()
         if next_sweep is not None and next_sweep <= now:
             self._enqueue(_Pending(_UNCLEAN, None))
+        next_balance = self.controller.next_balance_ms()
+        if next_balance is not None and next_balance <= now:
+            self._enqueue(_Pending(_BALANCE, None))
         if self._noop_due is not None and self._noop_due <= now:
             self._noop_due = None  # one queued at a time (Kafka's noOpRecordScheduled)
             self._enqueue(_Pending(_NOOP, None))

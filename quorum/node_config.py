@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from controller.config import DEFAULT_SESSION_TIMEOUT_MS
+from controller.config import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
 from metadata_records.uuids import random_uuid
 
 IDENTITY_FILE = "metaquorum.json"
@@ -69,6 +69,10 @@ class NodeConfig:
     # voters can tell their lag in time on an idle cluster (Kafka's
     # metadata.max.idle.interval.ms, 500 ms by default); 0: never.
     metadata_max_idle_interval_ms: int = 500
+    # Kafka's auto.leader.rebalance.enable and leader.imbalance.check.interval.seconds:
+    # partitions not led by their preferred replica get it back this long after
+    # they became so (None: never, only by ElectLeaders).
+    leader_imbalance_check_interval_ms: int | None = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS
     log_retention: int = 200_000
     compaction_entries: int = 20_000
     raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port
@@ -120,6 +124,14 @@ class NodeConfig:
             raise ConfigError("--session-timeout-ms must be positive")
         if self.metadata_max_idle_interval_ms < 0:
             raise ConfigError("--metadata-max-idle-interval-ms must be 0 (never) or positive")
+        if (
+            self.leader_imbalance_check_interval_ms is not None
+            and self.leader_imbalance_check_interval_ms <= 0
+        ):
+            raise ConfigError(
+                "--leader-imbalance-check-interval-seconds must be positive "
+                "(to turn leader balancing off: --auto-leader-rebalance-enable false)"
+            )
         if not 0 <= self.startup_election_delay_s <= 600:
             raise ConfigError(
                 f"--startup-election-delay-ms {self.startup_election_delay_s * 1000:.0f} "

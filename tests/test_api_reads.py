@@ -320,6 +320,10 @@ def test_metrics(local, app, cluster):
     assert value("metaquorum_offline_partitions_count") == sum(
         1 for t in image.topics.values() for p in t.partitions.values() if p.leader < 0
     )
+    assert value("metaquorum_preferred_replica_imbalance_count") == sum(
+        1 for t in image.topics.values() for p in t.partitions.values() if p.leader != p.replicas[0]
+    )
+    assert value("metaquorum_leader_balance_elections_total") == 0
     assert value("metaquorum_commit_lag") >= 0
     # Kafka's LastAppliedRecordTimestamp and LagMs: the last batch with records.
     stamp = value("metaquorum_last_applied_record_timestamp_ms")

@@ -8,9 +8,13 @@ from dataclasses import replace
 import pytest
 
 from controller.messages import (
+    AlterPartitionPartition,
     AlterPartitionReassignmentsRequest,
+    AlterPartitionRequest,
+    AlterPartitionTopic,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
+    BrokerState,
     CreatableTopic,
     CreateTopicsRequest,
     ReassignablePartition,
@@ -593,12 +597,6 @@ def test_the_leader_applies_its_controllers_registrations_and_every_voter_agrees
     twice in one request, every voter holds the same image."""
     import threading
 
-    from controller.messages import (
-        AlterPartitionPartition,
-        AlterPartitionRequest,
-        AlterPartitionTopic,
-        BrokerState,
-    )
     from metadata_records.delta import ImageDelta
 
     reused_on = []
@@ -749,6 +747,58 @@ def test_the_active_controller_runs_the_unclean_election_sweep_when_it_is_due(tm
         )
         part = node.image.partition(topic_id, 0)
         assert part.isr == (2,) and part.leader_recovery_state == 1
+
+    run_with(node, body)
+
+
+def test_the_active_controller_elects_preferred_leaders_back_when_balancing_is_due(tmp_path):
+    """Leader balancing (auto.leader.rebalance.enable) runs from the node's
+    timer: once the preferred replica is back in the ISR, it leads again
+    without another request, and the node counts the election."""
+    node = build_node(single_voter_config(tmp_path, leader_imbalance_check_interval_ms=300))
+
+    async def body(node):
+        await active(node)
+        epochs = {}
+        for b in (1, 2):
+            epochs[b] = (await register(node, b)).broker_epoch
+            assert not (await node.submit(BrokerHeartbeatRequest(b, epochs[b], 10**6))).is_fenced
+        created = await node.submit(
+            CreateTopicsRequest((CreatableTopic("t", assignments=((0, (1, 2)),)),))
+        )
+        topic_id = created.topics[0].topic_id
+        await node.submit(BrokerHeartbeatRequest(1, epochs[1], 10**6, want_fence=True))
+        assert node.image.partition(topic_id, 0).leader == 2
+        assert not (await node.submit(BrokerHeartbeatRequest(1, epochs[1], 10**6))).is_fenced
+        part = node.image.partition(topic_id, 0)
+        altered = await node.submit(
+            AlterPartitionRequest(
+                2,
+                epochs[2],
+                (
+                    AlterPartitionTopic(
+                        (
+                            AlterPartitionPartition(
+                                0,
+                                part.leader_epoch,
+                                part.partition_epoch,
+                                new_isr_with_epochs=(
+                                    BrokerState(2, epochs[2]),
+                                    BrokerState(1, epochs[1]),
+                                ),
+                            ),
+                        ),
+                        topic_id=topic_id,
+                    ),
+                ),
+            )
+        )
+        assert altered.topics[0].partitions[0].error is Errors.NONE
+        await wait_until(
+            lambda: node.image.partition(topic_id, 0).leader == 1, what="the preferred leader back"
+        )
+        await wait_until(lambda: node.stats.balance_elections == 1, what="counted")
+        assert node.image.partition(topic_id, 0).isr == (2, 1)
 
     run_with(node, body)
 

@@ -69,6 +69,17 @@ def test_flags_come_from_the_environment_too(tmp_path):
             + ["--metadata-max-idle-interval-ms", "-1"],
             "--metadata-max-idle-interval-ms must be 0 (never) or positive",
         ),
+        (
+            ["--node-id", "0", "--voters", "0@127.0.0.1:1"]
+            + ["--leader-imbalance-check-interval-seconds", "0"],
+            "--leader-imbalance-check-interval-seconds must be positive (to turn leader "
+            "balancing off: --auto-leader-rebalance-enable false)",
+        ),
+        (
+            ["--node-id", "0", "--voters", "0@127.0.0.1:1"]
+            + ["--auto-leader-rebalance-enable", "no"],
+            "--auto-leader-rebalance-enable: invalid choice: 'no'",
+        ),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(tmp_path, args, message):

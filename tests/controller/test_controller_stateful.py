@@ -82,7 +82,10 @@ class ControllerMachine(RuleBasedStateMachine):
             metadata_version=self.metadata_version,
             session_timeout_ms=5000,
             # Short, so that random walks reach the sweep.
-            config_options={"unclean_election_interval_ms": 2000},
+            config_options={
+                "unclean_election_interval_ms": 2000,
+                "leader_imbalance_check_interval_ms": 2000,
+            },
         )
         self.generation = Counter()
         self.epoch_history: dict[int, list[int]] = {}
@@ -388,6 +391,58 @@ class ControllerMachine(RuleBasedStateMachine):
             assert h.image.partition(record.topic_id, record.partition_id).leader == -1
         h.commit(result.records)
 
+    @rule(data=st.data())
+    def preferred_replica_back_in_the_isr(self, data):
+        """A partition's leader takes its preferred replica, active again, back
+        into the ISR (so that leader balancing has something to elect)."""
+        h = self.h
+        candidates = [
+            (topic_id, pid, part)
+            for topic_id, topic in sorted(h.image.topics.items())
+            for pid, part in sorted(topic.partitions.items())
+            if part.leader >= 0
+            and part.replicas[0] != part.leader
+            and part.replicas[0] not in part.isr
+            and part.replicas[0] in h.image.brokers
+            and h.image.brokers[part.replicas[0]].active
+        ]
+        if not candidates:
+            return
+        topic_id, pid, part = data.draw(st.sampled_from(candidates))
+        isr = (*part.isr, part.replicas[0])
+        entry = AlterPartitionPartition(
+            pid,
+            part.leader_epoch,
+            part.partition_epoch,
+            new_isr_with_epochs=tuple(BrokerState(b, h.epochs.get(b, -1)) for b in isr),
+        )
+        h.run(
+            AlterPartitionRequest(
+                part.leader,
+                h.epochs.get(part.leader, -1),
+                (AlterPartitionTopic((entry,), topic_id=topic_id),),
+            )
+        )
+
+    @rule()
+    def balance_leaders(self):
+        """Leader balancing, once it is due: each election hands a partition
+        to its preferred replica, which is in the ISR, unfenced and not
+        shutting down, and changes nothing else."""
+        h = self.h
+        due = h.controller.next_balance_ms()
+        if due is None:
+            return
+        h.advance(max(0, due - h.now_ms))  # time passes until the run is due
+        result = h.controller.maybe_balance_partition_leaders(h.now_ms)
+        for record in result.records:
+            before = h.image.partition(record.topic_id, record.partition_id)
+            preferred = before.replicas[0]
+            assert record.leader == preferred != before.leader, (record, before)
+            assert preferred in before.isr and h.image.brokers[preferred].active, before
+            assert record.isr is None and record.replicas is None, record
+        h.commit(result.records)
+
     # ------------------------------------------------------------ invariants
 
     @invariant()
@@ -502,6 +557,8 @@ class ControllerMachine(RuleBasedStateMachine):
                 broker
             ) == fresh.partitions_with_broker_in_isr(broker)
             assert c.index.partitions_led_by(broker) == fresh.partitions_led_by(broker)
+        assert c.index.imbalanced_partitions() == fresh.imbalanced_partitions()
+        assert c.index.imbalanced_count == fresh.imbalanced_count
 
 
 class ControllerMachineMV6(ControllerMachine):
