@@ -44,12 +44,22 @@ def render(sim: Simulation, header: str | None = None) -> Group:
     shrink_rate, expand_rate = sim.isr_rates()
     cache = sim.follower.cache if sim.follower else None
     partitions = Table(title="partitions", title_justify="left", expand=True)
-    for col in ("total", "under-replicated", "offline", "ISR shrinks/s", "expands/s", "total ±"):
+    for col in (
+        "total",
+        "under-replicated",
+        "offline",
+        "not preferred leader",
+        "ISR shrinks/s",
+        "expands/s",
+        "total ±",
+    ):
         partitions.add_column(col, justify="right")
     partitions.add_row(
         str(snap.partitions),
         Text(str(snap.under_replicated), style="yellow" if snap.under_replicated else "green"),
         Text(str(snap.offline), style="red" if snap.offline else "green"),
+        # Leader balancing brings it back to 0 (serve --leader-imbalance-check-interval-seconds).
+        Text(str(snap.not_preferred), style="yellow" if snap.not_preferred else "green"),
         f"{shrink_rate:.1f}",
         f"{expand_rate:.1f}",
         f"-{cache.isr_shrinks} +{cache.isr_expands}" if cache else "",

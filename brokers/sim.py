@@ -274,6 +274,9 @@ class Snapshot:
     partitions: int = 0
     under_replicated: int = 0
     offline: int = 0
+    # not led by their preferred replica (Kafka's PreferredReplicaImbalanceCount):
+    # what the controller's leader balancing brings back to 0
+    not_preferred: int = 0
     agent_states: dict[str, int] = field(default_factory=dict)
 
 
@@ -286,7 +289,7 @@ def image_counts(image: MetadataImage, topic_ids: set[str] | None = None) -> dic
             shutting += 1
         else:
             active += 1
-    partitions = urp = offline = 0
+    partitions = urp = offline = not_preferred = 0
     for topic_id, topic in image.topics.items():
         if topic_ids is not None and topic_id not in topic_ids:
             continue
@@ -294,6 +297,7 @@ def image_counts(image: MetadataImage, topic_ids: set[str] | None = None) -> dic
             partitions += 1
             urp += len(p.isr) < len(p.replicas)
             offline += p.leader == -1
+            not_preferred += p.leader != (p.replicas[0] if p.replicas else -1)
     return {
         "brokers_active": active,
         "brokers_fenced": fenced,
@@ -301,6 +305,7 @@ def image_counts(image: MetadataImage, topic_ids: set[str] | None = None) -> dic
         "partitions": partitions,
         "under_replicated": urp,
         "offline": offline,
+        "not_preferred": not_preferred,
     }
 
 

@@ -219,7 +219,8 @@ async def simulate(
                     f"[{s.at_s:5.0f}s] {sim.phase}: brokers active {s.brokers_active} "
                     f"fenced {s.brokers_fenced} shutting down {s.brokers_shutting_down}; "
                     f"partitions {s.partitions} under-replicated {s.under_replicated} "
-                    f"offline {s.offline}; offset {s.offset}",
+                    f"offline {s.offline} not led by their preferred replica "
+                    f"{s.not_preferred}; offset {s.offset}",
                     highlight=False,
                 )
         try:

@@ -19,6 +19,7 @@ from brokers.sim import (
     World,
     chaos_schedule,
     check_page,
+    image_counts,
     restore_snapshot,
 )
 from metadata_records.codec import record_from_obj
@@ -28,6 +29,7 @@ from metadata_records.log_invariants import LogInvariants
 from metaquorum.sim import parse_chaos, parse_duration
 
 from .cluster import Cluster
+from .harness import ControllerHarness
 from .invariant_corpus import corpus
 
 
@@ -192,7 +194,15 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
     console = Console(record=True, width=120)
     console.print(render(sim, "header line"))
     text = console.export_text()
-    for label in ("header line", "controller", "brokers", "under-replicated", "requests", "chaos"):
+    for label in (
+        "header line",
+        "controller",
+        "brokers",
+        "under-replicated",
+        "not preferred leader",
+        "requests",
+        "chaos",
+    ):
         assert label in text
     assert "event-loop lag now" in text and "fenced while on time 0" in text
     sim.lag.observe_loop(5.0)
@@ -220,6 +230,18 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
     assert "late heartbeats (the simulator's)" in text and "3 / 1" in text
     assert "warning: the simulator's event loop fell 4.1 s behind" in text
     assert "event-loop lag" in text and "2 process(es)" in text
+
+
+def test_the_dashboard_counts_partitions_not_led_by_their_preferred_replica():
+    """Kafka's PreferredReplicaImbalanceCount, as the dashboard shows it: what
+    the controller's leader balancing brings back to 0."""
+    h = ControllerHarness()
+    h.start_brokers(1, 2)
+    h.create_topic("t", assignments=((0, (1, 2)), (1, (2, 1))))
+    assert image_counts(h.image)["not_preferred"] == 0
+    h.heartbeat(1, want_fence=True)  # t-0 moves to 2; t-1 keeps 2
+    counts = image_counts(h.image)
+    assert (counts["not_preferred"], counts["offline"]) == (1, 0)
 
 
 @pytest.mark.parametrize("log", corpus(), ids=lambda log: log.name)
