@@ -9,7 +9,7 @@ One request's records are decided against one view and commit together.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from metadata_records.errors import ApiError, Errors
@@ -302,29 +302,19 @@ class ReplicationControlManager:
         topics; what is left for the sweep is chiefly a partition a new
         reassignment target left leaderless (that election is always ONLINE),
         or one whose topic was made unclean after it lost its leader."""
-        view = self.c.view
-        limit = self.c.config.max_elections_per_imbalance
         unclean: dict[str, bool] = {}
-        records: list[Record] = []
-        for topic_id, pid in self.c.index.partitions_without_leader():
-            if len(records) >= limit:
-                break
+
+        def clean(topic_id: str) -> bool:
             if topic_id not in unclean:
                 unclean[topic_id] = self.election_for(topic_id) is Election.UNCLEAN
-            if not unclean[topic_id]:
-                continue
-            part = view.partition(topic_id, pid)
-            record = PartitionChangeBuilder(
-                part,
-                topic_id,
-                pid,
-                view.is_active,
-                Election.UNCLEAN,
-                bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
-            ).build()
-            if record is not None:
-                records.append(record)
-        return ControllerResult(tuple(records), len(records) >= limit)
+            return not unclean[topic_id]
+
+        records, _ = self._elections(
+            self.c.index.partitions_without_leader(), Election.UNCLEAN, skip=clean
+        )
+        return ControllerResult(
+            tuple(records), len(records) >= self.c.config.max_elections_per_imbalance
+        )
 
     # ------------------------------------------------------------ leader balancing
 
@@ -337,27 +327,38 @@ class ReplicationControlManager:
         A preferred replica that is not in the ISR, or fenced, or shutting
         down, is not elected (the partition keeps its leader and stays
         imbalanced until a later run finds it eligible)."""
+        records, stopped = self._elections(self.c.index.imbalanced_partitions(), Election.PREFERRED)
+        return ControllerResult(tuple(records), stopped)
+
+    def _elections(
+        self,
+        partitions: list[tuple[str, int]],
+        election: Election,
+        skip: Callable[[str], bool] | None = None,
+    ) -> tuple[list[Record], bool]:
+        """An ``election`` for each of ``partitions`` (less the topics ``skip``
+        says), at most ``max_elections_per_imbalance`` records: (the records,
+        whether it stopped at that bound with partitions left)."""
         view = self.c.view
         limit = self.c.config.max_elections_per_imbalance
         bump = bumps_leader_epoch_on_isr_shrink(view.metadata_version)
         records: list[Record] = []
-        stopped = False
-        for topic_id, pid in self.c.index.imbalanced_partitions():
+        for topic_id, pid in partitions:
             if len(records) >= limit:
-                stopped = True
-                break
-            part = view.partition(topic_id, pid)
+                return records, True
+            if skip is not None and skip(topic_id):
+                continue
             record = PartitionChangeBuilder(
-                part,
+                view.partition(topic_id, pid),
                 topic_id,
                 pid,
                 view.is_active,
-                Election.PREFERRED,
+                election,
                 bump_on_isr_shrink=bump,
             ).build()
             if record is not None:
                 records.append(record)
-        return ControllerResult(tuple(records), stopped)
+        return records, False
 
     # ------------------------------------------------------------ AlterPartition
 

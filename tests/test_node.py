@@ -709,6 +709,16 @@ def test_a_leader_sends_a_moved_commit_index_with_its_next_batch_and_alone_only_
     asyncio.run(main())
 
 
+async def unfenced_brokers(node, *broker_ids: int) -> dict[int, int]:
+    """Registers the brokers and unfences each with a caught-up heartbeat;
+    their epochs."""
+    epochs = {}
+    for b in broker_ids:
+        epochs[b] = (await register(node, b)).broker_epoch
+        assert not (await node.submit(BrokerHeartbeatRequest(b, epochs[b], 10**6))).is_fenced
+    return epochs
+
+
 def test_the_active_controller_runs_the_unclean_election_sweep_when_it_is_due(tmp_path):
     """The periodic sweep (Kafka's maybeElectUncleanLeaders) runs from the
     node's timer, as the session fencer does: a partition a reassignment left
@@ -718,10 +728,7 @@ def test_the_active_controller_runs_the_unclean_election_sweep_when_it_is_due(tm
 
     async def body(node):
         await active(node)
-        epochs = {}
-        for b in (1, 2):
-            epochs[b] = (await register(node, b)).broker_epoch
-            assert not (await node.submit(BrokerHeartbeatRequest(b, epochs[b], 10**6))).is_fenced
+        epochs = await unfenced_brokers(node, 1, 2)
         created = await node.submit(
             CreateTopicsRequest(
                 (
@@ -759,10 +766,7 @@ def test_the_active_controller_elects_preferred_leaders_back_when_balancing_is_d
 
     async def body(node):
         await active(node)
-        epochs = {}
-        for b in (1, 2):
-            epochs[b] = (await register(node, b)).broker_epoch
-            assert not (await node.submit(BrokerHeartbeatRequest(b, epochs[b], 10**6))).is_fenced
+        epochs = await unfenced_brokers(node, 1, 2)
         created = await node.submit(
             CreateTopicsRequest((CreatableTopic("t", assignments=((0, (1, 2)),)),))
         )
