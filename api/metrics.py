@@ -63,8 +63,7 @@ class _ImageCounts:
                 for p in t.partitions.values():
                     if p.leader < 0:
                         offline += 1
-                    # Kafka's PreferredReplicaImbalanceCount: not led by replicas[0]
-                    if p.leader != (p.replicas[0] if p.replicas else -1):
+                    if not p.has_preferred_leader:  # Kafka's PreferredReplicaImbalanceCount
                         imbalanced += 1
             self.offline, self.imbalanced = offline, imbalanced
             self._image = image

@@ -297,7 +297,7 @@ def image_counts(image: MetadataImage, topic_ids: set[str] | None = None) -> dic
             partitions += 1
             urp += len(p.isr) < len(p.replicas)
             offline += p.leader == -1
-            not_preferred += p.leader != (p.replicas[0] if p.replicas else -1)
+            not_preferred += not p.has_preferred_leader
     return {
         "brokers_active": active,
         "brokers_fenced": fenced,

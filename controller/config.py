@@ -15,9 +15,10 @@ MAX_ELECTIONS_PER_IMBALANCE = 1_000
 # stop being led by their preferred replica the controller elects it back
 # (auto.leader.rebalance.enable, true by default; None here when false).
 DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS = 300 * 1000
-# A balancing run that stopped at MAX_ELECTIONS_PER_IMBALANCE runs again this
-# soon (Kafka's IMMEDIATELY: 10 ms, so other events get their turn).
-BALANCE_AGAIN_MS = 10
+# An unclean sweep or a balancing run that stopped at MAX_ELECTIONS_PER_IMBALANCE
+# runs again this soon: Kafka's "immediately", 10 ms on, so that requests
+# queued meanwhile are not starved (QuorumController).
+RUN_AGAIN_MS = 10
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from metadata_records.records import (
 from metadata_records.uuids import random_uuid
 
 from .cluster_control import ClusterControlManager
-from .config import BALANCE_AGAIN_MS, ControllerConfig
+from .config import RUN_AGAIN_MS, ControllerConfig
 from .features_control import FeatureControlManager, bootstrap_records
 from .heartbeats import BrokerHeartbeatManager
 from .isr_index import BrokersToIsrs
@@ -59,10 +59,6 @@ from .partition_admin import PartitionAdminManager
 from .placement import RandomSource
 from .replication_control import ReplicationControlManager
 from .topic_control import TopicControlManager
-
-# Kafka reschedules a sweep that stopped at its bound "immediately", 10 ms on,
-# so that requests queued meanwhile are not starved (QuorumController).
-UNCLEAN_SWEEP_AGAIN_MS = 10
 
 
 class Controller:
@@ -102,11 +98,10 @@ class Controller:
         }
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None
-        self._arm_unclean_sweep(now_ms)
         # When the leader-balancing run is due; None while every partition is
         # led by its preferred replica, or balancing is off.
         self._balance_due_ms: int | None = None
-        self._arm_balance(now_ms)
+        self._arm_periodic(now_ms)
 
     @property
     def index(self) -> BrokersToIsrs:
@@ -124,8 +119,7 @@ class Controller:
             raise TypeError(f"the controller has no handler for {type(request).__name__}")
         result = handler(request, now_ms)
         self.replay(result.records, result.merged)
-        self._arm_unclean_sweep(now_ms)
-        self._arm_balance(now_ms)
+        self._arm_periodic(now_ms)
         return result
 
     def expire_heartbeat(self, request: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
@@ -137,8 +131,7 @@ class Controller:
         result = self.replication.maybe_fence_stale_broker(now_ms)
         if result is not None:
             self.replay(result.records)
-            self._arm_unclean_sweep(now_ms)
-            self._arm_balance(now_ms)
+            self._arm_periodic(now_ms)
         return result
 
     def next_fence_check_ms(self) -> int | None:
@@ -153,14 +146,18 @@ class Controller:
         result = self.replication.maybe_elect_unclean_leaders()
         self.replay(result.records)
         if result.response:
-            self._unclean_due_ms = now_ms + UNCLEAN_SWEEP_AGAIN_MS
-        else:
-            self._arm_unclean_sweep(now_ms)
-        self._arm_balance(now_ms)
+            self._unclean_due_ms = now_ms + RUN_AGAIN_MS
+        self._arm_periodic(now_ms)
         return result
 
     def next_unclean_election_ms(self) -> int | None:
         return self._unclean_due_ms
+
+    def _arm_periodic(self, now_ms: int) -> None:
+        """After every write (Kafka's ``ControllerWriteEvent``): the periodic
+        runs the new state may call for."""
+        self._arm_unclean_sweep(now_ms)
+        self._arm_balance(now_ms)
 
     def _arm_unclean_sweep(self, now_ms: int) -> None:
         """Kafka's ``maybeScheduleNextElectUncleanLeaders``, run after every
@@ -183,19 +180,12 @@ class Controller:
         result = self.replication.maybe_balance_partition_leaders()
         self.replay(result.records)
         if result.response:
-            self._balance_due_ms = now_ms + BALANCE_AGAIN_MS
-        else:
-            self._arm_balance(now_ms)
-        self._arm_unclean_sweep(now_ms)
+            self._balance_due_ms = now_ms + RUN_AGAIN_MS
+        self._arm_periodic(now_ms)
         return result
 
     def next_balance_ms(self) -> int | None:
         return self._balance_due_ms
-
-    def imbalanced_partitions(self) -> int | None:
-        """How many partitions are not led by their preferred replica (Kafka's
-        PreferredReplicaImbalanceCount), or None before the index is built."""
-        return None if self._index is None else self._index.imbalanced_count
 
     def _arm_balance(self, now_ms: int) -> None:
         """Kafka's ``maybeScheduleNextBalancePartitionLeaders``, run after every

@@ -78,8 +78,8 @@ class BrokersToIsrs:
                 self._remove(self._leaders, old_leader, topic_id, pid)
             if new_leader is not None:
                 self._add(self._leaders, new_leader, topic_id, pid)
-        was = old is not None and not _has_preferred_leader(old)
-        now = new is not None and not _has_preferred_leader(new)
+        was = old is not None and not old.has_preferred_leader
+        now = new is not None and not new.has_preferred_leader
         if was != now:
             if now:
                 self._imbalanced.setdefault(topic_id, set()).add(pid)
@@ -115,9 +115,3 @@ class BrokersToIsrs:
         """Partitions not led by their preferred replica, in order."""
         table = self._imbalanced
         return [(t, p) for t in sorted(table) for p in sorted(table[t])]
-
-
-def _has_preferred_leader(partition: PartitionRegistration) -> bool:
-    """Kafka's PartitionRegistration.hasPreferredLeader."""
-    replicas = partition.replicas
-    return partition.leader == (replicas[0] if replicas else NO_LEADER)

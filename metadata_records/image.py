@@ -67,6 +67,12 @@ class PartitionRegistration(NamedTuple):
             r.partition_epoch,
         )
 
+    @property
+    def has_preferred_leader(self) -> bool:
+        """Kafka's ``hasPreferredLeader``: led by its first replica (a
+        leaderless partition is not)."""
+        return self.leader == (self.replicas[0] if self.replicas else NO_LEADER)
+
     def to_record(self, topic_id: str, partition_id: int) -> PartitionRecord:
         """The PartitionRecord that recreates this registration (snapshots, tools)."""
         return PartitionRecord(partition_id=partition_id, topic_id=topic_id, **self._asdict())

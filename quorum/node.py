@@ -367,9 +367,9 @@ class QuorumNode:
         self._in_flight: collections.deque[_InFlight] = collections.deque()
         self._batches_since_rebase = 0
         self._rebuild_pending = False  # a batch failed: rebuild the controller once drained
-        # Set after an apply (then replaced) while wait_for_offset has waiters:
-        # waking the event loop for every batch nobody waits on would cost a
-        # syscall and a GIL hand-over on the Raft thread's critical path.
+        # wait_for_offset's waiters, woken after an apply only while there are
+        # some: waking the event loop for every batch nobody waits on would
+        # cost a syscall and a GIL hand-over on the Raft thread's critical path.
         self._waiters = OffsetWaiters()
         # Told on the loop after batches applied (coalesced): the HTTP
         # workers' links send the new batches on (api/core_link.py).

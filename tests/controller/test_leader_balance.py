@@ -3,7 +3,7 @@ leader.imbalance.check.interval.seconds): the controller's index of
 partitions not led by their preferred replica, the run that elects it back
 (``maybeBalancePartitionLeaders``), and when that run is due."""
 
-from controller.config import BALANCE_AGAIN_MS, DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS
+from controller.config import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS, RUN_AGAIN_MS
 from metadata_records.records import PartitionChangeRecord
 
 from ..harness import ControllerHarness
@@ -68,7 +68,6 @@ def test_a_leaderless_partition_counts_as_imbalanced_as_kafkas_has_preferred_lea
     h.heartbeat(1, want_fence=True)
     assert h.partition("solo").leader == -1
     assert h.controller.index.imbalanced_count == 1
-    assert h.controller.imbalanced_partitions() == 1
     # Nobody can lead it: the run elects nothing.
     assert h.controller.replication.maybe_balance_partition_leaders().records == ()
 
@@ -121,8 +120,8 @@ def test_a_balancing_run_stopped_at_its_bound_runs_again_10_ms_later():
     first = c.maybe_balance_partition_leaders(due)
     assert len(first.records) == 2 and first.response is True
     h.commit(first.records)
-    assert c.next_balance_ms() == due + BALANCE_AGAIN_MS
-    second = c.maybe_balance_partition_leaders(due + BALANCE_AGAIN_MS)
+    assert c.next_balance_ms() == due + RUN_AGAIN_MS
+    second = c.maybe_balance_partition_leaders(due + RUN_AGAIN_MS)
     assert len(second.records) == 1 and second.response is False
     h.commit(second.records)
     assert leaders(h, "t", 3) == [1, 1, 1]
