@@ -426,21 +426,31 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule()
     def balance_leaders(self):
-        """Leader balancing, once it is due: each election hands a partition
-        to its preferred replica, which is in the ISR, unfenced and not
-        shutting down, and changes nothing else."""
+        """Leader balancing, once it is due: each election changes only the
+        leader, to an ISR member that may lead (unfenced; not shutting down,
+        where the metadata.version records it). That is the preferred replica
+        whenever it may lead; a leaderless partition whose preferred replica
+        may not gets another (Kafka's electPreferredLeader); a partition with
+        a leader keeps it."""
         h = self.h
         due = h.controller.next_balance_ms()
         if due is None:
             return
         h.advance(max(0, due - h.now_ms))  # time passes until the run is due
         result = h.controller.maybe_balance_partition_leaders(h.now_ms)
+
+        def may_lead(broker: int, part) -> bool:
+            reg = h.image.brokers.get(broker)
+            return broker in part.isr and reg is not None and reg.active
+
         for record in result.records:
             before = h.image.partition(record.topic_id, record.partition_id)
-            preferred = before.replicas[0]
-            assert record.leader == preferred != before.leader, (record, before)
-            assert preferred in before.isr and h.image.brokers[preferred].active, before
             assert record.isr is None and record.replicas is None, record
+            assert record.leader != before.leader and may_lead(record.leader, before), before
+            if may_lead(before.replicas[0], before):
+                assert record.leader == before.replicas[0], (record, before)
+            else:
+                assert before.leader == -1, (record, before)
         h.commit(result.records)
 
     # ------------------------------------------------------------ invariants
