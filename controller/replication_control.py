@@ -325,8 +325,9 @@ class ReplicationControlManager:
         stopped at that bound (then the caller runs it again soon).
 
         A preferred replica that is not in the ISR, or fenced, or shutting
-        down, is not elected (the partition keeps its leader and stays
-        imbalanced until a later run finds it eligible)."""
+        down, is not elected: the partition keeps its leader and stays
+        imbalanced until a later run finds it eligible (a leaderless one gets
+        another ISR member that may lead, as Kafka's electPreferredLeader)."""
         records, stopped = self._elections(self.c.index.imbalanced_partitions(), Election.PREFERRED)
         return ControllerResult(tuple(records), stopped)
 
