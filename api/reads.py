@@ -13,6 +13,7 @@ from metadata_records.codec import log_record_to_obj
 from metadata_records.features import register_broker_record_version
 from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata_records.records import (
+    BROKER_RESOURCE,
     IN_CONTROLLED_SHUTDOWN,
     NO_CHANGE,
     TOPIC_RESOURCE,
@@ -102,8 +103,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     """Records that recreate ``image`` when replayed on an empty one.
 
     Order: the controller's LEADER_CHANGE, the voter set (KRAFT_VOTERS),
-    feature levels (metadata.version decides record versions), brokers, then
-    per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
+    feature levels (metadata.version decides record versions), brokers, their
+    dynamic configs (the cluster default first), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
     broker's ``registrationOffset`` (it becomes the record's position, as in
     Kafka, where snapshot records take the snapshot's offset) and the count of
     ignored records."""
@@ -143,6 +144,13 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                     fenced=NO_CHANGE,
                     in_controlled_shutdown=IN_CONTROLLED_SHUTDOWN,
                     version=1,
+                )
+            )
+    for resource, configs in sorted(image.broker_configs.items()):
+        for name, value in sorted(configs.items()):
+            records.append(
+                ConfigRecord(
+                    resource_type=BROKER_RESOURCE, resource_name=resource, name=name, value=value
                 )
             )
     for t in sorted(image.topics.values(), key=lambda t: t.name):

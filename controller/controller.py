@@ -39,6 +39,7 @@ from metadata_records.uuids import random_uuid
 
 from .cluster_control import ClusterControlManager
 from .config import RUN_AGAIN_MS, ControllerConfig
+from .config_control import ConfigurationControlManager
 from .features_control import FeatureControlManager, bootstrap_records
 from .heartbeats import BrokerHeartbeatManager
 from .isr_index import BrokersToIsrs
@@ -52,6 +53,7 @@ from .messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
     UnregisterBrokerRequest,
     UpdateFeaturesRequest,
 )
@@ -84,6 +86,7 @@ class Controller:
         self.topics = TopicControlManager(self)
         self.partitions = PartitionAdminManager(self)
         self.features = FeatureControlManager(self)
+        self.configs = ConfigurationControlManager(self)
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
@@ -95,6 +98,7 @@ class Controller:
             AlterPartitionReassignmentsRequest: self.partitions.alter_partition_reassignments,
             ElectLeadersRequest: self.partitions.elect_leaders,
             UpdateFeaturesRequest: self.features.update_features,
+            IncrementalAlterConfigsRequest: self.configs.incremental_alter_configs,
         }
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None

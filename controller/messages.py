@@ -296,6 +296,47 @@ class UpdateFeaturesResponse:
     error_message: str | None = None
 
 
+# ------------------------------------------------------------------ configs
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class AlterableConfig:
+    name: str
+    config_operation: int  # Kafka's AlterConfigOp.OpType: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
+    value: str | None = None
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResource:
+    resource_type: int  # Kafka's ConfigResource.Type: 2 TOPIC, 4 BROKER
+    resource_name: str  # a topic; a broker id, or "" for the cluster default
+    configs: tuple[AlterableConfig, ...] = ()
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class IncrementalAlterConfigsRequest:
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+
+
+@dataclass(slots=True)
+class AlterConfigsResourceResponse:
+    resource_type: int
+    resource_name: str
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class IncrementalAlterConfigsResponse:
+    responses: tuple[AlterConfigsResourceResponse, ...]
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
 # ------------------------------------------------------------------ result
 
 

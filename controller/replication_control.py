@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from metadata_records.config_schema import UNCLEAN_LEADER_ELECTION_ENABLE, topic_config_value
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import (
     bumps_leader_epoch_on_isr_shrink,
@@ -52,8 +53,6 @@ if TYPE_CHECKING:
 
     from .controller import Controller
 
-UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
-
 
 class _AbortRequest(Exception):
     """Fails a whole AlterPartition request (an invalid leaderRecoveryState)."""
@@ -81,10 +80,13 @@ class ReplicationControlManager:
     # ------------------------------------------------------------ helpers
 
     def election_for(self, topic_id: str) -> Election:
-        configs = self.c.view.topic_configs(topic_id)
-        if configs.get(UNCLEAN_LEADER_ELECTION, "false").lower() == "true":
-            return Election.UNCLEAN
-        return Election.ONLINE
+        """UNCLEAN where the topic's unclean.leader.election.enable resolves to
+        true: its own value, else the cluster default's (decisions.md 102)."""
+        view = self.c.view
+        value = topic_config_value(
+            UNCLEAN_LEADER_ELECTION_ENABLE, view.topic_configs(topic_id), view.broker_configs("")
+        )
+        return Election.UNCLEAN if value.strip().lower() == "true" else Election.ONLINE
 
     def generate_leader_and_isr_updates(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from metadata_records.config_schema import topic_configs_problem
 from metadata_records.errors import ApiError, Errors
 from metadata_records.records import (
     TOPIC_RESOURCE,
@@ -34,9 +35,6 @@ from .record_cap import MAX_RECORDS_PER_USER_OP, TOO_MANY_RECORDS, over_cap
 if TYPE_CHECKING:
     from .controller import Controller
 
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
-UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
-TOPIC_CONFIGS = (MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION)
 # Kafka's MAX_PARTITIONS_PER_BATCH (KAFKA-17870): new partitions one CreateTopics
 # (over all its topics) or CreatePartitions request may ask for, checked before
 # anything is built. The records built are capped too (record_cap): a topic's
@@ -66,22 +64,6 @@ def _create_topics_refused(req: CreateTopicsRequest, error: ApiError) -> Control
             tuple(CreatableTopicResult(t.name, error.error, error.message) for t in req.topics)
         ),
     )
-
-
-def _config_problem(name: str, value: str | None) -> str | None:
-    if name not in TOPIC_CONFIGS:
-        return f"Unknown topic config name: {name} (supported: {', '.join(TOPIC_CONFIGS)})"
-    if value is None:
-        return f"Null value not supported for topic config {name}"
-    if name == UNCLEAN_LEADER_ELECTION and value.lower() not in ("true", "false"):
-        return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
-    if name == MIN_INSYNC_REPLICAS:
-        try:
-            if int(value) < 1:
-                raise ValueError
-        except ValueError:
-            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
-    return None
 
 
 def _normalized(name: str) -> str:
@@ -250,12 +232,10 @@ class TopicControlManager:
                 Errors.INVALID_TOPIC_EXCEPTION,
                 f"Topic '{t.name}' collides with existing topic: {other}",
             )
-        configs: dict[str, str] = {}
-        for name, value in t.configs:
-            problem = _config_problem(name, value)
-            if problem is not None:
-                raise _Reject(Errors.INVALID_CONFIG, problem)
-            configs[name] = value
+        configs = dict(t.configs)  # a key given twice: the last value, as Kafka
+        problem = topic_configs_problem(configs)
+        if problem is not None:
+            raise _Reject(Errors.INVALID_CONFIG, problem)
 
         partitions = self._manual_partitions(t) if t.assignments else self._placed_partitions(t)
 

@@ -23,6 +23,7 @@ from .image import (
     TopicImage,
 )
 from .records import (
+    BROKER_RESOURCE,
     FENCE,
     IN_CONTROLLED_SHUTDOWN,
     LRS_NO_CHANGE,
@@ -87,6 +88,7 @@ class ImageDelta:
         "_topic_ids",
         "_partitions",
         "_features",
+        "_broker_configs",
     )
 
     def __init__(self, image: MetadataImage) -> None:
@@ -107,6 +109,8 @@ class ImageDelta:
         self._topic_ids: dict[str, str | None] = {}
         self._partitions: dict[str, dict[int, PartitionRegistration]] = {}
         self._features: dict[str, int | None] = {}
+        # Changed broker config resources by name (None = none left).
+        self._broker_configs: dict[str, dict[str, str] | None] = {}
 
     # ------------------------------------------------------------ reads
 
@@ -148,6 +152,13 @@ class ImageDelta:
     def topic_configs(self, topic_id: str) -> dict[str, str]:
         topic = self._topic(topic_id)
         return {} if topic is None else topic.configs
+
+    def broker_configs(self, resource_name: str) -> dict[str, str]:
+        """The dynamic configs of broker ``resource_name`` ("" = the cluster default)."""
+        configs = self._broker_configs.get(resource_name, _UNCHANGED)
+        if configs is _UNCHANGED:
+            return self.image.broker_configs.get(resource_name, {})
+        return configs or {}
 
     def topic_ids(self) -> list[str]:
         ids = set(self.image.topics)
@@ -298,6 +309,8 @@ class ImageDelta:
         return True
 
     def _replay_config(self, r: ConfigRecord, offset: int) -> bool:
+        if r.resource_type == BROKER_RESOURCE:
+            return self._replay_broker_config(r)
         if r.resource_type != TOPIC_RESOURCE:
             return False
         topic_id = self.topic_id(r.resource_name)
@@ -310,6 +323,19 @@ class ImageDelta:
         else:
             configs[r.name] = r.value
         self._topics[topic_id] = topic._replace(configs=configs)
+        return True
+
+    def _replay_broker_config(self, r: ConfigRecord) -> bool:
+        # Kafka's resource names for brokers: "" (the cluster default) or an id >= 0.
+        name = r.resource_name
+        if name and not (name.isascii() and name.isdigit() and int(name) < 2**31):
+            return False
+        configs = dict(self.broker_configs(name))
+        if r.value is None:
+            configs.pop(r.name, None)
+        else:
+            configs[r.name] = r.value
+        self._broker_configs[name] = configs or None
         return True
 
     def _replay_remove_topic(self, r: RemoveTopicRecord, offset: int) -> bool:
@@ -384,6 +410,12 @@ class ImageDelta:
                     features.pop(name, None)
                 else:
                     features[name] = level
+        broker_configs = base.broker_configs
+        if self._broker_configs:
+            broker_configs = {**base.broker_configs, **self._broker_configs}
+            for name, configs in self._broker_configs.items():
+                if configs is None:
+                    del broker_configs[name]
         return MetadataImage(
             brokers=brokers,
             topics=topics,
@@ -396,6 +428,7 @@ class ImageDelta:
             partition_count=self.partition_count,
             ignored_records=self.ignored_records,
             voters=self.voters,
+            broker_configs=broker_configs,
         )
 
 

@@ -137,6 +137,10 @@ class MetadataImage(NamedTuple):
     ignored_records: int = 0  # records that could not apply (see delta.py); 0 in a healthy log
     # The Raft voter set of the last KRAFT_VOTERS record; () before the first.
     voters: tuple[Voter, ...] = ()
+    # Dynamic broker configs (ConfigRecords of resource type BROKER) by
+    # resource name: a broker id, or "" for the cluster-wide default. Only
+    # resources with at least one config set appear.
+    broker_configs: dict[str, dict[str, str]] = {}
 
     @property
     def last_offset(self) -> int:

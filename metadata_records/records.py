@@ -50,8 +50,10 @@ FENCE = 1
 UNFENCE = -1
 NO_CHANGE = 0
 IN_CONTROLLED_SHUTDOWN = 1
-# ConfigRecord.resourceType for topics (Kafka's ConfigResource.Type.TOPIC).
+# ConfigRecord.resourceType (Kafka's ConfigResource.Type): a topic's configs,
+# and a broker's (resourceName its id) or the cluster default (resourceName "").
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
 
 
 class Endpoint(NamedTuple):

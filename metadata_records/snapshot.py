@@ -81,6 +81,12 @@ def image_to_obj(image: MetadataImage) -> dict[str, Any]:
     # voter sets existed are unchanged.
     if image.voters:
         obj["voters"] = _encode_value(Kind.VOTERS, image.voters)
+    # Likewise only once a broker config was set.
+    if image.broker_configs:
+        obj["brokerConfigs"] = {
+            name: dict(sorted(configs.items()))
+            for name, configs in sorted(image.broker_configs.items())
+        }
     return obj
 
 
@@ -134,6 +140,7 @@ def decode_image(data: Any) -> MetadataImage:
     """An image from ``encode_image`` bytes; DecodeError names what is wrong."""
     obj = _loads(data, "snapshot")
     voters = obj.pop("voters", []) if type(obj) is dict else []
+    broker_configs = obj.pop("brokerConfigs", {}) if type(obj) is dict else {}
     obj = _obj(obj, "snapshot", _IMAGE_KEYS)
     if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
         raise DecodeError(f"snapshot: unsupported format {brief(obj['format'])}")
@@ -183,6 +190,11 @@ def decode_image(data: Any) -> MetadataImage:
             raise DecodeError(
                 f"snapshot.features.{name}: level {level} (a finalized level is >= 1)"
             )
+    if type(broker_configs) is not dict or any(
+        type(configs) is not dict or any(type(v) is not str for v in configs.values())
+        for configs in broker_configs.values()
+    ):
+        raise DecodeError("snapshot.brokerConfigs: expected an object of objects of strings")
     leader_url = obj["leaderUrl"]
     if leader_url is not None and type(leader_url) is not str:
         raise DecodeError("snapshot.leaderUrl: expected string or null")
@@ -198,4 +210,5 @@ def decode_image(data: Any) -> MetadataImage:
         partition_count=count,
         ignored_records=_int(obj["ignoredRecords"], Kind.INT64, "snapshot.ignoredRecords"),
         voters=_decode_value(Kind.VOTERS, voters, "snapshot.voters"),
+        broker_configs={name: configs for name, configs in broker_configs.items() if configs},
     )

@@ -104,7 +104,7 @@ def test_create_topics_protocol_errors_are_per_topic(local, app, brokers):
             "topics": [
                 {"name": "taken"},
                 {"name": "bad/name"},
-                {"name": "cfg", "configs": [{"name": "retention.ms", "value": "1"}]},
+                {"name": "cfg", "configs": [{"name": "retention.ms", "value": "-7"}]},
                 {"name": "rf", "replicationFactor": 4},
                 {"name": "fine"},
             ]
@@ -130,7 +130,7 @@ def test_create_topics_validate_only_answers_as_a_real_request_and_creates_nothi
     topics = [
         {"name": "v", "numPartitions": 2},
         {"name": "v-rf", "replicationFactor": 9},
-        {"name": "v-cfg", "configs": [{"name": "retention.ms", "value": "1"}]},
+        {"name": "v-cfg", "configs": [{"name": "retention.ms", "value": "-7"}]},
     ]
     body = post(local, app, "/v1/topics", {"topics": topics, "validateOnly": True})
     results = [(t["name"], t["errorName"], t["numPartitions"]) for t in body["topics"]]

@@ -470,6 +470,28 @@ def test_config_for_unknown_topic_or_other_resource_is_ignored():
     assert img.ignored_records == 3
 
 
+def test_broker_configs_by_id_and_the_cluster_default():
+    img = apply_records(
+        EMPTY_IMAGE,
+        [
+            cfg("num.io.threads", "4", topic="", resource_type=4),
+            cfg("num.io.threads", "8", topic="1", resource_type=4),
+            cfg("log.retention.ms", "5", topic="", resource_type=4),
+        ],
+    )
+    assert img.broker_configs == {
+        "": {"num.io.threads": "4", "log.retention.ms": "5"},
+        "1": {"num.io.threads": "8"},
+    }
+    # Deleting a broker's last config removes the resource; the others stay shared.
+    before = img.broker_configs[""]
+    img = apply_records(img, [cfg("num.io.threads", None, topic="1", resource_type=4)])
+    assert img.broker_configs == {"": before} and img.broker_configs[""] is before
+    # Names that are no broker id take an offset and change nothing.
+    img = apply_records(img, [cfg("a", "1", topic=n, resource_type=4) for n in ("x", "-1", "1.5")])
+    assert img.ignored_records == 3 and set(img.broker_configs) == {""}
+
+
 def test_config_keeps_partitions():
     img = apply_records(EMPTY_IMAGE, topic_with_partitions("t", T1, 2))
     out = apply_records(img, [pcr(leader=2), cfg("a", "1")])
@@ -737,8 +759,8 @@ records = st.one_of(
     ),
     st.builds(
         ConfigRecord,
-        resource_type=st.just(2) | INT8,
-        resource_name=NAMES,
+        resource_type=st.sampled_from([2, 4]) | INT8,
+        resource_name=NAMES | st.sampled_from(["", "1", "007", "-1"]),
         name=st.sampled_from(["retention.ms", "cleanup.policy"]),
         value=st.none() | st.sampled_from(["1", "2"]),
     ),
@@ -766,6 +788,7 @@ def model_replay(recs) -> dict:
     features: dict[str, int] = {}
     ctrl = {"epoch": 0, "leader": -1, "url": None}
     ignored = 0
+    broker_configs: dict[str, dict[str, str]] = {}
     for offset, r in enumerate(recs):
         ok = True
         if isinstance(r, RegisterBrokerRecord):
@@ -835,6 +858,18 @@ def model_replay(recs) -> dict:
                 if r.leader_recovery_state != -1:
                     p["lrs"] = r.leader_recovery_state
                 p["pe"] += 1
+        elif isinstance(r, ConfigRecord) and r.resource_type == 4:
+            name = r.resource_name
+            if name != "" and not (name.isdigit() and int(name) < 2**31):
+                ok = False
+            else:
+                configs = broker_configs.setdefault(name, {})
+                if r.value is None:
+                    configs.pop(r.name, None)
+                else:
+                    configs[r.name] = r.value
+                if not configs:
+                    del broker_configs[name]
         elif isinstance(r, ConfigRecord):
             tid = next((i for i, t in topics.items() if t["name"] == r.resource_name), None)
             if r.resource_type != 2 or tid is None:
@@ -862,6 +897,7 @@ def model_replay(recs) -> dict:
     return dict(
         brokers=brokers,
         topics=topics,
+        broker_configs=broker_configs,
         features=features,
         ctrl=ctrl,
         ignored=ignored,
@@ -904,6 +940,7 @@ def image_as_model(img: MetadataImage) -> dict:
             }
             for i, t in img.topics.items()
         },
+        broker_configs=img.broker_configs,
         features=img.features,
         ctrl={"epoch": img.controller_epoch, "leader": img.leader_id, "url": img.leader_url},
         ignored=img.ignored_records,

@@ -255,6 +255,9 @@ def _with_partition(img, **kw):
         lambda i: apply_records(
             i, [ConfigRecord(resource_type=2, resource_name="a", name="k", value="3")]
         ),
+        lambda i: apply_records(
+            i, [ConfigRecord(resource_type=4, resource_name="", name="k", value="3")]
+        ),
     ],
 )
 def test_every_field_changes_the_digest(change):

@@ -54,7 +54,7 @@ from controller.messages import (
     ReassignableTopic,
     UnregisterBrokerRequest,
 )
-from controller.topic_control import UNCLEAN_LEADER_ELECTION
+from metadata_records.config_schema import UNCLEAN_LEADER_ELECTION_ENABLE as UNCLEAN_LEADER_ELECTION
 from metadata_records.errors import Errors
 from metadata_records.records import (
     FENCE,

@@ -109,9 +109,9 @@ def test_isr_is_the_active_replicas_and_the_leader_the_first_of_them(h):
             "Found multiple manual partition assignments for partition 0",
         ),
         (
-            CreatableTopic("t", configs=(("retention.ms", "1"),)),
+            CreatableTopic("t", configs=(("retention.mss", "1"),)),
             Errors.INVALID_CONFIG,
-            "Unknown topic config name: retention.ms",
+            "Unknown topic config name: retention.mss",
         ),
         (
             CreatableTopic("t", configs=(("min.insync.replicas", "0"),)),
