@@ -28,6 +28,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from controller import messages as m
 from metadata_records import limits
 from metadata_records.codec import brief, log_record_to_obj
+from metadata_records.config_schema import (
+    ResourceType,
+    describe_broker_configs,
+    resolve_topic_configs,
+)
 from metadata_records.errors import Errors
 from metadata_records.image import MetadataImage
 from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableError
@@ -68,6 +73,7 @@ from .reads import (
     VoterTracker,
     broker_obj,
     brokers_obj,
+    configs_obj,
     not_ready_reason,
     quorum_status_obj,
     snapshot_record_objs,
@@ -106,6 +112,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.AlterPartitionReassignmentsRequest,
     M.ElectLeadersRequest,
     M.UpdateFeaturesRequest,
+    M.IncrementalAlterConfigsRequest,
     M.TransferLeadershipRequest,
     M.AddVoterRequest,
     M.RemoveVoterRequest,
@@ -228,6 +235,19 @@ AdminCaller = Annotated[Principal, Depends(_needs(Role.ADMIN))]
 ReadCaller = Annotated[Principal, Depends(_needs(Role.READ))]
 TopicName = Annotated[str, Path(description="the topic's name")]
 BrokerIdPath = Annotated[int, Path(ge=INT32_MIN, le=INT32_MAX, description="the broker id")]
+IncludeSynonyms = Annotated[
+    bool,
+    Query(alias="includeSynonyms", description="list every level that sets each config"),
+]
+ConfigurationKeys = Annotated[
+    list[str] | None,
+    Query(
+        alias="configurationKeys",
+        max_length=limits.MAX_TOPIC_CONFIGS,
+        description="only these configs (repeat the parameter); all when absent",
+    ),
+]
+
 Consistency = Annotated[
     Literal["linearizable"] | None,
     Query(description="`linearizable`: commit a read barrier through the log first"),
@@ -849,6 +869,23 @@ def create_app(
         return answer(M.UpdateFeaturesResponse.from_message(response))
 
     @app.post(
+        "/v1/configs",
+        operation_id="incrementalAlterConfigs",
+        tags=["admin"],
+        summary="IncrementalAlterConfigs",
+        response_model=M.IncrementalAlterConfigsResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.IncrementalAlterConfigsRequest),
+    )
+    async def incremental_alter_configs(request: Request, caller: AdminCaller) -> Response:
+        """Sets, deletes, appends to or subtracts from the configs of topics,
+        brokers and the cluster-wide default (resource type 4, name ""). Each
+        resource is all or nothing (docs/api-additions.md)."""
+        req = parse_body(M.IncrementalAlterConfigsRequest, await request.body())
+        response = await submit(req.to_message())
+        return answer(M.IncrementalAlterConfigsResponse.from_message(response))
+
+    @app.post(
         "/v1/quorum/transfer-leadership",
         operation_id="transferLeadership",
         tags=["admin"],
@@ -1018,6 +1055,90 @@ def create_app(
                 headers={"X-Metadata-Offset": str(image.last_offset)},
             )
         return with_offset(topic_obj(topic), image)
+
+    @app.get(
+        "/v1/configs/topics/{name}",
+        operation_id="describeTopicConfigs",
+        tags=["reads"],
+        summary="DescribeConfigs for a topic",
+        response_model=M.DescribeConfigsOut,
+        responses={
+            **READ_RESPONSES,
+            **not_found(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, "topic 'orders' does not exist", "no such topic"
+            ),
+        },
+    )
+    async def describe_topic_configs(
+        name: TopicName,
+        caller: ReadCaller,
+        consistency: Consistency = None,
+        include_synonyms: IncludeSynonyms = False,
+        keys: ConfigurationKeys = None,
+    ) -> Response:
+        """Every topic config with its effective value: the topic's own, else
+        the cluster default's broker synonym, else Kafka's default."""
+        image = await read_image(consistency)
+        topic = image.topic_by_name(name)
+        if topic is None:
+            raise ApiProblem(
+                404,
+                Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {name!r} does not exist",
+                headers={"X-Metadata-Offset": str(image.last_offset)},
+            )
+        entries = resolve_topic_configs(topic.configs, image.broker_configs.get("", {}))
+        return with_offset(
+            configs_obj(ResourceType.TOPIC, name, entries, include_synonyms, keys), image
+        )
+
+    @app.get(
+        "/v1/configs/brokers/{id}",
+        operation_id="describeBrokerConfigs",
+        tags=["reads"],
+        summary="DescribeConfigs for a broker",
+        response_model=M.DescribeConfigsOut,
+        responses=READ_RESPONSES,
+    )
+    async def describe_broker_configs_route(
+        id: Annotated[int, Path(ge=0, le=INT32_MAX, description="the broker id")],
+        caller: ReadCaller,
+        consistency: Consistency = None,
+        include_synonyms: IncludeSynonyms = False,
+        keys: ConfigurationKeys = None,
+    ) -> Response:
+        """The broker's dynamic configs, resolved broker -> cluster default ->
+        Kafka's default (whether or not the broker is registered: configs may
+        be set before it starts)."""
+        image = await read_image(consistency)
+        entries = describe_broker_configs(
+            str(id), image.broker_configs.get(str(id), {}), image.broker_configs.get("", {})
+        )
+        return with_offset(
+            configs_obj(ResourceType.BROKER, str(id), entries, include_synonyms, keys), image
+        )
+
+    @app.get(
+        "/v1/configs/cluster",
+        operation_id="describeClusterConfigs",
+        tags=["reads"],
+        summary="DescribeConfigs for the cluster-wide default",
+        response_model=M.DescribeConfigsOut,
+        responses=READ_RESPONSES,
+    )
+    async def describe_cluster_configs(
+        caller: ReadCaller,
+        consistency: Consistency = None,
+        include_synonyms: IncludeSynonyms = False,
+        keys: ConfigurationKeys = None,
+    ) -> Response:
+        """The configs set for every broker (Kafka's BROKER resource ""): only
+        what is set."""
+        image = await read_image(consistency)
+        entries = describe_broker_configs("", {}, image.broker_configs.get("", {}))
+        return with_offset(
+            configs_obj(ResourceType.BROKER, "", entries, include_synonyms, keys), image
+        )
 
     @app.get(
         "/v1/log",

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from metadata_records.codec import log_record_to_obj
+from metadata_records.config_schema import ConfigEntry
 from metadata_records.features import register_broker_record_version
 from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata_records.records import (
@@ -94,6 +95,45 @@ def topic_obj(t: TopicImage) -> dict[str, Any]:
 def topics_obj(image: MetadataImage) -> dict[str, Any]:
     topics = sorted(image.topics.values(), key=lambda t: t.name)
     return {"topics": [topic_obj(t) for t in topics]}
+
+
+# ---------------------------------------------------------------- configs
+
+
+def configs_obj(
+    resource_type: int,
+    resource_name: str,
+    entries: list[ConfigEntry],
+    include_synonyms: bool,
+    keys: list[str] | None,
+) -> dict[str, Any]:
+    """DescribeConfigs' answer for one resource (``keys``: only these names)."""
+    wanted = None if not keys else set(keys)
+    return {
+        "resourceType": resource_type,
+        "resourceName": resource_name,
+        "configs": [
+            {
+                "name": e.name,
+                "value": e.value,
+                "readOnly": e.read_only,
+                "configSource": int(e.source),
+                "configSourceName": e.source.name,
+                "isSensitive": e.sensitive,
+                "configType": int(e.type),
+                "configTypeName": e.type.name,
+                "documentation": e.doc,
+                "synonyms": [
+                    {"name": n, "value": v, "source": int(src), "sourceName": src.name}
+                    for src, n, v in e.synonyms
+                ]
+                if include_synonyms
+                else [],
+            }
+            for e in entries
+            if wanted is None or e.name in wanted
+        ],
+    }
 
 
 # ---------------------------------------------------------------- snapshot

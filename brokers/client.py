@@ -407,6 +407,13 @@ class MetaquorumClient:
     async def update_features(self, name: str, level: int) -> Answer:
         return _answer(Answer, await self._post("/v1/features", {"name": name, "level": level}))
 
+    async def alter_configs(self, resources: Sequence[dict], validate_only: bool = False) -> Answer:
+        """IncrementalAlterConfigs: ``resources`` as the body's (resourceType,
+        resourceName, configs [{name, configOperation, value}]); each resource's
+        outcome is in ``body["responses"]``."""
+        body = {"resources": list(resources), "validateOnly": validate_only}
+        return _answer(Answer, await self._post("/v1/configs", body))
+
     async def transfer_leadership(self, target_node_id: int | None = None) -> Answer:
         body = {} if target_node_id is None else {"targetNodeId": target_node_id}
         return _answer(Answer, await self._post("/v1/quorum/transfer-leadership", body))
@@ -441,6 +448,24 @@ class MetaquorumClient:
 
     async def topic(self, name: str, linearizable: bool = False) -> Answer:
         return await self._read(f"/v1/topics/{name}", linearizable=linearizable)
+
+    async def describe_configs(
+        self,
+        topic: str | None = None,
+        broker_id: int | None = None,
+        include_synonyms: bool = False,
+        linearizable: bool = False,
+    ) -> Answer:
+        """DescribeConfigs of a topic, a broker, or (neither given) the
+        cluster-wide default."""
+        if topic is not None:
+            path = f"/v1/configs/topics/{topic}"
+        elif broker_id is not None:
+            path = f"/v1/configs/brokers/{broker_id}"
+        else:
+            path = "/v1/configs/cluster"
+        params = {"includeSynonyms": "true"} if include_synonyms else {}
+        return await self._read(path, params, linearizable=linearizable)
 
     async def status(self) -> Answer:
         return await self._read("/v1/quorum/status")

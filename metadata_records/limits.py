@@ -25,9 +25,13 @@ MAX_NAME_LENGTH = 255  # listener, feature and config names
 MAX_RACK_LENGTH = 255
 MAX_CLUSTER_ID_LENGTH = 64  # Kafka's cluster ids are 22 characters
 
-# CreateTopics configs (only two names are understood, so a few suffice).
+# Configs: CreateTopics' per topic, IncrementalAlterConfigs' per resource
+# (Kafka has 33 topic configs; a broker resource may hold custom ones too),
+# and the resources of one IncrementalAlterConfigs (Kafka's kafka-configs.sh
+# sends one; 100 x 64 stays under the 10,000 records of one operator write).
 MAX_TOPIC_CONFIGS = 64
 MAX_CONFIG_VALUE_LENGTH = 4096
+MAX_CONFIG_RESOURCES = 100
 
 # Everything that names topics or partitions in one request (CreateTopics,
 # AlterPartition, reassignments, elections): bounded like Kafka's

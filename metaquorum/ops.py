@@ -1,5 +1,6 @@
 """Operator commands: ``status``, ``brokers``, ``topics``, ``log``,
-``create-topic``, ``unregister-broker``, ``transfer-leadership``, ``add-voter``,
+``configs``, ``alter-configs``, ``create-topic``, ``unregister-broker``,
+``transfer-leadership``, ``add-voter``,
 ``remove-voter``.
 
 Tables for people (plain text when stdout is no terminal or NO_COLOR is set:
@@ -140,6 +141,30 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--replication-factor", type=int, default=-1)
     p.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     p = command(
+        "configs",
+        "the configs of a topic, a broker or the cluster-wide default, resolved as Kafka "
+        "does (like kafka-configs --describe): what is set, or every config with --all",
+    )
+    _config_resource_flags(p)
+    p.add_argument("--all", action="store_true", help="every config, defaults included")
+    p.add_argument("--synonyms", action="store_true", help="every level that sets each config")
+    p.add_argument("--linearizable", action="store_true", help="read through the log first")
+    p = command(
+        "alter-configs",
+        "set, delete, append to or subtract from the configs of a topic, a broker or "
+        "the cluster-wide default (Kafka's IncrementalAlterConfigs); all or nothing",
+        WRITE_EXITS,
+    )
+    _config_resource_flags(p)
+    for flag, meta, text in (
+        ("--set", "NAME=VALUE", "set a config"),
+        ("--delete", "NAME", "delete a config (back to the next level's value)"),
+        ("--append", "NAME=VALUE", "add elements to a LIST config (comma-separated)"),
+        ("--subtract", "NAME=VALUE", "remove elements from a LIST config"),
+    ):
+        p.add_argument(flag, action="append", default=[], metavar=meta, help=text)
+    p.add_argument("--validate-only", action="store_true", help="check everything, write nothing")
+    p = command(
         "unregister-broker",
         "decommission a broker id for good (Kafka's UnregisterBroker): its registration "
         "is removed and it leaves every ISR; stop the broker first",
@@ -180,11 +205,22 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--node-id", dest="node_id", type=int, required=True, help="its node id")
 
 
+def _config_resource_flags(p: argparse.ArgumentParser) -> None:
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", metavar="NAME", help="a topic")
+    which.add_argument("--broker", type=int, metavar="ID", help="a broker id")
+    which.add_argument(
+        "--cluster", action="store_true", help="the default for every broker (and topic)"
+    )
+
+
 OPS = {
     "status",
     "brokers",
     "topics",
     "log",
+    "configs",
+    "alter-configs",
     "create-topic",
     "unregister-broker",
     "transfer-leadership",
@@ -407,6 +443,22 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
                     f"{topic.get('numPartitions')} partitions x {topic.get('replicationFactor')} replicas"
                 )
             return 0
+        if cmd == "configs":
+            answer = await client.describe_configs(
+                args.topic, args.broker, args.synonyms, linearizable=args.linearizable
+            )
+            if answer.error_code != 0:
+                return _fail(f"{answer.error_name}: {answer.error_message}")
+            configs = answer.body.get("configs", [])
+            if not args.all:
+                configs = [c for c in configs if c.get("configSourceName") != "DEFAULT_CONFIG"]
+            if args.json:
+                _dump({**answer.body, "configs": configs})
+            else:
+                _print_configs(console, args, configs, answer.metadata_offset)
+            return 0
+        if cmd == "alter-configs":
+            return await _alter_configs(client, args, console)
         if cmd == "unregister-broker":
             answer = await client.unregister_broker(args.broker_id)
             return _report(
@@ -711,6 +763,67 @@ def _print_topics(console: Console, items: list, offset: int | None) -> None:
     ]
     headers = ["Topic", "Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "PartitionEpoch"]
     print_table(console, f"topics at offset {offset}", headers, rows)
+
+
+def _resource(args: argparse.Namespace) -> tuple[int, str, str]:
+    """(resourceType, resourceName, how to name it to a person)."""
+    if args.topic is not None:
+        return 2, args.topic, f"topic {args.topic}"
+    if args.broker is not None:
+        return 4, str(args.broker), f"broker {args.broker}"
+    return 4, "", "the cluster-wide default"
+
+
+async def _alter_configs(client, args: argparse.Namespace, console: Console) -> int:
+    changes = []
+    for op, items in enumerate((args.set, args.delete, args.append, args.subtract)):
+        for item in items:
+            if op == 1:
+                changes.append({"name": item, "configOperation": op, "value": None})
+                continue
+            name, sep, value = item.partition("=")
+            if not sep or not name:
+                flag = ("--set", "--delete", "--append", "--subtract")[op]
+                return _fail(f"INVALID_REQUEST: {flag} {item!r} is not NAME=VALUE", EXIT_BAD_INPUT)
+            changes.append({"name": name, "configOperation": op, "value": value})
+    if not changes:
+        return _fail(
+            "INVALID_REQUEST: nothing to change (give --set, --delete, --append or --subtract)",
+            EXIT_BAD_INPUT,
+        )
+    kind, name, what = _resource(args)
+    answer = await client.alter_configs(
+        [{"resourceType": kind, "resourceName": name, "configs": changes}], args.validate_only
+    )
+    result = (answer.body.get("responses") or [answer.body])[0]
+    if args.json:
+        _dump(result)
+    if result.get("errorCode", answer.error_code) != 0:
+        return _fail(f"{result.get('errorName')}: {result.get('errorMessage')}")
+    if not args.json:
+        done = "would change" if args.validate_only else "changed"
+        console.print(f"{done} {len(changes)} config(s) of {what}")
+    return 0
+
+
+def _print_configs(console: Console, args, configs: list, offset: int | None) -> None:
+    _, _, what = _resource(args)
+    headers = ["Name", "Value", "Source"] + (["Synonyms"] if args.synonyms else [])
+    rows = [
+        [str(c.get("name")), _or_dash(c.get("value")), str(c.get("configSourceName"))]
+        + (
+            [
+                " ".join(
+                    f"{s.get('sourceName')}:{s.get('name')}={s.get('value')}"
+                    for s in c.get("synonyms", [])
+                )
+            ]
+            if args.synonyms
+            else []
+        )
+        for c in configs
+    ]
+    print_table(console, f"configs of {what} at offset {offset}", headers, rows)
 
 
 def _ids(ids: list | None) -> str:

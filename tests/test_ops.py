@@ -295,3 +295,67 @@ def test_unregister_broker_json_and_exit_codes(voter):
     )
     r = mq("unregister-broker", "x", url=voter.url(0))
     assert r.returncode == 2 and "invalid int value" in r.stderr
+
+
+def test_alter_configs_then_read_them_back(voter):
+    r = mq("alter-configs", "--cluster", "--set", "log.retention.hours=48", url=voter.url(0))
+    assert r.returncode == 0 and "changed 1 config(s) of the cluster-wide default" in r.stdout
+    reg = voter.post(0, "/v1/brokers/register", register_body(voter, 79)).json()
+    hb = {"brokerId": 79, "brokerEpoch": reg["brokerEpoch"], "currentMetadataOffset": 10**9}
+    voter.post(0, "/v1/brokers/heartbeat", hb)
+    r = mq("create-topic", "cfg-ops", "--replication-factor", "1", url=voter.url(0))
+    assert r.returncode == 0, r.stderr
+    r = mq(
+        "alter-configs", "--topic", "cfg-ops", "--set", "segment.ms=60000",
+        "--append", "cleanup.policy=compact", url=voter.url(0),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # For people: what is set, with its source; the default-valued ones with --all.
+    r = mq("configs", "--topic", "cfg-ops", url=voter.url(0))
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()[2:]}
+    assert rows == {
+        "cleanup.policy": ["delete,compact", "TOPIC_CONFIG"],
+        "retention.ms": ["172800000", "DYNAMIC_DEFAULT_BROKER_CONFIG"],
+        "segment.ms": ["60000", "TOPIC_CONFIG"],
+    }
+    r = mq("configs", "--topic", "cfg-ops", "--all", "--json", "--synonyms", url=voter.url(0))
+    body = json.loads(r.stdout)
+    assert len(body["configs"]) == 33
+    (retention,) = [c for c in body["configs"] if c["name"] == "retention.ms"]
+    assert [s["name"] for s in retention["synonyms"]] == ["log.retention.hours", "retention.ms"]
+    r = mq("configs", "--cluster", "--json", url=voter.url(0))
+    assert [c["name"] for c in json.loads(r.stdout)["configs"]] == ["log.retention.hours"]
+
+
+def test_alter_configs_refusals_and_exit_codes(voter):
+    r = mq(
+        "alter-configs", "--broker", "1", "--set", "num.io.threads=0", "--json", url=voter.url(0)
+    )
+    assert r.returncode == 1 and json.loads(r.stdout)["errorName"] == "INVALID_CONFIG"
+    assert r.stderr == (
+        "metaquorum: INVALID_CONFIG: Invalid value 0 for configuration num.io.threads: "
+        "Value must be at least 1\n"
+    )
+    r = mq("alter-configs", "--topic", "nope", "--delete", "retention.ms", url=voter.url(0))
+    assert r.returncode == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION: The topic 'nope' does not exist." in r.stderr
+    r = mq("alter-configs", "--broker", "1", "--set", "novalue", url=voter.url(0))
+    assert r.returncode == 2 and "--set 'novalue' is not NAME=VALUE" in r.stderr
+    r = mq("alter-configs", "--broker", "1", url=voter.url(0))
+    assert r.returncode == 2 and "nothing to change" in r.stderr
+    r = mq("alter-configs", "--broker", "1", "--topic", "x", "--delete", "a", url=voter.url(0))
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
+    r = mq("configs", "--topic", "nope", url=voter.url(0))
+    assert r.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in r.stderr
+    r = mq(
+        "alter-configs",
+        "--cluster",
+        "--set",
+        "num.io.threads=4",
+        "--validate-only",
+        url=voter.url(0),
+    )
+    assert r.returncode == 0 and "would change 1 config(s)" in r.stdout
+    r = mq("configs", "--cluster", "--json", url=voter.url(0))
+    assert "num.io.threads" not in r.stdout
