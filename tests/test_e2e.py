@@ -206,3 +206,118 @@ async def decommission(c: Cluster, follower: int) -> None:
             while 3 in [b["brokerId"] for b in (await voter.brokers()).body["brokers"]]:
                 assert asyncio.get_running_loop().time() < deadline, i
                 await asyncio.sleep(0.2)
+
+
+def test_configs_decide_elections_and_survive_a_failover(tmp_path):
+    """IncrementalAlterConfigs and DescribeConfigs through the client: the
+    cluster default's unclean.leader.election.enable makes a returning
+    out-of-sync broker lead a leaderless partition, a topic's own false keeps
+    its partition leaderless, every voter describes the same configs, and a
+    new leader keeps them and takes more."""
+    c = Cluster(tmp_path, extra=["--session-timeout-ms", "2000"])
+    try:
+        c.start()
+        c.wait_ready()
+        leader = c.leader()
+        follower = next(i for i in range(c.n) if i != leader)
+        asyncio.run(configs_scenario(c, leader, follower))
+    finally:
+        c.close()
+
+
+async def beat_until(client, epochs, beating, done, what, timeout_s=60.0):
+    """Heartbeats from the ``beating`` brokers until ``done()`` holds."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not await done():
+        for b in beating:
+            assert (await client.heartbeat(b, epochs[b], 10**9)).ok
+        assert asyncio.get_running_loop().time() < deadline, what
+        await asyncio.sleep(0.3)
+
+
+def changes(name, *sets):
+    return {
+        "resourceType": 2 if name else 4,
+        "resourceName": name or "",
+        "configs": [{"name": k, "configOperation": 0, "value": v} for k, v in sets],
+    }
+
+
+async def configs_scenario(c: Cluster, leader: int, follower: int) -> None:
+    async with MetaquorumClient([c.url(follower)]) as client:
+        epochs = {}
+        for b in (1, 2):
+            reg = await client.register(b, c.cluster_id, str(uuid.uuid4()), listeners(b), MV)
+            epochs[b] = reg.broker_epoch
+
+        async def fenced():
+            brokers = (await client.brokers(linearizable=True)).body["brokers"]
+            return {b["brokerId"]: b["fenced"] for b in brokers}
+
+        async def state_is(want):
+            return await fenced() == want
+
+        await beat_until(client, epochs, (1, 2), lambda: state_is({1: False, 2: False}), "unfenced")
+        created = await client.create_topics(
+            [
+                {"name": "t", "assignments": [{"partitionIndex": 0, "brokerIds": [1, 2]}]},
+                {
+                    "name": "keep",
+                    "assignments": [{"partitionIndex": 0, "brokerIds": [1, 2]}],
+                    "configs": [{"name": "unclean.leader.election.enable", "value": "false"}],
+                },
+            ]
+        )
+        assert [t["errorName"] for t in created.body["topics"]] == ["NONE", "NONE"]
+        # Broker 2 falls silent and is fenced (out of the ISR), then broker 1:
+        # the partitions keep their last ISR member and no leader.
+        await beat_until(client, epochs, (1,), lambda: state_is({1: False, 2: True}), "2 fenced")
+        await beat_until(client, epochs, (), lambda: state_is({1: True, 2: True}), "1 fenced")
+        for name in ("t", "keep"):
+            (p,) = (await client.topic(name, linearizable=True)).body["partitions"]
+            assert (p["leader"], p["isr"]) == (-1, [1]), (name, p)
+
+        answer = await client.alter_configs(
+            [
+                changes(None, ("unclean.leader.election.enable", "true")),
+                changes("t", ("retention.ms", "60000")),
+            ]
+        )
+        assert [r["errorName"] for r in answer.body["responses"]] == ["NONE", "NONE"], answer.body
+        # Broker 2 returns: unfencing elects it where the resolved config allows.
+        await beat_until(client, epochs, (2,), lambda: state_is({1: True, 2: False}), "2 back")
+        (t,) = (await client.topic("t", linearizable=True)).body["partitions"]
+        (keep,) = (await client.topic("keep", linearizable=True)).body["partitions"]
+        assert (t["leader"], t["isr"]) == (2, [2]) and keep["leader"] == -1, (t, keep)
+
+        described = await client.describe_configs("t", include_synonyms=True, linearizable=True)
+        configs = {x["name"]: x for x in described.body["configs"]}
+        unclean = configs["unclean.leader.election.enable"]
+        assert (unclean["value"], unclean["configSourceName"]) == (
+            "true",
+            "DYNAMIC_DEFAULT_BROKER_CONFIG",
+        )
+        assert (configs["retention.ms"]["value"], configs["retention.ms"]["configSourceName"]) == (
+            "60000",
+            "TOPIC_CONFIG",
+        )
+
+    # Every voter shows the same; then the leader goes and the configs stay.
+    for i in range(c.n):
+        async with MetaquorumClient([c.url(i)]) as voter:
+            body = (await voter.describe_configs(linearizable=True)).body
+            assert [(x["name"], x["value"]) for x in body["configs"]] == [
+                ("unclean.leader.election.enable", "true")
+            ], i
+    c.kill(leader)
+    survivors = [i for i in range(c.n) if i != leader]
+    c.leader(among=survivors)
+    async with MetaquorumClient([c.url(i) for i in survivors]) as client:
+        answer = await client.alter_configs([changes("keep", ("retention.ms", "1000"))])
+        assert answer.body["responses"][0]["errorName"] == "NONE", answer.body
+        keep = await client.describe_configs("keep", linearizable=True)
+        values = {x["name"]: (x["value"], x["configSourceName"]) for x in keep.body["configs"]}
+        assert values["retention.ms"] == ("1000", "TOPIC_CONFIG")
+        assert values["unclean.leader.election.enable"] == ("false", "TOPIC_CONFIG")
+        cluster = await client.describe_configs(linearizable=True)
+        assert [x["name"] for x in cluster.body["configs"]] == ["unclean.leader.election.enable"]

@@ -12,7 +12,8 @@ Invariants:
 - every record the controller writes applies (no ignored records), and
   replaying the log from an empty image gives the same image;
 - the leader-side brokers-to-ISR index matches a fresh build;
-- the unclean-election sweep (issue 18) elects only on topics that allow it;
+- the unclean-election sweep (issue 18) elects only on topics that allow it (their own
+  unclean.leader.election.enable, else the cluster default's);
 - an unregistered broker (issue 21) leads nothing, is in no ISR of more than
   one broker, and has no session: it is never fenced, nor refused as a
   duplicate, afterwards;
@@ -40,6 +41,8 @@ from controller.isr_index import BrokersToIsrs
 from controller.messages import (
     PREFERRED,
     UNCLEAN,
+    AlterableConfig,
+    AlterConfigsResource,
     AlterPartitionPartition,
     AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
@@ -50,15 +53,19 @@ from controller.messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
     ReassignablePartition,
     ReassignableTopic,
     UnregisterBrokerRequest,
 )
 from metadata_records.config_schema import UNCLEAN_LEADER_ELECTION_ENABLE as UNCLEAN_LEADER_ELECTION
+from metadata_records.config_schema import OpType
 from metadata_records.errors import Errors
 from metadata_records.records import (
+    BROKER_RESOURCE,
     FENCE,
     IN_CONTROLLED_SHUTDOWN,
+    TOPIC_RESOURCE,
     UNFENCE,
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
@@ -88,6 +95,8 @@ class ControllerMachine(RuleBasedStateMachine):
             },
         )
         self.generation = Counter()
+        # The cluster default's unclean.leader.election.enable (None: not set).
+        self.cluster_unclean: str | None = None
         self.epoch_history: dict[int, list[int]] = {}
         self.checked_log = len(self.h.log)
         self.before = self.h.image
@@ -387,9 +396,38 @@ class ControllerMachine(RuleBasedStateMachine):
         if result is None:
             return
         for record in result.records:
-            assert h.image.topics[record.topic_id].configs.get(UNCLEAN_LEADER_ELECTION) == "true"
+            assert self.unclean_allowed(record.topic_id)
             assert h.image.partition(record.topic_id, record.partition_id).leader == -1
         h.commit(result.records)
+
+    def unclean_allowed(self, topic_id: str) -> bool:
+        """The topic's own unclean.leader.election.enable, else the cluster
+        default's (the model's), else false."""
+        own = self.h.image.topics[topic_id].configs.get(UNCLEAN_LEADER_ELECTION)
+        return (own if own is not None else self.cluster_unclean) == "true"
+
+    @rule(
+        data=st.data(),
+        value=st.sampled_from(["true", "false", None]),
+        validate_only=RARELY,
+    )
+    def alter_unclean_config(self, data, value, validate_only):
+        """IncrementalAlterConfigs of unclean.leader.election.enable on a
+        topic or the cluster default (None: DELETE)."""
+        h = self.h
+        name = data.draw(st.sampled_from(["", *self.topics()]))
+        op = OpType.DELETE if value is None else OpType.SET
+        resource = AlterConfigsResource(
+            BROKER_RESOURCE if name == "" else TOPIC_RESOURCE,
+            name,
+            (AlterableConfig(UNCLEAN_LEADER_ELECTION, op, value),),
+        )
+        (answer,) = h.run(IncrementalAlterConfigsRequest((resource,), validate_only)).responses
+        assert answer.error is Errors.NONE, answer
+        if validate_only:
+            assert h.last.records == ()
+        elif name == "":
+            self.cluster_unclean = value
 
     @rule(data=st.data())
     def preferred_replica_back_in_the_isr(self, data):
@@ -548,6 +586,11 @@ class ControllerMachine(RuleBasedStateMachine):
                 history.append(reg.epoch)
             epochs[reg.epoch] = broker_id
         assert len(epochs) == len(self.h.image.brokers)
+
+    @invariant()
+    def the_cluster_default_is_what_was_set(self):
+        default = self.h.image.broker_configs.get("", {})
+        assert default.get(UNCLEAN_LEADER_ELECTION) == self.cluster_unclean
 
     @invariant()
     def the_log_replays_to_the_image(self):
