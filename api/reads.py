@@ -22,6 +22,7 @@ from metadata_records.records import (
     ConfigRecord,
     FeatureLevelRecord,
     LeaderChangeRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     TopicRecord,
@@ -143,7 +144,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     """Records that recreate ``image`` when replayed on an empty one.
 
     Order: the controller's LEADER_CHANGE, the voter set (KRAFT_VOTERS),
-    feature levels (metadata.version decides record versions), brokers, their
+    feature levels (metadata.version decides record versions), brokers, the
+    next producer id block (broker -1, epoch -1, as Kafka's snapshots), their
     dynamic configs (the cluster default first), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
     broker's ``registrationOffset`` (it becomes the record's position, as in
     Kafka, where snapshot records take the snapshot's offset) and the count of
@@ -186,6 +188,12 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                     version=1,
                 )
             )
+    if image.next_producer_id:
+        records.append(
+            ProducerIdsRecord(
+                broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
+            )
+        )
     for resource, configs in sorted(image.broker_configs.items()):
         for name, value in sorted(configs.items()):
             records.append(

@@ -44,6 +44,7 @@ from .features_control import FeatureControlManager, bootstrap_records
 from .heartbeats import BrokerHeartbeatManager
 from .isr_index import BrokersToIsrs
 from .messages import (
+    AllocateProducerIdsRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
@@ -59,6 +60,7 @@ from .messages import (
 )
 from .partition_admin import PartitionAdminManager
 from .placement import RandomSource
+from .producer_ids_control import ProducerIdControlManager
 from .replication_control import ReplicationControlManager
 from .topic_control import TopicControlManager
 
@@ -87,6 +89,7 @@ class Controller:
         self.partitions = PartitionAdminManager(self)
         self.features = FeatureControlManager(self)
         self.configs = ConfigurationControlManager(self)
+        self.producer_ids = ProducerIdControlManager(self)
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
@@ -99,6 +102,7 @@ class Controller:
             ElectLeadersRequest: self.partitions.elect_leaders,
             UpdateFeaturesRequest: self.features.update_features,
             IncrementalAlterConfigsRequest: self.configs.incremental_alter_configs,
+            AllocateProducerIdsRequest: self.producer_ids.allocate_producer_ids,
         }
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None

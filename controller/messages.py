@@ -69,6 +69,21 @@ class UnregisterBrokerResponse:
     error_message: str | None = None
 
 
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIdsRequest:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(slots=True)
+class AllocateProducerIdsResponse:
+    error: Errors
+    error_message: str | None = None
+    producer_id_start: int = 0  # Kafka's defaults on an error: 0 and 0
+    producer_id_len: int = 0
+
+
 # ------------------------------------------------------------------ AlterPartition
 
 

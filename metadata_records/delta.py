@@ -40,6 +40,7 @@ from .records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveTopicRecord,
@@ -83,6 +84,7 @@ class ImageDelta:
         "partition_count",
         "ignored_records",
         "voters",
+        "next_producer_id",
         "_brokers",
         "_topics",
         "_topic_ids",
@@ -100,6 +102,7 @@ class ImageDelta:
         self.partition_count = image.partition_count
         self.ignored_records = image.ignored_records
         self.voters = image.voters
+        self.next_producer_id = image.next_producer_id
         # Changed registrations by id (None = unregistered).
         self._brokers: dict[int, BrokerRegistration | None] = {}
         # Changed topic headers by id (None = removed). A header's ``partitions``
@@ -354,6 +357,14 @@ class ImageDelta:
         self._features[r.name] = r.feature_level if r.feature_level != 0 else None
         return True
 
+    def _replay_producer_ids(self, r: ProducerIdsRecord, offset: int) -> bool:
+        # Kafka's ProducerIdControlManager.replay throws unless the block moves
+        # forward: a record that would hand out ids again is refused.
+        if r.next_producer_id <= self.next_producer_id:
+            return False
+        self.next_producer_id = r.next_producer_id
+        return True
+
     def _replay_noop(self, r: NoOpRecord, offset: int) -> bool:
         return True
 
@@ -429,6 +440,7 @@ class ImageDelta:
             ignored_records=self.ignored_records,
             voters=self.voters,
             broker_configs=broker_configs,
+            next_producer_id=self.next_producer_id,
         )
 
 
@@ -443,6 +455,7 @@ _REPLAY = {
     RemoveTopicRecord: ImageDelta._replay_remove_topic,
     FeatureLevelRecord: ImageDelta._replay_feature,
     NoOpRecord: ImageDelta._replay_noop,
+    ProducerIdsRecord: ImageDelta._replay_producer_ids,
     LeaderChangeRecord: ImageDelta._replay_leader_change,
     VotersRecord: ImageDelta._replay_voters,
 }

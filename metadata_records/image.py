@@ -141,6 +141,9 @@ class MetadataImage(NamedTuple):
     # resource name: a broker id, or "" for the cluster-wide default. Only
     # resources with at least one config set appear.
     broker_configs: dict[str, dict[str, str]] = {}
+    # The first producer id of the next block AllocateProducerIds grants
+    # (Kafka's ProducerIdsImage.nextProducerId); 0 before the first.
+    next_producer_id: int = 0
 
     @property
     def last_offset(self) -> int:

@@ -44,6 +44,7 @@ from .records import (
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     TopicRecord,
@@ -82,6 +83,11 @@ RULES: dict[str, Rule] = {
         "shutdown or unregistered at that offset (KIP-841)",
     ),
     "isr-empty": Rule(RECORD, "an ISR is never empty"),
+    "producer-ids": Rule(
+        RECORD,
+        "producer id blocks never overlap: each ProducerIdsRecord's nextProducerId exceeds "
+        "the one before",
+    ),
     "partition-epoch": Rule(
         RECORD, "a PartitionRecord that restates a partition adds exactly 1 to its epoch"
     ),
@@ -361,6 +367,13 @@ class LogInvariants:
         if kind is PartitionChangeRecord and old is None:
             entity = self._entity(r.topic_id, r.partition_id)
             return "refused", entity, "a change to a partition that does not exist"
+        if kind is ProducerIdsRecord:
+            return (
+                "producer-ids",
+                f"broker {r.broker_id}",
+                f"nextProducerId {r.next_producer_id} does not exceed "
+                f"{self.delta.next_producer_id}: its block overlaps one granted before",
+            )
         return "refused", "log", f"the image refuses {r!r}"
 
     # ------------------------------------------------------------ batch rules

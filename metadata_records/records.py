@@ -161,6 +161,20 @@ class UnregisterBrokerRecord:
     version: int = 0
 
 
+@_record("PRODUCER_IDS_RECORD", 15, 0)
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids granted to a broker (Kafka's AllocateProducerIds):
+    the block ends at ``next_producer_id``, the first id of the next block.
+    Each record's ``next_producer_id`` exceeds the one before, so no id is
+    handed out twice (a snapshot restates it with broker -1, epoch -1)."""
+
+    broker_id: int = _f(Kind.INT32)
+    broker_epoch: int = _f(Kind.INT64)
+    next_producer_id: int = _f(Kind.INT64)
+    version: int = 0
+
+
 @_record("TOPIC_RECORD", 2, 0)
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
@@ -275,6 +289,7 @@ class VotersRecord:
 Record = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
+    | ProducerIdsRecord
     | TopicRecord
     | PartitionRecord
     | ConfigRecord

@@ -81,7 +81,9 @@ def image_to_obj(image: MetadataImage) -> dict[str, Any]:
     # voter sets existed are unchanged.
     if image.voters:
         obj["voters"] = _encode_value(Kind.VOTERS, image.voters)
-    # Likewise only once a broker config was set.
+    # Likewise only once a producer id block was granted, and a broker config set.
+    if image.next_producer_id:
+        obj["nextProducerId"] = image.next_producer_id
     if image.broker_configs:
         obj["brokerConfigs"] = {
             name: dict(sorted(configs.items()))
@@ -141,6 +143,7 @@ def decode_image(data: Any) -> MetadataImage:
     obj = _loads(data, "snapshot")
     voters = obj.pop("voters", []) if type(obj) is dict else []
     broker_configs = obj.pop("brokerConfigs", {}) if type(obj) is dict else {}
+    next_producer_id = obj.pop("nextProducerId", 0) if type(obj) is dict else 0
     obj = _obj(obj, "snapshot", _IMAGE_KEYS)
     if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
         raise DecodeError(f"snapshot: unsupported format {brief(obj['format'])}")
@@ -211,4 +214,5 @@ def decode_image(data: Any) -> MetadataImage:
         ignored_records=_int(obj["ignoredRecords"], Kind.INT64, "snapshot.ignoredRecords"),
         voters=_decode_value(Kind.VOTERS, voters, "snapshot.voters"),
         broker_configs={name: configs for name, configs in broker_configs.items() if configs},
+        next_producer_id=_int(next_producer_id, Kind.INT64, "snapshot.nextProducerId"),
     )

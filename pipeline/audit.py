@@ -29,6 +29,7 @@ CHANGE = "BROKER_REGISTRATION_CHANGE_RECORD"
 UNREG = "UNREGISTER_BROKER_RECORD"
 PR = "PARTITION_RECORD"
 PCR = "PARTITION_CHANGE_RECORD"
+PIDS = "PRODUCER_IDS_RECORD"
 UNBOUNDED = W.unboundedPreceding
 
 
@@ -557,6 +558,29 @@ def refused_changes(df: DataFrame, topics: DataFrame) -> DataFrame:
     )
 
 
+def producer_id_checks(df: DataFrame) -> DataFrame:
+    """producer-ids: a live ProducerIdsRecord whose nextProducerId does not
+    exceed every one before it (a snapshot's restatement included) hands out
+    ids of a block already granted. These records are few (one per 1,000
+    producer ids), so one ordered window over them is cheap."""
+    rows = df.filter(F.col("type") == PIDS)
+    before = W.orderBy("offset", "seq").rowsBetween(UNBOUNDED, -1)
+    prior = F.coalesce(F.max("next_producer_id").over(before), F.lit(0))
+    overlapping = rows.withColumn("prior", prior).filter(
+        ~F.col("from_snapshot") & (F.col("next_producer_id") <= F.col("prior"))
+    )
+    return _violation(
+        overlapping,
+        "producer-ids",
+        F.format_string("broker %d", F.col("broker_id")),
+        F.format_string(
+            "nextProducerId %d does not exceed %d: its block overlaps one granted before",
+            F.col("next_producer_id"),
+            F.col("prior"),
+        ),
+    )
+
+
 def with_legacy_batches(df: DataFrame) -> tuple[DataFrame, int]:
     """(``df`` with every log row's ``batch_offset``, how many rows lacked it).
     An export from before batchOffset has none: a run of log records with one
@@ -611,7 +635,7 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
         + broker_checks(b)
         + partition_checks(p, b, topics)
         + batch_checks(p, b, topics)
-        + [refused_changes(df, topics)]
+        + [refused_changes(df, topics), producer_id_checks(df)]
     )
     violations = parts[0]
     for part in parts[1:]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from controller.messages import AllocateProducerIdsRequest
 from metadata_records.codec import log_record_to_obj, record_from_obj
 from metadata_records.log_invariants import RULES
 from metadata_records.records import (
@@ -25,6 +26,7 @@ from metadata_records.records import (
     BrokerRegistrationChangeRecord,
     NoOpRecord,
     PartitionChangeRecord,
+    ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
@@ -222,6 +224,19 @@ def _unregistered_yet_leading(p: Planter) -> list[tuple[int, str]]:
     return found
 
 
+def _producer_id_blocks_overlap(p: Planter) -> list[tuple[int, str]]:
+    """Two blocks the controller granted, then a grant that hands out part of
+    the second again, and one that restates the current end."""
+    for broker in (1, 2):
+        assert p.h.run(AllocateProducerIdsRequest(broker, p.h.epochs[broker])).error == 0
+    p.controller_writes()
+    end = p.h.image.next_producer_id
+    again = ProducerIdsRecord(broker_id=3, broker_epoch=p.h.epochs[3], next_producer_id=end - 500)
+    same = ProducerIdsRecord(broker_id=1, broker_epoch=p.h.epochs[1], next_producer_id=end)
+    fine = ProducerIdsRecord(broker_id=2, broker_epoch=p.h.epochs[2], next_producer_id=end + 1000)
+    return [(p.plant(again), "producer-ids"), (p.plant(same, fine), "producer-ids")]
+
+
 PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "offsets-dense": _offsets_dense,
     "controller-epoch": _controller_epoch,
@@ -236,6 +251,7 @@ PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "shutdown-mended-in-the-same-batch": _shutdown_mended_in_the_same_batch_holds,
     "unregistered-and-back": _unregistered_and_back_holds,
     "unregistered-yet-leading": _unregistered_yet_leading,
+    "producer-id-blocks-overlap": _producer_id_blocks_overlap,
 }
 
 

@@ -37,6 +37,7 @@ from metadata_records.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -94,6 +95,9 @@ RECORD_STRATEGIES = {
     "BROKER_REGISTRATION_CHANGE_RECORD": st.integers(0, 1).flatmap(_broker_change),
     "UNREGISTER_BROKER_RECORD": st.builds(
         UnregisterBrokerRecord, broker_id=int32, broker_epoch=int64
+    ),
+    "PRODUCER_IDS_RECORD": st.builds(
+        ProducerIdsRecord, broker_id=int32, broker_epoch=int64, next_producer_id=int64
     ),
     "TOPIC_RECORD": st.builds(TopicRecord, name=texts, topic_id=uuids),
     "PARTITION_RECORD": st.builds(
@@ -405,6 +409,9 @@ def _valid_obj(type_name: str) -> dict:
         ),
         "REMOVE_TOPIC_RECORD": RemoveTopicRecord(topic_id=INC),
         "UNREGISTER_BROKER_RECORD": UnregisterBrokerRecord(broker_id=1, broker_epoch=17),
+        "PRODUCER_IDS_RECORD": ProducerIdsRecord(
+            broker_id=1, broker_epoch=17, next_producer_id=2000
+        ),
         "FEATURE_LEVEL_RECORD": FeatureLevelRecord(name="metadata.version", feature_level=12),
         "NO_OP_RECORD": NoOpRecord(),
         "LEADER_CHANGE": LeaderChangeRecord(

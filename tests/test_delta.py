@@ -21,6 +21,7 @@ from metadata_records.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -766,6 +767,12 @@ records = st.one_of(
     ),
     st.builds(RemoveTopicRecord, topic_id=TOPIC_IDS),
     st.builds(
+        ProducerIdsRecord,
+        broker_id=st.integers(-1, 3),
+        broker_epoch=st.integers(-1, 9),
+        next_producer_id=st.sampled_from([0, 1000, 2000, 3000]),
+    ),
+    st.builds(
         FeatureLevelRecord,
         name=st.sampled_from(["metadata.version", "x"]),
         feature_level=st.integers(0, 3) | st.integers(-(2**15), 2**15 - 1),
@@ -789,6 +796,7 @@ def model_replay(recs) -> dict:
     ctrl = {"epoch": 0, "leader": -1, "url": None}
     ignored = 0
     broker_configs: dict[str, dict[str, str]] = {}
+    next_producer_id = 0
     for offset, r in enumerate(recs):
         ok = True
         if isinstance(r, RegisterBrokerRecord):
@@ -880,6 +888,9 @@ def model_replay(recs) -> dict:
                 topics[tid]["configs"][r.name] = r.value
         elif isinstance(r, RemoveTopicRecord):
             ok = topics.pop(r.topic_id, None) is not None
+        elif isinstance(r, ProducerIdsRecord):
+            ok = r.next_producer_id > next_producer_id
+            next_producer_id = max(next_producer_id, r.next_producer_id)
         elif isinstance(r, FeatureLevelRecord):
             if r.feature_level < 0:  # not a level: ignored
                 ignored += 1
@@ -898,6 +909,7 @@ def model_replay(recs) -> dict:
         brokers=brokers,
         topics=topics,
         broker_configs=broker_configs,
+        next_producer_id=next_producer_id,
         features=features,
         ctrl=ctrl,
         ignored=ignored,
@@ -941,6 +953,7 @@ def image_as_model(img: MetadataImage) -> dict:
             for i, t in img.topics.items()
         },
         broker_configs=img.broker_configs,
+        next_producer_id=img.next_producer_id,
         features=img.features,
         ctrl={"epoch": img.controller_epoch, "leader": img.leader_id, "url": img.leader_url},
         ignored=img.ignored_records,

@@ -22,6 +22,7 @@ from metadata_records.records import (
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -36,6 +37,7 @@ TID = "fPZv1VBsRFmnlRvmGcOW9w"
 KAFKA_TYPES = {
     "REGISTER_BROKER_RECORD": (RegisterBrokerRecord, 0),
     "UNREGISTER_BROKER_RECORD": (UnregisterBrokerRecord, 1),
+    "PRODUCER_IDS_RECORD": (ProducerIdsRecord, 15),
     "TOPIC_RECORD": (TopicRecord, 2),
     "PARTITION_RECORD": (PartitionRecord, 3),
     "CONFIG_RECORD": (ConfigRecord, 4),
@@ -62,6 +64,11 @@ EXPECTED_FIELDS = {
     "UNREGISTER_BROKER_RECORD": [
         ("brokerId", Kind.INT32, 0, MISSING),
         ("brokerEpoch", Kind.INT64, 0, MISSING),
+    ],
+    "PRODUCER_IDS_RECORD": [
+        ("brokerId", Kind.INT32, 0, MISSING),
+        ("brokerEpoch", Kind.INT64, 0, MISSING),
+        ("nextProducerId", Kind.INT64, 0, MISSING),
     ],
     "TOPIC_RECORD": [
         ("name", Kind.STRING, 0, MISSING),
@@ -118,6 +125,7 @@ MAX_VERSIONS = {
     "REGISTER_BROKER_RECORD": 2,
     "BROKER_REGISTRATION_CHANGE_RECORD": 1,
     "UNREGISTER_BROKER_RECORD": 0,
+    "PRODUCER_IDS_RECORD": 0,
     "TOPIC_RECORD": 0,
     "PARTITION_RECORD": 0,
     "CONFIG_RECORD": 0,
@@ -132,7 +140,7 @@ MAX_VERSIONS = {
 
 def test_registry_holds_exactly_the_documented_types():
     # API.md "A record": the eight metadata types, ConfigRecord, UnregisterBrokerRecord
-    # (issue 21), and the control
+    # and ProducerIdsRecord (issue 21), and the control
     # records LEADER_CHANGE and KRAFT_VOTERS (the voter set, Kafka's VotersRecord).
     assert set(RECORD_TYPES) == set(KAFKA_TYPES) | {"LEADER_CHANGE", "KRAFT_VOTERS"}
     assert RECORD_TYPES["LEADER_CHANGE"] is LeaderChangeRecord

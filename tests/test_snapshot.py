@@ -180,6 +180,9 @@ def test_digest_ignores_dict_insertion_order(recs, rnd):
         leader_url=img.leader_url,
         partition_count=img.partition_count,
         ignored_records=img.ignored_records,
+        voters=img.voters,
+        broker_configs=shuffled({n: shuffled(c) for n, c in img.broker_configs.items()}),
+        next_producer_id=img.next_producer_id,
     )
     assert scrambled == img
     assert encode_image(scrambled) == encode_image(img)
@@ -258,6 +261,7 @@ def _with_partition(img, **kw):
         lambda i: apply_records(
             i, [ConfigRecord(resource_type=4, resource_name="", name="k", value="3")]
         ),
+        lambda i: MetadataImage(**{**_fields(i), "next_producer_id": 1000}),
     ],
 )
 def test_every_field_changes_the_digest(change):

@@ -41,6 +41,7 @@ from controller.isr_index import BrokersToIsrs
 from controller.messages import (
     PREFERRED,
     UNCLEAN,
+    AllocateProducerIdsRequest,
     AlterableConfig,
     AlterConfigsResource,
     AlterPartitionPartition,
@@ -97,6 +98,8 @@ class ControllerMachine(RuleBasedStateMachine):
         self.generation = Counter()
         # The cluster default's unclean.leader.election.enable (None: not set).
         self.cluster_unclean: str | None = None
+        # (start, length) of every producer id block granted, in order.
+        self.producer_blocks: list[tuple[int, int]] = []
         self.epoch_history: dict[int, list[int]] = {}
         self.checked_log = len(self.h.log)
         self.before = self.h.image
@@ -586,6 +589,27 @@ class ControllerMachine(RuleBasedStateMachine):
                 history.append(reg.epoch)
             epochs[reg.epoch] = broker_id
         assert len(epochs) == len(self.h.image.brokers)
+
+    @rule(broker=BROKERS, stale=RARELY)
+    def allocate_producer_ids(self, broker, stale):
+        h = self.h
+        epoch = h.epochs.get(broker, -1) + (1 if stale else 0)
+        r = h.run(AllocateProducerIdsRequest(broker, epoch))
+        registered = h.image.brokers.get(broker)
+        if registered is None or registered.epoch != epoch:
+            assert r.error is Errors.STALE_BROKER_EPOCH and h.last.records == ()
+            return
+        assert r.error is Errors.NONE
+        self.producer_blocks.append((r.producer_id_start, r.producer_id_len))
+
+    @invariant()
+    def producer_id_blocks_never_overlap(self):
+        """Each block starts where the one before ended, failovers included."""
+        expected = 0
+        for start, length in self.producer_blocks:
+            assert start == expected and length == 1000
+            expected = start + length
+        assert self.h.image.next_producer_id == expected
 
     @invariant()
     def the_cluster_default_is_what_was_set(self):
