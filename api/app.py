@@ -113,6 +113,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.ElectLeadersRequest,
     M.UpdateFeaturesRequest,
     M.IncrementalAlterConfigsRequest,
+    M.AllocateProducerIdsRequest,
     M.TransferLeadershipRequest,
     M.AddVoterRequest,
     M.RemoveVoterRequest,
@@ -729,6 +730,23 @@ def create_app(
         auth.check_broker(caller, req.broker_id)
         response = await submit(req.to_message())
         return JsonResponse(MF.heartbeat_response_obj(response))
+
+    @app.post(
+        "/v1/brokers/allocate-producer-ids",
+        operation_id="allocateProducerIds",
+        tags=["brokers"],
+        summary="AllocateProducerIds",
+        response_model=M.AllocateProducerIdsResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.AllocateProducerIdsRequest),
+    )
+    async def allocate_producer_ids(request: Request, caller: BrokerCaller) -> Response:
+        """The next block of 1,000 producer ids for the broker's idempotent and
+        transactional producers; no id is ever handed out twice."""
+        req = parse_body(M.AllocateProducerIdsRequest, await request.body())
+        auth.check_broker(caller, req.broker_id)
+        response = await submit(req.to_message())
+        return answer(M.AllocateProducerIdsResponse.from_message(response))
 
     @app.post(
         "/v1/alter-partition",

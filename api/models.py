@@ -903,6 +903,50 @@ def unregister_broker_message(broker_id: int) -> m.UnregisterBrokerRequest:
     return m.UnregisterBrokerRequest(broker_id=broker_id)
 
 
+# ---------------------------------------------------------------- AllocateProducerIds
+
+
+class AllocateProducerIdsRequest(RequestModel):
+    """POST /v1/brokers/allocate-producer-ids (Kafka's AllocateProducerIdsRequest, api key 67)."""
+
+    model_config = example({"brokerId": 1, "brokerEpoch": 17})
+
+    broker_id: BrokerId = Field(description="the broker's id")
+    broker_epoch: Int64 = Field(description="the epoch its registration answered")
+
+    def to_message(self) -> m.AllocateProducerIdsRequest:
+        return m.AllocateProducerIdsRequest(self.broker_id, self.broker_epoch)
+
+
+class AllocateProducerIdsResponse(ErrorFields):
+    """A block of producer ids for this broker alone: ``producerIdStart`` to
+    ``producerIdStart + producerIdLen - 1``; or STALE_BROKER_EPOCH."""
+
+    model_config = example(
+        {**NONE, "throttleTimeMs": 0, "producerIdStart": 4000, "producerIdLen": 1000},
+        {
+            "errorCode": 77,
+            "errorName": "STALE_BROKER_EPOCH",
+            "errorMessage": "Expected broker epoch 17, but got broker epoch 16",
+            "throttleTimeMs": 0,
+            "producerIdStart": 0,
+            "producerIdLen": 0,
+        },
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    producer_id_start: int = Field(description="the first id of the block (0 on an error)")
+    producer_id_len: int = Field(description="how many ids (1000; 0 on an error)")
+
+    @classmethod
+    def from_message(cls, r: m.AllocateProducerIdsResponse) -> AllocateProducerIdsResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            producer_id_start=r.producer_id_start,
+            producer_id_len=r.producer_id_len,
+        )
+
+
 # ---------------------------------------------------------------- IncrementalAlterConfigs
 
 

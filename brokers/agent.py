@@ -35,6 +35,7 @@ from .client import ClientError, MetaquorumClient, OutcomeUnknown, RequestReject
 from .isr_manager import IsrManager
 from .loop_lag import HeartbeatClock, LagMonitor
 from .metadata_cache import LogFollower
+from .producer_ids import ProducerIdManager
 from .stats import SimStats
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,11 @@ class BrokerAgent:
         self.blip_until = 0.0  # a network blip: nothing reaches the controller until then
         self.in_flight_since: dict[tuple[str, int], float] = {}
         self.problem: str | None = None  # the last thing that went wrong, for people
+        # Producer ids for this broker's producers (InitProducerId), from blocks
+        # AllocateProducerIds grants to its current incarnation.
+        self.producer_ids = ProducerIdManager(
+            lambda: self.client.allocate_producer_ids(self.broker_id, self.epoch)
+        )
 
     # ---------------------------------------------------------------- lifecycle
 

@@ -364,6 +364,11 @@ class MetaquorumClient:
                 )
         return _answer(AlterPartitionAnswer, body, partitions=tuple(results))
 
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> Answer:
+        """The next block of producer ids (``producerIdStart``, ``producerIdLen``)."""
+        body = {"brokerId": broker_id, "brokerEpoch": broker_epoch}
+        return _answer(Answer, await self._post("/v1/brokers/allocate-producer-ids", body))
+
     # ------------------------------------------------------------ admin endpoints
 
     async def create_topics(self, topics: Sequence[dict], validate_only: bool = False) -> Answer:

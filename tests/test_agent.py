@@ -282,3 +282,29 @@ def test_the_cache_measures_its_lag_in_time_by_the_periodic_noop(tmp_path):
         [{"offset": 0, "timestampMs": 1000, "type": "NO_OP_RECORD", "version": 0, "data": {}}]
     )
     assert cache.lag_ms(1250) == 250 and cache.lag_ms(900) == 0
+
+
+def test_agents_hand_out_producer_ids_never_twice_across_restarts(voter):
+    """Each broker's producers draw ids from blocks AllocateProducerIds grants
+    it (the next fetched at 90% used); two brokers and a restart in between
+    never see an id twice, and the log's blocks follow each other."""
+
+    async def go():
+        async with Brokers(voter, [131, 132]) as bs:
+            a, b = bs.agents[131], bs.agents[132]
+            ids = [await a.producer_ids.generate() for _ in range(1500)]
+            ids += await asyncio.gather(*(b.producer_ids.generate() for _ in range(800)))
+            await a.crash()
+            a.start()
+            await until(lambda: a.state is State.ACTIVE, what="restarted broker active")
+            ids += [await a.producer_ids.generate() for _ in range(600)]
+            assert len(set(ids)) == len(ids) == 2900
+            assert a.producer_ids.blocks >= 2 and b.producer_ids.problem is None
+            page = await bs.client.log(0, 10_000)
+            grants = [r["data"] for r in page.body["records"] if r["type"] == "PRODUCER_IDS_RECORD"]
+            ends = [g["nextProducerId"] for g in grants]
+            assert ends == sorted(ends) and len(set(ends)) == len(ends)
+            assert all(e - s == 1000 for s, e in zip(ends, ends[1:], strict=False))
+            assert {g["brokerId"] for g in grants} == {131, 132}
+
+    asyncio.run(go())
