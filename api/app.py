@@ -34,7 +34,7 @@ from metadata_records.config_schema import (
     resolve_topic_configs,
 )
 from metadata_records.errors import Errors
-from metadata_records.image import MetadataImage
+from metadata_records.image import MetadataImage, TopicImage
 from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableError
 from quorum.record_log import OffsetTooOld
 
@@ -690,6 +690,17 @@ def create_app(
             content, headers={"X-Metadata-Offset": str(image.last_offset), **headers}
         )
 
+    def topic_or_404(image: MetadataImage, name: str) -> TopicImage:
+        topic = image.topic_by_name(name)
+        if topic is None:
+            raise ApiProblem(
+                404,
+                Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {name!r} does not exist",
+                headers={"X-Metadata-Offset": str(image.last_offset)},
+            )
+        return topic
+
     async def build(fn: Callable[[MetadataImage], Any], image: MetadataImage) -> Any:
         if image.partition_count > OFFLOAD_PARTITIONS:
             return await asyncio.to_thread(fn, image)  # the image is immutable
@@ -1064,15 +1075,7 @@ def create_app(
         name: TopicName, caller: ReadCaller, consistency: Consistency = None
     ) -> Response:
         image = await read_image(consistency)
-        topic = image.topic_by_name(name)
-        if topic is None:
-            raise ApiProblem(
-                404,
-                Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                f"topic {name!r} does not exist",
-                headers={"X-Metadata-Offset": str(image.last_offset)},
-            )
-        return with_offset(topic_obj(topic), image)
+        return with_offset(topic_obj(topic_or_404(image, name)), image)
 
     @app.get(
         "/v1/configs/topics/{name}",
@@ -1097,14 +1100,7 @@ def create_app(
         """Every topic config with its effective value: the topic's own, else
         the cluster default's broker synonym, else Kafka's default."""
         image = await read_image(consistency)
-        topic = image.topic_by_name(name)
-        if topic is None:
-            raise ApiProblem(
-                404,
-                Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                f"topic {name!r} does not exist",
-                headers={"X-Metadata-Offset": str(image.last_offset)},
-            )
+        topic = topic_or_404(image, name)
         entries = resolve_topic_configs(topic.configs, image.broker_configs.get("", {}))
         return with_offset(
             configs_obj(ResourceType.TOPIC, name, entries, include_synonyms, keys), image

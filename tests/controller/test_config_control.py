@@ -231,3 +231,16 @@ def test_the_cluster_default_makes_leaderless_partitions_elect_uncleanly(h):
     )
     assert h.controller.replication.election_for(h.topic_id("u")).name == "ONLINE"
     assert h.controller.replication.election_for(h.topic_id("t")).name == "UNCLEAN"
+
+
+def test_past_the_record_cap_every_resource_is_refused_and_nothing_written(h):
+    resources = [
+        broker(str(b), *((f"custom.{i}", SET, "v") for i in range(64))) for b in range(160)
+    ]
+    before = h.image
+    answers = alter(h, *resources)
+    assert len(answers) == 160
+    assert {(a[2], a[3].split(":")[0]) for a in answers} == {
+        (Errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation")
+    }
+    assert h.last.records == () and h.image == before
