@@ -20,7 +20,12 @@ read-token read
 
 PUBLIC = {"/livez", "/readyz", "/metrics"}
 DOCS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}  # public with public_docs
-BROKER_WRITES = {"/v1/brokers/register", "/v1/brokers/heartbeat", "/v1/alter-partition"}
+BROKER_WRITES = {
+    "/v1/brokers/register",
+    "/v1/brokers/heartbeat",
+    "/v1/alter-partition",
+    "/v1/brokers/allocate-producer-ids",
+}
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
@@ -119,6 +124,7 @@ def test_a_bound_broker_token_cannot_act_for_another_broker_on_any_broker_route(
         "/v1/brokers/register": registration_body(local.cluster_id, 6),
         "/v1/brokers/heartbeat": {"brokerId": 6, "brokerEpoch": epoch, "currentMetadataOffset": 0},
         "/v1/alter-partition": {"brokerId": 6, "brokerEpoch": epoch, "topics": []},
+        "/v1/brokers/allocate-producer-ids": {"brokerId": 6, "brokerEpoch": epoch},
     }
     assert set(bodies) == BROKER_WRITES
     for path, body in bodies.items():
