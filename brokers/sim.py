@@ -15,7 +15,11 @@ so a run can be repeated:
 * slow: its fetches stall past ``replica.lag.time.max.ms``: leaders shrink it
   out of their ISRs, then expand it back once it catches up;
 * blip: nothing it sends reaches the controller for a few seconds (less than
-  the session timeout: no fencing should follow).
+  the session timeout: no fencing should follow);
+* decommission: an operator retires the broker as Kafka's docs say: its
+  replicas are reassigned to other active brokers, it shuts down (controlled),
+  then it is unregistered (UnregisterBroker); after ``crash_downtime_s`` a new
+  broker takes the id, empty, as a replacement machine would.
 
 Afterwards the chaos stops, every broker comes back, and the run settles; then
 the log is read back and checked (``metadata_records.log_invariants``), and no agent may be left
@@ -36,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from metadata_records.image import MetadataImage
+from metadata_records.image import MetadataImage, PartitionRegistration
 from metadata_records.log_invariants import LogInvariants, Violation
 
 from .agent import AgentConfig, BrokerAgent, State
@@ -47,7 +51,7 @@ from .metadata_cache import LogFollower
 from .stats import Histogram, SimStats
 from .tls import ClientTls
 
-CHAOS_KINDS = ("crash", "bounce", "slow", "blip")
+CHAOS_KINDS = ("crash", "bounce", "slow", "blip", "decommission")
 HTTP_CLIENTS = ("lean", "httpx")
 
 MAX_VIOLATIONS = 1000  # kept for the summary (the count is exact)
@@ -87,6 +91,7 @@ class SimConfig:
     blip_s: float = 2.0
     settle_timeout_s: float = 60.0
     stuck_after_s: float = 15.0  # an ISR change in flight this long at the end is stuck
+    move_timeout_s: float = 30.0  # a decommission gives up if the replicas have not moved by then
     # Per process and voter. httpx: httpcore scans its whole pool per request
     # queued, so BoundedClient queues the rest in front of it.
     max_connections: int = 64
@@ -152,6 +157,8 @@ def chaos_schedule(config: SimConfig) -> list[ChaosEvent]:
         "bounce": 5.0,
         "slow": config.slow_s,
         "blip": config.blip_s,
+        # + moving its replicas away and shutting down
+        "decommission": config.crash_downtime_s + 15,
     }
     limit = max(1, config.brokers // 5)
     busy: dict[int, float] = {}  # broker -> until
@@ -172,6 +179,7 @@ def chaos_schedule(config: SimConfig) -> list[ChaosEvent]:
                 "bounce": 0.0,
                 "slow": config.slow_s,
                 "blip": config.blip_s,
+                "decommission": config.crash_downtime_s,
             }[kind]
             events.append(ChaosEvent(round(t, 3), kind, broker, duration))
             busy[broker] = t + nominal[kind]
@@ -372,6 +380,7 @@ class Simulation:
         self._tasks: list[asyncio.Task] = []
         self._stop = asyncio.Event()
         self._run_start: float | None = None  # when the chaos clock started
+        self._decommissioning: set[int] = set()  # brokers whose replicas are moving away
         self.problems: list[str] = []
 
     @property
@@ -719,6 +728,7 @@ class Simulation:
             or agent.state is not State.ACTIVE
             or time.monotonic() < self.world.slow_until.get(e.broker_id, 0.0)
             or agent._blipped()
+            or e.broker_id in self._decommissioning
         )
         if busy:
             self.chaos_skipped += 1  # still recovering from an earlier event
@@ -737,11 +747,117 @@ class Simulation:
             self.world.slow_until[e.broker_id] = time.monotonic() + e.duration_s
         elif e.kind == "blip":
             agent.blip(e.duration_s)
+        elif e.kind == "decommission":
+            await self._decommission(agent, e.duration_s)
 
     @staticmethod
     async def _bounce(agent: BrokerAgent) -> None:
         await agent.stop()
         agent.start()
+
+    async def _decommission(self, agent: BrokerAgent, downtime_s: float) -> None:
+        """Retires a broker as an operator does (Kafka's docs: move its
+        replicas away, stop it, unregister it), then lets a new, empty broker
+        take its id after ``downtime_s``. A step that fails is said on the
+        dashboard and the rest is not done: a broker that still holds
+        replicas is never unregistered."""
+        b = agent.broker_id
+        self._decommissioning.add(b)
+        try:
+            moves = self._moves_away_from(b)
+            if moves is None:
+                return self._decommission_failed(b, "no broker to move its replicas to")
+            if moves:
+                try:
+                    refused = _reassign_errors(await self.client.reassign(moves))
+                except ClientError as e:
+                    refused = str(e)
+                if refused:
+                    return self._decommission_failed(b, f"reassignment refused: {refused}")
+            if not await self._wait(
+                lambda: not self._replicas_on(b), self.config.move_timeout_s, None
+            ):
+                return self._decommission_failed(
+                    b, f"replicas still on it after {self.config.move_timeout_s:.0f} s"
+                )
+            # Shielded, as a bounce: stopped and unregistered, or neither. Cut
+            # short by the end of the run, the new broker starts when it is done.
+            retire = asyncio.ensure_future(self._retire(agent))
+            try:
+                await asyncio.shield(retire)
+            except asyncio.CancelledError:
+                retire.add_done_callback(lambda _: agent.alive or agent.start())
+                raise
+        finally:
+            self._decommissioning.discard(b)
+        await asyncio.sleep(downtime_s)
+        if not agent.alive:
+            agent.start()
+
+    def _decommission_failed(self, broker_id: int, why: str) -> None:
+        """Said on the dashboard and counted in the summary's events."""
+        self.stats.count("decommissions_abandoned")
+        self._note(f"{self.elapsed_s:6.1f}s  decommission of broker {broker_id} abandoned: {why}")
+        self.say(f"decommission of broker {broker_id} abandoned: {why}")
+
+    async def _retire(self, agent: BrokerAgent) -> None:
+        await agent.stop()
+        try:
+            answer = await self.client.unregister_broker(agent.broker_id)
+            refused = None if answer.ok else f"{answer.error_name}: {answer.error_message}"
+        except ClientError as e:
+            refused = str(e)
+        if refused is None:
+            self.stats.count("brokers_unregistered")
+        else:
+            self.stats.count("decommissions_abandoned")
+            self._note(f"{self.elapsed_s:6.1f}s  unregister broker {agent.broker_id}: {refused}")
+            self.say(f"unregister broker {agent.broker_id}: {refused}")
+
+    def _replicas_on(self, broker_id: int) -> list[tuple[str, int, PartitionRegistration]]:
+        """This run's partitions that still list ``broker_id`` as a replica."""
+        image = self.follower.image
+        return [
+            (topic.name, index, p)
+            for topic_id in self.topic_ids
+            if (topic := image.topics.get(topic_id)) is not None
+            for index, p in topic.partitions.items()
+            if broker_id in p.replicas
+        ]
+
+    def _moves_away_from(self, broker_id: int) -> list[dict] | None:
+        """The reassignment that takes every replica off ``broker_id``: in
+        each replica list it is replaced, in place, by the active broker of
+        this run holding the fewest replicas that is not in the list yet.
+        None when some partition has no such broker."""
+        c = self.config
+        image = self.follower.image
+        ours = range(c.first_broker_id, c.first_broker_id + c.brokers)
+        load = Counter(
+            r
+            for topic_id in self.topic_ids
+            if (topic := image.topics.get(topic_id)) is not None
+            for p in topic.partitions.values()
+            for r in p.replicas
+        )
+        candidates = [
+            r
+            for r in ours
+            if r != broker_id
+            and r not in self._decommissioning
+            and (reg := image.brokers.get(r)) is not None
+            and reg.active
+        ]
+        by_topic: dict[str, list[dict]] = {}
+        for name, index, p in self._replicas_on(broker_id):
+            free = [r for r in candidates if r not in p.replicas]
+            if not free:
+                return None
+            to = min(free, key=lambda r: (load[r], r))
+            load[to] += 1
+            replicas = [to if r == broker_id else r for r in p.replicas]
+            by_topic.setdefault(name, []).append({"partitionIndex": index, "replicas": replicas})
+        return [{"name": name, "partitions": parts} for name, parts in sorted(by_topic.items())]
 
     def _note(self, line: str) -> None:
         self.recent_chaos.append(line)
@@ -793,6 +909,19 @@ class Simulation:
     def _tp_name(self, tp: tuple[str, int]) -> str:
         topic = self.follower.image.topics.get(tp[0])
         return f"{topic.name if topic else tp[0]}-{tp[1]}"
+
+
+def _reassign_errors(answer) -> str | None:
+    """What a reassignment's answer refused, in a line (None: all accepted)."""
+    if not answer.ok:
+        return f"{answer.error_name}: {answer.error_message}"
+    for t in answer.body.get("responses") or []:
+        for p in t.get("partitions", []):
+            if p.get("errorName", "NONE") != "NONE":
+                return (
+                    f"{t['name']}-{p['partitionIndex']}: {p['errorName']}: {p.get('errorMessage')}"
+                )
+    return None
 
 
 def lag_summary(monitors: list[LagMonitor], events: Counter) -> dict[str, Any]:

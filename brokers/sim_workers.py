@@ -21,7 +21,7 @@ connections and its own log follower (its brokers' metadata caches).
   kills, any worker still running when it ends, however it ends.
 
 Messages (tuples over a ``multiprocessing`` pipe): parent -> worker ``("run",
-run_start)``, ``("calm",)``, ``("stop",)``, ``("peers", {id: [alive, epoch,
+run_start, topic_ids)``, ``("calm",)``, ``("stop",)``, ``("peers", {id: [alive, epoch,
 slow_until]})``; worker -> parent ``("report", dict)``, ``("final", dict)``,
 ``("error", text)``.
 """
@@ -157,6 +157,7 @@ class Worker(Simulation):
                         return  # the parent is gone
                     if msg[0] == "run":
                         self.phase = "running"
+                        self.topic_ids = set(msg[2])  # what a decommission moves
                         chaos = asyncio.create_task(self._chaos(msg[1]), name="chaos")
                     elif msg[0] == "calm":
                         if chaos is not None:
@@ -423,7 +424,7 @@ class MultiSimulation(Simulation):
         await self._create_topics()
         self.phase = "running" + (f" with chaos ({','.join(c.chaos)})" if c.chaos else "")
         run_start = self._run_start = time.monotonic()
-        self._tell("run", run_start)
+        self._tell("run", run_start, sorted(self.topic_ids))
         remaining = c.duration_s if c.duration_s else None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), remaining)

@@ -98,6 +98,11 @@ def add_sim_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--first-broker-id", type=int, default=1)
     p.add_argument(
+        "--topic-prefix",
+        default="sim-",
+        help="the run's topics are named PREFIX0, PREFIX1, ... (an existing one is reused)",
+    )
+    p.add_argument(
         "--processes",
         type=parse_processes,
         default="auto",
@@ -131,6 +136,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         seed=args.seed,
         token=args.token,
         first_broker_id=args.first_broker_id,
+        topic_prefix=args.topic_prefix,
         heartbeat_interval_s=args.heartbeat_interval,
         session_timeout_s=args.session_timeout,
         replica_lag_time_max_ms=args.replica_lag_ms,

@@ -29,6 +29,7 @@ from metadata_records.log_invariants import LogInvariants
 from metaquorum.sim import parse_chaos, parse_duration
 
 from .cluster import Cluster
+from .conftest import running_cluster
 from .harness import ControllerHarness
 from .invariant_corpus import corpus
 
@@ -59,7 +60,7 @@ def test_the_schedule_covers_every_kind_and_disturbs_few_brokers_at_once():
 def test_bad_settings_are_named():
     problems = config(brokers=2, replication_factor=3, chaos=("crash", "meteor")).problems()
     assert any("--replication-factor 3" in p for p in problems)
-    assert any("meteor" in p and "crash,bounce,slow,blip" in p for p in problems)
+    assert any("meteor" in p and "crash,bounce,slow,blip,decommission" in p for p in problems)
     with pytest.raises(argparse.ArgumentTypeError, match="meteor"):
         parse_chaos("crash,meteor")
     assert parse_chaos("all") == CHAOS_KINDS and parse_chaos("none") == ()
@@ -244,6 +245,33 @@ def test_the_dashboard_counts_partitions_not_led_by_their_preferred_replica():
     assert (counts["not_preferred"], counts["offline"]) == (1, 0)
 
 
+def test_a_decommission_moves_each_replica_in_place_to_the_least_loaded_active_broker():
+    from types import SimpleNamespace
+
+    from brokers.sim import Simulation
+
+    h = ControllerHarness()
+    h.start_brokers(1, 2, 3, 4, 5)
+    h.create_topic("t", assignments=((0, (1, 2, 3)), (1, (2, 1, 4)), (2, (2, 3, 4))))
+    h.heartbeat(5, want_fence=True)  # fenced: never a target
+    sim = Simulation(config(brokers=5, chaos=("decommission",)))
+    sim.follower = SimpleNamespace(image=h.image)
+    sim.topic_ids = {h.topic_id("t")}
+    # Loads: 2 has 3 replicas, 3 and 4 have 2, 5 (fenced) none.
+    assert sim._moves_away_from(1) == [
+        {
+            "name": "t",
+            "partitions": [
+                {"partitionIndex": 0, "replicas": [4, 2, 3]},
+                {"partitionIndex": 1, "replicas": [2, 3, 4]},
+            ],
+        }
+    ]
+    assert sim._moves_away_from(5) == []  # holds nothing: nothing to move
+    sim._decommissioning = {3, 4}  # being retired too: not targets
+    assert sim._moves_away_from(1) is None  # t-0 has no broker left to go to
+
+
 @pytest.mark.parametrize("log", corpus(), ids=lambda log: log.name)
 def test_the_log_check_finds_the_planted_corpus_page_by_page(log):
     checker = LogInvariants(max_violations=MAX_VIOLATIONS)
@@ -340,6 +368,71 @@ def test_two_worker_processes_add_up_and_none_outlives_ctrl_c(voter):
         for w in left:
             os.kill(w, signal.SIGKILL)
     assert not left, f"workers left running: {left}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_decommission_moves_replicas_away_then_unregisters_and_a_new_broker_takes_the_id(
+    tmp_path, processes
+):
+    """The decommission chaos, as an operator retires a broker: its replicas
+    are reassigned to other brokers, it shuts down and is unregistered (an
+    UnregisterBrokerRecord in the log, with no partition left on it), then a
+    new broker registers under its id; the run settles and the log checks.
+    A voter of its own: another test's dead broker would be placed in the run's
+    partitions, and a replica that never catches up holds a reassignment (the
+    decommission is then abandoned, as it should be)."""
+    with running_cluster(tmp_path) as voter:
+        _decommission_run(voter, processes)
+
+
+def _decommission_run(voter, processes: int) -> None:
+    first = 7101
+    run = subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", "sim", "--url", voter.url(0),
+         "--brokers", "6", "--first-broker-id", str(first), "--processes", str(processes),
+         "--topics", "1", "--partitions", "6", "--topic-prefix", "decom-",
+         "--duration", "25s", "--chaos", "decommission", "--seed", "5", "--json"],
+        capture_output=True,
+        timeout=150,
+    )  # fmt: skip
+    assert run.stdout, run.stderr.decode()[-3000:]
+    result = orjson.loads(run.stdout)
+    assert run.returncode == 0 and result["ok"], (result, run.stderr.decode()[-3000:])
+    assert result["chaos"] == {"decommission": 1}, result["chaos"]
+    assert result["events"].get("brokers_unregistered") == 1, (result, run.stderr.decode())
+    assert result["final"]["brokers_active"] >= 6 and result["violations"] == []
+    (event,) = result["schedule"]
+    gone = event["broker_id"]
+    records, offset = [], 0
+    while True:  # the whole log, a page at a time
+        page = voter.get(0, "/v1/log", params={"fromOffset": offset, "maxRecords": 10000}).json()
+        records += page["records"]
+        offset = page["nextOffset"]
+        if not page["records"] or offset >= page["highWatermark"]:
+            break
+    unregistered = [
+        r for r in records
+        if r["type"] == "UNREGISTER_BROKER_RECORD" and r["data"]["brokerId"] == gone
+    ]  # fmt: skip
+    assert len(unregistered) == 1
+    at = unregistered[0]["offset"]
+    registered_after = [
+        r for r in records
+        if r["type"] == "REGISTER_BROKER_RECORD" and r["data"]["brokerId"] == gone
+        and r["offset"] > at
+    ]  # fmt: skip
+    assert registered_after, "no new broker took the id"
+    # When it was unregistered, no partition of the run listed it any more.
+    topic = voter.get(0, "/v1/topics/decom-0").json()
+    assert all(p["replicas"] for p in topic["partitions"])
+    moved = [
+        r for r in records
+        if r["type"] == "PARTITION_CHANGE_RECORD" and r["offset"] < at
+        and r["data"].get("replicas") is not None and gone not in r["data"]["replicas"]
+    ]  # fmt: skip
+    assert moved, "its replicas were not reassigned before it was unregistered"
 
 
 @pytest.mark.timeout(120)
