@@ -569,7 +569,7 @@ def create_app(
     certificates: CertMapper | None = None,
     tls: ReloadingContext | None = None,
     require_certificate: bool = False,
-    workers_dir: str | None = None,
+    workers: Any = None,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
@@ -582,8 +582,8 @@ def create_app(
     the server's reloading TLS context, for /metrics (api/tls.py).
     ``require_certificate``: every request, the probes' included, needs a
     verified client certificate (``serve --tls-client-auth required``).
-    ``workers_dir``: the core's app of a voter with HTTP workers, which
-    count the requests for /metrics there (api/metrics.py). ``node`` a
+    ``workers``: the core's app of a voter with HTTP workers: their request
+    counts, summed (api/core_link.SummedRequests), for /metrics. ``node`` a
     WorkerNode: the app of an HTTP worker, which forwards what needs the
     core's state to the core (api/worker_node.py)."""
     if isinstance(tokens, str | os.PathLike):
@@ -594,7 +594,7 @@ def create_app(
     admission = Admission(max_pending_writes, fair=auth.enabled)
     if not auth.enabled:
         log.warning("auth is off: no tokens file nor client CA was given; every caller is admin")
-    metrics = ApiMetrics(node, connections, tls, workers_dir)
+    metrics = ApiMetrics(node, connections, tls, workers)
     tracker = VoterTracker()
 
     app = FastAPI(

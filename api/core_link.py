@@ -23,6 +23,7 @@ from quorum.node import QuorumNode
 from quorum.record_log import OffsetTooOld
 
 from .connections import ConnectionStats
+from .metrics import add_request_totals
 from .reads import not_ready_reason
 from .worker_link import (
     ANSWER,
@@ -91,6 +92,32 @@ class SummedConnections:
         raise AttributeError(name)
 
 
+class SummedRequests:
+    """The workers' request counts (api/metrics.RequestCounts), summed: what
+    /metrics shows of HTTP requests on a voter with workers. Each worker
+    reports its totals every second; a replaced worker's last report is
+    kept, so the counters never go back (what it answered in its last
+    second before it died is not counted)."""
+
+    def __init__(self) -> None:
+        self.by_worker: dict[int, dict[str, Any]] = {}
+        self.gone: dict[str, Any] = {"responses": {}, "latency": {}}
+
+    def update(self, index: int, totals: dict[str, Any]) -> None:
+        self.by_worker[index] = totals
+
+    def retire(self, index: int) -> None:
+        last = self.by_worker.pop(index, None)
+        if last is not None:
+            self.gone = add_request_totals(self.gone, last)
+
+    def totals(self) -> dict[str, Any]:
+        total = self.gone
+        for totals in self.by_worker.values():
+            total = add_request_totals(total, totals)
+        return total
+
+
 _COUNTERS = ("open", "refused", "evicted", "timed_out", "head_too_large", "invalid")
 
 
@@ -132,10 +159,17 @@ class CoreLinks:
     """Every worker's link, the stream of committed batches to them, and the
     core's state as they see it."""
 
-    def __init__(self, node: QuorumNode, app: Any, connections: SummedConnections) -> None:
+    def __init__(
+        self,
+        node: QuorumNode,
+        app: Any,
+        connections: SummedConnections,
+        requests: SummedRequests,
+    ) -> None:
         self.node = node
         self.app = app  # the core's own app: forwarded requests
         self.connections = connections
+        self.requests = requests
         self.links: dict[int, WorkerLink] = {}
         self._state: dict[str, Any] | None = None
         self._state_task: asyncio.Task | None = None
@@ -159,6 +193,7 @@ class CoreLinks:
         if link is not None:
             link.close()
         self.connections.retire(index)
+        self.requests.retire(index)
 
     def state(self) -> dict[str, Any]:
         self._state = core_state(self.node)
@@ -260,7 +295,8 @@ class WorkerLink:
                 self.requests += 1
                 asyncio.ensure_future(self._forward(item[1], item[2], item[3]))
             elif kind == STATS:
-                self.links.connections.update(self.index, item[1])
+                self.links.connections.update(self.index, item[1]["connections"])
+                self.links.requests.update(self.index, item[1]["requests"])
         if queued:
             node.pump()
 

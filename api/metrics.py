@@ -9,7 +9,10 @@ are observed by the app's middleware, labelled by route template.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from bisect import bisect_left
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -349,56 +352,118 @@ class _TlsCollector(Collector):
         )
 
 
+class RequestCounts:
+    """HTTP requests as /metrics shows them: responses by (method, route,
+    status) and latency by (method, route), kept in plain dicts. Counting one
+    is two dict updates and a bisect, where prometheus-client's metrics cost
+    a label lookup each and, in the HTTP workers' multiprocess mode, three
+    mmap writes (about 5% of a worker). ``totals`` is what an HTTP worker
+    sends its core every second (api/core_link.SummedRequests)."""
+
+    __slots__ = ("responses", "latency")
+
+    BOUNDS = _LATENCY_BUCKETS  # upper bounds; a last bucket for +Inf
+
+    def __init__(self) -> None:
+        self.responses: dict[tuple[str, str, str], int] = {}
+        # (method, route) -> one count per bucket (not cumulative), then the sum
+        self.latency: dict[tuple[str, str], list[float]] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        key = (method, route, str(status))
+        self.responses[key] = self.responses.get(key, 0) + 1
+        counts = self.latency.get(key[:2])
+        if counts is None:
+            counts = self.latency[key[:2]] = [0] * (len(self.BOUNDS) + 2)
+        # Prometheus' buckets are "less than or equal": bisect_left.
+        counts[bisect_left(self.BOUNDS, seconds)] += 1
+        counts[-1] += seconds
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "responses": dict(self.responses),
+            "latency": {key: list(counts) for key, counts in self.latency.items()},
+        }
+
+
+def add_request_totals(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two ``RequestCounts.totals`` summed (a new dict)."""
+    responses = dict(a["responses"])
+    for key, n in b["responses"].items():
+        responses[key] = responses.get(key, 0) + n
+    latency = {key: list(counts) for key, counts in a["latency"].items()}
+    for key, counts in b["latency"].items():
+        mine = latency.get(key)
+        latency[key] = (
+            list(counts) if mine is None else [x + y for x, y in zip(mine, counts, strict=True)]
+        )
+    return {"responses": responses, "latency": latency}
+
+
+class _RequestCollector(Collector):
+    """The request metrics from ``totals()`` (this process's RequestCounts, or
+    the HTTP workers' summed by the core), in prometheus-client's names."""
+
+    def __init__(self, totals) -> None:  # noqa: ANN001 - () -> RequestCounts.totals()
+        self.totals = totals
+
+    def collect(self):
+        totals = self.totals()
+        latency = HistogramMetricFamily(
+            "metaquorum_http_request_duration_seconds",
+            "HTTP request latency by route (long polls included)",
+            labels=["method", "route"],
+        )
+        bounds = [*(str(float(b)) for b in RequestCounts.BOUNDS), "+Inf"]
+        for key, counts in sorted(totals["latency"].items()):
+            running, buckets = 0, []
+            for bound, n in zip(bounds, counts[:-1], strict=True):
+                running += n
+                buckets.append((bound, running))
+            latency.add_metric(list(key), buckets, sum_value=counts[-1])
+        yield latency
+        responses = CounterMetricFamily(
+            "metaquorum_http_responses",
+            "HTTP responses by route and status",
+            labels=["method", "route", "status"],
+        )
+        for key, n in sorted(totals["responses"].items()):
+            responses.add_metric(list(key), n)
+        yield responses
+
+
 class ApiMetrics:
-    """``workers_dir``: this voter's HTTP workers count requests into
-    prometheus-client's multiprocess files there (metaquorum/http_workers.py);
-    /metrics, rendered by the core, sums them, and the core counts none of
-    its own (every request it answers came through a worker, which counted
-    it). ``node`` an HTTP worker's WorkerNode: only the request metrics, into
-    those files (the worker renders nothing; /metrics is forwarded)."""
+    """``workers``: the core of a voter with HTTP workers renders their
+    requests (api/core_link.SummedRequests, reported every second) and counts
+    none of its own (every request it answers came through a worker, which
+    counted it). ``node`` an HTTP worker's WorkerNode: only ``requests``,
+    which it reports to its core (the worker renders nothing; /metrics is
+    forwarded)."""
 
     def __init__(
         self,
         node: QuorumNode,
         connections: ConnectionStats | None = None,
         tls: ReloadingContext | None = None,
-        workers_dir: str | None = None,
+        workers: Any = None,
     ) -> None:
         from .worker_node import WorkerNode  # noqa: PLC0415 - the worker imports this module
 
         self.node = node
         self.registry = CollectorRegistry()
-        self.count_requests = workers_dir is None
-        worker = isinstance(node, WorkerNode)
-        if not worker:
-            self.registry.register(_NodeCollector(node))
-            if connections is not None:
-                self.registry.register(_ConnectionCollector(connections))
-            if tls is not None:
-                self.registry.register(_TlsCollector(tls))
-        if workers_dir is not None:
-            from prometheus_client.multiprocess import MultiProcessCollector  # noqa: PLC0415
-
-            MultiProcessCollector(self.registry, path=workers_dir)
-        else:
-            self._request_metrics()
-        if not worker:
-            self._batch_metrics()
-
-    def _request_metrics(self) -> None:
-        self.request_latency = Histogram(
-            "metaquorum_http_request_duration_seconds",
-            "HTTP request latency by route (long polls included)",
-            ["method", "route"],
-            buckets=_LATENCY_BUCKETS,
-            registry=self.registry,
+        self.requests = RequestCounts()
+        self.count_requests = workers is None
+        if isinstance(node, WorkerNode):
+            return
+        self.registry.register(_NodeCollector(node))
+        if connections is not None:
+            self.registry.register(_ConnectionCollector(connections))
+        if tls is not None:
+            self.registry.register(_TlsCollector(tls))
+        self.registry.register(
+            _RequestCollector(self.requests.totals if workers is None else workers.totals)
         )
-        self.responses = Counter(
-            "metaquorum_http_responses",
-            "HTTP responses by route and status",
-            ["method", "route", "status"],
-            registry=self.registry,
-        )
+        self._batch_metrics()
 
     def _batch_metrics(self) -> None:
         self.batch_records = Histogram(
@@ -416,10 +481,8 @@ class ApiMetrics:
         self._batches_seen = self.node.stats.batches
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        if not self.count_requests:
-            return
-        self.request_latency.labels(method, route).observe(seconds)
-        self.responses.labels(method, route, str(status)).inc()
+        if self.count_requests:
+            self.requests.observe(method, route, status, seconds)
 
     def _feed_batches(self) -> None:
         stats = self.node.stats

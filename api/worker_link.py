@@ -13,7 +13,8 @@ Items, worker -> core:
 * ``(BARRIER, id)``: a linearizable read's barrier, as ``QuorumNode.barrier``;
 * ``(FORWARD, id, head, body)``: an HTTP request for the core's own app
   (status, metrics, probes, voter changes: what needs the core's state);
-* ``(STATS, counters)``: the worker's connection counters, every second.
+* ``(STATS, {"connections": ..., "requests": ...})``: the worker's
+  connection counters and request counts (totals), every second.
 
 core -> worker:
 

@@ -20,12 +20,10 @@ import json
 import logging
 import math
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,7 +104,6 @@ class WorkerPool:
         self.count = count
         self.links = links  # api/core_link.CoreLinks
         self.config = config
-        self.metrics_dir = config["metricsDir"]
         self.workers: dict[int, _Worker] = {}
         self.stopping = False
         self._supervisor: asyncio.Task | None = None
@@ -119,12 +116,10 @@ class WorkerPool:
     async def _spawn(self, index: int, restarts: int, in_row: int) -> None:
         core_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         config = {**self.config, "index": index, "linkFd": worker_end.fileno()}
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": self.metrics_dir}
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "metaquorum.http_workers", json.dumps(config)],
                 pass_fds=(worker_end.fileno(),),
-                env=env,
             )
         finally:
             worker_end.close()
@@ -192,7 +187,6 @@ class WorkerPool:
                 worker.process.kill()
                 worker.process.wait()
         self.links.stop()
-        shutil.rmtree(self.metrics_dir, ignore_errors=True)
 
 
 def _exit_name(code: int) -> str:
@@ -200,14 +194,6 @@ def _exit_name(code: int) -> str:
         with contextlib.suppress(ValueError):
             return f"signal {signal.Signals(-code).name}"
     return f"code {code}"
-
-
-def fresh_metrics_dir() -> str:
-    """Where the workers count requests (prometheus-client's multiprocess
-    files): a new directory under $TMPDIR (an emptyDir on Kubernetes), not in
-    the data dir, whose room and contents belong to the log. Removed by
-    ``WorkerPool.stop``."""
-    return tempfile.mkdtemp(prefix="metaquorum-http-workers-")
 
 
 # ---------------------------------------------------------------- the worker's side
@@ -285,10 +271,13 @@ async def _serve_worker(config: dict[str, Any]) -> int:
 
     node.on_lost = on_lost
     listener = _listen(config["host"], config["port"])
+    metrics = app.state.metrics.requests
 
     async def report() -> None:
         while True:
-            node.send_stats(connection_counters(stats))
+            node.send_stats(
+                {"connections": connection_counters(stats), "requests": metrics.totals()}
+            )
             await asyncio.sleep(STATS_EVERY_S)
 
     reporter = asyncio.ensure_future(report())

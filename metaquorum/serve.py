@@ -488,22 +488,12 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
     serves no HTTP itself; it orders writes, streams the committed batches to
     the workers, and answers what they forward with its own app."""
     from api.app import create_app
-    from api.core_link import CoreLinks, SummedConnections
+    from api.core_link import CoreLinks, SummedConnections, SummedRequests
 
-    from .http_workers import WorkerPool, fresh_metrics_dir, share
+    from .http_workers import WorkerPool, share
 
     reserved = _reserve(args.http_host, int(args.http_port))
-    summed = SummedConnections()
-    try:
-        metrics_dir = fresh_metrics_dir()
-    except OSError as e:
-        log.error(
-            "--http-workers needs a writable temporary directory ($TMPDIR, else /tmp) for "
-            "the workers' request counters: %s; set TMPDIR, or run with --http-workers 0",
-            e,
-        )
-        await node.stop(transfer=False)
-        return EXIT_CONFIG
+    summed, requests = SummedConnections(), SummedRequests()
     public_docs = args.public_docs in (True, "1", "true", "True")
     core_app = create_app(
         node,
@@ -514,9 +504,9 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
         certificates=principals,
         tls=tls,
         require_certificate=tls is not None and tls.settings.client_auth == "required",
-        workers_dir=metrics_dir,
+        workers=requests,
     )
-    links = CoreLinks(node, core_app, summed)
+    links = CoreLinks(node, core_app, summed, requests)
     config = {
         "nodeId": node.node_id,
         "logRetention": node.config.log_retention,
@@ -539,7 +529,6 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
         "maxConnectionsPerAddress": share(limits.max_per_address, workers),
         "publicDocs": public_docs,
         "logLevel": str(args.log_level),
-        "metricsDir": metrics_dir,
     }
     pool = WorkerPool(workers, links, config)
     core_app.state.http_workers = pool

@@ -143,15 +143,20 @@ def test_writes_reads_redirects_status_and_metrics_through_workers(cluster):
         r["type"] == "REGISTER_BROKER_RECORD" and r["data"]["brokerId"] == 4
         for r in polled["records"]
     ), polled
-    # /metrics: one view of the voter, the workers' requests summed.
-    text = cluster.get(leader, "/metrics").text
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    answered = sum(
-        s.value
-        for s in families["metaquorum_http_responses"].samples
-        if s.labels.get("route") == "/v1/brokers/register" and s.name.endswith("_total")
-    )
-    assert answered >= 4, answered
+    # /metrics: one view of the voter, the workers' requests summed (each
+    # worker reports its counts every second).
+    families = {}
+
+    def registrations_counted() -> float:
+        text = cluster.get(leader, "/metrics").text
+        families.update({f.name: f for f in text_string_to_metric_families(text)})
+        return sum(
+            s.value
+            for s in families["metaquorum_http_responses"].samples
+            if s.labels.get("route") == "/v1/brokers/register" and s.name.endswith("_total")
+        )
+
+    cluster.wait(lambda: registrations_counted() >= 4, 10, "the registrations in /metrics")
     assert families["metaquorum_active_controller"].samples[0].value == 1
     assert "metaquorum_http_open_connections" in families
 
