@@ -123,7 +123,7 @@ def entity_data(entity: Entity) -> tuple[EntityData, ...]:
 
 def entity_text(entity: Iterable[tuple[str, str | None]]) -> str:
     """As operators read it: ``user=alice,client-id=<default>``."""
-    return ",".join(f"{t}={'<default>' if n is None else n}" for t, n in entity) or "<empty>"
+    return ",".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
 
 
 def entity_problem(components: Iterable[tuple[str | None, str | None]]) -> str | None:
@@ -193,15 +193,33 @@ def record_problem(r: ClientQuotaRecord) -> str | None:
     """Why a ClientQuotaRecord cannot take effect, or None: it names no valid
     entity, a key its entity cannot hold, or (setting) a value Kafka's
     controller would not have written. What replay ignores and the log's
-    checkers report (rule ``client-quota``)."""
-    problem = entity_problem(r.entity)
-    if problem is not None:
-        return problem
+    checkers report (rule ``client-quota``); the messages do not depend on the
+    order of the entity's components, so the Spark audit
+    (pipeline/audit.py ``client_quota_checks``) writes the same words."""
+    types = [e.entity_type for e in r.entity]
+    unknown = sorted({t for t in types if t not in _ORDER})
+    if not types:
+        return "the record names no entity"
+    if unknown:
+        return f"unknown entity type {','.join(unknown)}"
+    if len(set(types)) != len(types):
+        return "an entity type appears more than once"
+    if any(e.entity_name == "" for e in r.entity):
+        return "an entity name is empty"
+    if IP in types and len(types) > 1:
+        return "ip is combined with user or client-id"
     keys = keys_for(r.entity)
     if r.key not in keys:
-        return f"Invalid configuration key {r.key} for entity {entity_text(r.entity)}"
-    if not r.remove:
-        return value_problem(keys, r.key, r.value)
+        return f"{r.key} is not a quota of this entity"
+    if r.remove:
+        return None
+    spec = keys[r.key]
+    if not r.value > 0.0:
+        return f"{r.key} must be greater than 0"
+    if spec.type != "DOUBLE" and value_problem(keys, r.key, r.value) is not None:
+        if r.value > (INT_MAX if spec.type == "INT" else LONG_MAX):
+            return f"{r.key} is too large for {spec.type}"
+        return f"{r.key} cannot be a fractional value"
     return None
 
 
