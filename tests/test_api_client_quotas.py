@@ -156,3 +156,18 @@ def test_remove_then_the_entity_is_gone(local, app, quotas):
 def test_malformed_bodies_are_400(local, app, body):
     r = local.request(app, "POST", "/v1/client-quotas", json=body)
     assert r.status_code == 400 and r.json()["errorName"] == "INVALID_REQUEST", r.text
+
+
+def test_the_snapshot_carries_the_quotas(local, app, quotas):
+    """GET /v1/snapshot's records (api/reads.snapshot_records) rebuild every
+    quota; the image's own encoding round-trips them too."""
+    from api.reads import snapshot_records
+    from metadata_records.delta import apply_records
+    from metadata_records.image import EMPTY_IMAGE
+    from metadata_records.snapshot import decode_image, encode_image
+
+    image = local.node.image
+    assert image.client_quotas
+    rebuilt = apply_records(EMPTY_IMAGE, snapshot_records(image))
+    assert rebuilt.client_quotas == image.client_quotas
+    assert decode_image(encode_image(image)).client_quotas == image.client_quotas
