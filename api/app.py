@@ -27,13 +27,22 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from controller import messages as m
 from metadata_records import limits
+from metadata_records.client_quotas import (
+    CLIENT_ID,
+    IP,
+    MATCH_TYPE_DEFAULT,
+    MATCH_TYPE_EXACT,
+    MATCH_TYPE_SPECIFIED,
+    USER,
+    FilterComponent,
+)
 from metadata_records.codec import brief, log_record_to_obj
 from metadata_records.config_schema import (
     ResourceType,
     describe_broker_configs,
     resolve_topic_configs,
 )
-from metadata_records.errors import Errors
+from metadata_records.errors import ApiError, Errors
 from metadata_records.image import MetadataImage, TopicImage
 from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableError
 from quorum.record_log import OffsetTooOld
@@ -73,6 +82,7 @@ from .reads import (
     VoterTracker,
     broker_obj,
     brokers_obj,
+    client_quotas_obj,
     configs_obj,
     not_ready_reason,
     quorum_status_obj,
@@ -114,6 +124,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.UpdateFeaturesRequest,
     M.IncrementalAlterConfigsRequest,
     M.AllocateProducerIdsRequest,
+    M.AlterClientQuotasRequest,
     M.TransferLeadershipRequest,
     M.AddVoterRequest,
     M.RemoveVoterRequest,
@@ -1153,6 +1164,96 @@ def create_app(
         return with_offset(
             configs_obj(ResourceType.BROKER, "", entries, include_synonyms, keys), image
         )
+
+    # ------------------------------------------------------------ client quotas
+
+    @app.post(
+        "/v1/client-quotas",
+        operation_id="alterClientQuotas",
+        tags=["admin"],
+        summary="AlterClientQuotas",
+        response_model=M.AlterClientQuotasResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.AlterClientQuotasRequest),
+    )
+    async def alter_client_quotas(request: Request, caller: AdminCaller) -> Response:
+        """Sets or removes quotas of users, client ids (and their defaults)
+        and ips. Each entity is all or nothing (docs/api-additions.md)."""
+        req = parse_body(M.AlterClientQuotasRequest, await request.body())
+        response = await submit(req.to_message())
+        return answer(M.AlterClientQuotasResponse.from_message(response))
+
+    def _quota_filter(entity_type: str, name: str | None, default: bool, any_: bool) -> list:
+        given = [x for x in (name is not None, default, any_) if x]
+        if len(given) > 1:
+            raise ApiProblem(
+                400,
+                Errors.INVALID_REQUEST,
+                f"Entity type {entity_type} cannot appear more than once in the filter: "
+                "give one of its name, its default or any",
+            )
+        if name is not None:
+            return [FilterComponent(entity_type, MATCH_TYPE_EXACT, name)]
+        if default:
+            return [FilterComponent(entity_type, MATCH_TYPE_DEFAULT)]
+        if any_:
+            return [FilterComponent(entity_type, MATCH_TYPE_SPECIFIED)]
+        return []
+
+    @app.get(
+        "/v1/client-quotas",
+        operation_id="describeClientQuotas",
+        tags=["reads"],
+        summary="DescribeClientQuotas",
+        response_model=M.DescribeClientQuotasOut,
+        responses=READ_RESPONSES,
+    )
+    async def describe_client_quotas(
+        caller: ReadCaller,
+        consistency: Consistency = None,
+        user: Annotated[str | None, Query(description="the user of this name")] = None,
+        user_default: Annotated[
+            bool, Query(alias="userDefault", description="the default user")
+        ] = False,
+        any_user: Annotated[
+            bool, Query(alias="anyUser", description="any user, the default too")
+        ] = False,
+        client_id: Annotated[
+            str | None, Query(alias="clientId", description="the client id of this name")
+        ] = None,
+        client_id_default: Annotated[
+            bool, Query(alias="clientIdDefault", description="the default client id")
+        ] = False,
+        any_client_id: Annotated[
+            bool, Query(alias="anyClientId", description="any client id, the default too")
+        ] = False,
+        ip: Annotated[str | None, Query(description="the ip of this address")] = None,
+        ip_default: Annotated[bool, Query(alias="ipDefault", description="the default ip")] = False,
+        any_ip: Annotated[
+            bool, Query(alias="anyIp", description="any ip, the default too")
+        ] = False,
+        strict: Annotated[
+            bool, Query(description="only entities with no component beyond the filter's")
+        ] = False,
+    ) -> Response:
+        """The quotas of every entity the filter matches (Kafka's filter: each
+        component matches a name, the default, or any entity of its type; no
+        component matches every entity), from the serving node's image."""
+        components = (
+            _quota_filter(USER, user, user_default, any_user)
+            + _quota_filter(CLIENT_ID, client_id, client_id_default, any_client_id)
+            + _quota_filter(IP, ip, ip_default, any_ip)
+        )
+        image = await read_image(consistency)
+        result = client_quotas_obj(image, components, strict)
+        if isinstance(result, ApiError):
+            raise ApiProblem(
+                400,
+                result.error,
+                result.message or "",
+                headers={"X-Metadata-Offset": str(image.last_offset)},
+            )
+        return with_offset(result, image)
 
     @app.get(
         "/v1/log",

@@ -9,8 +9,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from metadata_records.client_quotas import FilterComponent, describe, entity_data, sort_key
 from metadata_records.codec import log_record_to_obj
 from metadata_records.config_schema import ConfigEntry
+from metadata_records.errors import ApiError
 from metadata_records.features import register_broker_record_version
 from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata_records.records import (
@@ -19,6 +21,7 @@ from metadata_records.records import (
     NO_CHANGE,
     TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     LeaderChangeRecord,
@@ -137,6 +140,31 @@ def configs_obj(
     }
 
 
+# ---------------------------------------------------------------- client quotas
+
+
+def client_quotas_obj(
+    image: MetadataImage, components: list[FilterComponent], strict: bool
+) -> dict[str, Any] | ApiError:
+    """DescribeClientQuotas' answer from ``image``, or the filter's error."""
+    found = describe(image.client_quotas, components, strict)
+    if isinstance(found, ApiError):
+        return found
+    return {
+        "errorCode": 0,
+        "errorName": "NONE",
+        "errorMessage": None,
+        "throttleTimeMs": 0,
+        "entries": [
+            {
+                "entity": [{"entityType": t, "entityName": n} for t, n in entity],
+                "values": [{"key": k, "value": v} for k, v in values.items()],
+            }
+            for entity, values in found
+        ],
+    }
+
+
 # ---------------------------------------------------------------- snapshot
 
 
@@ -146,7 +174,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     Order: the controller's LEADER_CHANGE, the voter set (KRAFT_VOTERS),
     feature levels (metadata.version decides record versions), brokers, the
     next producer id block (broker -1, epoch -1, as Kafka's snapshots), their
-    dynamic configs (the cluster default first), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
+    dynamic configs (the cluster default first), the client quotas (by
+    entity, then key), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
     broker's ``registrationOffset`` (it becomes the record's position, as in
     Kafka, where snapshot records take the snapshot's offset) and the count of
     ignored records."""
@@ -200,6 +229,11 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                 ConfigRecord(
                     resource_type=BROKER_RESOURCE, resource_name=resource, name=name, value=value
                 )
+            )
+    for entity, quotas in sorted(image.client_quotas.items(), key=lambda e: sort_key(e[0])):
+        for key, value in sorted(quotas.items()):
+            records.append(
+                ClientQuotaRecord(entity=entity_data(entity), key=key, value=value, remove=False)
             )
     for t in sorted(image.topics.values(), key=lambda t: t.name):
         records.append(TopicRecord(name=t.name, topic_id=t.topic_id))

@@ -64,6 +64,9 @@ class RequestRejected(ClientError):
 
 # ------------------------------------------------------------------ responses
 
+# DescribeClientQuotas' query parameter per entity type.
+_QUOTA_PARAMS = {"user": "user", "client-id": "clientId", "ip": "ip"}
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -418,6 +421,40 @@ class MetaquorumClient:
         outcome is in ``body["responses"]``."""
         body = {"resources": list(resources), "validateOnly": validate_only}
         return _answer(Answer, await self._post("/v1/configs", body))
+
+    async def alter_client_quotas(
+        self, entries: Sequence[dict], validate_only: bool = False
+    ) -> Answer:
+        """AlterClientQuotas: ``entries`` as the body's (entity [{entityType,
+        entityName}], ops [{key, value, remove}]); each entity's outcome is in
+        ``body["entries"]``."""
+        body = {"entries": list(entries), "validateOnly": validate_only}
+        return _answer(Answer, await self._post("/v1/client-quotas", body))
+
+    async def describe_client_quotas(
+        self,
+        filter: dict[str, str | None] | None = None,
+        any_of: Sequence[str] = (),
+        strict: bool = False,
+        linearizable: bool = False,
+    ) -> Answer:
+        """DescribeClientQuotas: ``filter`` maps an entity type ("user",
+        "client-id", "ip") to a name, or None for its default entity;
+        ``any_of`` names types matched with any name. Entries are in
+        ``body["entries"]``; a bad filter raises RequestRejected (400)."""
+        params: dict[str, str] = {}
+        for entity_type, name in (filter or {}).items():
+            param = _QUOTA_PARAMS[entity_type]
+            if name is None:
+                params[f"{param}Default"] = "true"
+            else:
+                params[param] = name
+        for entity_type in any_of:
+            param = _QUOTA_PARAMS[entity_type]
+            params["any" + param[0].upper() + param[1:]] = "true"
+        if strict:
+            params["strict"] = "true"
+        return await self._read("/v1/client-quotas", params, linearizable=linearizable)
 
     async def transfer_leadership(self, target_node_id: int | None = None) -> Answer:
         body = {} if target_node_id is None else {"targetNodeId": target_node_id}

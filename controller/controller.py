@@ -37,6 +37,7 @@ from metadata_records.records import (
 )
 from metadata_records.uuids import random_uuid
 
+from .client_quota_control import ClientQuotaControlManager
 from .cluster_control import ClusterControlManager
 from .config import RUN_AGAIN_MS, ControllerConfig
 from .config_control import ConfigurationControlManager
@@ -45,6 +46,7 @@ from .heartbeats import BrokerHeartbeatManager
 from .isr_index import BrokersToIsrs
 from .messages import (
     AllocateProducerIdsRequest,
+    AlterClientQuotasRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
@@ -90,6 +92,7 @@ class Controller:
         self.features = FeatureControlManager(self)
         self.configs = ConfigurationControlManager(self)
         self.producer_ids = ProducerIdControlManager(self)
+        self.client_quotas = ClientQuotaControlManager(lambda: self.view)
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
@@ -103,6 +106,7 @@ class Controller:
             UpdateFeaturesRequest: self.features.update_features,
             IncrementalAlterConfigsRequest: self.configs.incremental_alter_configs,
             AllocateProducerIdsRequest: self.producer_ids.allocate_producer_ids,
+            AlterClientQuotasRequest: self.client_quotas.alter_client_quotas,
         }
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None

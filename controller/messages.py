@@ -352,6 +352,47 @@ class IncrementalAlterConfigsResponse:
     error_message: str | None = None
 
 
+# ------------------------------------------------------------------ AlterClientQuotas
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaOp:
+    """Set ``key`` to ``value``, or remove it (Kafka's OpData)."""
+
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaAlteration:
+    """One entity's changes (Kafka's EntryData): ``entity`` as sent, each
+    component (entity type, name or None for the default)."""
+
+    entity: tuple[tuple[str, str | None], ...]
+    ops: tuple[ClientQuotaOp, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterClientQuotasRequest:
+    entries: tuple[ClientQuotaAlteration, ...]
+    validate_only: bool = False
+
+
+@dataclass(slots=True)
+class ClientQuotaEntryResponse:
+    entity: tuple[tuple[str, str | None], ...]
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class AlterClientQuotasResponse:
+    entries: tuple[ClientQuotaEntryResponse, ...]
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
 # ------------------------------------------------------------------ result
 
 

@@ -25,6 +25,7 @@ from .records import (
     RECORD_TYPES,
     Batch,
     Endpoint,
+    EntityData,
     FeatureRange,
     Kind,
     Record,
@@ -76,7 +77,9 @@ def _encode_value(kind: Kind, value: Any) -> Any:
             }
             for v in value
         ]
-    return value  # ints, bools, strings, None and tuples are JSON as they are
+    if kind is Kind.QUOTA_ENTITY:
+        return [{"entityType": e.entity_type, "entityName": e.entity_name} for e in value]
+    return value  # ints, floats, bools, strings, None and tuples are JSON as they are
 
 
 class _Plan:
@@ -220,6 +223,22 @@ def _int32_list(value: Any, where: str) -> tuple[int, ...]:
 _ENDPOINT_KEYS = ("name", "host", "port", "securityProtocol")
 _FEATURE_KEYS = ("name", "minSupportedVersion", "maxSupportedVersion")
 _VOTER_KEYS = ("voterId", "voterDirectoryId", "host", "port")
+_ENTITY_KEYS = ("entityType", "entityName")
+_INF = float("inf")
+
+
+def _float64(value: Any, where: str) -> float:
+    # JSON has one number type: 1024 and 1024.0 are the same float64.
+    if type(value) is float:
+        if value != value or value in (_INF, -_INF):
+            raise DecodeError(f"{where}: {value} is not a finite float64")
+        return value
+    if type(value) is not int:
+        raise DecodeError(f"{where}: expected float64, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise DecodeError(f"{where}: {brief(value)} is out of the float64 range") from None
 
 
 def _decode_value(kind: Kind, value: Any, where: str) -> Any:
@@ -233,6 +252,21 @@ def _decode_value(kind: Kind, value: Any, where: str) -> Any:
         return _str(value, where)
     if kind is Kind.NULLABLE_STRING:
         return None if value is None else _str(value, where)
+    if kind is Kind.FLOAT64:
+        return _float64(value, where)
+    if kind is Kind.QUOTA_ENTITY:
+        out = []
+        for i, item in enumerate(_list(value, where)):
+            w = f"{where}[{i}]"
+            e = _obj(item, w, _ENTITY_KEYS)
+            name = e["entityName"]
+            out.append(
+                EntityData(
+                    _str(e["entityType"], f"{w}.entityType"),
+                    None if name is None else _str(name, f"{w}.entityName"),
+                )
+            )
+        return tuple(out)
     if kind is Kind.UUID:
         try:
             return parse_uuid(value)

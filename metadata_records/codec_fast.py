@@ -31,9 +31,15 @@ from typing import Any
 from .records import INT_RANGES, RECORD_TYPES, Kind, Record
 from .uuids import InvalidUuid, parse_uuid
 
+_INF = float("inf")
 SLOW = object()  # a quick check could not vouch for the value
 
-NESTED = (Kind.ENDPOINTS, Kind.FEATURES, Kind.VOTERS)  # JSON is not the value itself
+NESTED = (
+    Kind.ENDPOINTS,
+    Kind.FEATURES,
+    Kind.VOTERS,
+    Kind.QUOTA_ENTITY,
+)  # JSON is not the value itself
 
 _INT32_MIN, _INT32_MAX = INT_RANGES[Kind.INT32]
 _UUIDS: dict[str, str] = {}  # UUID texts seen -> canonical form (topic ids repeat)
@@ -79,6 +85,7 @@ _QUICK: dict[Kind, Callable[[Any], Any]] = {
     Kind.STRING: lambda v: v if type(v) is str else SLOW,
     Kind.NULLABLE_STRING: lambda v: v if v is None or type(v) is str else SLOW,
     Kind.BOOL: lambda v: v if type(v) is bool else SLOW,
+    Kind.FLOAT64: lambda v: v if type(v) is float and -_INF < v < _INF else SLOW,
 }
 
 

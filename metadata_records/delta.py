@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from .client_quotas import Entity, entity_key, record_problem
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
 from .image import (
     BrokerRegistration,
@@ -34,6 +35,7 @@ from .records import (
     UNFENCE,
     Batch,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     LeaderChangeRecord,
@@ -91,6 +93,7 @@ class ImageDelta:
         "_partitions",
         "_features",
         "_broker_configs",
+        "_client_quotas",
     )
 
     def __init__(self, image: MetadataImage) -> None:
@@ -114,6 +117,8 @@ class ImageDelta:
         self._features: dict[str, int | None] = {}
         # Changed broker config resources by name (None = none left).
         self._broker_configs: dict[str, dict[str, str] | None] = {}
+        # Changed client quota entities (None = no key left).
+        self._client_quotas: dict[Entity, dict[str, float] | None] = {}
 
     # ------------------------------------------------------------ reads
 
@@ -162,6 +167,13 @@ class ImageDelta:
         if configs is _UNCHANGED:
             return self.image.broker_configs.get(resource_name, {})
         return configs or {}
+
+    def client_quotas(self, entity: Entity) -> dict[str, float]:
+        """The quotas set on ``entity`` (canonical, client_quotas.entity_key)."""
+        quotas = self._client_quotas.get(entity, _UNCHANGED)
+        if quotas is _UNCHANGED:
+            return self.image.client_quotas.get(entity, {})
+        return quotas or {}
 
     def topic_ids(self) -> list[str]:
         ids = set(self.image.topics)
@@ -365,6 +377,20 @@ class ImageDelta:
         self.next_producer_id = r.next_producer_id
         return True
 
+    def _replay_client_quota(self, r: ClientQuotaRecord, offset: int) -> bool:
+        # Kafka's replay takes any record; one naming no valid entity or a key
+        # its entity cannot hold is ignored here (client_quotas.record_problem).
+        if record_problem(r) is not None:
+            return False
+        entity = entity_key(r.entity)
+        quotas = dict(self.client_quotas(entity))
+        if r.remove:
+            quotas.pop(r.key, None)
+        else:
+            quotas[r.key] = r.value
+        self._client_quotas[entity] = quotas or None
+        return True
+
     def _replay_noop(self, r: NoOpRecord, offset: int) -> bool:
         return True
 
@@ -427,6 +453,12 @@ class ImageDelta:
             for name, configs in self._broker_configs.items():
                 if configs is None:
                     del broker_configs[name]
+        client_quotas = base.client_quotas
+        if self._client_quotas:
+            client_quotas = {**base.client_quotas, **self._client_quotas}
+            for entity, quotas in self._client_quotas.items():
+                if quotas is None:
+                    del client_quotas[entity]
         return MetadataImage(
             brokers=brokers,
             topics=topics,
@@ -441,6 +473,7 @@ class ImageDelta:
             voters=self.voters,
             broker_configs=broker_configs,
             next_producer_id=self.next_producer_id,
+            client_quotas=client_quotas,
         )
 
 
@@ -456,6 +489,7 @@ _REPLAY = {
     FeatureLevelRecord: ImageDelta._replay_feature,
     NoOpRecord: ImageDelta._replay_noop,
     ProducerIdsRecord: ImageDelta._replay_producer_ids,
+    ClientQuotaRecord: ImageDelta._replay_client_quota,
     LeaderChangeRecord: ImageDelta._replay_leader_change,
     VotersRecord: ImageDelta._replay_voters,
 }

@@ -144,6 +144,10 @@ class MetadataImage(NamedTuple):
     # The first producer id of the next block AllocateProducerIds grants
     # (Kafka's ProducerIdsImage.nextProducerId); 0 before the first.
     next_producer_id: int = 0
+    # Client quotas (ClientQuotaRecords) by entity, in client_quotas.py's
+    # canonical form: ((type, name | None), ...) -> {key: value}. Only
+    # entities with at least one key set appear.
+    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
 
     @property
     def last_offset(self) -> int:

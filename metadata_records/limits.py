@@ -32,6 +32,11 @@ MAX_CLUSTER_ID_LENGTH = 64  # Kafka's cluster ids are 22 characters
 MAX_TOPIC_CONFIGS = 64
 MAX_CONFIG_VALUE_LENGTH = 4096
 MAX_CONFIG_RESOURCES = 100
+# AlterClientQuotas: entities per request (at most 4 keys each stays under the
+# 10,000 records of one operator write); components and ops per entity.
+MAX_QUOTA_ENTRIES = 2_000
+MAX_QUOTA_COMPONENTS = 8
+MAX_QUOTA_OPS = 16
 
 # Everything that names topics or partitions in one request (CreateTopics,
 # AlterPartition, reassignments, elections): bounded like Kafka's

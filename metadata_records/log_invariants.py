@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .client_quotas import entity_text, record_problem
 from .codec import DecodeError, record_from_obj
 from .delta import ImageDelta
 from .image import EMPTY_IMAGE
@@ -42,6 +43,7 @@ from .records import (
     FENCE,
     NO_LEADER,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -87,6 +89,11 @@ RULES: dict[str, Rule] = {
         RECORD,
         "producer id blocks never overlap: each ProducerIdsRecord's nextProducerId exceeds "
         "the one before",
+    ),
+    "client-quota": Rule(
+        RECORD,
+        "a ClientQuotaRecord names a valid entity (user, client-id or both; or ip alone; "
+        "each type once, no empty name) and a key of its kind, set to a value Kafka accepts",
     ),
     "partition-epoch": Rule(
         RECORD, "a PartitionRecord that restates a partition adds exactly 1 to its epoch"
@@ -374,6 +381,8 @@ class LogInvariants:
                 f"nextProducerId {r.next_producer_id} does not exceed "
                 f"{self.delta.next_producer_id}: its block overlaps one granted before",
             )
+        if kind is ClientQuotaRecord:
+            return "client-quota", f"quota {entity_text(r.entity)}", record_problem(r) or ""
         return "refused", "log", f"the image refuses {r!r}"
 
     # ------------------------------------------------------------ batch rules

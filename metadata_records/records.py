@@ -30,6 +30,8 @@ class Kind(Enum):
     ENDPOINTS = "endpoint array"
     FEATURES = "feature array"
     VOTERS = "voter array"
+    FLOAT64 = "float64"
+    QUOTA_ENTITY = "entity array"  # ClientQuotaRecord's [(entityType, entityName)]
 
 
 INT_RANGES = {
@@ -76,6 +78,14 @@ class Voter(NamedTuple):
     voter_directory_id: str
     host: str
     port: int
+
+
+class EntityData(NamedTuple):
+    """One component of a client quota entity (ClientQuotaRecord.EntityData):
+    ``entity_name`` None is the default entity of that type."""
+
+    entity_type: str
+    entity_name: str | None
 
 
 class FeatureRange(NamedTuple):
@@ -172,6 +182,21 @@ class ProducerIdsRecord:
     broker_id: int = _f(Kind.INT32)
     broker_epoch: int = _f(Kind.INT64)
     next_producer_id: int = _f(Kind.INT64)
+    version: int = 0
+
+
+@_record("CLIENT_QUOTA_RECORD", 14, 0)
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """One quota key of one client quota entity set (``remove`` false) or
+    removed (Kafka's AlterClientQuotas; ``value`` is ignored on removal).
+    The entity's components are user, client-id (alone or together) or ip
+    alone; metadata_records/client_quotas.py holds the rules."""
+
+    entity: tuple[EntityData, ...] = _f(Kind.QUOTA_ENTITY)
+    key: str = _f(Kind.STRING)
+    value: float = _f(Kind.FLOAT64, default=0.0)
+    remove: bool = _f(Kind.BOOL, default=False)
     version: int = 0
 
 
@@ -290,6 +315,7 @@ Record = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
     | ProducerIdsRecord
+    | ClientQuotaRecord
     | TopicRecord
     | PartitionRecord
     | ConfigRecord

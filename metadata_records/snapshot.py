@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from .client_quotas import Entity, entity_data, entity_key, entity_problem, sort_key
 from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj, brief
 from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from .records import Kind
@@ -89,7 +90,39 @@ def image_to_obj(image: MetadataImage) -> dict[str, Any]:
             name: dict(sorted(configs.items()))
             for name, configs in sorted(image.broker_configs.items())
         }
+    # Likewise only once a client quota was set.
+    if image.client_quotas:
+        obj["clientQuotas"] = [
+            {
+                "entity": _encode_value(Kind.QUOTA_ENTITY, entity_data(entity)),
+                "quotas": dict(sorted(quotas.items())),
+            }
+            for entity, quotas in sorted(image.client_quotas.items(), key=lambda e: sort_key(e[0]))
+        ]
     return obj
+
+
+def _decode_client_quotas(value: Any) -> dict[Entity, dict[str, float]]:
+    out: dict[Entity, dict[str, float]] = {}
+    if type(value) is not list:
+        raise DecodeError("snapshot.clientQuotas: expected array")
+    for i, item in enumerate(value):
+        where = f"snapshot.clientQuotas[{i}]"
+        item = _obj(item, where, ("entity", "quotas"))
+        components = _decode_value(Kind.QUOTA_ENTITY, item["entity"], f"{where}.entity")
+        problem = entity_problem(components)
+        if problem is not None:
+            raise DecodeError(f"{where}.entity: {problem}")
+        entity = entity_key(components)
+        quotas = item["quotas"]
+        if type(quotas) is not dict or not quotas:
+            raise DecodeError(f"{where}.quotas: expected a non-empty object")
+        if entity in out:
+            raise DecodeError(f"{where}: the entity appears twice")
+        out[entity] = {
+            k: _decode_value(Kind.FLOAT64, v, f"{where}.quotas.{k}") for k, v in quotas.items()
+        }
+    return out
 
 
 def encode_image(image: MetadataImage) -> bytes:
@@ -144,6 +177,7 @@ def decode_image(data: Any) -> MetadataImage:
     voters = obj.pop("voters", []) if type(obj) is dict else []
     broker_configs = obj.pop("brokerConfigs", {}) if type(obj) is dict else {}
     next_producer_id = obj.pop("nextProducerId", 0) if type(obj) is dict else 0
+    client_quotas = obj.pop("clientQuotas", []) if type(obj) is dict else []
     obj = _obj(obj, "snapshot", _IMAGE_KEYS)
     if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
         raise DecodeError(f"snapshot: unsupported format {brief(obj['format'])}")
@@ -215,4 +249,5 @@ def decode_image(data: Any) -> MetadataImage:
         voters=_decode_value(Kind.VOTERS, voters, "snapshot.voters"),
         broker_configs={name: configs for name, configs in broker_configs.items() if configs},
         next_producer_id=_int(next_producer_id, Kind.INT64, "snapshot.nextProducerId"),
+        client_quotas=_decode_client_quotas(client_quotas),
     )

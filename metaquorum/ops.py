@@ -1,5 +1,5 @@
 """Operator commands: ``status``, ``brokers``, ``topics``, ``log``,
-``configs``, ``alter-configs``, ``create-topic``, ``unregister-broker``,
+``configs``, ``alter-configs``, ``client-quotas``, ``alter-client-quotas``, ``create-topic``, ``unregister-broker``,
 ``transfer-leadership``, ``add-voter``,
 ``remove-voter``.
 
@@ -165,6 +165,28 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
         p.add_argument(flag, action="append", default=[], metavar=meta, help=text)
     p.add_argument("--validate-only", action="store_true", help="check everything, write nothing")
     p = command(
+        "client-quotas",
+        "client quotas of users, client ids and ips (like kafka-configs --describe "
+        "--entity-type users/clients/ips): every entity the filter matches",
+    )
+    _quota_entity_flags(p, describe=True)
+    p.add_argument("--strict", action="store_true", help="only entities with no other component")
+    p.add_argument("--linearizable", action="store_true", help="read through the log first")
+    p = command(
+        "alter-client-quotas",
+        "set or delete the client quotas of a user, a client id, both, or an ip (like "
+        "kafka-configs --alter --add-config producer_byte_rate=1024); all or nothing",
+        WRITE_EXITS,
+    )
+    _quota_entity_flags(p, describe=False)
+    p.add_argument(
+        "--add", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]", help="set quotas"
+    )
+    p.add_argument(
+        "--delete", action="append", default=[], metavar="KEY[,KEY]", help="remove quotas"
+    )
+    p.add_argument("--validate-only", action="store_true", help="check everything, write nothing")
+    p = command(
         "unregister-broker",
         "decommission a broker id for good (Kafka's UnregisterBroker): its registration "
         "is removed and it leaves every ISR; stop the broker first",
@@ -214,6 +236,48 @@ def _config_resource_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+_QUOTA_TYPES = (("user", "user"), ("client-id", "client_id"), ("ip", "ip"))
+
+
+def _quota_entity_flags(p: argparse.ArgumentParser, describe: bool) -> None:
+    for entity_type, attr in _QUOTA_TYPES:
+        flag = "--" + entity_type
+        which = p.add_mutually_exclusive_group()
+        which.add_argument(flag, dest=attr, metavar="NAME", help=f"the {entity_type} NAME")
+        which.add_argument(
+            flag + "-default",
+            dest=attr + "_default",
+            action="store_true",
+            help=f"the default {entity_type} (every {entity_type} without its own quota)",
+        )
+        if describe:
+            which.add_argument(
+                "--any-" + entity_type,
+                dest="any_" + attr,
+                action="store_true",
+                help=f"any {entity_type}, the default too",
+            )
+
+
+def _quota_entity(args: argparse.Namespace) -> dict[str, str | None]:
+    """entity type -> name (None: the default), from the flags given."""
+    entity: dict[str, str | None] = {}
+    for entity_type, attr in _QUOTA_TYPES:
+        if getattr(args, attr) is not None:
+            entity[entity_type] = getattr(args, attr)
+        elif getattr(args, attr + "_default"):
+            entity[entity_type] = None
+    return entity
+
+
+def _entity_text(components: list) -> str:
+    return ",".join(
+        f"{c.get('entityType')}="
+        + ("<default>" if c.get("entityName") is None else str(c.get("entityName")))
+        for c in components
+    )
+
+
 OPS = {
     "status",
     "brokers",
@@ -221,6 +285,8 @@ OPS = {
     "log",
     "configs",
     "alter-configs",
+    "client-quotas",
+    "alter-client-quotas",
     "create-topic",
     "unregister-broker",
     "transfer-leadership",
@@ -459,6 +525,29 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
             return 0
         if cmd == "alter-configs":
             return await _alter_configs(client, args, console)
+        if cmd == "client-quotas":
+            any_of = [t for t, attr in _QUOTA_TYPES if getattr(args, "any_" + attr)]
+            answer = await client.describe_client_quotas(
+                _quota_entity(args), any_of, args.strict, linearizable=args.linearizable
+            )
+            entries = answer.body.get("entries", [])
+            if args.json:
+                _dump(answer.body)
+            else:
+                rows = [
+                    [_entity_text(e.get("entity", [])), str(v.get("key")), f"{v.get('value'):g}"]
+                    for e in entries
+                    for v in e.get("values", [])
+                ]
+                print_table(
+                    console,
+                    f"client quotas at offset {answer.metadata_offset}",
+                    ["Entity", "Key", "Value"],
+                    rows,
+                )
+            return 0
+        if cmd == "alter-client-quotas":
+            return await _alter_client_quotas(client, args, console)
         if cmd == "unregister-broker":
             answer = await client.unregister_broker(args.broker_id)
             return _report(
@@ -803,6 +892,42 @@ async def _alter_configs(client, args: argparse.Namespace, console: Console) -> 
     if not args.json:
         done = "would change" if args.validate_only else "changed"
         console.print(f"{done} {len(changes)} config(s) of {what}")
+    return 0
+
+
+async def _alter_client_quotas(client, args: argparse.Namespace, console: Console) -> int:
+    entity = _quota_entity(args)
+    if not entity:
+        return _fail(
+            "INVALID_REQUEST: no entity (give --user, --client-id or --ip, or a -default)",
+            EXIT_BAD_INPUT,
+        )
+    ops = []
+    for item in (part for arg in args.add for part in arg.split(",") if part):
+        key, sep, text = item.partition("=")
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if not sep or not key or value is None or value != value or abs(value) == float("inf"):
+            return _fail(f"INVALID_REQUEST: --add {item!r} is not KEY=NUMBER", EXIT_BAD_INPUT)
+        ops.append({"key": key, "value": value, "remove": False})
+    for key in (part for arg in args.delete for part in arg.split(",") if part):
+        ops.append({"key": key, "remove": True})
+    if not ops:
+        return _fail("INVALID_REQUEST: nothing to change (give --add or --delete)", EXIT_BAD_INPUT)
+    components = [{"entityType": t, "entityName": n} for t, n in entity.items()]
+    answer = await client.alter_client_quotas(
+        [{"entity": components, "ops": ops}], args.validate_only
+    )
+    result = (answer.body.get("entries") or [answer.body])[0]
+    if args.json:
+        _dump(result)
+    if result.get("errorCode", answer.error_code) != 0:
+        return _fail(f"{result.get('errorName')}: {result.get('errorMessage')}")
+    if not args.json:
+        done = "would change" if args.validate_only else "changed"
+        console.print(f"{done} {len(ops)} quota(s) of {_entity_text(components)}")
     return 0
 
 

@@ -30,6 +30,7 @@ UNREG = "UNREGISTER_BROKER_RECORD"
 PR = "PARTITION_RECORD"
 PCR = "PARTITION_CHANGE_RECORD"
 PIDS = "PRODUCER_IDS_RECORD"
+QUOTA = "CLIENT_QUOTA_RECORD"
 UNBOUNDED = W.unboundedPreceding
 
 
@@ -581,6 +582,71 @@ def producer_id_checks(df: DataFrame) -> DataFrame:
     )
 
 
+def client_quota_checks(df: DataFrame) -> DataFrame:
+    """client-quota: a live ClientQuotaRecord that replay ignores
+    (metadata_records.client_quotas.record_problem, column by column): no
+    valid entity (empty, an unknown or repeated type, an empty name, ip with
+    another type), a key its entity cannot hold, or a value Kafka's controller
+    refuses (not above 0; fractional or out of range for an integer key)."""
+    rows = df.filter((F.col("type") == QUOTA) & ~F.col("from_snapshot"))
+    types = F.transform(F.col("quota_entity"), lambda e: e["entity_type"])
+    n = F.size(F.col("quota_entity"))
+    key, value = F.col("quota_key"), F.col("quota_value")
+    is_ip = F.array_contains(types, "ip")
+    user_keys = ["producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                 "controller_mutation_rate"]  # fmt: skip
+    integral = key.isin("producer_byte_rate", "consumer_byte_rate", "connection_creation_rate")
+    # Above Int.MaxValue (exact as a double); above Long.MaxValue, which is
+    # 2**63 as a double: a LONG quota must stay below 2**63.
+    too_large = F.when(key == "connection_creation_rate", value > float(2**31 - 1)).otherwise(
+        value >= 2.0**63
+    )
+    unknown = F.array_sort(
+        F.array_distinct(F.filter(types, lambda t: ~t.isin("user", "client-id", "ip")))
+    )
+    problem = (
+        F.when(n == 0, F.lit("the record names no entity"))
+        .when(
+            F.size(unknown) > 0, F.concat(F.lit("unknown entity type "), F.array_join(unknown, ","))
+        )
+        .when(F.size(F.array_distinct(types)) != n, F.lit("an entity type appears more than once"))
+        .when(
+            F.exists(F.col("quota_entity"), lambda e: e["entity_name"] == ""),
+            F.lit("an entity name is empty"),
+        )
+        .when(is_ip & (n > 1), F.lit("ip is combined with user or client-id"))
+        .when(
+            F.when(is_ip, key != "connection_creation_rate").otherwise(~key.isin(*user_keys)),
+            F.concat(key, F.lit(" is not a quota of this entity")),
+        )
+        .when(F.col("quota_remove"), F.lit(None))
+        .when(~(value > 0), F.concat(key, F.lit(" must be greater than 0")))
+        .when(
+            integral & too_large,
+            F.concat(
+                key,
+                F.lit(" is too large for "),
+                F.when(key == "connection_creation_rate", F.lit("INT")).otherwise(F.lit("LONG")),
+            ),
+        )
+        .when(
+            integral & (F.abs(value % 1.0) > 1e-6),
+            F.concat(key, F.lit(" cannot be a fractional value")),
+        )
+    )
+    bad = rows.withColumn("problem", problem).filter(F.col("problem").isNotNull())
+    entity = F.concat_ws(
+        ",",
+        F.transform(
+            F.col("quota_entity"),
+            lambda e: F.concat(
+                e["entity_type"], F.lit("="), F.coalesce(e["entity_name"], F.lit("<default>"))
+            ),
+        ),
+    )
+    return _violation(bad, "client-quota", F.concat(F.lit("quota "), entity), F.col("problem"))
+
+
 def with_legacy_batches(df: DataFrame) -> tuple[DataFrame, int]:
     """(``df`` with every log row's ``batch_offset``, how many rows lacked it).
     An export from before batchOffset has none: a run of log records with one
@@ -635,7 +701,7 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
         + broker_checks(b)
         + partition_checks(p, b, topics)
         + batch_checks(p, b, topics)
-        + [refused_changes(df, topics), producer_id_checks(df)]
+        + [refused_changes(df, topics), producer_id_checks(df), client_quota_checks(df)]
     )
     violations = parts[0]
     for part in parts[1:]:

@@ -16,7 +16,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from metadata_records.records import RECORD_TYPES, Endpoint, FeatureRange, Kind, Record
+from metadata_records.records import (
+    RECORD_TYPES,
+    Endpoint,
+    EntityData,
+    FeatureRange,
+    Kind,
+    Record,
+)
 
 ENDPOINT_TYPE = pa.struct(
     [
@@ -41,6 +48,7 @@ VOTER_TYPE = pa.struct(
         ("port", pa.int32()),
     ]
 )
+QUOTA_ENTITY_TYPE = pa.struct([("entity_type", pa.string()), ("entity_name", pa.string())])
 _ARROW = {
     Kind.INT8: pa.int8(),
     Kind.INT16: pa.int16(),
@@ -55,6 +63,8 @@ _ARROW = {
     Kind.ENDPOINTS: pa.list_(ENDPOINT_TYPE),
     Kind.FEATURES: pa.list_(FEATURE_TYPE),
     Kind.VOTERS: pa.list_(VOTER_TYPE),
+    Kind.FLOAT64: pa.float64(),
+    Kind.QUOTA_ENTITY: pa.list_(QUOTA_ENTITY_TYPE),
 }
 
 ENVELOPE = [
@@ -82,6 +92,11 @@ RENAMED = {
         "in_controlled_shutdown",
     ): "in_controlled_shutdown_change",
     ("LEADER_CHANGE", "controller_epoch"): "controller_epoch",
+    # ClientQuotaRecord: ConfigRecord's value is a string; these keep their own.
+    ("CLIENT_QUOTA_RECORD", "entity"): "quota_entity",
+    ("CLIENT_QUOTA_RECORD", "key"): "quota_key",
+    ("CLIENT_QUOTA_RECORD", "value"): "quota_value",
+    ("CLIENT_QUOTA_RECORD", "remove"): "quota_remove",
 }
 
 
@@ -135,6 +150,7 @@ _CONVERT: dict[Kind, Callable[[Any], Any]] = {
     Kind.ENDPOINTS: _endpoints,
     Kind.FEATURES: _features,
     Kind.VOTERS: _voters,
+    Kind.QUOTA_ENTITY: lambda v: [e._asdict() for e in v],
 }
 
 
@@ -210,6 +226,7 @@ _FROM_COLUMN: dict[Kind, Callable[[Any], Any]] = {
     Kind.NULLABLE_INT32_LIST: lambda v: None if v is None else tuple(v),
     Kind.ENDPOINTS: lambda v: tuple(Endpoint(**e) for e in v),
     Kind.FEATURES: lambda v: tuple(FeatureRange(**f) for f in v),
+    Kind.QUOTA_ENTITY: lambda v: tuple(EntityData(**e) for e in v),
 }
 
 

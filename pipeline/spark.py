@@ -94,6 +94,8 @@ def _spark_type(t: pa.DataType):
         return T.LongType()
     if pa.types.is_boolean(t):
         return T.BooleanType()
+    if pa.types.is_float64(t):
+        return T.DoubleType()
     if pa.types.is_string(t):
         return T.StringType()
     if pa.types.is_list(t):

@@ -118,10 +118,17 @@ class ControllerHarness:
         decided, self._decided = self._decided, None
         if decided is not None and decided[0] is records:
             view = decided[1]
-            assert (view.brokers, view.topics, view.broker_configs, view.next_offset) == (
+            assert (
+                view.brokers,
+                view.topics,
+                view.broker_configs,
+                view.client_quotas,
+                view.next_offset,
+            ) == (
                 self.image.brokers,
                 self.image.topics,
                 self.image.broker_configs,
+                self.image.client_quotas,
                 self.image.next_offset,
             ), "the controller's view differs from what its records do"
         self.log.extend(records)

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 
 import orjson
 
-from controller.messages import AllocateProducerIdsRequest
+from controller.messages import (
+    AllocateProducerIdsRequest,
+    AlterClientQuotasRequest,
+    ClientQuotaAlteration,
+    ClientQuotaOp,
+)
 from metadata_records.codec import log_record_to_obj, record_from_obj
 from metadata_records.log_invariants import RULES
 from metadata_records.records import (
@@ -24,6 +29,8 @@ from metadata_records.records import (
     NO_CHANGE,
     NO_LEADER,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
+    EntityData,
     NoOpRecord,
     PartitionChangeRecord,
     ProducerIdsRecord,
@@ -237,6 +244,40 @@ def _producer_id_blocks_overlap(p: Planter) -> list[tuple[int, str]]:
     return [(p.plant(again), "producer-ids"), (p.plant(same, fine), "producer-ids")]
 
 
+def _client_quotas(p: Planter) -> list[tuple[int, str]]:
+    """Quotas the controller set (user with the default client id, the
+    default ip) and removed, then records naming an unknown entity type, ip
+    with a user, a key the entity cannot hold, and a fractional byte rate;
+    and one good record in the batch of a bad one."""
+
+    def alter(*components, key, value=0.0, remove=False):
+        op = ClientQuotaOp(key, value, remove)
+        request = AlterClientQuotasRequest((ClientQuotaAlteration(components, (op,)),))
+        assert p.h.run(request).entries[0].error == 0
+
+    alter(("user", "u1"), ("client-id", None), key="producer_byte_rate", value=1024.0)
+    alter(("ip", None), key="connection_creation_rate", value=5.0)
+    alter(("ip", None), key="connection_creation_rate", remove=True)
+    p.controller_writes()
+
+    def record(*components, key="producer_byte_rate", value=1024.0):
+        entity = tuple(EntityData(t, n) for t, n in components)
+        return ClientQuotaRecord(entity=entity, key=key, value=value)
+
+    group = record(("group", "g"))
+    mixed = record(("user", "u1"), ("ip", "10.0.0.1"))
+    ip_key = record(("user", "u1"), key="connection_creation_rate", value=5.0)
+    fine = record(("client-id", "c1"))
+    fractional = record(("client-id", "c1"), value=1.5)
+    at = p.plant(fine, fractional)
+    return [
+        (p.plant(group), "client-quota"),
+        (p.plant(mixed), "client-quota"),
+        (p.plant(ip_key), "client-quota"),
+        (at + 1, "client-quota"),
+    ]
+
+
 PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "offsets-dense": _offsets_dense,
     "controller-epoch": _controller_epoch,
@@ -252,6 +293,7 @@ PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "unregistered-and-back": _unregistered_and_back_holds,
     "unregistered-yet-leading": _unregistered_yet_leading,
     "producer-id-blocks-overlap": _producer_id_blocks_overlap,
+    "client-quotas": _client_quotas,
 }
 
 

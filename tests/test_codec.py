@@ -28,8 +28,10 @@ from metadata_records.records import (
     RECORD_TYPES,
     Batch,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
+    EntityData,
     FeatureLevelRecord,
     FeatureRange,
     Kind,
@@ -98,6 +100,13 @@ RECORD_STRATEGIES = {
     ),
     "PRODUCER_IDS_RECORD": st.builds(
         ProducerIdsRecord, broker_id=int32, broker_epoch=int64, next_producer_id=int64
+    ),
+    "CLIENT_QUOTA_RECORD": st.builds(
+        ClientQuotaRecord,
+        entity=st.lists(st.builds(EntityData, texts, st.none() | texts), max_size=3).map(tuple),
+        key=texts,
+        value=st.floats(allow_nan=False, allow_infinity=False),
+        remove=st.booleans(),
     ),
     "TOPIC_RECORD": st.builds(TopicRecord, name=texts, topic_id=uuids),
     "PARTITION_RECORD": st.builds(
@@ -413,6 +422,12 @@ def _valid_obj(type_name: str) -> dict:
             broker_id=1, broker_epoch=17, next_producer_id=2000
         ),
         "FEATURE_LEVEL_RECORD": FeatureLevelRecord(name="metadata.version", feature_level=12),
+        "CLIENT_QUOTA_RECORD": ClientQuotaRecord(
+            entity=(EntityData("user", "alice"), EntityData("client-id", None)),
+            key="producer_byte_rate",
+            value=1024.0,
+            remove=False,
+        ),
         "NO_OP_RECORD": NoOpRecord(),
         "LEADER_CHANGE": LeaderChangeRecord(
             controller_epoch=3, leader_id=0, leader_url="http://n0:8080"
@@ -514,6 +529,17 @@ BAD_VALUES = {
         [{"name": "f", "minSupportedVersion": 2**15, "maxSupportedVersion": 2}],
         [{"name": "f", "minSupportedVersion": 1, "maxSupportedVersion": True}],
         [{"name": "f", "minSupportedVersion": 1.0, "maxSupportedVersion": 2}],
+    ],
+    Kind.FLOAT64: [True, False, None, "1.5", [], {}, [1.0]],
+    Kind.QUOTA_ENTITY: [
+        None,
+        "user",
+        [None],
+        [{}],
+        [{"entityType": "user"}],
+        [{"entityType": 1, "entityName": "a"}],
+        [{"entityType": "user", "entityName": 5}],
+        [{"entityType": "user", "entityName": "a", "x": 1}],
     ],
     Kind.VOTERS: [
         None,

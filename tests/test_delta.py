@@ -13,8 +13,10 @@ from metadata_records.image import EMPTY_IMAGE, BrokerRegistration, MetadataImag
 from metadata_records.records import (
     Batch,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
+    EntityData,
     FeatureLevelRecord,
     FeatureRange,
     LeaderChangeRecord,
@@ -767,6 +769,22 @@ records = st.one_of(
     ),
     st.builds(RemoveTopicRecord, topic_id=TOPIC_IDS),
     st.builds(
+        ClientQuotaRecord,
+        entity=st.lists(
+            st.builds(
+                EntityData,
+                st.sampled_from(["user", "client-id", "ip", "group"]),
+                st.sampled_from([None, "a", "", "10.0.0.1"]),
+            ),
+            max_size=3,
+        ).map(tuple),
+        key=st.sampled_from(
+            ["producer_byte_rate", "request_percentage", "connection_creation_rate", "x"]
+        ),
+        value=st.sampled_from([1.0, 2.0, 0.0, -1.0, 1.5, 2.0**40]),
+        remove=st.booleans(),
+    ),
+    st.builds(
         ProducerIdsRecord,
         broker_id=st.integers(-1, 3),
         broker_epoch=st.integers(-1, 9),
@@ -797,6 +815,7 @@ def model_replay(recs) -> dict:
     ignored = 0
     broker_configs: dict[str, dict[str, str]] = {}
     next_producer_id = 0
+    client_quotas: dict[frozenset, dict[str, float]] = {}
     for offset, r in enumerate(recs):
         ok = True
         if isinstance(r, RegisterBrokerRecord):
@@ -888,6 +907,35 @@ def model_replay(recs) -> dict:
                 topics[tid]["configs"][r.name] = r.value
         elif isinstance(r, RemoveTopicRecord):
             ok = topics.pop(r.topic_id, None) is not None
+        elif isinstance(r, ClientQuotaRecord):
+            types = [e.entity_type for e in r.entity]
+            kinds = set(types)
+            ip = kinds == {"ip"}
+            allowed = (
+                {"connection_creation_rate": "INT"}
+                if ip
+                else {"producer_byte_rate": "LONG", "request_percentage": "DOUBLE"}
+            )
+            ok = (
+                bool(types)
+                and len(kinds) == len(types)
+                and kinds <= {"user", "client-id", "ip"}
+                and (ip or "ip" not in kinds)
+                and all(e.entity_name != "" for e in r.entity)
+                and r.key in allowed
+                and (
+                    r.remove
+                    or (r.value > 0 and (allowed[r.key] == "DOUBLE" or r.value == int(r.value)))
+                )
+            )
+            if ok:
+                quotas = client_quotas.setdefault(frozenset(r.entity), {})
+                if r.remove:
+                    quotas.pop(r.key, None)
+                else:
+                    quotas[r.key] = r.value
+                if not quotas:
+                    del client_quotas[frozenset(r.entity)]
         elif isinstance(r, ProducerIdsRecord):
             ok = r.next_producer_id > next_producer_id
             next_producer_id = max(next_producer_id, r.next_producer_id)
@@ -910,6 +958,7 @@ def model_replay(recs) -> dict:
         topics=topics,
         broker_configs=broker_configs,
         next_producer_id=next_producer_id,
+        client_quotas=client_quotas,
         features=features,
         ctrl=ctrl,
         ignored=ignored,
@@ -954,6 +1003,10 @@ def image_as_model(img: MetadataImage) -> dict:
         },
         broker_configs=img.broker_configs,
         next_producer_id=img.next_producer_id,
+        client_quotas={
+            frozenset(EntityData(*c) for c in entity): quotas
+            for entity, quotas in img.client_quotas.items()
+        },
         features=img.features,
         ctrl={"epoch": img.controller_epoch, "leader": img.leader_id, "url": img.leader_url},
         ignored=img.ignored_records,

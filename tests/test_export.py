@@ -14,8 +14,10 @@ from metadata_records.codec import log_record_to_obj, record_data
 from metadata_records.records import (
     RECORD_TYPES,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
+    EntityData,
     FeatureLevelRecord,
     FeatureRange,
     LeaderChangeRecord,
@@ -59,6 +61,11 @@ EVERY_TYPE = [
     BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=2, fenced=-1, version=1),
     UnregisterBrokerRecord(broker_id=1, broker_epoch=2),
     ProducerIdsRecord(broker_id=1, broker_epoch=2, next_producer_id=1000),
+    ClientQuotaRecord(
+        entity=(EntityData("user", "u"), EntityData("client-id", None)),
+        key="producer_byte_rate",
+        value=1024.0,
+    ),
     TopicRecord(name="t", topic_id=TID),
     ConfigRecord(resource_type=2, resource_name="t", name="min.insync.replicas", value="1"),
     PartitionRecord(partition_id=0, topic_id=TID, replicas=(1,), isr=(1,), leader=1),
@@ -92,7 +99,7 @@ def test_every_record_type_round_trips_through_the_flat_schema(tmp_path, fmt):
         for key, value in record_data(record).items():
             spec = next(s for s in record.FIELDS if s.key == key)
             column = RENAMED.get((record.TYPE, spec.attr), _snake(key))
-            if key in ("endPoints", "features", "voters"):
+            if key in ("endPoints", "features", "voters", "entity"):
                 value = [{_snake(k): v for k, v in item.items()} for item in value]
             assert row[column] == (list(value) if isinstance(value, tuple) else value), column
 

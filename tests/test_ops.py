@@ -359,3 +359,67 @@ def test_alter_configs_refusals_and_exit_codes(voter):
     assert r.returncode == 0 and "would change 1 config(s)" in r.stdout
     r = mq("configs", "--cluster", "--json", url=voter.url(0))
     assert "num.io.threads" not in r.stdout
+
+
+def test_alter_client_quotas_then_describe_them(voter):
+    r = mq(
+        "alter-client-quotas", "--user", "alice", "--client-id-default",
+        "--add", "producer_byte_rate=1024,consumer_byte_rate=2048", url=voter.url(0),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "changed 2 quota(s) of user=alice,client-id=<default>" in r.stdout
+    r = mq(
+        "alter-client-quotas",
+        "--ip-default",
+        "--add",
+        "connection_creation_rate=5",
+        url=voter.url(0),
+    )
+    assert r.returncode == 0, r.stderr
+    r = mq("client-quotas", "--user", "alice", url=voter.url(0))
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines()[2:]]
+    assert rows == [
+        ["user=alice,client-id=<default>", "consumer_byte_rate", "2048"],
+        ["user=alice,client-id=<default>", "producer_byte_rate", "1024"],
+    ]
+    r = mq("client-quotas", "--any-ip", "--json", url=voter.url(0))
+    body = json.loads(r.stdout)
+    assert body["entries"] == [
+        {
+            "entity": [{"entityType": "ip", "entityName": None}],
+            "values": [{"key": "connection_creation_rate", "value": 5.0}],
+        }
+    ]
+    r = mq(
+        "alter-client-quotas", "--user", "alice", "--client-id-default",
+        "--delete", "producer_byte_rate", "--validate-only", url=voter.url(0),
+    )  # fmt: skip
+    assert r.returncode == 0 and "would change 1 quota(s)" in r.stdout
+    r = mq("client-quotas", "--user", "alice", "--json", url=voter.url(0))
+    assert len(json.loads(r.stdout)["entries"][0]["values"]) == 2
+
+
+def test_alter_client_quotas_refusals_and_exit_codes(voter):
+    r = mq(
+        "alter-client-quotas", "--user", "bob", "--add", "producer_byte_rate=1.5", "--json",
+        url=voter.url(0),
+    )  # fmt: skip
+    assert r.returncode == 1 and json.loads(r.stdout)["errorName"] == "INVALID_REQUEST"
+    assert r.stderr == (
+        "metaquorum: INVALID_REQUEST: producer_byte_rate cannot be a fractional value.\n"
+    )
+    r = mq(
+        "alter-client-quotas", "--user", "bob", "--ip", "1.2.3.4", "--add", "x=1", url=voter.url(0)
+    )
+    assert r.returncode == 1 and "IP entity should" in r.stderr
+    r = mq("alter-client-quotas", "--user", "bob", "--add", "producer_byte_rate", url=voter.url(0))
+    assert r.returncode == 2 and "is not KEY=NUMBER" in r.stderr
+    r = mq("alter-client-quotas", "--add", "producer_byte_rate=1", url=voter.url(0))
+    assert r.returncode == 2 and "no entity" in r.stderr
+    r = mq("alter-client-quotas", "--user", "bob", url=voter.url(0))
+    assert r.returncode == 2 and "nothing to change" in r.stderr
+    r = mq("alter-client-quotas", "--user", "a", "--user-default", "--add", "x=1", url=voter.url(0))
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
+    r = mq("client-quotas", "--ip", "1.2.3.4", "--any-user", url=voter.url(0))
+    assert r.returncode == 1 and "INVALID_REQUEST: Invalid entity filter component" in r.stderr

@@ -15,6 +15,7 @@ from metadata_records.records import (
     RECORD_TYPES,
     TOPIC_NAME_MAX_LENGTH,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     Kind,
@@ -38,6 +39,7 @@ KAFKA_TYPES = {
     "REGISTER_BROKER_RECORD": (RegisterBrokerRecord, 0),
     "UNREGISTER_BROKER_RECORD": (UnregisterBrokerRecord, 1),
     "PRODUCER_IDS_RECORD": (ProducerIdsRecord, 15),
+    "CLIENT_QUOTA_RECORD": (ClientQuotaRecord, 14),
     "TOPIC_RECORD": (TopicRecord, 2),
     "PARTITION_RECORD": (PartitionRecord, 3),
     "CONFIG_RECORD": (ConfigRecord, 4),
@@ -50,6 +52,12 @@ KAFKA_TYPES = {
 
 # (camelCase key, kind, since, default) per record type, in wire order.
 EXPECTED_FIELDS = {
+    "CLIENT_QUOTA_RECORD": [
+        ("entity", Kind.QUOTA_ENTITY, 0, MISSING),
+        ("key", Kind.STRING, 0, MISSING),
+        ("value", Kind.FLOAT64, 0, 0.0),
+        ("remove", Kind.BOOL, 0, False),
+    ],
     "REGISTER_BROKER_RECORD": [
         ("brokerId", Kind.INT32, 0, MISSING),
         ("incarnationId", Kind.UUID, 0, MISSING),
@@ -126,6 +134,7 @@ MAX_VERSIONS = {
     "BROKER_REGISTRATION_CHANGE_RECORD": 1,
     "UNREGISTER_BROKER_RECORD": 0,
     "PRODUCER_IDS_RECORD": 0,
+    "CLIENT_QUOTA_RECORD": 0,
     "TOPIC_RECORD": 0,
     "PARTITION_RECORD": 0,
     "CONFIG_RECORD": 0,

@@ -183,6 +183,7 @@ def test_digest_ignores_dict_insertion_order(recs, rnd):
         voters=img.voters,
         broker_configs=shuffled({n: shuffled(c) for n, c in img.broker_configs.items()}),
         next_producer_id=img.next_producer_id,
+        client_quotas=shuffled({e: shuffled(q) for e, q in img.client_quotas.items()}),
     )
     assert scrambled == img
     assert encode_image(scrambled) == encode_image(img)
@@ -262,6 +263,9 @@ def _with_partition(img, **kw):
             i, [ConfigRecord(resource_type=4, resource_name="", name="k", value="3")]
         ),
         lambda i: MetadataImage(**{**_fields(i), "next_producer_id": 1000}),
+        lambda i: MetadataImage(
+            **{**_fields(i), "client_quotas": {(("user", None),): {"producer_byte_rate": 1.0}}}
+        ),
     ],
 )
 def test_every_field_changes_the_digest(change):

@@ -43,6 +43,7 @@ from controller.messages import (
     UNCLEAN,
     AllocateProducerIdsRequest,
     AlterableConfig,
+    AlterClientQuotasRequest,
     AlterConfigsResource,
     AlterPartitionPartition,
     AlterPartitionReassignmentsRequest,
@@ -50,6 +51,8 @@ from controller.messages import (
     AlterPartitionTopic,
     BrokerHeartbeatRequest,
     BrokerState,
+    ClientQuotaAlteration,
+    ClientQuotaOp,
     CreatableTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
@@ -79,6 +82,29 @@ from tests.harness import ControllerHarness
 BROKERS = st.integers(1, 4)
 RARELY = st.sampled_from([False, False, False, False, True])
 TOPICS = st.sampled_from(["a", "b", "c"])
+# Client quota entities (a few invalid: a repeated type, ip with user, a host
+# name), keys (one unknown) and values (None removes; some refused).
+QUOTA_ENTITIES = [
+    (("user", "u1"),),
+    (("user", None),),
+    (("client-id", "c1"),),
+    (("user", "u1"), ("client-id", None)),
+    (("client-id", "c1"), ("user", None)),
+    (("ip", "10.0.0.1"),),
+    (("ip", None),),
+    (("user", "u1"), ("user", "u2")),
+    (("user", "u1"), ("ip", "10.0.0.1")),
+    (("ip", "not-an-ip"),),
+]
+QUOTA_USER_KEYS = {
+    "producer_byte_rate": "LONG",
+    "consumer_byte_rate": "LONG",
+    "request_percentage": "DOUBLE",
+    "controller_mutation_rate": "DOUBLE",
+}
+QUOTA_IP_KEYS = {"connection_creation_rate": "INT"}
+QUOTA_KEYS = [*QUOTA_USER_KEYS, *QUOTA_IP_KEYS, "not.a.quota"]
+QUOTA_VALUES = [None, None, 1024.0, 2048.0, 12.5, 0.0, -1.0]
 
 
 class ControllerMachine(RuleBasedStateMachine):
@@ -100,6 +126,8 @@ class ControllerMachine(RuleBasedStateMachine):
         self.cluster_unclean: str | None = None
         # (start, length) of every producer id block granted, in order.
         self.producer_blocks: list[tuple[int, int]] = []
+        # The client quotas the test expects: frozenset of components -> {key: value}.
+        self.quota_model: dict[frozenset, dict[str, float]] = {}
         self.epoch_history: dict[int, list[int]] = {}
         self.checked_log = len(self.h.log)
         self.before = self.h.image
@@ -431,6 +459,66 @@ class ControllerMachine(RuleBasedStateMachine):
             assert h.last.records == ()
         elif name == "":
             self.cluster_unclean = value
+
+    # ------------------------------------------------------------ client quotas
+
+    @rule(
+        entity=st.sampled_from(QUOTA_ENTITIES),
+        ops=st.lists(
+            st.tuples(st.sampled_from(QUOTA_KEYS), st.sampled_from(QUOTA_VALUES)),
+            min_size=1,
+            max_size=3,
+        ),
+        validate_only=RARELY,
+    )
+    def alter_client_quotas(self, entity, ops, validate_only):
+        """AlterClientQuotas of one entity (a value None removes the key),
+        against a model of Kafka's rules kept here."""
+        h = self.h
+        alteration = ClientQuotaAlteration(
+            entity,
+            tuple(
+                ClientQuotaOp(k, 0.0, True) if v is None else ClientQuotaOp(k, v) for k, v in ops
+            ),
+        )
+        (answer,) = h.run(AlterClientQuotasRequest((alteration,), validate_only)).entries
+        types = [t for t, _ in entity]
+        ip = types == ["ip"]
+        allowed = QUOTA_IP_KEYS if ip else QUOTA_USER_KEYS
+        valid = (
+            len(set(types)) == len(types)
+            and (ip or "ip" not in types)
+            and all(name != "not-an-ip" for _, name in entity)
+            and len({k for k, _ in ops}) == len(ops)
+            and all(
+                v is None or (k in allowed and v > 0 and (allowed[k] == "DOUBLE" or v == int(v)))
+                for k, v in ops
+            )
+        )
+        if not valid:
+            assert answer.error is Errors.INVALID_REQUEST and h.last.records == (), answer
+            return
+        assert answer.error is Errors.NONE, answer
+        if validate_only:
+            assert h.last.records == ()
+            return
+        quotas = dict(self.quota_model.get(frozenset(entity), {}))
+        for k, v in ops:
+            if v is None:
+                quotas.pop(k, None)
+            else:
+                quotas[k] = v
+        self.quota_model[frozenset(entity)] = quotas
+        if not quotas:
+            del self.quota_model[frozenset(entity)]
+
+    @invariant()
+    def client_quotas_are_the_models(self):
+        """The image holds exactly the quotas set and not removed, and no
+        entity without a quota."""
+        image = self.h.image.client_quotas
+        assert all(image.values())
+        assert {frozenset(e): q for e, q in image.items()} == self.quota_model
 
     @rule(data=st.data())
     def preferred_replica_back_in_the_isr(self, data):
