@@ -145,7 +145,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
 
     Order: the controller's LEADER_CHANGE, the voter set (KRAFT_VOTERS),
     feature levels (metadata.version decides record versions), brokers, the
-    next producer id block (broker -1, epoch -1, as Kafka's snapshots), their
+    next producer id block (broker -1, epoch -1, as Kafka's snapshots), the
+    ACLs (AccessControlEntryRecords by id), their
     dynamic configs (the cluster default first), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
     broker's ``registrationOffset`` (it becomes the record's position, as in
     Kafka, where snapshot records take the snapshot's offset) and the count of
@@ -194,6 +195,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                 broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
             )
         )
+    for acl_id, acl in sorted(image.acls.items()):
+        records.append(acl.to_record(acl_id))
     for resource, configs in sorted(image.broker_configs.items()):
         for name, value in sorted(configs.items()):
             records.append(

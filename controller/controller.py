@@ -37,6 +37,7 @@ from metadata_records.records import (
 )
 from metadata_records.uuids import random_uuid
 
+from .acl_control import AclControlManager
 from .cluster_control import ClusterControlManager
 from .config import RUN_AGAIN_MS, ControllerConfig
 from .config_control import ConfigurationControlManager
@@ -50,8 +51,10 @@ from .messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     ControllerResult,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
@@ -90,6 +93,7 @@ class Controller:
         self.features = FeatureControlManager(self)
         self.configs = ConfigurationControlManager(self)
         self.producer_ids = ProducerIdControlManager(self)
+        self.acls = AclControlManager(self)
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
@@ -103,6 +107,8 @@ class Controller:
             UpdateFeaturesRequest: self.features.update_features,
             IncrementalAlterConfigsRequest: self.configs.incremental_alter_configs,
             AllocateProducerIdsRequest: self.producer_ids.allocate_producer_ids,
+            CreateAclsRequest: self.acls.create_acls,
+            DeleteAclsRequest: self.acls.delete_acls,
         }
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .acls import StandardAcl
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
 from .records import (
     LRS_NO_CHANGE,
@@ -144,6 +145,8 @@ class MetadataImage(NamedTuple):
     # The first producer id of the next block AllocateProducerIds grants
     # (Kafka's ProducerIdsImage.nextProducerId); 0 before the first.
     next_producer_id: int = 0
+    # ACL bindings by id (Kafka's AclsImage): each binding at most once.
+    acls: dict[str, StandardAcl] = {}
 
     @property
     def last_offset(self) -> int:
