@@ -33,6 +33,13 @@ MAX_TOPIC_CONFIGS = 64
 MAX_CONFIG_VALUE_LENGTH = 4096
 MAX_CONFIG_RESOURCES = 100
 
+# ACLs: the creations or filters of one CreateAcls / DeleteAcls (the
+# creations at the 10,000 records of one operator write), and the length of a
+# binding's strings (Kafka has no cap; group ids and principals are short).
+MAX_ACLS_PER_REQUEST = 10_000
+MAX_ACL_FILTERS_PER_REQUEST = 1_000
+MAX_ACL_STRING_LENGTH = 1024
+
 # Everything that names topics or partitions in one request (CreateTopics,
 # AlterPartition, reassignments, elections): bounded like Kafka's
 # MAX_PARTITIONS_PER_BATCH, so one request stays one reasonable batch.
