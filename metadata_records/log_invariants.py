@@ -35,18 +35,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .acls import StandardAcl, enum_problem
 from .codec import DecodeError, record_from_obj
 from .delta import ImageDelta
 from .image import EMPTY_IMAGE
 from .records import (
     FENCE,
     NO_LEADER,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     TopicRecord,
     UnregisterBrokerRecord,
 )
@@ -87,6 +90,12 @@ RULES: dict[str, Rule] = {
         RECORD,
         "producer id blocks never overlap: each ProducerIdsRecord's nextProducerId exceeds "
         "the one before",
+    ),
+    "acl": Rule(
+        RECORD,
+        "an AccessControlEntryRecord's resource type, pattern type, operation and permission "
+        "exist and may be stored (none is ANY, UNKNOWN or MATCH), and a "
+        "RemoveAccessControlEntryRecord removes an ACL that exists",
     ),
     "partition-epoch": Rule(
         RECORD, "a PartitionRecord that restates a partition adds exactly 1 to its epoch"
@@ -374,6 +383,12 @@ class LogInvariants:
                 f"nextProducerId {r.next_producer_id} does not exceed "
                 f"{self.delta.next_producer_id}: its block overlaps one granted before",
             )
+        if kind is AccessControlEntryRecord:
+            problem = enum_problem(StandardAcl.from_record(r))
+            if problem is not None:
+                return "acl", f"acl {r.id}", f"{problem}: no such ACL can exist"
+        if kind is RemoveAccessControlEntryRecord:
+            return "acl", f"acl {r.id}", f"removes ACL {r.id}, which does not exist"
         return "refused", "log", f"the image refuses {r!r}"
 
     # ------------------------------------------------------------ batch rules
