@@ -1,6 +1,7 @@
 """The broker's metadata cache keeps a StandardAuthorizer current from the log:
 an ACL created or deleted through the API changes what the cache's authorizer
-answers, by following the log and by loading the snapshot alike."""
+answers, by following the log and by loading the snapshot alike; in both
+HTTP layouts (a worker's own image answers DescribeAcls)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ def test_an_acl_created_through_the_api_changes_what_the_cache_authorizes(voter)
             )  # fmt: skip
             assert [r["errorName"] for r in answer.body["results"]] == ["NONE", "NONE"]
             await until(lambda: read_topic(cache) is ALLOWED, what="the ALLOW in the cache")
+            described = await client.describe_acls(linearizable=True, resourceName="payments",
+                                                   patternType="MATCH")  # fmt: skip
+            assert [r["resourceName"] for r in described.body["resources"]] == ["pay", "payments"]
             assert read_topic(cache, host="10.0.0.66") is DENIED  # DENY before ALLOW
             assert read_topic(cache, "User:bob") is DENIED
             # DESCRIBE is implied by READ; WRITE is not.
