@@ -1100,10 +1100,7 @@ def _acl_codes(entry: BaseModel, fields: dict[str, str], defaults: dict[str, int
         if value is None:
             codes[attr] = defaults[attr]
             continue
-        try:
-            codes[attr] = int(parse_enum(ACL_ENUMS[enum_field], to_camel(attr), value))
-        except ValueError as e:
-            raise ValueError(str(e)) from None
+        codes[attr] = int(parse_enum(ACL_ENUMS[enum_field], to_camel(attr), value))
     return codes
 
 
