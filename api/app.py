@@ -80,6 +80,8 @@ from .openapi_doc import (
 )
 from .reads import (
     VoterTracker,
+    acl_filter_from_query,
+    acls_obj,
     broker_obj,
     brokers_obj,
     client_quotas_obj,
@@ -125,6 +127,8 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.IncrementalAlterConfigsRequest,
     M.AllocateProducerIdsRequest,
     M.AlterClientQuotasRequest,
+    M.CreateAclsRequest,
+    M.DeleteAclsRequest,
     M.TransferLeadershipRequest,
     M.AddVoterRequest,
     M.RemoveVoterRequest,
@@ -924,6 +928,81 @@ def create_app(
         req = parse_body(M.IncrementalAlterConfigsRequest, await request.body())
         response = await submit(req.to_message())
         return answer(M.IncrementalAlterConfigsResponse.from_message(response))
+
+    # ------------------------------------------------------------ ACLs (issue 21 item 5)
+
+    @app.post(
+        "/v1/acls",
+        operation_id="createAcls",
+        tags=["admin"],
+        summary="CreateAcls",
+        response_model=M.CreateAclsResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.CreateAclsRequest),
+    )
+    async def create_acls(request: Request, caller: AdminCaller) -> Response:
+        """Creates ACL bindings; one result per creation, in order. A binding
+        that exists already succeeds and writes nothing (docs/api-additions.md)."""
+        req = parse_body(M.CreateAclsRequest, await request.body())
+        message, problems = req.to_message()
+        response = await submit(message)
+        return answer(M.CreateAclsResponse.from_message(response, problems))
+
+    @app.post(
+        "/v1/acls/delete",
+        operation_id="deleteAcls",
+        tags=["admin"],
+        summary="DeleteAcls",
+        response_model=M.DeleteAclsResponse,
+        responses=WRITE_RESPONSES,
+        openapi_extra=_body_doc(M.DeleteAclsRequest),
+    )
+    async def delete_acls(request: Request, caller: AdminCaller) -> Response:
+        """Deletes every binding each filter matches; each filter answers
+        what it matched (Kafka's filter semantics)."""
+        req = parse_body(M.DeleteAclsRequest, await request.body())
+        message, problems = req.to_message()
+        response = await submit(message)
+        return answer(M.DeleteAclsResponse.from_message(response, problems))
+
+    @app.get(
+        "/v1/acls",
+        operation_id="describeAcls",
+        tags=["reads"],
+        summary="DescribeAcls",
+        response_model=M.DescribeAclsOut,
+        responses=READ_RESPONSES,
+    )
+    async def describe_acls(
+        caller: ReadCaller,
+        consistency: Consistency = None,
+        resource_type: Annotated[
+            str | None, Query(alias="resourceType", description="ANY (default), TOPIC, ...")
+        ] = None,
+        resource_name: Annotated[
+            str | None, Query(alias="resourceName", description="absent: any")
+        ] = None,
+        pattern_type: Annotated[
+            str | None,
+            Query(alias="patternType", description="ANY (default), MATCH, LITERAL, PREFIXED"),
+        ] = None,
+        principal: Annotated[str | None, Query(description='e.g. "User:alice"')] = None,
+        host: Annotated[str | None, Query(description="absent: any")] = None,
+        operation: Annotated[str | None, Query(description="ANY (default), READ, ...")] = None,
+        permission_type: Annotated[
+            str | None, Query(alias="permissionType", description="ANY (default), ALLOW, DENY")
+        ] = None,
+    ) -> Response:
+        """The bindings the filter matches, from the serving node's image."""
+        try:
+            acl_filter = acl_filter_from_query(
+                resource_type, resource_name, pattern_type, principal, host, operation,
+                permission_type,
+            )  # fmt: skip
+        except ValueError as e:
+            raise ApiProblem(400, Errors.INVALID_REQUEST, str(e)) from None
+        image = await read_image(consistency)
+        return with_offset(acls_obj(image, acl_filter), image)
 
     @app.post(
         "/v1/quorum/transfer-leadership",

@@ -40,6 +40,13 @@ from pydantic_core import PydanticCustomError
 
 from controller import messages as m
 from metadata_records import limits
+from metadata_records.acls import (
+    ACL_ENUMS,
+    AclBindingFilter,
+    StandardAcl,
+    acl_obj,
+    parse_enum,
+)
 from metadata_records.errors import Errors
 from metadata_records.records import Endpoint, FeatureRange
 from metadata_records.uuids import InvalidUuid, parse_uuid
@@ -1071,6 +1078,312 @@ class IncrementalAlterConfigsResponse(ErrorFields):
                 for x in r.responses
             ],
         )
+
+
+# ---------------------------------------------------------------- ACLs
+
+
+AclEnum = Annotated[
+    _bounded_str(32) | Int8,
+    Field(union_mode="left_to_right"),
+]
+AclString = _bounded_str(limits.MAX_ACL_STRING_LENGTH)
+
+
+def _acl_codes(entry: BaseModel, fields: dict[str, str], defaults: dict[str, int]) -> dict:
+    """The entry's enum fields as Kafka's codes (``fields``: attribute -> the
+    enum's name in metadata_records.acls.ACL_ENUMS); ValueError names the field
+    and the value a name cannot be read from."""
+    codes = {}
+    for attr, enum_field in fields.items():
+        value = getattr(entry, attr)
+        if value is None:
+            codes[attr] = defaults[attr]
+            continue
+        codes[attr] = int(parse_enum(ACL_ENUMS[enum_field], to_camel(attr), value))
+    return codes
+
+
+_CREATION_ENUMS = {
+    "resource_type": "resourceType",
+    "resource_pattern_type": "patternType",
+    "operation": "operation",
+    "permission_type": "permissionType",
+}
+_FILTER_ENUMS = {
+    "resource_type_filter": "resourceType",
+    "pattern_type_filter": "patternType",
+    "operation": "operation",
+    "permission_type": "permissionType",
+}
+_FILTER_DEFAULTS = dict.fromkeys(_FILTER_ENUMS, 1)  # ANY
+
+
+class AclCreation(RequestModel):
+    """One binding to create (Kafka's AclCreation). Enums by Kafka's name, in
+    any case, or by code."""
+
+    resource_type: AclEnum = Field(description="TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, ...")
+    resource_name: AclString = Field(description='the resource, "*" for all of its type')
+    resource_pattern_type: AclEnum = Field(
+        "LITERAL", description="LITERAL (the default) or PREFIXED"
+    )
+    principal: AclString = Field(description='"Type:name", e.g. "User:alice" or "User:*"')
+    host: AclString = Field("*", description='the client host, "*" (the default) for any')
+    operation: AclEnum = Field(description="READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALL, ...")
+    permission_type: AclEnum = Field(description="ALLOW or DENY")
+
+    def to_acl(self) -> StandardAcl:
+        c = _acl_codes(self, _CREATION_ENUMS, {})
+        return StandardAcl(
+            c["resource_type"],
+            self.resource_name,
+            c["resource_pattern_type"],
+            self.principal,
+            self.host,
+            c["operation"],
+            c["permission_type"],
+        )
+
+
+class CreateAclsRequest(RequestModel):
+    """POST /v1/acls (Kafka's CreateAclsRequest)."""
+
+    model_config = example(
+        {
+            "creations": [
+                {
+                    "resourceType": "TOPIC",
+                    "resourceName": "orders",
+                    "resourcePatternType": "LITERAL",
+                    "principal": "User:alice",
+                    "host": "*",
+                    "operation": "READ",
+                    "permissionType": "ALLOW",
+                }
+            ]
+        }
+    )
+
+    creations: _bounded_list(AclCreation, limits.MAX_ACLS_PER_REQUEST) = Field(
+        description="the bindings, each answered on its own"
+    )
+
+    def to_message(self) -> tuple[m.CreateAclsRequest, dict[int, str]]:
+        """The controller's request for the creations whose names read, and
+        (index -> problem) for those that do not."""
+        acls, problems = [], {}
+        for i, c in enumerate(self.creations):
+            try:
+                acls.append(c.to_acl())
+            except ValueError as e:
+                problems[i] = str(e)
+        return m.CreateAclsRequest(tuple(acls)), problems
+
+
+class AclCreationResult(ErrorFields):
+    """One creation's outcome (INVALID_REQUEST names the problem)."""
+
+
+class CreateAclsResponse(ErrorFields):
+    """One result per creation, in the request's order."""
+
+    model_config = example(
+        {**NONE, "throttleTimeMs": 0, "results": [NONE]},
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    results: list[AclCreationResult] = Field(description="by creation, in order")
+
+    @classmethod
+    def from_message(cls, r: m.CreateAclsResponse, problems: dict[int, str]) -> CreateAclsResponse:
+        decided = iter(r.results)
+        results = []
+        for i in range(len(r.results) + len(problems)):
+            if i in problems:
+                results.append(error_fields(Errors.INVALID_REQUEST, problems[i]))
+            else:
+                x = next(decided)
+                results.append(error_fields(x.error, x.error_message))
+        return cls(**error_fields(Errors.NONE), results=[AclCreationResult(**x) for x in results])
+
+
+class DeleteAclsFilter(RequestModel):
+    """Which bindings to delete (Kafka's DeleteAclsFilter): an absent field
+    matches any; ANY matches any; MATCH (pattern type) every pattern that
+    applies to the named resource (its literal name, "*" and its prefixes)."""
+
+    resource_type_filter: AclEnum | None = Field(None, description="ANY (default), TOPIC, ...")
+    resource_name_filter: AclString | None = Field(None, description="null (default): any")
+    pattern_type_filter: AclEnum | None = Field(
+        None, description="ANY (default), MATCH, LITERAL or PREFIXED"
+    )
+    principal_filter: AclString | None = Field(None, description="null (default): any")
+    host_filter: AclString | None = Field(None, description="null (default): any")
+    operation: AclEnum | None = Field(None, description="ANY (default), READ, ...")
+    permission_type: AclEnum | None = Field(None, description="ANY (default), ALLOW or DENY")
+
+    def to_filter(self) -> AclBindingFilter:
+        c = _acl_codes(self, _FILTER_ENUMS, _FILTER_DEFAULTS)
+        return AclBindingFilter(
+            c["resource_type_filter"],
+            self.resource_name_filter,
+            c["pattern_type_filter"],
+            self.principal_filter,
+            self.host_filter,
+            c["operation"],
+            c["permission_type"],
+        )
+
+
+class DeleteAclsRequest(RequestModel):
+    """POST /v1/acls/delete (Kafka's DeleteAclsRequest)."""
+
+    model_config = example(
+        {"filters": [{"resourceTypeFilter": "TOPIC", "resourceNameFilter": "orders",
+                      "patternTypeFilter": "MATCH", "principalFilter": "User:alice"}]}
+    )  # fmt: skip
+
+    filters: _bounded_list(DeleteAclsFilter, limits.MAX_ACL_FILTERS_PER_REQUEST) = Field(
+        description="each answered with the bindings it matched"
+    )
+
+    def to_message(self) -> tuple[m.DeleteAclsRequest, dict[int, str]]:
+        filters, problems = [], {}
+        for i, f in enumerate(self.filters):
+            try:
+                filters.append(f.to_filter())
+            except ValueError as e:
+                problems[i] = str(e)
+        return m.DeleteAclsRequest(tuple(filters)), problems
+
+
+class AclBindingOut(ResponseModel):
+    """A binding, enums by Kafka's name."""
+
+    resource_type: str = Field(description='e.g. "TOPIC"')
+    resource_name: str = Field(description="the resource")
+    pattern_type: str = Field(description='"LITERAL" or "PREFIXED"')
+    principal: str = Field(description='e.g. "User:alice"')
+    host: str = Field(description='e.g. "*"')
+    operation: str = Field(description='e.g. "READ"')
+    permission_type: str = Field(description='"ALLOW" or "DENY"')
+
+
+class DeleteAclsMatchingAcl(ErrorFields, AclBindingOut):
+    """A binding the filter matched, deleted."""
+
+
+class DeleteAclsFilterResult(ErrorFields):
+    """One filter's outcome: the bindings it matched (INVALID_REQUEST names a bad filter)."""
+
+    matching_acls: list[DeleteAclsMatchingAcl] = Field(description="what the filter deleted")
+
+
+class DeleteAclsResponse(ErrorFields):
+    """One result per filter, in order; a binding two filters match is in both
+    and deleted once."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "filterResults": [
+                {
+                    **NONE,
+                    "matchingAcls": [
+                        {
+                            **NONE,
+                            "resourceType": "TOPIC",
+                            "resourceName": "orders",
+                            "patternType": "LITERAL",
+                            "principal": "User:alice",
+                            "host": "*",
+                            "operation": "READ",
+                            "permissionType": "ALLOW",
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    filter_results: list[DeleteAclsFilterResult] = Field(description="by filter, in order")
+
+    @classmethod
+    def from_message(cls, r: m.DeleteAclsResponse, problems: dict[int, str]) -> DeleteAclsResponse:
+        decided = iter(r.filter_results)
+        results = []
+        for i in range(len(r.filter_results) + len(problems)):
+            if i in problems:
+                results.append(
+                    DeleteAclsFilterResult(
+                        **error_fields(Errors.INVALID_REQUEST, problems[i]), matching_acls=[]
+                    )
+                )
+                continue
+            x = next(decided)
+            results.append(
+                DeleteAclsFilterResult(
+                    **error_fields(x.error, x.error_message),
+                    matching_acls=[
+                        DeleteAclsMatchingAcl(**error_fields(Errors.NONE), **acl_obj(a))
+                        for a in x.matching_acls
+                    ],
+                )
+            )
+        return cls(**error_fields(Errors.NONE), filter_results=results)
+
+
+class DescribeAclsEntryOut(ResponseModel):
+    """One entry of a resource pattern's ACLs."""
+
+    principal: str = Field(description='e.g. "User:alice"')
+    host: str = Field(description='e.g. "*"')
+    operation: str = Field(description='e.g. "READ"')
+    permission_type: str = Field(description='"ALLOW" or "DENY"')
+
+
+class DescribeAclsResourceOut(ResponseModel):
+    """A resource pattern and its ACLs that match the filter."""
+
+    resource_type: str = Field(description='e.g. "TOPIC"')
+    resource_name: str = Field(description="the resource")
+    pattern_type: str = Field(description='"LITERAL" or "PREFIXED"')
+    acls: list[DescribeAclsEntryOut] = Field(description="its matching entries")
+
+
+class DescribeAclsOut(ErrorFields):
+    """GET /v1/acls: the bindings the filter matches, by resource (Kafka's
+    DescribeAclsResponse), from the serving node's image."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "resources": [
+                {
+                    "resourceType": "TOPIC",
+                    "resourceName": "orders",
+                    "patternType": "LITERAL",
+                    "acls": [
+                        {
+                            "principal": "User:alice",
+                            "host": "*",
+                            "operation": "READ",
+                            "permissionType": "ALLOW",
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    resources: list[DescribeAclsResourceOut] = Field(
+        description="by resource type, pattern type and name"
+    )
 
 
 # ---------------------------------------------------------------- CreatePartitions

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from metadata_records.acls import ACL_ENUMS, AclBindingFilter, acl_obj, parse_enum
 from metadata_records.client_quotas import FilterComponent, describe, entity_data, sort_key
 from metadata_records.codec import log_record_to_obj
 from metadata_records.config_schema import ConfigEntry
@@ -165,6 +166,68 @@ def client_quotas_obj(
     }
 
 
+# ---------------------------------------------------------------- ACLs
+
+
+def acl_filter_from_query(
+    resource_type: str | None,
+    resource_name: str | None,
+    pattern_type: str | None,
+    principal: str | None,
+    host: str | None,
+    operation: str | None,
+    permission_type: str | None,
+) -> AclBindingFilter:
+    """DescribeAcls' filter from query values (absent: any); ValueError names a
+    value that is not one of Kafka's names, or an UNKNOWN (Kafka's
+    DescribeAclsRequest refuses those)."""
+    codes = {}
+    for field, value in (
+        ("resourceType", resource_type),
+        ("patternType", pattern_type),
+        ("operation", operation),
+        ("permissionType", permission_type),
+    ):
+        member = (
+            ACL_ENUMS[field].ANY if value is None else parse_enum(ACL_ENUMS[field], field, value)
+        )
+        if member.name == "UNKNOWN":
+            raise ValueError(f"{field} UNKNOWN matches nothing: name a value or leave it out")
+        codes[field] = int(member)
+    return AclBindingFilter(
+        codes["resourceType"], resource_name, codes["patternType"], principal, host,
+        codes["operation"], codes["permissionType"],
+    )  # fmt: skip
+
+
+def acls_obj(image: MetadataImage, acl_filter: AclBindingFilter) -> dict[str, Any]:
+    """DescribeAcls' answer: the matching bindings grouped by resource pattern,
+    sorted by resource type, name and pattern type, then by entry."""
+    by_resource: dict[tuple, list] = {}
+    for acl in sorted(image.acls.values()):
+        if acl_filter.matches(acl):
+            key = (acl.resource_type, acl.pattern_type, acl.resource_name)
+            by_resource.setdefault(key, []).append(acl_obj(acl))
+    resources = []
+    for entries in by_resource.values():
+        head = entries[0]
+        resources.append(
+            {
+                "resourceType": head["resourceType"],
+                "resourceName": head["resourceName"],
+                "patternType": head["patternType"],
+                "acls": [
+                    {k: e[k] for k in ("principal", "host", "operation", "permissionType")}
+                    for e in entries
+                ],
+            }
+        )
+    return {**_NO_ERROR, "throttleTimeMs": 0, "resources": resources}
+
+
+_NO_ERROR = {"errorCode": 0, "errorName": "NONE", "errorMessage": None}
+
+
 # ---------------------------------------------------------------- snapshot
 
 
@@ -176,6 +239,9 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     next producer id block (broker -1, epoch -1, as Kafka's snapshots), their
     dynamic configs (the cluster default first), the client quotas (by
     entity, then key), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
+    next producer id block (broker -1, epoch -1, as Kafka's snapshots), the
+    ACLs (AccessControlEntryRecords by id), their
+    dynamic configs (the cluster default first), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
     broker's ``registrationOffset`` (it becomes the record's position, as in
     Kafka, where snapshot records take the snapshot's offset) and the count of
     ignored records."""
@@ -223,6 +289,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                 broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
             )
         )
+    for acl_id, acl in sorted(image.acls.items()):
+        records.append(acl.to_record(acl_id))
     for resource, configs in sorted(image.broker_configs.items()):
         for name, value in sorted(configs.items()):
             records.append(

@@ -456,6 +456,17 @@ class MetaquorumClient:
             params["strict"] = "true"
         return await self._read("/v1/client-quotas", params, linearizable=linearizable)
 
+    async def create_acls(self, creations: Sequence[dict]) -> Answer:
+        """CreateAcls: ``creations`` as the body's (resourceType, resourceName,
+        resourcePatternType, principal, host, operation, permissionType; enums
+        by Kafka's name); each creation's outcome is in ``body["results"]``."""
+        return _answer(Answer, await self._post("/v1/acls", {"creations": list(creations)}))
+
+    async def delete_acls(self, filters: Sequence[dict]) -> Answer:
+        """DeleteAcls: ``filters`` as the body's (resourceTypeFilter, ...);
+        what each deleted is in ``body["filterResults"]``."""
+        return _answer(Answer, await self._post("/v1/acls/delete", {"filters": list(filters)}))
+
     async def transfer_leadership(self, target_node_id: int | None = None) -> Answer:
         body = {} if target_node_id is None else {"targetNodeId": target_node_id}
         return _answer(Answer, await self._post("/v1/quorum/transfer-leadership", body))
@@ -508,6 +519,13 @@ class MetaquorumClient:
             path = "/v1/configs/cluster"
         params = {"includeSynonyms": "true"} if include_synonyms else {}
         return await self._read(path, params, linearizable=linearizable)
+
+    async def describe_acls(self, linearizable: bool = False, **acl_filter: str | None) -> Answer:
+        """DescribeAcls from the serving node's image; ``acl_filter``: the query's
+        resourceType, resourceName, patternType, principal, host, operation,
+        permissionType (absent or None: any)."""
+        params = {k: v for k, v in acl_filter.items() if v is not None}
+        return await self._read("/v1/acls", params, linearizable=linearizable)
 
     async def status(self) -> Answer:
         return await self._read("/v1/quorum/status")

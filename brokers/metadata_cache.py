@@ -5,7 +5,9 @@ controller uses. So does this cache: ``metadata_records``' own ``ImageDelta``,
 never a second implementation of the rules. ``MetadataCache`` is pure (pages of
 log records in, images out); ``LogFollower`` is the async loop that long-polls
 ``GET /v1/log`` into it, falling back to ``GET /v1/snapshot`` when the log it
-needs has been compacted away (410).
+needs has been compacted away (410). The cache keeps an ``authorizer``
+(``metadata_records.authorizer.StandardAuthorizer``) current with the image's
+ACLs, as a Kafka broker's StandardAuthorizer follows the log.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from metadata_records.authorizer import StandardAuthorizer
 from metadata_records.codec import DecodeError, record_from_obj
 from metadata_records.delta import ImageDelta
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
@@ -32,8 +35,14 @@ class LogGap(Exception):
 class MetadataCache:
     """The image at ``next_offset``, plus counters of what the log did to ISRs."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        super_users: frozenset[str] = frozenset(),
+        allow_everyone_if_no_acl_found: bool = False,
+    ) -> None:
         self.image: MetadataImage = EMPTY_IMAGE
+        # Kafka's super.users and allow.everyone.if.no.acl.found (default false).
+        self.authorizer = StandardAuthorizer(super_users, allow_everyone_if_no_acl_found)
         self.high_watermark = 0  # the serving node's next offset, as last seen
         # The leader's timestampMs on the last record applied (0: none yet, or
         # only a snapshot): on an idle cluster the periodic NoOpRecord keeps it
@@ -77,7 +86,9 @@ class MetadataCache:
                     expands += bool(new - old)
             delta.replay(record)
             stamp = obj.get("timestampMs", stamp)
+        before = self.image.acls
         self.image = delta.apply()
+        self._follow_acls(before)
         self.last_applied_timestamp_ms = stamp
         self.isr_shrinks += shrinks
         self.isr_expands += expands
@@ -90,7 +101,19 @@ class MetadataCache:
             delta.replay(record_from_obj(obj, f"snapshot record {i}"))
         delta.next_offset = next_offset
         self.image = delta.apply()
+        self.authorizer.load(self.image)
         return self.image
+
+    def _follow_acls(self, before: dict) -> None:
+        """The authorizer follows what the page changed in the image's ACLs
+        (only when it changed any: a page without ACL records costs nothing)."""
+        after = self.image.acls
+        if after is before:
+            return
+        for acl_id in before.keys() - after.keys():
+            self.authorizer.remove_acl(acl_id)
+        for acl_id in after.keys() - before.keys():
+            self.authorizer.add_acl(acl_id, after[acl_id])
 
 
 class LogFollower:

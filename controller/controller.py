@@ -37,6 +37,7 @@ from metadata_records.records import (
 )
 from metadata_records.uuids import random_uuid
 
+from .acl_control import AclControlManager
 from .client_quota_control import ClientQuotaControlManager
 from .cluster_control import ClusterControlManager
 from .config import RUN_AGAIN_MS, ControllerConfig
@@ -52,8 +53,10 @@ from .messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     ControllerResult,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
@@ -93,6 +96,7 @@ class Controller:
         self.configs = ConfigurationControlManager(self)
         self.producer_ids = ProducerIdControlManager(self)
         self.client_quotas = ClientQuotaControlManager(lambda: self.view)
+        self.acls = AclControlManager(self)
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
@@ -107,6 +111,8 @@ class Controller:
             IncrementalAlterConfigsRequest: self.configs.incremental_alter_configs,
             AllocateProducerIdsRequest: self.producer_ids.allocate_producer_ids,
             AlterClientQuotasRequest: self.client_quotas.alter_client_quotas,
+            CreateAclsRequest: self.acls.create_acls,
+            DeleteAclsRequest: self.acls.delete_acls,
         }
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from metadata_records.acls import AclBindingFilter, StandardAcl
 from metadata_records.errors import Errors
 from metadata_records.fast_init import fast_frozen_init
 from metadata_records.image import PartitionRegistration
@@ -391,6 +392,48 @@ class AlterClientQuotasResponse:
     entries: tuple[ClientQuotaEntryResponse, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
+
+
+# ------------------------------------------------------------------ ACLs
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class CreateAclsRequest:
+    creations: tuple[StandardAcl, ...]
+
+
+@dataclass(slots=True)
+class AclCreationResult:
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class CreateAclsResponse:
+    """One result per creation, in the request's order."""
+
+    results: tuple[AclCreationResult, ...]
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class DeleteAclsRequest:
+    filters: tuple[AclBindingFilter, ...]
+
+
+@dataclass(slots=True)
+class DeleteAclsFilterResult:
+    """The bindings one filter matched (each deleted once per request)."""
+
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    matching_acls: tuple[StandardAcl, ...] = ()
+
+
+@dataclass(slots=True)
+class DeleteAclsResponse:
+    filter_results: tuple[DeleteAclsFilterResult, ...]
 
 
 # ------------------------------------------------------------------ result

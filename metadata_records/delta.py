@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from .acls import StandardAcl, acl_problem
 from .client_quotas import Entity, entity_key, record_problem
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
 from .image import (
@@ -33,6 +34,7 @@ from .records import (
     NO_CHANGE,
     TOPIC_RESOURCE,
     UNFENCE,
+    AccessControlEntryRecord,
     Batch,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
@@ -45,6 +47,7 @@ from .records import (
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -94,6 +97,8 @@ class ImageDelta:
         "_features",
         "_broker_configs",
         "_client_quotas",
+        "_acls",
+        "_acl_bindings",
     )
 
     def __init__(self, image: MetadataImage) -> None:
@@ -119,6 +124,10 @@ class ImageDelta:
         self._broker_configs: dict[str, dict[str, str] | None] = {}
         # Changed client quota entities (None = no key left).
         self._client_quotas: dict[Entity, dict[str, float] | None] = {}
+        # Changed ACLs by id (None = removed), and every binding's id, built
+        # on first use (a view that never sees an ACL record never builds it).
+        self._acls: dict[str, StandardAcl | None] = {}
+        self._acl_bindings: dict[StandardAcl, str] | None = None
 
     # ------------------------------------------------------------ reads
 
@@ -174,6 +183,23 @@ class ImageDelta:
         if quotas is _UNCHANGED:
             return self.image.client_quotas.get(entity, {})
         return quotas or {}
+
+    def acl(self, acl_id: str) -> StandardAcl | None:
+        acl = self._acls.get(acl_id, _UNCHANGED)
+        return self.image.acls.get(acl_id) if acl is _UNCHANGED else acl
+
+    def acls(self) -> dict[str, StandardAcl]:
+        """Every ACL by id, the delta's changes included."""
+        if not self._acls:
+            return self.image.acls
+        merged = {**self.image.acls, **self._acls}
+        return {acl_id: acl for acl_id, acl in merged.items() if acl is not None}
+
+    def acl_id_of(self, binding: StandardAcl) -> str | None:
+        """The id of the ACL with exactly this binding (Kafka's existingAcls)."""
+        if self._acl_bindings is None:
+            self._acl_bindings = {acl: acl_id for acl_id, acl in self.acls().items()}
+        return self._acl_bindings.get(binding)
 
     def topic_ids(self) -> list[str]:
         ids = set(self.image.topics)
@@ -389,6 +415,30 @@ class ImageDelta:
         else:
             quotas[r.key] = r.value
         self._client_quotas[entity] = quotas or None
+
+    def _replay_acl(self, r: AccessControlEntryRecord, offset: int) -> bool:
+        # Kafka's AclControlManager.replay stores any record; an ACL that could
+        # never have been created (an enum that does not exist or is filter-only,
+        # an unparsable principal), an id in use, or a binding stored under
+        # another id is refused here, so the image holds valid ACLs, each once
+        # (decisions.md 103).
+        acl = StandardAcl.from_record(r)
+        if acl_problem(acl) is not None or self.acl(r.id) is not None:
+            return False
+        if self.acl_id_of(acl) is not None:
+            return False
+        self._acls[r.id] = acl
+        self._acl_bindings[acl] = r.id
+        return True
+
+    def _replay_remove_acl(self, r: RemoveAccessControlEntryRecord, offset: int) -> bool:
+        # Kafka's replay throws for an unknown id; here it is ignored and counted.
+        acl = self.acl(r.id)
+        if acl is None:
+            return False
+        self._acls[r.id] = None
+        if self._acl_bindings is not None:
+            del self._acl_bindings[acl]
         return True
 
     def _replay_noop(self, r: NoOpRecord, offset: int) -> bool:
@@ -459,6 +509,7 @@ class ImageDelta:
             for entity, quotas in self._client_quotas.items():
                 if quotas is None:
                     del client_quotas[entity]
+        acls = self.acls() if self._acls else base.acls
         return MetadataImage(
             brokers=brokers,
             topics=topics,
@@ -474,6 +525,7 @@ class ImageDelta:
             broker_configs=broker_configs,
             next_producer_id=self.next_producer_id,
             client_quotas=client_quotas,
+            acls=acls,
         )
 
 
@@ -490,6 +542,8 @@ _REPLAY = {
     NoOpRecord: ImageDelta._replay_noop,
     ProducerIdsRecord: ImageDelta._replay_producer_ids,
     ClientQuotaRecord: ImageDelta._replay_client_quota,
+    AccessControlEntryRecord: ImageDelta._replay_acl,
+    RemoveAccessControlEntryRecord: ImageDelta._replay_remove_acl,
     LeaderChangeRecord: ImageDelta._replay_leader_change,
     VotersRecord: ImageDelta._replay_voters,
 }

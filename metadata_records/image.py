@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .acls import StandardAcl
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
 from .records import (
     LRS_NO_CHANGE,
@@ -148,6 +149,8 @@ class MetadataImage(NamedTuple):
     # canonical form: ((type, name | None), ...) -> {key: value}. Only
     # entities with at least one key set appear.
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+    # ACL bindings by id (Kafka's AclsImage): each binding at most once.
+    acls: dict[str, StandardAcl] = {}
 
     @property
     def last_offset(self) -> int:

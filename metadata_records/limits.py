@@ -38,6 +38,13 @@ MAX_QUOTA_ENTRIES = 2_000
 MAX_QUOTA_COMPONENTS = 8
 MAX_QUOTA_OPS = 16
 
+# ACLs: the creations or filters of one CreateAcls / DeleteAcls (the
+# creations at the 10,000 records of one operator write), and the length of a
+# binding's strings (Kafka has no cap; group ids and principals are short).
+MAX_ACLS_PER_REQUEST = 10_000
+MAX_ACL_FILTERS_PER_REQUEST = 1_000
+MAX_ACL_STRING_LENGTH = 1024
+
 # Everything that names topics or partitions in one request (CreateTopics,
 # AlterPartition, reassignments, elections): bounded like Kafka's
 # MAX_PARTITIONS_PER_BATCH, so one request stays one reasonable batch.

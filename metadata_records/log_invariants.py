@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .acls import StandardAcl, enum_problem
 from .client_quotas import entity_text, record_problem
 from .codec import DecodeError, record_from_obj
 from .delta import ImageDelta
@@ -42,6 +43,7 @@ from .image import EMPTY_IMAGE
 from .records import (
     FENCE,
     NO_LEADER,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     PartitionChangeRecord,
@@ -49,6 +51,7 @@ from .records import (
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     TopicRecord,
     UnregisterBrokerRecord,
 )
@@ -94,6 +97,12 @@ RULES: dict[str, Rule] = {
         RECORD,
         "a ClientQuotaRecord names a valid entity (user, client-id or both; or ip alone; "
         "each type once, no empty name) and a key of its kind, set to a value Kafka accepts",
+    ),
+    "acl": Rule(
+        RECORD,
+        "an AccessControlEntryRecord's resource type, pattern type, operation and permission "
+        "exist and may be stored (none is ANY, UNKNOWN or MATCH), and a "
+        "RemoveAccessControlEntryRecord removes an ACL that exists",
     ),
     "partition-epoch": Rule(
         RECORD, "a PartitionRecord that restates a partition adds exactly 1 to its epoch"
@@ -383,6 +392,12 @@ class LogInvariants:
             )
         if kind is ClientQuotaRecord:
             return "client-quota", f"quota {entity_text(r.entity)}", record_problem(r) or ""
+        if kind is AccessControlEntryRecord:
+            problem = enum_problem(StandardAcl.from_record(r))
+            if problem is not None:
+                return "acl", f"acl {r.id}", f"{problem}: no such ACL can exist"
+        if kind is RemoveAccessControlEntryRecord:
+            return "acl", f"acl {r.id}", f"removes ACL {r.id}, which does not exist"
         return "refused", "log", f"the image refuses {r!r}"
 
     # ------------------------------------------------------------ batch rules

@@ -200,6 +200,32 @@ class ClientQuotaRecord:
     version: int = 0
 
 
+@_record("ACCESS_CONTROL_ENTRY_RECORD", 18, 0)
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL binding under its id (Kafka's CreateAcls); the enums are
+    Kafka's codes (metadata_records/acls.py). A snapshot restates each."""
+
+    id: str = _f(Kind.UUID)
+    resource_type: int = _f(Kind.INT8)
+    resource_name: str = _f(Kind.STRING)
+    pattern_type: int = _f(Kind.INT8)
+    principal: str = _f(Kind.STRING)
+    host: str = _f(Kind.STRING)
+    operation: int = _f(Kind.INT8)
+    permission_type: int = _f(Kind.INT8)
+    version: int = 0
+
+
+@_record("REMOVE_ACCESS_CONTROL_ENTRY_RECORD", 19, 0)
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    """The ACL with this id is gone (Kafka's DeleteAcls)."""
+
+    id: str = _f(Kind.UUID)
+    version: int = 0
+
+
 @_record("TOPIC_RECORD", 2, 0)
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
@@ -316,6 +342,8 @@ Record = (
     | UnregisterBrokerRecord
     | ProducerIdsRecord
     | ClientQuotaRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | TopicRecord
     | PartitionRecord
     | ConfigRecord

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from .acls import StandardAcl
 from .client_quotas import Entity, entity_data, entity_key, entity_problem, sort_key
 from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj, brief
 from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
@@ -41,6 +42,17 @@ _PARTITION_FIELDS = (
     ("leaderRecoveryState", Kind.INT8),
     ("leaderEpoch", Kind.INT32),
     ("partitionEpoch", Kind.INT32),
+)
+# An ACL is a positional array: its id, then StandardAcl's fields in order.
+_ACL_FIELDS = (
+    ("id", Kind.UUID),
+    ("resourceType", Kind.INT8),
+    ("resourceName", Kind.STRING),
+    ("patternType", Kind.INT8),
+    ("principal", Kind.STRING),
+    ("host", Kind.STRING),
+    ("operation", Kind.INT8),
+    ("permissionType", Kind.INT8),
 )
 _IMAGE_KEYS = (
     "format",
@@ -99,6 +111,9 @@ def image_to_obj(image: MetadataImage) -> dict[str, Any]:
             }
             for entity, quotas in sorted(image.client_quotas.items(), key=lambda e: sort_key(e[0]))
         ]
+    # And once an ACL was created.
+    if image.acls:
+        obj["acls"] = [[acl_id, *acl] for acl_id, acl in sorted(image.acls.items())]
     return obj
 
 
@@ -178,6 +193,7 @@ def decode_image(data: Any) -> MetadataImage:
     broker_configs = obj.pop("brokerConfigs", {}) if type(obj) is dict else {}
     next_producer_id = obj.pop("nextProducerId", 0) if type(obj) is dict else 0
     client_quotas = obj.pop("clientQuotas", []) if type(obj) is dict else []
+    acl_rows = obj.pop("acls", []) if type(obj) is dict else []
     obj = _obj(obj, "snapshot", _IMAGE_KEYS)
     if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
         raise DecodeError(f"snapshot: unsupported format {brief(obj['format'])}")
@@ -235,6 +251,14 @@ def decode_image(data: Any) -> MetadataImage:
     leader_url = obj["leaderUrl"]
     if leader_url is not None and type(leader_url) is not str:
         raise DecodeError("snapshot.leaderUrl: expected string or null")
+    if type(acl_rows) is not list:
+        raise DecodeError("snapshot.acls: expected array")
+    acls: dict[str, StandardAcl] = {}
+    for i, row in enumerate(acl_rows):
+        acl_id, *fields = _row(row, _ACL_FIELDS, f"snapshot.acls[{i}]")
+        if acl_id in acls:
+            raise DecodeError(f"snapshot.acls[{i}]: ACL {acl_id} appears twice")
+        acls[acl_id] = StandardAcl(*fields)
     return MetadataImage(
         brokers=brokers,
         topics=topics,
@@ -250,4 +274,5 @@ def decode_image(data: Any) -> MetadataImage:
         broker_configs={name: configs for name, configs in broker_configs.items() if configs},
         next_producer_id=_int(next_producer_id, Kind.INT64, "snapshot.nextProducerId"),
         client_quotas=_decode_client_quotas(client_quotas),
+        acls=acls,
     )

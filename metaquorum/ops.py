@@ -1,5 +1,6 @@
 """Operator commands: ``status``, ``brokers``, ``topics``, ``log``,
 ``configs``, ``alter-configs``, ``client-quotas``, ``alter-client-quotas``, ``create-topic``, ``unregister-broker``,
+``configs``, ``alter-configs``, ``acls``, ``create-acl``, ``delete-acls``, ``create-topic``, ``unregister-broker``,
 ``transfer-leadership``, ``add-voter``,
 ``remove-voter``.
 
@@ -164,6 +165,7 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     ):
         p.add_argument(flag, action="append", default=[], metavar=meta, help=text)
     p.add_argument("--validate-only", action="store_true", help="check everything, write nothing")
+    _add_acl_commands(command)
     p = command(
         "client-quotas",
         "client quotas of users, client ids and ips (like kafka-configs --describe "
@@ -287,6 +289,9 @@ OPS = {
     "alter-configs",
     "client-quotas",
     "alter-client-quotas",
+    "acls",
+    "create-acl",
+    "delete-acls",
     "create-topic",
     "unregister-broker",
     "transfer-leadership",
@@ -548,6 +553,8 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
             return 0
         if cmd == "alter-client-quotas":
             return await _alter_client_quotas(client, args, console)
+        if cmd in ("acls", "create-acl", "delete-acls"):
+            return await _acl_command(cmd, client, args, console)
         if cmd == "unregister-broker":
             answer = await client.unregister_broker(args.broker_id)
             return _report(
@@ -949,6 +956,175 @@ def _print_configs(console: Console, args, configs: list, offset: int | None) ->
         for c in configs
     ]
     print_table(console, f"configs of {what} at offset {offset}", headers, rows)
+
+
+# ---------------------------------------------------------------- ACLs (issue 21 item 5)
+
+
+def _add_acl_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``acls``, ``create-acl`` and ``delete-acls``, with kafka-acls.sh's flags."""
+    p = command(
+        "acls",
+        "the ACLs a filter matches (like kafka-acls --list): every one, or those of a "
+        "resource (--resource-pattern-type MATCH: every pattern that applies to it)",
+    )
+    _acl_resource_flags(p, required=False, default_pattern="ANY")
+    p.add_argument("--principal", help='only this principal, e.g. "User:alice"')
+    p.add_argument("--host", help="only this host")
+    p.add_argument("--operation", help="only this operation (READ, WRITE, ...)")
+    p.add_argument("--permission-type", help="only ALLOW or DENY")
+    p.add_argument("--linearizable", action="store_true", help="read through the log first")
+    for name, text, default_pattern in (
+        (
+            "create-acl",
+            "create ACLs (like kafka-acls --add): each principal x host x operation on the "
+            "resource; one that exists already is kept",
+            "LITERAL",
+        ),
+        (
+            "delete-acls",
+            "delete ACLs (like kafka-acls --remove): those of the resource with the given "
+            "principals, hosts and operations, or every one of the resource without them",
+            "LITERAL",
+        ),
+    ):
+        p = command(name, text, WRITE_EXITS)
+        _acl_resource_flags(p, required=True, default_pattern=default_pattern)
+        for flag, text in (
+            ("--allow-principal", 'a principal to allow, e.g. "User:alice" (repeatable)'),
+            ("--deny-principal", "a principal to deny (repeatable)"),
+            ("--allow-host", "a host the allowed principals may come from (default *)"),
+            ("--deny-host", "a host the denied principals are denied from (default *)"),
+            ("--operation", "READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALL, ... (repeatable)"),
+        ):
+            p.add_argument(flag, action="append", default=[], help=text)
+
+
+def _acl_resource_flags(p: argparse.ArgumentParser, required: bool, default_pattern: str) -> None:
+    which = p.add_mutually_exclusive_group(required=required)
+    which.add_argument("--topic", metavar="NAME", help='a topic ("*" for all)')
+    which.add_argument("--group", metavar="NAME", help='a consumer group ("*" for all)')
+    which.add_argument("--transactional-id", metavar="ID", help="a transactional id")
+    which.add_argument("--cluster", action="store_true", help="the cluster (kafka-cluster)")
+    which.add_argument("--resource", metavar="TYPE:NAME", help="any resource type, e.g. USER:alice")
+    p.add_argument(
+        "--resource-pattern-type",
+        default=default_pattern,
+        help=f"LITERAL, PREFIXED, ANY or MATCH (default {default_pattern})",
+    )
+
+
+def _acl_resource(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(resource type, resource name) from the flags; (None, None) for none."""
+    if args.topic is not None:
+        return "TOPIC", args.topic
+    if args.group is not None:
+        return "GROUP", args.group
+    if args.transactional_id is not None:
+        return "TRANSACTIONAL_ID", args.transactional_id
+    if args.cluster:
+        return "CLUSTER", "kafka-cluster"
+    if args.resource is not None:
+        kind, sep, name = args.resource.partition(":")
+        if not sep:
+            raise ValueError(f"--resource {args.resource!r} is not TYPE:NAME")
+        return kind, name
+    return None, None
+
+
+def _acl_entries(args: argparse.Namespace, ops: list[str]) -> list[tuple[str, str, str, str]]:
+    """(principal, host, operation, permission) for each principal x host x
+    operation, as kafka-acls builds them."""
+    entries = []
+    for principals, hosts, permission in (
+        (args.allow_principal, args.allow_host or ["*"], "ALLOW"),
+        (args.deny_principal, args.deny_host or ["*"], "DENY"),
+    ):
+        for principal in principals:
+            for host in hosts:
+                entries += [(principal, host, op, permission) for op in ops]
+    return entries
+
+
+async def _acl_command(cmd: str, client, args: argparse.Namespace, console: Console) -> int:
+    try:
+        kind, name = _acl_resource(args)
+    except ValueError as e:
+        return _fail(f"INVALID_REQUEST: {e}", EXIT_BAD_INPUT)
+    pattern = args.resource_pattern_type
+    if cmd == "acls":
+        answer = await client.describe_acls(
+            linearizable=args.linearizable, resourceType=kind, resourceName=name,
+            patternType=pattern, principal=args.principal, host=args.host,
+            operation=args.operation, permissionType=args.permission_type,
+        )  # fmt: skip
+        if answer.error_code != 0:
+            return _fail(f"{answer.error_name}: {answer.error_message}")
+        if args.json:
+            _dump(answer.body)
+        else:
+            _print_acls(console, answer.body.get("resources", []), answer.metadata_offset)
+        return 0
+    # Deleting a principal's ACLs without --operation: all of its operations.
+    ops = args.operation or (["ANY"] if cmd == "delete-acls" else [])
+    entries = _acl_entries(args, ops)
+    if cmd == "create-acl":
+        if not entries:
+            return _fail(
+                "INVALID_REQUEST: nothing to create (give --allow-principal or --deny-principal, "
+                "and --operation)",
+                EXIT_BAD_INPUT,
+            )
+        answer = await client.create_acls(
+            [
+                {"resourceType": kind, "resourceName": name, "resourcePatternType": pattern,
+                 "principal": p, "host": h, "operation": op, "permissionType": perm}
+                for p, h, op, perm in entries
+            ]
+        )  # fmt: skip
+        results = answer.body.get("results") or [answer.body]
+        if args.json:
+            _dump(answer.body)
+        failed = [r for r in results if r.get("errorCode", answer.error_code) != 0]
+        if failed:
+            return _fail(
+                "; ".join(f"{r.get('errorName')}: {r.get('errorMessage')}" for r in failed)
+            )
+        if not args.json:
+            console.print(f"created {len(entries)} ACL(s) on {kind}:{pattern}:{name}")
+        return 0
+    filters = [
+        {"resourceTypeFilter": kind, "resourceNameFilter": name, "patternTypeFilter": pattern,
+         "principalFilter": p, "hostFilter": h, "operation": op, "permissionType": perm}
+        for p, h, op, perm in entries
+    ] or [
+        {"resourceTypeFilter": kind, "resourceNameFilter": name, "patternTypeFilter": pattern,
+         "operation": op}
+        for op in (args.operation or [None])
+    ]  # fmt: skip
+    answer = await client.delete_acls(filters)
+    results = answer.body.get("filterResults") or [answer.body]
+    if args.json:
+        _dump(answer.body)
+    failed = [r for r in results if r.get("errorCode", answer.error_code) != 0]
+    if failed:
+        return _fail("; ".join(f"{r.get('errorName')}: {r.get('errorMessage')}" for r in failed))
+    if not args.json:
+        deleted = {tuple(sorted(a.items())) for r in results for a in r.get("matchingAcls", [])}
+        console.print(f"deleted {len(deleted)} ACL(s)")
+    return 0
+
+
+def _print_acls(console: Console, resources: list, offset: int | None) -> None:
+    headers = ["Resource", "Pattern", "Principal", "Host", "Operation", "Permission"]
+    rows = [
+        [f"{r.get('resourceType')}:{r.get('resourceName')}", str(r.get("patternType")),
+         str(a.get("principal")), str(a.get("host")), str(a.get("operation")),
+         str(a.get("permissionType"))]
+        for r in resources
+        for a in r.get("acls", [])
+    ]  # fmt: skip
+    print_table(console, f"ACLs at offset {offset}", headers, rows)
 
 
 def _ids(ids: list | None) -> str:

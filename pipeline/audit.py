@@ -24,6 +24,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window as W
 
+from metadata_records.acls import AclOperation, AclPermissionType, AclResourceType, PatternType
+
 REG = "REGISTER_BROKER_RECORD"
 CHANGE = "BROKER_REGISTRATION_CHANGE_RECORD"
 UNREG = "UNREGISTER_BROKER_RECORD"
@@ -31,6 +33,8 @@ PR = "PARTITION_RECORD"
 PCR = "PARTITION_CHANGE_RECORD"
 PIDS = "PRODUCER_IDS_RECORD"
 QUOTA = "CLIENT_QUOTA_RECORD"
+ACE = "ACCESS_CONTROL_ENTRY_RECORD"
+RACE = "REMOVE_ACCESS_CONTROL_ENTRY_RECORD"
 UNBOUNDED = W.unboundedPreceding
 
 
@@ -647,6 +651,77 @@ def client_quota_checks(df: DataFrame) -> DataFrame:
     return _violation(bad, "client-quota", F.concat(F.lit("quota "), entity), F.col("problem"))
 
 
+def _enum_name(code: Column, enum: type) -> Column:
+    """Kafka's name of an ACL enum code, or "code N" (acls.py's _name)."""
+    names = F.create_map(*[F.lit(x) for m in enum for x in (int(m), m.name)])
+    return F.coalesce(names[code], F.format_string("code %d", code))
+
+
+_ACL_ENUM_COLUMNS = (
+    ("resource_type", AclResourceType, "resourceType", (2, 3, 4, 5, 6, 7)),
+    ("pattern_type", PatternType, "patternType", (3, 4)),
+    ("operation", AclOperation, "operation", tuple(range(2, 15))),
+    ("permission_type", AclPermissionType, "permissionType", (2, 3)),
+)
+
+
+def acl_checks(df: DataFrame) -> DataFrame:
+    """acl: a live AccessControlEntryRecord with a resource type, pattern type,
+    operation or permission that does not exist or only filters hold (ANY,
+    UNKNOWN, MATCH), named as the replay names the first (validateNewAcl's
+    order); and a RemoveAccessControlEntryRecord whose id was never created,
+    or removed already: the record before it with its id (a snapshot's
+    restatement included) is not a creation the image keeps. Not seen here:
+    a creation the image refuses for an id or a binding already held (the
+    replay reports those under ``refused``, and what follows from them)."""
+    problem = F.lit(None).cast("string")
+    for column, enum, field, valid in reversed(_ACL_ENUM_COLUMNS):
+        problem = F.when(
+            ~F.col(column).isin(*valid),
+            F.concat(F.lit(f"Invalid {field} "), _enum_name(F.col(column), enum)),
+        ).otherwise(problem)
+    acls = df.filter(F.col("type") == ACE).withColumn("problem", problem)
+    bad = acls.filter(~F.col("from_snapshot") & F.col("problem").isNotNull())
+    invalid = _violation(
+        bad,
+        "acl",
+        F.concat(F.lit("acl "), F.col("id")),
+        F.concat(F.col("problem"), F.lit(": no such ACL can exist")),
+    )
+    kept = (
+        F.col("problem").isNull()
+        & (F.col("resource_name") != "")
+        & ((F.col("resource_type") != 4) | (F.col("resource_name") == "kafka-cluster"))
+        & F.col("principal").contains(":")
+        & ~F.col("principal").startswith(":")
+        & (F.col("host") != "")
+    )
+    events = acls.filter(kept).select(
+        "offset", "seq", "timestamp_ms", "type", "id", "from_snapshot"
+    )
+    removals = df.filter(F.col("type") == RACE).select(
+        "offset", "seq", "timestamp_ms", "type", "id", "from_snapshot"
+    )
+    by_id = W.partitionBy("id").orderBy("offset", "seq")
+    before = F.lag("type").over(by_id)
+    gone = (
+        events.unionByName(removals)
+        .withColumn("before", before)
+        .filter(
+            (F.col("type") == RACE)
+            & ~F.col("from_snapshot")
+            & (F.col("before").isNull() | (F.col("before") == RACE))
+        )
+    )
+    missing = _violation(
+        gone,
+        "acl",
+        F.concat(F.lit("acl "), F.col("id")),
+        F.format_string("removes ACL %s, which does not exist", F.col("id")),
+    )
+    return invalid.unionByName(missing)
+
+
 def with_legacy_batches(df: DataFrame) -> tuple[DataFrame, int]:
     """(``df`` with every log row's ``batch_offset``, how many rows lacked it).
     An export from before batchOffset has none: a run of log records with one
@@ -702,6 +777,7 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
         + partition_checks(p, b, topics)
         + batch_checks(p, b, topics)
         + [refused_changes(df, topics), producer_id_checks(df), client_quota_checks(df)]
+        + [refused_changes(df, topics), producer_id_checks(df), acl_checks(df)]
     )
     violations = parts[0]
     for part in parts[1:]:

@@ -16,7 +16,9 @@ from .local_node import LocalNode
 # two HTTP workers in front of the core (issue 26: the cluster, safety and
 # broker tests in the multi-worker layout; tests/test_http_workers.py has
 # its own tests of that layout).
-BOTH_LAYOUTS = frozenset({"test_cluster", "test_e2e", "test_agent", "test_journal_restart"})
+BOTH_LAYOUTS = frozenset(
+    {"test_cluster", "test_e2e", "test_agent", "test_journal_restart", "test_metadata_cache_acls"}
+)
 
 
 def pytest_generate_tests(metafunc):

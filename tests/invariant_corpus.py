@@ -20,7 +20,10 @@ from controller.messages import (
     AlterClientQuotasRequest,
     ClientQuotaAlteration,
     ClientQuotaOp,
+    CreateAclsRequest,
+    DeleteAclsRequest,
 )
+from metadata_records.acls import AclBindingFilter, StandardAcl
 from metadata_records.codec import log_record_to_obj, record_from_obj
 from metadata_records.log_invariants import RULES
 from metadata_records.records import (
@@ -36,6 +39,7 @@ from metadata_records.records import (
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     UnregisterBrokerRecord,
 )
 from pipeline.export_files import OffsetRangeWriter
@@ -278,6 +282,31 @@ def _client_quotas(p: Planter) -> list[tuple[int, str]]:
     ]
 
 
+def _acls_that_cannot_exist(p: Planter) -> list[tuple[int, str]]:
+    """ACLs the controller created and deleted, then ACL records no controller
+    writes: a resource type that does not exist, a filter-only pattern type
+    and operation, an UNKNOWN permission, and removals of an ACL that was
+    never created and of one already removed."""
+    read = StandardAcl(2, "orders", 3, "User:alice", "*", 3, 3)
+    deny = StandardAcl(3, "g", 4, "User:*", "*", 2, 2)
+    assert p.h.run(CreateAclsRequest((read, deny))).results[1].error == 0
+    assert p.h.run(DeleteAclsRequest((AclBindingFilter(resource_type=3),))).filter_results
+    removed = p.h.log[-1].id
+    p.controller_writes()
+    found = []
+    for i, bad in enumerate(
+        (read._replace(resource_type=9), read._replace(pattern_type=2),
+         read._replace(operation=1), read._replace(permission_type=0))
+    ):  # fmt: skip
+        found.append((p.plant(bad.to_record(f"AAAAAAAAAAAAAAAAAAAAB{'AQgw'[i]}")), "acl"))
+    gone = RemoveAccessControlEntryRecord(id=removed)
+    never = RemoveAccessControlEntryRecord(id="AAAAAAAAAAAAAAAAAAAACA")
+    fine = StandardAcl(2, "other", 3, "User:bob", "*", 4, 3).to_record("AAAAAAAAAAAAAAAAAAAACQ")
+    found.append((p.plant(fine, gone) + 1, "acl"))  # the removal, after a valid ACL
+    found.append((p.plant(never), "acl"))
+    return found
+
+
 PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "offsets-dense": _offsets_dense,
     "controller-epoch": _controller_epoch,
@@ -294,6 +323,7 @@ PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "unregistered-yet-leading": _unregistered_yet_leading,
     "producer-id-blocks-overlap": _producer_id_blocks_overlap,
     "client-quotas": _client_quotas,
+    "acls-that-cannot-exist": _acls_that_cannot_exist,
 }
 
 

@@ -26,6 +26,7 @@ from metadata_records.codec import (
 )
 from metadata_records.records import (
     RECORD_TYPES,
+    AccessControlEntryRecord,
     Batch,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
@@ -41,6 +42,7 @@ from metadata_records.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -108,6 +110,18 @@ RECORD_STRATEGIES = {
         value=st.floats(allow_nan=False, allow_infinity=False),
         remove=st.booleans(),
     ),
+    "ACCESS_CONTROL_ENTRY_RECORD": st.builds(
+        AccessControlEntryRecord,
+        id=uuids,
+        resource_type=int8,
+        resource_name=texts,
+        pattern_type=int8,
+        principal=texts,
+        host=texts,
+        operation=int8,
+        permission_type=int8,
+    ),
+    "REMOVE_ACCESS_CONTROL_ENTRY_RECORD": st.builds(RemoveAccessControlEntryRecord, id=uuids),
     "TOPIC_RECORD": st.builds(TopicRecord, name=texts, topic_id=uuids),
     "PARTITION_RECORD": st.builds(
         PartitionRecord,
@@ -421,6 +435,17 @@ def _valid_obj(type_name: str) -> dict:
         "PRODUCER_IDS_RECORD": ProducerIdsRecord(
             broker_id=1, broker_epoch=17, next_producer_id=2000
         ),
+        "ACCESS_CONTROL_ENTRY_RECORD": AccessControlEntryRecord(
+            id=INC,
+            resource_type=2,
+            resource_name="t",
+            pattern_type=3,
+            principal="User:a",
+            host="*",
+            operation=3,
+            permission_type=3,
+        ),  # fmt: skip
+        "REMOVE_ACCESS_CONTROL_ENTRY_RECORD": RemoveAccessControlEntryRecord(id=INC),
         "FEATURE_LEVEL_RECORD": FeatureLevelRecord(name="metadata.version", feature_level=12),
         "CLIENT_QUOTA_RECORD": ClientQuotaRecord(
             entity=(EntityData("user", "alice"), EntityData("client-id", None)),

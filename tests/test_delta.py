@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from metadata_records.delta import ImageDelta, apply, apply_records, batch_applies
 from metadata_records.image import EMPTY_IMAGE, BrokerRegistration, MetadataImage
 from metadata_records.records import (
+    AccessControlEntryRecord,
     Batch,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
@@ -25,6 +26,7 @@ from metadata_records.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -695,6 +697,9 @@ def test_image_delta_reads_see_pending_changes_and_leave_the_base_alone():
 
 BROKER_IDS = st.integers(0, 3) | st.integers(-(2**31), 2**31 - 1)
 TOPIC_IDS = st.sampled_from([T1, T2, T3])
+ACL_IDS = st.sampled_from(
+    ["AAAAAAAAAAAAAAAAAAAAEA", "AAAAAAAAAAAAAAAAAAAAEQ", "AAAAAAAAAAAAAAAAAAAAEg"]
+)
 NAMES = st.sampled_from(["a", "b", "c"])
 EPOCHS = st.integers(0, 12) | st.integers(-(2**63), 2**63 - 1)
 PIDS = st.integers(0, 2) | st.integers(-(2**31), 2**31 - 1)
@@ -791,6 +796,18 @@ records = st.one_of(
         next_producer_id=st.sampled_from([0, 1000, 2000, 3000]),
     ),
     st.builds(
+        AccessControlEntryRecord,
+        id=ACL_IDS,
+        resource_type=st.sampled_from([0, 1, 2, 3, 4, 9]),
+        resource_name=st.sampled_from(["t", "*", "kafka-cluster", ""]),
+        pattern_type=st.sampled_from([2, 3, 4]),
+        principal=st.sampled_from(["User:a", "User:*", "a"]),
+        host=st.sampled_from(["*", "h"]),
+        operation=st.sampled_from([1, 2, 3]),
+        permission_type=st.sampled_from([2, 3]),
+    ),
+    st.builds(RemoveAccessControlEntryRecord, id=ACL_IDS),
+    st.builds(
         FeatureLevelRecord,
         name=st.sampled_from(["metadata.version", "x"]),
         feature_level=st.integers(0, 3) | st.integers(-(2**15), 2**15 - 1),
@@ -806,6 +823,22 @@ records = st.one_of(
 record_lists = st.lists(records, max_size=30)
 
 
+def _acl_valid(r) -> bool:
+    """An ACL that could have been created (the model's own reading of
+    validateNewAcl, AclApis' checks and a Type:name principal)."""
+    return (
+        r.resource_type in range(2, 8)
+        and r.pattern_type in (3, 4)
+        and r.operation in range(2, 15)
+        and r.permission_type in (2, 3)
+        and r.resource_name != ""
+        and (r.resource_type != 4 or r.resource_name == "kafka-cluster")
+        and ":" in r.principal
+        and not r.principal.startswith(":")
+        and r.host != ""
+    )
+
+
 def model_replay(recs) -> dict:
     """An independent, mutable reference replay of SEMANTICS/API rules, for comparison."""
     brokers: dict[int, dict] = {}
@@ -816,6 +849,7 @@ def model_replay(recs) -> dict:
     broker_configs: dict[str, dict[str, str]] = {}
     next_producer_id = 0
     client_quotas: dict[frozenset, dict[str, float]] = {}
+    acls: dict[str, tuple] = {}
     for offset, r in enumerate(recs):
         ok = True
         if isinstance(r, RegisterBrokerRecord):
@@ -939,6 +973,14 @@ def model_replay(recs) -> dict:
         elif isinstance(r, ProducerIdsRecord):
             ok = r.next_producer_id > next_producer_id
             next_producer_id = max(next_producer_id, r.next_producer_id)
+        elif isinstance(r, AccessControlEntryRecord):
+            binding = (r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host,
+                       r.operation, r.permission_type)  # fmt: skip
+            ok = _acl_valid(r) and r.id not in acls and binding not in acls.values()
+            if ok:
+                acls[r.id] = binding
+        elif isinstance(r, RemoveAccessControlEntryRecord):
+            ok = acls.pop(r.id, None) is not None
         elif isinstance(r, FeatureLevelRecord):
             if r.feature_level < 0:  # not a level: ignored
                 ignored += 1
@@ -959,6 +1001,7 @@ def model_replay(recs) -> dict:
         broker_configs=broker_configs,
         next_producer_id=next_producer_id,
         client_quotas=client_quotas,
+        acls=acls,
         features=features,
         ctrl=ctrl,
         ignored=ignored,
@@ -1007,6 +1050,7 @@ def image_as_model(img: MetadataImage) -> dict:
             frozenset(EntityData(*c) for c in entity): quotas
             for entity, quotas in img.client_quotas.items()
         },
+        acls={i: tuple(acl) for i, acl in img.acls.items()},
         features=img.features,
         ctrl={"epoch": img.controller_epoch, "leader": img.leader_id, "url": img.leader_url},
         ignored=img.ignored_records,

@@ -13,6 +13,7 @@ import pytest
 from metadata_records.codec import log_record_to_obj, record_data
 from metadata_records.records import (
     RECORD_TYPES,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -26,6 +27,7 @@ from metadata_records.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -66,6 +68,17 @@ EVERY_TYPE = [
         key="producer_byte_rate",
         value=1024.0,
     ),
+    AccessControlEntryRecord(
+        id=TID,
+        resource_type=2,
+        resource_name="t",
+        pattern_type=3,
+        principal="User:a",
+        host="*",
+        operation=3,
+        permission_type=3,
+    ),  # fmt: skip
+    RemoveAccessControlEntryRecord(id=TID),
     TopicRecord(name="t", topic_id=TID),
     ConfigRecord(resource_type=2, resource_name="t", name="min.insync.replicas", value="1"),
     PartitionRecord(partition_id=0, topic_id=TID, replicas=(1,), isr=(1,), leader=1),

@@ -423,3 +423,63 @@ def test_alter_client_quotas_refusals_and_exit_codes(voter):
     assert r.returncode == 2 and "not allowed with argument" in r.stderr
     r = mq("client-quotas", "--ip", "1.2.3.4", "--any-user", url=voter.url(0))
     assert r.returncode == 1 and "INVALID_REQUEST: Invalid entity filter component" in r.stderr
+
+
+def test_create_acl_list_and_delete_them_as_kafka_acls_does(voter):
+    r = mq(
+        "create-acl", "--topic", "acl-ops", "--allow-principal", "User:alice",
+        "--allow-principal", "User:bob", "--operation", "read", "--operation", "Describe",
+        url=voter.url(0),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "created 4 ACL(s) on TOPIC:LITERAL:acl-ops" in r.stdout
+    r = mq(
+        "create-acl", "--topic", "acl-", "--resource-pattern-type", "prefixed",
+        "--deny-principal", "User:mallory", "--deny-host", "10.0.0.9", "--operation", "ALL",
+        url=voter.url(0),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # For people: one row per binding; MATCH shows every pattern applying to the topic.
+    r = mq("acls", "--topic", "acl-ops", "--resource-pattern-type", "match", url=voter.url(0))
+    assert r.returncode == 0, r.stderr
+    rows = sorted(tuple(line.split()) for line in r.stdout.splitlines()[2:])
+    assert rows == [
+        ("TOPIC:acl-", "PREFIXED", "User:mallory", "10.0.0.9", "ALL", "DENY"),
+        ("TOPIC:acl-ops", "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW"),
+        ("TOPIC:acl-ops", "LITERAL", "User:alice", "*", "READ", "ALLOW"),
+        ("TOPIC:acl-ops", "LITERAL", "User:bob", "*", "DESCRIBE", "ALLOW"),
+        ("TOPIC:acl-ops", "LITERAL", "User:bob", "*", "READ", "ALLOW"),
+    ]
+    r = mq("acls", "--principal", "User:bob", "--json", url=voter.url(0))
+    body = json.loads(r.stdout)
+    assert [len(res["acls"]) for res in body["resources"]] == [2]
+    # A principal without --operation: all of its ACLs on the resource.
+    r = mq("delete-acls", "--topic", "acl-ops", "--allow-principal", "User:bob", url=voter.url(0))
+    assert r.returncode == 0 and "deleted 2 ACL(s)" in r.stdout, r.stderr
+    r = mq("delete-acls", "--topic", "acl-ops", "--json", url=voter.url(0))
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["filterResults"][0]["matchingAcls"]) == 2
+    r = mq("acls", "--json", "--topic", "acl-ops", "--resource-pattern-type", "MATCH",
+           url=voter.url(0))  # fmt: skip
+    assert [res["resourceName"] for res in json.loads(r.stdout)["resources"]] == ["acl-"]
+
+
+def test_acl_commands_refusals_and_exit_codes(voter):
+    r = mq("create-acl", "--topic", "t", "--allow-principal", "alice", "--operation", "READ",
+           url=voter.url(0))  # fmt: skip
+    assert r.returncode == 1
+    assert r.stderr == (
+        "metaquorum: INVALID_REQUEST: expected a string in format "
+        "principalType:principalName but got 'alice'\n"
+    )
+    r = mq("create-acl", "--topic", "t", "--allow-principal", "User:a", "--operation", "REED",
+           url=voter.url(0))  # fmt: skip
+    assert r.returncode == 1 and "operation 'REED' is not one of" in r.stderr
+    r = mq("create-acl", "--topic", "t", "--allow-principal", "User:a", url=voter.url(0))
+    assert r.returncode == 2 and "nothing to create" in r.stderr
+    r = mq("create-acl", "--allow-principal", "User:a", "--operation", "READ", url=voter.url(0))
+    assert r.returncode == 2 and "one of the arguments" in r.stderr
+    r = mq("acls", "--resource", "TOPIC", url=voter.url(0))
+    assert r.returncode == 2 and "is not TYPE:NAME" in r.stderr
+    r = mq("acls", "--operation", "FLY", url=voter.url(0))
+    assert r.returncode == 1 and "operation 'FLY' is not one of" in r.stderr

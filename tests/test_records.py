@@ -14,6 +14,7 @@ from metadata_records.records import (
     INT_RANGES,
     RECORD_TYPES,
     TOPIC_NAME_MAX_LENGTH,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -25,6 +26,7 @@ from metadata_records.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -40,6 +42,8 @@ KAFKA_TYPES = {
     "UNREGISTER_BROKER_RECORD": (UnregisterBrokerRecord, 1),
     "PRODUCER_IDS_RECORD": (ProducerIdsRecord, 15),
     "CLIENT_QUOTA_RECORD": (ClientQuotaRecord, 14),
+    "ACCESS_CONTROL_ENTRY_RECORD": (AccessControlEntryRecord, 18),
+    "REMOVE_ACCESS_CONTROL_ENTRY_RECORD": (RemoveAccessControlEntryRecord, 19),
     "TOPIC_RECORD": (TopicRecord, 2),
     "PARTITION_RECORD": (PartitionRecord, 3),
     "CONFIG_RECORD": (ConfigRecord, 4),
@@ -78,6 +82,17 @@ EXPECTED_FIELDS = {
         ("brokerEpoch", Kind.INT64, 0, MISSING),
         ("nextProducerId", Kind.INT64, 0, MISSING),
     ],
+    "ACCESS_CONTROL_ENTRY_RECORD": [
+        ("id", Kind.UUID, 0, MISSING),
+        ("resourceType", Kind.INT8, 0, MISSING),
+        ("resourceName", Kind.STRING, 0, MISSING),
+        ("patternType", Kind.INT8, 0, MISSING),
+        ("principal", Kind.STRING, 0, MISSING),
+        ("host", Kind.STRING, 0, MISSING),
+        ("operation", Kind.INT8, 0, MISSING),
+        ("permissionType", Kind.INT8, 0, MISSING),
+    ],
+    "REMOVE_ACCESS_CONTROL_ENTRY_RECORD": [("id", Kind.UUID, 0, MISSING)],
     "TOPIC_RECORD": [
         ("name", Kind.STRING, 0, MISSING),
         ("topicId", Kind.UUID, 0, MISSING),
@@ -135,6 +150,8 @@ MAX_VERSIONS = {
     "UNREGISTER_BROKER_RECORD": 0,
     "PRODUCER_IDS_RECORD": 0,
     "CLIENT_QUOTA_RECORD": 0,
+    "ACCESS_CONTROL_ENTRY_RECORD": 0,
+    "REMOVE_ACCESS_CONTROL_ENTRY_RECORD": 0,
     "TOPIC_RECORD": 0,
     "PARTITION_RECORD": 0,
     "CONFIG_RECORD": 0,
@@ -149,7 +166,7 @@ MAX_VERSIONS = {
 
 def test_registry_holds_exactly_the_documented_types():
     # API.md "A record": the eight metadata types, ConfigRecord, UnregisterBrokerRecord
-    # and ProducerIdsRecord (issue 21), and the control
+    # ProducerIdsRecord and the two ACL records (issue 21), and the control
     # records LEADER_CHANGE and KRAFT_VOTERS (the voter set, Kafka's VotersRecord).
     assert set(RECORD_TYPES) == set(KAFKA_TYPES) | {"LEADER_CHANGE", "KRAFT_VOTERS"}
     assert RECORD_TYPES["LEADER_CHANGE"] is LeaderChangeRecord

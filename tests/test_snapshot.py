@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metadata_records.acls import StandardAcl
 from metadata_records.codec import DecodeError
 from metadata_records.delta import apply_records
 from metadata_records.image import (
@@ -184,6 +185,7 @@ def test_digest_ignores_dict_insertion_order(recs, rnd):
         broker_configs=shuffled({n: shuffled(c) for n, c in img.broker_configs.items()}),
         next_producer_id=img.next_producer_id,
         client_quotas=shuffled({e: shuffled(q) for e, q in img.client_quotas.items()}),
+        acls=shuffled(img.acls),
     )
     assert scrambled == img
     assert encode_image(scrambled) == encode_image(img)
@@ -266,6 +268,13 @@ def _with_partition(img, **kw):
         lambda i: MetadataImage(
             **{**_fields(i), "client_quotas": {(("user", None),): {"producer_byte_rate": 1.0}}}
         ),
+        lambda i: apply_records(i, [ACL.to_record(T2)]),
+        lambda i: MetadataImage(
+            **{
+                **_fields(apply_records(i, [ACL.to_record(T2)])),
+                "acls": {T2: ACL._replace(host="h")},
+            }
+        ),
     ],
 )
 def test_every_field_changes_the_digest(change):
@@ -274,6 +283,21 @@ def test_every_field_changes_the_digest(change):
     assert other != img
     assert image_digest(other) != image_digest(img)
     assert len(image_digest(img)) == 64
+
+
+ACL = StandardAcl(2, "orders", 3, "User:alice", "*", 3, 3)
+
+
+def test_acls_round_trip_and_a_repeated_id_is_refused():
+    img = apply_records(sample_image(), [ACL.to_record(T2), ACL._replace(host="h").to_record(T1)])
+    assert decode_image(encode_image(img)) == img
+    obj = orjson.loads(encode_image(img))
+    obj["acls"].append(obj["acls"][0])
+    with pytest.raises(DecodeError, match=r"snapshot.acls\[2\]: ACL .* appears twice"):
+        decode_image(orjson.dumps(obj))
+    obj["acls"] = [["x", 2]]
+    with pytest.raises(DecodeError, match=r"snapshot.acls\[0\]: expected an array of 8 fields"):
+        decode_image(orjson.dumps(obj))
 
 
 def test_36_char_uuids_in_snapshot_are_canonicalised():

@@ -17,6 +17,9 @@ Invariants:
 - an unregistered broker (issue 21) leads nothing, is in no ISR of more than
   one broker, and has no session: it is never fenced, nor refused as a
   duplicate, afterwards;
+- ACLs (issue 21): the image's ACLs are the model's (every valid creation
+  added, every binding a valid filter matches removed, by the test's own
+  reading of Kafka's matching), no binding is stored twice, and none is invalid;
 - sessions (issue 18): no broker is fenced by the timer within a session
   timeout of its last contact or of the session a new leader granted it, and a
   new incarnation is refused as a duplicate only within one session timeout of
@@ -54,7 +57,9 @@ from controller.messages import (
     ClientQuotaAlteration,
     ClientQuotaOp,
     CreatableTopic,
+    CreateAclsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
@@ -62,6 +67,7 @@ from controller.messages import (
     ReassignableTopic,
     UnregisterBrokerRequest,
 )
+from metadata_records.acls import AclBindingFilter, StandardAcl, acl_problem
 from metadata_records.config_schema import UNCLEAN_LEADER_ELECTION_ENABLE as UNCLEAN_LEADER_ELECTION
 from metadata_records.config_schema import OpType
 from metadata_records.errors import Errors
@@ -107,6 +113,57 @@ QUOTA_KEYS = [*QUOTA_USER_KEYS, *QUOTA_IP_KEYS, "not.a.quota"]
 QUOTA_VALUES = [None, None, 1024.0, 2048.0, 12.5, 0.0, -1.0]
 
 
+# ACL bindings from a small space, so that creations repeat and filters match;
+# ANY (1), MATCH (2) and a principal without a colon are invalid creations.
+ACLS = st.builds(
+    StandardAcl,
+    resource_type=st.sampled_from([1, 2, 2, 3]),
+    resource_name=st.sampled_from(["t", "to", "*"]),
+    pattern_type=st.sampled_from([2, 3, 3, 4]),
+    principal=st.sampled_from(["User:a", "User:*", "a"]),
+    host=st.sampled_from(["*", "h"]),
+    operation=st.sampled_from([2, 3]),
+    permission_type=st.sampled_from([2, 3]),
+)
+ACL_FILTERS = st.builds(
+    AclBindingFilter,
+    resource_type=st.sampled_from([0, 1, 1, 2, 3]),
+    resource_name=st.sampled_from([None, "t", "top", "*"]),
+    pattern_type=st.sampled_from([0, 1, 2, 3, 4]),
+    principal=st.sampled_from([None, "User:a"]),
+    host=st.sampled_from([None, "*"]),
+    operation=st.sampled_from([1, 2, 3]),
+    permission_type=st.sampled_from([1, 2, 3]),
+)
+
+
+def _acl_is_valid(acl) -> bool:
+    return acl.resource_type != 1 and acl.pattern_type in (3, 4) and ":" in acl.principal
+
+
+def _filter_matches(f, acl) -> bool:
+    """Kafka's ResourcePatternFilter and AccessControlEntryFilter, read again."""
+    if f.resource_type not in (1, acl.resource_type):
+        return False
+    if f.pattern_type not in (1, 2, acl.pattern_type):
+        return False
+    if f.resource_name is not None:
+        if f.pattern_type in (1, acl.pattern_type):
+            if f.resource_name != acl.resource_name:
+                return False
+        elif acl.pattern_type == 3:  # MATCH against a literal ACL
+            if acl.resource_name not in (f.resource_name, "*"):
+                return False
+        elif not f.resource_name.startswith(acl.resource_name):  # MATCH, prefixed ACL
+            return False
+    return (
+        f.principal in (None, acl.principal)
+        and f.host in (None, acl.host)
+        and f.operation in (1, acl.operation)
+        and f.permission_type in (1, acl.permission_type)
+    )
+
+
 class ControllerMachine(RuleBasedStateMachine):
     metadata_version = 12  # 3.6-IV0, where new clusters start
 
@@ -128,6 +185,8 @@ class ControllerMachine(RuleBasedStateMachine):
         self.producer_blocks: list[tuple[int, int]] = []
         # The client quotas the test expects: frozenset of components -> {key: value}.
         self.quota_model: dict[frozenset, dict[str, float]] = {}
+        # The ACL bindings the test expects the image to hold.
+        self.acl_model: set[StandardAcl] = set()
         self.epoch_history: dict[int, list[int]] = {}
         self.checked_log = len(self.h.log)
         self.before = self.h.image
@@ -698,6 +757,36 @@ class ControllerMachine(RuleBasedStateMachine):
             assert start == expected and length == 1000
             expected = start + length
         assert self.h.image.next_producer_id == expected
+
+    @rule(acls=st.lists(ACLS, min_size=1, max_size=4))
+    def create_acls(self, acls):
+        r = self.h.run(CreateAclsRequest(tuple(acls)))
+        assert len(r.results) == len(acls)
+        for acl, result in zip(acls, r.results, strict=True):
+            valid = _acl_is_valid(acl)
+            assert (result.error is Errors.NONE) == valid, (acl, result)
+            if valid:
+                self.acl_model.add(acl)
+
+    @rule(filters=st.lists(ACL_FILTERS, min_size=1, max_size=3))
+    def delete_acls(self, filters):
+        before = set(self.acl_model)
+        r = self.h.run(DeleteAclsRequest(tuple(filters)))
+        for f, result in zip(filters, r.filter_results, strict=True):
+            if f.resource_type == 0 or f.pattern_type == 0:
+                assert result.error is Errors.INVALID_REQUEST
+                continue
+            matched = {acl for acl in before if _filter_matches(f, acl)}
+            assert set(result.matching_acls) == matched
+            self.acl_model -= matched
+        assert len(self.h.last.records) == len(before) - len(self.acl_model)
+
+    @invariant()
+    def the_acls_are_the_model_each_binding_once(self):
+        stored = list(self.h.image.acls.values())
+        assert len(stored) == len(set(stored))
+        assert set(stored) == self.acl_model
+        assert all(acl_problem(acl) is None for acl in stored)
 
     @invariant()
     def the_cluster_default_is_what_was_set(self):
