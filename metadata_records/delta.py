@@ -415,6 +415,7 @@ class ImageDelta:
         else:
             quotas[r.key] = r.value
         self._client_quotas[entity] = quotas or None
+        return True
 
     def _replay_acl(self, r: AccessControlEntryRecord, offset: int) -> bool:
         # Kafka's AclControlManager.replay stores any record; an ACL that could
