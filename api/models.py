@@ -1574,6 +1574,12 @@ class PartitionOut(ResponseModel):
     leader_recovery_state: int = Field(description="0 = RECOVERED, 1 = RECOVERING")
     adding_replicas: list[int] = Field(description="replicas a reassignment adds")
     removing_replicas: list[int] = Field(description="replicas a reassignment removes")
+    eligible_leader_replicas: list[int] = Field(
+        [], description="KIP-966: clean former ISR members that may lead when the ISR is empty"
+    )
+    last_known_elr: list[int] = Field(
+        [], description="KIP-966: the last known leader, once leaderless"
+    )
 
 
 class TopicOut(ResponseModel):
@@ -1606,6 +1612,8 @@ class TopicsOut(ResponseModel):
                             "leaderRecoveryState": 0,
                             "addingReplicas": [],
                             "removingReplicas": [],
+                            "eligibleLeaderReplicas": [],
+                            "lastKnownElr": [],
                         }
                     ],
                 }

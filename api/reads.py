@@ -11,7 +11,7 @@ from typing import Any
 
 from metadata_records.codec import log_record_to_obj
 from metadata_records.config_schema import ConfigEntry
-from metadata_records.features import register_broker_record_version
+from metadata_records.features import elr_enabled, register_broker_record_version
 from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata_records.records import (
     BROKER_RESOURCE,
@@ -87,6 +87,8 @@ def topic_obj(t: TopicImage) -> dict[str, Any]:
                 "leaderRecoveryState": p.leader_recovery_state,
                 "addingReplicas": list(p.adding_replicas),
                 "removingReplicas": list(p.removing_replicas),
+                "eligibleLeaderReplicas": list(p.elr),
+                "lastKnownElr": list(p.last_known_elr),
             }
             for pid, p in sorted(t.partitions.items())
         ],
@@ -151,6 +153,7 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     Kafka, where snapshot records take the snapshot's offset) and the count of
     ignored records."""
     records: list[Record] = []
+    elr = elr_enabled(image.features)  # KIP-966: PartitionRecord v2
     if image.leader_id >= 0 and image.controller_epoch > 0:
         records.append(
             LeaderChangeRecord(
@@ -210,7 +213,7 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                 )
             )
         for pid, p in sorted(t.partitions.items()):
-            records.append(p.to_record(t.topic_id, pid))
+            records.append(p.to_record(t.topic_id, pid, elr))
     return records
 
 

@@ -132,12 +132,21 @@ class ClusterControlManager:
             # last heartbeat when it has just registered (Kafka's register touches).
             self.c.heartbeats.amend(req.broker_id, now_ms)
         else:
+            # KIP-966: a new incarnation whose previousBrokerEpoch is not the
+            # epoch of its registration shut down uncleanly (Kafka's broker
+            # sends it from its clean-shutdown file): with ELR on it leaves
+            # every ISR and ELR. Nothing registered: nothing can match.
+            unclean = existing is None or req.previous_broker_epoch != existing.epoch
             if existing is not None and not existing.fenced:
                 # The old incarnation's session expired but nobody fenced it yet.
                 # Kafka (without ELR) lets the new incarnation inherit its
                 # leaderships at the same leader epoch; we fence the old one
                 # first, so no fenced broker ever leads or sits in an ISR.
-                records = self.c.replication.handle_broker_fenced(req.broker_id)
+                records = self.c.replication.handle_broker_fenced(
+                    req.broker_id, unclean_shutdown=unclean
+                )
+            elif unclean:
+                records = self.c.replication.handle_broker_unclean_shutdown(req.broker_id)
             # KIP-380 in KRaft: the epoch is the offset of this very record.
             epoch, fenced, shutdown = view.next_offset + len(records), True, False
             self.c.heartbeats.register(req.broker_id, now_ms)

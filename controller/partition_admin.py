@@ -188,7 +188,8 @@ class PartitionAdminManager:
             pid,
             view.is_active,
             election,
-            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+            bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+            *self.c.replication.elr_settings(topic_id),
         )
 
     def _elect_everywhere(
