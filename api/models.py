@@ -1382,8 +1382,8 @@ class UpdateFeaturesRequest(RequestModel):
 
     name: StrictStr = Field(examples=["metadata.version"], description="the feature")
     level: Int16 = Field(
-        description="Kafka's feature level (metadata.version: 6 = 3.3-IV2 ... 12 = 3.6-IV0); "
-        "0 asks to remove the feature"
+        description="Kafka's feature level (metadata.version: 6 = 3.3-IV2 ... 12 = 3.6-IV0; "
+        "eligible.leader.replicas.version: 0 off, 1 on, KIP-966); 0 asks to remove the feature"
     )
     upgrade_type: Int8 = Field(
         m.UPGRADE,
@@ -1899,6 +1899,7 @@ class QuorumStatusOut(ResponseModel):
             "highWatermark": 42,
             "lastAppliedOffset": 41,
             "metadataVersion": 12,
+            "finalizedFeatures": {"eligible.leader.replicas.version": 1, "metadata.version": 12},
             "auth": "on",
             "active": True,
             "ready": True,
@@ -1978,6 +1979,11 @@ class QuorumStatusOut(ResponseModel):
     high_watermark: int = Field(description="the next offset this node will apply")
     last_applied_offset: int = Field(description="the last offset this node applied")
     metadata_version: int = Field(description="the finalized metadata.version level")
+    finalized_features: dict[str, int] = Field(
+        {},
+        description="every finalized feature and its level (metadata.version, "
+        "eligible.leader.replicas.version once set; a feature at 0 is absent)",
+    )
     auth: str = Field(examples=["on", "off"], description="whether callers must authenticate")
     active: bool = Field(description="this node is the active controller")
     ready: bool = Field(description="as /readyz: replay done, a leader known, caught up")

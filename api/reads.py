@@ -379,6 +379,7 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
         "highWatermark": image.next_offset,
         "lastAppliedOffset": image.last_offset,
         "metadataVersion": image.metadata_version,
+        "finalizedFeatures": dict(sorted(image.features.items())),
         "auth": "on" if auth_on else "off",
         "active": node.active,
         "ready": node.ready,

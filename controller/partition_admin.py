@@ -118,7 +118,9 @@ class PartitionAdminManager:
         adding = set(part.adding_replicas)
         replicas = tuple(r for r in part.replicas if r not in adding)
         isr = tuple(r for r in part.isr if r not in adding)
-        if not isr:
+        # An ISR already empty (ELR on, KIP-966) is kept so: Kafka's revert
+        # would make the first replica the ISR, fenced or not (decisions.md 112).
+        if not isr and part.isr:
             # Only added replicas are in sync: reverting means trusting an
             # out-of-sync original replica, which only an unclean topic allows.
             if election is not Election.UNCLEAN:
