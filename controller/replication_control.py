@@ -183,8 +183,13 @@ class ReplicationControlManager:
         """Kafka's ``handleBrokerUnregistered``: ISR removals (with new
         leaders), then the unregister record, in one batch."""
         index = self.c.index
-        partitions = index.partitions_with_broker_in_isr(broker_id)
-        partitions += index.partitions_with_broker_in_elr(broker_id)
+        # Disjoint in a sound log; one visit per partition whatever the log says.
+        partitions = sorted(
+            {
+                *index.partitions_with_broker_in_isr(broker_id),
+                *index.partitions_with_broker_in_elr(broker_id),
+            }
+        )
         records = self.generate_leader_and_isr_updates(broker_id, NO_LEADER, partitions)
         records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
         return records
@@ -203,11 +208,15 @@ class ReplicationControlManager:
                 broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
             )
         index = self.c.index
-        # An ISR and an ELR never share a member: the two lists are disjoint.
-        partitions = index.partitions_with_broker_in_isr(broker_id)
-        partitions += index.partitions_with_broker_in_elr(broker_id)
+        # Disjoint in a sound log; one visit per partition whatever the log says.
+        partitions = sorted(
+            {
+                *index.partitions_with_broker_in_isr(broker_id),
+                *index.partitions_with_broker_in_elr(broker_id),
+            }
+        )
         return self.generate_leader_and_isr_updates(
-            broker_id if remove else NO_LEADER, NO_LEADER, sorted(partitions), broker_id
+            broker_id if remove else NO_LEADER, NO_LEADER, partitions, broker_id
         )
 
     def handle_broker_unfenced(self, broker_id: int, broker_epoch: int) -> list[Record]:

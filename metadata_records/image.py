@@ -5,7 +5,7 @@ every untouched broker, topic and partition with the old. Readers on any thread
 may therefore hold an image without locks.
 
 Layout, chosen so that 1,000,000 partitions stay small: a partition is a
-NamedTuple of eight small fields (ints and int tuples, ``()`` shared when empty);
+NamedTuple of ten small fields (ints and int tuples, ``()`` shared when empty);
 partitions live in one dict per topic, so a batch copies only the dicts of the
 topics it touches.
 """

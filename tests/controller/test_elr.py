@@ -521,3 +521,44 @@ def test_records_are_v2_only_when_they_carry_elr():
     assert [r.version for r in h.log[start + 1 :]] == [2]
     assert h.log[-1].eligible_leader_replicas == (1,)  # 2 left at min ISR
     assert h.log[-1].leader == NO_LEADER_CHANGE and h.log[-1].leader_recovery_state == LRS_NO_CHANGE
+
+
+def test_cancelling_a_reassignment_keeps_an_empty_isr_empty():
+    """Decision 112: Kafka's revert makes the first replica the ISR when
+    none of the ISR survives the revert; an ISR already empty (ELR on, every
+    replica fenced) would so take a fenced broker. It stays empty here, the
+    ELR stays, and no fenced broker joins it."""
+    from controller.messages import (
+        AlterPartitionReassignmentsRequest,
+        ReassignablePartition,
+        ReassignableTopic,
+    )
+
+    def reassign(replicas):
+        return h.run(
+            AlterPartitionReassignmentsRequest(
+                (ReassignableTopic("foo", (ReassignablePartition(0, replicas),)),)
+            )
+        )
+
+    h = elr_cluster(1, 2, 3, 4, min_isr=2, replicas=(1, 2, 3))
+    h.run(
+        IncrementalAlterConfigsRequest(
+            (
+                AlterConfigsResource(
+                    TOPIC_RESOURCE,
+                    "foo",
+                    (AlterableConfig("unclean.leader.election.enable", 0, "true"),),
+                ),
+            )
+        )
+    )
+    fence(h, 3, 2, 1)
+    assert (h.partition("foo").isr, h.partition("foo").elr) == ((), (1, 2))
+    assert reassign((1, 2, 4)).topics[0].partitions[0].error is Errors.NONE
+    assert h.partition("foo").adding_replicas == (4,)
+    fence(h, 4)
+    assert reassign(None).topics[0].partitions[0].error is Errors.NONE
+    part = h.partition("foo")
+    assert (part.replicas, part.isr, part.elr, part.adding_replicas) == ((1, 2, 3), (), (1, 2), ())
+    assert_sound(h)
