@@ -6,7 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from metadata_records.errors import ApiError, Errors
-from metadata_records.features import METADATA_VERSION, register_broker_record_version
+from metadata_records.features import (
+    ELR_VERSION,
+    METADATA_VERSION,
+    register_broker_record_version,
+)
 from metadata_records.records import (
     SECURITY_PROTOCOLS,
     FeatureRange,
@@ -62,6 +66,11 @@ class ClusterControlManager:
 
     def _feature_problem(self, req: BrokerRegistrationRequest) -> str | None:
         finalized = {METADATA_VERSION: self.c.view.metadata_version}
+        # KIP-966: once finalized, ELR's level must be supported too (Kafka
+        # checks every finalized feature; a broker naming none supports 0).
+        elr = self.c.view.feature(ELR_VERSION, 0)
+        if elr:
+            finalized[ELR_VERSION] = elr
         ranges = {f.name: f for f in req.features}
         # A broker that names no metadata.version supports only the first level.
         ranges.setdefault(METADATA_VERSION, FeatureRange(METADATA_VERSION, 1, 1))

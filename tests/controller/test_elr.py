@@ -562,3 +562,16 @@ def test_cancelling_a_reassignment_keeps_an_empty_isr_empty():
     part = h.partition("foo")
     assert (part.replicas, part.isr, part.elr, part.adding_replicas) == ((1, 2, 3), (), (1, 2), ())
     assert_sound(h)
+
+
+def test_with_elr_on_a_broker_must_support_it_to_register():
+    """Kafka's registerBroker checks every finalized feature: a broker that
+    does not name eligible.leader.replicas.version supports only level 0."""
+    h = elr_cluster(1, 2)
+    resp = h.register(3)  # metadata.version only
+    assert resp.error is Errors.UNSUPPORTED_VERSION
+    assert resp.error_message == (
+        "Unable to register because the broker does not support finalized version 1 of "
+        "eligible.leader.replicas.version. The broker wants a version between 0 and 0, inclusive."
+    )
+    assert h.register(3, features=FEATURES).error is Errors.NONE
