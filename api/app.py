@@ -902,7 +902,7 @@ def create_app(
         "/v1/features",
         operation_id="updateFeatures",
         tags=["admin"],
-        summary="UpdateFeatures (metadata.version)",
+        summary="UpdateFeatures (metadata.version, eligible.leader.replicas.version)",
         response_model=M.UpdateFeaturesResponse,
         responses=WRITE_RESPONSES,
         openapi_extra=_body_doc(M.UpdateFeaturesRequest),

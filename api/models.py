@@ -1695,8 +1695,8 @@ class UpdateFeaturesRequest(RequestModel):
 
     name: StrictStr = Field(examples=["metadata.version"], description="the feature")
     level: Int16 = Field(
-        description="Kafka's feature level (metadata.version: 6 = 3.3-IV2 ... 12 = 3.6-IV0); "
-        "0 asks to remove the feature"
+        description="Kafka's feature level (metadata.version: 6 = 3.3-IV2 ... 12 = 3.6-IV0; "
+        "eligible.leader.replicas.version: 0 off, 1 on, KIP-966); 0 asks to remove the feature"
     )
     upgrade_type: Int8 = Field(
         m.UPGRADE,
@@ -2054,6 +2054,12 @@ class PartitionOut(ResponseModel):
     leader_recovery_state: int = Field(description="0 = RECOVERED, 1 = RECOVERING")
     adding_replicas: list[int] = Field(description="replicas a reassignment adds")
     removing_replicas: list[int] = Field(description="replicas a reassignment removes")
+    eligible_leader_replicas: list[int] = Field(
+        [], description="KIP-966: clean former ISR members that may lead when the ISR is empty"
+    )
+    last_known_elr: list[int] = Field(
+        [], description="KIP-966: the last known leader, once leaderless"
+    )
 
 
 class TopicOut(ResponseModel):
@@ -2086,6 +2092,8 @@ class TopicsOut(ResponseModel):
                             "leaderRecoveryState": 0,
                             "addingReplicas": [],
                             "removingReplicas": [],
+                            "eligibleLeaderReplicas": [],
+                            "lastKnownElr": [],
                         }
                     ],
                 }
@@ -2371,6 +2379,7 @@ class QuorumStatusOut(ResponseModel):
             "highWatermark": 42,
             "lastAppliedOffset": 41,
             "metadataVersion": 12,
+            "finalizedFeatures": {"eligible.leader.replicas.version": 1, "metadata.version": 12},
             "auth": "on",
             "active": True,
             "ready": True,
@@ -2450,6 +2459,11 @@ class QuorumStatusOut(ResponseModel):
     high_watermark: int = Field(description="the next offset this node will apply")
     last_applied_offset: int = Field(description="the last offset this node applied")
     metadata_version: int = Field(description="the finalized metadata.version level")
+    finalized_features: dict[str, int] = Field(
+        {},
+        description="every finalized feature and its level (metadata.version, "
+        "eligible.leader.replicas.version once set; a feature at 0 is absent)",
+    )
     auth: str = Field(examples=["on", "off"], description="whether callers must authenticate")
     active: bool = Field(description="this node is the active controller")
     ready: bool = Field(description="as /readyz: replay done, a leader known, caught up")

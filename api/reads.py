@@ -14,7 +14,7 @@ from metadata_records.client_quotas import FilterComponent, describe, entity_dat
 from metadata_records.codec import log_record_to_obj
 from metadata_records.config_schema import ConfigEntry
 from metadata_records.errors import ApiError
-from metadata_records.features import register_broker_record_version
+from metadata_records.features import elr_enabled, register_broker_record_version
 from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
 from metadata_records.records import (
     BROKER_RESOURCE,
@@ -91,6 +91,8 @@ def topic_obj(t: TopicImage) -> dict[str, Any]:
                 "leaderRecoveryState": p.leader_recovery_state,
                 "addingReplicas": list(p.adding_replicas),
                 "removingReplicas": list(p.removing_replicas),
+                "eligibleLeaderReplicas": list(p.elr),
+                "lastKnownElr": list(p.last_known_elr),
             }
             for pid, p in sorted(t.partitions.items())
         ],
@@ -246,6 +248,7 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     Kafka, where snapshot records take the snapshot's offset) and the count of
     ignored records."""
     records: list[Record] = []
+    elr = elr_enabled(image.features)  # KIP-966: PartitionRecord v2
     if image.leader_id >= 0 and image.controller_epoch > 0:
         records.append(
             LeaderChangeRecord(
@@ -312,7 +315,7 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                 )
             )
         for pid, p in sorted(t.partitions.items()):
-            records.append(p.to_record(t.topic_id, pid))
+            records.append(p.to_record(t.topic_id, pid, elr))
     return records
 
 
@@ -478,6 +481,7 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
         "highWatermark": image.next_offset,
         "lastAppliedOffset": image.last_offset,
         "metadataVersion": image.metadata_version,
+        "finalizedFeatures": dict(sorted(image.features.items())),
         "auth": "on" if auth_on else "off",
         "active": node.active,
         "ready": node.ready,

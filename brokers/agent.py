@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from metadata_records.errors import Errors
-from metadata_records.features import MAX_METADATA_VERSION, METADATA_VERSION, MIN_METADATA_VERSION
+from metadata_records.features import (
+    ELR_VERSION,
+    MAX_ELR_VERSION,
+    MAX_METADATA_VERSION,
+    METADATA_VERSION,
+    MIN_METADATA_VERSION,
+)
 from metadata_records.image import MetadataImage
 
 from .client import ClientError, MetaquorumClient, OutcomeUnknown, RequestRejected
@@ -45,6 +51,13 @@ METADATA_VERSION_RANGE = {
     "name": METADATA_VERSION,
     "minSupportedVersion": MIN_METADATA_VERSION,
     "maxSupportedVersion": MAX_METADATA_VERSION,
+}
+# KIP-966: the agent follows ELR (an empty ISR, leaders from the ELR), so it
+# supports eligible.leader.replicas.version 0-1 and may have it finalized.
+ELR_VERSION_RANGE = {
+    "name": ELR_VERSION,
+    "minSupportedVersion": 0,
+    "maxSupportedVersion": MAX_ELR_VERSION,
 }
 
 
@@ -284,7 +297,7 @@ class BrokerAgent:
                                 "securityProtocol": 0,
                             }
                         ],
-                        [METADATA_VERSION_RANGE],
+                        [METADATA_VERSION_RANGE, ELR_VERSION_RANGE],
                         rack=self.rack,
                         previous_broker_epoch=self.previous_epoch,
                     ),

@@ -412,8 +412,18 @@ class MetaquorumClient:
         body = {"electionType": election_type, "topicPartitions": topic_partitions}
         return _answer(Answer, await self._post("/v1/elect-leaders", body))
 
-    async def update_features(self, name: str, level: int) -> Answer:
-        return _answer(Answer, await self._post("/v1/features", {"name": name, "level": level}))
+    async def update_features(
+        self, name: str, level: int, upgrade_type: int = 1, validate_only: bool = False
+    ) -> Answer:
+        """UpdateFeatures for one feature: ``upgrade_type`` 1 upgrade, 2 safe
+        downgrade, 3 unsafe downgrade (Kafka's FeatureUpdate.UpgradeType)."""
+        body = {
+            "name": name,
+            "level": level,
+            "upgradeType": upgrade_type,
+            "validateOnly": validate_only,
+        }
+        return _answer(Answer, await self._post("/v1/features", body))
 
     async def alter_configs(self, resources: Sequence[dict], validate_only: bool = False) -> Answer:
         """IncrementalAlterConfigs: ``resources`` as the body's (resourceType,

@@ -6,7 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from metadata_records.errors import ApiError, Errors
-from metadata_records.features import METADATA_VERSION, register_broker_record_version
+from metadata_records.features import (
+    ELR_VERSION,
+    METADATA_VERSION,
+    register_broker_record_version,
+)
 from metadata_records.records import (
     SECURITY_PROTOCOLS,
     FeatureRange,
@@ -62,6 +66,11 @@ class ClusterControlManager:
 
     def _feature_problem(self, req: BrokerRegistrationRequest) -> str | None:
         finalized = {METADATA_VERSION: self.c.view.metadata_version}
+        # KIP-966: once finalized, ELR's level must be supported too (Kafka
+        # checks every finalized feature; a broker naming none supports 0).
+        elr = self.c.view.feature(ELR_VERSION, 0)
+        if elr:
+            finalized[ELR_VERSION] = elr
         ranges = {f.name: f for f in req.features}
         # A broker that names no metadata.version supports only the first level.
         ranges.setdefault(METADATA_VERSION, FeatureRange(METADATA_VERSION, 1, 1))
@@ -132,12 +141,21 @@ class ClusterControlManager:
             # last heartbeat when it has just registered (Kafka's register touches).
             self.c.heartbeats.amend(req.broker_id, now_ms)
         else:
+            # KIP-966: a new incarnation whose previousBrokerEpoch is not the
+            # epoch of its registration shut down uncleanly (Kafka's broker
+            # sends it from its clean-shutdown file): with ELR on it leaves
+            # every ISR and ELR. Nothing registered: nothing can match.
+            unclean = existing is None or req.previous_broker_epoch != existing.epoch
             if existing is not None and not existing.fenced:
                 # The old incarnation's session expired but nobody fenced it yet.
                 # Kafka (without ELR) lets the new incarnation inherit its
                 # leaderships at the same leader epoch; we fence the old one
                 # first, so no fenced broker ever leads or sits in an ISR.
-                records = self.c.replication.handle_broker_fenced(req.broker_id)
+                records = self.c.replication.handle_broker_fenced(
+                    req.broker_id, unclean_shutdown=unclean
+                )
+            elif unclean:
+                records = self.c.replication.handle_broker_unclean_shutdown(req.broker_id)
             # KIP-380 in KRaft: the epoch is the offset of this very record.
             epoch, fenced, shutdown = view.next_offset + len(records), True, False
             self.c.heartbeats.register(req.broker_id, now_ms)

@@ -1,5 +1,8 @@
 """UpdateFeatures (Kafka's ``FeatureControlManager.updateFeatures`` and
-``updateFeature``), for the one feature metaquorum finalizes, ``metadata.version``.
+``updateFeature``), for the features metaquorum finalizes: ``metadata.version``
+and ``eligible.leader.replicas.version`` (KIP-966, 0 or 1; 1 needs the
+metadata.version features.ELR_MIN_METADATA_VERSION, and that level cannot be
+left while ELR is on, as Kafka's feature dependencies).
 
 Kafka's checks, in its order, each answering INVALID_UPDATE_VERSION:
 the upgrade type is known; the level is not negative; this controller and
@@ -20,10 +23,11 @@ from typing import TYPE_CHECKING
 from metadata_records.errors import Errors
 from metadata_records.features import (
     BOOTSTRAP_METADATA_VERSION,
+    ELR_VERSION,
     LEGACY_LEVELS,
-    MAX_METADATA_VERSION,
     METADATA_VERSION,
-    MIN_METADATA_VERSION,
+    SUPPORTED_FEATURES,
+    feature_dependency_problem,
     metadata_changed,
 )
 from metadata_records.records import FeatureLevelRecord, Record
@@ -121,18 +125,24 @@ class FeatureControlManager:
             )
         if level > current and req.upgrade_type != UPGRADE:
             return invalid("Can't downgrade to a newer version.")
+        if name == ELR_VERSION:
+            problem = feature_dependency_problem(name, level, self.c.view.metadata_version)
+            return None if problem is None else invalid(problem)
         if name != METADATA_VERSION:
             # Only level 0 of an unknown feature gets here (the feature is
             # supported nowhere above it); Kafka's Features.featureFromName.
             return invalid(f"Feature {name} not found.")
+        elr = self.c.view.feature(ELR_VERSION, 0)
+        problem = feature_dependency_problem(ELR_VERSION, elr, level)
+        if problem is not None:
+            return invalid(f"{ELR_VERSION} is at level {elr}: {problem}.")
         return self._metadata_version_problem(current, level, req.upgrade_type)
 
     def _not_supported_anywhere(self, name: str, level: int) -> str | None:
         """Kafka's reasonNotSupported: this controller first, then every
         registered broker (fenced ones too), a feature it does not name
         counting as [0, 0]."""
-        local = (MIN_METADATA_VERSION, MAX_METADATA_VERSION) if name == METADATA_VERSION else None
-        reason = _not_supported("The controller", level, local or _DISABLED)
+        reason = _not_supported("The controller", level, SUPPORTED_FEATURES.get(name, _DISABLED))
         if reason is not None:
             return reason
         for reg in self.c.view.brokers():

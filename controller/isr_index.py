@@ -2,7 +2,8 @@
 it leads, and which have no leader, so fencing, controlled shutdown and
 unfencing touch only the partitions that matter instead of scanning them all;
 and Kafka's ``imbalancedPartitions``: those not led by their preferred
-replica (the first of their replicas), for leader rebalancing.
+replica (the first of their replicas), for leader rebalancing; and Kafka's
+``BrokersToElrs``: which partitions hold a broker in their ELR (KIP-966).
 
 Leader-side state: built from the view when first needed, kept up to date as the
 controller replays the records it decides, dropped with the leadership.
@@ -18,11 +19,12 @@ TopicPartition = tuple[str, int]
 
 
 class BrokersToIsrs:
-    __slots__ = ("_isr", "_leaders", "_imbalanced", "imbalanced_count")
+    __slots__ = ("_isr", "_elr", "_leaders", "_imbalanced", "imbalanced_count")
 
     def __init__(self) -> None:
         # broker id (NO_LEADER for the leaderless) -> topic id -> partition ids
         self._isr: dict[int, dict[str, set[int]]] = {}
+        self._elr: dict[int, dict[str, set[int]]] = {}
         self._leaders: dict[int, dict[str, set[int]]] = {}
         # topic id -> partition ids whose leader is not replicas[0] (the
         # leaderless included, as Kafka's hasPreferredLeader says)
@@ -71,6 +73,15 @@ class BrokersToIsrs:
             for broker in new_isr:
                 if broker not in old_isr:
                     self._add(self._isr, broker, topic_id, pid)
+        old_elr = old.elr if old is not None else ()
+        new_elr = new.elr if new is not None else ()
+        if old_elr != new_elr:
+            for broker in old_elr:
+                if broker not in new_elr:
+                    self._remove(self._elr, broker, topic_id, pid)
+            for broker in new_elr:
+                if broker not in old_elr:
+                    self._add(self._elr, broker, topic_id, pid)
         old_leader = old.leader if old is not None else None
         new_leader = new.leader if new is not None else None
         if old_leader != new_leader:
@@ -98,6 +109,9 @@ class BrokersToIsrs:
 
     def partitions_with_broker_in_isr(self, broker: int) -> list[TopicPartition]:
         return self._sorted(self._isr, broker)
+
+    def partitions_with_broker_in_elr(self, broker: int) -> list[TopicPartition]:
+        return self._sorted(self._elr, broker)
 
     def partitions_led_by(self, broker: int) -> list[TopicPartition]:
         return self._sorted(self._leaders, broker)

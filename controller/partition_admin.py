@@ -118,7 +118,9 @@ class PartitionAdminManager:
         adding = set(part.adding_replicas)
         replicas = tuple(r for r in part.replicas if r not in adding)
         isr = tuple(r for r in part.isr if r not in adding)
-        if not isr:
+        # An ISR already empty (ELR on, KIP-966) is kept so: Kafka's revert
+        # would make the first replica the ISR, fenced or not (decisions.md 112).
+        if not isr and part.isr:
             # Only added replicas are in sync: reverting means trusting an
             # out-of-sync original replica, which only an unclean topic allows.
             if election is not Election.UNCLEAN:
@@ -188,7 +190,8 @@ class PartitionAdminManager:
             pid,
             view.is_active,
             election,
-            bump_on_isr_shrink=bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+            bumps_leader_epoch_on_isr_shrink(view.metadata_version),
+            *self.c.replication.elr_settings(topic_id),
         )
 
     def _elect_everywhere(

@@ -1,9 +1,26 @@
 """Kafka's ``PartitionChangeBuilder``: from a partition and its targets, the one
 ``PartitionChangeRecord`` that gets there, or None when nothing changes.
 
-ELR (KIP-966) is off, so the ISR is never written empty (the last member
-stays, with leader -1). From metadata.version 3.6-IV0 (KAFKA-15021) an ISR
-shrink alone does not bump the leader epoch; before it, it does.
+With ELR (KIP-966) off, the ISR is never written empty (the last member
+stays, with leader -1). With it on (``elr_enabled``), as Kafka 4.0:
+
+* when the target ISR is below ``min_isr``, the members of the old ISR (and
+  the old ELR) that leave it go into the ELR, less the replicas that shut down
+  uncleanly (``unclean_shutdown_replicas``); at or above ``min_isr`` the ELR
+  is cleared. So the ELR and the ISR never share a member, and an ELR member
+  was in the ISR or the ELR before;
+* the ISR may be written empty; a replica may then be elected from the ELR
+  (an unfenced one), and it becomes the ISR;
+* LastKnownElr holds the last leader once the ISR is empty, and is cleared
+  when the partition has a leader again (Kafka's
+  useLastKnownLeaderInBalancedRecovery). Kafka 4.0 also elects that last known
+  leader, marked unclean, in an ONLINE election when the ISR and the ELR are
+  empty, even a fenced one; here it is elected only where unclean election is
+  allowed, and only when it may lead (decisions.md 111);
+* an unclean election clears the ELR and LastKnownElr.
+
+From metadata.version 3.6-IV0 (KAFKA-15021) an ISR shrink alone does not bump
+the leader epoch; before it, it does.
 """
 
 from __future__ import annotations
@@ -11,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 
+from metadata_records.features import ELR_RECORD_VERSION
 from metadata_records.image import PartitionRegistration
 from metadata_records.records import (
     LRS_NO_CHANGE,
@@ -40,6 +58,10 @@ class PartitionChangeBuilder:
         "target_adding",
         "target_lrs",
         "bump_on_isr_shrink",
+        "elr_enabled",
+        "min_isr",
+        "target_elr",
+        "unclean_shutdown_replicas",
     )
 
     def __init__(
@@ -50,6 +72,8 @@ class PartitionChangeBuilder:
         is_acceptable_leader: Callable[[int], bool],
         election: Election = Election.ONLINE,
         bump_on_isr_shrink: bool = False,
+        elr_enabled: bool = False,
+        min_isr: int = 1,
     ) -> None:
         self.partition = partition
         self.topic_id = topic_id
@@ -65,11 +89,35 @@ class PartitionChangeBuilder:
         # matters here, worked out once per request
         # (features.bumps_leader_epoch_on_isr_shrink): this is the hot path.
         self.bump_on_isr_shrink = bump_on_isr_shrink
+        # KIP-966: eligible.leader.replicas.version >= 1, and the topic's
+        # effective min.insync.replicas (at most its replication factor).
+        self.elr_enabled = elr_enabled
+        self.min_isr = min_isr
+        self.target_elr = partition.elr
+        self.unclean_shutdown_replicas: tuple[int, ...] = ()
 
     # ------------------------------------------------------------ election
 
     def _is_valid_new_leader(self, replica: int) -> bool:
-        return replica in self.target_isr and self.is_acceptable_leader(replica)
+        # In the ISR, or in the ELR when the ISR is empty (KIP-966).
+        return (
+            replica in self.target_isr or (not self.target_isr and replica in self.target_elr)
+        ) and self.is_acceptable_leader(replica)
+
+    def _last_known_leader(self) -> int | None:
+        """Kafka's canElectLastKnownLeader, with 4.1's check that it may lead
+        (KAFKA-19522): the one LastKnownElr member when the ISR and the ELR are
+        empty. Only for an UNCLEAN election here (decisions.md 111)."""
+        last_known = self.partition.last_known_elr
+        if (
+            not self.elr_enabled
+            or self.target_elr
+            or self.target_isr
+            or len(last_known) != 1
+            or not self.is_acceptable_leader(last_known[0])
+        ):
+            return None
+        return last_known[0]
 
     def _elect(self) -> tuple[int, bool]:
         """(leader, unclean) per SEMANTICS 5.2."""
@@ -90,6 +138,9 @@ class PartitionChangeBuilder:
             if self._is_valid_new_leader(replica):
                 return replica, False
         if self.election is Election.UNCLEAN:
+            last_known = self._last_known_leader()
+            if last_known is not None:
+                return last_known, True
             for replica in self.target_replicas:
                 if self.is_acceptable_leader(replica):
                     return replica, True
@@ -112,11 +163,26 @@ class PartitionChangeBuilder:
         self.target_removing = ()
         self.target_adding = ()
 
+    # ------------------------------------------------------------ ELR
+
+    def _maybe_populate_target_elr(self) -> None:
+        """Kafka's maybePopulateTargetElr: below min ISR, the ELR becomes the
+        old ISR and ELR less the target ISR and the uncleanly shut down."""
+        if not self.elr_enabled:
+            return
+        if len(self.target_isr) >= self.min_isr:
+            self.target_elr = ()
+            return
+        keep = set(self.target_elr).union(self.partition.isr)
+        keep.difference_update(self.target_isr, self.unclean_shutdown_replicas)
+        self.target_elr = tuple(sorted(keep))
+
     # ------------------------------------------------------------ build
 
     def build(self) -> PartitionChangeRecord | None:
         part = self.partition
         self._complete_reassignment_if_needed()
+        self._maybe_populate_target_elr()
 
         leader = NO_LEADER_CHANGE
         isr: tuple[int, ...] | None = None
@@ -124,6 +190,10 @@ class PartitionChangeBuilder:
         new_leader, unclean = self._elect()
         if new_leader != part.leader:
             leader = new_leader
+            if new_leader in self.target_elr:
+                # Elected from the ELR (the ISR is empty): it is the ISR now.
+                self.target_isr = (new_leader,)
+                self.target_elr = tuple(r for r in self.target_elr if r != new_leader)
             if unclean:
                 # An unclean leader may lack data: it becomes the whole ISR and
                 # recovers before serving (KIP-704).
@@ -140,7 +210,14 @@ class PartitionChangeBuilder:
         ):
             leader = part.leader
 
-        if isr is None and self.target_isr and self.target_isr != part.isr:
+        # Kafka's maybeUpdateRecordElr: an unclean election (it set the ISR)
+        # or ELR off clears the ELR.
+        if isr is not None or not self.elr_enabled:
+            self.target_elr = ()
+        elr = self.target_elr if self.target_elr != part.elr else None
+
+        # With ELR on, the ISR may be written empty.
+        if isr is None and (self.target_isr or self.elr_enabled) and self.target_isr != part.isr:
             isr = self.target_isr
 
         # Before 3.6-IV0 brokers needed a new leader epoch when the ISR shrank
@@ -152,6 +229,8 @@ class PartitionChangeBuilder:
             and not set(part.isr).issubset(isr)
         ):
             leader = part.leader
+
+        last_known = self._last_known_elr(leader, isr)
 
         replicas = (
             self.target_replicas
@@ -170,8 +249,24 @@ class PartitionChangeBuilder:
             and removing is None
             and adding is None
             and lrs == LRS_NO_CHANGE
+            and elr is None
+            and last_known is None
         ):
             return None
+        if elr is not None or last_known is not None:
+            return PartitionChangeRecord(
+                partition_id=self.partition_id,
+                topic_id=self.topic_id,
+                isr=isr,
+                leader=leader,
+                replicas=replicas,
+                removing_replicas=removing,
+                adding_replicas=adding,
+                leader_recovery_state=lrs,
+                eligible_leader_replicas=elr,
+                last_known_elr=last_known,
+                version=ELR_RECORD_VERSION,
+            )
         return PartitionChangeRecord(
             partition_id=self.partition_id,
             topic_id=self.topic_id,
@@ -182,3 +277,20 @@ class PartitionChangeBuilder:
             adding_replicas=adding,
             leader_recovery_state=lrs,
         )
+
+    def _last_known_elr(self, leader: int, isr: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """Kafka's maybeUpdateLastKnownLeader: the leader before the ISR first
+        became empty, cleared once the partition has (or keeps) a leader.
+        None when it does not change."""
+        if not self.elr_enabled:
+            return None
+        part = self.partition
+        if isr == ():
+            if part.leader != NO_LEADER and part.last_known_elr != (part.leader,):
+                return (part.leader,)
+            return None
+        if (
+            leader >= 0 or (part.leader != NO_LEADER and leader != NO_LEADER)
+        ) and part.last_known_elr:
+            return ()
+        return None

@@ -1,6 +1,8 @@
 """Partitions and brokers' effect on them (Kafka's ``ReplicationControlManager``):
 AlterPartition (SEMANTICS 2), heartbeats, fencing, unfencing and controlled
-shutdown (4), and the leader elections they cause (5).
+shutdown (4), and the leader elections they cause (5); with ELR on (KIP-966,
+``eligible.leader.replicas.version`` 1), the ELR those changes keep and a
+broker's unclean shutdown (``handle_broker_unclean_shutdown``).
 
 Every handler reads the controller's view (image + records decided earlier in
 the batch) and returns new records plus a response; it never mutates the view.
@@ -12,9 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from metadata_records.config_schema import UNCLEAN_LEADER_ELECTION_ENABLE, topic_config_value
+from metadata_records.config_schema import (
+    MIN_INSYNC_REPLICAS,
+    UNCLEAN_LEADER_ELECTION_ENABLE,
+    topic_config_value,
+)
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import (
+    ELR_VERSION,
     bumps_leader_epoch_on_isr_shrink,
     persists_controlled_shutdown,
 )
@@ -88,21 +95,43 @@ class ReplicationControlManager:
         )
         return Election.UNCLEAN if value.strip().lower() == "true" else Election.ONLINE
 
+    def elr_settings(self, topic_id: str) -> tuple[bool, int]:
+        """(ELR on, the topic's effective min ISR) for PartitionChangeBuilder:
+        Kafka's isElrEnabled and getTopicEffectiveMinIsr (min.insync.replicas,
+        the topic's else the cluster default's, at most the replication factor
+        of partition 0). Off: (False, 1), no config read."""
+        view = self.c.view
+        if not view.feature(ELR_VERSION) >= 1:
+            return False, 1
+        value = topic_config_value(
+            MIN_INSYNC_REPLICAS, view.topic_configs(topic_id), view.broker_configs("")
+        )
+        try:
+            min_isr = int(value.strip())
+        except ValueError:  # config_control refuses such values; a log may not
+            min_isr = 1
+        first = view.partition(topic_id, 0)
+        if first is not None and first.replicas:
+            min_isr = min(min_isr, len(first.replicas))
+        return True, max(min_isr, 1)
+
     def generate_leader_and_isr_updates(
         self,
         broker_to_remove: int,
         broker_to_add: int,
         partitions: Iterable[tuple[str, int]],
+        broker_with_unclean_shutdown: int = NO_LEADER,
     ) -> list[Record]:
         """Kafka's ``generateLeaderAndIsrUpdates``: drop ``broker_to_remove`` from
         each ISR and elect where needed; ``broker_to_add`` may lead although the
-        view still has it fenced (it is being unfenced in the same request)."""
+        view still has it fenced (it is being unfenced in the same request);
+        ``broker_with_unclean_shutdown`` leaves the ISR and the ELR and may not
+        lead (KIP-966)."""
         view = self.c.view
+        gone = (broker_to_remove, broker_with_unclean_shutdown)
 
         def acceptable(replica: int) -> bool:
-            return replica != broker_to_remove and (
-                replica == broker_to_add or view.is_active(replica)
-            )
+            return replica not in gone and (replica == broker_to_add or view.is_active(replica))
 
         bump = bumps_leader_epoch_on_isr_shrink(view.metadata_version)
         records: list[Record] = []
@@ -116,23 +145,32 @@ class ReplicationControlManager:
                 pid,
                 acceptable,
                 self.election_for(topic_id),
-                bump_on_isr_shrink=bump,
+                bump,
+                *self.elr_settings(topic_id),
             )
-            if broker_to_remove != NO_LEADER:
-                builder.target_isr = tuple(r for r in part.isr if r != broker_to_remove)
+            if broker_with_unclean_shutdown != NO_LEADER:
+                builder.unclean_shutdown_replicas = (broker_with_unclean_shutdown,)
+            if broker_to_remove != NO_LEADER or broker_with_unclean_shutdown != NO_LEADER:
+                builder.target_isr = tuple(r for r in part.isr if r not in gone)
             record = builder.build()
             if record is not None:
                 records.append(record)
         return records
 
     def handle_broker_fenced(
-        self, broker_id: int, *, redundant_record: bool = True
+        self, broker_id: int, *, redundant_record: bool = True, unclean_shutdown: bool = False
     ) -> list[Record]:
-        """ISR removals (with new leaders), then the fence record."""
+        """ISR removals (with new leaders), then the fence record. A fenced
+        broker is clean: with ELR on it goes into the ELR where the ISR falls
+        below min ISR; with ``unclean_shutdown`` (a new incarnation after an
+        unclean shutdown) it leaves every ISR and ELR instead."""
         reg = self.c.view.broker(broker_id)
-        records = self.generate_leader_and_isr_updates(
-            broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
-        )
+        if unclean_shutdown:
+            records = self.handle_broker_unclean_shutdown(broker_id, remove=True)
+        else:
+            records = self.generate_leader_and_isr_updates(
+                broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+            )
         if redundant_record or not reg.fenced:
             records.append(
                 BrokerRegistrationChangeRecord(
@@ -144,11 +182,42 @@ class ReplicationControlManager:
     def handle_broker_unregistered(self, broker_id: int, broker_epoch: int) -> list[Record]:
         """Kafka's ``handleBrokerUnregistered``: ISR removals (with new
         leaders), then the unregister record, in one batch."""
-        records = self.generate_leader_and_isr_updates(
-            broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+        index = self.c.index
+        # Disjoint in a sound log; one visit per partition whatever the log says.
+        partitions = sorted(
+            {
+                *index.partitions_with_broker_in_isr(broker_id),
+                *index.partitions_with_broker_in_elr(broker_id),
+            }
         )
+        records = self.generate_leader_and_isr_updates(broker_id, NO_LEADER, partitions)
         records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
         return records
+
+    def handle_broker_unclean_shutdown(
+        self, broker_id: int, *, remove: bool = False
+    ) -> list[Record]:
+        """Kafka's ``handleBrokerUncleanShutdown`` (KIP-966): a broker that
+        re-registers after an unclean shutdown may have lost what it had
+        acknowledged, so it leaves every ISR and ELR (and any leadership).
+        Nothing while ELR is off. ``remove``: it is also being fenced."""
+        if not self.c.view.feature(ELR_VERSION) >= 1:
+            if not remove:
+                return []
+            return self.generate_leader_and_isr_updates(
+                broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+            )
+        index = self.c.index
+        # Disjoint in a sound log; one visit per partition whatever the log says.
+        partitions = sorted(
+            {
+                *index.partitions_with_broker_in_isr(broker_id),
+                *index.partitions_with_broker_in_elr(broker_id),
+            }
+        )
+        return self.generate_leader_and_isr_updates(
+            broker_id if remove else NO_LEADER, NO_LEADER, partitions, broker_id
+        )
 
     def handle_broker_unfenced(self, broker_id: int, broker_epoch: int) -> list[Record]:
         """The unfence record, then elections for leaderless partitions it can lead."""
@@ -357,7 +426,8 @@ class ReplicationControlManager:
                 pid,
                 view.is_active,
                 election,
-                bump_on_isr_shrink=bump,
+                bump,
+                *self.elr_settings(topic_id),
             ).build()
             if record is not None:
                 records.append(record)
@@ -406,8 +476,11 @@ class ReplicationControlManager:
                     )
                 else:
                     election = self.election_for(topic_id)
+                    elr = self.elr_settings(topic_id)
                     results = tuple(
-                        self._alter_one(req, topic_id, election, bump, p, records, merged, members)
+                        self._alter_one(
+                            req, topic_id, election, bump, elr, p, records, merged, members
+                        )
                         for p in topic.partitions
                     )
                 topic_results.append(
@@ -435,6 +508,7 @@ class ReplicationControlManager:
         topic_id: str,
         election: Election,
         bump_on_isr_shrink: bool,
+        elr: tuple[bool, int],
         p: AlterPartitionPartition,
         records: list[Record],
         merged_by_record: dict[int, tuple[PartitionRegistration, PartitionRegistration]],
@@ -459,7 +533,7 @@ class ReplicationControlManager:
 
         # Positional: a keyword costs the hot path about 3% (one builder a partition).
         builder = PartitionChangeBuilder(
-            part, topic_id, pid, view.is_active, election, bump_on_isr_shrink
+            part, topic_id, pid, view.is_active, election, bump_on_isr_shrink, *elr
         )
         builder.target_isr = new_isr
         builder.target_lrs = p.leader_recovery_state

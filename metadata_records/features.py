@@ -20,7 +20,13 @@ deciding each:
   (PartitionRecord v1), none of which metaquorum writes.
 
 Every level also has Kafka's leader recovery (3.2-IV0) and NoOpRecord
-(3.3-IV1). ELR (KIP-966, 4.0-IV1) is out of scope.
+(3.3-IV1).
+
+ELR (KIP-966) is the feature ``eligible.leader.replicas.version``: 0 (off, the
+default, as Kafka 4.0) or 1 (on). Kafka's level 1 needs metadata.version
+4.0-IV1; metaquorum's highest level is 3.6-IV0, so level 1 needs that one
+(decisions.md 110). With it on, PartitionRecord and PartitionChangeRecord are
+written at v2 (their tagged EligibleLeaderReplicas and LastKnownElr fields).
 """
 
 from __future__ import annotations
@@ -51,7 +57,18 @@ BOOTSTRAP_METADATA_VERSION = MAX_METADATA_VERSION
 # (3.0-IV1); a metaquorum controller writes one before anything else.
 DEFAULT_METADATA_VERSION = 1
 
-SUPPORTED_FEATURES = {METADATA_VERSION: (MIN_METADATA_VERSION, MAX_METADATA_VERSION)}
+# KIP-966: Kafka's EligibleLeaderReplicasVersion.
+ELR_VERSION = "eligible.leader.replicas.version"
+MAX_ELR_VERSION = 1
+# The metadata.version ELR level 1 needs (Kafka: 4.0-IV1, 23; decisions.md 110).
+ELR_MIN_METADATA_VERSION = MAX_METADATA_VERSION
+# The record version that carries EligibleLeaderReplicas and LastKnownElr.
+ELR_RECORD_VERSION = 2
+
+SUPPORTED_FEATURES = {
+    METADATA_VERSION: (MIN_METADATA_VERSION, MAX_METADATA_VERSION),
+    ELR_VERSION: (0, MAX_ELR_VERSION),
+}
 
 # metaquorum's own levels from before it took Kafka's numbering (decision 62),
 # and the Kafka level that follows the same rules: 1 kept controlled shutdown
@@ -97,3 +114,21 @@ def metadata_changed(source: int, target: int) -> bool:
     such a level may lose metadata. Both levels are known ones."""
     high, low = max(source, target), min(source, target)
     return any(KAFKA_RELEASES[level][1] for level in range(low + 1, high + 1))
+
+
+def elr_enabled(features: dict[str, int]) -> bool:
+    """Kafka's ``FeatureControlManager.isElrFeatureEnabled``: the finalized
+    ``eligible.leader.replicas.version`` is 1 or more."""
+    return features.get(ELR_VERSION, 0) >= 1
+
+
+def feature_dependency_problem(name: str, level: int, metadata_version: int) -> str | None:
+    """Kafka's FeatureVersion dependencies: why ``name`` at ``level`` cannot
+    be finalized with this metadata.version, or None."""
+    if name == ELR_VERSION and level >= 1 and metadata_version < ELR_MIN_METADATA_VERSION:
+        return (
+            f"{ELR_VERSION} level {level} requires {METADATA_VERSION} "
+            f"{ELR_MIN_METADATA_VERSION} ({release_name(ELR_MIN_METADATA_VERSION)}) or higher, "
+            f"but it is {metadata_version} ({release_name(metadata_version)})"
+        )
+    return None

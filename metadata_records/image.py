@@ -5,7 +5,7 @@ every untouched broker, topic and partition with the old. Readers on any thread
 may therefore hold an image without locks.
 
 Layout, chosen so that 1,000,000 partitions stay small: a partition is a
-NamedTuple of eight small fields (ints and int tuples, ``()`` shared when empty);
+NamedTuple of ten small fields (ints and int tuples, ``()`` shared when empty);
 partitions live in one dict per topic, so a batch copies only the dicts of the
 topics it touches.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .acls import StandardAcl
-from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
+from .features import DEFAULT_METADATA_VERSION, ELR_RECORD_VERSION, METADATA_VERSION
 from .records import (
     LRS_NO_CHANGE,
     NO_LEADER,
@@ -54,6 +54,11 @@ class PartitionRegistration(NamedTuple):
     leader_recovery_state: int
     leader_epoch: int
     partition_epoch: int
+    # KIP-966: the eligible leader replicas (clean former ISR members, never in
+    # the ISR) and the last known ELR (Kafka 4.0 keeps the last leader there
+    # once the ISR is empty); both () while ELR is off.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @classmethod
     def from_record(cls, r: PartitionRecord) -> PartitionRegistration:
@@ -66,6 +71,8 @@ class PartitionRegistration(NamedTuple):
             r.leader_recovery_state,
             r.leader_epoch,
             r.partition_epoch,
+            r.eligible_leader_replicas or (),
+            r.last_known_elr or (),
         )
 
     @property
@@ -74,9 +81,24 @@ class PartitionRegistration(NamedTuple):
         leaderless partition is not)."""
         return self.leader == (self.replicas[0] if self.replicas else NO_LEADER)
 
-    def to_record(self, topic_id: str, partition_id: int) -> PartitionRecord:
-        """The PartitionRecord that recreates this registration (snapshots, tools)."""
-        return PartitionRecord(partition_id=partition_id, topic_id=topic_id, **self._asdict())
+    def to_record(
+        self, topic_id: str, partition_id: int, elr_enabled: bool = False
+    ) -> PartitionRecord:
+        """The PartitionRecord that recreates this registration (snapshots,
+        tools): v2 with the ELR fields when ELR is on or they are not empty
+        (Kafka writes them only when there is something), else v0."""
+        fields = self._asdict()
+        elr, last_known = fields.pop("elr"), fields.pop("last_known_elr")
+        if not (elr_enabled or elr or last_known):
+            return PartitionRecord(partition_id=partition_id, topic_id=topic_id, **fields)
+        return PartitionRecord(
+            partition_id=partition_id,
+            topic_id=topic_id,
+            **fields,
+            eligible_leader_replicas=elr or None,
+            last_known_elr=last_known or None,
+            version=ELR_RECORD_VERSION,
+        )
 
     def merge(self, r: PartitionChangeRecord) -> PartitionRegistration:
         """Kafka's ``PartitionRegistration.merge``: every change adds 1 to the
@@ -97,6 +119,8 @@ class PartitionRegistration(NamedTuple):
             else r.leader_recovery_state,
             leader_epoch,
             self.partition_epoch + 1,
+            self.elr if r.eligible_leader_replicas is None else r.eligible_leader_replicas,
+            self.last_known_elr if r.last_known_elr is None else r.last_known_elr,
         )
 
     @property

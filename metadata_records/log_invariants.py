@@ -39,6 +39,7 @@ from .acls import StandardAcl, enum_problem
 from .client_quotas import entity_text, record_problem
 from .codec import DecodeError, record_from_obj
 from .delta import ImageDelta
+from .features import ELR_VERSION
 from .image import EMPTY_IMAGE
 from .records import (
     FENCE,
@@ -87,7 +88,15 @@ RULES: dict[str, Rule] = {
         "no partition record puts into an ISR a broker that is fenced, in controlled "
         "shutdown or unregistered at that offset (KIP-841)",
     ),
-    "isr-empty": Rule(RECORD, "an ISR is never empty"),
+    "isr-empty": Rule(
+        RECORD, "an ISR is empty only while ELR is on (eligible.leader.replicas.version 1)"
+    ),
+    "elr-member": Rule(
+        RECORD,
+        "a record puts into an ELR only brokers that were in the partition's ISR or ELR "
+        "just before (KIP-966)",
+    ),
+    "elr-isr": Rule(RECORD, "an ELR and its partition's ISR never share a broker (KIP-966)"),
     "producer-ids": Rule(
         RECORD,
         "producer id blocks never overlap: each ProducerIdsRecord's nextProducerId exceeds "
@@ -342,8 +351,10 @@ class LogInvariants:
                 problems.append(
                     ("kip-841", entity, f"ISR {isr_text(r.isr)} adds " + ", ".join(added))
                 )
-            if not r.isr:
+            if not r.isr and self.delta.feature(ELR_VERSION) < 1:
                 problems.append(("isr-empty", entity, "the ISR is empty"))
+        if r.eligible_leader_replicas is not None or r.isr is not None:
+            problems += self._elr_problems(r, old, entity)
         if kind is PartitionRecord and old is not None:
             if r.partition_epoch != old.partition_epoch + 1:
                 problems.append((
@@ -356,6 +367,35 @@ class LogInvariants:
                     "leader-epoch", entity,
                     f"leader epoch {r.leader_epoch} is below the previous {old.leader_epoch}",
                 ))  # fmt: skip
+        return problems
+
+    @staticmethod
+    def _elr_problems(r: Any, old: Any, entity: str) -> list[tuple[str, str, str]]:
+        """elr-member and elr-isr: the ELR's new members come from the ISR or
+        the ELR before; after the record, ELR and ISR are disjoint."""
+        problems = []
+        old_isr = () if old is None else old.isr
+        old_elr = () if old is None else old.elr
+        if type(r) is PartitionRecord:  # it states the whole partition: null is empty
+            elr = r.eligible_leader_replicas or ()
+        else:
+            elr = old_elr if r.eligible_leader_replicas is None else r.eligible_leader_replicas
+        if elr is not old_elr:
+            joined = [b for b in elr if b not in old_isr and b not in old_elr]
+            if joined:
+                problems.append((
+                    "elr-member", entity,
+                    f"ELR {isr_text(elr)} adds " + ", ".join(f"broker {b}" for b in joined)
+                    + f", not in the ISR {isr_text(old_isr)} or the ELR {isr_text(old_elr)}",
+                ))  # fmt: skip
+        isr = old_isr if r.isr is None else r.isr
+        shared = [b for b in elr if b in isr]
+        if shared:
+            problems.append((
+                "elr-isr", entity,
+                f"ELR {isr_text(elr)} and ISR {isr_text(isr)} share "
+                + ", ".join(f"broker {b}" for b in shared),
+            ))  # fmt: skip
         return problems
 
     def _refusal(self, r: Record, old: Any) -> tuple[str, str, str]:

@@ -234,9 +234,14 @@ class TopicRecord:
     version: int = 0
 
 
-@_record("PARTITION_RECORD", 3, 0)
+@_record("PARTITION_RECORD", 3, 2)
 @dataclass(frozen=True, slots=True)
 class PartitionRecord:
+    """v2 (KIP-966, written only with ``eligible.leader.replicas.version`` 1)
+    adds Kafka's tagged ``eligibleLeaderReplicas`` and ``lastKnownElr``
+    (null means empty). v1's log directories are out of scope: v1 is v0's
+    shape and never written (decisions.md 110)."""
+
     partition_id: int = _f(Kind.INT32)
     topic_id: str = _f(Kind.UUID)
     replicas: tuple[int, ...] = _f(Kind.INT32_LIST)
@@ -247,6 +252,10 @@ class PartitionRecord:
     leader_recovery_state: int = _f(Kind.INT8, default=LRS_RECOVERED)
     leader_epoch: int = _f(Kind.INT32, default=0)
     partition_epoch: int = _f(Kind.INT32, default=0)
+    eligible_leader_replicas: tuple[int, ...] | None = _f(
+        Kind.NULLABLE_INT32_LIST, since=2, default=None
+    )
+    last_known_elr: tuple[int, ...] | None = _f(Kind.NULLABLE_INT32_LIST, since=2, default=None)
     version: int = 0
 
 
@@ -260,10 +269,12 @@ class ConfigRecord:
     version: int = 0
 
 
-@_record("PARTITION_CHANGE_RECORD", 5, 0)
+@_record("PARTITION_CHANGE_RECORD", 5, 2)
 @dataclass(frozen=True, slots=True)
 class PartitionChangeRecord:
-    """Null list fields and leader -2 / leaderRecoveryState -1 mean "unchanged"."""
+    """Null list fields and leader -2 / leaderRecoveryState -1 mean "unchanged".
+    v2 (KIP-966) adds ``eligibleLeaderReplicas`` and ``lastKnownElr``; a record
+    is written at v2 only when it sets one of them (decisions.md 110)."""
 
     partition_id: int = _f(Kind.INT32)
     topic_id: str = _f(Kind.UUID)
@@ -273,6 +284,10 @@ class PartitionChangeRecord:
     removing_replicas: tuple[int, ...] | None = _f(Kind.NULLABLE_INT32_LIST, default=None)
     adding_replicas: tuple[int, ...] | None = _f(Kind.NULLABLE_INT32_LIST, default=None)
     leader_recovery_state: int = _f(Kind.INT8, default=LRS_NO_CHANGE)
+    eligible_leader_replicas: tuple[int, ...] | None = _f(
+        Kind.NULLABLE_INT32_LIST, since=2, default=None
+    )
+    last_known_elr: tuple[int, ...] | None = _f(Kind.NULLABLE_INT32_LIST, since=2, default=None)
     version: int = 0
 
 

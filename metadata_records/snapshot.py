@@ -54,6 +54,13 @@ _ACL_FIELDS = (
     ("operation", Kind.INT8),
     ("permissionType", Kind.INT8),
 )
+# KIP-966: a partition with an ELR or a last known ELR has two more fields;
+# one without keeps the nine, so images without ELR encode (and digest) as before.
+_PARTITION_ELR_FIELDS = (
+    *_PARTITION_FIELDS,
+    ("eligibleLeaderReplicas", Kind.INT32_LIST),
+    ("lastKnownElr", Kind.INT32_LIST),
+)
 _IMAGE_KEYS = (
     "format",
     "nextOffset",
@@ -85,7 +92,7 @@ def image_to_obj(image: MetadataImage) -> dict[str, Any]:
                 "name": t.name,
                 "topicId": t.topic_id,
                 "configs": dict(sorted(t.configs.items())),
-                "partitions": [[pid, *p] for pid, p in sorted(t.partitions.items())],
+                "partitions": [_partition_row(pid, p) for pid, p in sorted(t.partitions.items())],
             }
             for _, t in sorted(image.topics.items())
         ],
@@ -138,6 +145,10 @@ def _decode_client_quotas(value: Any) -> dict[Entity, dict[str, float]]:
             k: _decode_value(Kind.FLOAT64, v, f"{where}.quotas.{k}") for k, v in quotas.items()
         }
     return out
+
+
+def _partition_row(pid: int, p: PartitionRegistration) -> list:
+    return [pid, *p] if p.elr or p.last_known_elr else [pid, *p[:-2]]
 
 
 def encode_image(image: MetadataImage) -> bytes:
@@ -228,8 +239,13 @@ def decode_image(data: Any) -> MetadataImage:
         partitions: dict[int, PartitionRegistration] = {}
         for j, row in enumerate(t["partitions"]):
             fields = _partition_fast(row)
-            if fields is None:  # something is off: the slow path names it
-                fields = _row(row, _PARTITION_FIELDS, f"{where}.partitions[{j}]")
+            if fields is None:  # something is off (or ELR): the slow path names it
+                spec = (
+                    _PARTITION_ELR_FIELDS
+                    if type(row) is list and len(row) == len(_PARTITION_ELR_FIELDS)
+                    else _PARTITION_FIELDS
+                )
+                fields = _row(row, spec, f"{where}.partitions[{j}]")
             pid, replicas, isr, *rest = fields
             if pid in partitions:
                 raise DecodeError(f"{where}.partitions[{j}]: partition {pid} appears twice")

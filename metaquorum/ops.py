@@ -1,6 +1,7 @@
 """Operator commands: ``status``, ``brokers``, ``topics``, ``log``,
-``configs``, ``alter-configs``, ``client-quotas``, ``alter-client-quotas``, ``create-topic``, ``unregister-broker``,
-``configs``, ``alter-configs``, ``acls``, ``create-acl``, ``delete-acls``, ``create-topic``, ``unregister-broker``,
+``configs``, ``alter-configs``, ``client-quotas``, ``alter-client-quotas``,
+``acls``, ``create-acl``, ``delete-acls``, ``update-features``, ``create-topic``,
+``unregister-broker``,
 ``transfer-leadership``, ``add-voter``,
 ``remove-voter``.
 
@@ -189,6 +190,20 @@ def add_ops_commands(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--validate-only", action="store_true", help="check everything, write nothing")
     p = command(
+        "update-features",
+        "finalize a feature at a level (Kafka's UpdateFeatures, as kafka-features "
+        "upgrade/downgrade): metadata.version, or eligible.leader.replicas.version "
+        "(KIP-966's ELR: 1 on, 0 off)",
+        WRITE_EXITS,
+    )
+    p.add_argument("feature", metavar="NAME=LEVEL", help="e.g. eligible.leader.replicas.version=1")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--downgrade", action="store_true", help="a safe downgrade to a lower level")
+    kind.add_argument(
+        "--unsafe-downgrade", action="store_true", help="an unsafe downgrade (may lose metadata)"
+    )
+    p.add_argument("--validate-only", action="store_true", help="check everything, write nothing")
+    p = command(
         "unregister-broker",
         "decommission a broker id for good (Kafka's UnregisterBroker): its registration "
         "is removed and it leaves every ISR; stop the broker first",
@@ -292,6 +307,7 @@ OPS = {
     "acls",
     "create-acl",
     "delete-acls",
+    "update-features",
     "create-topic",
     "unregister-broker",
     "transfer-leadership",
@@ -555,6 +571,19 @@ async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None
             return await _alter_client_quotas(client, args, console)
         if cmd in ("acls", "create-acl", "delete-acls"):
             return await _acl_command(cmd, client, args, console)
+        if cmd == "update-features":
+            name, sep, level = args.feature.partition("=")
+            if not sep or not name or not level.strip().lstrip("-").isdigit():
+                return _fail(
+                    f"INVALID_REQUEST: {args.feature!r} is not NAME=LEVEL (a whole number)",
+                    EXIT_BAD_INPUT,
+                )
+            upgrade_type = 3 if args.unsafe_downgrade else 2 if args.downgrade else 1
+            answer = await client.update_features(
+                name, int(level), upgrade_type, args.validate_only
+            )
+            verb = "would finalize" if args.validate_only else "finalized"
+            return _report(answer, args.json, console, lambda: f"{verb} {name} at level {level}")
         if cmd == "unregister-broker":
             answer = await client.unregister_broker(args.broker_id)
             return _report(
@@ -738,7 +767,8 @@ def _print_status(console: Console, s: dict, leader: dict | None, human: bool) -
         f"{s.get('controllerEpoch')}, raft term {s.get('raftTerm')}, high watermark "
         f"{s.get('highWatermark')}, applied {s.get('lastAppliedOffset')}, metadata.version "
         f"{s.get('metadataVersion')}, auth {s.get('auth')}, ready {s.get('ready')}, "
-        f"observers connected {s.get('observersConnected', 0)}",
+        f"observers connected {s.get('observersConnected', 0)}, features "
+        + (", ".join(f"{k}={v}" for k, v in (s.get("finalizedFeatures") or {}).items()) or "none"),
         markup=False,
         highlight=False,
     )
@@ -844,6 +874,12 @@ def _print_brokers(console: Console, items: list, offset: int | None) -> None:
 
 
 def _print_topics(console: Console, items: list, offset: int | None) -> None:
+    # KIP-966's columns only where a partition has an ELR or a last known one.
+    elr = any(
+        p.get("eligibleLeaderReplicas") or p.get("lastKnownElr")
+        for t in items
+        for p in t.get("partitions", [])
+    )
     rows = [
         [
             str(t.get("name")),
@@ -854,10 +890,13 @@ def _print_topics(console: Console, items: list, offset: int | None) -> None:
             str(p.get("leaderEpoch")),
             str(p.get("partitionEpoch")),
         ]
+        + ([_ids(p.get("eligibleLeaderReplicas")), _ids(p.get("lastKnownElr"))] if elr else [])
         for t in items
         for p in t.get("partitions", [])
     ]
     headers = ["Topic", "Partition", "Leader", "Replicas", "Isr", "LeaderEpoch", "PartitionEpoch"]
+    if elr:
+        headers += ["Elr", "LastKnownElr"]
     print_table(console, f"topics at offset {offset}", headers, rows)
 
 

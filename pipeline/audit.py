@@ -35,6 +35,7 @@ PIDS = "PRODUCER_IDS_RECORD"
 QUOTA = "CLIENT_QUOTA_RECORD"
 ACE = "ACCESS_CONTROL_ENTRY_RECORD"
 RACE = "REMOVE_ACCESS_CONTROL_ENTRY_RECORD"
+ELR_VERSION = "eligible.leader.replicas.version"
 UNBOUNDED = W.unboundedPreceding
 
 
@@ -283,6 +284,7 @@ def partition_states(df: DataFrame) -> DataFrame:
     p = df.filter(F.col("type").isin(PR, PCR)).select(
         "offset", "seq", "batch_offset", "timestamp_ms", "from_snapshot", "type", "topic_id",
         "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch",
+        "eligible_leader_replicas",
     )  # fmt: skip
     key = ("topic_id", "partition_id")
     order = W.partitionBy(*key).orderBy("offset", "seq")
@@ -316,8 +318,29 @@ def partition_states(df: DataFrame) -> DataFrame:
         # Who the record puts into the ISR: KIP-841 looks at these only.
         .withColumn("added", F.array_except("isr", F.coalesce("prev_isr", F.array().cast("array<int>"))))
         .withColumn("prev_isr_size", F.size("prev_isr"))
-        .drop("seg", "moves", "n", "replicas", "prev_isr")
     )  # fmt: skip
+    # KIP-966: a PartitionRecord's null ELR is empty, a change's is "unchanged".
+    none = F.array().cast("array<int>")
+    elr = F.when(is_pr, F.coalesce("eligible_leader_replicas", none)).otherwise(
+        F.col("eligible_leader_replicas")
+    )
+    p = (
+        p.withColumn("elr_set", elr)
+        .withColumn("elr_given", F.col("elr_set").isNotNull())
+        .withColumn("elr_state", F.last("elr_set", ignorenulls=True).over(upto))
+        .withColumn("prev_elr", F.coalesce(F.lag("elr_state").over(order), none))
+        # Who the record puts into the ELR from outside the ISR and the ELR
+        # before it; who the ELR and the ISR share after it.
+        .withColumn(
+            "elr_joined",
+            F.when(
+                F.col("elr_set").isNotNull(),
+                F.array_except("elr_set", F.array_union(F.coalesce("prev_isr", none), "prev_elr")),
+            ),
+        )
+        .withColumn("elr_shared", F.array_intersect("elr_state", "isr_state"))
+        .drop("seg", "moves", "n", "replicas", "eligible_leader_replicas", "elr_set")
+    )
     return p
 
 
@@ -329,8 +352,33 @@ def with_entity(df: DataFrame, topics: DataFrame) -> DataFrame:
     )
 
 
-def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFrame]:
-    """The record rules of partition records: kip-841, isr-empty, and the
+def elr_levels(df: DataFrame) -> DataFrame:
+    """(offset, feature_level) of each FeatureLevelRecord of
+    eligible.leader.replicas.version (KIP-966): a handful of rows."""
+    return df.filter(
+        (F.col("type") == "FEATURE_LEVEL_RECORD") & (F.col("name") == ELR_VERSION)
+    ).select(F.col("offset").alias("f_offset"), "feature_level")
+
+
+def _without_elr(rows: DataFrame, levels: DataFrame) -> DataFrame:
+    """The ``rows`` (few: empty ISRs) written while ELR was off: the last
+    eligible.leader.replicas.version record before each is absent or below 1."""
+    latest = (
+        rows.select("offset", "seq")
+        .join(F.broadcast(levels), F.col("f_offset") < F.col("offset"), "left")
+        .groupBy("offset", "seq")
+        .agg(F.max_by("feature_level", "f_offset").alias("elr_level"))
+    )
+    return rows.join(latest, ["offset", "seq"], "left").filter(
+        F.coalesce(F.col("elr_level"), F.lit(0)) < 1
+    )
+
+
+def partition_checks(
+    p: DataFrame, b: DataFrame, topics: DataFrame, features: DataFrame
+) -> list[DataFrame]:
+    """The record rules of partition records: kip-841, isr-empty (unless ELR
+    is on: ``features`` is ``elr_levels``), elr-member, elr-isr, and the
     epochs of a PartitionRecord that restates a partition."""
     live = p.filter(~F.col("from_snapshot"))
     carry = ["offset", "seq", "timestamp_ms", "topic_id", "partition_id", "isr"]
@@ -381,10 +429,52 @@ def partition_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[Data
             ),
         ),  # fmt: skip
         _violation(
-            with_entity(live.filter(F.col("isr").isNotNull() & (F.size("isr") == 0)), topics),
+            with_entity(
+                _without_elr(
+                    live.filter(F.col("isr").isNotNull() & (F.size("isr") == 0)), features
+                ),
+                topics,
+            ),
             "isr-empty",
             entity,
             F.lit("the ISR is empty"),
+        ),
+        _violation(
+            with_entity(live.filter(F.size(F.coalesce("elr_joined", F.array())) > 0), topics),
+            "elr-member",
+            entity,
+            F.concat(
+                F.lit("ELR "),
+                _isr_text(F.col("elr_state")),
+                F.lit(" adds "),
+                F.array_join(
+                    F.transform("elr_joined", lambda b: F.format_string("broker %d", b)), ", "
+                ),
+                F.lit(", not in the ISR "),
+                _isr_text(F.coalesce("prev_isr", F.array())),
+                F.lit(" or the ELR "),
+                _isr_text(F.col("prev_elr")),
+            ),
+        ),
+        _violation(
+            with_entity(
+                live.filter(
+                    (F.col("elr_given") | F.col("isr").isNotNull()) & (F.size("elr_shared") > 0)
+                ),
+                topics,
+            ),
+            "elr-isr",
+            entity,
+            F.concat(
+                F.lit("ELR "),
+                _isr_text(F.col("elr_state")),
+                F.lit(" and ISR "),
+                _isr_text(F.col("isr_state")),
+                F.lit(" share "),
+                F.array_join(
+                    F.transform("elr_shared", lambda b: F.format_string("broker %d", b)), ", "
+                ),
+            ),
         ),
         _violation(
             restated.filter(F.col("partition_epoch") != F.col("prev_partition_epoch") + 1),
@@ -774,7 +864,7 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
     parts = (
         offsets_checks(df, first_offset)
         + broker_checks(b)
-        + partition_checks(p, b, topics)
+        + partition_checks(p, b, topics, elr_levels(df))
         + batch_checks(p, b, topics)
         + [refused_changes(df, topics), producer_id_checks(df), client_quota_checks(df)]
         + [refused_changes(df, topics), producer_id_checks(df), acl_checks(df)]

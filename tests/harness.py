@@ -39,6 +39,7 @@ from metadata_records.records import (
 
 CLUSTER_ID = "test-cluster"
 MV_RANGE = (FeatureRange("metadata.version", 6, 12),)
+ELR_FEATURES = (*MV_RANGE, FeatureRange("eligible.leader.replicas.version", 0, 1))
 
 
 def incarnation(broker_id: int, generation: int = 0) -> str:
@@ -75,6 +76,9 @@ class ControllerHarness:
     # The placer's random source from the image's partition count (Controller's
     # default: random.Random); a test passes Kafka's MockRandom for Kafka's lists.
     placement_random: Callable[[int], object] = random.Random
+    # The feature ranges brokers register with (ELR_FEATURES: they support
+    # eligible.leader.replicas.version too).
+    broker_features: tuple = MV_RANGE
 
     def __post_init__(self) -> None:
         self._decided = None
@@ -181,7 +185,7 @@ class ControllerHarness:
     # ------------------------------------------------------------ shortcuts
 
     def register(self, broker_id: int, generation: int = 0, **kw) -> object:
-        kw.setdefault("features", MV_RANGE)
+        kw.setdefault("features", self.broker_features)
         resp = self.run(
             BrokerRegistrationRequest(
                 broker_id,

@@ -34,6 +34,7 @@ from metadata_records.records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     EntityData,
+    FeatureLevelRecord,
     NoOpRecord,
     PartitionChangeRecord,
     ProducerIdsRecord,
@@ -307,6 +308,43 @@ def _acls_that_cannot_exist(p: Planter) -> list[tuple[int, str]]:
     return found
 
 
+def _elr(p: Planter) -> list[tuple[int, str]]:
+    """KIP-966: ELR on, an ISR shrunk below min ISR with its leavers in the
+    ELR and an empty ISR (both fine); then an ELR that takes a broker from
+    outside the ISR and the ELR, and one that shares a broker with the ISR."""
+    topic_id = p.h.topic_id("t")
+    p.plant(FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1))
+    t0 = p.h.partition("t", 0)
+    rest = tuple(b for b in t0.isr if b != t0.leader)
+    shrink = PartitionChangeRecord(
+        partition_id=0,
+        topic_id=topic_id,
+        isr=(t0.leader,),
+        eligible_leader_replicas=rest,
+        version=2,
+    )
+    empty = PartitionChangeRecord(
+        partition_id=0,
+        topic_id=topic_id,
+        isr=(),
+        leader=NO_LEADER,
+        eligible_leader_replicas=(*rest, t0.leader),
+        last_known_elr=(t0.leader,),
+        version=2,
+    )
+    p.plant(shrink, empty)
+    t1 = p.h.partition("t", 1)
+    outsider = next(b for b in sorted(p.h.image.brokers) if b not in t1.isr)
+    stranger = PartitionChangeRecord(
+        partition_id=1, topic_id=topic_id, eligible_leader_replicas=(outsider,), version=2
+    )
+    t2 = p.h.partition("t", 2)
+    shared = PartitionChangeRecord(  # an ISR member, kept in the ISR
+        partition_id=2, topic_id=topic_id, eligible_leader_replicas=(t2.isr[-1],), version=2
+    )
+    return [(p.plant(stranger), "elr-member"), (p.plant(shared), "elr-isr")]
+
+
 PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "offsets-dense": _offsets_dense,
     "controller-epoch": _controller_epoch,
@@ -324,6 +362,7 @@ PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
     "producer-id-blocks-overlap": _producer_id_blocks_overlap,
     "client-quotas": _client_quotas,
     "acls-that-cannot-exist": _acls_that_cannot_exist,
+    "elr": _elr,
 }
 
 

@@ -308,3 +308,44 @@ def test_agents_hand_out_producer_ids_never_twice_across_restarts(voter):
             assert {g["brokerId"] for g in grants} == {131, 132}
 
     asyncio.run(go())
+
+
+def test_with_elr_a_crashed_broker_leaves_the_elr_and_a_cleanly_stopped_one_stays(tmp_path):
+    """KIP-966 through the agent (issue 21 item 7): it supports
+    eligible.leader.replicas.version, so the feature can be turned on; its
+    new incarnation names its last epoch after a controlled shutdown (it stays
+    in the ELR) and -1 after a crash (it leaves it)."""
+
+    async def go(voter):
+        async with Brokers(voter, [141, 142, 143]) as bs:
+            assert (await bs.client.update_features("eligible.leader.replicas.version", 1)).ok
+            await bs.client.create_topics(
+                [
+                    {
+                        "name": "elr-t",
+                        "assignments": [{"partitionIndex": 0, "brokerIds": [141, 142, 143]}],
+                        "configs": [{"name": "min.insync.replicas", "value": "3"}],
+                    }
+                ]
+            )
+            await until(lambda: bs.partition("elr-t") is not None, what="elr-t in the cache")
+            clean, crashed = bs.agents[142], bs.agents[143]
+            assert await clean.stop()
+            await until(lambda: bs.partition("elr-t").elr == (142,), what="142 in the ELR")
+            await crashed.crash()
+            await until(lambda: bs.partition("elr-t").elr == (142, 143), what="143 in the ELR")
+            assert bs.partition("elr-t").isr == (141,)
+            old = bs.follower.image.brokers[143].epoch
+            crashed.start()
+            await until(lambda: bs.follower.image.brokers[143].epoch != old, what="143 back")
+            assert 143 not in bs.partition("elr-t").elr  # out as it registered
+            old = bs.follower.image.brokers[142].epoch
+            clean.start()
+            await until(lambda: bs.follower.image.brokers[142].epoch != old, what="142 back")
+            p = bs.partition("elr-t")
+            assert 142 in p.elr or 142 in p.isr, p  # kept until it is back in the ISR
+            await until(lambda: len(bs.partition("elr-t").isr) == 3, what="all back")
+            assert bs.partition("elr-t").elr == ()
+
+    with running_cluster(tmp_path, extra=["--session-timeout-ms", "3000"]) as voter:
+        asyncio.run(go(voter))

@@ -113,6 +113,8 @@ def test_topics(local, app, cluster):
         "leaderRecoveryState",
         "addingReplicas",
         "removingReplicas",
+        "eligibleLeaderReplicas",  # KIP-966
+        "lastKnownElr",
     }
     beta = get(local, app, "/v1/topics/beta").json()
     assert beta == topics["beta"]

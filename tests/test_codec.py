@@ -415,7 +415,14 @@ def _valid_obj(type_name: str) -> dict:
         ),
         "TOPIC_RECORD": TopicRecord(name="t", topic_id=INC),
         "PARTITION_RECORD": PartitionRecord(
-            partition_id=0, topic_id=INC, replicas=(1, 2), isr=(1,), leader=1
+            partition_id=0,
+            topic_id=INC,
+            replicas=(1, 2),
+            isr=(1,),
+            leader=1,
+            eligible_leader_replicas=(2,),
+            last_known_elr=(),
+            version=2,
         ),
         "CONFIG_RECORD": ConfigRecord(
             resource_type=2, resource_name="t", name="retention.ms", value="1"
@@ -429,6 +436,9 @@ def _valid_obj(type_name: str) -> dict:
             removing_replicas=(),
             adding_replicas=(),
             leader_recovery_state=0,
+            eligible_leader_replicas=(2,),
+            last_known_elr=(1,),
+            version=2,
         ),
         "REMOVE_TOPIC_RECORD": RemoveTopicRecord(topic_id=INC),
         "UNREGISTER_BROKER_RECORD": UnregisterBrokerRecord(broker_id=1, broker_epoch=17),

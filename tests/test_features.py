@@ -23,7 +23,10 @@ def test_the_supported_levels_are_kafkas_3_3_iv2_to_3_6_iv0():
     assert (release_name(6), release_name(12)) == ("3.3-IV2", "3.6-IV0")
     assert BOOTSTRAP_METADATA_VERSION == 12
     assert DEFAULT_METADATA_VERSION == 1 and release_name(1) == "3.0-IV1"  # MINIMUM_KRAFT_VERSION
-    assert SUPPORTED_FEATURES == {"metadata.version": (6, 12)}
+    assert SUPPORTED_FEATURES == {
+        "metadata.version": (6, 12),
+        "eligible.leader.replicas.version": (0, 1),
+    }
     assert release_name(13) == "13"  # past what metaquorum follows
 
 

@@ -483,3 +483,28 @@ def test_acl_commands_refusals_and_exit_codes(voter):
     assert r.returncode == 2 and "is not TYPE:NAME" in r.stderr
     r = mq("acls", "--operation", "FLY", url=voter.url(0))
     assert r.returncode == 1 and "operation 'FLY' is not one of" in r.stderr
+
+
+def test_update_features_and_status_show_the_finalized_levels(voter):
+    """metaquorum update-features (Kafka's UpdateFeatures, issue 21 item 7):
+    what it says, its refusals and exit codes; status lists the features."""
+    r = mq("update-features", "metadata.version=12", "--validate-only", url=voter.url(0))
+    assert r.returncode == 0 and "would finalize metadata.version at level 12" in r.stdout, r.stderr
+    r = mq("update-features", "eligible.leader.replicas.version=2", "--json", url=voter.url(0))
+    assert r.returncode == 1
+    assert json.loads(r.stdout)["errorName"] == "INVALID_UPDATE_VERSION"
+    assert "The controller only supports versions 0-1" in r.stderr
+    r = mq("update-features", "eligible.leader.replicas.version", url=voter.url(0))
+    assert r.returncode == 2 and "is not NAME=LEVEL" in r.stderr
+    r = mq(
+        "update-features",
+        "metadata.version=11",
+        "--downgrade",
+        "--unsafe-downgrade",
+        url=voter.url(0),
+    )
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
+    r = mq("status", "--json", url=voter.url(0))
+    assert json.loads(r.stdout)["finalizedFeatures"]["metadata.version"] == 12, r.stdout
+    r = mq("status", url=voter.url(0))
+    assert "features metadata.version=12" in r.stdout, r.stdout

@@ -108,6 +108,8 @@ EXPECTED_FIELDS = {
         ("leaderRecoveryState", Kind.INT8, 0, 0),
         ("leaderEpoch", Kind.INT32, 0, 0),
         ("partitionEpoch", Kind.INT32, 0, 0),
+        ("eligibleLeaderReplicas", Kind.NULLABLE_INT32_LIST, 2, None),
+        ("lastKnownElr", Kind.NULLABLE_INT32_LIST, 2, None),
     ],
     "CONFIG_RECORD": [
         ("resourceType", Kind.INT8, 0, MISSING),
@@ -124,6 +126,8 @@ EXPECTED_FIELDS = {
         ("removingReplicas", Kind.NULLABLE_INT32_LIST, 0, None),
         ("addingReplicas", Kind.NULLABLE_INT32_LIST, 0, None),
         ("leaderRecoveryState", Kind.INT8, 0, -1),
+        ("eligibleLeaderReplicas", Kind.NULLABLE_INT32_LIST, 2, None),
+        ("lastKnownElr", Kind.NULLABLE_INT32_LIST, 2, None),
     ],
     "REMOVE_TOPIC_RECORD": [("topicId", Kind.UUID, 0, MISSING)],
     "FEATURE_LEVEL_RECORD": [
@@ -153,9 +157,9 @@ MAX_VERSIONS = {
     "ACCESS_CONTROL_ENTRY_RECORD": 0,
     "REMOVE_ACCESS_CONTROL_ENTRY_RECORD": 0,
     "TOPIC_RECORD": 0,
-    "PARTITION_RECORD": 0,
+    "PARTITION_RECORD": 2,  # v2: KIP-966 ELR (v1, log directories, never written)
     "CONFIG_RECORD": 0,
-    "PARTITION_CHANGE_RECORD": 0,
+    "PARTITION_CHANGE_RECORD": 2,  # v2: KIP-966 ELR
     "REMOVE_TOPIC_RECORD": 0,
     "FEATURE_LEVEL_RECORD": 0,
     "NO_OP_RECORD": 0,
@@ -219,6 +223,11 @@ def test_the_versioned_fields_are_kafkas():
         ("REGISTER_BROKER_RECORD", "inControlledShutdown"): 1,
         ("REGISTER_BROKER_RECORD", "isMigratingZkBroker"): 2,
         ("BROKER_REGISTRATION_CHANGE_RECORD", "inControlledShutdown"): 1,
+        # KIP-966's tagged fields (Kafka's versions "2+").
+        ("PARTITION_RECORD", "eligibleLeaderReplicas"): 2,
+        ("PARTITION_RECORD", "lastKnownElr"): 2,
+        ("PARTITION_CHANGE_RECORD", "eligibleLeaderReplicas"): 2,
+        ("PARTITION_CHANGE_RECORD", "lastKnownElr"): 2,
     }
 
 

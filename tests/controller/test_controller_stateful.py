@@ -25,7 +25,14 @@ Invariants:
   new incarnation is refused as a duplicate only within one session timeout of
   its old incarnation's last contact (a heartbeat with its epoch, a
   registration), whatever the log says about controlled shutdown and across
-  failovers.
+  failovers;
+- ELR (KIP-966, issue 21 item 7; the enable_elr rule turns it on in some
+  walks, min.insync.replicas varies): the ELR and the ISR never share a
+  member; every member a record puts in an ELR was in the partition's ISR or
+  ELR just before; no leader is elected outside the ISR and the ELR unless
+  unclean election is allowed (the topic's config, else the cluster default,
+  or an explicit unclean ElectLeaders); a broker that re-registers after an
+  unclean shutdown is in no ELR and no ISR; an ISR is empty only with ELR on.
 """
 
 from collections import Counter
@@ -66,6 +73,7 @@ from controller.messages import (
     ReassignablePartition,
     ReassignableTopic,
     UnregisterBrokerRequest,
+    UpdateFeaturesRequest,
 )
 from metadata_records.acls import AclBindingFilter, StandardAcl, acl_problem
 from metadata_records.config_schema import UNCLEAN_LEADER_ELECTION_ENABLE as UNCLEAN_LEADER_ELECTION
@@ -83,7 +91,7 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
-from tests.harness import ControllerHarness
+from tests.harness import ELR_FEATURES, ControllerHarness
 
 BROKERS = st.integers(1, 4)
 RARELY = st.sampled_from([False, False, False, False, True])
@@ -164,8 +172,12 @@ def _filter_matches(f, acl) -> bool:
     )
 
 
+ELR = "eligible.leader.replicas.version"
+
+
 class ControllerMachine(RuleBasedStateMachine):
     metadata_version = 12  # 3.6-IV0, where new clusters start
+    elr_from_the_start = False  # else only the enable_elr rule turns ELR on
 
     def __init__(self):
         super().__init__()
@@ -177,6 +189,7 @@ class ControllerMachine(RuleBasedStateMachine):
                 "unclean_election_interval_ms": 2000,
                 "leader_imbalance_check_interval_ms": 2000,
             },
+            broker_features=ELR_FEATURES,
         )
         self.generation = Counter()
         # The cluster default's unclean.leader.election.enable (None: not set).
@@ -197,6 +210,21 @@ class ControllerMachine(RuleBasedStateMachine):
         # When each broker's current incarnation last really reached a
         # controller (a failover grants a session but is no contact).
         self.contact: dict[int, int] = {}
+        # An unclean ElectLeaders was asked for in this step (it may elect
+        # outside the ISR and the ELR whatever the topic's config).
+        self.explicit_unclean = False
+
+    def elr_on(self) -> bool:
+        return self.h.image.features.get(ELR, 0) >= 1
+
+    def check_unclean_re_registration(self, broker: int, previous_epoch: int, old_epoch) -> None:
+        """KIP-966: a new incarnation whose previousBrokerEpoch is not its old
+        epoch shut down uncleanly: with ELR on it is in no ELR and no ISR."""
+        if not self.elr_on() or previous_epoch == old_epoch:
+            return
+        for topic in self.h.image.topics.values():
+            for part in topic.partitions.values():
+                assert broker not in part.elr and broker not in part.isr, (broker, part)
 
     def hear(self, *brokers: int) -> None:
         for b in brokers:
@@ -217,6 +245,8 @@ class ControllerMachine(RuleBasedStateMachine):
         """Most runs start from live brokers and a topic, so that short random
         walks reach the interesting states."""
         ids = list(range(1, brokers + 1))
+        if self.elr_from_the_start:
+            assert self.h.run(UpdateFeaturesRequest(ELR, 1)).error is Errors.NONE
         if ids:
             self.h.start_brokers(*ids)
             self.hear(*ids)
@@ -237,14 +267,18 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule(broker=BROKERS, new_incarnation=RARELY)
     def register(self, broker, new_incarnation):
-        if new_incarnation or broker not in self.h.epochs:
+        new = new_incarnation or broker not in self.h.epochs
+        if new:
             self.generation[broker] += 1
+        old = self.h.image.brokers.get(broker)
         resp = self.h.register(broker, generation=self.generation[broker])
         self.check_duplicate(broker, resp.error)
         if resp.error is Errors.DUPLICATE_BROKER_REGISTRATION:
             self.generation[broker] -= 1
         else:
             assert resp.error is Errors.NONE, resp
+            if new:
+                self.check_unclean_re_registration(broker, -1, old and old.epoch)
             # A new incarnation gets a new session; the same one re-registering
             # is contact (Kafka's registerBroker touches the session).
             self.hear(broker)
@@ -275,6 +309,16 @@ class ControllerMachine(RuleBasedStateMachine):
             if resp.should_shut_down:
                 assert registered.fenced
 
+    @precondition(lambda self: self.h.image.brokers)
+    @rule(data=st.data())
+    def a_broker_asks_to_be_fenced(self, data):
+        """wantFence: the broker leaves every ISR (into the ELR, with ELR on,
+        where the ISR falls below min ISR); its next heartbeat unfences it."""
+        broker = data.draw(st.sampled_from(sorted(self.h.image.brokers)))
+        resp = self.h.heartbeat(broker, want_fence=True)
+        assert resp.error is Errors.NONE
+        self.hear(broker)
+
     @rule(brokers=st.lists(BROKERS, min_size=2, max_size=4, unique=True))
     def group_commit_heartbeats(self, brokers):
         """Several heartbeats decided into one batch, then committed together."""
@@ -291,12 +335,19 @@ class ControllerMachine(RuleBasedStateMachine):
                 self.hear(b)
         self.commit_results(results)
 
-    @rule(broker=BROKERS)
-    def broker_crashes_and_restarts(self, broker):
-        """A new incarnation once the old session has expired, fenced or not."""
+    @rule(broker=BROKERS, clean=st.booleans())
+    def broker_crashes_and_restarts(self, broker, clean):
+        """A new incarnation once the old session has expired, fenced or not:
+        after a crash (previousBrokerEpoch -1), or a clean stop (its epoch)."""
         self.h.advance(self.h.session_timeout_ms + 1)
         self.generation[broker] += 1
-        assert self.h.register(broker, generation=self.generation[broker]).error is Errors.NONE
+        old = self.h.image.brokers.get(broker)
+        previous = old.epoch if clean and old is not None else -1
+        resp = self.h.register(
+            broker, generation=self.generation[broker], previous_broker_epoch=previous
+        )
+        assert resp.error is Errors.NONE
+        self.check_unclean_re_registration(broker, previous, old and old.epoch)
         self.hear(broker)
 
     @rule(broker=BROKERS, group_with_heartbeats=RARELY)
@@ -475,6 +526,7 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule(kind=st.sampled_from([PREFERRED, UNCLEAN]))
     def elect(self, kind):
+        self.explicit_unclean = kind == UNCLEAN
         self.h.run(ElectLeadersRequest(kind, None))
 
     @rule()
@@ -579,6 +631,33 @@ class ControllerMachine(RuleBasedStateMachine):
         assert all(image.values())
         assert {frozenset(e): q for e, q in image.items()} == self.quota_model
 
+    @rule(validate_only=RARELY)
+    def enable_elr(self, validate_only):
+        """UpdateFeatures eligible.leader.replicas.version=1 (KIP-966): it
+        needs metadata.version 12 (decisions.md 110), where it passes."""
+        h = self.h
+        resp = h.run(UpdateFeaturesRequest(ELR, 1, validate_only=validate_only))
+        if h.image.metadata_version < 12:
+            assert resp.error is Errors.INVALID_UPDATE_VERSION and h.last.records == ()
+            return
+        assert resp.error is Errors.NONE, resp
+        assert h.image.features.get(ELR) == (None if validate_only and not self.elr_on() else 1)
+
+    @rule(data=st.data(), value=st.sampled_from(["1", "2", "3", None]))
+    def alter_min_isr(self, data, value):
+        """min.insync.replicas on a topic or the cluster default (None: DELETE):
+        what the ELR is kept against."""
+        h = self.h
+        name = data.draw(st.sampled_from(["", *self.topics()]))
+        op = OpType.DELETE if value is None else OpType.SET
+        resource = AlterConfigsResource(
+            BROKER_RESOURCE if name == "" else TOPIC_RESOURCE,
+            name,
+            (AlterableConfig("min.insync.replicas", op, value),),
+        )
+        (answer,) = h.run(IncrementalAlterConfigsRequest((resource,))).responses
+        assert answer.error is Errors.NONE, answer
+
     @rule(data=st.data())
     def preferred_replica_back_in_the_isr(self, data):
         """A partition's leader takes its preferred replica, active again, back
@@ -628,12 +707,22 @@ class ControllerMachine(RuleBasedStateMachine):
         result = h.controller.maybe_balance_partition_leaders(h.now_ms)
 
         def may_lead(broker: int, part) -> bool:
+            # With ELR on, a partition whose ISR is empty may take an ELR member.
             reg = h.image.brokers.get(broker)
-            return broker in part.isr and reg is not None and reg.active
+            return broker in (part.isr or part.elr) and reg is not None and reg.active
 
         for record in result.records:
             before = h.image.partition(record.topic_id, record.partition_id)
-            assert record.isr is None and record.replicas is None, record
+            if record.leader == -2:
+                # ELR on: the preferred replica may not lead, but the change
+                # clears an ELR that min.insync.replicas, lowered since, no
+                # longer keeps (Kafka's maybePopulateTargetElr in every build).
+                assert record.eligible_leader_replicas == () and before.elr, (record, before)
+                assert record.isr is None and record.replicas is None, record
+                continue
+            # Elected from the ELR, the new leader becomes the ISR.
+            from_elr = not before.isr and record.isr == (record.leader,)
+            assert (record.isr is None or from_elr) and record.replicas is None, record
             assert record.leader != before.leader and may_lead(record.leader, before), before
             if may_lead(before.replicas[0], before):
                 assert record.leader == before.replicas[0], (record, before)
@@ -655,7 +744,9 @@ class ControllerMachine(RuleBasedStateMachine):
         )
         for topic_id, topic in image.topics.items():
             for pid, part in topic.partitions.items():
-                assert part.isr, (topic.name, pid, part)
+                assert part.isr or self.elr_on(), (topic.name, pid, part)
+                assert not set(part.isr) & set(part.elr), part
+                assert part.elr == () or self.elr_on() or old_elr_kept(before, topic_id, pid)
                 assert len(set(part.isr)) == len(part.isr)
                 assert set(part.isr) <= set(part.replicas), part
                 if part.leader != -1:
@@ -669,6 +760,39 @@ class ControllerMachine(RuleBasedStateMachine):
         # broker is left, so an unclean election may make one broker the ISR
         # and a later fence in the same step leave it there, leaderless.
         self.check_isr_members_were_active_when_added()
+        self.check_elr_records()
+        self.explicit_unclean = False
+
+    def check_elr_records(self):
+        """KIP-966, record by record through the step's records: an ELR
+        member was in the ISR or the ELR just before; a leader from outside
+        both is an unclean election, and only where one is allowed."""
+        before = self.before
+        state: dict[tuple[str, int], object] = {}
+        for record in self.h.log[self.checked_log :]:
+            if isinstance(record, PartitionRecord):
+                state[(record.topic_id, record.partition_id)] = None
+                continue
+            if not isinstance(record, PartitionChangeRecord):
+                continue
+            key = (record.topic_id, record.partition_id)
+            old = state[key] if key in state else before.partition(*key)
+            if old is None:  # created in this step: its first ISR is checked elsewhere
+                continue
+            if record.eligible_leader_replicas is not None:
+                joined = set(record.eligible_leader_replicas) - set(old.isr) - set(old.elr)
+                assert not joined, (record, old)
+            if (
+                record.leader >= 0
+                and record.leader != old.leader
+                and record.replicas is None  # a completed reassignment elects from its new ISR
+                and record.leader not in (*old.isr, *old.elr)
+            ):
+                assert self.explicit_unclean or self.unclean_allowed(record.topic_id), (
+                    record,
+                    old,
+                )
+            state[key] = old.merge(record)
 
     def check_isr_members_were_active_when_added(self):
         """KIP-841, record by record through the step's records: a broker joins
@@ -811,8 +935,18 @@ class ControllerMachine(RuleBasedStateMachine):
                 broker
             ) == fresh.partitions_with_broker_in_isr(broker)
             assert c.index.partitions_led_by(broker) == fresh.partitions_led_by(broker)
+            assert c.index.partitions_with_broker_in_elr(
+                broker
+            ) == fresh.partitions_with_broker_in_elr(broker)
         assert c.index.imbalanced_partitions() == fresh.imbalanced_partitions()
         assert c.index.imbalanced_count == fresh.imbalanced_count
+
+
+def old_elr_kept(before, topic_id: str, pid: int) -> bool:
+    """With ELR off a partition has no ELR, unless it kept one from when ELR
+    was on (never in these walks: nothing turns ELR off)."""
+    old = before.partition(topic_id, pid)
+    return old is not None and bool(old.elr)
 
 
 class ControllerMachineMV6(ControllerMachine):
@@ -820,6 +954,12 @@ class ControllerMachineMV6(ControllerMachine):
     leader epoch (KAFKA-15021's old rule)."""
 
     metadata_version = 6
+
+
+class ControllerMachineELR(ControllerMachine):
+    """ELR on from the first step, so that every walk exercises KIP-966."""
+
+    elr_from_the_start = True
 
 
 SETTINGS = settings(
@@ -832,3 +972,5 @@ TestController = ControllerMachine.TestCase
 TestController.settings = SETTINGS
 TestControllerMV6 = ControllerMachineMV6.TestCase
 TestControllerMV6.settings = SETTINGS
+TestControllerELR = ControllerMachineELR.TestCase
+TestControllerELR.settings = SETTINGS
