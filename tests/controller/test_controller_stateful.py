@@ -722,10 +722,21 @@ class ControllerMachine(RuleBasedStateMachine):
                 continue
             # Elected from the ELR, the new leader becomes the ISR.
             from_elr = not before.isr and record.isr == (record.leader,)
-            assert (record.isr is None or from_elr) and record.replicas is None, record
+            replicas = before.replicas
+            if record.replicas is not None:
+                # Kafka's builder completes a reassignment in any change whose
+                # ISR, less the removed replicas, holds every replica that stays.
+                removing = set(before.removing_replicas)
+                assert before.adding_replicas or removing, (record, before)
+                replicas = tuple(r for r in before.replicas if r not in removing)
+                assert record.replicas == replicas, (record, before)
+                assert record.removing_replicas == () and record.adding_replicas == (), record
+                assert set(record.isr or before.isr) <= set(replicas), (record, before)
+            else:
+                assert record.isr is None or from_elr, record
             assert record.leader != before.leader and may_lead(record.leader, before), before
-            if may_lead(before.replicas[0], before):
-                assert record.leader == before.replicas[0], (record, before)
+            if may_lead(replicas[0], before):
+                assert record.leader == replicas[0], (record, before)
             else:
                 assert before.leader == -1, (record, before)
         h.commit(result.records)
