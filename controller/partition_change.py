@@ -253,20 +253,6 @@ class PartitionChangeBuilder:
             and last_known is None
         ):
             return None
-        if elr is not None or last_known is not None:
-            return PartitionChangeRecord(
-                partition_id=self.partition_id,
-                topic_id=self.topic_id,
-                isr=isr,
-                leader=leader,
-                replicas=replicas,
-                removing_replicas=removing,
-                adding_replicas=adding,
-                leader_recovery_state=lrs,
-                eligible_leader_replicas=elr,
-                last_known_elr=last_known,
-                version=ELR_RECORD_VERSION,
-            )
         return PartitionChangeRecord(
             partition_id=self.partition_id,
             topic_id=self.topic_id,
@@ -276,6 +262,10 @@ class PartitionChangeBuilder:
             removing_replicas=removing,
             adding_replicas=adding,
             leader_recovery_state=lrs,
+            eligible_leader_replicas=elr,
+            last_known_elr=last_known,
+            # v2 only when it carries an ELR field: logs without ELR stay as they were
+            version=0 if elr is None and last_known is None else ELR_RECORD_VERSION,
         )
 
     def _last_known_elr(self, leader: int, isr: tuple[int, ...] | None) -> tuple[int, ...] | None:

@@ -467,6 +467,22 @@ def _report(answer, as_json: bool, console: Console, done: Callable[[], str]) ->
     return 0
 
 
+def _report_entry(
+    answer, entries: str, as_json: bool, console: Console, done: Callable[[], str]
+) -> int:
+    """``_report`` of a write of one entry (alter-configs, alter-client-quotas):
+    the entry under ``entries`` decides, or the request's own error when it
+    was refused whole."""
+    result = (answer.body.get(entries) or [answer.body])[0]
+    if as_json:
+        _dump(result)
+    if result.get("errorCode", answer.error_code) != 0:
+        return _fail(f"{result.get('errorName')}: {result.get('errorMessage')}")
+    if not as_json:
+        console.print(done())
+    return 0
+
+
 async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None = None) -> int:
     seeds = [u.strip() for u in args.url.split(",") if u.strip()]
     cmd = args.command
@@ -930,15 +946,14 @@ async def _alter_configs(client, args: argparse.Namespace, console: Console) -> 
     answer = await client.alter_configs(
         [{"resourceType": kind, "resourceName": name, "configs": changes}], args.validate_only
     )
-    result = (answer.body.get("responses") or [answer.body])[0]
-    if args.json:
-        _dump(result)
-    if result.get("errorCode", answer.error_code) != 0:
-        return _fail(f"{result.get('errorName')}: {result.get('errorMessage')}")
-    if not args.json:
-        done = "would change" if args.validate_only else "changed"
-        console.print(f"{done} {len(changes)} config(s) of {what}")
-    return 0
+    done = "would change" if args.validate_only else "changed"
+    return _report_entry(
+        answer,
+        "responses",
+        args.json,
+        console,
+        lambda: f"{done} {len(changes)} config(s) of {what}",
+    )
 
 
 async def _alter_client_quotas(client, args: argparse.Namespace, console: Console) -> int:
@@ -966,15 +981,14 @@ async def _alter_client_quotas(client, args: argparse.Namespace, console: Consol
     answer = await client.alter_client_quotas(
         [{"entity": components, "ops": ops}], args.validate_only
     )
-    result = (answer.body.get("entries") or [answer.body])[0]
-    if args.json:
-        _dump(result)
-    if result.get("errorCode", answer.error_code) != 0:
-        return _fail(f"{result.get('errorName')}: {result.get('errorMessage')}")
-    if not args.json:
-        done = "would change" if args.validate_only else "changed"
-        console.print(f"{done} {len(ops)} quota(s) of {_entity_text(components)}")
-    return 0
+    done = "would change" if args.validate_only else "changed"
+    return _report_entry(
+        answer,
+        "entries",
+        args.json,
+        console,
+        lambda: f"{done} {len(ops)} quota(s) of {_entity_text(components)}",
+    )
 
 
 def _print_configs(console: Console, args, configs: list, offset: int | None) -> None:

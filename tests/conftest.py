@@ -2,6 +2,7 @@
 (started once, always stopped) with the real app over it, and one real
 ``metaquorum serve`` voter process per module."""
 
+import asyncio
 import contextlib
 import os
 
@@ -79,6 +80,15 @@ def running(c: Cluster):
 def running_cluster(root, voters: int = 1, **kw):
     """Voters as ``metaquorum serve`` processes (``running``)."""
     return running(Cluster(root, voters=voters, **kw))
+
+
+def run_on_three_voters(root, scenario, **kw) -> None:
+    """``asyncio.run(scenario(cluster, leader, follower))`` on 3 running
+    voters, stopped afterwards, also on failure (the end-to-end tests)."""
+    with running_cluster(root, voters=3, **kw) as c:
+        leader = c.leader()
+        follower = next(i for i in range(c.n) if i != leader)
+        asyncio.run(scenario(c, leader, follower))
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from brokers.client import MetaquorumClient
 
 from .cluster import Cluster
+from .conftest import run_on_three_voters
 
 pytestmark = pytest.mark.slow
 
@@ -43,15 +44,7 @@ async def until(check, what, timeout_s=30.0):
 
 
 def test_acls_through_the_client_on_three_voters_and_a_failover(tmp_path):
-    c = Cluster(tmp_path)
-    try:
-        c.start()
-        c.wait_ready()
-        leader = c.leader()
-        follower = next(i for i in range(c.n) if i != leader)
-        asyncio.run(acls_scenario(c, leader, follower))
-    finally:
-        c.close()
+    run_on_three_voters(tmp_path, acls_scenario)
 
 
 async def acls_scenario(c: Cluster, leader: int, follower: int) -> None:

@@ -4,13 +4,12 @@ HTTP workers in front of its core): AlterClientQuotas through a follower,
 DescribeClientQuotas from a follower with each kind of filter, every voter
 describing the same, and a new leader keeping the quotas and taking more."""
 
-import asyncio
-
 import pytest
 
 from brokers.client import MetaquorumClient, RequestRejected
 
 from .cluster import Cluster
+from .conftest import run_on_three_voters
 
 pytestmark = pytest.mark.slow
 
@@ -48,15 +47,7 @@ def test_client_quotas_from_followers_and_across_a_failover(tmp_path, monkeypatc
         monkeypatch.setenv("METAQUORUM_HTTP_WORKERS", "2")
     else:
         monkeypatch.delenv("METAQUORUM_HTTP_WORKERS", raising=False)
-    c = Cluster(tmp_path)
-    try:
-        c.start()
-        c.wait_ready()
-        leader = c.leader()
-        follower = next(i for i in range(c.n) if i != leader)
-        asyncio.run(scenario(c, leader, follower))
-    finally:
-        c.close()
+    run_on_three_voters(tmp_path, scenario)
 
 
 async def scenario(c: Cluster, leader: int, follower: int) -> None:

@@ -6,7 +6,6 @@ leader from the ELR; a broker that re-registers after an unclean shutdown
 (previousBrokerEpoch -1) leaves the ELR, one after a clean shutdown (its own
 epoch) stays; every voter shows the same."""
 
-import asyncio
 import uuid
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from brokers.client import MetaquorumClient
 
 from .cluster import Cluster
+from .conftest import run_on_three_voters
 from .test_e2e import MV, beat_until, listeners
 
 pytestmark = pytest.mark.slow
@@ -23,17 +23,10 @@ FEATURES = [*MV, {"name": ELR, "minSupportedVersion": 0, "maxSupportedVersion": 
 
 
 def test_elr_keeps_clean_replicas_eligible_and_drops_unclean_ones(tmp_path):
-    c = Cluster(tmp_path, extra=["--session-timeout-ms", "2000"])
-    try:
-        c.start()
-        c.wait_ready()
-        follower = next(i for i in range(c.n) if i != c.leader())
-        asyncio.run(elr_scenario(c, follower))
-    finally:
-        c.close()
+    run_on_three_voters(tmp_path, elr_scenario, extra=["--session-timeout-ms", "2000"])
 
 
-async def elr_scenario(c: Cluster, follower: int) -> None:
+async def elr_scenario(c: Cluster, leader: int, follower: int) -> None:
     async with MetaquorumClient([c.url(follower)]) as client:
         epochs = {}
         for b in (1, 2, 3):

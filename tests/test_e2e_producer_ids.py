@@ -13,6 +13,7 @@ import pytest
 from brokers.client import ClientError, MetaquorumClient
 
 from .cluster import Cluster
+from .conftest import run_on_three_voters
 from .test_cluster import MV
 
 pytestmark = pytest.mark.slow
@@ -21,15 +22,7 @@ LISTENERS = [{"name": "PLAINTEXT", "host": "localhost", "port": 9092, "securityP
 
 
 def test_producer_id_blocks_never_overlap_across_a_leader_kill(tmp_path):
-    c = Cluster(tmp_path)
-    try:
-        c.start()
-        c.wait_ready()
-        leader = c.leader()
-        follower = next(i for i in range(c.n) if i != leader)
-        asyncio.run(scenario(c, leader, follower))
-    finally:
-        c.close()
+    run_on_three_voters(tmp_path, scenario)
 
 
 async def scenario(c: Cluster, leader: int, follower: int) -> None:
