@@ -970,7 +970,12 @@ class QuorumNode:
                     # it runs: one per interval, whatever else is written.
                     self._schedule_noop(now)
                     if supports_noop_record(controller.view.metadata_version):
-                        records.append(NoOpRecord())
+                        # Into the view too: what is decided after it in this
+                        # batch sees its offset taken (a registration's epoch
+                        # is the offset of its own record).
+                        noop = (NoOpRecord(),)
+                        controller.replay(noop)
+                        records.extend(noop)
                         noops += 1
                     continue
                 if pending.request is _BOOTSTRAP:

@@ -859,6 +859,48 @@ def test_an_idle_active_controller_writes_one_noop_per_interval_and_0_disables_i
     asyncio.run(main())
 
 
+def test_a_noop_decided_before_a_registration_in_one_batch_moves_its_epoch_too(tmp_path):
+    """KIP-380 in KRaft: a broker's epoch is the offset of its own
+    RegisterBrokerRecord, also when a periodic NoOpRecord goes first in the
+    same batch (the nemesis found a registration one offset short)."""
+    from quorum.node import _NOOP, _Pending
+
+    node = build_node(single_voter_config(tmp_path, metadata_max_idle_interval_ms=0))
+
+    async def main():
+        await node.start()
+        try:
+            await active(node)
+            start = node.image.next_offset
+            node._queue.append(_Pending(_NOOP, None))  # due, not yet decided
+            first = node.submit_future(
+                BrokerRegistrationRequest(
+                    1, node.cluster_id, incarnation(1), (Endpoint("PLAINTEXT", "h", 9092, 0),), MV
+                ),
+                pump=False,
+            )
+            second = node.submit_future(
+                BrokerRegistrationRequest(
+                    2, node.cluster_id, incarnation(2), (Endpoint("PLAINTEXT", "h", 9092, 0),), MV
+                ),
+                pump=False,
+            )
+            node.pump()
+            epochs = [(await first).broker_epoch, (await second).broker_epoch]
+            entries = node.sm.log.read(start, 100)
+            assert [type(e.record).__name__ for e in entries] == [
+                "NoOpRecord", "RegisterBrokerRecord", "RegisterBrokerRecord"
+            ]  # fmt: skip
+            assert {e.batch_offset for e in entries} == {start}  # one batch
+            assert epochs == [start + 1, start + 2]
+            assert [e.record.broker_epoch for e in entries[1:]] == epochs
+            assert [node.image.brokers[b].epoch for b in (1, 2)] == epochs
+        finally:
+            await node.stop(transfer=False)
+
+    asyncio.run(main())
+
+
 def test_only_the_active_controller_writes_noops_and_it_stops_when_it_stops_leading(tmp_path):
     """Followers write none; once leadership moves, the old leader writes no
     more (Kafka cancels the event on renounce) and the new one takes over,
