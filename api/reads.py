@@ -238,12 +238,11 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
 
     Order: the controller's LEADER_CHANGE, the voter set (KRAFT_VOTERS),
     feature levels (metadata.version decides record versions), brokers, the
-    next producer id block (broker -1, epoch -1, as Kafka's snapshots), their
-    dynamic configs (the cluster default first), the client quotas (by
-    entity, then key), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
     next producer id block (broker -1, epoch -1, as Kafka's snapshots), the
-    ACLs (AccessControlEntryRecords by id), their
-    dynamic configs (the cluster default first), then per topic its TopicRecord, ConfigRecords and PartitionRecords. What replay cannot reproduce: each
+    ACLs (AccessControlEntryRecords by id), the brokers' dynamic configs
+    (the cluster default first), the client quotas (by entity, then key), then per
+    topic its TopicRecord, ConfigRecords and PartitionRecords (v2 while ELR is
+    on). What replay cannot reproduce: each
     broker's ``registrationOffset`` (it becomes the record's position, as in
     Kafka, where snapshot records take the snapshot's offset) and the count of
     ignored records."""

@@ -866,8 +866,8 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
         + broker_checks(b)
         + partition_checks(p, b, topics, elr_levels(df))
         + batch_checks(p, b, topics)
-        + [refused_changes(df, topics), producer_id_checks(df), client_quota_checks(df)]
-        + [refused_changes(df, topics), producer_id_checks(df), acl_checks(df)]
+        + [refused_changes(df, topics), producer_id_checks(df)]
+        + [client_quota_checks(df), acl_checks(df)]
     )
     violations = parts[0]
     for part in parts[1:]:
