@@ -693,12 +693,14 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule()
     def balance_leaders(self):
-        """Leader balancing, once it is due: each election changes only the
+        """Leader balancing, once it is due: each election changes the
         leader, to an ISR member that may lead (unfenced; not shutting down,
         where the metadata.version records it). That is the preferred replica
         whenever it may lead; a leaderless partition whose preferred replica
         may not gets another (Kafka's electPreferredLeader); a partition with
-        a leader keeps it."""
+        a leader keeps it. As in Kafka, any build also completes a
+        reassignment whose new replicas are all in the ISR, with a new leader
+        or without one, and clears an ELR below min.insync.replicas."""
         h = self.h
         due = h.controller.next_balance_ms()
         if due is None:
@@ -713,28 +715,42 @@ class ControllerMachine(RuleBasedStateMachine):
 
         for record in result.records:
             before = h.image.partition(record.topic_id, record.partition_id)
-            if record.leader == -2:
+            if record.leader == -2 and record.replicas is None:
                 # ELR on: the preferred replica may not lead, but the change
                 # clears an ELR that min.insync.replicas, lowered since, no
                 # longer keeps (Kafka's maybePopulateTargetElr in every build).
                 assert record.eligible_leader_replicas == () and before.elr, (record, before)
-                assert record.isr is None and record.replicas is None, record
+                assert record.isr is None, record
                 continue
             # Elected from the ELR, the new leader becomes the ISR.
             from_elr = not before.isr and record.isr == (record.leader,)
             replicas = before.replicas
             if record.replicas is not None:
                 # Kafka's builder completes a reassignment in any change whose
-                # ISR, less the removed replicas, holds every replica that stays.
+                # ISR, less the removed replicas, holds every replica that stays
+                # (None in a record: unchanged).
                 removing = set(before.removing_replicas)
                 assert before.adding_replicas or removing, (record, before)
                 replicas = tuple(r for r in before.replicas if r not in removing)
                 assert record.replicas == replicas, (record, before)
-                assert record.removing_replicas == () and record.adding_replicas == (), record
+                for field in ("removing_replicas", "adding_replicas"):
+                    after = getattr(record, field)
+                    assert (getattr(before, field) if after is None else after) == (), record
                 assert set(record.isr or before.isr) <= set(replicas), (record, before)
             else:
                 assert record.isr is None or from_elr, record
-            assert record.leader != before.leader and may_lead(record.leader, before), before
+            if record.leader in (-2, before.leader):
+                # Only a reassignment completed (the leader named again, to
+                # bump its epoch): the election found no replica to take.
+                assert record.replicas is not None, (record, before)
+                assert before.leader == replicas[0] or not may_lead(replicas[0], before), (
+                    record,
+                    before,
+                )
+                if before.leader == -1:
+                    assert not any(may_lead(r, before) for r in replicas), (record, before)
+                continue
+            assert may_lead(record.leader, before), (record, before)
             if may_lead(replicas[0], before):
                 assert record.leader == replicas[0], (record, before)
             else:

@@ -24,6 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from quorum.disk_health import WRITE_RESERVE
+
 from ..cluster import Cluster
 from ..local_node import registration_body
 
@@ -185,7 +187,9 @@ def test_a_full_leader_answers_503_at_once_hands_over_within_seconds_and_recover
     reason = ready.json()["reason"]
     assert "cannot write to its disk" in reason and str(data) in reason, reason
     assert metric(c, leader, "metaquorum_disk_writable") == 0
-    assert metric(c, leader, "metaquorum_disk_free_bytes") == 0
+    # The last free-space check may have run while dd was still filling, or
+    # after the voter dropped a half-written file: any amount under the reserve.
+    assert metric(c, leader, "metaquorum_disk_free_bytes") < WRITE_RESERVE
 
     others = [i for i in range(c.n) if i != leader]
     new_leader = c.leader(among=others, timeout_s=10)
