@@ -125,6 +125,12 @@ def summary(result: SimResult) -> Group:
     t.add_row("ISR shrinks / expands committed", f"{result.isr_shrinks} / {result.isr_expands}")
     for key in ("registrations", "unfencings", "unexpected_fencings"):
         t.add_row(key.replace("_", " "), str(result.events.get(key, 0)))
+    if "decommission" in result.chaos:
+        t.add_row(
+            "decommissions: unregistered / abandoned",
+            f"{result.events.get('brokers_unregistered', 0)} / "
+            f"{result.events.get('decommissions_abandoned', 0)}",
+        )
     lag = result.lag
     if lag:
         t.add_row(

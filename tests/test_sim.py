@@ -210,11 +210,13 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
     console.print(render(sim))
     assert "warning: the simulator's event loop fell 5.0 s behind" in console.export_text()
     result = SimResult(
-        seed=1, brokers=3, partitions=6, duration_s=1.0, chaos={"crash": 1}, chaos_skipped=0,
+        seed=1, brokers=3, partitions=6, duration_s=1.0, chaos={"crash": 1, "decommission": 2},
+        chaos_skipped=0,
         schedule=[], settled=True, settle_s=0.5, stuck=[],
         violations=["offset 9: kip-841: partition t-0: broker 2 joined the ISR while fenced"],
         records_checked=10, fencings=1, isr_shrinks=1, isr_expands=1,
-        isr_while_running={"isr_shrinks": 1, "isr_expands": 1}, events={}, requests={},
+        isr_while_running={"isr_shrinks": 1, "isr_expands": 1},
+        events={"brokers_unregistered": 1, "decommissions_abandoned": 1}, requests={},
         unclean_shutdowns=0, final={}, problems=[],
         lag={
             "processes": 2, "loop_p50_ms": 0.2, "loop_p99_ms": 4000.0, "loop_max_ms": 4100.0,
@@ -229,6 +231,7 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
     text = console.export_text()
     assert "FAILED" in text and "joined the ISR while fenced" in text
     assert "late heartbeats (the simulator's)" in text and "3 / 1" in text
+    assert "decommissions: unregistered / abandoned" in text
     assert "warning: the simulator's event loop fell 4.1 s behind" in text
     assert "event-loop lag" in text and "2 process(es)" in text
 
