@@ -145,6 +145,8 @@ def configs_obj(
 
 # ---------------------------------------------------------------- client quotas
 
+_NO_ERROR = {"errorCode": 0, "errorName": "NONE", "errorMessage": None}
+
 
 def client_quotas_obj(
     image: MetadataImage, components: list[FilterComponent], strict: bool
@@ -154,9 +156,7 @@ def client_quotas_obj(
     if isinstance(found, ApiError):
         return found
     return {
-        "errorCode": 0,
-        "errorName": "NONE",
-        "errorMessage": None,
+        **_NO_ERROR,
         "throttleTimeMs": 0,
         "entries": [
             {
@@ -225,9 +225,6 @@ def acls_obj(image: MetadataImage, acl_filter: AclBindingFilter) -> dict[str, An
             }
         )
     return {**_NO_ERROR, "throttleTimeMs": 0, "resources": resources}
-
-
-_NO_ERROR = {"errorCode": 0, "errorName": "NONE", "errorMessage": None}
 
 
 # ---------------------------------------------------------------- snapshot

@@ -182,15 +182,9 @@ class ReplicationControlManager:
     def handle_broker_unregistered(self, broker_id: int, broker_epoch: int) -> list[Record]:
         """Kafka's ``handleBrokerUnregistered``: ISR removals (with new
         leaders), then the unregister record, in one batch."""
-        index = self.c.index
-        # Disjoint in a sound log; one visit per partition whatever the log says.
-        partitions = sorted(
-            {
-                *index.partitions_with_broker_in_isr(broker_id),
-                *index.partitions_with_broker_in_elr(broker_id),
-            }
+        records = self.generate_leader_and_isr_updates(
+            broker_id, NO_LEADER, self._partitions_holding(broker_id)
         )
-        records = self.generate_leader_and_isr_updates(broker_id, NO_LEADER, partitions)
         records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
         return records
 
@@ -207,16 +201,22 @@ class ReplicationControlManager:
             return self.generate_leader_and_isr_updates(
                 broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
             )
+        return self.generate_leader_and_isr_updates(
+            broker_id if remove else NO_LEADER,
+            NO_LEADER,
+            self._partitions_holding(broker_id),
+            broker_id,
+        )
+
+    def _partitions_holding(self, broker_id: int) -> list:
+        """The partitions with ``broker_id`` in their ISR or ELR, each once
+        (disjoint in a sound log; one visit per partition whatever it says)."""
         index = self.c.index
-        # Disjoint in a sound log; one visit per partition whatever the log says.
-        partitions = sorted(
+        return sorted(
             {
                 *index.partitions_with_broker_in_isr(broker_id),
                 *index.partitions_with_broker_in_elr(broker_id),
             }
-        )
-        return self.generate_leader_and_isr_updates(
-            broker_id if remove else NO_LEADER, NO_LEADER, partitions, broker_id
         )
 
     def handle_broker_unfenced(self, broker_id: int, broker_epoch: int) -> list[Record]:

@@ -37,6 +37,7 @@ from brokers.client import (
     TlsFailure,
 )
 from brokers.tls import ClientTls, ClientTlsError, load_client_tls
+from metadata_records.client_quotas import entity_text
 
 from .output import make_console, print_table
 
@@ -288,11 +289,8 @@ def _quota_entity(args: argparse.Namespace) -> dict[str, str | None]:
 
 
 def _entity_text(components: list) -> str:
-    return ",".join(
-        f"{c.get('entityType')}="
-        + ("<default>" if c.get("entityName") is None else str(c.get("entityName")))
-        for c in components
-    )
+    """An answer's entity components, as metadata_records.client_quotas writes them."""
+    return entity_text((c.get("entityType"), c.get("entityName")) for c in components)
 
 
 OPS = {
