@@ -232,7 +232,8 @@ def quick_alter_partition_message(body: bytes, version: int) -> m.AlterPartition
         return m.AlterPartitionRequest(
             req.broker_id, -1 if epoch is UNSET else epoch, tuple(topics), version
         )
-    except (msgspec.ValidationError, msgspec.DecodeError, InvalidUuid):
+    except (msgspec.ValidationError, msgspec.DecodeError, InvalidUuid, RecursionError):
+        # (msgspec gives up on values nested thousands deep with RecursionError)
         return None
 
 
@@ -241,7 +242,7 @@ def quick_heartbeat_message(body: bytes) -> m.BrokerHeartbeatRequest | None:
     plainly valid body, or None (as ``quick_alter_partition_message``)."""
     try:
         req = _HEARTBEAT.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         return None
     epoch, fence, shut_down = req.broker_epoch, req.want_fence, req.want_shut_down
     keys = 2 + (epoch is not UNSET) + (fence is not UNSET) + (shut_down is not UNSET)

@@ -379,6 +379,10 @@ def _loads(data: Any, what: str) -> Any:
 
 
 def decode_batch(data: Any) -> Batch:
+    if GENERATED and type(data) is bytes:
+        batch = _BATCHES.decode(data)
+        if batch is not None:
+            return batch
     obj = _loads(data, "batch")
     if type(obj) is not dict:
         raise DecodeError(f"batch: expected object, got {type(obj).__name__}")
@@ -405,3 +409,4 @@ def encode_record(record: Record) -> bytes:
 
 
 _GENERATED = codec_fast.GeneratedCodec(_encode_value, _decode_value)
+_BATCHES = codec_fast.BatchDecoder(BATCH_FORMAT, _decode_value)

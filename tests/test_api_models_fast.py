@@ -415,6 +415,7 @@ def test_every_plainly_valid_body_of_every_version_takes_the_quick_path_and_agre
         b' "leaderEpoch": 1, "partitionEpoch": 1, "newIsr": [1], "newIsr": [2]}]}]}',
         b'{"brokerId": 1, "topics": [{"topicName": "a", "topicName": "b", "partitions": []}]}',
         b'{"broker\\u0049d": 1, "brokerId": 2, "topics": []}',
+        b'{"brokerId": 1, "topics": [], "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
     ],
 )
 def test_what_the_quick_parser_cannot_vouch_for_goes_to_pydantic(body):
