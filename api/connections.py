@@ -32,19 +32,27 @@ subclass of uvicorn's httptools protocol that enforces, per connection:
 Handling a request (the app's part, long polls included) has no deadline here:
 the app bounds its own waits.
 
-Over TLS, every request's scope carries the connection's ASGI TLS extension
-(``scope["extensions"]["tls"]``, api/tls.py), read once when the connection
-is made: uvicorn's protocol does not fill it, and the app maps the client
-certificate in it to a principal. The handshake itself happens before this
-protocol sees the connection (asyncio's SSL layer, 60 s at most), so the caps
-and deadlines above start once it is done.
+Over TLS the server listens for plain TCP and this protocol starts TLS
+itself (``loop.start_tls``) once the connection is counted: a connection in
+its handshake holds a descriptor like any other, so it counts against the
+caps, may be evicted as an idle one, and has ``head_timeout_s`` to finish the
+handshake (asyncio's own SSL layer shook hands before the protocol saw the
+connection, for up to 60 s, uncounted: a thousand silent TCP connections
+held a thousand descriptors). A connection over a cap is closed before any
+handshake, without a 503 (there is no TLS yet to send it in). Every
+request's scope carries the connection's ASGI TLS extension
+(``scope["extensions"]["tls"]``, api/tls.py), read once the handshake is
+done: uvicorn's protocol does not fill it, and the app maps the client
+certificate in it to a principal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
+from asyncio import sslproto
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -188,6 +196,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     limits: ClassVar[ConnectionLimits] = ConnectionLimits()
     stats: ClassVar[ConnectionStats] = ConnectionStats()
+    # The context to start TLS with on each connection (None: plain HTTP).
+    tls_context: ClassVar[ssl.SSLContext | None] = None
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -207,30 +217,119 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._body_bytes = 0
         self._lingering = False
         self._tls: dict[str, Any] | None = None
+        self._raw: asyncio.Transport | None = None  # the TCP transport TLS is started on
 
     # ------------------------------------------------------------ connections
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if self.tls_context is not None and self._raw is None:
+            self._handshake(transport)
+            return
         super().connection_made(transport)
         self._tls = tls_extension(transport)
-        stats, lim = self.stats, self.limits
-        self._address = address = self.client[0] if self.client else "?"
+        if self._raw is not None:  # counted before its handshake
+            self._cancel_timer()
+            if self._counted:
+                self._wait_for_head()
+            else:  # evicted or timed out as the handshake finished
+                transport.close()
+            return
+        self._address = self.client[0] if self.client else "?"
+        if self._admit(self._turn_away):
+            self._wait_for_head()
+
+    def _admit(self, turn_away: Any) -> bool:
+        """Counts the connection, evicting the idle one that waited longest if
+        a cap is reached; ``turn_away(cap, detail)`` when every one is busy."""
+        stats, lim, address = self.stats, self.limits, self._address
         if stats.by_address[address] >= lim.max_per_address:
             detail = f"{stats.by_address[address]} open from it, the limit per address is "
             detail += str(lim.max_per_address)
             if not self._evict(stats.oldest_waiting(address), "per_address", detail):
-                self._turn_away("per_address", detail)
-                return
+                turn_away("per_address", detail)
+                return False
         elif stats.open >= lim.max_connections:
             detail = f"{stats.open} open, the limit is {lim.max_connections}"
             if not self._evict(stats.oldest_waiting(), "total", detail):
-                self._turn_away("total", detail)
-                return
+                turn_away("total", detail)
+                return False
         stats.add(self, address)
         self._counted = True
-        self._wait_for_head()
+        return True
+
+    def _handshake(self, raw: asyncio.Transport) -> None:
+        """A TCP connection to a TLS port: counted (and waiting, so evictable,
+        like an idle one), then handed to the loop's TLS layer, which calls
+        ``connection_made`` again with the TLS transport once the handshake
+        is done. The hand-over happens here, before the loop reads a byte
+        (``loop.start_tls`` would do it a loop turn later, and the client's
+        hello would reach this protocol as HTTP)."""
+        self._raw = raw
+        peer = raw.get_extra_info("peername")
+        self._address = peer[0] if isinstance(peer, tuple) and peer else "?"
+        if not self._admit(self._refuse_before_tls):
+            return
+        self.stats.start_waiting(self, self._address)
+        self._timer = self.loop.call_later(self.limits.head_timeout_s, self._handshake_too_slow)
+        handshake = self.loop.create_future()
+        handshake.add_done_callback(self._handshake_done)
+        layer = _tls_layer(self.loop)(
+            self.loop,
+            self,
+            self.tls_context,
+            handshake,
+            server_side=True,
+            call_connection_made=True,
+            # A backstop: _handshake_too_slow closes it at the head deadline.
+            ssl_handshake_timeout=self.limits.head_timeout_s + 5,
+        )
+        raw.set_protocol(layer)
+        layer.connection_made(raw)
+
+    def _refuse_before_tls(self, cap: str, detail: str) -> None:
+        self.stats.refused[cap] += 1
+        self.stats.note(f"refused before its TLS handshake ({cap})", self._address, detail)
+        assert self._raw is not None
+        self._raw.abort()
+
+    def _handshake_too_slow(self) -> None:
+        self._timer = None
+        if self.transport is None and self._counted:
+            self.stats.timed_out["head"] += 1
+            self._close()
+
+    def _handshake_done(self, handshake: asyncio.Future) -> None:
+        """The handshake's end: on success ``connection_made`` has the TLS
+        transport (or will have it); on failure (a refused certificate, a
+        reset, an eviction, the deadline) the connection is no longer counted."""
+        if handshake.cancelled() or handshake.exception() is not None:
+            assert self._raw is not None
+            self._handshake_failed(self._raw)
+
+    def _handshake_failed(self, raw: asyncio.Transport) -> None:
+        self._cancel_timer()
+        if not raw.is_closing():
+            raw.abort()
+        self._release()
+
+    def _release(self) -> None:
+        if self._counted:
+            self._counted = False
+            self.stats.remove(self, self._address)
+
+    def _close(self) -> None:
+        """Closes the connection, in its handshake or after it."""
+        if self.transport is not None:
+            self.transport.close()
+        elif self._raw is not None:
+            self._raw.abort()
+            self._release()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is None:  # lost in its TLS handshake: uvicorn never saw it
+            self._cancel_timer()
+            self._release()
+            return
         self._cancel_timer()
         if self._write_timer is not None:
             self._write_timer.cancel()
@@ -238,16 +337,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._lingering:
             self._lingering = False
             self.stats.lingering -= 1
-        if self._counted:
-            self._counted = False
-            self.stats.remove(self, self._address)
+        self._release()
         super().connection_lost(exc)
 
     def _evict(self, victim: GuardedHttpToolsProtocol | None, cap: str, detail: str) -> bool:
         if victim is None:
             return False
         self.stats.stop_waiting(victim, victim._address)
-        victim.transport.close()
+        victim._close()
         self.stats.evicted[cap] += 1
         self.stats.note(f"evicted ({cap})", self._address, detail)
         return True
@@ -565,12 +662,27 @@ class _AnswerTransport:
         self._close()
 
 
+def _tls_layer(loop: asyncio.AbstractEventLoop) -> type:
+    """The loop's own TLS protocol class (uvloop's, or asyncio's), as its
+    ``start_tls`` and ``create_server(ssl=...)`` use."""
+    try:
+        import uvloop
+
+        if isinstance(loop, uvloop.Loop):
+            return uvloop.loop.SSLProtocol
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        pass
+    return sslproto.SSLProtocol
+
+
 def guarded_protocol(
-    limits_: ConnectionLimits, stats: ConnectionStats
+    limits_: ConnectionLimits, stats: ConnectionStats, tls_context: ssl.SSLContext | None = None
 ) -> type[GuardedHttpToolsProtocol]:
-    """The protocol class for ``uvicorn.Config(http=...)`` with these limits."""
+    """The protocol class for ``uvicorn.Config(http=...)`` with these limits;
+    with ``tls_context`` it starts TLS itself on the plain TCP connections
+    uvicorn accepts (give uvicorn no SSL context then)."""
     return type(
         "GuardedHttpToolsProtocol",
         (GuardedHttpToolsProtocol,),
-        {"limits": limits_, "stats": stats},
+        {"limits": limits_, "stats": stats, "tls_context": tls_context},
     )

@@ -584,11 +584,11 @@ def http_config(app, host: str, port: int, limits, stats, tls):
         # not a proxy): no X-Forwarded-* rewriting on every request.
         proxy_headers=False,
         # Deadlines, head limits and connection caps (api/connections.py).
-        http=guarded_protocol(limits, stats),
+        # Over TLS the protocol starts TLS itself, once the connection is
+        # counted, with our context, which is swapped under the listening
+        # socket when the files change (api/tls.py): uvicorn listens for TCP.
+        http=guarded_protocol(limits, stats, None if tls is None else tls.listening),
         timeout_keep_alive=5,
-        # Our context, not uvicorn's: it is swapped under the listening
-        # socket when the files change (api/tls.py).
-        ssl_context_factory=None if tls is None else (lambda config, default: tls.listening),
     )
 
 

@@ -133,8 +133,7 @@ class HttpsServer:
                 port=self.port,
                 log_level="warning",
                 lifespan="off",
-                http=guarded_protocol(ConnectionLimits(), ConnectionStats()),
-                ssl_context_factory=lambda config, default: context.listening,
+                http=guarded_protocol(ConnectionLimits(), ConnectionStats(), context.listening),
             )  # fmt: skip
         )
         self.serving = node.loop.create_task(self.server.serve())

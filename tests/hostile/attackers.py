@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tests.cluster import Cluster
 from tests.conftest import running
+from tests.tls_files import TlsFiles
 
 TOKENS = """\
 admin-token admin
@@ -39,10 +40,13 @@ class HostileCluster(Cluster):
         nofile: int | None = None,
         extra: list[str] | None = None,
         hard_nofile: int | None = None,
+        tls: TlsFiles | None = None,
     ):
         tokens = Path(root) / "tokens"
         tokens.write_text(TOKENS)
-        super().__init__(root, voters=1, extra=["--tokens-file", str(tokens), *(extra or [])])
+        super().__init__(
+            root, voters=1, extra=["--tokens-file", str(tokens), *(extra or [])], tls=tls
+        )
         self.nofile = nofile
         self.hard_nofile = hard_nofile or nofile
         self.client.headers["Authorization"] = "Bearer admin-token"  # status, leader()

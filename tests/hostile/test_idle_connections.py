@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.tls_files import TlsFiles
+
 from .attackers import answer_within, connect, hostile_cluster, slowloris
 
 SILENT = 2000
@@ -60,6 +62,60 @@ def test_2000_silent_connections_neither_stay_nor_crowd_out_requests(tmp_path, m
     evicted = _metric(metrics, 'metaquorum_http_connections_evicted_total{cap="total"}')
     timed_out = _metric(metrics, 'metaquorum_http_connections_timed_out_total{phase="head"}')
     assert evicted > 0 and timed_out > 0, (evicted, timed_out)
+
+
+@pytest.mark.slow
+def test_2000_silent_connections_to_a_tls_port_are_counted_and_closed(tmp_path, many_sockets):
+    """Over TLS the handshake was asyncio's, before the connection was
+    counted, with 60 s to finish: 2,000 TCP connections that never send a
+    ClientHello held 2,000 descriptors of a voter that has 1,024, uncounted.
+    Now each is counted before its handshake, evicted as an idle one at the
+    caps, or closed at the head deadline; HTTPS clients are answered all along."""
+    tls = TlsFiles(tmp_path / "tls")
+    with hostile_cluster(tmp_path, nofile=1024, tls=tls) as c:
+        statuses, ended, open_after, metrics = asyncio.run(_silent_flood_over_tls(c, tls))
+        log = c.logs[0].read_text(errors="replace")
+        alive = c.alive(0)
+    assert alive
+    assert set(statuses) == {200} and statuses[200] >= 20, statuses
+    assert ended["still open"] == 0 and sum(ended.values()) == SILENT, ended
+    assert open_after <= 5, open_after
+    assert "refused before its TLS handshake" not in log  # idle ones were evicted instead
+    assert "Too many open files" not in log and "out of system resource" not in log
+    evicted = _metric(metrics, 'metaquorum_http_connections_evicted_total{cap="total"}')
+    timed_out = _metric(metrics, 'metaquorum_http_connections_timed_out_total{phase="head"}')
+    assert evicted > 0 and timed_out > 0 and evicted + timed_out >= SILENT - 5, (
+        evicted,
+        timed_out,
+    )
+
+
+async def _silent_flood_over_tls(c, tls):
+    port = c.http[0]
+    silent = [await connect(port, SOURCES[i % len(SOURCES)]) for i in range(SILENT)]
+    statuses: Counter = Counter()
+    started = time.monotonic()
+    async with httpx.AsyncClient(
+        headers={"Authorization": "Bearer read-token"},
+        timeout=5.0,
+        verify=tls.context(),
+        limits=httpx.Limits(max_keepalive_connections=0),  # a new connection (handshake) each time
+    ) as client:
+        while time.monotonic() - started < HEAD_TIMEOUT_S + 3:
+            try:
+                r = await client.get(c.url(0) + "/v1/brokers")
+                statuses[r.status_code] += 1
+            except httpx.HTTPError as e:
+                statuses[type(e).__name__] += 1
+            await asyncio.sleep(0.2)
+    ended: Counter = Counter()
+    outcomes = await asyncio.gather(*(answer_within(r, 5.0) for r, _ in silent))
+    for outcome in outcomes:
+        ended[outcome or "still open"] += 1
+    for _, writer in silent:
+        writer.close()
+    metrics = await asyncio.to_thread(lambda: c.get(0, "/metrics").text)
+    return statuses, ended, _metric(metrics, "metaquorum_http_open_connections"), metrics
 
 
 def _metric(text: str, name: str) -> float:
