@@ -32,13 +32,13 @@ subclass of uvicorn's httptools protocol that enforces, per connection:
 Handling a request (the app's part, long polls included) has no deadline here:
 the app bounds its own waits.
 
-Over TLS the server listens for plain TCP and this protocol starts TLS
-itself (``loop.start_tls``) once the connection is counted: a connection in
-its handshake holds a descriptor like any other, so it counts against the
+Over TLS the server listens for plain TCP and this protocol hands each
+connection to the loop's TLS layer itself, once it is counted: a connection
+in its handshake holds a descriptor like any other, so it counts against the
 caps, may be evicted as an idle one, and has ``head_timeout_s`` to finish the
-handshake (asyncio's own SSL layer shook hands before the protocol saw the
-connection, for up to 60 s, uncounted: a thousand silent TCP connections
-held a thousand descriptors). A connection over a cap is closed before any
+handshake (when uvicorn's listening socket had the SSL context, the handshake
+came before this protocol saw the connection, for up to 60 s, uncounted: a
+thousand silent TCP connections held a thousand descriptors). A connection over a cap is closed before any
 handshake, without a 503 (there is no TLS yet to send it in). Every
 request's scope carries the connection's ASGI TLS extension
 (``scope["extensions"]["tls"]``, api/tls.py), read once the handshake is
