@@ -29,6 +29,7 @@ from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.messages import BrokerHeartbeatRequest
 from metadata_records.codec import encode_batch
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import (
     LEGACY_LEVELS,
@@ -733,9 +734,13 @@ class QuorumNode:
             self._applied_wakeup_pending = True
             self._call(self._on_applied)
 
-    def _propose(self, batch: Batch, known: dict | None = None) -> asyncio.Future:
+    def _propose(
+        self, batch: Batch, known: dict | None = None, view: ImageDelta | None = None
+    ) -> asyncio.Future:
         """Submits a batch; the future gets (result, error) from the apply callback.
-        ``known``: ControllerResult.merged for the batch's records."""
+        ``known``: ControllerResult.merged for the batch's records; ``view``:
+        the controller's view, holding exactly this batch on top of the image
+        it was rebased on (MetadataStateMachine.expect)."""
         loop = self.loop
         future = loop.create_future()
 
@@ -752,7 +757,7 @@ class QuorumNode:
                 pass
 
         payload = encode_batch(batch)
-        self.sm.expect(payload, batch, known)
+        self.sm.expect(payload, batch, known, view)
         self.sm.apply_batch(payload, callback=callback)
         return future
 
@@ -1018,7 +1023,11 @@ class QuorumNode:
         self._in_flight.append(entry)
         self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
         self._batches_since_rebase += 1
-        future = self._propose(batch, known)
+        # With one batch in flight the view was rebased on the image before
+        # this batch was decided, and nothing more is replayed into it until
+        # the batch is done (the checks above return): its apply may take it.
+        view = controller.view if self.config.max_batches_in_flight == 1 else None
+        future = self._propose(batch, known, view)
         future.add_done_callback(functools.partial(self._batch_done, entry))
         self._pump()
 

@@ -49,6 +49,11 @@ log = logging.getLogger(__name__)
 SLOW_FORK_MS = 100  # a snapshot fork this long is logged as a warning
 _UNKNOWN = (None, None)
 
+# The one switch of the leader's apply: True takes the controller's view of a
+# batch it proposed (``expect(..., view=)``) as the image when the view holds
+# exactly that batch on top of the current image; False replays every batch.
+ADOPT_VIEW = True
+
 # apply_batch results, as its callback sees them
 STALE = -1  # decided under another controller epoch, or for another offset: a no-op
 INVALID = -2  # not a batch at all (never written by a metaquorum leader)
@@ -71,6 +76,7 @@ class MetadataStateMachine(SyncObjConsumer):
         self.image: MetadataImage = EMPTY_IMAGE
         self.log = RecordLog(log_retention)
         self.stale_batches = 0
+        self.views_adopted = 0  # own batches applied as the controller's view (ADOPT_VIEW)
         # timestampMs of the last batch applied that held records (0: none since
         # start): Kafka's LastAppliedRecordTimestamp, kept fresh on an idle
         # cluster by the periodic NoOpRecord.
@@ -101,13 +107,27 @@ class MetadataStateMachine(SyncObjConsumer):
         self._entry_index: list[int] = []
         self._entry_offset: list[int] = []
 
-    def expect(self, payload: bytes, batch: Batch, known: dict | None = None) -> None:
+    def expect(
+        self,
+        payload: bytes,
+        batch: Batch,
+        known: dict | None = None,
+        view: ImageDelta | None = None,
+    ) -> None:
         """The leader proposes ``payload``, encoded from ``batch``: its apply can
         reuse the batch instead of decoding the bytes back (codec round trips
         are exact, which the codec's property tests check), and the partition
         registrations its controller already computed (``known``, as
-        ControllerResult.merged) where they still apply."""
-        self._expected[payload] = (batch, known)
+        ControllerResult.merged) where they still apply.
+
+        ``view``: the controller's view that holds this batch as its last
+        records, when nothing else will be replayed into it while the batch is
+        in flight (one batch in flight). If, when the batch applies, the view
+        is still that batch exactly on top of the image, the view becomes the
+        image (``ImageDelta.apply``) and the batch is not replayed a second
+        time (decisions.md 115)."""
+        end = None if view is None else view.next_offset
+        self._expected[payload] = (batch, known, view, end)
         while len(self._expected) > 8:  # the batches in flight, plus barriers
             self._expected.pop(next(iter(self._expected)))
 
@@ -118,7 +138,11 @@ class MetadataStateMachine(SyncObjConsumer):
             return INVALID  # refusing to serve: the image must not move any more
         try:
             try:
-                batch, known = self._expected.pop(payload, None) or (decode_batch(payload), None)
+                expected = self._expected.pop(payload, None)
+                if expected is None:
+                    batch, known, view, end = decode_batch(payload), None, None, None
+                else:
+                    batch, known, view, end = expected
             except DecodeError as e:
                 self.invalid_batches += 1
                 log.error("ignoring a Raft entry that is not a metadata batch: %s", e)
@@ -127,19 +151,29 @@ class MetadataStateMachine(SyncObjConsumer):
             if not batch_applies(image.controller_epoch, batch, image.next_offset):
                 self.stale_batches += 1
                 return STALE
-            delta = ImageDelta(image)
-            if known:
-                # Identity-checked: a registration that is no longer current
-                # (anything but this leader's own batches in order) is merged.
-                for record in batch.records:
-                    if type(record) is PartitionChangeRecord:
-                        before, after = known.get(id(record), _UNKNOWN)
-                        if delta.replay_known_change(record, before, after):
-                            continue
-                    delta.replay(record)
+            if (
+                ADOPT_VIEW
+                and view is not None
+                and view.image is image
+                and view.next_offset == end == image.next_offset + len(batch.records)
+            ):
+                # The controller's view is this image and exactly this batch.
+                self.views_adopted += 1
+                delta = view
             else:
-                for record in batch.records:
-                    delta.replay(record)
+                delta = ImageDelta(image)
+                if known:
+                    # Identity-checked: a registration that is no longer current
+                    # (anything but this leader's own batches in order) is merged.
+                    for record in batch.records:
+                        if type(record) is PartitionChangeRecord:
+                            before, after = known.get(id(record), _UNKNOWN)
+                            if delta.replay_known_change(record, before, after):
+                                continue
+                        delta.replay(record)
+                else:
+                    for record in batch.records:
+                        delta.replay(record)
             self.log.append(batch, image.next_offset, payload)
             self.image = delta.apply()
             if batch.records:

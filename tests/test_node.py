@@ -588,16 +588,23 @@ def test_a_disk_stall_on_every_voter_at_once_does_not_depose_the_leader(tmp_path
     run_without_elections(main, caplog)
 
 
+@pytest.mark.parametrize("adopt_view", [True, False])
 def test_the_leader_applies_its_controllers_registrations_and_every_voter_agrees(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, adopt_view
 ):
-    """The leader's own batches apply with the partition registrations its
-    controller computed (ControllerResult.merged, identity-checked), followers
-    merge the decoded records: after ISR shrinks and expands, with a partition
-    twice in one request, every voter holds the same image."""
+    """The leader's own batches apply as its controller's view (ADOPT_VIEW:
+    the view holds exactly the batch on top of the image) or, with the switch
+    off, with the partition registrations its controller computed
+    (ControllerResult.merged, identity-checked); followers merge the decoded
+    records: after ISR shrinks and expands, with a partition twice in one
+    request, every voter holds the same image."""
     import threading
 
     from metadata_records.delta import ImageDelta
+    from quorum import state_machine
+
+    monkeypatch.setattr(state_machine, "ADOPT_VIEW", adopt_view)
+    adopted = []
 
     reused_on = []
     real = ImageDelta.replay_known_change
@@ -652,14 +659,22 @@ def test_the_leader_applies_its_controllers_registrations_and_every_voter_agrees
                 what="every voter applied",
             )
             assert len({image_digest(n.image) for n in nodes}) == 1
+            adopted.append(leader.sm.views_adopted)
         finally:
             for n in nodes:
                 await n.stop(transfer=False)
 
     main_thread = threading.get_ident()
     asyncio.run(main())
-    # The controller (this thread) and the leader's apply (its Raft thread) both reused them.
-    assert main_thread in reused_on and any(t != main_thread for t in reused_on)
+    if adopt_view:
+        # Every batch of the controller was applied as its view (the leader's
+        # LEADER_CHANGE and the bootstrap are not the controller's).
+        assert adopted[0] >= 4 + 3 * 2 + 1, adopted
+        assert main_thread in reused_on
+    else:
+        # The controller (this thread) and the leader's apply (its Raft thread) both reused them.
+        assert adopted == [0]
+        assert main_thread in reused_on and any(t != main_thread for t in reused_on)
 
 
 def test_a_leader_sends_a_moved_commit_index_with_its_next_batch_and_alone_only_when_idle(
