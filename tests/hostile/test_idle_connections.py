@@ -93,13 +93,22 @@ def test_2000_silent_connections_to_a_tls_port_are_counted_and_closed(tmp_path, 
 async def _silent_flood_over_tls(c, tls):
     port = c.http[0]
     silent = [await connect(port, SOURCES[i % len(SOURCES)]) for i in range(SILENT)]
+    statuses = await _requests_while_held(c, verify=tls.context())
+    ended = await _how_they_ended(silent)
+    metrics = await asyncio.to_thread(lambda: c.get(0, "/metrics").text)
+    return statuses, ended, _metric(metrics, "metaquorum_http_open_connections"), metrics
+
+
+async def _requests_while_held(c, **client_kw) -> Counter:
+    """Normal requests, a new connection (and handshake) each, every 0.2 s
+    while the silent ones are held, until the deadline has closed them."""
     statuses: Counter = Counter()
     started = time.monotonic()
     async with httpx.AsyncClient(
         headers={"Authorization": "Bearer read-token"},
         timeout=5.0,
-        verify=tls.context(),
-        limits=httpx.Limits(max_keepalive_connections=0),  # a new connection (handshake) each time
+        limits=httpx.Limits(max_keepalive_connections=0),
+        **client_kw,
     ) as client:
         while time.monotonic() - started < HEAD_TIMEOUT_S + 3:
             try:
@@ -108,14 +117,19 @@ async def _silent_flood_over_tls(c, tls):
             except httpx.HTTPError as e:
                 statuses[type(e).__name__] += 1
             await asyncio.sleep(0.2)
+    return statuses
+
+
+async def _how_they_ended(silent) -> Counter:
+    """How each silent connection ended (closed by the server, answered) or
+    "still open"; then they are closed here."""
     ended: Counter = Counter()
     outcomes = await asyncio.gather(*(answer_within(r, 5.0) for r, _ in silent))
     for outcome in outcomes:
         ended[outcome or "still open"] += 1
     for _, writer in silent:
         writer.close()
-    metrics = await asyncio.to_thread(lambda: c.get(0, "/metrics").text)
-    return statuses, ended, _metric(metrics, "metaquorum_http_open_connections"), metrics
+    return ended
 
 
 def _metric(text: str, name: str) -> float:
@@ -134,27 +148,8 @@ async def _flood(c):
         silent.append(await connect(port, SOURCES[i % len(SOURCES)]))
     # Started last, so not the longest-waiting: they meet the head deadline.
     slow_heads = [asyncio.ensure_future(slowloris(port, stop, loris, s)) for s in SOURCES]
-    statuses: Counter = Counter()
-    started = time.monotonic()
-    async with httpx.AsyncClient(
-        headers={"Authorization": "Bearer read-token"},
-        timeout=5.0,
-        limits=httpx.Limits(max_keepalive_connections=0),  # a new connection each time
-    ) as client:
-        # Normal requests while the silent ones are held, until the deadline has closed them.
-        while time.monotonic() - started < HEAD_TIMEOUT_S + 3:
-            try:
-                r = await client.get(c.url(0) + "/v1/brokers")
-                statuses[r.status_code] += 1
-            except httpx.HTTPError as e:
-                statuses[type(e).__name__] += 1
-            await asyncio.sleep(0.2)
-    ended: Counter = Counter()
-    outcomes = await asyncio.gather(*(answer_within(r, 5.0) for r, _ in silent))
-    for outcome in outcomes:
-        ended[outcome or "still open"] += 1
-    for _, writer in silent:
-        writer.close()
+    statuses = await _requests_while_held(c)
+    ended = await _how_they_ended(silent)
     stop.set()
     await asyncio.wait_for(asyncio.gather(*slow_heads), 10)
     status = await asyncio.to_thread(lambda: c.get(0, "/metrics").text)
