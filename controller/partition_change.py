@@ -284,3 +284,40 @@ class PartitionChangeBuilder:
         ) and part.last_known_elr:
             return ()
         return None
+
+
+# ---------------------------------------------------------------- AlterPartition's common case
+
+# The one switch: False builds every AlterPartition change with the builder.
+QUICK_ISR_CHANGE = True
+NOT_QUICK = object()  # quick_isr_change cannot vouch: build it
+
+
+def quick_isr_change(
+    part: PartitionRegistration,
+    topic_id: str,
+    partition_id: int,
+    target_isr: tuple[int, ...],
+    target_lrs: int,
+    leader_active: bool,
+) -> PartitionChangeRecord | None | object:
+    """What ``PartitionChangeBuilder`` (an ONLINE or UNCLEAN election, no
+    leader-epoch bump on a shrink, ELR off) builds for AlterPartition's common
+    case, without the builder: the leader is active and in the target ISR (so
+    either election keeps it), nothing is being reassigned, the partition
+    holds no ELR, and the leader recovery state stays. Then only the ISR can
+    change: the record naming it, or None. Anything else is ``NOT_QUICK``
+    (decisions.md 116). ``tests/controller/test_partition_change.py`` checks
+    it agrees with the builder wherever it vouches."""
+    if (
+        not leader_active
+        or part.removing_replicas
+        or part.adding_replicas
+        or part.elr
+        or target_lrs != part.leader_recovery_state
+        or part.leader not in target_isr
+    ):
+        return NOT_QUICK
+    if target_isr == part.isr:
+        return None
+    return PartitionChangeRecord(partition_id, topic_id, target_isr)

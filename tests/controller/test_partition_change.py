@@ -485,3 +485,74 @@ def test_record_identifies_the_partition():
     assert record is None
     record = builder(part([1, 2]), isr=[1]).build()
     assert (record.topic_id, record.partition_id) == (TOPIC_ID, PID)
+
+
+# ---------------------------------------------------------------- quick_isr_change
+
+
+from hypothesis import given  # noqa: E402 - the quick path's tests, kept together
+from hypothesis import strategies as st  # noqa: E402
+
+from controller.partition_change import NOT_QUICK, quick_isr_change  # noqa: E402
+
+_brokers = st.integers(0, 5)
+_small = st.lists(_brokers, max_size=4, unique=True).map(tuple)
+
+
+@st.composite
+def _registrations(draw) -> PartitionRegistration:
+    replicas = draw(st.lists(_brokers, min_size=1, max_size=4, unique=True).map(tuple))
+    isr = tuple(b for b in replicas if draw(st.booleans())) or replicas[:1]
+    leader = draw(st.sampled_from([*isr, NO_LEADER, *replicas]))
+    return PartitionRegistration(
+        replicas,
+        isr,
+        draw(st.sampled_from([(), (), replicas[-1:]])),
+        draw(st.sampled_from([(), (), replicas[:1]])),
+        leader,
+        draw(st.sampled_from([LRS_RECOVERED, LRS_RECOVERING])),
+        LEADER_EPOCH,
+        PARTITION_EPOCH,
+        draw(st.sampled_from([(), (), (5,)])),
+        draw(st.sampled_from([(), (), (4,)])),
+    )
+
+
+@given(
+    _registrations(),
+    _small,
+    st.sampled_from([LRS_RECOVERED, LRS_RECOVERING]),
+    st.frozensets(_brokers),
+    st.sampled_from([Election.ONLINE, Election.UNCLEAN]),
+)
+def test_the_quick_isr_change_is_what_the_builder_builds_wherever_it_vouches(
+    p, target_isr, target_lrs, active, election
+):
+    """AlterPartition's common case without the builder: wherever
+    quick_isr_change vouches (not NOT_QUICK), the ONLINE and UNCLEAN builders
+    (no shrink bump, ELR off) give the very same record, or None."""
+    quick = quick_isr_change(p, TOPIC_ID, PID, target_isr, target_lrs, p.leader in active)
+    b = PartitionChangeBuilder(p, TOPIC_ID, PID, lambda r: r in active, election)
+    b.target_isr = target_isr
+    b.target_lrs = target_lrs
+    built = b.build()
+    if quick is not NOT_QUICK:
+        assert quick == built
+        assert quick is None or quick.isr is target_isr
+
+
+def test_the_quick_isr_change_vouches_for_a_shrink_and_an_expansion_by_an_active_leader():
+    p = part([1, 2, 3])
+    shrunk = quick_isr_change(p, TOPIC_ID, PID, (1, 2), LRS_RECOVERED, True)
+    assert shrunk == change(isr=(1, 2))
+    grown = quick_isr_change(part([1, 2, 3], isr=[1]), TOPIC_ID, PID, (1, 3), LRS_RECOVERED, True)
+    assert grown == change(isr=(1, 3))
+    assert quick_isr_change(p, TOPIC_ID, PID, (1, 2, 3), LRS_RECOVERED, True) is None
+    # A fenced or shutting-down leader, a reassignment, an ELR, a new LRS: the builder's.
+    assert quick_isr_change(p, TOPIC_ID, PID, (1, 2), LRS_RECOVERED, False) is NOT_QUICK
+    reassigning = part([1, 2, 3], adding=[3])
+    assert quick_isr_change(reassigning, TOPIC_ID, PID, (1, 2), LRS_RECOVERED, True) is NOT_QUICK
+    with_elr = p._replace(elr=(4,))
+    assert quick_isr_change(with_elr, TOPIC_ID, PID, (1, 2), LRS_RECOVERED, True) is NOT_QUICK
+    recovering = part([1, 2, 3], lrs=LRS_RECOVERING)
+    assert quick_isr_change(recovering, TOPIC_ID, PID, (1,), LRS_RECOVERED, True) is NOT_QUICK
