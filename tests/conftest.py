@@ -16,9 +16,17 @@ from .local_node import LocalNode
 # Modules whose tests run twice: with serve's default HTTP layout, and with
 # two HTTP workers in front of the core (issue 26: the cluster, safety and
 # broker tests in the multi-worker layout; tests/test_http_workers.py has
-# its own tests of that layout).
+# its own tests of that layout, and the nemesis draws one layout a run from
+# its seed: tests/faults/run.http_workers).
 BOTH_LAYOUTS = frozenset(
-    {"test_cluster", "test_e2e", "test_agent", "test_journal_restart", "test_metadata_cache_acls"}
+    {
+        "test_cluster",
+        "test_e2e",
+        "test_agent",
+        "test_journal_restart",
+        "test_metadata_cache_acls",
+        "test_disk_loss",
+    }
 )
 
 

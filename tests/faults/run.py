@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -38,6 +39,17 @@ def parse_duration(text: str) -> float:
     return value
 
 
+def http_workers(seed: int) -> int:
+    """The voters' HTTP layout of a run: one process or one HTTP worker each,
+    drawn from the seed apart from the fault schedule (so a seed replays its
+    layout too), or METAQUORUM_NEMESIS_HTTP_WORKERS. Each CI run checks one
+    layout; across runs, both."""
+    forced = os.environ.get("METAQUORUM_NEMESIS_HTTP_WORKERS")
+    if forced:
+        return int(forced)
+    return random.Random(f"{seed}-http-layout").choice((0, 1))
+
+
 def run_nemesis(
     root: Path,
     duration_s: float,
@@ -60,14 +72,15 @@ def run_nemesis(
     if "loss" in kinds:
         require_tools("iptables")  # before minutes of running, not at the first loss fault
     net = Network(SLOTS, random.Random(seed))
+    workers = http_workers(seed)
     cluster: NetnsCluster | None = None
     try:
         net.setup()
         progress(
             f"network: bridge {net.bridge} {net.bridge_ip}, slots {', '.join(net.ips)} "
-            f"in namespaces {', '.join(net.namespaces)}"
+            f"in namespaces {', '.join(net.namespaces)}; voters with --http-workers {workers}"
         )
-        cluster = NetnsCluster(net, root, voters=3)
+        cluster = NetnsCluster(net, root, voters=3, extra=["--http-workers", str(workers)])
         cluster.start()
         cluster.wait_ready()
         progress(f"3 voters ready, leader {cluster.leader()}; {duration_s:.0f} s of faults")
