@@ -303,13 +303,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         transport (or will have it); on failure (a refused certificate, a
         reset, an eviction, the deadline) the connection is no longer counted."""
         if handshake.cancelled() or handshake.exception() is not None:
-            assert self._raw is not None
-            self._handshake_failed(self._raw)
+            self._drop_handshake()
 
-    def _handshake_failed(self, raw: asyncio.Transport) -> None:
+    def _drop_handshake(self) -> None:
+        """Ends a connection still in (or failed in) its TLS handshake."""
+        assert self._raw is not None
         self._cancel_timer()
-        if not raw.is_closing():
-            raw.abort()
+        if not self._raw.is_closing():
+            self._raw.abort()
         self._release()
 
     def _release(self) -> None:
@@ -322,8 +323,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport is not None:
             self.transport.close()
         elif self._raw is not None:
-            self._raw.abort()
-            self._release()
+            self._drop_handshake()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.transport is None:  # lost in its TLS handshake: uvicorn never saw it

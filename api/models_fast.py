@@ -34,6 +34,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from controller import messages as m
 from metadata_records import limits
+from metadata_records.codec_fast import bounded_int
 from metadata_records.uuids import InvalidUuid, parse_uuid
 
 from . import models as M
@@ -100,10 +101,10 @@ def quick_alter_partition_response_obj(r: m.AlterPartitionResponse) -> dict[str,
 # 35 against 117 us); the messages are then built from them. Optional fields
 # default to UNSET, so what the body held is known: ``_keys`` counts it.
 
-_I8 = Annotated[int, Meta(ge=M.INT_KINDS["int8"][0], le=M.INT_KINDS["int8"][1])]
-_I32 = Annotated[int, Meta(ge=M.INT_KINDS["int32"][0], le=M.INT_KINDS["int32"][1])]
-_I64 = Annotated[int, Meta(ge=M.INT_KINDS["int64"][0], le=M.INT_KINDS["int64"][1])]
-_BROKER_ID = Annotated[int, Meta(ge=limits.BROKER_ID_MIN, le=limits.BROKER_ID_MAX)]
+_I8 = bounded_int(*M.INT_KINDS["int8"])
+_I32 = bounded_int(*M.INT_KINDS["int32"])
+_I64 = bounded_int(*M.INT_KINDS["int64"])
+_BROKER_ID = bounded_int(limits.BROKER_ID_MIN, limits.BROKER_ID_MAX)
 
 
 class _Member(msgspec.Struct, rename="camel"):
@@ -143,8 +144,8 @@ class _Heartbeat(msgspec.Struct, rename="camel"):
 
 
 _ALTER_PARTITION = msgspec.json.Decoder(_AlterPartition)
-_ABSENT = (UNSET, None)  # a field not sent, or sent as null
 _HEARTBEAT = msgspec.json.Decoder(_Heartbeat)
+_ABSENT = (UNSET, None)  # a field not sent, or sent as null
 
 
 def _keys(body: bytes, counted: int) -> bool:

@@ -181,9 +181,13 @@ def _every_version() -> Iterable[tuple[str, type, int]]:
 # ---------------------------------------------------------------- whole batches (msgspec)
 
 
-def _int_type(kind: Kind) -> Any:
-    low, high = INT_RANGES[kind]
+def bounded_int(low: int, high: int) -> Any:
+    """The msgspec type of an integer in [low, high] (checked in C)."""
     return Annotated[int, msgspec.Meta(ge=low, le=high)]
+
+
+def _int_type(kind: Kind) -> Any:
+    return bounded_int(*INT_RANGES[kind])
 
 
 _I32_TUPLE = tuple[_int_type(Kind.INT32), ...]
