@@ -44,7 +44,8 @@ from metadata_records.config_schema import (
 )
 from metadata_records.errors import ApiError, Errors
 from metadata_records.image import MetadataImage, TopicImage
-from quorum.node import NodeError, OutcomeUnknownError, QuorumNode, UnavailableError
+from quorum.node import QuorumNode
+from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
 from quorum.record_log import OffsetTooOld
 
 from . import models as M

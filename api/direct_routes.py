@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from quorum.node import NodeError
+from quorum.node_errors import NodeError
 
 from .auth import Authenticator, Principal, Role
 from .errors import ApiProblem, node_error_response, validation_problem

@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse
 
 from metadata_records.codec import brief
 from metadata_records.errors import Errors
-from quorum.node import (
+from quorum.node_errors import (
     MembershipRefused,
     NodeError,
     NotControllerError,

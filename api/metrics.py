@@ -19,7 +19,8 @@ from prometheus_client.registry import Collector
 from metadata_records.image import MetadataImage
 from quorum.durability import SyncStats
 from quorum.leadership_events import LeadershipEvents
-from quorum.node import QuorumNode, wall_clock_ms
+from quorum.node import QuorumNode
+from quorum.orderer import wall_clock_ms
 from quorum.runtime_tuning import GcPauses
 
 from .connections import ConnectionStats

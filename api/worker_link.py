@@ -41,7 +41,7 @@ from collections.abc import Callable
 from controller import messages
 from metadata_records import errors
 from metadata_records.errors import ApiError
-from quorum.node import (
+from quorum.node_errors import (
     MembershipRefused,
     NodeError,
     NotControllerError,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from metadata_records.snapshot import decode_image
-from quorum.node import OutcomeUnknownError, UnavailableError
+from quorum.node_errors import OutcomeUnknownError, UnavailableError
 from quorum.offset_waiters import OffsetWaiters
 from quorum.state_machine import MetadataStateMachine
 

@@ -92,7 +92,7 @@ def voter_main(args: argparse.Namespace) -> int:
                     next_base,
                 )
                 next_base += size
-                in_flight.append((time.perf_counter(), node._propose(batch)))
+                in_flight.append((time.perf_counter(), node.propose(batch)))
             t, future = in_flight.pop(0)
             result, error = await future
             if result is None or result < 0:
@@ -324,7 +324,7 @@ async def main():
             for p in range(1000)
         ]
         image = node.image
-        result, error = await node._propose(Batch(image.controller_epoch, 0, tuple(records), image.next_offset))
+        result, error = await node.propose(Batch(image.controller_epoch, 0, tuple(records), image.next_offset))
         assert result is not None and result >= 0, (result, error)
     node.syncobj.forceLogCompaction()
     while not os.path.exists({dump!r}) or node.sm._snapshot_pid:

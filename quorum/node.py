@@ -1,24 +1,19 @@
-"""A voter: pysyncobj underneath, the controller on top when it leads.
+"""A voter: pysyncobj underneath, the orderer (the controller and group
+commit, quorum/orderer.py) on top when it leads.
 
 Threads: pysyncobj's tick thread applies entries and fires callbacks; every
 controller decision is made on the asyncio loop. Callbacks cross over with
 ``loop.call_soon_threadsafe``; nothing here blocks the loop or the tick thread.
-
-Writes (leader only) go through group commit with one batch in flight: while
-a batch replicates, requests queue; when it has applied, the whole queue is
-decided against the new image and becomes the next batch. The queue is
-bounded: past it a request is refused at once (THROTTLING_QUOTA_EXCEEDED),
-because pysyncobj collapses instead of slowing down when overloaded.
+The node is the orderer's ``RaftSide``: it proposes the orderer's batches,
+tells it when leadership comes and goes, and says why a write is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
@@ -27,24 +22,12 @@ from pysyncobj.node import TCPNode
 
 from controller.config import ControllerConfig
 from controller.controller import Controller
-from controller.messages import BrokerHeartbeatRequest
 from metadata_records.codec import encode_batch
 from metadata_records.delta import ImageDelta
 from metadata_records.errors import ApiError, Errors
-from metadata_records.features import (
-    LEGACY_LEVELS,
-    MAX_METADATA_VERSION,
-    METADATA_VERSION,
-    MIN_METADATA_VERSION,
-    release_name,
-    supports_noop_record,
-)
 from metadata_records.image import MetadataImage
 from metadata_records.records import (
     Batch,
-    LeaderChangeRecord,
-    NoOpRecord,
-    Record,
     Voter,
     VotersRecord,
 )
@@ -70,7 +53,23 @@ from .membership import (
 )
 from .membership_port import check_port, set_members
 from .node_config import DataDirIdentity, NodeConfig, record_formation
+from .node_errors import (
+    MembershipRefused,
+    NodeError,
+    NotControllerError,
+    OutcomeUnknownError,
+    UnavailableError,
+)
 from .offset_waiters import OffsetWaiters
+from .orderer import (
+    BatchStats,
+    Orderer,
+    Reply,
+    fail,
+    reason,
+    settle,
+    wall_clock_ms,
+)
 from .pre_vote import (
     PreVote,
     attach_pre_vote,
@@ -93,7 +92,7 @@ from .startup_checks import (
     check_snapshot_covers_journal,
     refuse_unbound_port,
 )
-from .state_machine import STALE, MetadataStateMachine
+from .state_machine import MetadataStateMachine
 from .voter_guard import VoterGuard, bootstrap_voters, replacement
 
 log = logging.getLogger(__name__)
@@ -101,71 +100,7 @@ log = logging.getLogger(__name__)
 FOLLOWER, CANDIDATE, LEADER = 0, 1, 2
 
 
-def wall_clock_ms() -> int:
-    """Stamps batches (``timestampMs``) for people and the audit; never a duration."""
-    return int(time.time() * 1000)
-
-
-def session_clock_ms() -> int:
-    """The controller's clock for broker sessions and fencing: monotonic, so an
-    NTP step of the wall clock fences no live broker and spares no dead one
-    (Kafka's BrokerHeartbeatManager uses a monotonic clock too)."""
-    return time.monotonic_ns() // 1_000_000
-
-
-# ------------------------------------------------------------------ errors
-
-
-class NodeError(Exception):
-    """A request this node cannot take; the API maps each kind to a status."""
-
-
-class NotControllerError(NodeError):
-    """Not the active controller; ``leader_url`` says where to go, if known."""
-
-    def __init__(self, leader_id: int | None, leader_url: str | None, why: str) -> None:
-        super().__init__(why)
-        self.leader_id = leader_id
-        self.leader_url = leader_url
-
-
-class UnavailableError(NodeError):
-    """No leader known yet, still replaying, or shutting down: retry later."""
-
-    def __init__(self, why: str, retry_after_s: float = 1.0) -> None:
-        super().__init__(why)
-        self.retry_after_s = retry_after_s
-
-
-class ThrottledError(NodeError):
-    """Admission control: too much is queued; nothing was written."""
-
-    def __init__(self, why: str, retry_after_s: float = 0.5) -> None:
-        super().__init__(why)
-        self.retry_after_s = retry_after_s
-
-
-class OutcomeUnknownError(NodeError):
-    """The write may or may not commit (timeout, leadership lost mid-flight)."""
-
-
-class MembershipRefused(NodeError):
-    """A voter change the active controller refuses as things stand (quorum/membership.py)."""
-
-    def __init__(self, refusal: ApiError) -> None:
-        super().__init__(refusal.message)
-        self.error = refusal.error
-
-
 # ------------------------------------------------------------------ the node
-
-
-class Reply(Protocol):
-    """Where a write's response goes: what _pump and _settle use of a Future."""
-
-    def done(self) -> bool: ...
-    def set_result(self, value: object) -> None: ...
-    def set_exception(self, error: BaseException) -> None: ...
 
 
 class ApplyWatcher(Protocol):
@@ -178,35 +113,6 @@ class ApplyWatcher(Protocol):
     def on_applied(self) -> None: ...
 
 
-@dataclass
-class _Pending:
-    request: object  # a controller request, or one of the queue items below
-    future: Reply | None
-    enqueued: float = field(default_factory=time.monotonic)
-
-
-_FENCE = object()  # queue item: run the session-timeout fencer
-_UNCLEAN = object()  # queue item: run the unclean-election sweep
-_BALANCE = object()  # queue item: elect preferred leaders back (leader rebalancing)
-_BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
-_NOOP = object()  # queue item: write a NoOpRecord (metadata.max.idle.interval.ms)
-
-
-@dataclass
-class _InFlight:
-    """A proposed batch: who waits for it, and for how long it has been out."""
-
-    decided: list[tuple[_Pending, object]]  # (request, its response) in order
-    records: int
-    noops: int = 0  # of which periodic NoOpRecords
-    balanced: int = 0  # of which preferred elections of the leader balancing
-    started: float = field(default_factory=time.monotonic)
-
-
-# Under sustained load batches are always in flight and the controller's view
-# (a delta over the last image it was rebased on) keeps growing; every so many
-# batches the pump lets the pipeline drain and rebases the view on the image.
-REBASE_EVERY_BATCHES = 256
 # A follower's journal sync this long moves its election deadline on by as much
 # (raft_port.excuse_own_stall); shorter ones are far inside the election timeout.
 STALL_EXCUSED_S = 0.05
@@ -216,19 +122,6 @@ DISK_HANDOVER_S = 1.0
 # How long the leader keeps streaming to a removed voter so that it learns of
 # its removal (and stops standing for election) before it is dropped.
 LEAVE_GRACE_S = 5.0
-
-
-@dataclass
-class BatchStats:
-    batches: int = 0
-    records: int = 0
-    sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
-    latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1024))
-    most_in_flight: int = 0  # the most batches ever out at once
-    noop_records: int = 0  # periodic NoOpRecords committed (metadata.max.idle.interval.ms)
-    # Partitions whose preferred leader the balancing elected back, committed
-    # (auto.leader.rebalance.enable).
-    balance_elections: int = 0
 
 
 class QuorumNode:
@@ -338,7 +231,6 @@ class QuorumNode:
             refuse_unbound_port(self.syncobj, config.raft_bind or config.raft_address, self.node_id)
         check_port(self.syncobj)
         self.syncobj.addOnTickCallback(self._guard_tick)
-        self._voters_change_pending = False
         self._members_of: tuple = (None, None, None)  # (voters, learners, heard) followed
         self._said_removed = False
         self._said_flag_differs: tuple[Voter, ...] = ()
@@ -361,13 +253,8 @@ class QuorumNode:
         # Replay gate: not ready before the commit index found on disk is applied.
         self.replay_target = self.syncobj.raftCommitIndex
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.controller: Controller | None = None
-        self.active = False  # leader with its LEADER_CHANGE applied
-        self.term = 0
-        self._queue: collections.deque[_Pending] = collections.deque()
-        self._in_flight: collections.deque[_InFlight] = collections.deque()
-        self._batches_since_rebase = 0
-        self._rebuild_pending = False  # a batch failed: rebuild the controller once drained
+        # The controller and group commit, on the loop (quorum/orderer.py).
+        self.orderer = Orderer(self)
         # wait_for_offset's waiters, woken after an apply only while there are
         # some: waking the event loop for every batch nobody waits on would
         # cost a syscall and a GIL hand-over on the Raft thread's critical path.
@@ -378,14 +265,7 @@ class QuorumNode:
         self._applied_wakeup_pending = False
         self._barrier: asyncio.Future | None = None
         self._barriers_proposed = 0  # numbers the barriers: a read uses one proposed after it
-        self._timer_handle: asyncio.TimerHandle | None = None
-        # When the next NoOpRecord is due (session clock); None while one is
-        # queued, while not active, or with the interval at 0.
-        self._noop_due: int | None = None
         self._stopping = False
-        self._transferring = False  # no new batch while leadership is handed over
-        self.stats = BatchStats()
-        self.throttled = 0
         self._digest: tuple[MetadataImage, str] | None = None
 
     def _wire_journal_syncs(self) -> None:
@@ -441,7 +321,7 @@ class QuorumNode:
         if journal.sync_failed is not None:
             if self.sm.fatal is None:  # what is on disk is unknown: stop (serve exits 3)
                 self.sm.fatal = journal.sync_failed
-                self._call(self._step_down, "this voter's journal sync failed")
+                self._call(self.orderer.step_down, "this voter's journal sync failed")
             return
         disk = self.disk
         disk.check()
@@ -467,7 +347,7 @@ class QuorumNode:
         now = time.monotonic()
         if self._disk_leaving_since is None:
             self._disk_leaving_since = now
-            self._call(self._step_down, "this voter cannot write to its disk")
+            self._call(self.orderer.step_down, "this voter cannot write to its disk")
         answers: list = []
         self.syncobj.transferLeadership(callback=lambda result, error: answers.append(error))
         handed = answers == [FAIL_REASON.SUCCESS]
@@ -634,7 +514,7 @@ class QuorumNode:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        self.loop = asyncio.get_running_loop()
+        self.loop = self.orderer.loop = asyncio.get_running_loop()
         self.sm.on_applied = self._on_applied_threadsafe
         if self.syncobj._isLeader():
             self.loop.call_soon(self._state_changed, LEADER)
@@ -648,7 +528,7 @@ class QuorumNode:
             except UnavailableError as e:
                 # Stop anyway: the others elect a leader after an election timeout.
                 log.warning("leadership not handed over before stopping: %s", e)
-        self._step_down("this node is shutting down")
+        self.orderer.step_down("this node is shutting down")
         self.sm.on_applied = None
         self.syncobj.destroy_synchronous()
         await asyncio.get_running_loop().run_in_executor(None, self.sm.finish_snapshot)
@@ -718,7 +598,7 @@ class QuorumNode:
     def _on_diverged(self, why: str) -> None:  # tick thread
         # Stops applies, writes, reads and readiness at once; serve exits with 3.
         self.sm.fatal = why
-        self._call(self._step_down, "this voter's log diverged from the leader's")
+        self._call(self.orderer.step_down, "this voter's log diverged from the leader's")
 
     def _on_state_changed(self, old: int, new: int) -> None:  # tick thread
         if old == LEADER:
@@ -734,7 +614,9 @@ class QuorumNode:
             self._applied_wakeup_pending = True
             self._call(self._on_applied)
 
-    def _propose(
+    # ------------------------------------------------------------ the orderer's side (RaftSide)
+
+    def propose(
         self, batch: Batch, known: dict | None = None, view: ImageDelta | None = None
     ) -> asyncio.Future:
         """Submits a batch; the future gets (result, error) from the apply callback.
@@ -761,84 +643,17 @@ class QuorumNode:
         self.sm.apply_batch(payload, callback=callback)
         return future
 
-    # ------------------------------------------------------------ leadership
+    def leads(self, term: int) -> bool:
+        return self.syncobj._isLeader() and self.syncobj.raftCurrentTerm == term
 
-    def _state_changed(self, state: int) -> None:
-        if state == LEADER and not self._stopping:
-            self.term = self.syncobj.raftCurrentTerm
-            asyncio.ensure_future(self._become_active(self.term))
-        elif state != LEADER:
-            if self.raft_leader_id is None:
-                self._step_down("this voter stopped leading and no other leader is known yet")
-            else:
-                self._step_down("leadership moved to another voter")
+    def refusal(self) -> NodeError | None:
+        if self.sm.fatal is not None:
+            return UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
+        if self.replaying:
+            return UnavailableError("this node is still replaying its log", 1.0)
+        return self._disk_refusal()
 
-    async def _become_active(self, term: int) -> None:
-        """Commit LEADER_CHANGE; answer writes only once it has applied."""
-        self._step_down("a new term started")
-        record = LeaderChangeRecord(
-            controller_epoch=term, leader_id=self.node_id, leader_url=self.config.advertised_url
-        )
-        for attempt in range(3):
-            if not self.syncobj._isLeader() or self.syncobj.raftCurrentTerm != term:
-                return
-            result, error = await self._propose(Batch(term, wall_clock_ms(), (record,)))
-            image = self.image
-            if image.controller_epoch == term and image.leader_id == self.node_id:
-                break
-            log.warning(
-                "LEADER_CHANGE for epoch %d did not apply (%s, %s); retrying", term, result, error
-            )
-            await asyncio.sleep(0.05 * (attempt + 1))
-        else:
-            return
-        if not self.syncobj._isLeader() or self.syncobj.raftCurrentTerm != term:
-            return
-        self.controller = Controller(self.image, self.controller_config, session_clock_ms())
-        self.active = True
-        # Kafka schedules the first an interval after its activation records commit.
-        self._schedule_noop(session_clock_ms())
-        log.info("node %d is the active controller at epoch %d", self.node_id, term)
-        # Queued together, so a new cluster's first batch holds its voter set and
-        # its bootstrap records: whoever waits for metadata.version sees both.
-        level = self.image.features.get(METADATA_VERSION)
-        if level is None or level in LEGACY_LEVELS:
-            if level is not None:
-                log.warning(
-                    "metadata.version %d is metaquorum's level from before it took Kafka's "
-                    "numbering (docs/decisions.md 62): writing %d (Kafka %s), which follows "
-                    "the same rules; brokers must now register with metadata.version %d-%d",
-                    level,
-                    LEGACY_LEVELS[level],
-                    release_name(LEGACY_LEVELS[level]),
-                    MIN_METADATA_VERSION,
-                    MAX_METADATA_VERSION,
-                )
-            self._queue.append(_Pending(_BOOTSTRAP, None))
-        self._maybe_change_voters()
-        self._schedule_timer()
-        self._pump()
-
-    def _step_down(self, why: str) -> None:
-        was_active = self.active
-        self.active = False
-        self.controller = None
-        self._noop_due = None  # Kafka's cancelNextWriteNoOpRecord on renounce
-        if self._timer_handle is not None:
-            self._timer_handle.cancel()
-            self._timer_handle = None
-        error = self._not_controller(why)
-        while self._in_flight:
-            for pending, _ in self._in_flight.popleft().decided:
-                _fail(pending.future, OutcomeUnknownError(f"{why}; the write may still commit"))
-        self._rebuild_pending = False
-        while self._queue:
-            _fail(self._queue.popleft().future, error)
-        self.guard.learners = {}  # only a leader streams to learners
-        if was_active:
-            log.info("node %d stopped being the active controller: %s", self.node_id, why)
-
-    def _not_controller(self, why: str) -> NodeError:
+    def not_controller(self, why: str) -> NodeError:
         if self._stopping:
             return UnavailableError("this node is shutting down", 1.0)
         leader_url = self.leader_url
@@ -854,7 +669,55 @@ class QuorumNode:
             return UnavailableError(f"no active controller is known yet ({why})", 0.25)
         return NotControllerError(leader_id, leader_url, why)
 
+    def wanted_voters(self) -> tuple[Voter, ...] | None:
+        """The first voter set once every voter's directory is known, or the
+        set with a voter's new directory once that data dir has caught up
+        (quorum/voter_guard.py); None while a voter change runs."""
+        if self._change is not None:
+            return None
+        voters = self.image.voters
+        if not voters:
+            return bootstrap_voters(self.guard)
+        return replacement(voters, self.guard, self.syncobj.raftCommitIndex)
+
+    def stepped_down(self) -> None:
+        self.guard.learners = {}  # only a leader streams to learners
+
+    # ------------------------------------------------------------ leadership
+
+    def _state_changed(self, state: int) -> None:
+        if state == LEADER and not self._stopping:
+            asyncio.ensure_future(self.orderer.become_active(self.syncobj.raftCurrentTerm))
+        elif state != LEADER:
+            if self.raft_leader_id is None:
+                self.orderer.step_down(
+                    "this voter stopped leading and no other leader is known yet"
+                )
+            else:
+                self.orderer.step_down("leadership moved to another voter")
+
     # ------------------------------------------------------------ writes
+
+    @property
+    def active(self) -> bool:
+        """The active controller: the leader, with its LEADER_CHANGE applied."""
+        return self.orderer.active
+
+    @property
+    def controller(self) -> Controller | None:
+        return self.orderer.controller
+
+    @property
+    def stats(self) -> BatchStats:
+        return self.orderer.stats
+
+    @property
+    def throttled(self) -> int:
+        return self.orderer.throttled
+
+    @property
+    def queue_depth(self) -> int:
+        return self.orderer.queue_depth
 
     async def submit(self, request: object, timeout_s: float = 10.0) -> object:
         """Decides ``request`` as the active controller and returns its response
@@ -870,280 +733,22 @@ class QuorumNode:
     def submit_future(self, request: object, pump: bool = True) -> asyncio.Future:
         """``submit`` without the wait: raises the NodeError at once, or
         returns the future that gets the response (or the NodeError) once the
-        records are applied. A caller that gives up leaves it alone (``_pump``
-        still decides it: only a future that is done is skipped)."""
+        records are applied. A caller that gives up leaves it alone (the
+        orderer still decides it: only a future that is done is skipped)."""
         future = self.loop.create_future()
-        self.submit_to(request, future, pump)
+        self.orderer.submit_to(request, future, pump)
         return future
 
     def submit_to(self, request: object, reply: Reply, pump: bool = True) -> None:
         """``submit_future`` into ``reply``: a Future, or anything with its
         ``done``, ``set_result`` and ``set_exception``, called on the loop (the
         HTTP workers' link answers straight into its outbox, with no Future
-        and callback per write: api/core_link.py). ``pump`` False: the caller
-        queues more first, then calls ``pump``, so that one batch holds them
-        all."""
-        if self.sm.fatal is not None:
-            raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
-        if self.replaying:
-            raise UnavailableError("this node is still replaying its log", 1.0)
-        if (refusal := self._disk_refusal()) is not None:
-            raise refusal
-        if not self.active:
-            raise self._not_controller("this node is not the active controller")
-        if len(self._queue) >= self.config.max_queued_requests:
-            self.throttled += 1
-            raise ThrottledError(
-                f"{len(self._queue)} requests are queued (the limit is "
-                f"{self.config.max_queued_requests}); nothing was written"
-            )
-        self._queue.append(_Pending(request, reply))
-        if pump:
-            self._pump()
+        and callback per write: api/core_link.py). Orderer.submit_to says more."""
+        self.orderer.submit_to(request, reply, pump)
 
     def pump(self) -> None:
         """Decides what ``submit_to(..., pump=False)`` queued."""
-        self._pump()
-
-    def _enqueue(self, pending: _Pending) -> None:
-        self._queue.append(pending)
-        self._pump()
-
-    @property
-    def queue_depth(self) -> int:
-        return len(self._queue)
-
-    def _pump(self) -> None:
-        """Decides what is queued into the next batch, while fewer than
-        ``max_batches_in_flight`` are out; each is decided on top of the view
-        that already holds the records of the batches in flight."""
-        if not self.active or not self._queue:
-            return
-        if self._transferring:
-            return  # the queue waits: the new leader answers it (307) or we resume
-        if self._in_flight and (
-            len(self._in_flight) >= self.config.max_batches_in_flight
-            or self._rebuild_pending
-            or self._batches_since_rebase >= REBASE_EVERY_BATCHES
-        ):
-            return  # _batch_done pumps again
-        controller = self.controller
-        if not self._in_flight:
-            if self._rebuild_pending:
-                # A batch failed (decided on a view the log did not follow): the
-                # leader state is rebuilt from what the log says.
-                self._rebuild_pending = False
-                controller = self.controller = Controller(
-                    self.image, self.controller_config, session_clock_ms()
-                )
-            controller.committed(self.image)
-            self._batches_since_rebase = 0
-        base_offset = controller.view.next_offset
-        now = session_clock_ms()
-        decided: list[tuple[_Pending, object]] = []
-        records: list[Record] = []
-        noops = balanced = 0
-        known: dict = {}  # ControllerResult.merged of every result in the batch
-        while self._queue and len(records) < self.config.max_batch_records:
-            pending = self._queue.popleft()
-            if pending.future is not None and pending.future.done():
-                continue  # its caller gave up before we decided it
-            try:
-                if pending.request is _FENCE:
-                    while (result := controller.maybe_fence_stale_broker(now)) is not None:
-                        records.extend(result.records)
-                    continue
-                if pending.request is _UNCLEAN:
-                    result = controller.maybe_elect_unclean_leaders(now)
-                    if result is not None:
-                        records.extend(result.records)
-                    continue
-                if pending.request is _BALANCE:
-                    result = controller.maybe_balance_partition_leaders(now)
-                    if result is not None and result.records:
-                        records.extend(result.records)
-                        balanced += len(result.records)
-                        log.info(
-                            "leader balancing: %d partition(s) led by their preferred replica "
-                            "again%s",
-                            len(result.records),
-                            "; more to do" if result.response else "",
-                        )
-                    continue
-                if pending.request is _NOOP:
-                    # Kafka's writeNoOpRecord event schedules the next one when
-                    # it runs: one per interval, whatever else is written.
-                    self._schedule_noop(now)
-                    if supports_noop_record(controller.view.metadata_version):
-                        # Into the view too: what is decided after it in this
-                        # batch sees its offset taken (a registration's epoch
-                        # is the offset of its own record).
-                        noop = (NoOpRecord(),)
-                        controller.replay(noop)
-                        records.extend(noop)
-                        noops += 1
-                    continue
-                if pending.request is _BOOTSTRAP:
-                    boot = controller.bootstrap_records()
-                    controller.replay(boot)
-                    records.extend(boot)
-                    continue
-                if type(pending.request) is VotersRecord:
-                    controller.replay((pending.request,))
-                    records.append(pending.request)
-                    decided.append((pending, None))
-                    continue
-                if (
-                    type(pending.request) is BrokerHeartbeatRequest
-                    and time.monotonic() - pending.enqueued > self.config.heartbeat_deadline_s
-                ):
-                    result = controller.expire_heartbeat(pending.request, now)
-                else:
-                    result = controller.handle(pending.request, now)
-            except Exception as e:  # a bug: answer it, keep serving the rest
-                log.exception("the controller failed on %r", pending.request)
-                _fail(pending.future, e)
-                continue
-            records.extend(result.records)
-            if result.merged:
-                known.update(result.merged)
-            decided.append((pending, result.response))
-        if not records:
-            if self._in_flight:
-                # Rejections decided on a view that holds uncommitted records:
-                # answered when those commit, as Kafka does (its purgatory).
-                self._in_flight[-1].decided.extend(decided)
-            else:
-                for pending, response in decided:
-                    _settle(pending.future, response)
-            self._pump()
-            return
-        batch = Batch(self.term, wall_clock_ms(), tuple(records), base_offset)
-        entry = _InFlight(decided, len(records), noops, balanced)
-        self._in_flight.append(entry)
-        self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
-        self._batches_since_rebase += 1
-        # With one batch in flight the view was rebased on the image before
-        # this batch was decided, and nothing more is replayed into it until
-        # the batch is done (the checks above return): its apply may take it.
-        view = controller.view if self.config.max_batches_in_flight == 1 else None
-        future = self._propose(batch, known, view)
-        future.add_done_callback(functools.partial(self._batch_done, entry))
-        self._pump()
-
-    def _batch_done(self, entry: _InFlight, future: asyncio.Future) -> None:
-        if not self._in_flight or self._in_flight[0] is not entry:
-            return  # we stepped down meanwhile; those callers were told already
-        self._in_flight.popleft()
-        result, error = future.result()
-        if error == FAIL_REASON.SUCCESS and result is not None and result >= 0:
-            self.stats.batches += 1
-            self.stats.records += entry.records
-            self.stats.noop_records += entry.noops
-            self.stats.balance_elections += entry.balanced
-            self.stats.sizes.append(entry.records)
-            self.stats.latencies.append(time.monotonic() - entry.started)
-            for pending, response in entry.decided:
-                _settle(pending.future, response)
-            self._pump()
-            return
-        why = f"the batch did not commit ({_reason(error, result)})"
-        log.warning("%s", why)
-        for pending, _ in entry.decided:
-            _fail(pending.future, OutcomeUnknownError(why))
-        if (
-            self.syncobj._isLeader()
-            and self.syncobj.raftCurrentTerm == self.term
-            and result == STALE
-        ):
-            # Our view was wrong. The batches behind this one were decided on
-            # top of it and will come back STALE too; once they have, rebuild.
-            self._rebuild_pending = True
-            self._pump()
-        else:
-            self._step_down(why)
-
-    # ------------------------------------------------------------ periodic work
-
-    def _due_ms(self) -> int | None:
-        """When the controller's next periodic work is due (Kafka's deferred
-        events): the session-timeout fencer, the unclean-election sweep or
-        the next NoOpRecord."""
-        due = [
-            t
-            for t in (
-                self.controller.next_fence_check_ms(),
-                self.controller.next_unclean_election_ms(),
-                self.controller.next_balance_ms(),
-                self._noop_due,
-            )
-            if t is not None
-        ]
-        return min(due, default=None)
-
-    def _schedule_noop(self, now: int) -> None:
-        interval = self.config.metadata_max_idle_interval_ms
-        self._noop_due = now + interval if interval > 0 else None
-
-    def _schedule_timer(self) -> None:
-        if not self.active:
-            return
-        next_check = self._due_ms()
-        delay = 1.0 if next_check is None else max(0.05, (next_check - session_clock_ms()) / 1000)
-        self._timer_handle = self.loop.call_later(min(delay, 1.0), self._timer_tick)
-
-    def _timer_tick(self) -> None:
-        self._timer_handle = None
-        if not self.active:
-            return
-        self._maybe_change_voters()
-        self._pump()
-        now = session_clock_ms()
-        next_check = self.controller.next_fence_check_ms()
-        if next_check is not None and next_check <= now:
-            self._enqueue(_Pending(_FENCE, None))
-        next_sweep = self.controller.next_unclean_election_ms()
-        if next_sweep is not None and next_sweep <= now:
-            self._enqueue(_Pending(_UNCLEAN, None))
-        next_balance = self.controller.next_balance_ms()
-        if next_balance is not None and next_balance <= now:
-            self._enqueue(_Pending(_BALANCE, None))
-        if self._noop_due is not None and self._noop_due <= now:
-            self._noop_due = None  # one queued at a time (Kafka's noOpRecordScheduled)
-            self._enqueue(_Pending(_NOOP, None))
-        self._schedule_timer()
-
-    # ------------------------------------------------------------ voter set
-
-    def _maybe_change_voters(self) -> None:
-        """The active controller writes the first voter set once it knows every
-        voter's directory, and replaces a voter's directory once the new data
-        dir of that node has caught up (quorum/voter_guard.py). One change at
-        a time: the next waits until this one has applied here. Queues the
-        change; the caller pumps."""
-        voters = self.image.voters
-        if self._voters_change_pending or self._change is not None:
-            return
-        if not voters:
-            wanted = bootstrap_voters(self.guard)
-        else:
-            wanted = replacement(voters, self.guard, self.syncobj.raftCommitIndex)
-        if wanted is None:
-            return
-        log.info(
-            "writing the voter set %s",
-            ", ".join(f"{v.voter_id}/{v.voter_directory_id}" for v in wanted),
-        )
-        self._voters_change_pending = True
-        future = self.loop.create_future()
-
-        def done(f: asyncio.Future) -> None:
-            self._voters_change_pending = False
-            if not f.cancelled() and f.exception() is not None:
-                log.warning("the voter set was not written: %s", f.exception())
-
-        future.add_done_callback(done)
-        self._queue.append(_Pending(VotersRecord(voters=wanted), future))
+        self.orderer.pump()
 
     # ------------------------------------------------------------ reads
 
@@ -1177,7 +782,7 @@ class QuorumNode:
                 if self.raft_leader_id is None:
                     raise UnavailableError("no leader is known; a linearizable read needs one", 0.5)
                 self._barriers_proposed += 1
-                self._barrier = self._propose(
+                self._barrier = self.propose(
                     Batch(self.image.controller_epoch, wall_clock_ms(), ())
                 )
             barrier, number = self._barrier, self._barriers_proposed
@@ -1203,7 +808,7 @@ class QuorumNode:
         """Asks Raft to hand leadership to ``target`` (or the most caught-up
         voter); returns the new leader's id, or None if it did not move in time."""
         if not self.syncobj._isLeader():
-            raise self._not_controller("only the leader can transfer leadership")
+            raise self.not_controller("only the leader can transfer leadership")
         if target is not None:
             voters = self.voter_addresses()
             if target not in voters or target == self.node_id:
@@ -1226,7 +831,7 @@ class QuorumNode:
                 )
             except Exception as e:
                 state["settled"] = True
-                self._call(_fail, done, e)
+                self._call(fail, done, e)
                 return
             error = answers[0] if answers else FAIL_REASON.SUCCESS
             if error == FAIL_REASON.SUCCESS:
@@ -1237,16 +842,16 @@ class QuorumNode:
                 state["denied"] += 1
                 return
             state["settled"] = True
-            self._call(_settle, done, error)
+            self._call(settle, done, error)
 
         # As Raft's leadership transfer asks: propose nothing new meanwhile, so
         # the target catches up with the batch in flight and wins its election.
-        self._transferring = True
+        self.orderer.transferring = True
         try:
             return await self._await_transfer(done, state, on_tick, timeout_s)
         finally:
-            self._transferring = False
-            self._pump()  # still leading (the transfer failed): the queue goes on
+            self.orderer.transferring = False
+            self.orderer.pump()  # still leading (the transfer failed): the queue goes on
 
     async def _await_transfer(self, done, state, on_tick, timeout_s: float) -> int | None:
         self.syncobj.addOnTickCallback(on_tick)
@@ -1261,7 +866,7 @@ class QuorumNode:
             self.syncobj.removeOnTickCallback(on_tick)
         if error != FAIL_REASON.SUCCESS:
             raise UnavailableError(
-                f"the transfer was refused ({_reason(error, None)}): the target must be "
+                f"the transfer was refused ({reason(error, None)}): the target must be "
                 "connected and fully caught up",
                 1.0,
             )
@@ -1280,7 +885,7 @@ class QuorumNode:
         if self._change is not None:
             kind, node_id, address = self._change
             return f"{'adding' if kind == 'add' else 'removing'} node {node_id} at {address}"
-        if self._voters_change_pending:
+        if self.orderer.voters_change_pending:
             return "the leader is writing the voter set (a voter's new directory)"
         return None
 
@@ -1288,7 +893,7 @@ class QuorumNode:
         if self.sm.fatal is not None:
             raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
         if not self.active:
-            raise self._not_controller(f"only the active controller can {what}")
+            raise self.not_controller(f"only the active controller can {what}")
 
     async def add_voter(self, node_id: int, address: str, timeout_s: float) -> tuple[Voter, bool]:
         """Adds ``node_id`` at Raft ``address`` to the voter set (quorum/membership.py
@@ -1392,7 +997,7 @@ class QuorumNode:
         """Commits a VotersRecord through group commit; returns once it is applied here."""
         log.info("writing the voter set %s", describe(wanted))
         future = self.loop.create_future()
-        self._enqueue(_Pending(VotersRecord(voters=wanted), future))
+        self.orderer.enqueue(VotersRecord(voters=wanted), future)
         try:
             await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 5.0))
         except TimeoutError:
@@ -1443,22 +1048,3 @@ class QuorumNode:
             except RuntimeError:
                 continue
         return {}
-
-
-def _settle(future: Reply | None, value) -> None:
-    if future is not None and not future.done():
-        future.set_result(value)
-
-
-def _fail(future: Reply | None, error: BaseException) -> None:
-    if future is not None and not future.done():
-        future.set_exception(error)
-
-
-_REASONS = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
-
-
-def _reason(error, result) -> str:
-    if error == FAIL_REASON.SUCCESS:
-        return "stale epoch or offset" if result == STALE else "not a valid batch"
-    return _REASONS.get(error, str(error))

@@ -18,7 +18,12 @@ from starlette.requests import Request
 
 from api import TokensFileError, create_app, load_tokens, parse_tokens
 from api.errors import node_error_response
-from quorum.node import NotControllerError, OutcomeUnknownError, ThrottledError, UnavailableError
+from quorum.node_errors import (
+    NotControllerError,
+    OutcomeUnknownError,
+    ThrottledError,
+    UnavailableError,
+)
 
 from .local_node import LocalNode, registration_body
 

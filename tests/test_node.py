@@ -23,8 +23,8 @@ from controller.messages import (
 from metadata_records.errors import Errors
 from metadata_records.records import Batch, Endpoint, FeatureRange, NoOpRecord
 from metadata_records.snapshot import image_digest
-from quorum.node import ThrottledError, UnavailableError
 from quorum.node_config import ConfigError, claim_data_dir
+from quorum.node_errors import ThrottledError, UnavailableError
 from quorum.record_log import OffsetTooOld
 from quorum.state_machine import STALE
 
@@ -300,10 +300,10 @@ def test_a_batch_from_an_older_epoch_or_offset_is_a_no_op(tmp_path):
         await active(node)
         image = node.image
         stale = Batch(image.controller_epoch - 1, 0, (NoOpRecord(),))
-        result, error = await node._propose(stale)
+        result, error = await node.propose(stale)
         assert result == STALE and node.image.next_offset == image.next_offset
         elsewhere = Batch(image.controller_epoch, 0, (NoOpRecord(),), image.next_offset + 5)
-        result, error = await node._propose(elsewhere)
+        result, error = await node.propose(elsewhere)
         assert result == STALE and node.image.next_offset == image.next_offset
         assert node.sm.stale_batches == 2
         # A read barrier commits through the log without taking an offset.
@@ -327,7 +327,7 @@ def test_a_read_never_uses_a_barrier_proposed_before_it_arrived(tmp_path):
             proposed.append(node.loop.create_future())
             return proposed[-1]
 
-        node._propose = propose
+        node.propose = propose
         first = asyncio.ensure_future(node.barrier())
         await wait_until(lambda: len(proposed) == 1)
         later = [asyncio.ensure_future(node.barrier()) for _ in range(3)]
@@ -380,7 +380,7 @@ def test_a_deposed_leaders_batch_forwarded_to_the_new_leader_commits_nothing(tmp
             # The follower proposes what a deposed leader would: a decision
             # made under the previous epoch, for the current offset.
             stale = Batch(before.controller_epoch - 1, 0, (NoOpRecord(),), before.next_offset)
-            result, error = await follower._propose(stale)
+            result, error = await follower.propose(stale)
             assert result == STALE
             await leader.barrier()
             for n in nodes:
@@ -866,7 +866,7 @@ def test_an_idle_active_controller_writes_one_noop_per_interval_and_0_disables_i
             )
             # The node with 0 was idle as long and wrote nothing.
             assert off.image.next_offset == off_start and off.stats.noop_records == 0
-            assert off._noop_due is None
+            assert off.orderer._noop_due is None
         finally:
             await node.stop(transfer=False)
             await off.stop(transfer=False)
@@ -878,7 +878,7 @@ def test_a_noop_decided_before_a_registration_in_one_batch_moves_its_epoch_too(t
     """KIP-380 in KRaft: a broker's epoch is the offset of its own
     RegisterBrokerRecord, also when a periodic NoOpRecord goes first in the
     same batch (the nemesis found a registration one offset short)."""
-    from quorum.node import _NOOP, _Pending
+    from quorum.orderer import _NOOP, _Pending
 
     node = build_node(single_voter_config(tmp_path, metadata_max_idle_interval_ms=0))
 
@@ -887,7 +887,7 @@ def test_a_noop_decided_before_a_registration_in_one_batch_moves_its_epoch_too(t
         try:
             await active(node)
             start = node.image.next_offset
-            node._queue.append(_Pending(_NOOP, None))  # due, not yet decided
+            node.orderer._queue.append(_Pending(_NOOP, None))  # due, not yet decided
             first = node.submit_future(
                 BrokerRegistrationRequest(
                     1, node.cluster_id, incarnation(1), (Endpoint("PLAINTEXT", "h", 9092, 0),), MV
@@ -929,11 +929,11 @@ def test_only_the_active_controller_writes_noops_and_it_stops_when_it_stops_lead
             for n in nodes:
                 if n is not leader:
                     await wait_until(lambda n=n: len(noop_batches(n)) >= 3, what="applied")
-                    assert n.stats.noop_records == 0 and n._noop_due is None
+                    assert n.stats.noop_records == 0 and n.orderer._noop_due is None
             target = next(n for n in nodes if n is not leader)
             assert await leader.transfer_leadership(target.node_id) == target.node_id
             await wait_until(lambda: target.active, what="the new active controller")
-            assert not leader.active and leader._noop_due is None
+            assert not leader.active and leader.orderer._noop_due is None
             written = leader.stats.noop_records
             handover = target.image.next_offset
             # Counted when the commit's callback runs, a loop turn after the
@@ -943,7 +943,7 @@ def test_only_the_active_controller_writes_noops_and_it_stops_when_it_stops_lead
                 what="NoOps from the new leader",
             )
             assert leader.stats.noop_records == written
-            assert {epoch for _, _, epoch in noop_batches(target, handover)} == {target.term}
+            assert {epoch for _, _, epoch in noop_batches(target, handover)} == {target.orderer.term}
         finally:
             for n in nodes:
                 await n.stop(transfer=False)

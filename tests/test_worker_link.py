@@ -17,7 +17,7 @@ from api.worker_link import (
 from api.worker_node import DEADLINE_SWEEP_S, WorkerNode
 from controller.messages import BrokerHeartbeatRequest
 from metadata_records.errors import ApiError, Errors
-from quorum.node import (
+from quorum.node_errors import (
     MembershipRefused,
     NotControllerError,
     OutcomeUnknownError,
