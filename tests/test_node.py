@@ -943,7 +943,9 @@ def test_only_the_active_controller_writes_noops_and_it_stops_when_it_stops_lead
                 what="NoOps from the new leader",
             )
             assert leader.stats.noop_records == written
-            assert {epoch for _, _, epoch in noop_batches(target, handover)} == {target.orderer.term}
+            assert {epoch for _, _, epoch in noop_batches(target, handover)} == {
+                target.orderer.term
+            }
         finally:
             for n in nodes:
                 await n.stop(transfer=False)
