@@ -1519,6 +1519,7 @@ def create_app(
         status["imageDigest"] = None
         pool = getattr(app.state, "http_workers", None)  # metaquorum/http_workers.py
         status["httpWorkers"] = [] if pool is None else pool.describe()
+        status["ordererProcess"] = None if pool is None else pool.describe_orderer()
         if digest:
             offset, value = await asyncio.to_thread(node.image_digest)
             status["lastAppliedOffset"], status["imageDigest"] = offset, value

@@ -1,18 +1,24 @@
 """The core's end of its HTTP workers' links (api/worker_link.py says what
 crosses them; metaquorum/http_workers.py starts the workers).
 
-The core is the one process that orders writes: it keeps the QuorumNode (the
-controller, the group-commit queue, Raft). Each worker's frame of requests is
-queued as one group and decided in one pump; the answers go back in one frame
-per loop turn, after the committed batches they depend on, so a worker's
-image already holds a write when its client hears that it committed.
-Requests that need the core's own state (status, metrics, probes, voter
-changes) arrive as HTTP and are answered by the core's own app, in process.
+The core keeps the QuorumNode (Raft) and, with an orderer process
+(metaquorum/orderer_process.py), links it as it links a worker: the orderer
+follows the committed batches, proposes its batches (PROPOSE) and reports
+its status; the workers' writes reach it as relayed frames, which the core
+copies between the links without reading them (``RemoteOrderer`` is the
+node's orderer then). Without one, the core orders writes itself: each
+worker's frame of requests is queued as one group and decided in one pump;
+the answers go back in one frame per loop turn, after the committed batches
+they depend on, so a worker's image already holds a write when its client
+hears that it committed. Requests that need the core's own state (status,
+metrics, probes, voter changes) arrive as HTTP and are answered by the
+core's own app, in process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import time
@@ -20,6 +26,8 @@ from typing import Any
 
 from metadata_records.snapshot import encode_image
 from quorum.node import QuorumNode
+from quorum.node_errors import OutcomeUnknownError, UnavailableError
+from quorum.orderer import BatchStats, Reply, fail, settle
 from quorum.record_log import OffsetTooOld
 
 from .connections import ConnectionStats
@@ -31,12 +39,21 @@ from .worker_link import (
     BATCHES,
     FORWARD,
     IMAGE,
+    ORDERER,
+    ORDERER_LOST,
+    PROPOSE,
     REFUSED,
     STATE,
     STATS,
+    STEP_DOWN,
     SUBMIT,
+    TRANSFERRING,
     FrameProtocol,
+    decode_error,
     encode_error,
+    readdress,
+    relayed_items,
+    unwrap,
 )
 
 log = logging.getLogger(__name__)
@@ -51,7 +68,9 @@ BATCHES_GATHERED_S = 0.005
 
 
 def core_state(node: QuorumNode) -> dict[str, Any]:
-    """What a worker needs to know of the core to answer reads and probes."""
+    """What a worker needs to know of the core to answer reads and probes,
+    and an orderer process to order writes (metaquorum/orderer_process.RemoteRaft)."""
+    leading = node.syncobj._isLeader()
     return {
         "ready": node.ready,
         "reason": not_ready_reason(node),
@@ -61,6 +80,11 @@ def core_state(node: QuorumNode) -> dict[str, Any]:
         "leaderId": node.raft_leader_id,
         "leaderUrl": node.leader_url,
         "active": node.active,
+        "leading": leading,
+        "term": node.syncobj.raftCurrentTerm,
+        "stopping": node.stopping,
+        "disk": node.disk_refusal(),
+        "wantedVoters": node.wanted_voters() if leading else None,
     }
 
 
@@ -171,6 +195,7 @@ class CoreLinks:
         self.connections = connections
         self.requests = requests
         self.links: dict[int, WorkerLink] = {}
+        self.orderer: OrdererLink | None = None  # with an orderer process, its link
         self._state: dict[str, Any] | None = None
         self._state_task: asyncio.Task | None = None
         node.apply_watchers.append(self)
@@ -195,6 +220,55 @@ class CoreLinks:
         self.connections.retire(index)
         self.requests.retire(index)
 
+    async def attach_orderer(self, sock: socket.socket) -> OrdererLink:
+        """Takes the core's end of the orderer process's socket pair."""
+        link = OrdererLink(self)
+        loop = asyncio.get_running_loop()
+        await loop.create_unix_connection(lambda: link.protocol, sock=sock)
+        self.orderer = link
+        link.send_state(self.state())
+        await link.send_image()
+        return link
+
+    def detach_orderer(self, why: str) -> None:
+        """The orderer process is gone: what the workers sent it may still
+        commit, and they hear so; the node's orderer stops."""
+        link, self.orderer = self.orderer, None
+        if link is None:
+            return
+        link.close()
+        remote = self.node.orderer
+        if isinstance(remote, RemoteOrderer):
+            remote.lost(why)
+        for worker in self.links.values():
+            worker.send_orderer_lost(why)
+
+    def relay_to_orderer(self, index: int, body: bytes, worker: WorkerLink) -> None:
+        """A worker's relayed writes, copied to the orderer as they are; with
+        no orderer (it is starting again), refused: nothing was written."""
+        orderer = self.orderer
+        if orderer is not None and orderer.lost is None:
+            orderer.protocol.send_bytes(readdress(body, index))
+            return
+        error = UnavailableError(
+            "this voter's orderer is starting again; nothing was written: retry", 1.0
+        )
+        for item in relayed_items(body)[1]:
+            if item[0] == SUBMIT:
+                worker._refuse(item[1], error)
+
+    def push_state(self) -> None:
+        """The state now, to every link (a leadership change: not at the next look)."""
+        now = self.state()
+        for link in self._all_links():
+            link.send_state(now)
+
+    def _all_links(self) -> list[WorkerLink]:
+        links = list(self.links.values())
+        if self.orderer is not None:
+            links.append(self.orderer)
+        return links
+
     def state(self) -> dict[str, Any]:
         self._state = core_state(self.node)
         return self._state
@@ -202,12 +276,10 @@ class CoreLinks:
     def needs_wakeup(self) -> bool:  # the Raft thread, after the image moved (ApplyWatcher)
         # A link with a flush scheduled reads the image when it runs (it
         # clears its flags before it reads): no wakeup needed for it.
-        return any(
-            link._later is None and not link._flush_pending for link in list(self.links.values())
-        )
+        return any(link._later is None and not link._flush_pending for link in self._all_links())
 
     def on_applied(self) -> None:
-        for link in self.links.values():
+        for link in self._all_links():
             link.wake_later()
 
     async def _watch_state(self) -> None:
@@ -218,7 +290,7 @@ class CoreLinks:
             now = self.state()
             if now != before or time.monotonic() - sent_at >= STATE_AT_LEAST_S:
                 sent_at = time.monotonic()
-                for link in self.links.values():
+                for link in self._all_links():
                     link.send_state(now)
 
     def stop(self) -> None:
@@ -226,6 +298,7 @@ class CoreLinks:
             self._state_task.cancel()
         for index in list(self.links):
             self.detach(index)
+        self.detach_orderer("the voter is stopping")
         if self in self.node.apply_watchers:
             self.node.apply_watchers.remove(self)
 
@@ -263,7 +336,7 @@ class WorkerLink:
         self.links = links
         self.node = links.node
         self.index = index
-        self.protocol = FrameProtocol(self._on_items, self._on_lost)
+        self.protocol = FrameProtocol(self._on_items, self._on_lost, self._on_relayed)
         self.cursor: int | None = None  # the next offset this worker gets; None: an image first
         self._outbox: list = []
         self._flush_pending = False
@@ -299,6 +372,9 @@ class WorkerLink:
                 self.links.requests.update(self.index, item[1]["requests"])
         if queued:
             node.pump()
+
+    def _on_relayed(self, body: bytes) -> None:
+        self.links.relay_to_orderer(self.index, body, self)
 
     def _settled(self, request_id: int, future: asyncio.Future) -> None:
         if future.cancelled():
@@ -338,6 +414,10 @@ class WorkerLink:
 
     def send_state(self, state: dict[str, Any]) -> None:
         self._outbox.append((STATE, state))
+        self.wake()
+
+    def send_orderer_lost(self, why: str) -> None:
+        self._outbox.append((ORDERER_LOST, why))
         self.wake()
 
     def wake(self) -> None:
@@ -399,6 +479,179 @@ class WorkerLink:
         transport = self.protocol.transport
         if transport is not None:
             transport.close()
+
+
+class OrdererLink(WorkerLink):
+    """The orderer process's link, on the core: a worker's (the image, the
+    committed batches, the state), and the orderer's own items."""
+
+    def __init__(self, links: CoreLinks) -> None:
+        super().__init__(links, -1)
+        self.heard_at = time.monotonic()  # its last frame: it reports every half second
+
+    def _on_items(self, items: list) -> None:
+        self.heard_at = time.monotonic()
+        node = self.node
+        for item in items:
+            kind = item[0]
+            if kind == PROPOSE:
+                future = node.propose_payload(item[2])
+                future.add_done_callback(functools.partial(self._proposed, item[1]))
+            elif kind == ORDERER:
+                remote = node.orderer
+                if isinstance(remote, RemoteOrderer):
+                    remote.report(item[1])
+            elif kind == ANSWER or kind == REFUSED:
+                remote = node.orderer
+                if isinstance(remote, RemoteOrderer):
+                    remote.answered(item[1], kind == ANSWER, item[2])
+
+    def _proposed(self, request_id: int, future: asyncio.Future) -> None:
+        if future.cancelled():
+            self._refuse(request_id, RuntimeError("the proposal was cancelled"))
+            return
+        self._answer(request_id, future.result())
+        # The orderer answers its writers once it hears: their workers get the
+        # batch now, not within BATCHES_GATHERED_S, so that no answer waits
+        # for it there (a worker shows an answer once its image holds it).
+        for worker in self.links.links.values():
+            worker.wake()
+
+    def _on_relayed(self, body: bytes) -> None:
+        """The orderer's answers to worker ``index``, passed on as a plain frame."""
+        self.heard_at = time.monotonic()
+        index = int.from_bytes(body[:2], "big")
+        worker = self.links.links.get(index)
+        if worker is not None and worker.lost is None:
+            worker.protocol.send_bytes(unwrap(body))
+        # A worker gone meanwhile: its clients were told already (its link broke).
+
+    def _on_lost(self, why: str) -> None:
+        self.lost = why
+        if self.links.orderer is self:
+            log.info("the orderer process's link closed: %s", why)
+
+
+class RemoteOrderer:
+    """The node's orderer when it runs in a process of its own: what the
+    core's app and QuorumNode read of it (as the orderer last reported), and
+    what they ask of it (leadership, transfers, voter sets), over its link."""
+
+    def __init__(self, links: CoreLinks) -> None:
+        self.links = links
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.active = False
+        self.controller = None  # in the orderer process
+        self.term = 0
+        self.queue_depth = 0
+        self.throttled = 0
+        self.voters_change_pending = False
+        self.stats = BatchStats()
+        # Writes each worker relayed to the orderer (over its restarts).
+        self.submitted: dict[int, int] = {}
+        self._reported: dict[int, int] = {}  # as the running orderer last counted them
+        self._transferring = False
+        self._ids = 0
+        self._waiting: dict[int, Reply] = {}
+
+    # ---------------------------------------------------------------- from the orderer
+
+    def report(self, status: dict[str, Any]) -> None:
+        was = self.active
+        self.active = status["active"]
+        self.term = status["term"]
+        self.queue_depth = status["queueDepth"]
+        self.throttled = status["throttled"]
+        self.voters_change_pending = status["votersChangePending"]
+        self.stats = status["stats"]
+        for worker, count in status["submitted"].items():
+            last = self._reported.get(worker, 0)
+            self.submitted[worker] = self.submitted.get(worker, 0) + max(count - last, 0)
+            self._reported[worker] = count
+        if was and not self.active:
+            self.links.node.stepped_down()
+
+    def answered(self, request_id: int, ok: bool, value: Any) -> None:
+        reply = self._waiting.pop(request_id, None)
+        if reply is None:
+            return
+        if ok:
+            settle(reply, value)
+        else:
+            fail(reply, decode_error(value))
+
+    def lost(self, why: str) -> None:
+        if self.active:
+            self.links.node.stepped_down()
+        self.active = False
+        self.queue_depth = 0
+        self._reported = {}  # the next orderer counts from 0
+        waiting, self._waiting = self._waiting, {}
+        for reply in waiting.values():
+            fail(
+                reply,
+                OutcomeUnknownError(
+                    f"the orderer process stopped ({why}); the write may still commit"
+                ),
+            )
+
+    # ---------------------------------------------------------------- from QuorumNode
+
+    async def become_active(self, term: int) -> None:
+        self.links.push_state()  # the orderer starts the term when it hears
+
+    def step_down(self, why: str) -> None:
+        if self.active:
+            self.links.node.stepped_down()
+        self.active = False
+        self._send((STEP_DOWN, why))
+        self.links.push_state()
+
+    @property
+    def transferring(self) -> bool:
+        return self._transferring
+
+    @transferring.setter
+    def transferring(self, value: bool) -> None:
+        self._transferring = value
+        self._send((TRANSFERRING, value))
+
+    def submit_to(self, request: object, reply: Reply, pump: bool = True) -> None:
+        node = self.links.node
+        if (refusal := node.refusal()) is not None:
+            raise refusal
+        if not self.active:
+            raise node.not_controller("this node is not the active controller")
+        self.enqueue(request, reply)
+
+    def enqueue(self, request: object, reply: Reply | None) -> None:
+        """The core's own writes (voter sets): to the orderer, answered on its link."""
+        orderer = self.links.orderer
+        if orderer is None or orderer.lost is not None:
+            fail(
+                reply,
+                UnavailableError(
+                    "this voter's orderer is starting again; nothing was written: retry", 1.0
+                ),
+            )
+            return
+        self._ids += 1
+        if reply is not None:
+            self._waiting[self._ids] = reply
+        orderer._outbox.append((SUBMIT, self._ids, request))
+        orderer.wake()
+
+    def pump(self) -> None:
+        pass  # the orderer pumps what it is sent
+
+    def maybe_change_voters(self) -> None:
+        pass  # the orderer reads the voter set wanted from the state
+
+    def _send(self, item: tuple) -> None:
+        orderer = self.links.orderer
+        if orderer is not None and orderer.lost is None:
+            orderer._outbox.append(item)
+            orderer.wake()
 
 
 async def run_asgi(app: Any, head: dict[str, Any], body: bytes) -> tuple[int, list, bytes]:

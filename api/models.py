@@ -2359,8 +2359,19 @@ class HttpWorkerOut(ResponseModel):
     uptime_s: float = Field(description="seconds since this process of it started")
     restarts: int = Field(description="times this worker was started again after it died")
     requests: int = Field(
-        description="writes, barriers and forwarded requests it sent to the core (this process)"
+        description="writes, barriers and forwarded requests it sent to the core and the "
+        "orderer (this process; its writes as far as the orderer last reported)"
     )
+
+
+class OrdererProcessOut(ResponseModel):
+    """The process that orders this voter's writes, with HTTP workers
+    (metaquorum/orderer_process.py)."""
+
+    pid: int = Field(description="its process id")
+    alive: bool = Field(description="running, with its link to the serve process open")
+    uptime_s: float = Field(description="seconds since this process of it started")
+    restarts: int = Field(description="times it was started again after it died")
 
 
 class QuorumStatusOut(ResponseModel):
@@ -2400,6 +2411,7 @@ class QuorumStatusOut(ResponseModel):
                     "requests": 918274,
                 }
             ],
+            "ordererProcess": {"pid": 40, "alive": True, "uptimeS": 5230.5, "restarts": 0},
             "elections": {
                 "preVote": True,
                 "preVoteRounds": 1,
@@ -2488,6 +2500,11 @@ class QuorumStatusOut(ResponseModel):
         [],
         description="this voter's HTTP worker processes (serve --http-workers); empty when "
         "one process serves HTTP",
+    )
+    orderer_process: OrdererProcessOut | None = Field(
+        None,
+        description="the process that orders this voter's writes when it has HTTP workers; "
+        "null when the serve process orders them itself",
     )
 
 

@@ -24,7 +24,28 @@ core -> worker:
   order, always sent before the answers that depend on them;
 * ``(STATE, state)``: what the core says of itself (readiness, leader, ...);
 * ``(ANSWER, id, value)`` / ``(REFUSED, id, error)``: an answer, or a
-  NodeError as ``encode_error`` spells it.
+  NodeError as ``encode_error`` spells it;
+* ``(ORDERER_LOST, why)``: the orderer process died; writes sent to it may
+  still commit.
+
+With an orderer process (metaquorum/orderer_process.py), the workers' writes
+go to it through the core as *relayed* frames: the length word's top bit is
+set and the body starts with a worker's index (two bytes), then the pickled
+items. The core copies them between the links without unpickling them.
+A worker relays ``(SUBMIT, id, request)`` items; the orderer relays back
+``(ANSWER, id, value, offset)`` (the worker answers once its image reaches
+``offset``) and ``(REFUSED, id, error)``.
+
+orderer -> core, on the orderer's own link (besides relayed frames, and the
+items a worker sends):
+
+* ``(PROPOSE, id, payload)``: an encoded batch to propose; answered with
+  ``(ANSWER, id, (result, error))`` once it applied or failed, after the
+  batches it streams before (so the orderer's image holds it by then);
+* ``(ORDERER, status)``: what the status and metrics read of the orderer.
+
+core -> orderer: ``(SUBMIT, id, request)`` (the core's own writes: voter
+sets), ``(STEP_DOWN, why)`` and ``(TRANSFERRING, bool)``.
 """
 
 from __future__ import annotations
@@ -52,9 +73,13 @@ from quorum.node_errors import (
 
 SUBMIT, BARRIER, FORWARD, STATS = "submit", "barrier", "forward", "stats"
 IMAGE, BATCHES, STATE, ANSWER, REFUSED = "image", "batches", "state", "answer", "refused"
+ORDERER_LOST = "orderer_lost"
+PROPOSE, ORDERER, STEP_DOWN, TRANSFERRING = "propose", "orderer", "step_down", "transferring"
 
 _LENGTH = struct.Struct(">I")
+_INDEX = struct.Struct(">H")
 MAX_FRAME = 1 << 30  # an image of a very large cluster; anything past it is a bug
+RELAYED = 1 << 31  # the length word's flag of a relayed frame
 
 
 class LinkBroken(ConnectionError):
@@ -101,6 +126,34 @@ def encode_frame(items: list, fast: bool = True) -> bytes:
     return bytes(frame)
 
 
+def encode_relayed(index: int, items: list) -> bytes:
+    """A relayed frame for (or from) worker ``index``."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0\0\0")
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = FAST_REDUCERS
+    pickler.dump(items)
+    frame = buffer.getbuffer()
+    _LENGTH.pack_into(frame, 0, (len(frame) - 4) | RELAYED)
+    _INDEX.pack_into(frame, 4, index)
+    return bytes(frame)
+
+
+def readdress(body: bytes, index: int) -> bytes:
+    """A relayed frame's body (index and items) as a relayed frame for ``index``."""
+    return _LENGTH.pack(len(body) | RELAYED) + _INDEX.pack(index) + body[2:]
+
+
+def unwrap(body: bytes) -> bytes:
+    """A relayed frame's body as a plain frame of its items."""
+    return _LENGTH.pack(len(body) - 2) + body[2:]
+
+
+def relayed_items(body: bytes) -> tuple[int, list]:
+    """A relayed frame's body read: (worker index, items)."""
+    return _INDEX.unpack_from(body)[0], pickle.loads(body[2:])
+
+
 def encode_error(error: BaseException) -> tuple:
     """A NodeError (or a bug) as plain values: exceptions with extra
     constructor arguments do not survive pickle."""
@@ -140,9 +193,17 @@ class FrameProtocol(asyncio.Protocol):
     """Reads frames, hands each item list to ``on_items``; writes frames.
     Either side's end of the link."""
 
-    def __init__(self, on_items: Callable[[list], None], on_lost: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        on_items: Callable[[list], None],
+        on_lost: Callable[[str], None],
+        on_relayed: Callable[[bytes], None] | None = None,
+    ) -> None:
         self.on_items = on_items
         self.on_lost = on_lost
+        # A relayed frame's body (index and pickled items), not unpickled;
+        # None: this end takes none.
+        self.on_relayed = on_relayed
         self.transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self.closed = False
@@ -156,13 +217,21 @@ class FrameProtocol(asyncio.Protocol):
         start = 0
         while len(buffer) - start >= 4:
             (size,) = _LENGTH.unpack_from(buffer, start)
+            relayed = size & RELAYED
+            size &= ~RELAYED
             if size > MAX_FRAME:
                 self._lose(f"a frame of {size} bytes")
+                return
+            if relayed and (self.on_relayed is None or size < 2):
+                self._lose("a relayed frame this end does not take")
                 return
             if len(buffer) - start - 4 < size:
                 break
             body = bytes(buffer[start + 4 : start + 4 + size])
             start += 4 + size
+            if relayed:
+                self.on_relayed(body)
+                continue
             try:
                 items = pickle.loads(body)
             except Exception as e:  # noqa: BLE001 - an unreadable frame ends the link
@@ -176,6 +245,12 @@ class FrameProtocol(asyncio.Protocol):
         if self.closed or self.transport is None or self.transport.is_closing():
             return
         self.transport.write(encode_frame(items))
+
+    def send_bytes(self, frame: bytes) -> None:
+        """A frame already encoded (a relayed one)."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return
+        self.transport.write(frame)
 
     def _lose(self, why: str) -> None:
         if self.transport is not None:

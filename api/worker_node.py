@@ -29,12 +29,14 @@ from .worker_link import (
     BATCHES,
     FORWARD,
     IMAGE,
+    ORDERER_LOST,
     REFUSED,
     STATE,
     STATS,
     SUBMIT,
     FrameProtocol,
     decode_error,
+    encode_relayed,
 )
 
 log = logging.getLogger(__name__)
@@ -68,14 +70,40 @@ CORE_SILENT_S = 3.0
 DEADLINE_SWEEP_S = 0.25
 
 
+def load_image(sm: MetadataStateMachine, encoded: bytes, retained: tuple) -> None:
+    """The core's IMAGE item into ``sm``: the image, and the retained log below it."""
+    base, batches, next_offset = retained
+    sm.image = decode_image(encoded)
+    sm.log.load(base, batches, next_offset)
+
+
+def apply_batches(sm: MetadataStateMachine, batches: list, who: str) -> str | None:
+    """The core's committed batches into ``sm``, in order; a batch that does
+    not follow (it cannot happen while the core sends in order: never serve
+    a gap) stops it, and the gap is returned, described."""
+    for first_offset, _count, payload in batches:
+        if first_offset != sm.image.next_offset:
+            return (
+                f"batch at offset {first_offset} does not follow {who}'s image "
+                f"(next offset {sm.image.next_offset})"
+            )
+        sm.apply_batch(payload, _doApply=True)
+    return None
+
+
 class WorkerNode:
     """Quacks like QuorumNode where the app reads it: ``image``, ``sm``
     (the followed image's state machine and log), ``submit``, ``barrier``,
     ``wait_for_offset``, ``replaying``, ``raft_alive``, ``node_id``."""
 
-    def __init__(self, node_id: int, index: int, log_retention: int = 200_000) -> None:
+    def __init__(
+        self, node_id: int, index: int, log_retention: int = 200_000, relay: bool = False
+    ) -> None:
         self.node_id = node_id
         self.index = index
+        # Writes go to the voter's orderer process, relayed by the core
+        # (api/worker_link.py), instead of to the core itself.
+        self.relay = relay
         self.sm = MetadataStateMachine(log_retention)
         self.protocol = FrameProtocol(self._on_items, self._on_lost)
         self.state: dict[str, Any] = {
@@ -96,7 +124,11 @@ class WorkerNode:
         self._waiting: dict[int, tuple[asyncio.Future, str, float, Callable[[], Exception]]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self._outbox: list = []
+        self._relayed: list = []  # SUBMIT items for the orderer process
         self._flush_pending = False
+        # Answers whose write ends past this image: (offset, future, value,
+        # deadline), answered as the image reaches them.
+        self._early: list[tuple[int, asyncio.Future, object, float]] = []
         self._has_image: asyncio.Event | None = None
         self._waiters = OffsetWaiters()
 
@@ -171,7 +203,10 @@ class WorkerNode:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._waiting[request_id] = (future, what, loop.time() + timeout_s, late)
-        self._outbox.append((item_kind, request_id, *args))
+        if item_kind == SUBMIT and self.relay:
+            self._relayed.append((item_kind, request_id, *args))
+        else:
+            self._outbox.append((item_kind, request_id, *args))
         if not self._flush_pending:
             self._flush_pending = True
             loop.call_soon(self._flush)
@@ -189,6 +224,16 @@ class WorkerNode:
             del self._waiting[request_id]
             if not future.done():
                 future.set_exception(error())
+        if self._early and any(entry[3] <= now for entry in self._early):
+            for entry in self._early:
+                if entry[3] <= now and not entry[1].done():
+                    entry[1].set_exception(
+                        OutcomeUnknownError(
+                            "the write committed, but this HTTP worker's image did not reach "
+                            "it in time"
+                        )
+                    )
+            self._early = [entry for entry in self._early if entry[3] > now]
         self._sweeper = loop.call_later(DEADLINE_SWEEP_S, self._sweep_deadlines)
 
     def _flush(self) -> None:
@@ -196,6 +241,9 @@ class WorkerNode:
         if self._outbox:
             items, self._outbox = self._outbox, []
             self.protocol.send(items)
+        if self._relayed:
+            items, self._relayed = self._relayed, []
+            self.protocol.send_bytes(encode_relayed(self.index, items))
 
     async def submit(self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S) -> object:
         if (silent := self._core_silent()) is not None:  # refused before it is sent
@@ -207,7 +255,7 @@ class WorkerNode:
         return await self._call(
             SUBMIT,
             request,
-            what="write",
+            what="submit",
             timeout_s=timeout_s,
             late=lambda: OutcomeUnknownError(
                 f"no answer from the voter's core within {timeout_s:.1f} s; the write may "
@@ -260,25 +308,30 @@ class WorkerNode:
         )
 
     def _load_image(self, encoded: bytes, retained: tuple) -> None:
-        image = decode_image(encoded)
-        base, batches, next_offset = retained
-        self.sm.image = image
-        self.sm.log.load(base, batches, next_offset)
+        load_image(self.sm, encoded, retained)
         self._has_image.set()
         self._waiters.wake()
 
     def _apply(self, batches: list) -> None:
-        sm = self.sm
-        for first_offset, _count, payload in batches:
-            if first_offset != sm.image.next_offset:
-                # Cannot happen while the core sends in order; never serve a gap.
-                self._on_lost(
-                    f"batch at offset {first_offset} does not follow this worker's image "
-                    f"(next offset {sm.image.next_offset})"
-                )
-                return
-            sm.apply_batch(payload, _doApply=True)
+        gap = apply_batches(self.sm, batches, "this worker")
+        if gap is not None:
+            self._on_lost(gap)
+            return
         self._waiters.wake()
+        if self._early:
+            self._answer_reached()
+
+    def _answer_reached(self) -> None:
+        """The orderer's answers whose writes this image now holds: a client
+        that reads here after its write sees it."""
+        reached = self.sm.image.next_offset
+        early = []
+        for entry in self._early:
+            if entry[0] > reached:
+                early.append(entry)
+            elif not entry[1].done():
+                entry[1].set_result(entry[2])
+        self._early = early
 
     # ---------------------------------------------------------------- in
 
@@ -292,15 +345,33 @@ class WorkerNode:
                 waiting = self._waiting.pop(item[1], None)
                 if waiting is None or waiting[0].done():
                     continue
-                if kind == ANSWER:
-                    waiting[0].set_result(item[2])
-                else:
+                if kind == REFUSED:
                     waiting[0].set_exception(decode_error(item[2]))
+                elif len(item) > 3 and item[3] > self.sm.image.next_offset:
+                    self._early.append((item[3], waiting[0], item[2], waiting[2]))
+                else:
+                    waiting[0].set_result(item[2])
             elif kind == STATE:
                 self.state = item[1]
                 self.sm.fatal = item[1]["fatal"]
             elif kind == IMAGE:
                 self._load_image(item[1], item[2])
+            elif kind == ORDERER_LOST:
+                self._fail_writes(
+                    OutcomeUnknownError(
+                        f"this voter's orderer process stopped ({item[1]}); the write may "
+                        "still commit"
+                    )
+                )
+
+    def _fail_writes(self, error: Exception) -> None:
+        """Every write sent to the orderer process and not answered yet."""
+        for request_id, (future, what, _, _) in list(self._waiting.items()):
+            if what == "submit":
+                del self._waiting[request_id]
+                if not future.done():
+                    future.set_exception(error)
+        # Answers already in self._early committed: the core streams their batches.
 
     def _on_lost(self, why: str) -> None:
         if self.lost is not None:
@@ -310,7 +381,7 @@ class WorkerNode:
         for future, what, _, _ in self._waiting.values():
             if future.done():
                 continue
-            if what == "write":
+            if what in ("write", "submit"):
                 future.set_exception(
                     OutcomeUnknownError(
                         "this HTTP worker lost its link to the voter's core; the write may "
@@ -322,6 +393,15 @@ class WorkerNode:
                     UnavailableError("this HTTP worker lost its link to the voter's core", 1.0)
                 )
         self._waiting.clear()
+        for _, future, _, _ in self._early:  # committed, but never shown here
+            if not future.done():
+                future.set_exception(
+                    OutcomeUnknownError(
+                        "this HTTP worker lost its link to the voter's core before its image "
+                        "held the write"
+                    )
+                )
+        self._early = []
         if self._sweeper is not None:
             self._sweeper.cancel()
         self._waiters.wake()

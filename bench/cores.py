@@ -9,14 +9,16 @@ partitions (4 connections), heartbeats (16 connections); then a burst of
 another, timed from the first send to the last answer; then read back, as
 linearizable reads on fresh connections, against the answers). Around each window
 the processes' own CPU counters (/proc/PID/stat utime + stime) are read: the
-leader's core process, each of its HTTP workers, each follower's processes.
+leader's core process, its orderer process (with workers: decision 119), each
+of its HTTP workers, each follower's processes.
 So each role's CPU time per request and per partition change is measured,
 not guessed from throughput on a shared 2-core machine.
 
 The projection for a 16-core voter is Amdahl's, from each kind's run with
 the most connections (the most group commit): the core (one interpreter, one
-GIL) takes 1 core, the workers the 15 others, so at most
-min(1 / core CPU per request, 15 / workers' CPU per request) requests/s; and
+GIL) takes 1 core, the orderer process (with workers) 1, the workers the
+others, so at most min(1 / core CPU per request, 1 / orderer CPU per request,
+14 / workers' CPU per request) requests/s; and
 a follower's core (alone) follows at most 1 / its CPU per change. A second
 figure counts what Amdahl's leaves out: every worker follows the whole image,
 so each of the 15 pays the apply cost of every change (measured on the
@@ -99,8 +101,8 @@ def cpu_s(pid: int) -> tuple[float, float] | None:
     return (utime + stime) * TICK_S, (cutime + cstime) * TICK_S
 
 
-def workers_of(core: int) -> list[int]:
-    """The HTTP worker processes of a core, by worker index."""
+def children_running(core: int, module: bytes) -> list[tuple[int, list[bytes]]]:
+    """(pid, argv) of each child of ``core`` that runs ``python -m module``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -110,9 +112,23 @@ def workers_of(core: int) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == core and b"metaquorum.http_workers" in argv:
-            config = json.loads(argv[argv.index(b"metaquorum.http_workers") + 1])
-            found.append((config["index"], int(entry.name)))
+        if ppid == core and module in argv:
+            found.append((int(entry.name), argv))
+    return found
+
+
+def orderer_of(core: int) -> int | None:
+    """A core's orderer process (metaquorum/orderer_process.py), if it has one."""
+    found = children_running(core, b"metaquorum.orderer_process")
+    return found[0][0] if found else None
+
+
+def workers_of(core: int) -> list[int]:
+    """The HTTP worker processes of a core, by worker index."""
+    found = []
+    for pid, argv in children_running(core, b"metaquorum.http_workers"):
+        config = json.loads(argv[argv.index(b"metaquorum.http_workers") + 1])
+        found.append((config["index"], pid))
     return [pid for _, pid in sorted(found)]
 
 
@@ -122,10 +138,11 @@ class Voter:
     leader: bool
     core: int  # the serve process's pid
     workers: list[int] = field(default_factory=list)
+    orderer: int | None = None  # its orderer process's pid (with workers)
 
     @property
     def pids(self) -> list[int]:
-        return [self.core, *self.workers]
+        return [self.core, *self.workers, *([self.orderer] if self.orderer else [])]
 
 
 def voters_of(cluster: Cluster, leader: int, workers: int, timeout_s: float = 60) -> list[Voter]:
@@ -133,10 +150,16 @@ def voters_of(cluster: Cluster, leader: int, workers: int, timeout_s: float = 60
     deadline = time.monotonic() + timeout_s
     while True:
         voters = [
-            Voter(i, i == leader, cluster.procs[i].pid, workers_of(cluster.procs[i].pid))
+            Voter(
+                i,
+                i == leader,
+                cluster.procs[i].pid,
+                workers_of(cluster.procs[i].pid),
+                orderer_of(cluster.procs[i].pid),
+            )
             for i in range(cluster.n)
         ]
-        if all(len(v.workers) == workers for v in voters):
+        if all(len(v.workers) == workers and bool(v.orderer) == bool(workers) for v in voters):
             return voters
         if time.monotonic() > deadline:
             raise SystemExit(f"not {workers} HTTP workers per voter: {voters}")
@@ -161,6 +184,7 @@ def spent(voters: list[Voter], before: dict, after: dict) -> dict:
             "voter": v.index,
             "core": own(v.core),
             "workers": [own(pid) for pid in v.workers],
+            "orderer": own(v.orderer) if v.orderer else None,
             "forks": None if v.core in lost else after[v.core][1] - before[v.core][1],
         }
         if v.leader:
@@ -391,7 +415,11 @@ def us_per(seconds: float | None, count: int) -> float | None:
 
 def total_s(voter: dict) -> float | None:
     """A voter's CPU seconds, its workers' included."""
-    parts = [voter["core"], *voter["workers"]]
+    parts = [
+        voter["core"],
+        *voter["workers"],
+        *([voter["orderer"]] if voter["orderer"] is not None else []),
+    ]
     return None if None in parts else sum(parts)
 
 
@@ -403,14 +431,19 @@ def costs(run: dict) -> dict:
     total = None if None in each else sum(each)
     followers = cpu["followers"]
     follower_workers = [w for f in followers for w in f["workers"]]
+    # A follower's orderer process follows every change, as its workers do.
+    follower_orderers = [f["orderer"] for f in followers if f.get("orderer") is not None]
     return {
         "core_per_request": us_per(leader["core"], requests),
         "core_per_change": us_per(leader["core"], changes),
+        "orderer_per_request": us_per(leader.get("orderer"), requests),
+        "orderer_per_change": us_per(leader.get("orderer"), changes),
         "workers_per_request": us_per(total, requests) if each else None,
         "each_worker_per_request": [us_per(w, requests) for w in each],
         "follower_core_per_change": [us_per(f["core"], changes) for f in followers],
         # Following the image only: a follower's workers serve no requests.
         "follower_worker_per_change": [us_per(w, changes) for w in follower_workers],
+        "follower_orderer_per_change": [us_per(w, changes) for w in follower_orderers],
         "follower_total_per_request": [us_per(total_s(f), requests) for f in followers],
         "follower_total_per_change": [us_per(total_s(f), changes) for f in followers],
         "load_generator_per_request": us_per(cpu["load_generator"], requests),
@@ -442,17 +475,26 @@ def projection(layout: dict, cores: int = CORES) -> dict:
         c = costs(run)
         per_request = run["changes"] / run["requests"] if run["requests"] else 1
         limits = {"core": 1e6 / c["core_per_request"]} if c["core_per_request"] else {}
+        # The orderer process, when there is one, on a core of its own too.
+        serving_cores = cores - 1
+        if c["orderer_per_request"]:
+            limits["orderer"] = 1e6 / c["orderer_per_request"]
+            serving_cores -= 1
         apply = mean(c["follower_worker_per_change"])  # a worker's cost of following
         if c["workers_per_request"]:
-            limits["workers"] = (cores - 1) * 1e6 / c["workers_per_request"]
+            limits["workers"] = serving_cores * 1e6 / c["workers_per_request"]
             if apply is not None:
                 # Each of the leader's N workers applied every change; with
                 # cores - 1 workers each still does.
                 n = len(c["each_worker_per_request"])
                 serving = max(c["workers_per_request"] - n * apply * per_request, 0.0)
-                limits["workers_following"] = 1e6 / (serving / (cores - 1) + apply * per_request)
+                limits["workers_following"] = 1e6 / (serving / serving_cores + apply * per_request)
         follower = max(
-            [*c["follower_core_per_change"], *c["follower_worker_per_change"]],
+            [
+                *c["follower_core_per_change"],
+                *c["follower_worker_per_change"],
+                *c["follower_orderer_per_change"],
+            ],
             key=lambda v: v or 0,
             default=None,
         )
@@ -520,6 +562,13 @@ def goals(layout: dict, proj: dict) -> list[tuple[str, float | None, float, bool
             c["core_per_request"],
             GOAL_CORE_US_PER_REQUEST,
         )
+        if c["orderer_per_request"] is not None:
+            at_most(
+                f"the orderer process <= {GOAL_CORE_US_PER_REQUEST} µs per single-partition "
+                "request",
+                c["orderer_per_request"],
+                GOAL_CORE_US_PER_REQUEST,
+            )
         if c["each_worker_per_request"]:
             # The sum over the workers: with N of them it holds N - 1 other
             # workers' following of each change too.
@@ -535,6 +584,12 @@ def goals(layout: dict, proj: dict) -> list[tuple[str, float | None, float, bool
             c["core_per_change"],
             GOAL_CORE_US_PER_CHANGE,
         )
+        if c["orderer_per_change"] is not None:
+            at_most(
+                f"the orderer process <= {GOAL_CORE_US_PER_CHANGE} µs per partition change",
+                c["orderer_per_change"],
+                GOAL_CORE_US_PER_CHANGE,
+            )
         at_most(
             f"a follower's core <= {GOAL_FOLLOWER_US_PER_CHANGE} µs per partition change (worst)",
             max(c["follower_core_per_change"], key=lambda v: v or 0),
@@ -564,7 +619,7 @@ def print_layout(layout: dict) -> None:
         print(f"  HTTP workers restarted on voters {layout['workers_restarted_on_voters']}")
     print(
         f"  {'run':<24}{'req/s':>7}{'changes/s':>10}{'p50 ms':>8}{'p99 ms':>8}{'err':>5} |"
-        f" CPU µs per request: {'core':>5}{'workers':>8} {'(each)':<15}"
+        f" CPU µs per request: {'core':>5}{'orderer':>8}{'workers':>8} {'(each)':<15}"
         f"{'followers':<14}| load gen"
     )
     for r in layout["runs"]:
@@ -575,14 +630,20 @@ def print_layout(layout: dict) -> None:
         print(
             f"  {r['run']:<24}{r['requests_per_s']:>7,.0f}{r['changes_per_s']:>10,.0f}"
             f"{r['p50_ms']:>8.1f}{r['p99_ms']:>8.1f}{r['errors']:>5} |"
-            f" {'':20}{fmt(c['core_per_request'], 5)}{fmt(c['workers_per_request'], 8)}"
+            f" {'':20}{fmt(c['core_per_request'], 5)}{fmt(c['orderer_per_request'], 8)}"
+            f"{fmt(c['workers_per_request'], 8)}"
             f" {('(' + each + ')') if each else '':<15}{followers:<14}|"
             f" {fmt(c['load_generator_per_request'], 8)}"
         )
         if r["kind"] == "multi":
             print(
                 f"  {'':24}per partition change: core {fmt(c['core_per_change'], 0)} µs, "
-                f"workers {fmt(us_per_change(c['workers_per_request'], per_request), 0)} µs, "
+                + (
+                    f"orderer {fmt(c['orderer_per_change'], 0)} µs, "
+                    if c["orderer_per_change"] is not None
+                    else ""
+                )
+                + f"workers {fmt(us_per_change(c['workers_per_request'], per_request), 0)} µs, "
                 f"followers' cores "
                 + ", ".join(fmt(f, 0) for f in c["follower_core_per_change"])
                 + " µs"
@@ -615,8 +676,8 @@ def us_per_change(per_request: float | None, changes_per_request: float) -> floa
 
 
 def print_projection(layout: dict, proj: dict) -> None:
-    print(f"  projection for a {proj['cores']}-core voter (Amdahl: core on 1 core, workers on "
-          f"{proj['cores'] - 1}; a follower's core alone):")  # fmt: skip
+    print(f"  projection for a {proj['cores']}-core voter (Amdahl: core on 1 core, the orderer "
+          f"on 1, workers on the rest; a follower's core alone):")  # fmt: skip
     for name, what in (
         ("single", "single-partition"),
         ("multi", "100-partition"),
@@ -636,7 +697,8 @@ def print_projection(layout: dict, proj: dict) -> None:
         )
         if "workers_following" in p["limits_requests_per_s"]:
             following = p["limits_requests_per_s"]["workers_following"]
-            print(f"      if each of the {proj['cores'] - 1} workers also applies every change: workers "
+            serving = proj["cores"] - (2 if "orderer" in p["limits_requests_per_s"] else 1)
+            print(f"      if each of the {serving} workers also applies every change: workers "
                   f"{following:,.0f}, so {p['requests_per_s_following']:,.0f} requests/s, "
                   f"{p['requests_per_s_following'] * p['changes_per_s'] / p['requests_per_s']:,.0f} changes/s")  # fmt: skip
     for name, figure, bound, lower, met in goals(layout, proj):

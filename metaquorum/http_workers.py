@@ -31,6 +31,14 @@ from typing import Any
 log = logging.getLogger("metaquorum.http_workers")
 
 EXIT_LINK_LOST = 3
+# An orderer process silent this long (it reports every half second) is
+# frozen or stuck in a decision: it is killed and started again, or the
+# voter would keep leading while no write is ever answered.
+ORDERER_SILENT_S = 10.0
+# An orderer that died this many times in a row (each within a minute of its
+# start) on the leader: the leader hands leadership to another voter, whose
+# orderer may order, instead of leading a cluster that no write reaches.
+ORDERER_HANDOVER_AFTER = 2
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)  # by restarts in a row within a minute
 IMAGE_WAIT_S = 300.0  # a large image takes a while to encode and load
 STATS_EVERY_S = 1.0
@@ -58,10 +66,10 @@ MIN_CPUS_FOR_WORKERS = 3
 
 
 def default_workers(cpus: int | None = None) -> int:
-    """``auto``: one worker per CPU left after the core process; none below
-    MIN_CPUS_FOR_WORKERS CPUs."""
+    """``auto``: one worker per CPU left after the core and the orderer
+    process (at least one); none below MIN_CPUS_FOR_WORKERS CPUs."""
     cpus = available_cpus() if cpus is None else cpus
-    return cpus - 1 if cpus >= MIN_CPUS_FOR_WORKERS else 0
+    return max(1, cpus - 2) if cpus >= MIN_CPUS_FOR_WORKERS else 0
 
 
 def parse_workers(value: Any) -> int:
@@ -97,66 +105,137 @@ class _Worker:
     restarts_in_row: int = 0
 
 
-class WorkerPool:
-    """Starts, watches, restarts and stops the HTTP workers of one core."""
+ORDERER = -1  # the orderer process's index among the pool's processes
 
-    def __init__(self, count: int, links: Any, config: dict[str, Any]) -> None:
+
+class WorkerPool:
+    """Starts, watches, restarts and stops the HTTP workers of one core, and
+    its orderer process when it has one (metaquorum/orderer_process.py)."""
+
+    def __init__(
+        self,
+        count: int,
+        links: Any,
+        config: dict[str, Any],
+        orderer: dict[str, Any] | None = None,
+    ) -> None:
         self.count = count
         self.links = links  # api/core_link.CoreLinks
         self.config = config
-        self.workers: dict[int, _Worker] = {}
+        self.orderer_config = orderer
+        self.workers: dict[int, _Worker] = {}  # the orderer as ORDERER
         self.stopping = False
         self._supervisor: asyncio.Task | None = None
 
     async def start(self) -> None:
+        if self.orderer_config is not None:
+            await self._spawn(ORDERER, restarts=0, in_row=0)
         for index in range(self.count):
             await self._spawn(index, restarts=0, in_row=0)
         self._supervisor = asyncio.ensure_future(self._supervise())
 
     async def _spawn(self, index: int, restarts: int, in_row: int) -> None:
-        core_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        config = {**self.config, "index": index, "linkFd": worker_end.fileno()}
+        core_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        if index == ORDERER:
+            module, config = "metaquorum.orderer_process", self.orderer_config
+        else:
+            module, config = "metaquorum.http_workers", {**self.config, "index": index}
+        config = {**config, "linkFd": child_end.fileno()}
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "metaquorum.http_workers", json.dumps(config)],
-                pass_fds=(worker_end.fileno(),),
+                [sys.executable, "-m", module, json.dumps(config)],
+                pass_fds=(child_end.fileno(),),
             )
         finally:
-            worker_end.close()
+            child_end.close()
         self.workers[index] = _Worker(index, process, restarts=restarts, restarts_in_row=in_row)
-        await self.links.attach(index, core_end)
-        log.info("HTTP worker %d started (pid %d)", index, process.pid)
+        if index == ORDERER:
+            await self.links.attach_orderer(core_end)
+            log.info("the orderer process started (pid %d)", process.pid)
+        else:
+            await self.links.attach(index, core_end)
+            log.info("HTTP worker %d started (pid %d)", index, process.pid)
 
     async def _supervise(self) -> None:
         while not self.stopping:
             await asyncio.sleep(0.2)
             for index, worker in list(self.workers.items()):
                 code = worker.process.poll()
+                if code is None and index == ORDERER and not self.stopping:
+                    self._kill_if_silent(worker)
                 if code is None or self.stopping:
                     continue
-                self.links.detach(index)
                 ran = time.monotonic() - worker.started
                 in_row = 0 if ran > 60 else worker.restarts_in_row + 1
                 wait = RESTART_BACKOFF_S[min(in_row, len(RESTART_BACKOFF_S) - 1)]
-                log.error(
-                    "HTTP worker %d (pid %d) exited with %s after %.1f s; starting it again "
-                    "in %.1f s (the voter keeps its role; the other workers keep serving)",
-                    index,
-                    worker.process.pid,
-                    _exit_name(code),
-                    ran,
-                    wait,
-                )
+                if index == ORDERER:
+                    self.links.detach_orderer(f"it exited with {_exit_name(code)}")
+                    if in_row >= ORDERER_HANDOVER_AFTER:
+                        asyncio.ensure_future(self._hand_over(in_row))
+                    log.error(
+                        "the orderer process (pid %d) exited with %s after %.1f s; starting "
+                        "it again in %.1f s (the voter keeps its Raft role; writes in flight "
+                        "get an unknown outcome, new writes 503 until it is back)",
+                        worker.process.pid,
+                        _exit_name(code),
+                        ran,
+                        wait,
+                    )
+                else:
+                    self.links.detach(index)
+                    log.error(
+                        "HTTP worker %d (pid %d) exited with %s after %.1f s; starting it "
+                        "again in %.1f s (the voter keeps its role; the other workers keep "
+                        "serving)",
+                        index,
+                        worker.process.pid,
+                        _exit_name(code),
+                        ran,
+                        wait,
+                    )
                 del self.workers[index]
                 await asyncio.sleep(wait)
                 if not self.stopping:
                     await self._spawn(index, worker.restarts + 1, in_row)
+
+    async def _hand_over(self, in_row: int) -> None:
+        node = self.links.node
+        if not node.syncobj._isLeader():
+            return
+        log.error(
+            "the orderer process died %d times in a row: handing leadership to another voter",
+            in_row,
+        )
+        try:
+            moved = await node.transfer_leadership(None)
+        except Exception as e:  # noqa: BLE001 - refused or no other voter: said, not fatal
+            log.error("leadership was not handed over: %s", e)
+            return
+        if moved is None:
+            log.error("leadership did not move in time; the orderer is started again meanwhile")
+
+    def _kill_if_silent(self, orderer: _Worker) -> None:
+        link = self.links.orderer
+        if link is None or link.lost is not None:
+            return
+        silent = time.monotonic() - link.heard_at
+        if silent > ORDERER_SILENT_S:
+            log.error(
+                "the orderer process (pid %d) has said nothing for %.1f s (frozen, or stuck "
+                "in one decision): killing it; it is started again",
+                orderer.process.pid,
+                silent,
+            )
+            with contextlib.suppress(ProcessLookupError):
+                orderer.process.kill()
 
     def describe(self) -> list[dict[str, Any]]:
         """The workers, for /v1/quorum/status."""
         now = time.monotonic()
         out = []
         for index, worker in sorted(self.workers.items()):
+            if index == ORDERER:
+                continue
             link = self.links.links.get(index)
             out.append(
                 {
@@ -165,10 +244,24 @@ class WorkerPool:
                     "alive": worker.process.poll() is None and link is not None and not link.lost,
                     "uptimeS": round(now - worker.started, 1),
                     "restarts": worker.restarts,
-                    "requests": 0 if link is None else link.requests,
+                    "requests": (0 if link is None else link.requests)
+                    + getattr(self.links.node.orderer, "submitted", {}).get(index, 0),
                 }
             )
         return out
+
+    def describe_orderer(self) -> dict[str, Any] | None:
+        """The orderer process, for /v1/quorum/status (None without one)."""
+        orderer = self.workers.get(ORDERER)
+        if orderer is None:
+            return None
+        link = self.links.orderer
+        return {
+            "pid": orderer.process.pid,
+            "alive": orderer.process.poll() is None and link is not None and not link.lost,
+            "uptimeS": round(time.monotonic() - orderer.started, 1),
+            "restarts": orderer.restarts,
+        }
 
     async def stop(self, timeout_s: float = 5.0) -> None:
         """SIGTERM (each finishes what it is answering), then SIGKILL."""
@@ -233,7 +326,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     from .serve import build_tls, http_config
 
     index = config["index"]
-    node = WorkerNode(config["nodeId"], index, config["logRetention"])
+    node = WorkerNode(config["nodeId"], index, config["logRetention"], config.get("relay", False))
     await node.connect(socket.socket(fileno=config["linkFd"]))
     if not await node.wait_for_image(IMAGE_WAIT_S):
         log.error("no image from the voter's core within %.0f s: exiting", IMAGE_WAIT_S)

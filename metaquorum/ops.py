@@ -786,6 +786,14 @@ def _print_status(console: Console, s: dict, leader: dict | None, human: bool) -
         markup=False,
         highlight=False,
     )
+    orderer = s.get("ordererProcess")
+    if orderer:
+        console.print(
+            f"orderer process: pid {orderer['pid']} {'up' if orderer['alive'] else 'DOWN'} "
+            f"{orderer['uptimeS']:.0f} s, restarts {orderer['restarts']}",
+            markup=False,
+            highlight=False,
+        )
     workers = s.get("httpWorkers") or []
     if workers:
         console.print(

@@ -198,10 +198,10 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     flag(
         "--http-workers",
         default="auto",
-        help="serve HTTP from this many worker processes in front of the core process that "
-        "orders writes (0: one process; auto: one per CPU left after the core, none below 3 "
-        "CPUs); the connection and pending-write limits are shared among them "
-        "(docs/decisions.md 95, 99)",
+        help="serve HTTP from this many worker processes in front of the orderer process "
+        "(the controller) and the core (Raft) (0: one process does it all; auto: one per CPU "
+        "left after the core and the orderer, none below 3 CPUs); the connection and "
+        "pending-write limits are shared among them (docs/decisions.md 95, 99, 119)",
     )
     flag("--log-level", default="info", help="debug, info, warning, error")
 
@@ -488,7 +488,8 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
     serves no HTTP itself; it orders writes, streams the committed batches to
     the workers, and answers what they forward with its own app."""
     from api.app import create_app
-    from api.core_link import CoreLinks, SummedConnections, SummedRequests
+    from api.core_link import CoreLinks, RemoteOrderer, SummedConnections, SummedRequests
+    from quorum.orderer import OrderingConfig
 
     from .http_workers import WorkerPool, share
 
@@ -507,8 +508,24 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
         workers=requests,
     )
     links = CoreLinks(node, core_app, summed, requests)
+    # The controller and group commit in a process of their own
+    # (metaquorum/orderer_process.py): Raft's work stays here.
+    node.orderer = RemoteOrderer(links)
+    ordering = OrderingConfig.of(node.config)
+    orderer = {
+        "nodeId": node.node_id,
+        "clusterId": node.cluster_id,
+        "logRetention": node.config.log_retention,
+        "sessionTimeoutMs": node.controller_config.session_timeout_ms,
+        "leaderImbalanceCheckIntervalMs": (
+            node.controller_config.leader_imbalance_check_interval_ms
+        ),
+        "ordering": {f: getattr(ordering, f) for f in OrderingConfig.__dataclass_fields__},
+        "logLevel": str(args.log_level),
+    }
     config = {
         "nodeId": node.node_id,
+        "relay": True,
         "logRetention": node.config.log_retention,
         "host": args.http_host,
         "port": int(args.http_port),
@@ -530,7 +547,7 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
         "publicDocs": public_docs,
         "logLevel": str(args.log_level),
     }
-    pool = WorkerPool(workers, links, config)
+    pool = WorkerPool(workers, links, config, orderer)
     core_app.state.http_workers = pool
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()

@@ -56,14 +56,16 @@ from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .node_errors import (
     MembershipRefused,
     NodeError,
-    NotControllerError,
     OutcomeUnknownError,
     UnavailableError,
+    not_controller,
+    refusal,
 )
 from .offset_waiters import OffsetWaiters
 from .orderer import (
     BatchStats,
     Orderer,
+    OrderingConfig,
     Reply,
     fail,
     reason,
@@ -254,7 +256,7 @@ class QuorumNode:
         self.replay_target = self.syncobj.raftCommitIndex
         self.loop: asyncio.AbstractEventLoop | None = None
         # The controller and group commit, on the loop (quorum/orderer.py).
-        self.orderer = Orderer(self)
+        self.orderer = Orderer(self, OrderingConfig.of(config))
         # wait_for_offset's waiters, woken after an apply only while there are
         # some: waking the event loop for every batch nobody waits on would
         # cost a syscall and a GIL hand-over on the Raft thread's critical path.
@@ -265,7 +267,7 @@ class QuorumNode:
         self._applied_wakeup_pending = False
         self._barrier: asyncio.Future | None = None
         self._barriers_proposed = 0  # numbers the barriers: a read uses one proposed after it
-        self._stopping = False
+        self.stopping = False
         self._digest: tuple[MetadataImage, str] | None = None
 
     def _wire_journal_syncs(self) -> None:
@@ -364,19 +366,19 @@ class QuorumNode:
             else "no other voter was caught up: a leader is elected within an election timeout",
         )
 
-    def _disk_refusal(self) -> UnavailableError | None:
-        """A write sent to a voter that cannot write its disk: 503 naming the
-        disk, unless another leader is known (then the usual 307)."""
+    def disk_refusal(self) -> str | None:
+        """Why a write sent to a voter that cannot write its disk is refused
+        (a 503 naming the disk), unless another leader is known (then the
+        usual 307)."""
         reason = self.disk.reason()
         if reason is None:
             return None
         leader = self.raft_leader_id
         if leader is not None and leader != self.node_id and self.leader_url is not None:
             return None
-        return UnavailableError(
+        return (
             f"this voter cannot write to its disk, so it does not lead: {reason}. Another "
-            "voter takes over within seconds: retry after Retry-After",
-            1.0,
+            "voter takes over within seconds: retry after Retry-After"
         )
 
     def _persist_formation(self, voters: dict) -> None:  # tick thread (or the constructor)
@@ -521,7 +523,7 @@ class QuorumNode:
 
     async def stop(self, transfer: bool = True, timeout_s: float = 5.0) -> None:
         """Hands leadership over (if leading and asked to), then stops Raft."""
-        self._stopping = True
+        self.stopping = True
         if transfer and self.syncobj._isLeader() and len(self.voter_addresses()) > 1:
             try:
                 await self.transfer_leadership(None, timeout_s=timeout_s)
@@ -578,7 +580,7 @@ class QuorumNode:
         return (
             self.raft_alive
             and not self.replaying
-            and not self._stopping
+            and not self.stopping
             and self.raft_leader_id is not None
             and self.caught_up
             and self.disk.writable
@@ -623,6 +625,12 @@ class QuorumNode:
         ``known``: ControllerResult.merged for the batch's records; ``view``:
         the controller's view, holding exactly this batch on top of the image
         it was rebased on (MetadataStateMachine.expect)."""
+        payload = encode_batch(batch)
+        self.sm.expect(payload, batch, known, view)
+        return self.propose_payload(payload)
+
+    def propose_payload(self, payload: bytes) -> asyncio.Future:
+        """``propose`` for a batch encoded already (an orderer process's)."""
         loop = self.loop
         future = loop.create_future()
 
@@ -638,8 +646,6 @@ class QuorumNode:
             except RuntimeError:
                 pass
 
-        payload = encode_batch(batch)
-        self.sm.expect(payload, batch, known, view)
         self.sm.apply_batch(payload, callback=callback)
         return future
 
@@ -647,27 +653,12 @@ class QuorumNode:
         return self.syncobj._isLeader() and self.syncobj.raftCurrentTerm == term
 
     def refusal(self) -> NodeError | None:
-        if self.sm.fatal is not None:
-            return UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
-        if self.replaying:
-            return UnavailableError("this node is still replaying its log", 1.0)
-        return self._disk_refusal()
+        return refusal(self.sm.fatal, self.replaying, self.disk_refusal())
 
     def not_controller(self, why: str) -> NodeError:
-        if self._stopping:
-            return UnavailableError("this node is shutting down", 1.0)
-        leader_url = self.leader_url
-        leader_id = self.raft_leader_id
-        if leader_id is None:
-            return UnavailableError(
-                f"no active controller is known: no leader is known ({why}); an election is "
-                "under way, or a majority of voters is unreachable from this one; retry "
-                "after Retry-After",
-                0.25,
-            )
-        if leader_url is None or leader_id == self.node_id:
-            return UnavailableError(f"no active controller is known yet ({why})", 0.25)
-        return NotControllerError(leader_id, leader_url, why)
+        return not_controller(
+            why, self.stopping, self.node_id, self.raft_leader_id, self.leader_url
+        )
 
     def wanted_voters(self) -> tuple[Voter, ...] | None:
         """The first voter set once every voter's directory is known, or the
@@ -686,7 +677,7 @@ class QuorumNode:
     # ------------------------------------------------------------ leadership
 
     def _state_changed(self, state: int) -> None:
-        if state == LEADER and not self._stopping:
+        if state == LEADER and not self.stopping:
             asyncio.ensure_future(self.orderer.become_active(self.syncobj.raftCurrentTerm))
         elif state != LEADER:
             if self.raft_leader_id is None:

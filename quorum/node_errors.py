@@ -46,3 +46,33 @@ class MembershipRefused(NodeError):
     def __init__(self, refusal: ApiError) -> None:
         super().__init__(refusal.message)
         self.error = refusal.error
+
+
+def refusal(fatal: str | None, replaying: bool, disk: str | None) -> NodeError | None:
+    """Why a voter takes no write at all now (``disk``: the refusal of a voter
+    that cannot write its disk, QuorumNode.disk_refusal), or None."""
+    if fatal is not None:
+        return UnavailableError(f"this node refuses to serve: {fatal}", 30.0)
+    if replaying:
+        return UnavailableError("this node is still replaying its log", 1.0)
+    if disk is not None:
+        return UnavailableError(disk, 1.0)
+    return None
+
+
+def not_controller(
+    why: str, stopping: bool, node_id: int, leader_id: int | None, leader_url: str | None
+) -> NodeError:
+    """The answer to a write sent to a voter that does not order writes now."""
+    if stopping:
+        return UnavailableError("this node is shutting down", 1.0)
+    if leader_id is None:
+        return UnavailableError(
+            f"no active controller is known: no leader is known ({why}); an election is "
+            "under way, or a majority of voters is unreachable from this one; retry "
+            "after Retry-After",
+            0.25,
+        )
+    if leader_url is None or leader_id == node_id:
+        return UnavailableError(f"no active controller is known yet ({why})", 0.25)
+    return NotControllerError(leader_id, leader_url, why)

@@ -75,11 +75,28 @@ class Reply(Protocol):
     def set_exception(self, error: BaseException) -> None: ...
 
 
+@dataclass(frozen=True)
+class OrderingConfig:
+    """What the orderer reads of the voter's configuration."""
+
+    advertised_url: str | None
+    max_queued_requests: int
+    max_batch_records: int
+    max_batches_in_flight: int
+    heartbeat_deadline_s: float
+    metadata_max_idle_interval_ms: int
+
+    @classmethod
+    def of(cls, config: NodeConfig) -> OrderingConfig:
+        return cls(**{f: getattr(config, f) for f in cls.__dataclass_fields__})
+
+
 class RaftSide(Protocol):
-    """What the orderer needs of Raft (QuorumNode in the same process)."""
+    """What the orderer needs of Raft: QuorumNode in the same process, or
+    the voter's serve process seen from an orderer process of its own
+    (metaquorum/orderer_process.RemoteRaft)."""
 
     node_id: int
-    config: NodeConfig
     controller_config: ControllerConfig
 
     @property
@@ -153,9 +170,9 @@ class BatchStats:
 
 
 class Orderer:
-    def __init__(self, raft: RaftSide) -> None:
+    def __init__(self, raft: RaftSide, config: OrderingConfig) -> None:
         self.raft = raft
-        self.config = raft.config
+        self.config = config
         self.loop: asyncio.AbstractEventLoop | None = None
         self.controller: Controller | None = None
         self.active = False  # leader with its LEADER_CHANGE applied
@@ -187,6 +204,9 @@ class Orderer:
         for attempt in range(3):
             if not raft.leads(term):
                 return
+            image = raft.image
+            if image.controller_epoch == term and image.leader_id == raft.node_id:
+                break  # an orderer started again under the same leader: written already
             result, error = await raft.propose(Batch(term, wall_clock_ms(), (record,)))
             image = raft.image
             if image.controller_epoch == term and image.leader_id == raft.node_id:

@@ -56,6 +56,43 @@ def alive(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def load(cluster, leader, acknowledged, outcomes, stop):
+    """Eight writers registering brokers (ids by thread, a thousand apart)
+    until ``stop``: ``acknowledged`` broker id -> epoch, ``outcomes`` what
+    each request got (a status, or the client error's name)."""
+
+    def writer(first: int) -> None:
+        broker = first
+        with httpx.Client(timeout=15) as client:
+            while not stop.is_set():
+                try:
+                    r = client.post(
+                        cluster.url(leader) + "/v1/brokers/register",
+                        json=register_body(cluster, broker),
+                    )
+                except httpx.HTTPError as e:  # a killed process's connections
+                    outcomes.append(type(e).__name__)
+                    broker += 1000
+                    continue
+                if r.status_code == 200 and r.json()["errorName"] == "NONE":
+                    acknowledged[broker] = r.json()["brokerEpoch"]
+                outcomes.append(str(r.status_code))
+                broker += 1000
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(1, 9)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def check_acknowledged(cluster, acknowledged):
+    """Every acknowledged registration is in the log, with its epoch, on every voter."""
+    for i in range(cluster.n):
+        seen = brokers(cluster, i)
+        lost = {b: e for b, e in acknowledged.items() if seen.get(b) != e}
+        assert not lost, f"voter {i} lacks acknowledged registrations {sorted(lost)[:10]}"
+
+
 def heartbeat_until_unfenced(cluster, leader, broker_id, epoch):
     def unfenced():
         body = write(
@@ -167,31 +204,9 @@ def test_a_worker_killed_under_load_is_replaced_and_acknowledges_nothing_false(c
     term = cluster.status(leader)["raftTerm"]
     victim = workers_of(cluster, leader)[0]
     acknowledged: dict[int, int] = {}  # broker id -> epoch, acknowledged
-    errors: list[str] = []
+    outcomes: list[str] = []
     stop = threading.Event()
-
-    def writer(first: int) -> None:
-        broker = first
-        with httpx.Client(timeout=15) as client:
-            while not stop.is_set():
-                try:
-                    r = client.post(
-                        cluster.url(leader) + "/v1/brokers/register",
-                        json=register_body(cluster, broker),
-                    )
-                except httpx.HTTPError as e:  # the killed worker's connections
-                    errors.append(type(e).__name__)
-                    broker += 1000
-                    continue
-                if r.status_code == 200 and r.json()["errorName"] == "NONE":
-                    acknowledged[broker] = r.json()["brokerEpoch"]
-                elif r.status_code != 200:
-                    errors.append(str(r.status_code))
-                broker += 1000
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(1, 9)]
-    for t in threads:
-        t.start()
+    threads = load(cluster, leader, acknowledged, outcomes, stop)
     try:
         cluster.wait(lambda: len(acknowledged) >= 50, 60, "writes under way")
         os.kill(victim["pid"], signal.SIGKILL)
@@ -215,11 +230,7 @@ def test_a_worker_killed_under_load_is_replaced_and_acknowledges_nothing_false(c
     assert status["raftTerm"] == term, "killing a worker cost the voter its leadership"
     w = next(w for w in status["httpWorkers"] if w["index"] == victim["index"])
     assert w["restarts"] == 1, status["httpWorkers"]
-    # Every acknowledged registration is in the log, with its epoch, on every voter.
-    for i in range(cluster.n):
-        seen = brokers(cluster, i)
-        lost = {b: e for b, e in acknowledged.items() if seen.get(b) != e}
-        assert not lost, f"voter {i} lacks acknowledged registrations {sorted(lost)[:10]}"
+    check_acknowledged(cluster, acknowledged)
 
 
 def test_the_core_killed_takes_its_workers_and_the_port_with_it(tmp_path):
@@ -493,7 +504,8 @@ def test_a_second_voter_on_the_port_names_the_first_through_its_worker(tmp_path)
 
 
 def test_auto_is_one_worker_per_cpu_left_and_none_below_three():
-    assert [default_workers(cpus) for cpus in (1, 2, 3, 4, 16)] == [0, 0, 2, 3, 15]
+    # The core and the orderer process take a CPU each.
+    assert [default_workers(cpus) for cpus in (1, 2, 3, 4, 16)] == [0, 0, 1, 2, 14]
     assert parse_workers("auto") == default_workers()
     assert parse_workers(" 2 ") == 2
     for bad in ("-1", "257", "two"):

@@ -13,6 +13,10 @@ from api.worker_link import (
     decode_error,
     encode_error,
     encode_frame,
+    encode_relayed,
+    readdress,
+    relayed_items,
+    unwrap,
 )
 from api.worker_node import DEADLINE_SWEEP_S, WorkerNode
 from controller.messages import BrokerHeartbeatRequest
@@ -88,6 +92,41 @@ def test_an_unreadable_frame_ends_the_link():
     protocol = FrameProtocol(lambda items: None, lost.append)
     protocol.data_received(b"\0\0\0\3abc")
     assert lost and "unreadable frame" in lost[0]
+
+
+def test_relayed_frames_cross_the_core_unread_and_arrive_as_sent():
+    """A worker's writes go to the orderer as relayed frames the core only
+    copies (readdressed with the worker's index), and the orderer's answers
+    come back the same way, unwrapped for the worker."""
+    items = [("submit", i, obj) for i, obj in enumerate(traffic())]
+    from_worker = encode_relayed(0, items[:10]) + encode_relayed(0, items[10:])
+    bodies, lost = [], []
+    core = FrameProtocol(lambda items: lost.append("plain"), lost.append, bodies.append)
+    for cut in range(0, len(from_worker), 5):  # split anywhere
+        core.data_received(from_worker[cut : cut + 5])
+    assert len(bodies) == 2 and not lost
+    # The core readdresses them to the orderer as worker 7's.
+    got = []
+    orderer = FrameProtocol(lost.append, lost.append, got.append)
+    orderer.data_received(b"".join(readdress(body, 7) for body in bodies))
+    assert [relayed_items(body) for body in got] == [(7, items[:10]), (7, items[10:])]
+    # The orderer's answer for worker 7, unwrapped by the core: a plain frame.
+    answer = encode_relayed(7, [("answer", 1, "ok", 42)])
+    (body,) = decode_relayed(answer)
+    assert decode(unwrap(body)) == [("answer", 1, "ok", 42)]
+
+
+def decode_relayed(frame: bytes) -> list[bytes]:
+    bodies = []
+    FrameProtocol(lambda items: None, lambda why: None, bodies.append).data_received(frame)
+    return bodies
+
+
+def test_a_relayed_frame_where_none_is_taken_ends_the_link():
+    lost = []
+    protocol = FrameProtocol(lambda items: None, lost.append)  # no on_relayed: a worker
+    protocol.data_received(encode_relayed(0, [("answer", 1, None)]))
+    assert lost and "relayed frame" in lost[0]
 
 
 def test_node_errors_cross_as_what_they_were():

@@ -1,0 +1,104 @@
+"""The orderer's contract with Raft across its link (metaquorum/orderer_process.py
+and api/core_link.py): a real voter (QuorumNode) and an OrdererProcess
+joined by a real socket pair, in one event loop so that the test can step
+in between. A batch commits and is answered after the orderer's image holds
+it; a batch decided on a view the log did not follow comes back stale, its
+writers hear an unknown outcome, and the orderer rebuilds and goes on."""
+
+import asyncio
+import socket
+
+from api.core_link import CoreLinks, RemoteOrderer, SummedConnections, SummedRequests
+from controller.messages import BrokerRegistrationRequest
+from metadata_records.errors import Errors
+from metadata_records.records import Batch, Endpoint, NoOpRecord
+from metaquorum.orderer_process import OrdererProcess
+from quorum.node_errors import OutcomeUnknownError
+from quorum.orderer import OrderingConfig
+from quorum.state_machine import STALE
+
+from .nodes import build_node, run_with, single_voter_config, wait_until
+from .test_node import MV, incarnation
+
+
+def orderer_config(node) -> dict:
+    ordering = OrderingConfig.of(node.config)
+    return {
+        "nodeId": node.node_id,
+        "clusterId": node.cluster_id,
+        "logRetention": node.config.log_retention,
+        "sessionTimeoutMs": node.controller_config.session_timeout_ms,
+        "leaderImbalanceCheckIntervalMs": node.controller_config.leader_imbalance_check_interval_ms,
+        "ordering": {f: getattr(ordering, f) for f in OrderingConfig.__dataclass_fields__},
+        "logLevel": "info",
+    }
+
+
+def registration(node, broker_id: int) -> BrokerRegistrationRequest:
+    return BrokerRegistrationRequest(
+        broker_id,
+        node.cluster_id,
+        incarnation(broker_id),
+        (Endpoint("PLAINTEXT", "h", 9092, 0),),
+        MV,
+    )
+
+
+def test_batches_commit_and_come_back_stale_across_the_link(tmp_path):
+    node = build_node(single_voter_config(tmp_path))
+    links = CoreLinks(node, None, SummedConnections(), SummedRequests())
+    node.orderer = RemoteOrderer(links)
+
+    async def body(node):
+        links.start()
+        core_end, orderer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        await links.attach_orderer(core_end)
+        process = OrdererProcess(orderer_config(node))
+        running = asyncio.ensure_future(process.run(orderer_end))
+        try:
+            await wait_until(
+                lambda: node.active and process.sm.image.metadata_version == 12,
+                what="the orderer process ordering",
+            )
+            # 1. A write through the orderer: answered once committed, and the
+            # orderer's image holds it by then (it adopted its own batch).
+            first = await node.submit(registration(node, 1))
+            assert first.error is Errors.NONE
+            assert process.sm.image.brokers[1].epoch == first.broker_epoch
+            assert node.image.brokers[1].epoch == first.broker_epoch
+            adopted = process.sm.views_adopted
+            assert adopted > 0
+
+            # 2. The core commits a batch of its own at the offset the
+            # orderer's next batch was decided for: that one comes back stale.
+            real_propose = process.raft.propose
+            stale_results = []
+
+            def propose_after_another(batch, known=None, view=None):
+                ahead = Batch(batch.controller_epoch, 0, (NoOpRecord(),), batch.base_offset)
+                node.propose(ahead)  # appended to Raft first
+                future = real_propose(batch, known, view)
+                future.add_done_callback(lambda f: stale_results.append(f.result()))
+                return future
+
+            process.raft.propose = propose_after_another
+            try:
+                await node.submit(registration(node, 2))
+                raise AssertionError("a write whose batch came back stale was acknowledged")
+            except OutcomeUnknownError as e:
+                assert "did not commit" in str(e)
+            finally:
+                process.raft.propose = real_propose
+            assert stale_results and stale_results[0][0] == STALE
+            assert node.sm.stale_batches == 1 and 2 not in node.image.brokers
+
+            # 3. The orderer rebuilt its view from the log and goes on.
+            again = await node.submit(registration(node, 2))
+            assert again.error is Errors.NONE and node.image.brokers[2].epoch == again.broker_epoch
+            assert node.active
+        finally:
+            process.stop()
+            await running
+            links.stop()
+
+    run_with(node, body)
