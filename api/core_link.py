@@ -644,9 +644,6 @@ class RemoteOrderer:
     def pump(self) -> None:
         pass  # the orderer pumps what it is sent
 
-    def maybe_change_voters(self) -> None:
-        pass  # the orderer reads the voter set wanted from the state
-
     def _send(self, item: tuple) -> None:
         orderer = self.links.orderer
         if orderer is not None and orderer.lost is None:

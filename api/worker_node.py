@@ -120,7 +120,8 @@ class WorkerNode:
         self.heard_at = time.monotonic()  # the core's last frame
         self.on_lost: Callable[[str], None] | None = None
         self._ids = itertools.count()
-        # request id -> (its future, "write" or "read", its deadline, the error then)
+        # request id -> (its future, "submit", "write" (forwarded) or "read", its deadline,
+        # the error then)
         self._waiting: dict[int, tuple[asyncio.Future, str, float, Callable[[], Exception]]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self._outbox: list = []

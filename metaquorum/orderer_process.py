@@ -113,7 +113,10 @@ class RemoteRaft:
         )
 
     def wanted_voters(self) -> tuple[Voter, ...] | None:
-        return self.process.state.get("wantedVoters")
+        wanted = self.process.state.get("wantedVoters")
+        if wanted is not None and tuple(sorted(wanted)) == self.image.voters:
+            return None  # written already: the state says so at its next look
+        return wanted
 
     def stepped_down(self) -> None:
         self.process.report_status()  # the serve process stops streaming to learners
