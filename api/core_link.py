@@ -241,7 +241,7 @@ class CoreLinks:
         if isinstance(remote, RemoteOrderer):
             remote.lost(why)
         for worker in self.links.values():
-            worker.send_orderer_lost(why)
+            worker.post((ORDERER_LOST, why))
 
     def relay_to_orderer(self, index: int, body: bytes, worker: WorkerLink) -> None:
         """A worker's relayed writes, copied to the orderer as they are; with
@@ -404,21 +404,20 @@ class WorkerLink:
 
     # ---------------------------------------------------------------- out
 
-    def _answer(self, request_id: int, value: Any) -> None:
-        self._outbox.append((ANSWER, request_id, value))
+    def post(self, item: tuple) -> None:
+        """One item for the other side, sent at the end of this loop turn
+        (after the committed batches it may depend on)."""
+        self._outbox.append(item)
         self.wake()
+
+    def _answer(self, request_id: int, value: Any) -> None:
+        self.post((ANSWER, request_id, value))
 
     def _refuse(self, request_id: int, error: BaseException) -> None:
-        self._outbox.append((REFUSED, request_id, encode_error(error)))
-        self.wake()
+        self.post((REFUSED, request_id, encode_error(error)))
 
     def send_state(self, state: dict[str, Any]) -> None:
-        self._outbox.append((STATE, state))
-        self.wake()
-
-    def send_orderer_lost(self, why: str) -> None:
-        self._outbox.append((ORDERER_LOST, why))
-        self.wake()
+        self.post((STATE, state))
 
     def wake(self) -> None:
         """Something waits to be sent: at the end of this turn of the loop."""
@@ -638,8 +637,7 @@ class RemoteOrderer:
         self._ids += 1
         if reply is not None:
             self._waiting[self._ids] = reply
-        orderer._outbox.append((SUBMIT, self._ids, request))
-        orderer.wake()
+        orderer.post((SUBMIT, self._ids, request))
 
     def pump(self) -> None:
         pass  # the orderer pumps what it is sent
@@ -647,8 +645,7 @@ class RemoteOrderer:
     def _send(self, item: tuple) -> None:
         orderer = self.links.orderer
         if orderer is not None and orderer.lost is None:
-            orderer._outbox.append(item)
-            orderer.wake()
+            orderer.post(item)
 
 
 async def run_asgi(app: Any, head: dict[str, Any], body: bytes) -> tuple[int, list, bytes]:
