@@ -199,6 +199,7 @@ class CoreLinks:
         self._state: dict[str, Any] | None = None
         self._state_task: asyncio.Task | None = None
         node.apply_watchers.append(self)
+        node.leader_watchers.append(self.push_state)
 
     def start(self) -> None:
         self._state_task = asyncio.ensure_future(self._watch_state())
@@ -301,6 +302,8 @@ class CoreLinks:
         self.detach_orderer("the voter is stopping")
         if self in self.node.apply_watchers:
             self.node.apply_watchers.remove(self)
+        if self.push_state in self.node.leader_watchers:
+            self.node.leader_watchers.remove(self.push_state)
 
 
 class _LinkReply:

@@ -14,6 +14,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
@@ -222,6 +223,11 @@ class QuorumNode:
         # Elections and step-downs by cause, heartbeat gaps (issue 25); made
         # before pysyncobj's tick thread can reach _never_stand.
         self.leadership = LeadershipEvents()
+        # Told on the loop when the leader this node knows of (its id, or
+        # the URL its LEADER_CHANGE announced) changes: the HTTP workers and
+        # the orderer process then hear at once how to redirect a write.
+        self.leader_watchers: list[Callable[[], None]] = []
+        self._leader_seen: tuple[int | None, str | None] = (None, None)
         self.syncobj = SyncObj(
             config.raft_address,  # None: an observer, pysyncobj's read-only node
             others,
@@ -401,6 +407,18 @@ class QuorumNode:
                 guard.send_hello()  # peers learn the new set (and its book)
         if not guard.admitted:
             self._never_stand()
+        self._watch_leader()
+
+    def _watch_leader(self) -> None:  # tick thread
+        seen = (self.raft_leader_id, self.leader_url)
+        if seen != self._leader_seen:
+            self._leader_seen = seen
+            if self.leader_watchers:
+                self._call(self._leader_moved)
+
+    def _leader_moved(self) -> None:
+        for watcher in list(self.leader_watchers):
+            watcher()
 
     def _never_stand(self) -> None:
         """Tick thread: a node that is not admitted never reaches its election

@@ -203,9 +203,15 @@ def test_an_operator_moves_leadership_to_a_chosen_voter(cluster):
     )
     assert r.status_code == 200, r.text
     assert cluster.leader(timeout_s=30) == target
-    # The new active controller takes writes; the old one redirects to it.
-    r = cluster.post(leader, "/v1/brokers/register", register_body(cluster, 3))
-    assert r.status_code in (307, 503)
+    # The new active controller takes writes; the old one redirects to it once
+    # it has applied the new leader's LEADER_CHANGE (a 503 with Retry-After
+    # until then: the new leader can commit it without the old one).
+    def redirected():
+        r = cluster.post(leader, "/v1/brokers/register", register_body(cluster, 3))
+        assert r.status_code in (307, 503), (r.status_code, r.text)
+        return r.status_code == 307 and r.headers["location"].startswith(cluster.url(target))
+
+    cluster.wait(redirected, 10, "the old leader redirecting to the new one")
     register(cluster, leader, 3)
 
 

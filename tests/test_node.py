@@ -956,3 +956,30 @@ def test_only_the_active_controller_writes_noops_and_it_stops_when_it_stops_lead
 def test_a_negative_idle_interval_is_refused():
     with pytest.raises(ConfigError, match="--metadata-max-idle-interval-ms"):
         single_voter_config("/nonexistent", raft_port=1, metadata_max_idle_interval_ms=-1)
+
+
+def test_a_voter_tells_its_leader_watchers_when_the_leader_it_knows_moves(tmp_path):
+    """The HTTP workers and the orderer process redirect writes by the state
+    the serve process pushes (api/core_link.CoreLinks.push_state): pushed when
+    the leader moves, not only at the next periodic look."""
+    nodes = three_voters(tmp_path, fsync=False)
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            follower = next(n for n in nodes if n is not leader)
+            target = next(n for n in nodes if n is not leader and n is not follower)
+            heard: list[tuple[int | None, str | None]] = []
+            follower.leader_watchers.append(
+                lambda: heard.append((follower.raft_leader_id, follower.leader_url))
+            )
+            assert await leader.transfer_leadership(target.node_id) == target.node_id
+            await wait_until(
+                lambda: (target.node_id, f"http://127.0.0.1:{target.node_id + 1}") in heard,
+                what="the follower's watcher hearing of the new leader and its URL",
+            )
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
