@@ -203,6 +203,7 @@ def test_an_operator_moves_leadership_to_a_chosen_voter(cluster):
     )
     assert r.status_code == 200, r.text
     assert cluster.leader(timeout_s=30) == target
+
     # The new active controller takes writes; the old one redirects to it once
     # it has applied the new leader's LEADER_CHANGE (a 503 with Retry-After
     # until then: the new leader can commit it without the old one).
