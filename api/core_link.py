@@ -18,6 +18,7 @@ core's own app, in process.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import socket
@@ -335,6 +336,8 @@ class _LinkReply:
 class WorkerLink:
     """One worker's link, on the core."""
 
+    follows_log = True  # it serves GET /v1/log: its image comes with the retained log
+
     def __init__(self, links: CoreLinks, index: int) -> None:
         self.links = links
         self.node = links.node
@@ -469,7 +472,10 @@ class WorkerLink:
         self._sending_image = True
         try:
             image = self.node.image
-            base, retained = self.node.sm.log.export(image.next_offset)
+            if self.follows_log:
+                base, retained = self.node.sm.log.export(image.next_offset)
+            else:
+                base, retained = image.next_offset, []
             encoded = await asyncio.to_thread(encode_image, image)
             self.protocol.send([(IMAGE, encoded, (base, retained, image.next_offset))])
             self.cursor = image.next_offset
@@ -486,6 +492,8 @@ class WorkerLink:
 class OrdererLink(WorkerLink):
     """The orderer process's link, on the core: a worker's (the image, the
     committed batches, the state), and the orderer's own items."""
+
+    follows_log = False  # it serves no reads: the image alone
 
     def __init__(self, links: CoreLinks) -> None:
         super().__init__(links, -1)
@@ -534,6 +542,19 @@ class OrdererLink(WorkerLink):
             log.info("the orderer process's link closed: %s", why)
 
 
+def added(earlier: BatchStats, now: BatchStats) -> BatchStats:
+    """An orderer's batch counters on top of those its predecessors counted;
+    the recent sizes and latencies are the running one's."""
+    return dataclasses.replace(
+        now,
+        batches=earlier.batches + now.batches,
+        records=earlier.records + now.records,
+        noop_records=earlier.noop_records + now.noop_records,
+        balance_elections=earlier.balance_elections + now.balance_elections,
+        most_in_flight=max(earlier.most_in_flight, now.most_in_flight),
+    )
+
+
 class RemoteOrderer:
     """The node's orderer when it runs in a process of its own: what the
     core's app and QuorumNode read of it (as the orderer last reported), and
@@ -549,6 +570,10 @@ class RemoteOrderer:
         self.throttled = 0
         self.voters_change_pending = False
         self.stats = BatchStats()
+        # What the orderers before the running one counted: the voter's
+        # counters go on across an orderer's restart (a Prometheus counter
+        # that went back would read as the voter restarting).
+        self._earlier: tuple[int, BatchStats] = (0, BatchStats())
         # Writes each worker relayed to the orderer (over its restarts).
         self.submitted: dict[int, int] = {}
         self._reported: dict[int, int] = {}  # as the running orderer last counted them
@@ -563,9 +588,10 @@ class RemoteOrderer:
         self.active = status["active"]
         self.term = status["term"]
         self.queue_depth = status["queueDepth"]
-        self.throttled = status["throttled"]
         self.voters_change_pending = status["votersChangePending"]
-        self.stats = status["stats"]
+        throttled, earlier = self._earlier
+        self.throttled = throttled + status["throttled"]
+        self.stats = added(earlier, status["stats"])
         for worker, count in status["submitted"].items():
             last = self._reported.get(worker, 0)
             self.submitted[worker] = self.submitted.get(worker, 0) + max(count - last, 0)
@@ -588,6 +614,7 @@ class RemoteOrderer:
         self.active = False
         self.queue_depth = 0
         self._reported = {}  # the next orderer counts from 0
+        self._earlier = (self.throttled, self.stats)
         waiting, self._waiting = self._waiting, {}
         for reply in waiting.values():
             fail(

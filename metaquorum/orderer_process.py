@@ -70,6 +70,9 @@ EXIT_LINK_LOST = 3
 NOT_PROPOSED = (None, FAIL_REASON.DISCARDED)
 STATUS_EVERY_S = 0.5  # what the status and metrics read of the orderer, at least this often
 STATUS_CHECK_S = 0.02
+# The orderer serves no reads: its image's log keeps only the last batch (a
+# voter's log of 200,000 records would be held a second time for nothing).
+ORDERER_LOG_RETENTION = 1
 
 
 class RemoteRaft:
@@ -160,7 +163,7 @@ class _CoreReply(_RelayedReply):
 
 class OrdererProcess:
     def __init__(self, config: dict[str, Any]) -> None:
-        self.sm = MetadataStateMachine(config["logRetention"])
+        self.sm = MetadataStateMachine(ORDERER_LOG_RETENTION)
         self.state: dict[str, Any] = {}
         self.lost: str | None = None
         self.protocol = FrameProtocol(self._on_items, self._on_lost, self._on_relayed)

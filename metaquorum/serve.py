@@ -515,7 +515,6 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
     orderer = {
         "nodeId": node.node_id,
         "clusterId": node.cluster_id,
-        "logRetention": node.config.log_retention,
         "sessionTimeoutMs": node.controller_config.session_timeout_ms,
         "leaderImbalanceCheckIntervalMs": (
             node.controller_config.leader_imbalance_check_interval_ms

@@ -26,7 +26,6 @@ def orderer_config(node) -> dict:
     return {
         "nodeId": node.node_id,
         "clusterId": node.cluster_id,
-        "logRetention": node.config.log_retention,
         "sessionTimeoutMs": node.controller_config.session_timeout_ms,
         "leaderImbalanceCheckIntervalMs": node.controller_config.leader_imbalance_check_interval_ms,
         "ordering": {f: getattr(ordering, f) for f in OrderingConfig.__dataclass_fields__},
@@ -96,6 +95,8 @@ def test_batches_commit_and_come_back_stale_across_the_link(tmp_path):
             again = await node.submit(registration(node, 2))
             assert again.error is Errors.NONE and node.image.brokers[2].epoch == again.broker_epoch
             assert node.active
+            # 4. The orderer's log keeps its last batch only: it serves no reads.
+            assert process.sm.log.oldest_offset > node.sm.log.oldest_offset == 0
         finally:
             process.stop()
             await running

@@ -23,6 +23,16 @@ def orderer_of(cluster, i):
     return status.get("ordererProcess") if status else None
 
 
+def committed_records(cluster, i) -> float:
+    """The voter's metaquorum_committed_records counter, as /metrics says."""
+    r = cluster.get(i, "/metrics")
+    assert r.status_code == 200, r.text
+    (line,) = (
+        x for x in r.text.splitlines() if x.startswith("metaquorum_committed_records_total ")
+    )
+    return float(line.split()[1])
+
+
 @pytest.mark.parametrize("how", ["killed", "frozen"])
 def test_an_orderer_killed_or_frozen_under_load_is_replaced_and_acknowledges_nothing_false(
     tmp_path, how
@@ -43,15 +53,29 @@ def test_an_orderer_killed_or_frozen_under_load_is_replaced_and_acknowledges_not
             cluster.wait(lambda: len(acknowledged) >= 50, 60, "writes under way")
             # Frozen, the serve process kills it once it has been silent
             # ORDERER_SILENT_S (metaquorum/http_workers.py).
+            # Reported every STATUS_EVERY_S: what the orderer had counted by
+            # the kill is at least what the voter says now.
+            counted = committed_records(cluster, leader)
+            assert counted > 0
             os.kill(victim["pid"], signal.SIGKILL if how == "killed" else signal.SIGSTOP)
             before = len(acknowledged)
 
+            def counts_on():
+                # The new orderer counts on from its predecessors': the voter's
+                # counters never go back while its serve process runs.
+                now = committed_records(cluster, leader)
+                assert now >= counted, f"committed records went back from {counted} to {now}"
+                return now
+
             def replaced():
+                counts_on()
                 now = orderer_of(cluster, leader)
                 return now is not None and now["pid"] != victim["pid"] and now["alive"]
 
             cluster.wait(replaced, 60, "the orderer replaced")
-            cluster.wait(lambda: len(acknowledged) >= before + 100, 60, "writes after it")
+            cluster.wait(
+                lambda: counts_on() and len(acknowledged) >= before + 100, 60, "writes after it"
+            )
         finally:
             stop.set()
             for t in threads:
