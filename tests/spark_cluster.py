@@ -121,8 +121,12 @@ class SparkCluster:
         self.wait_workers(self.n, timeout)
 
     def state(self) -> dict:
-        """The master's view (its web UI's /json): workers, cores, applications."""
-        return httpx.get(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5).json()
+        """The master's view (its web UI's /json): workers, cores, applications.
+        Just after its UI port opens, Jetty can answer 404 before the JSON
+        handler is attached: an HTTPStatusError then, which ``wait`` retries."""
+        r = httpx.get(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5)
+        r.raise_for_status()
+        return r.json()
 
     def wait(self, ok, what: str, timeout: float) -> dict:
         deadline = time.monotonic() + timeout

@@ -20,6 +20,7 @@ from .voters import NetnsCluster
 from .workload import Workload
 
 SETTLE_TIMEOUT_S = 240.0
+SETTLE_GAP_S = 3.0  # between the two sweeps that must agree
 SLOTS = 5  # network namespaces: 3 voters, and room for a joiner and a replacement
 
 
@@ -182,13 +183,16 @@ async def _run(
 def settle(
     cluster: NetnsCluster, timeout_s: float = SETTLE_TIMEOUT_S
 ) -> tuple[dict[int, dict | None], bool]:
-    """Waits until every voter (member slot) is ready, a voter (role), and all report the same
-    offset and image digest, unchanged over a few seconds (the brokers'
-    sessions expire first). Returns the last statuses and whether they
-    settled: a voter that never does (down, diverged, not re-admitted) is for
-    the checker to report, not an exception here."""
+    """Waits until every voter (member slot) is ready, a voter (role), and all
+    report the same offset and image digest in one sweep, in two sweeps
+    SETTLE_GAP_S apart. The log never stands still (the active controller
+    writes a NoOpRecord every 500 ms, Kafka's default), so the second sweep
+    may be at a later offset, and a sweep that straddles a NoOp is simply
+    taken again. Returns the last statuses and whether they settled: a voter
+    that never does (down, diverged, not re-admitted) is for the checker to
+    report, not an exception here."""
     deadline = time.monotonic() + timeout_s
-    previous = None
+    agreed_at: float | None = None  # the first sweep of the two
     statuses: dict[int, dict | None] = {}
     while time.monotonic() < deadline:
         ready = all(cluster.ready(i) for i in cluster.members)
@@ -198,12 +202,15 @@ def settle(
                 (s["lastAppliedOffset"], s["imageDigest"], s.get("role", "voter"))
                 for s in statuses.values()
             }
-            if len(seen) == 1 and seen == previous and next(iter(seen))[2] == "voter":
-                return statuses, True
-            previous = seen
-            time.sleep(3.0)
+            if len(seen) == 1 and next(iter(seen))[2] == "voter":
+                if agreed_at is not None and time.monotonic() - agreed_at >= SETTLE_GAP_S:
+                    return statuses, True
+                agreed_at = agreed_at or time.monotonic()
+                time.sleep(SETTLE_GAP_S)
+            else:
+                time.sleep(0.2)  # a NoOp between two voters' answers, or still catching up
         else:
-            previous = None
+            agreed_at = None
             time.sleep(0.5)
     return statuses, False
 
