@@ -409,8 +409,9 @@ class QuorumNode:
             self._never_stand()
         self._watch_leader()
 
-    def _watch_leader(self) -> None:  # tick thread
-        seen = (self.raft_leader_id, self.leader_url)
+    def _watch_leader(self) -> None:  # tick thread, every tick: one leader lookup
+        leader = self.raft_leader_id
+        seen = (leader, self._leader_url_of(leader))
         if seen != self._leader_seen:
             self._leader_seen = seen
             if self.leader_watchers:
@@ -575,8 +576,11 @@ class QuorumNode:
     @property
     def leader_url(self) -> str | None:
         """The active controller's URL, as its LEADER_CHANGE announced it."""
+        return self._leader_url_of(self.raft_leader_id)
+
+    def _leader_url_of(self, leader: int | None) -> str | None:
         image = self.image
-        if image.leader_id >= 0 and image.leader_id == self.raft_leader_id:
+        if image.leader_id >= 0 and image.leader_id == leader:
             return image.leader_url
         return None
 

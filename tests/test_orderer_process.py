@@ -51,12 +51,12 @@ def test_an_orderer_killed_or_frozen_under_load_is_replaced_and_acknowledges_not
         threads = load(cluster, leader, acknowledged, outcomes, stop)
         try:
             cluster.wait(lambda: len(acknowledged) >= 50, 60, "writes under way")
-            # Frozen, the serve process kills it once it has been silent
-            # ORDERER_SILENT_S (metaquorum/http_workers.py).
             # Reported every STATUS_EVERY_S: what the orderer had counted by
             # the kill is at least what the voter says now.
             counted = committed_records(cluster, leader)
             assert counted > 0
+            # Frozen, the serve process kills it once it has been silent
+            # ORDERER_SILENT_S (metaquorum/http_workers.py).
             os.kill(victim["pid"], signal.SIGKILL if how == "killed" else signal.SIGSTOP)
             before = len(acknowledged)
 
