@@ -130,3 +130,32 @@ def spark():
         yield session
     finally:
         session.stop()
+
+
+# ---------------------------------------------------------------- the suite's time
+# CI's budget is the whole suite's wall time on two workers (README), and
+# ``--dist loadfile`` gives each file to one worker: a file's total is what can
+# hold a worker back at the end. The slowest files are printed after the run.
+_FILE_SECONDS: dict[str, float] = {}
+_WORKER_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+    node = getattr(report, "node", None)  # the xdist worker that ran it (controller side)
+    worker = getattr(getattr(node, "gateway", None), "id", "main")
+    _WORKER_SECONDS[worker] = _WORKER_SECONDS.get(worker, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FILE_SECONDS or hasattr(terminalreporter.config, "workerinput"):
+        return
+    terminalreporter.section("slowest files (seconds, setup + call + teardown)")
+    slowest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:15]
+    for path, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.1f}  {path}")
+    busy = ", ".join(f"{w} {s:.0f} s" for w, s in sorted(_WORKER_SECONDS.items()))
+    terminalreporter.write_line(
+        f"{sum(_FILE_SECONDS.values()):8.1f}  in all ({len(_FILE_SECONDS)} files; busy: {busy})"
+    )

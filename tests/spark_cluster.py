@@ -48,7 +48,10 @@ class SparkCluster:
         cores: int = 1,
         memory: str = "1g",
         hidden: Path | None = None,
+        java_options: str | None = None,
     ):
+        """``java_options``: JDK_JAVA_OPTIONS for every JVM of the cluster (its
+        master, workers and the executors they start)."""
         self.root = Path(root)
         self.n = workers
         self.cores = cores
@@ -69,6 +72,8 @@ class SparkCluster:
             # The master's REST submission server would take the fixed port 6066.
             "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
         }
+        if java_options:
+            self.env["JDK_JAVA_OPTIONS"] = java_options
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 (the child holds it)
