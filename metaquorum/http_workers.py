@@ -140,7 +140,7 @@ class WorkerPool:
             module, config = "metaquorum.orderer_process", self.orderer_config
         else:
             module, config = "metaquorum.http_workers", {**self.config, "index": index}
-        config = {**config, "linkFd": child_end.fileno()}
+        config = {**config, "linkFd": child_end.fileno(), "parentPid": os.getpid()}
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", module, json.dumps(config)],
@@ -292,20 +292,25 @@ def _exit_name(code: int) -> str:
 # ---------------------------------------------------------------- the worker's side
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent_pid: int) -> None:
     """Linux: SIGKILL this worker when the core dies, whatever kills it (the
-    link's EOF says so too, but only once the loop runs)."""
+    link's EOF says so too, but only once the loop runs).
+
+    ``parent_pid``: the core's pid when it started this process. A parent
+    that is not it any more means the core died before the prctl. Not
+    ``getppid() == 1``: in a container the core itself is pid 1, and every
+    worker and orderer it started would take it for dead and exit."""
     with contextlib.suppress(OSError, AttributeError, ImportError):
         import ctypes  # noqa: PLC0415 - not every Python build has it
 
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the core died before the prctl
-            os._exit(EXIT_LINK_LOST)
+    if os.getppid() != parent_pid:  # the core died before the prctl
+        os._exit(EXIT_LINK_LOST)
 
 
 def worker_main(config: dict[str, Any]) -> int:
-    _die_with_parent()
+    _die_with_parent(config["parentPid"])
     logging.basicConfig(
         level=str(config["logLevel"]).upper(),
         format=f"%(asctime)s %(levelname)s %(name)s[worker {config['index']}]: %(message)s",

@@ -365,7 +365,7 @@ class OrdererProcess:
 def orderer_main(config: dict[str, Any]) -> int:
     from .http_workers import _die_with_parent  # noqa: PLC0415
 
-    _die_with_parent()
+    _die_with_parent(config["parentPid"])
     logging.basicConfig(
         level=str(config["logLevel"]).upper(),
         format="%(asctime)s %(levelname)s %(name)s[orderer]: %(message)s",
