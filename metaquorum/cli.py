@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from . import __version__
@@ -86,7 +87,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, _frame) -> None:
+    """SIGTERM's default action, for a process that is pid 1."""
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)  # not pid 1 after all: this ends it, as it would have
+    os._exit(128 + signum)  # pid 1: the kernel dropped that; exit as a shell reports a kill
+
+
+def stop_on_sigterm_as_pid_1() -> None:
+    """In a container the command is pid 1, and the kernel delivers pid 1 only
+    the signals it has a handler for: until ``serve`` installs its own (once
+    the node has started: imports, journal replay and the wait for the other
+    voters come before), a SIGTERM, a pod deleted while it starts, would be
+    dropped, and the pod killed only at the end of its grace period. Any
+    other process keeps SIGTERM's default action."""
+    if os.getpid() == 1:
+        signal.signal(signal.SIGTERM, _terminate)
+
+
 def main(argv: list[str] | None = None) -> int:
+    stop_on_sigterm_as_pid_1()
     parser = _parser()
     args = parser.parse_args(argv)
     try:

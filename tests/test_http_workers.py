@@ -10,7 +10,6 @@ import contextlib
 import itertools
 import os
 import random
-import shutil
 import signal
 import socket
 import threading
@@ -23,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from metaquorum.http_workers import default_workers, parse_workers
 
-from .cluster import Cluster, holds_for
-from .conftest import running, running_cluster
+from .cluster import Cluster
+from .conftest import running_cluster
 from .linearizability import INF, Op, check
 from .test_cluster import brokers, others, register, register_body, write
 
@@ -247,48 +246,6 @@ def test_the_core_killed_takes_its_workers_and_the_port_with_it(tmp_path):
         c.wait_ready()
         c.leader()
         assert register(c, 0, 1) > 0
-
-
-class InPidNamespace(Cluster):
-    """Each voter is pid 1 of a pid namespace of its own, as ``metaquorum
-    serve`` is in a container (the image's ENTRYPOINT, the StatefulSet's
-    command); unshare kills it when it is killed (``--kill-child``), and the
-    kernel then every process left in the namespace."""
-
-    def args(self, i: int) -> list[str]:
-        return ["unshare", "--pid", "--fork", "--kill-child", *super().args(i)]
-
-
-def namespace_pid(host_pid: int) -> int:
-    """The pid a process has in its own pid namespace (the last of NSpid)."""
-    with open(f"/proc/{host_pid}/status") as f:
-        line = next(x for x in f if x.startswith("NSpid:"))
-    return int(line.split()[-1])
-
-
-def test_a_core_that_is_pid_1_as_in_a_container_keeps_its_workers_and_orderer(tmp_path):
-    # Workers and the orderer once took a parent of pid 1 for a dead core and
-    # exited at start: in every container, a crash loop and no leader kept.
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        why = "a pid namespace of the voter's own needs root and unshare"
-        if os.environ.get("METAQUORUM_CI"):
-            pytest.fail(why + " (CI has both)")
-        pytest.skip(why)
-    with running(InPidNamespace(tmp_path, voters=1, extra=["--http-workers", "1"])) as c:
-        with open(f"/proc/{c.procs[0].pid}/task/{c.procs[0].pid}/children") as f:
-            (core,) = (int(pid) for pid in f.read().split())
-        assert namespace_pid(core) == 1
-        assert register(c, 0, 1) > 0  # through the worker and the orderer
-
-        def nothing_restarted():
-            status = c.status(0)
-            assert [w["restarts"] for w in status["httpWorkers"]] == [0], status["httpWorkers"]
-            assert status["ordererProcess"]["alive"], status["ordererProcess"]
-            assert status["ordererProcess"]["restarts"] == 0, status["ordererProcess"]
-
-        holds_for(3.0, nothing_restarted, every=0.5)
-        assert register(c, 0, 2) > 0 and brokers(c, 0).keys() == {1, 2}
-        assert "exited with code" not in c.tail(0, 200), c.tail(0, 200)
 
 
 def test_sigterm_stops_the_workers_and_exits_0(tmp_path):
