@@ -1,7 +1,7 @@
 """A voter that is pid 1, as ``metaquorum serve`` is in every container (the
 image's ENTRYPOINT, the StatefulSet's command): each voter here runs as pid 1
 of a pid namespace of its own. Pid 1 is special twice over: its children see
-it as their parent's pid 1 (which had meant "the core died" to HTTP workers
+a parent of pid 1 (which had meant "the core died" to HTTP workers
 and the orderer), and the kernel delivers it only the signals it has a
 handler for (a SIGTERM while it started was dropped)."""
 
