@@ -34,9 +34,9 @@ NO_PYTHON = "/nonexistent/the-executors-run-no-python"
 # Every JVM here (master, workers, executors, each audit's driver) lives for
 # one small job: its time goes to JIT-compiling Spark's cold code, and C2's
 # compiler threads compete with the tests' other processes on two cores. C1
-# alone ran this file in 219 s instead of 288 on this machine (its code cache
-# raised: C1's default of 48 MB fills and stops compiling). A real audit of a
-# large log wants C2, so this is the tests' setting only.
+# alone ran this file in 200 s instead of 288 on this machine, with its code
+# cache raised (C1's default of 48 MB fills and stops compiling). A real
+# audit of a large log wants C2, so this is the tests' setting only.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # The outputs compared: what the audit found, and the timelines it built.
 TABLES = ("violations", "broker_states", "partition_timeline", "under_replicated_intervals",

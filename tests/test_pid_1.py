@@ -32,25 +32,32 @@ def _needs_pid_namespaces():
         pytest.skip(why)
 
 
+# The command after it is pid 1 of a pid namespace of its own; unshare kills
+# it when it is killed (--kill-child), and the kernel then every process left
+# in the namespace.
+AS_PID_1 = ["unshare", "--pid", "--fork", "--kill-child"]
+
+
+def child_of(unshare: int, timeout_s: float = 10.0) -> int:
+    """The process unshare started (pid 1 in there), by its pid out here."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(f"/proc/{unshare}/task/{unshare}/children") as f:
+            children = f.read().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.01)
+    raise AssertionError(f"unshare ({unshare}) started nothing within {timeout_s} s")
+
+
 class InPidNamespace(Cluster):
-    """Each voter is pid 1 of a pid namespace of its own; unshare kills it
-    when it is killed (``--kill-child``), and the kernel then every process
-    left in the namespace."""
+    """Each voter is pid 1 of a pid namespace of its own."""
 
     def args(self, i: int) -> list[str]:
-        return ["unshare", "--pid", "--fork", "--kill-child", *super().args(i)]
+        return [*AS_PID_1, *super().args(i)]
 
-    def voter_pid(self, i: int, timeout_s: float = 10.0) -> int:
-        """The voter's own process (unshare's child), by its pid out here."""
-        unshare = self.procs[i].pid
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with open(f"/proc/{unshare}/task/{unshare}/children") as f:
-                children = f.read().split()
-            if children:
-                return int(children[0])
-            time.sleep(0.01)
-        raise AssertionError(f"unshare ({unshare}) started no voter within {timeout_s} s")
+    def voter_pid(self, i: int) -> int:
+        return child_of(self.procs[i].pid)
 
 
 def status_field(pid: int, name: str) -> str:
@@ -90,14 +97,12 @@ def test_pid_1_keeps_sigterms_default_action_until_serve_takes_it(tmp_path):
     )
     for mode, code in (("handled", 128 + signal.SIGTERM), ("bare", None)):
         proc = subprocess.Popen(
-            ["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-c", script, mode],
+            [*AS_PID_1, sys.executable, "-c", script, mode],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
             assert proc.stdout.readline() == "up\n"
-            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-                (child,) = (int(pid) for pid in f.read().split())
-            os.kill(child, signal.SIGTERM)
+            os.kill(child_of(proc.pid), signal.SIGTERM)
             try:
                 got = proc.wait(timeout=2 if code is None else 15)
             except subprocess.TimeoutExpired:
