@@ -273,7 +273,28 @@ def test_the_operator_cli_authenticates_with_a_certificate(tls_cluster):
         "--key",
         str(key),
     ]
-    r = cli("create-topic", "cli-made", "--partitions", "1", "--replication-factor", "1", *flags)
+
+    async def create_while_a_broker_heartbeats() -> subprocess.CompletedProcess:
+        # Its own broker, kept unfenced while the command runs: one left by an
+        # earlier test may have been fenced since (its session expired).
+        broker = _client(c, list(range(c.n)), "broker-7")
+        try:
+            epoch = await _register_and_unfence(broker, c.cluster_id, 7)
+            command = asyncio.create_task(
+                asyncio.to_thread(
+                    cli,
+                    *("create-topic", "cli-made", "--partitions", "1", "--replication-factor", "1"),
+                    *flags,
+                )
+            )
+            while not command.done():
+                await broker.heartbeat(7, epoch, 1 << 40)
+                await asyncio.wait({command}, timeout=0.5)
+            return command.result()
+        finally:
+            await broker.close()
+
+    r = asyncio.run(create_while_a_broker_heartbeats())
     assert r.returncode == 0, r.stderr
     r = cli("topics", "cli-made", "--json", *flags)
     assert r.returncode == 0 and '"name": "cli-made"' in r.stdout, r.stderr
