@@ -32,7 +32,11 @@ BOTH_LAYOUTS = frozenset(
 
 def pytest_generate_tests(metafunc):
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
-    if module in BOTH_LAYOUTS and "http_layout" in metafunc.fixturenames:
+    if (
+        module in BOTH_LAYOUTS
+        and "http_layout" in metafunc.fixturenames
+        and metafunc.definition.get_closest_marker("default_layout_only") is None
+    ):
         metafunc.parametrize("http_layout", ["default", "2-workers"], indirect=True, scope="module")
 
 

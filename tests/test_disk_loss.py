@@ -300,6 +300,11 @@ def test_leadership_handed_to_a_voter_on_a_new_disk_moves_to_it(cluster):
 PENDING_SET = "the journal holds a voter set past the stored commit index"
 
 
+# What it tests is the journal and the election, which the HTTP layout does not
+# touch; and the state it needs (B killed within 100 ms of the re-admission's
+# commit) was reached at once in the default layout in every run here, and in
+# none of five runs of six attempts in the 2-workers one (80-190 s each, a skip).
+@pytest.mark.default_layout_only
 def test_a_follower_restarted_just_after_a_readmission_elects_with_the_readmitted_voter(
     cluster,
 ):
@@ -323,10 +328,22 @@ def test_a_follower_restarted_just_after_a_readmission_elects_with_the_readmitte
         leader = c.leader()
         a, b = [i for i in range(3) if i != leader]
         old_a = c.status(a)["directoryId"]
-        wipe_and_restart(c, a)
-        c.wait(lambda a=a, old=old_a: readmitted(a, old), 90, f"voter {a} re-admitted")
-        c.kill(leader)
-        c.kill(b)
+        # Writes all along: B then stores its commit index every 100 ms
+        # (COMMIT_INDEX_EVERY_S) rather than at once on the re-admission's
+        # commit, in a quiet cluster, before any kill could come.
+        urls = [c.url(i) for i in range(3)]
+        with Writer(urls, c.cluster_id, first_broker=1000 * attempts):
+            wipe_and_restart(c, a)
+            c.wait(lambda a=a: c.status(a), 60, f"voter {a} answering on its new disk")
+            deadline = time.monotonic() + 90
+            while not readmitted(a, old_a):  # polled tightly: the state lasts < 100 ms
+                assert time.monotonic() < deadline, f"voter {a} not re-admitted within 90 s"
+                time.sleep(0.005)
+            # B first, and both before either is waited for.
+            for i in (b, leader):
+                c.procs[i].kill()
+            c.kill(b)
+            c.kill(leader)
         mark = len(c.logs[b].read_text(errors="replace"))
         c.start(b)
         c.wait(lambda b=b: c.status(b), 60, f"voter {b} answering after its restart")

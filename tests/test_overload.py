@@ -1,4 +1,4 @@
-"""Overload: 3x the measured ceiling, open loop, for 60 s against three real
+"""Overload: 3x the measured ceiling, open loop, for 30 s against three real
 voters. Asserted: only documented answers (200, 429 with Retry-After, 503
 REQUEST_TIMED_OUT), some 429s, the leader stays leader at the same epoch,
 nothing wedges, and service is back to normal within a generous deadline. The
@@ -16,11 +16,14 @@ from api.app import EdgeMiddleware
 from .cluster import Cluster
 from .local_node import registration_body
 
-SECONDS = 60.0
+# bench/overload.py runs 60 s; half of it shows the same (an election timeout
+# is about a second, a queue that grows grows within seconds) in half the
+# suite's time.
+SECONDS = 30.0
 
 
 @pytest.mark.slow
-def test_three_times_the_ceiling_for_60_s(tmp_path, capsys):
+def test_three_times_the_ceiling_for_30_s(tmp_path, capsys):
     from bench.overload import print_figures, run
 
     # One load generator stands for many brokers: lift the per-address cap.
