@@ -187,8 +187,10 @@ def test_ctrl_c_stops_the_cluster_check_and_removes_its_voters(image, cleaned):
             if "waiting for a leader" in line or "leads," in line:
                 break
             assert time.monotonic() < deadline, "".join(seen)
-        assert _leftovers()[0], "".join(seen)
+        # At once: the check is over in about 15 s, and asking podman what runs
+        # first took long enough on a loaded machine for it to end meanwhile.
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
+        assert sum("$ podman run" in line for line in seen) == 3, "".join(seen)
         rest, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
