@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import os
 import secrets
 import shlex
@@ -146,7 +147,7 @@ def curl_recipes(url: str, cluster_id: str, tls: DevTls | None = None) -> str:
 """
 
 
-def _voter_preexec() -> None:
+def _voter_preexec(parent_pid: int) -> None:
     # Their own session: Ctrl-C reaches this process only, which stops the
     # simulated brokers cleanly before it stops the voters. And if this process
     # dies without stopping them (kill -9), the kernel sends them SIGTERM.
@@ -157,7 +158,9 @@ def _voter_preexec() -> None:
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
-        pass  # not Linux: Ctrl-C and SIGTERM still stop them
+        return  # not Linux: Ctrl-C and SIGTERM still stop them
+    if os.getppid() != parent_pid:  # this process died before the prctl: no voter
+        os._exit(1)
 
 
 def run_dev(args: argparse.Namespace) -> int:
@@ -245,7 +248,7 @@ def run_dev(args: argparse.Namespace) -> int:
             [sys.executable, "-m", "metaquorum.cli", *serve_args(i)],
             stdout=logs[i],
             stderr=subprocess.STDOUT,
-            preexec_fn=_voter_preexec,
+            preexec_fn=functools.partial(_voter_preexec, os.getpid()),
         )
         for i in range(n)
     ]

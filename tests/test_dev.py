@@ -1,5 +1,6 @@
 """``metaquorum dev --nodes 3``: three local voters, stopped together on Ctrl-C."""
 
+import functools
 import os
 import shutil
 import signal
@@ -199,3 +200,19 @@ def test_dev_tls_serves_https_and_its_curl_commands_work(tmp_path):
         assert proc.wait(timeout=30) == 0
     finally:
         stop_all(proc, tmp_path)
+
+
+def test_a_voter_whose_dev_process_died_before_its_prctl_does_not_start():
+    """PR_SET_PDEATHSIG only covers a parent that dies after it: a voter whose
+    ``metaquorum dev`` is already gone (its parent is not the pid it was
+    started by) exits before it runs; one whose parent lives runs."""
+    from metaquorum.dev import _voter_preexec
+
+    orphan = subprocess.run(
+        ["sleep", "30"], preexec_fn=functools.partial(_voter_preexec, 1), timeout=20
+    )
+    assert orphan.returncode == 1
+    kept = subprocess.run(
+        ["true"], preexec_fn=functools.partial(_voter_preexec, os.getpid()), timeout=20
+    )
+    assert kept.returncode == 0
