@@ -387,6 +387,10 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))')"
 
     local voters="" i
     for i in 0 1 2; do voters+="${voters:+,}$i@127.0.0.1:${raft_ports[$i]}"; done
+    # Voter 1 in the layout a pod of 3 CPUs or more gets (`auto`): an HTTP
+    # worker and the orderer process beside the core, which is pid 1 in its
+    # container; the others in the one-process layout 2 CPUs give.
+    local HTTP_WORKERS=(0 1 0)
     for i in 0 1 2; do
         "${PODMAN[@]}" volume create --label "$LABEL" "${VOLUMES[$i]}" >/dev/null
         # k8s/base/statefulset.yaml's container: its command (the image's
@@ -404,6 +408,7 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))')"
             --env-file "$ROOT/k8s/base/config.env"
             --env-file "$files/local/cluster.env"
             -e "METAQUORUM_VOTERS=$voters"
+            -e "METAQUORUM_HTTP_WORKERS=${HTTP_WORKERS[$i]}"
             -e METAQUORUM_HTTP_HOST=127.0.0.1
             -e "METAQUORUM_HTTP_PORT=${HTTP_PORTS[$i]}"
             -e METAQUORUM_RAFT_BIND=127.0.0.1
@@ -421,7 +426,7 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))')"
             -e "METAQUORUM_URL=https://127.0.0.1:${HTTP_PORTS[$i]}"
             -e METAQUORUM_CACERT=/etc/metaquorum/tls/ca.crt
             "$TAG")
-        note "voter $i: HTTPS ${HTTP_PORTS[$i]}, Raft ${raft_ports[$i]}"
+        note "voter $i: HTTPS ${HTTP_PORTS[$i]}, Raft ${raft_ports[$i]}, HTTP workers ${HTTP_WORKERS[$i]}"
         printf '      $ podman'
         printf ' %q' "${run[@]}"
         printf '\n'
