@@ -13,7 +13,7 @@ that raises wedges every voter, and the pipeline's audit reports them instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from .acls import StandardAcl, acl_problem
 from .client_quotas import Entity, entity_key, record_problem
@@ -229,6 +229,22 @@ class ImageDelta:
                 return part
         topic = self._topic(topic_id)
         return None if topic is None else topic.partitions.get(partition_id)
+
+    def partition_getter(self, topic_id: str) -> Callable[[int], PartitionRegistration | None]:
+        """``lambda pid: self.partition(topic_id, pid)`` with the topic looked
+        up once: for a caller reading many partitions of one topic while this
+        view does not change (a controller deciding one request)."""
+        topic = self._topic(topic_id)
+        base = {} if topic is None else topic.partitions
+        changed = self._partitions.get(topic_id)
+        if not changed:
+            return base.get
+
+        def get(partition_id: int) -> PartitionRegistration | None:
+            part = changed.get(partition_id)
+            return base.get(partition_id) if part is None else part
+
+        return get
 
     def partition_ids(self, topic_id: str) -> list[int]:
         topic = self._topic(topic_id)

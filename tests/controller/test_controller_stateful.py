@@ -47,6 +47,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from controller import replication_control
 from controller.isr_index import BrokersToIsrs
 from controller.messages import (
     PREFERRED,
@@ -495,9 +496,9 @@ class ControllerMachine(RuleBasedStateMachine):
             if version > 1
             else AlterPartitionTopic(tuple(entries), topic_name=name)
         )
-        resp = h.run(
-            AlterPartitionRequest(requester, h.epochs.get(requester, -1), (topic,), version)
-        )
+        request = AlterPartitionRequest(requester, h.epochs.get(requester, -1), (topic,), version)
+        self.check_fused_alter_partition_agrees(request)
+        resp = h.run(request)
         if resp.error is Errors.NONE:
             for entry, result in zip(entries, resp.topics[0].partitions, strict=True):
                 if result.error is Errors.NONE and len(entries) == 1:
@@ -505,6 +506,22 @@ class ControllerMachine(RuleBasedStateMachine):
                     assert result.isr == part.isr
                     assert result.partition_epoch == part.partition_epoch
                     assert result.leader_epoch == part.leader_epoch
+
+    def check_fused_alter_partition_agrees(self, request: AlterPartitionRequest) -> None:
+        """The speed trick (replication_control.FUSED_ALTER_PARTITION) and its
+        plain twin decide ``request`` alike: records, merged registrations,
+        answers. Deciding does not change the view; Controller.handle replays."""
+        h = self.h
+        outcomes = []
+        for fused in (False, True):
+            replication_control.FUSED_ALTER_PARTITION = fused
+            try:
+                result = h.controller.replication.alter_partition(request, h.now_ms)
+            finally:
+                replication_control.FUSED_ALTER_PARTITION = True
+            merged = [result.merged.get(id(r)) for r in result.records] if result.merged else []
+            outcomes.append((list(result.records), merged, result.response))
+        assert outcomes[1] == outcomes[0], request
 
     @precondition(lambda self: self.h.image.topic_ids)
     @rule(
