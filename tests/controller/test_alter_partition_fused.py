@@ -27,7 +27,9 @@ BROKERS = (1, 2, 3, 4, 5)
 PARTITIONS = 12
 
 
-def decide_both(h: ControllerHarness, request: AlterPartitionRequest):
+def decide_both(h: ControllerHarness, request: AlterPartitionRequest) -> list[tuple]:
+    """(records, merged registrations, answer) of the plain path, then of the
+    fused one, each on ``h``'s view as it is."""
     outcomes = []
     for fused in (False, True):
         replication_control.FUSED_ALTER_PARTITION = fused

@@ -47,7 +47,6 @@ from hypothesis.stateful import (
     rule,
 )
 
-from controller import replication_control
 from controller.isr_index import BrokersToIsrs
 from controller.messages import (
     PREFERRED,
@@ -92,6 +91,7 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
+from tests.controller.test_alter_partition_fused import decide_both
 from tests.harness import ELR_FEATURES, ControllerHarness
 
 BROKERS = st.integers(1, 4)
@@ -509,19 +509,10 @@ class ControllerMachine(RuleBasedStateMachine):
 
     def check_fused_alter_partition_agrees(self, request: AlterPartitionRequest) -> None:
         """The speed trick (replication_control.FUSED_ALTER_PARTITION) and its
-        plain twin decide ``request`` alike: records, merged registrations,
-        answers. Deciding does not change the view; Controller.handle replays."""
-        h = self.h
-        outcomes = []
-        for fused in (False, True):
-            replication_control.FUSED_ALTER_PARTITION = fused
-            try:
-                result = h.controller.replication.alter_partition(request, h.now_ms)
-            finally:
-                replication_control.FUSED_ALTER_PARTITION = True
-            merged = [result.merged.get(id(r)) for r in result.records] if result.merged else []
-            outcomes.append((list(result.records), merged, result.response))
-        assert outcomes[1] == outcomes[0], request
+        plain twin decide ``request`` alike (deciding does not change the
+        view; Controller.handle replays)."""
+        plain, fused = decide_both(self.h, request)
+        assert fused == plain, request
 
     @precondition(lambda self: self.h.image.topic_ids)
     @rule(
