@@ -4,9 +4,10 @@ crosses them; metaquorum/http_workers.py starts the workers).
 The core keeps the QuorumNode (Raft) and, with an orderer process
 (metaquorum/orderer_process.py), links it as it links a worker: the orderer
 follows the committed batches, proposes its batches (PROPOSE) and reports
-its status; the workers' writes reach it as relayed frames, which the core
-copies between the links without reading them (``RemoteOrderer`` is the
-node's orderer then). Without one, the core orders writes itself: each
+its status; each worker sends its writes to the orderer over a link of its
+own, whose socket pair the core makes and hands to both (decision 122), so
+the core never reads a write or its answer (``RemoteOrderer`` is the node's
+orderer then). Without one, the core orders writes itself: each
 worker's frame of requests is queued as one group and decided in one pump;
 the answers go back in one frame per loop turn, after the committed batches
 they depend on, so a worker's image already holds a write when its client
@@ -41,7 +42,6 @@ from .worker_link import (
     FORWARD,
     IMAGE,
     ORDERER,
-    ORDERER_LOST,
     PROPOSE,
     REFUSED,
     STATE,
@@ -52,9 +52,6 @@ from .worker_link import (
     FrameProtocol,
     decode_error,
     encode_error,
-    readdress,
-    relayed_items,
-    unwrap,
 )
 
 log = logging.getLogger(__name__)
@@ -233,8 +230,8 @@ class CoreLinks:
         return link
 
     def detach_orderer(self, why: str) -> None:
-        """The orderer process is gone: what the workers sent it may still
-        commit, and they hear so; the node's orderer stops."""
+        """The orderer process is gone: the node's orderer stops (the
+        workers see their own links to it close)."""
         link, self.orderer = self.orderer, None
         if link is None:
             return
@@ -242,22 +239,6 @@ class CoreLinks:
         remote = self.node.orderer
         if isinstance(remote, RemoteOrderer):
             remote.lost(why)
-        for worker in self.links.values():
-            worker.post((ORDERER_LOST, why))
-
-    def relay_to_orderer(self, index: int, body: bytes, worker: WorkerLink) -> None:
-        """A worker's relayed writes, copied to the orderer as they are; with
-        no orderer (it is starting again), refused: nothing was written."""
-        orderer = self.orderer
-        if orderer is not None and orderer.lost is None:
-            orderer.protocol.send_bytes(readdress(body, index))
-            return
-        error = UnavailableError(
-            "this voter's orderer is starting again; nothing was written: retry", 1.0
-        )
-        for item in relayed_items(body)[1]:
-            if item[0] == SUBMIT:
-                worker._refuse(item[1], error)
 
     def push_state(self) -> None:
         """The state now, to every link (a leadership change: not at the next look)."""
@@ -342,7 +323,7 @@ class WorkerLink:
         self.links = links
         self.node = links.node
         self.index = index
-        self.protocol = FrameProtocol(self._on_items, self._on_lost, self._on_relayed)
+        self.protocol = FrameProtocol(self._on_items, self._on_lost)
         self.cursor: int | None = None  # the next offset this worker gets; None: an image first
         self._outbox: list = []
         self._flush_pending = False
@@ -378,9 +359,6 @@ class WorkerLink:
                 self.links.requests.update(self.index, item[1]["requests"])
         if queued:
             node.pump()
-
-    def _on_relayed(self, body: bytes) -> None:
-        self.links.relay_to_orderer(self.index, body, self)
 
     def _settled(self, request_id: int, future: asyncio.Future) -> None:
         if future.cancelled():
@@ -526,15 +504,6 @@ class OrdererLink(WorkerLink):
         # for it there (a worker shows an answer once its image holds it).
         for worker in self.links.links.values():
             worker.wake()
-
-    def _on_relayed(self, body: bytes) -> None:
-        """The orderer's answers to worker ``index``, passed on as a plain frame."""
-        self.heard_at = time.monotonic()
-        index = int.from_bytes(body[:2], "big")
-        worker = self.links.links.get(index)
-        if worker is not None and worker.lost is None:
-            worker.protocol.send_bytes(unwrap(body))
-        # A worker gone meanwhile: its clients were told already (its link broke).
 
     def _on_lost(self, why: str) -> None:
         self.lost = why

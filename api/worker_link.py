@@ -4,8 +4,9 @@ socket pair, inherited by the worker when the core starts it.
 A frame is a 4-byte big-endian length and a pickled list of items; each side
 gathers what one turn of its event loop produced into one frame (unbatched,
 the link alone would cost about 10 us per request; batched, 1-2 us). Pickle is
-safe here: the socket pair is created by the core and inherited by its own
-child, never reachable from another process.
+safe here: every link's socket pair is created by the core and held only
+by it and its own children (inherited at start, or handed over an fd channel
+they inherited), never reachable from another process.
 
 Items, worker -> core:
 
@@ -24,20 +25,22 @@ core -> worker:
   order, always sent before the answers that depend on them;
 * ``(STATE, state)``: what the core says of itself (readiness, leader, ...);
 * ``(ANSWER, id, value)`` / ``(REFUSED, id, error)``: an answer, or a
-  NodeError as ``encode_error`` spells it;
-* ``(ORDERER_LOST, why)``: the orderer process died; writes sent to it may
-  still commit.
+  NodeError as ``encode_error`` spells it.
 
-With an orderer process (metaquorum/orderer_process.py), the workers' writes
-go to it through the core as *relayed* frames: the length word's top bit is
-set and the body starts with a worker's index (two bytes), then the pickled
-items. The core copies them between the links without unpickling them.
-A worker relays ``(SUBMIT, id, request)`` items; the orderer relays back
-``(ANSWER, id, value, offset)`` (the worker answers once its image reaches
-``offset``) and ``(REFUSED, id, error)``.
+With an orderer process (metaquorum/orderer_process.py), each worker also
+has a link of its own to the orderer, frames as above (decision 122): the
+core makes the socket pair and hands one end to each process over its *fd
+channel* (a datagram socket pair inherited at start, ``send_link`` and
+``LinkInbox``), again whenever either of them is started again. A worker
+sends ``(SUBMIT, id, request)`` on it; the orderer answers ``(ANSWER, id,
+value, offset)`` (the worker answers once its image, which the core feeds,
+reaches ``offset``) or ``(REFUSED, id, error)``. So the core never touches
+a write's request or its answer. A worker whose orderer link closes fails
+the writes it sent there with an unknown outcome (they may still commit)
+and refuses new ones until the core hands it the next link.
 
-orderer -> core, on the orderer's own link (besides relayed frames, and the
-items a worker sends):
+orderer -> core, on the orderer's own link (besides the items a worker
+sends):
 
 * ``(PROPOSE, id, payload)``: an encoded batch to propose; answered with
   ``(ANSWER, id, (result, error))`` once it applied or failed, after the
@@ -51,11 +54,14 @@ sets), ``(STEP_DOWN, why)`` and ``(TRANSFERRING, bool)``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copyreg
 import dataclasses
 import io
+import logging
 import operator
 import pickle
+import socket
 import struct
 from collections.abc import Callable
 
@@ -73,13 +79,13 @@ from quorum.node_errors import (
 
 SUBMIT, BARRIER, FORWARD, STATS = "submit", "barrier", "forward", "stats"
 IMAGE, BATCHES, STATE, ANSWER, REFUSED = "image", "batches", "state", "answer", "refused"
-ORDERER_LOST = "orderer_lost"
 PROPOSE, ORDERER, STEP_DOWN, TRANSFERRING = "propose", "orderer", "step_down", "transferring"
 
+log = logging.getLogger(__name__)
+
 _LENGTH = struct.Struct(">I")
-_INDEX = struct.Struct(">H")
+_TAG = struct.Struct(">H")
 MAX_FRAME = 1 << 30  # an image of a very large cluster; anything past it is a bug
-RELAYED = 1 << 31  # the length word's flag of a relayed frame
 
 
 class LinkBroken(ConnectionError):
@@ -126,34 +132,6 @@ def encode_frame(items: list, fast: bool = True) -> bytes:
     return bytes(frame)
 
 
-def encode_relayed(index: int, items: list) -> bytes:
-    """A relayed frame for (or from) worker ``index``."""
-    buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0\0\0")
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = FAST_REDUCERS
-    pickler.dump(items)
-    frame = buffer.getbuffer()
-    _LENGTH.pack_into(frame, 0, (len(frame) - 4) | RELAYED)
-    _INDEX.pack_into(frame, 4, index)
-    return bytes(frame)
-
-
-def readdress(body: bytes, index: int) -> bytes:
-    """A relayed frame's body (index and items) as a relayed frame for ``index``."""
-    return _LENGTH.pack(len(body) | RELAYED) + _INDEX.pack(index) + body[2:]
-
-
-def unwrap(body: bytes) -> bytes:
-    """A relayed frame's body as a plain frame of its items."""
-    return _LENGTH.pack(len(body) - 2) + body[2:]
-
-
-def relayed_items(body: bytes) -> tuple[int, list]:
-    """A relayed frame's body read: (worker index, items)."""
-    return _INDEX.unpack_from(body)[0], pickle.loads(body[2:])
-
-
 def encode_error(error: BaseException) -> tuple:
     """A NodeError (or a bug) as plain values: exceptions with extra
     constructor arguments do not survive pickle."""
@@ -193,17 +171,9 @@ class FrameProtocol(asyncio.Protocol):
     """Reads frames, hands each item list to ``on_items``; writes frames.
     Either side's end of the link."""
 
-    def __init__(
-        self,
-        on_items: Callable[[list], None],
-        on_lost: Callable[[str], None],
-        on_relayed: Callable[[bytes], None] | None = None,
-    ) -> None:
+    def __init__(self, on_items: Callable[[list], None], on_lost: Callable[[str], None]) -> None:
         self.on_items = on_items
         self.on_lost = on_lost
-        # A relayed frame's body (index and pickled items), not unpickled;
-        # None: this end takes none.
-        self.on_relayed = on_relayed
         self.transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self.closed = False
@@ -217,21 +187,13 @@ class FrameProtocol(asyncio.Protocol):
         start = 0
         while len(buffer) - start >= 4:
             (size,) = _LENGTH.unpack_from(buffer, start)
-            relayed = size & RELAYED
-            size &= ~RELAYED
             if size > MAX_FRAME:
                 self._lose(f"a frame of {size} bytes")
-                return
-            if relayed and (self.on_relayed is None or size < 2):
-                self._lose("a relayed frame this end does not take")
                 return
             if len(buffer) - start - 4 < size:
                 break
             body = bytes(buffer[start + 4 : start + 4 + size])
             start += 4 + size
-            if relayed:
-                self.on_relayed(body)
-                continue
             try:
                 items = pickle.loads(body)
             except Exception as e:  # noqa: BLE001 - an unreadable frame ends the link
@@ -246,12 +208,6 @@ class FrameProtocol(asyncio.Protocol):
             return
         self.transport.write(encode_frame(items))
 
-    def send_bytes(self, frame: bytes) -> None:
-        """A frame already encoded (a relayed one)."""
-        if self.closed or self.transport is None or self.transport.is_closing():
-            return
-        self.transport.write(frame)
-
     def _lose(self, why: str) -> None:
         if self.transport is not None:
             self.transport.close()
@@ -262,3 +218,52 @@ class FrameProtocol(asyncio.Protocol):
             return
         self.closed = True
         self.on_lost("the link closed" if exc is None else str(exc))
+
+
+# ---------------------------------------------------------------- fd channels
+
+
+def send_link(channel: socket.socket, tag: int, end: socket.socket) -> None:
+    """Hands ``end`` (one end of a link's socket pair) to the child process
+    at the other end of ``channel``, with ``tag`` (for the orderer: whose
+    link it is). The datagram is queued whole or not at all."""
+    socket.send_fds(channel, [_TAG.pack(tag)], [end.fileno()])
+
+
+class LinkInbox:
+    """A child's end of its fd channel: each datagram brings one socket (a
+    link's end) and its tag, handed to ``on_link`` on the event loop."""
+
+    def __init__(self, channel: socket.socket, on_link: Callable[[int, socket.socket], None]):
+        self.channel = channel
+        self.on_link = on_link
+        channel.setblocking(False)
+
+    def start(self) -> None:
+        asyncio.get_running_loop().add_reader(self.channel.fileno(), self._read)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data, fds, flags, _ = socket.recv_fds(self.channel, 16, 4)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                log.error("the fd channel from the voter's core failed: %s", e)
+                self.close()
+                return
+            if not data and not fds:  # the core closed it: the main link says why
+                self.close()
+                return
+            socks = [socket.socket(fileno=fd) for fd in fds]
+            if len(data) != _TAG.size or len(socks) != 1 or flags & socket.MSG_CTRUNC:
+                log.error("an unreadable datagram on the fd channel from the voter's core: ignored")
+                for sock in socks:
+                    sock.close()
+                continue
+            self.on_link(_TAG.unpack(data)[0], socks[0])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(self.channel.fileno())
+        self.channel.close()

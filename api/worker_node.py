@@ -29,14 +29,13 @@ from .worker_link import (
     BATCHES,
     FORWARD,
     IMAGE,
-    ORDERER_LOST,
     REFUSED,
     STATE,
     STATS,
     SUBMIT,
     FrameProtocol,
+    LinkInbox,
     decode_error,
-    encode_relayed,
 )
 
 log = logging.getLogger(__name__)
@@ -96,14 +95,14 @@ class WorkerNode:
     (the followed image's state machine and log), ``submit``, ``barrier``,
     ``wait_for_offset``, ``replaying``, ``raft_alive``, ``node_id``."""
 
-    def __init__(
-        self, node_id: int, index: int, log_retention: int = 200_000, relay: bool = False
-    ) -> None:
+    def __init__(self, node_id: int, index: int, log_retention: int = 200_000) -> None:
         self.node_id = node_id
         self.index = index
-        # Writes go to the voter's orderer process, relayed by the core
-        # (api/worker_link.py), instead of to the core itself.
-        self.relay = relay
+        # With an fd channel (``connect``), writes go to the voter's orderer
+        # process over a link of their own, instead of to the core.
+        self.via_orderer = False
+        self.orderer_link: FrameProtocol | None = None  # None: none yet, or it closed
+        self._inbox: LinkInbox | None = None
         self.sm = MetadataStateMachine(log_retention)
         self.protocol = FrameProtocol(self._on_items, self._on_lost)
         self.state: dict[str, Any] = {
@@ -125,7 +124,7 @@ class WorkerNode:
         self._waiting: dict[int, tuple[asyncio.Future, str, float, Callable[[], Exception]]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self._outbox: list = []
-        self._relayed: list = []  # SUBMIT items for the orderer process
+        self._to_orderer: list = []  # SUBMIT items for the orderer process
         self._flush_pending = False
         # Answers whose write ends past this image: (offset, future, value,
         # deadline), answered as the image reaches them.
@@ -133,11 +132,17 @@ class WorkerNode:
         self._has_image: asyncio.Event | None = None
         self._waiters = OffsetWaiters()
 
-    async def connect(self, sock: socket.socket) -> None:
+    async def connect(self, sock: socket.socket, channel: socket.socket | None = None) -> None:
+        """``sock``: this worker's end of its link to the core; ``channel``:
+        its fd channel, with an orderer process (its links to it come there)."""
         loop = asyncio.get_running_loop()
         self._has_image = asyncio.Event()
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
         self._sweeper = loop.call_later(DEADLINE_SWEEP_S, self._sweep_deadlines)
+        if channel is not None:
+            self.via_orderer = True
+            self._inbox = LinkInbox(channel, self._on_orderer_link)
+            self._inbox.start()
 
     async def wait_for_image(self, timeout_s: float) -> bool:
         try:
@@ -200,12 +205,18 @@ class WorkerNode:
                 "it is being restarted: retry",
                 1.0,
             )
+        to_orderer = item_kind == SUBMIT and self.via_orderer
+        if to_orderer and self.orderer_link is None:
+            raise UnavailableError(
+                "this voter's orderer process is starting again; nothing was written: retry",
+                1.0,
+            )
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._waiting[request_id] = (future, what, loop.time() + timeout_s, late)
-        if item_kind == SUBMIT and self.relay:
-            self._relayed.append((item_kind, request_id, *args))
+        if to_orderer:
+            self._to_orderer.append((item_kind, request_id, *args))
         else:
             self._outbox.append((item_kind, request_id, *args))
         if not self._flush_pending:
@@ -242,9 +253,9 @@ class WorkerNode:
         if self._outbox:
             items, self._outbox = self._outbox, []
             self.protocol.send(items)
-        if self._relayed:
-            items, self._relayed = self._relayed, []
-            self.protocol.send_bytes(encode_relayed(self.index, items))
+        if self._to_orderer:
+            items, self._to_orderer = self._to_orderer, []
+            self.orderer_link.send(items)  # not None: a lost link cleared the list
 
     async def submit(self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S) -> object:
         if (silent := self._core_silent()) is not None:  # refused before it is sent
@@ -343,27 +354,66 @@ class WorkerNode:
             if kind == BATCHES:
                 self._apply(item[1])
             elif kind == ANSWER or kind == REFUSED:
-                waiting = self._waiting.pop(item[1], None)
-                if waiting is None or waiting[0].done():
-                    continue
-                if kind == REFUSED:
-                    waiting[0].set_exception(decode_error(item[2]))
-                elif len(item) > 3 and item[3] > self.sm.image.next_offset:
-                    self._early.append((item[3], waiting[0], item[2], waiting[2]))
-                else:
-                    waiting[0].set_result(item[2])
+                self._settle(item)
             elif kind == STATE:
                 self.state = item[1]
                 self.sm.fatal = item[1]["fatal"]
             elif kind == IMAGE:
                 self._load_image(item[1], item[2])
-            elif kind == ORDERER_LOST:
-                self._fail_writes(
-                    OutcomeUnknownError(
-                        f"this voter's orderer process stopped ({item[1]}); the write may "
-                        "still commit"
-                    )
-                )
+
+    def _settle(self, item: tuple) -> None:
+        """An answer from the core, or from the orderer (with the offset its
+        write ends at: shown once this image holds it)."""
+        waiting = self._waiting.pop(item[1], None)
+        if waiting is None or waiting[0].done():
+            return
+        if item[0] == REFUSED:
+            waiting[0].set_exception(decode_error(item[2]))
+        elif len(item) > 3 and item[3] > self.sm.image.next_offset:
+            self._early.append((item[3], waiting[0], item[2], waiting[2]))
+        else:
+            waiting[0].set_result(item[2])
+
+    # ---------------------------------------------------------------- the orderer's link
+
+    def _on_orderer_link(self, _tag: int, sock: socket.socket) -> None:
+        """A new link to the orderer process, from the core (it started, or
+        this worker did)."""
+        if self.lost is not None:
+            sock.close()
+            return
+        asyncio.ensure_future(self._adopt_orderer_link(sock))
+
+    async def _adopt_orderer_link(self, sock: socket.socket) -> None:
+        def lost(why: str) -> None:
+            self._orderer_link_lost(protocol, why)
+
+        protocol = FrameProtocol(self._on_orderer_items, lost)
+        await asyncio.get_running_loop().create_unix_connection(lambda: protocol, sock=sock)
+        if self.lost is not None or protocol.closed:
+            protocol.transport.close()
+            return
+        old = self.orderer_link
+        if old is not None:  # its process is gone: the core started the next one
+            self._orderer_link_lost(old, "it was started again")
+            old.transport.close()
+        self.orderer_link = protocol
+
+    def _on_orderer_items(self, items: list) -> None:
+        for item in items:
+            if item[0] == ANSWER or item[0] == REFUSED:
+                self._settle(item)
+
+    def _orderer_link_lost(self, protocol: FrameProtocol, why: str) -> None:
+        if protocol is not self.orderer_link:
+            return  # replaced already: its writes were failed then
+        self.orderer_link = None
+        self._to_orderer = []
+        self._fail_writes(
+            OutcomeUnknownError(
+                f"this voter's orderer process stopped ({why}); the write may still commit"
+            )
+        )
 
     def _fail_writes(self, error: Exception) -> None:
         """Every write sent to the orderer process and not answered yet."""
@@ -408,5 +458,10 @@ class WorkerNode:
         self._waiters.wake()
         if self.protocol.transport is not None:
             self.protocol.transport.close()
+        if self._inbox is not None:
+            self._inbox.close()
+        if self.orderer_link is not None and self.orderer_link.transport is not None:
+            self.orderer_link.transport.close()
+        self.orderer_link = None
         if self.on_lost is not None:
             self.on_lost(why)

@@ -103,6 +103,9 @@ class _Worker:
     started: float = field(default_factory=time.monotonic)
     restarts: int = 0
     restarts_in_row: int = 0
+    # The core's end of the process's fd channel (api/worker_link.send_link),
+    # with an orderer process: how its links to the orderer reach it.
+    channel: socket.socket | None = None
 
 
 ORDERER = -1  # the orderer process's index among the pool's processes
@@ -141,20 +144,65 @@ class WorkerPool:
         else:
             module, config = "metaquorum.http_workers", {**self.config, "index": index}
         config = {**config, "linkFd": child_end.fileno(), "parentPid": os.getpid()}
+        passed = [child_end]
+        channel = None
+        if self.orderer_config is not None:  # the workers' writes go to the orderer
+            channel, child_channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            channel.setblocking(False)
+            config["fdChannelFd"] = child_channel.fileno()
+            passed.append(child_channel)
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", module, json.dumps(config)],
-                pass_fds=(child_end.fileno(),),
+                pass_fds=[sock.fileno() for sock in passed],
             )
+        except BaseException:
+            if channel is not None:
+                channel.close()
+            raise
         finally:
-            child_end.close()
-        self.workers[index] = _Worker(index, process, restarts=restarts, restarts_in_row=in_row)
+            for sock in passed:
+                sock.close()
+        self.workers[index] = _Worker(
+            index, process, restarts=restarts, restarts_in_row=in_row, channel=channel
+        )
         if index == ORDERER:
             await self.links.attach_orderer(core_end)
             log.info("the orderer process started (pid %d)", process.pid)
+            for worker in list(self.workers):
+                if worker != ORDERER:
+                    self._link_to_orderer(worker)
         else:
             await self.links.attach(index, core_end)
             log.info("HTTP worker %d started (pid %d)", index, process.pid)
+            self._link_to_orderer(index)
+
+    def _link_to_orderer(self, index: int) -> None:
+        """A new link between worker ``index`` and the orderer process, an
+        end handed to each (decision 122): when either of them starts."""
+        from api.worker_link import send_link  # noqa: PLC0415 - the CLI imports this module
+
+        orderer, worker = self.workers.get(ORDERER), self.workers.get(index)
+        if orderer is None or worker is None or orderer.channel is None or worker.channel is None:
+            return
+        worker_end, orderer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            send_link(orderer.channel, index, orderer_end)
+            send_link(worker.channel, 0, worker_end)
+        except OSError as e:
+            # One of them died meanwhile: the supervisor starts it again, and
+            # links it then. A worker whose orderer end is gone sees its link
+            # close and refuses writes until the next.
+            log.warning("worker %d was not linked to the orderer process: %s", index, e)
+        finally:
+            worker_end.close()
+            orderer_end.close()
+
+    @staticmethod
+    def _retire(worker: _Worker) -> None:
+        if worker.channel is not None:
+            worker.channel.close()
+            worker.channel = None
 
     async def _supervise(self) -> None:
         while not self.stopping:
@@ -193,7 +241,7 @@ class WorkerPool:
                         ran,
                         wait,
                     )
-                del self.workers[index]
+                self._retire(self.workers.pop(index))
                 await asyncio.sleep(wait)
                 if not self.stopping:
                     await self._spawn(index, worker.restarts + 1, in_row)
@@ -279,6 +327,7 @@ class WorkerPool:
                 log.warning("HTTP worker %d did not stop in time: killed", worker.index)
                 worker.process.kill()
                 worker.process.wait()
+            self._retire(worker)
         self.links.stop()
 
 
@@ -331,8 +380,12 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     from .serve import build_tls, http_config
 
     index = config["index"]
-    node = WorkerNode(config["nodeId"], index, config["logRetention"], config.get("relay", False))
-    await node.connect(socket.socket(fileno=config["linkFd"]))
+    node = WorkerNode(config["nodeId"], index, config["logRetention"])
+    channel = config.get("fdChannelFd")
+    await node.connect(
+        socket.socket(fileno=config["linkFd"]),
+        None if channel is None else socket.socket(fileno=channel),
+    )
     if not await node.wait_for_image(IMAGE_WAIT_S):
         log.error("no image from the voter's core within %.0f s: exiting", IMAGE_WAIT_S)
         return EXIT_LINK_LOST

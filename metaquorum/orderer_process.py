@@ -17,8 +17,10 @@ process like an HTTP worker (metaquorum/http_workers.py), over one link
 * the serve process's STATE says whether it leads and in which term, why it
   refuses writes, where the leader is and which voter set it wants written:
   ``RemoteRaft`` answers the orderer from it;
-* the workers' writes reach it as relayed frames, and its answers go back
-  the same way, each with the offset its write ends at.
+* each worker has a link of its own to it (decision 122: the serve process
+  makes the socket pair and hands this process its end over the fd
+  channel): the worker's writes come on it, and the answers go back on it,
+  each with the offset its write ends at.
 
 Run as ``python -m metaquorum.orderer_process CONFIG_JSON`` by the serve process only.
 """
@@ -48,9 +50,8 @@ from api.worker_link import (
     SUBMIT,
     TRANSFERRING,
     FrameProtocol,
+    LinkInbox,
     encode_error,
-    encode_relayed,
-    relayed_items,
 )
 from api.worker_node import apply_batches, load_image
 from controller.config import ControllerConfig
@@ -125,31 +126,37 @@ class RemoteRaft:
         self.process.report_status()  # the serve process stops streaming to learners
 
 
-class _RelayedReply:
-    """A worker's write: its answer goes back relayed, with its offset."""
+class _WorkerReply:
+    """A worker's write: its answer goes back on the link it came on (not to
+    the worker's index: a worker started again counts its ids from 0), with
+    its offset."""
 
-    __slots__ = ("process", "worker", "request_id", "answered")
+    __slots__ = ("process", "link", "request_id", "answered")
 
-    def __init__(self, process: OrdererProcess, worker: int, request_id: int) -> None:
+    def __init__(
+        self, process: OrdererProcess, link: FrameProtocol | None, request_id: int
+    ) -> None:
         self.process = process
-        self.worker = worker
+        self.link = link
         self.request_id = request_id
         self.answered = False
 
     def done(self) -> bool:
-        return self.answered
+        # A write whose worker's link closed before it was decided is not
+        # decided at all: its worker told its client the outcome is unknown.
+        return self.answered or (self.link is not None and self.link.closed)
 
     def set_result(self, value: object) -> None:
         self.answered = True
         offset = self.process.sm.image.next_offset
-        self.process.to_worker(self.worker, (ANSWER, self.request_id, value, offset))
+        self.process.to_worker(self.link, (ANSWER, self.request_id, value, offset))
 
     def set_exception(self, error: BaseException) -> None:
         self.answered = True
-        self.process.to_worker(self.worker, (REFUSED, self.request_id, encode_error(error)))
+        self.process.to_worker(self.link, (REFUSED, self.request_id, encode_error(error)))
 
 
-class _CoreReply(_RelayedReply):
+class _CoreReply(_WorkerReply):
     """The serve process's own write (a voter set): answered on the link."""
 
     def set_result(self, value: object) -> None:
@@ -166,7 +173,9 @@ class OrdererProcess:
         self.sm = MetadataStateMachine(ORDERER_LOG_RETENTION)
         self.state: dict[str, Any] = {}
         self.lost: str | None = None
-        self.protocol = FrameProtocol(self._on_items, self._on_lost, self._on_relayed)
+        self.protocol = FrameProtocol(self._on_items, self._on_lost)
+        self.worker_links: dict[int, FrameProtocol] = {}  # by worker index
+        self._inbox: LinkInbox | None = None
         controller = ControllerConfig(
             config["clusterId"],
             session_timeout_ms=config["sessionTimeoutMs"],
@@ -177,7 +186,7 @@ class OrdererProcess:
         self._ids = itertools.count()
         self._calls: dict[int, asyncio.Future] = {}
         self._to_core: list = []
-        self._to_workers: dict[int, list] = {}
+        self._to_workers: dict[FrameProtocol, list] = {}
         self._flush_pending = False
         # The last term this orderer started ordering in (or was told to
         # leave): a term is started once, whatever the state says after.
@@ -188,10 +197,15 @@ class OrdererProcess:
         self._status_sent: tuple | None = None
         self.submitted: dict[int, int] = {}  # writes relayed to it, by worker
 
-    async def run(self, sock: socket.socket) -> int:
+    async def run(self, sock: socket.socket, channel: socket.socket | None = None) -> int:
+        """``sock``: the link to the serve process; ``channel``: the fd channel
+        the workers' links come over (none: no worker writes here)."""
         loop = asyncio.get_running_loop()
         self.orderer.loop = loop
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
+        if channel is not None:
+            self._inbox = LinkInbox(channel, self._on_worker_link)
+            self._inbox.start()
         reporter = asyncio.ensure_future(self._report_status())
         try:
             await self._done.wait()
@@ -220,8 +234,8 @@ class OrdererProcess:
         self._to_core.append(item)
         self._wake()
 
-    def to_worker(self, worker: int, item: tuple) -> None:
-        self._to_workers.setdefault(worker, []).append(item)
+    def to_worker(self, link: FrameProtocol, item: tuple) -> None:
+        self._to_workers.setdefault(link, []).append(item)
         self._wake()
 
     def _wake(self) -> None:
@@ -236,8 +250,9 @@ class OrdererProcess:
             self.protocol.send(items)
         if self._to_workers:
             outboxes, self._to_workers = self._to_workers, {}
-            for worker, items in outboxes.items():
-                self.protocol.send_bytes(encode_relayed(worker, items))
+            for link, items in outboxes.items():
+                link.send(items)  # a link closed meanwhile drops them: its worker
+                # failed what it sent there (an unknown outcome), or is gone
 
     def report_status(self) -> None:
         orderer = self.orderer
@@ -289,7 +304,7 @@ class OrdererProcess:
             elif kind == IMAGE:
                 self._load_image(item[1], item[2])
             elif kind == SUBMIT:
-                self._submit(item[2], _CoreReply(self, -1, item[1]))
+                self._submit(item[2], _CoreReply(self, None, item[1]))
                 submitted = True
             elif kind == STEP_DOWN:
                 self.orderer.step_down(item[1])
@@ -300,21 +315,39 @@ class OrdererProcess:
         if submitted:
             self.orderer.pump()
 
-    def _on_relayed(self, body: bytes) -> None:
-        try:
-            worker, items = relayed_items(body)
-        except Exception as e:  # noqa: BLE001 - an unreadable frame ends the link
-            self._on_lost(f"an unreadable relayed frame ({e})")
+    def _on_worker_link(self, worker: int, sock: socket.socket) -> None:
+        """Worker ``worker``'s link, from the serve process (the worker or
+        this process started)."""
+        if self.lost is not None:
+            sock.close()
             return
+        asyncio.ensure_future(self._adopt_worker_link(worker, sock))
+
+    async def _adopt_worker_link(self, worker: int, sock: socket.socket) -> None:
+        def lost(_why: str) -> None:
+            if self.worker_links.get(worker) is protocol:
+                del self.worker_links[worker]
+
+        protocol = FrameProtocol(lambda items: self._on_worker_items(worker, protocol, items), lost)
+        await asyncio.get_running_loop().create_unix_connection(lambda: protocol, sock=sock)
+        if self.lost is not None or protocol.closed:
+            protocol.transport.close()
+            return
+        old = self.worker_links.get(worker)
+        self.worker_links[worker] = protocol
+        if old is not None and old.transport is not None:  # that worker was started again
+            old.transport.close()
+
+    def _on_worker_items(self, worker: int, link: FrameProtocol, items: list) -> None:
         submitted = 0
         for item in items:
             if item[0] == SUBMIT:
                 submitted += 1
-                self._submit(item[2], _RelayedReply(self, worker, item[1]))
+                self._submit(item[2], _WorkerReply(self, link, item[1]))
         self.submitted[worker] = self.submitted.get(worker, 0) + submitted
         self.orderer.pump()
 
-    def _submit(self, request: object, reply: _RelayedReply) -> None:
+    def _submit(self, request: object, reply: _WorkerReply) -> None:
         try:
             self.orderer.submit_to(request, reply, pump=False)
         except Exception as e:  # noqa: BLE001 - a NodeError, answered as such
@@ -359,6 +392,11 @@ class OrdererProcess:
         self._calls.clear()
         if self.protocol.transport is not None:
             self.protocol.transport.close()
+        if self._inbox is not None:
+            self._inbox.close()
+        for link in list(self.worker_links.values()):
+            if link.transport is not None:
+                link.transport.close()
         self._done.set()
 
 
@@ -379,7 +417,11 @@ def orderer_main(config: dict[str, Any]) -> int:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, process.stop)
         loop.add_signal_handler(signal.SIGINT, lambda: None)  # the serve process stops us
-        return await process.run(socket.socket(fileno=config["linkFd"]))
+        channel = config.get("fdChannelFd")
+        return await process.run(
+            socket.socket(fileno=config["linkFd"]),
+            None if channel is None else socket.socket(fileno=channel),
+        )
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(serve())

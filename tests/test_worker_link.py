@@ -13,10 +13,7 @@ from api.worker_link import (
     decode_error,
     encode_error,
     encode_frame,
-    encode_relayed,
-    readdress,
-    relayed_items,
-    unwrap,
+    send_link,
 )
 from api.worker_node import DEADLINE_SWEEP_S, WorkerNode
 from controller.messages import BrokerHeartbeatRequest
@@ -94,39 +91,92 @@ def test_an_unreadable_frame_ends_the_link():
     assert lost and "unreadable frame" in lost[0]
 
 
-def test_relayed_frames_cross_the_core_unread_and_arrive_as_sent():
-    """A worker's writes go to the orderer as relayed frames the core only
-    copies (readdressed with the worker's index), and the orderer's answers
-    come back the same way, unwrapped for the worker."""
-    items = [("submit", i, obj) for i, obj in enumerate(traffic())]
-    from_worker = encode_relayed(0, items[:10]) + encode_relayed(0, items[10:])
-    bodies, lost = [], []
-    core = FrameProtocol(lambda items: lost.append("plain"), lost.append, bodies.append)
-    for cut in range(0, len(from_worker), 5):  # split anywhere
-        core.data_received(from_worker[cut : cut + 5])
-    assert len(bodies) == 2 and not lost
-    # The core readdresses them to the orderer as worker 7's.
-    got = []
-    orderer = FrameProtocol(lost.append, lost.append, got.append)
-    orderer.data_received(b"".join(readdress(body, 7) for body in bodies))
-    assert [relayed_items(body) for body in got] == [(7, items[:10]), (7, items[10:])]
-    # The orderer's answer for worker 7, unwrapped by the core: a plain frame.
-    answer = encode_relayed(7, [("answer", 1, "ok", 42)])
-    (body,) = decode_relayed(answer)
-    assert decode(unwrap(body)) == [("answer", 1, "ok", 42)]
+def test_a_workers_writes_go_to_the_orderer_over_the_link_the_core_hands_it():
+    """With an fd channel, a worker's writes go on the link to the orderer
+    the core hands it (send_link), not to the core; that link closing fails
+    what was sent on it as an unknown outcome and refuses new writes until
+    the core hands the next one; an answer on a replaced link is ignored."""
+
+    async def main():
+        core, worker_end = socket.socketpair()
+        core.setblocking(False)
+        channel, worker_channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        node = WorkerNode(node_id=0, index=3)
+        await node.connect(worker_end, worker_channel)
+        node.heard_at = time.monotonic() + 60  # not silent: calls are sent
+        request = BrokerHeartbeatRequest(1, 5, 0)
+        try:
+            try:
+                await node.submit(request)
+                raise AssertionError("a write was taken before any link to the orderer")
+            except UnavailableError as e:
+                assert "nothing was written" in str(e)
+
+            async def hand_link() -> socket.socket:
+                ours, theirs = socket.socketpair()
+                send_link(channel, 0, theirs)
+                theirs.close()
+                ours.setblocking(False)
+                await wait_for(lambda: node.orderer_link is not None, "the link adopted")
+                return ours
+
+            async def read_items(sock: socket.socket) -> list:
+                loop = asyncio.get_running_loop()
+                return decode(await loop.sock_recv(sock, 1 << 16))
+
+            orderer = await hand_link()
+            write = asyncio.ensure_future(node.submit(request))
+            (item,) = await read_items(orderer)
+            assert item[0] == "submit" and item[2] == request
+            orderer.send(encode_frame([("answer", item[1], "committed")]))
+            assert await asyncio.wait_for(write, 5) == "committed"
+
+            # The orderer dies with a write on its link: an unknown outcome.
+            write = asyncio.ensure_future(node.submit(request))
+            (item,) = await read_items(orderer)
+            orderer.close()
+            try:
+                await asyncio.wait_for(write, 5)
+                raise AssertionError("a write on a closed link was acknowledged")
+            except OutcomeUnknownError as e:
+                assert "orderer process stopped" in str(e)
+            try:
+                await node.submit(request)
+                raise AssertionError("a write was taken with no link to the orderer")
+            except UnavailableError as e:
+                assert "starting again" in str(e)
+
+            # The next orderer's link: writes go on; the core's link saw none.
+            orderer = await hand_link()
+            write = asyncio.ensure_future(node.submit(request))
+            (item,) = await read_items(orderer)
+            orderer.send(
+                encode_frame([("refused", item[1], encode_error(ThrottledError("busy", 1.0)))])
+            )
+            try:
+                await asyncio.wait_for(write, 5)
+                raise AssertionError("a refused write was acknowledged")
+            except ThrottledError as e:
+                assert "busy" in str(e)
+            try:
+                sent_to_core = core.recv(1 << 16)
+            except BlockingIOError:
+                sent_to_core = b""
+            assert all(item[0] != "submit" for item in decode(sent_to_core))
+        finally:
+            node._on_lost("the test is over")
+            core.close()
+            channel.close()
+
+    asyncio.run(main())
 
 
-def decode_relayed(frame: bytes) -> list[bytes]:
-    bodies = []
-    FrameProtocol(lambda items: None, lambda why: None, bodies.append).data_received(frame)
-    return bodies
-
-
-def test_a_relayed_frame_where_none_is_taken_ends_the_link():
-    lost = []
-    protocol = FrameProtocol(lambda items: None, lost.append)  # no on_relayed: a worker
-    protocol.data_received(encode_relayed(0, [("answer", 1, None)]))
-    assert lost and "relayed frame" in lost[0]
+async def wait_for(condition, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
 
 
 def test_node_errors_cross_as_what_they_were():
