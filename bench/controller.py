@@ -542,6 +542,42 @@ def _change_batches(image: MetadataImage, groups: list[list[tuple[str, int]]]) -
     return batches
 
 
+def _apply_case(
+    label: str,
+    image: MetadataImage,
+    groups: list[list[tuple[str, int]]],
+    rounds: int,
+    batch_size: int,
+) -> tuple[dict[str, Any], MetadataImage]:
+    elapsed = 0.0
+    records = 0
+    contention: list[float] = []
+    for rnd in range(rounds + 1):  # round 0 warms up
+        batches = _change_batches(image, groups)
+        gc.collect()
+        cpu0 = cpu()
+        t0 = pc()
+        for batch in batches:
+            image = apply(image, batch)
+        t1 = pc()
+        if rnd:
+            contention.append((t1 - t0) / max(cpu() - cpu0, 1e-9))
+            elapsed += t1 - t0
+            records += sum(len(b.records) for b in batches)
+    if image.ignored_records:
+        raise RuntimeError(f"{image.ignored_records} records did not apply")
+    case = {
+        "label": label,
+        "records": records,
+        "seconds": elapsed,
+        "records_per_s": rate(records, elapsed),
+        "us_per_batch": 1e6 * elapsed / (records / batch_size),
+        "wall_over_cpu": statistics.median(contention),
+    }
+    progress(f"  {label}: {case['records_per_s']:,.0f} records/s")
+    return case, image
+
+
 def bench_apply(quick: bool) -> dict[str, Any]:
     brokers, per_topic, batch_size = 10, 100, 100
     topics = 100 if quick else 1_000
@@ -555,43 +591,30 @@ def bench_apply(quick: bool) -> dict[str, Any]:
     image = build_topics(image, placed_layout(brokers, topics, per_topic, "apply"), topic_ids())
     ids = sorted(image.topics)
     patterns: dict[str, list[list[tuple[str, int]]]] = {
-        # a batch = 100 partitions of one topic (one topic dict copied)
+        # a batch = 100 partitions of one topic (one topic touched)
         "one topic per batch": [[(t, p) for p in range(per_topic)] for t in ids],
-        # a batch = one partition of each of 100 topics (100 topic dicts copied)
+        # a batch = one partition of each of 100 topics (100 topics touched)
         "100 topics per batch": [
             [(t, p) for t in ids[g : g + batch_size]]
             for g in range(0, len(ids), batch_size)
             for p in range(per_topic)
         ],
     }
+    # A batch = 100 partitions of one large topic: what a batch costs must not
+    # grow with the topic (metadata_records/partition_map.py).
+    big = 10_000 if quick else 100_000
+    big_image = apply(EMPTY_IMAGE, Batch(1, NOW_MS, tuple(base_image_records(brokers))))
+    big_image = build_topics(big_image, placed_layout(brokers, 1, big, "big"), topic_ids())
+    (big_id,) = big_image.topics
+    big_groups = [
+        [(big_id, p) for p in range(g, g + batch_size)] for g in range(0, big, batch_size)
+    ]
     cases = []
-    for label, groups in patterns.items():
-        elapsed = 0.0
-        records = 0
-        contention: list[float] = []
-        for rnd in range(rounds + 1):  # round 0 warms up
-            batches = _change_batches(image, groups)
-            gc.collect()
-            cpu0 = cpu()
-            t0 = pc()
-            for batch in batches:
-                image = apply(image, batch)
-            t1 = pc()
-            if rnd:
-                contention.append((t1 - t0) / max(cpu() - cpu0, 1e-9))
-                elapsed += t1 - t0
-                records += sum(len(b.records) for b in batches)
-        if image.ignored_records:
-            raise RuntimeError(f"{image.ignored_records} records did not apply")
-        case = {
-            "label": label,
-            "records": records,
-            "seconds": elapsed,
-            "records_per_s": rate(records, elapsed),
-            "us_per_batch": 1e6 * elapsed / (records / batch_size),
-            "wall_over_cpu": statistics.median(contention),
-        }
-        progress(f"  {label}: {case['records_per_s']:,.0f} records/s")
+    for label, start, groups in (
+        *((label, image, groups) for label, groups in patterns.items()),
+        (f"one topic of {big:,} partitions, 100 of them per batch", big_image, big_groups),
+    ):
+        case, _ = _apply_case(label, start, groups, rounds, batch_size)
         cases.append(case)
     return {"partitions": total, "topics": topics, "batch_size": batch_size, "cases": cases}
 

@@ -24,6 +24,8 @@ from .image import (
     PartitionRegistration,
     TopicImage,
 )
+from .partition_map import EMPTY as EMPTY_PARTITIONS
+from .partition_map import with_changes
 from .records import (
     BROKER_RESOURCE,
     FENCE,
@@ -342,7 +344,7 @@ class ImageDelta:
     def _replay_topic(self, r: TopicRecord, offset: int) -> bool:
         if self.topic_id(r.name) is not None or self._topic(r.topic_id) is not None:
             return False
-        self._topics[r.topic_id] = TopicImage(r.name, r.topic_id, {}, {})
+        self._topics[r.topic_id] = TopicImage(r.name, r.topic_id, EMPTY_PARTITIONS, {})
         self._topic_ids[r.name] = r.topic_id
         return True
 
@@ -497,7 +499,7 @@ class ImageDelta:
                     topics[topic_id] = header
             for topic_id, changed in self._partitions.items():
                 name, _, parts, configs = topics[topic_id]
-                topics[topic_id] = TopicImage(name, topic_id, {**parts, **changed}, configs)
+                topics[topic_id] = TopicImage(name, topic_id, with_changes(parts, changed), configs)
         topic_ids = base.topic_ids
         if self._topic_ids:
             topic_ids = dict(base.topic_ids)

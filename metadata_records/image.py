@@ -6,8 +6,9 @@ may therefore hold an image without locks.
 
 Layout, chosen so that 1,000,000 partitions stay small: a partition is a
 NamedTuple of ten small fields (ints and int tuples, ``()`` shared when empty);
-partitions live in one dict per topic, so a batch copies only the dicts of the
-topics it touches.
+partitions live in one ``PartitionMap`` per topic (metadata_records/partition_map.py),
+so a batch copies only the chunks of 256 partitions it touches and the topics
+dict, never a whole topic's partitions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import NamedTuple
 
 from .acls import StandardAcl
 from .features import DEFAULT_METADATA_VERSION, ELR_RECORD_VERSION, METADATA_VERSION
+from .partition_map import PartitionMap
 from .records import (
     LRS_NO_CHANGE,
     NO_LEADER,
@@ -140,7 +142,7 @@ def _share(isr: tuple[int, ...], replicas: tuple[int, ...]) -> tuple[int, ...]:
 class TopicImage(NamedTuple):
     name: str
     topic_id: str
-    partitions: dict[int, PartitionRegistration]
+    partitions: PartitionMap  # of PartitionRegistration, by partition id
     configs: dict[str, str]
 
 

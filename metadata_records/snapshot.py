@@ -16,6 +16,7 @@ from .acls import StandardAcl
 from .client_quotas import Entity, entity_data, entity_key, entity_problem, sort_key
 from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj, brief
 from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
+from .partition_map import PartitionMap
 from .records import Kind
 
 SNAPSHOT_FORMAT = 1
@@ -252,7 +253,7 @@ def decode_image(data: Any) -> MetadataImage:
             isr = replicas if isr == replicas else isr  # share, as apply does
             partitions[pid] = PartitionRegistration(replicas, isr, *rest)
         count += len(partitions)
-        topics[topic_id] = TopicImage(name, topic_id, partitions, configs)
+        topics[topic_id] = TopicImage(name, topic_id, PartitionMap(partitions), configs)
         topic_ids[name] = topic_id
     for name, level in features.items():
         if _int(level, Kind.INT16, f"snapshot.features.{name}") < 1:
