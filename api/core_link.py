@@ -331,10 +331,15 @@ class WorkerLink:
         self._sending_image = False
         self.requests = 0
         self.lost: str | None = None
+        # Its last frame (a worker reports every second, the orderer every
+        # half second); None since an image was sent to it: loading a large
+        # one keeps it busy, and silent, for as long as it takes.
+        self.heard_at: float | None = None
 
     # ---------------------------------------------------------------- in
 
     def _on_items(self, items: list) -> None:
+        self.heard_at = time.monotonic()
         node = self.node
         queued = False
         for item in items:
@@ -456,6 +461,7 @@ class WorkerLink:
                 base, retained = image.next_offset, []
             encoded = await asyncio.to_thread(encode_image, image)
             self.protocol.send([(IMAGE, encoded, (base, retained, image.next_offset))])
+            self.heard_at = None
             self.cursor = image.next_offset
         finally:
             self._sending_image = False
@@ -475,7 +481,6 @@ class OrdererLink(WorkerLink):
 
     def __init__(self, links: CoreLinks) -> None:
         super().__init__(links, -1)
-        self.heard_at = time.monotonic()  # its last frame: it reports every half second
 
     def _on_items(self, items: list) -> None:
         self.heard_at = time.monotonic()

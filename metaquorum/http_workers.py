@@ -33,8 +33,13 @@ log = logging.getLogger("metaquorum.http_workers")
 EXIT_LINK_LOST = 3
 # An orderer process silent this long (it reports every half second) is
 # frozen or stuck in a decision: it is killed and started again, or the
-# voter would keep leading while no write is ever answered.
+# voter would keep leading while no write is ever answered. A worker silent
+# this long (it reports every second) is killed and started again too: frozen,
+# it holds the connections the port gives it unanswered, and the core would
+# buffer every committed batch for it. Silence counts from a process's last
+# frame, and not while it loads an image (core_link.WorkerLink.heard_at).
 ORDERER_SILENT_S = 10.0
+WORKER_SILENT_S = 10.0
 # An orderer that died this many times in a row (each within a minute of its
 # start) on the leader: the leader hands leadership to another voter, whose
 # orderer may order, instead of leading a cluster that no write reaches.
@@ -209,7 +214,7 @@ class WorkerPool:
             await asyncio.sleep(0.2)
             for index, worker in list(self.workers.items()):
                 code = worker.process.poll()
-                if code is None and index == ORDERER and not self.stopping:
+                if code is None and not self.stopping:
                     self._kill_if_silent(worker)
                 if code is None or self.stopping:
                     continue
@@ -262,20 +267,26 @@ class WorkerPool:
         if moved is None:
             log.error("leadership did not move in time; the orderer is started again meanwhile")
 
-    def _kill_if_silent(self, orderer: _Worker) -> None:
-        link = self.links.orderer
-        if link is None or link.lost is not None:
+    def _kill_if_silent(self, worker: _Worker) -> None:
+        if worker.index == ORDERER:
+            link, limit = self.links.orderer, ORDERER_SILENT_S
+            what, why = "the orderer process", "frozen, or stuck in one decision"
+        else:
+            link, limit = self.links.links.get(worker.index), WORKER_SILENT_S
+            what, why = f"HTTP worker {worker.index}", "frozen, or stuck in one request"
+        if link is None or link.lost is not None or link.heard_at is None:
             return
         silent = time.monotonic() - link.heard_at
-        if silent > ORDERER_SILENT_S:
+        if silent > limit:
             log.error(
-                "the orderer process (pid %d) has said nothing for %.1f s (frozen, or stuck "
-                "in one decision): killing it; it is started again",
-                orderer.process.pid,
+                "%s (pid %d) has said nothing for %.1f s (%s): killing it; it is started again",
+                what,
+                worker.process.pid,
                 silent,
+                why,
             )
             with contextlib.suppress(ProcessLookupError):
-                orderer.process.kill()
+                worker.process.kill()
 
     def describe(self) -> list[dict[str, Any]]:
         """The workers, for /v1/quorum/status."""

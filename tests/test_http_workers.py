@@ -198,7 +198,13 @@ def test_writes_reads_redirects_status_and_metrics_through_workers(cluster):
     assert "metaquorum_http_open_connections" in families
 
 
-def test_a_worker_killed_under_load_is_replaced_and_acknowledges_nothing_false(cluster):
+@pytest.mark.parametrize("how", ["killed", "frozen"])
+def test_a_worker_killed_or_frozen_under_load_is_replaced_and_acknowledges_nothing_false(
+    cluster, how
+):
+    """Frozen (SIGSTOP), a worker would hold the connections the port gives
+    it unanswered, and the core would buffer every batch for it: once it has
+    said nothing for WORKER_SILENT_S, the core kills it and starts another."""
     cluster.wait_ready()
     leader = cluster.leader()
     term = cluster.status(leader)["raftTerm"]
@@ -209,7 +215,7 @@ def test_a_worker_killed_under_load_is_replaced_and_acknowledges_nothing_false(c
     threads = load(cluster, leader, acknowledged, outcomes, stop)
     try:
         cluster.wait(lambda: len(acknowledged) >= 50, 60, "writes under way")
-        os.kill(victim["pid"], signal.SIGKILL)
+        os.kill(victim["pid"], signal.SIGKILL if how == "killed" else signal.SIGSTOP)
         before = len(acknowledged)
 
         def replaced():
@@ -217,7 +223,7 @@ def test_a_worker_killed_under_load_is_replaced_and_acknowledges_nothing_false(c
             w = next((w for w in workers if w["index"] == victim["index"]), None)
             return w is not None and w["pid"] != victim["pid"] and w["alive"]
 
-        cluster.wait(replaced, 30, "the killed worker replaced")
+        cluster.wait(replaced, 60, f"the {how} worker replaced")
         # The other worker and the new one keep answering writes.
         cluster.wait(lambda: len(acknowledged) >= before + 100, 60, "writes after the kill")
     finally:
