@@ -255,7 +255,7 @@ class WorkerNode:
             self.protocol.send(items)
         if self._to_orderer:
             items, self._to_orderer = self._to_orderer, []
-            self.orderer_link.send(items)  # not None: a lost link cleared the list
+            self.orderer_link.send(items)  # not None: losing it cleared the list
 
     async def submit(self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S) -> object:
         if (silent := self._core_silent()) is not None:  # refused before it is sent
@@ -463,5 +463,6 @@ class WorkerNode:
         if self.orderer_link is not None and self.orderer_link.transport is not None:
             self.orderer_link.transport.close()
         self.orderer_link = None
+        self._to_orderer = []
         if self.on_lost is not None:
             self.on_lost(why)
