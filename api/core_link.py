@@ -548,7 +548,7 @@ class RemoteOrderer:
         # counters go on across an orderer's restart (a Prometheus counter
         # that went back would read as the voter restarting).
         self._earlier: tuple[int, BatchStats] = (0, BatchStats())
-        # Writes each worker relayed to the orderer (over its restarts).
+        # Writes each worker sent to the orderer (over its restarts).
         self.submitted: dict[int, int] = {}
         self._reported: dict[int, int] = {}  # as the running orderer last counted them
         self._transferring = False

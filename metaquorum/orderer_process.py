@@ -195,7 +195,7 @@ class OrdererProcess:
         self._has_image = asyncio.Event()
         self._done = asyncio.Event()
         self._status_sent: tuple | None = None
-        self.submitted: dict[int, int] = {}  # writes relayed to it, by worker
+        self.submitted: dict[int, int] = {}  # writes sent to it, by worker
 
     async def run(self, sock: socket.socket, channel: socket.socket | None = None) -> int:
         """``sock``: the link to the serve process; ``channel``: the fd channel

@@ -524,7 +524,6 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
     }
     config = {
         "nodeId": node.node_id,
-        "relay": True,
         "logRetention": node.config.log_retention,
         "host": args.http_host,
         "port": int(args.http_port),
