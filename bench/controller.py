@@ -609,12 +609,20 @@ def bench_apply(quick: bool) -> dict[str, Any]:
     big_groups = [
         [(big_id, p) for p in range(g, g + batch_size)] for g in range(0, big, batch_size)
     ]
+    # A batch = the 10 partitions of one topic among many: the topic table is
+    # still copied whole per batch (docs/performance.md).
+    many = 10_000 if quick else 100_000
+    many_image = apply(EMPTY_IMAGE, Batch(1, NOW_MS, tuple(base_image_records(brokers))))
+    many_image = build_topics(many_image, placed_layout(brokers, many, 10, "many"), topic_ids())
+    many_ids = sorted(many_image.topics)[:1_000]
+    many_groups = [[(t, p) for p in range(10)] for t in many_ids]
     cases = []
-    for label, start, groups in (
-        *((label, image, groups) for label, groups in patterns.items()),
-        (f"one topic of {big:,} partitions, 100 of them per batch", big_image, big_groups),
+    for label, start, groups, size in (
+        *((label, image, groups, batch_size) for label, groups in patterns.items()),
+        (f"one topic of {big:,} partitions, 100 of them per batch", big_image, big_groups, 100),
+        (f"one topic of 10 among {many:,} topics, per batch", many_image, many_groups, 10),
     ):
-        case, _ = _apply_case(label, start, groups, rounds, batch_size)
+        case, _ = _apply_case(label, start, groups, rounds, size)
         cases.append(case)
     return {"partitions": total, "topics": topics, "batch_size": batch_size, "cases": cases}
 
