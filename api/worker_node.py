@@ -100,9 +100,8 @@ class WorkerNode:
         self.index = index
         # With an fd channel (``connect``), writes go to the voter's orderer
         # process over a link of their own, instead of to the core.
-        self.via_orderer = False
-        self.orderer_link: FrameProtocol | None = None  # None: none yet, or it closed
         self._inbox: LinkInbox | None = None
+        self.orderer_link: FrameProtocol | None = None  # None: none yet, or it closed
         self.sm = MetadataStateMachine(log_retention)
         self.protocol = FrameProtocol(self._on_items, self._on_lost)
         self.state: dict[str, Any] = {
@@ -140,7 +139,6 @@ class WorkerNode:
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
         self._sweeper = loop.call_later(DEADLINE_SWEEP_S, self._sweep_deadlines)
         if channel is not None:
-            self.via_orderer = True
             self._inbox = LinkInbox(channel, self._on_orderer_link)
             self._inbox.start()
 
@@ -205,7 +203,7 @@ class WorkerNode:
                 "it is being restarted: retry",
                 1.0,
             )
-        to_orderer = item_kind == SUBMIT and self.via_orderer
+        to_orderer = item_kind == SUBMIT and self._inbox is not None
         if to_orderer and self.orderer_link is None:
             raise UnavailableError(
                 "this voter's orderer process is starting again; nothing was written: retry",

@@ -548,7 +548,7 @@ def _apply_case(
     groups: list[list[tuple[str, int]]],
     rounds: int,
     batch_size: int,
-) -> tuple[dict[str, Any], MetadataImage]:
+) -> dict[str, Any]:
     elapsed = 0.0
     records = 0
     contention: list[float] = []
@@ -575,7 +575,7 @@ def _apply_case(
         "wall_over_cpu": statistics.median(contention),
     }
     progress(f"  {label}: {case['records_per_s']:,.0f} records/s")
-    return case, image
+    return case
 
 
 def bench_apply(quick: bool) -> dict[str, Any]:
@@ -622,8 +622,7 @@ def bench_apply(quick: bool) -> dict[str, Any]:
         (f"one topic of {big:,} partitions, 100 of them per batch", big_image, big_groups, 100),
         (f"one topic of 10 among {many:,} topics, per batch", many_image, many_groups, 10),
     ):
-        case, _ = _apply_case(label, start, groups, rounds, size)
-        cases.append(case)
+        cases.append(_apply_case(label, start, groups, rounds, size))
     return {"partitions": total, "topics": topics, "batch_size": batch_size, "cases": cases}
 
 

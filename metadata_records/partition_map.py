@@ -21,7 +21,7 @@ dict: ``tests/test_partition_map.py`` checks both with Hypothesis.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from typing import Any
 
 CHUNK_BITS = 8
@@ -65,10 +65,7 @@ class PartitionMap(Mapping):
             if pid not in chunk:
                 size += 1
             chunk[pid] = part
-        new = PartitionMap.__new__(PartitionMap)
-        new._chunks = chunks
-        new._len = size
-        return new
+        return _from_chunks(chunks, size)
 
     # ---------------------------------------------------------------- Mapping
 
@@ -98,9 +95,6 @@ class PartitionMap(Mapping):
     def __iter__(self) -> Iterator[int]:
         for chunk in self._chunks.values():
             yield from chunk
-
-    def keys(self) -> KeysView:
-        return _Keys(self)
 
     def items(self) -> ItemsView:
         return _Items(self)
@@ -134,14 +128,6 @@ def _from_chunks(chunks: dict[int, dict[int, Any]], size: int) -> PartitionMap:
     new._chunks = chunks
     new._len = size
     return new
-
-
-class _Keys(KeysView):
-    __slots__ = ()
-
-    def __iter__(self) -> Iterator[int]:
-        for chunk in self._mapping._chunks.values():
-            yield from chunk
 
 
 class _Items(ItemsView):
