@@ -32,6 +32,7 @@ from quorum.node_errors import OutcomeUnknownError, UnavailableError
 from quorum.orderer import BatchStats, Reply, fail, settle
 from quorum.record_log import OffsetTooOld
 
+from .batch_ring import BatchRing
 from .connections import ConnectionStats
 from .metrics import add_request_totals
 from .reads import not_ready_reason
@@ -39,6 +40,7 @@ from .worker_link import (
     ANSWER,
     BARRIER,
     BATCHES,
+    CATCH_UP,
     FORWARD,
     IMAGE,
     ORDERER,
@@ -187,11 +189,17 @@ class CoreLinks:
         app: Any,
         connections: SummedConnections,
         requests: SummedRequests,
+        ring: BatchRing | None = None,
     ) -> None:
         self.node = node
         self.app = app  # the core's own app: forwarded requests
         self.connections = connections
         self.requests = requests
+        # Where the committed batches go for the workers and the orderer
+        # (decision 125); None: down each link (BATCHES).
+        self.ring = ring
+        if ring is not None:
+            node.sm.log.ring = ring
         self.links: dict[int, WorkerLink] = {}
         self.orderer: OrdererLink | None = None  # with an orderer process, its link
         self._state: dict[str, Any] | None = None
@@ -257,18 +265,25 @@ class CoreLinks:
         return self._state
 
     def needs_wakeup(self) -> bool:  # the Raft thread, after the image moved (ApplyWatcher)
-        # A link with a flush scheduled reads the image when it runs (it
-        # clears its flags before it reads): no wakeup needed for it.
-        return any(link._later is None and not link._flush_pending for link in self._all_links())
+        # Only links streamed to need the loop (with a ring: none but one
+        # catching up). A link with a flush scheduled reads the image when it
+        # runs (it clears its flags before it reads): no wakeup needed for it.
+        return any(
+            link.cursor is not None and link._later is None and not link._flush_pending
+            for link in self._all_links()
+        )
 
     def on_applied(self) -> None:
         for link in self._all_links():
-            link.wake_later()
+            if link.cursor is not None:
+                link.wake_later()
 
     async def _watch_state(self) -> None:
         sent_at = 0.0
         while True:
             await asyncio.sleep(STATE_EVERY_S)
+            if self.ring is not None and self.node.sm.log.ring is None:
+                self._ring_failed()
             before = self._state
             now = self.state()
             if now != before or time.monotonic() - sent_at >= STATE_AT_LEAST_S:
@@ -276,7 +291,15 @@ class CoreLinks:
                 for link in self._all_links():
                     link.send_state(now)
 
+    def _ring_failed(self) -> None:
+        """The ring stopped taking batches (RecordLog.append logged why):
+        every link starts over from an image and is streamed to from then on."""
+        self.ring = None
+        for link in self._all_links():
+            link.start_over()
+
     def stop(self) -> None:
+        self.node.sm.log.ring = None  # the readers' processes stop with this one
         if self._state_task is not None:
             self._state_task.cancel()
         for index in list(self.links):
@@ -324,7 +347,11 @@ class WorkerLink:
         self.node = links.node
         self.index = index
         self.protocol = FrameProtocol(self._on_items, self._on_lost)
-        self.cursor: int | None = None  # the next offset this worker gets; None: an image first
+        self.imaged = False  # an image went: answers may follow (they name its offsets)
+        # The next offset to send down the link: always once imaged without a
+        # ring; with one, only to answer a CATCH_UP (then None again).
+        self.cursor: int | None = None
+        self._catching_up = False
         self._outbox: list = []
         self._flush_pending = False
         self._later: asyncio.TimerHandle | None = None
@@ -362,6 +389,8 @@ class WorkerLink:
             elif kind == STATS:
                 self.links.connections.update(self.index, item[1]["connections"])
                 self.links.requests.update(self.index, item[1]["requests"])
+            elif kind == CATCH_UP:
+                self.catch_up(item[1])
         if queued:
             node.pump()
 
@@ -385,6 +414,20 @@ class WorkerLink:
         except Exception as e:  # noqa: BLE001 - answered as the bug it is
             log.exception("a request forwarded by HTTP worker %d failed", self.index)
             self._refuse(request_id, e)
+
+    def catch_up(self, offset: int) -> None:
+        """The ring could not give this link's process the batch at ``offset``:
+        the batches from there go down the link, once."""
+        if self.imaged:
+            self.cursor = offset
+            self._catching_up = True
+            self.wake()
+
+    def start_over(self) -> None:
+        """An image again, then the stream (the ring failed)."""
+        self.imaged = False
+        self.cursor = None
+        asyncio.ensure_future(self.send_image())
 
     def _on_lost(self, why: str) -> None:
         self.lost = why
@@ -427,19 +470,22 @@ class WorkerLink:
         items: list = []
         if self.cursor is not None:
             image = self.node.image
-            if self.cursor < image.next_offset:
+            if self.cursor < image.next_offset or self._catching_up:
                 try:
                     batches = self.node.sm.log.stored_from(self.cursor, image.next_offset)
                 except OffsetTooOld:  # this core loaded a snapshot: start the worker over
                     batches = None
                 if batches is None or (batches and batches[0][0] != self.cursor):
-                    self.cursor = None
-                    asyncio.ensure_future(self.send_image())
-                elif batches:
+                    self.start_over()
+                elif batches or self._catching_up:  # a catch-up is answered, if only with []
                     items.append((BATCHES, batches))
-                    last = batches[-1]
-                    self.cursor = last[0] + last[1]
-        if self.cursor is None:
+                    if batches:
+                        last = batches[-1]
+                        self.cursor = last[0] + last[1]
+                    if self.links.ring is not None:
+                        self.cursor = None  # the ring again from there
+                self._catching_up = False
+        if not self.imaged:
             # Answers wait for the image: they may name offsets only it holds.
             return
         if self._outbox:
@@ -462,7 +508,9 @@ class WorkerLink:
             encoded = await asyncio.to_thread(encode_image, image)
             self.protocol.send([(IMAGE, encoded, (base, retained, image.next_offset))])
             self.heard_at = None
-            self.cursor = image.next_offset
+            self.imaged = True
+            self.cursor = None if self.links.ring is not None else image.next_offset
+            self._catching_up = False
         finally:
             self._sending_image = False
         self.wake()
@@ -498,12 +546,16 @@ class OrdererLink(WorkerLink):
                 remote = node.orderer
                 if isinstance(remote, RemoteOrderer):
                     remote.answered(item[1], kind == ANSWER, item[2])
+            elif kind == CATCH_UP:
+                self.catch_up(item[1])
 
     def _proposed(self, request_id: int, future: asyncio.Future) -> None:
         if future.cancelled():
             self._refuse(request_id, RuntimeError("the proposal was cancelled"))
             return
         self._answer(request_id, future.result())
+        if self.links.ring is not None:
+            return  # the batch is in the ring: a worker reads it with the answer
         # The orderer answers its writers once it hears: their workers get the
         # batch now, not within BATCHES_GATHERED_S, so that no answer waits
         # for it there (a worker shows an answer once its image holds it).

@@ -15,14 +15,19 @@ Items, worker -> core:
 * ``(FORWARD, id, head, body)``: an HTTP request for the core's own app
   (status, metrics, probes, voter changes: what needs the core's state);
 * ``(STATS, {"connections": ..., "requests": ...})``: the worker's
-  connection counters and request counts (totals), every second.
+  connection counters and request counts (totals), every second;
+* ``(CATCH_UP, offset)``: with a batch ring, the ring no longer (or never)
+  held the batch at ``offset``: send the batches from there once.
 
 core -> worker:
 
 * ``(IMAGE, image_bytes, retained)``: the image to start from, and the
   retained log below it (``RecordLog.export``), on connect and after a gap;
 * ``(BATCHES, [(first_offset, count, payload), ...])``: committed batches in
-  order, always sent before the answers that depend on them;
+  order, always sent before the answers that depend on them. With a batch
+  ring (api/batch_ring.py, decision 125: the serve process's layout with
+  workers) the batches are read from shared memory instead, and BATCHES
+  only answers a CATCH_UP;
 * ``(STATE, state)``: what the core says of itself (readiness, leader, ...);
 * ``(ANSWER, id, value)`` / ``(REFUSED, id, error)``: an answer, or a
   NodeError as ``encode_error`` spells it.
@@ -33,7 +38,7 @@ core makes the socket pair and hands one end to each process over its *fd
 channel* (a datagram socket pair inherited at start, ``send_link`` and
 ``LinkInbox``), again whenever either of them is started again. A worker
 sends ``(SUBMIT, id, request)`` on it; the orderer answers ``(ANSWER, id,
-value, offset)`` (the worker answers once its image, which the core feeds,
+value, offset)`` (the worker answers once its image, which the ring feeds,
 reaches ``offset``) or ``(REFUSED, id, error)``. So the core never touches
 a write's request or its answer. A worker whose orderer link closes fails
 the writes it sent there with an unknown outcome (they may still commit)
@@ -44,7 +49,8 @@ sends):
 
 * ``(PROPOSE, id, payload)``: an encoded batch to propose; answered with
   ``(ANSWER, id, (result, error))`` once it applied or failed, after the
-  batches it streams before (so the orderer's image holds it by then);
+  batch went into the ring (or, without one, after the batches streamed
+  before it), so the orderer's image can hold it by then;
 * ``(ORDERER, status)``: what the status and metrics read of the orderer.
 
 core -> orderer: ``(SUBMIT, id, request)`` (the core's own writes: voter
@@ -80,6 +86,7 @@ from quorum.node_errors import (
 SUBMIT, BARRIER, FORWARD, STATS = "submit", "barrier", "forward", "stats"
 IMAGE, BATCHES, STATE, ANSWER, REFUSED = "image", "batches", "state", "answer", "refused"
 PROPOSE, ORDERER, STEP_DOWN, TRANSFERRING = "propose", "orderer", "step_down", "transferring"
+CATCH_UP = "catch_up"
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,12 @@ from quorum.node_errors import OutcomeUnknownError, UnavailableError
 from quorum.offset_waiters import OffsetWaiters
 from quorum.state_machine import MetadataStateMachine
 
+from .batch_ring import RingFollower, RingReader
 from .worker_link import (
     ANSWER,
     BARRIER,
     BATCHES,
+    CATCH_UP,
     FORWARD,
     IMAGE,
     REFUSED,
@@ -130,12 +132,28 @@ class WorkerNode:
         self._early: list[tuple[int, asyncio.Future, object, float]] = []
         self._has_image: asyncio.Event | None = None
         self._waiters = OffsetWaiters()
+        self.ring: RingFollower | None = None  # the committed batches, from shared memory
 
-    async def connect(self, sock: socket.socket, channel: socket.socket | None = None) -> None:
+    async def connect(
+        self,
+        sock: socket.socket,
+        channel: socket.socket | None = None,
+        ring_fd: int | None = None,
+    ) -> None:
         """``sock``: this worker's end of its link to the core; ``channel``:
-        its fd channel, with an orderer process (its links to it come there)."""
+        its fd channel, with an orderer process (its links to it come there);
+        ``ring_fd``: the core's batch ring (api/batch_ring.py), if it has one."""
         loop = asyncio.get_running_loop()
         self._has_image = asyncio.Event()
+        if ring_fd is not None:  # before the link: its image comes at once
+            self.ring = RingFollower(
+                RingReader(ring_fd),
+                lambda: self.sm.image.next_offset,
+                self._apply,
+                self._catch_up,
+                f"HTTP worker {self.index}",
+            )
+            self.ring.start()
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
         self._sweeper = loop.call_later(DEADLINE_SWEEP_S, self._sweep_deadlines)
         if channel is not None:
@@ -313,6 +331,8 @@ class WorkerNode:
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until this worker's image reaches ``offset`` (exclusive end)."""
+        if self.ring is not None and offset > self.sm.image.next_offset:
+            self.ring.poll()  # a barrier's answer: its batch is in the ring already
         return await self._waiters.wait(
             offset, timeout_s, lambda: self.sm.image.next_offset, lambda: self.lost is not None
         )
@@ -321,6 +341,14 @@ class WorkerNode:
         load_image(self.sm, encoded, retained)
         self._has_image.set()
         self._waiters.wake()
+        if self.ring is not None:
+            self.ring.caught_up()
+            self.ring.poll()
+
+    def _catch_up(self, offset: int) -> None:
+        """The ring lacks the batch at ``offset``: the core sends it down the link."""
+        if self.lost is None:
+            self.protocol.send([(CATCH_UP, offset)])
 
     def _apply(self, batches: list) -> None:
         gap = apply_batches(self.sm, batches, "this worker")
@@ -351,6 +379,9 @@ class WorkerNode:
             kind = item[0]
             if kind == BATCHES:
                 self._apply(item[1])
+                if self.ring is not None:  # a catch-up's answer
+                    self.ring.caught_up()
+                    self.ring.poll()
             elif kind == ANSWER or kind == REFUSED:
                 self._settle(item)
             elif kind == STATE:
@@ -368,6 +399,11 @@ class WorkerNode:
         if item[0] == REFUSED:
             waiting[0].set_exception(decode_error(item[2]))
         elif len(item) > 3 and item[3] > self.sm.image.next_offset:
+            if self.ring is not None:
+                self.ring.poll()  # the orderer answers once its batch is in the ring
+                if item[3] <= self.sm.image.next_offset:
+                    waiting[0].set_result(item[2])
+                    return
             self._early.append((item[3], waiting[0], item[2], waiting[2]))
         else:
             waiting[0].set_result(item[2])
@@ -453,6 +489,8 @@ class WorkerNode:
         self._early = []
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self.ring is not None:
+            self.ring.stop()
         self._waiters.wake()
         if self.protocol.transport is not None:
             self.protocol.transport.close()

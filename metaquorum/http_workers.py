@@ -150,6 +150,9 @@ class WorkerPool:
             module, config = "metaquorum.http_workers", {**self.config, "index": index}
         config = {**config, "linkFd": child_end.fileno(), "parentPid": os.getpid()}
         passed = [child_end]
+        ring = getattr(self.links, "ring", None)
+        if ring is not None:  # the committed batches in shared memory (decision 125)
+            config["ringFd"] = ring.fileno()
         channel = None
         if self.orderer_config is not None:  # the workers' writes go to the orderer
             channel, child_channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -159,7 +162,7 @@ class WorkerPool:
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", module, json.dumps(config)],
-                pass_fds=[sock.fileno() for sock in passed],
+                pass_fds=[sock.fileno() for sock in passed] + ([ring.fileno()] if ring else []),
             )
         except BaseException:
             if channel is not None:
@@ -396,6 +399,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     await node.connect(
         socket.socket(fileno=config["linkFd"]),
         None if channel is None else socket.socket(fileno=channel),
+        config.get("ringFd"),
     )
     if not await node.wait_for_image(IMAGE_WAIT_S):
         log.error("no image from the voter's core within %.0f s: exiting", IMAGE_WAIT_S)

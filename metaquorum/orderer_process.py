@@ -38,9 +38,11 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON
 
+from api.batch_ring import RingFollower, RingReader
 from api.worker_link import (
     ANSWER,
     BATCHES,
+    CATCH_UP,
     IMAGE,
     ORDERER,
     PROPOSE,
@@ -196,12 +198,28 @@ class OrdererProcess:
         self._done = asyncio.Event()
         self._status_sent: tuple | None = None
         self.submitted: dict[int, int] = {}  # writes sent to it, by worker
+        self.ring: RingFollower | None = None  # the committed batches, from shared memory
 
-    async def run(self, sock: socket.socket, channel: socket.socket | None = None) -> int:
+    async def run(
+        self,
+        sock: socket.socket,
+        channel: socket.socket | None = None,
+        ring_fd: int | None = None,
+    ) -> int:
         """``sock``: the link to the serve process; ``channel``: the fd channel
-        the workers' links come over (none: no worker writes here)."""
+        the workers' links come over (none: no worker writes here);
+        ``ring_fd``: the serve process's batch ring (api/batch_ring.py)."""
         loop = asyncio.get_running_loop()
         self.orderer.loop = loop
+        if ring_fd is not None:  # before the link: its image comes at once
+            self.ring = RingFollower(
+                RingReader(ring_fd),
+                lambda: self.sm.image.next_offset,
+                self._apply,
+                lambda offset: self.to_core((CATCH_UP, offset)),
+                "the orderer",
+            )
+            self.ring.start()
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
         if channel is not None:
             self._inbox = LinkInbox(channel, self._on_worker_link)
@@ -211,6 +229,8 @@ class OrdererProcess:
             await self._done.wait()
         finally:
             reporter.cancel()
+            if self.ring is not None:
+                self.ring.stop()
             self.orderer.step_down("this voter's orderer is stopping")
         return EXIT_LINK_LOST if self.lost is not None else 0
 
@@ -292,7 +312,12 @@ class OrdererProcess:
             kind = item[0]
             if kind == BATCHES:
                 self._apply(item[1])
+                if self.ring is not None:  # a catch-up's answer
+                    self.ring.caught_up()
+                    self.ring.poll()
             elif kind == ANSWER or kind == REFUSED:
+                if self.ring is not None:
+                    self.ring.poll()  # a proposal is answered once its batch is in the ring
                 future = self._calls.pop(item[1], None)
                 if future is not None and not future.done():
                     # A proposal's (result, error); a refusal means it was not proposed.
@@ -373,6 +398,9 @@ class OrdererProcess:
 
     def _load_image(self, encoded: bytes, retained: tuple) -> None:
         load_image(self.sm, encoded, retained)
+        if self.ring is not None:
+            self.ring.caught_up()
+            self.ring.poll()
         self._has_image.set()
         self._follow_leadership()
 
@@ -421,6 +449,7 @@ def orderer_main(config: dict[str, Any]) -> int:
         return await process.run(
             socket.socket(fileno=config["linkFd"]),
             None if channel is None else socket.socket(fileno=channel),
+            config.get("ringFd"),
         )
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

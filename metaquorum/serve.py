@@ -488,6 +488,7 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
     serves no HTTP itself; it orders writes, streams the committed batches to
     the workers, and answers what they forward with its own app."""
     from api.app import create_app
+    from api.batch_ring import BatchRing
     from api.core_link import CoreLinks, RemoteOrderer, SummedConnections, SummedRequests
     from quorum.orderer import OrderingConfig
 
@@ -507,7 +508,9 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
         require_certificate=tls is not None and tls.settings.client_auth == "required",
         workers=requests,
     )
-    links = CoreLinks(node, core_app, summed, requests)
+    # The committed batches go to the workers and the orderer through shared
+    # memory, written once (api/batch_ring.py, decision 125).
+    links = CoreLinks(node, core_app, summed, requests, BatchRing())
     # The controller and group commit in a process of their own
     # (metaquorum/orderer_process.py): Raft's work stays here.
     node.orderer = RemoteOrderer(links)

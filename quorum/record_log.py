@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import bisect
 import collections
+import logging
 import threading
 from typing import NamedTuple
 
 from metadata_records.codec import decode_batch
 from metadata_records.records import Batch, Record
+
+log = logging.getLogger(__name__)
 
 
 class LogEntry(NamedTuple):
@@ -58,6 +61,9 @@ class RecordLog:
         self._records = 0  # in _batches
         self._base = 0  # offset of the first retained record
         self._decoded: collections.OrderedDict[int, Batch] = collections.OrderedDict()
+        # The core's copy of every appended batch for its HTTP workers and
+        # orderer process (api/batch_ring.BatchRing), with workers.
+        self.ring = None
 
     def reset(self, next_offset: int) -> None:
         """Forget everything: the state now comes from a snapshot at ``next_offset``."""
@@ -91,6 +97,13 @@ class RecordLog:
                 del self._batches[:drop]
                 del self._firsts[:drop]
                 self._base = self._batches[0].first_offset
+        ring = self.ring
+        if ring is not None:
+            try:
+                ring.publish(first_offset, len(batch.records), payload)
+            except Exception:  # never fail the apply: its readers catch up over their links
+                log.exception("the batch ring failed; HTTP workers get batches over their links")
+                self.ring = None
 
     def _remember(self, first_offset: int, batch: Batch) -> None:
         self._decoded[first_offset] = batch

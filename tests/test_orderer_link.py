@@ -6,8 +6,12 @@ it; a batch decided on a view the log did not follow comes back stale, its
 writers hear an unknown outcome, and the orderer rebuilds and goes on."""
 
 import asyncio
+import os
 import socket
 
+import pytest
+
+from api.batch_ring import BatchRing
 from api.core_link import CoreLinks, RemoteOrderer, SummedConnections, SummedRequests
 from controller.messages import BrokerRegistrationRequest
 from metadata_records.errors import Errors
@@ -43,9 +47,11 @@ def registration(node, broker_id: int) -> BrokerRegistrationRequest:
     )
 
 
-def test_batches_commit_and_come_back_stale_across_the_link(tmp_path):
+@pytest.mark.parametrize("ring", [False, True], ids=["streamed", "ring"])
+def test_batches_commit_and_come_back_stale_across_the_link(tmp_path, ring):
     node = build_node(single_voter_config(tmp_path))
-    links = CoreLinks(node, None, SummedConnections(), SummedRequests())
+    shared = BatchRing() if ring else None
+    links = CoreLinks(node, None, SummedConnections(), SummedRequests(), shared)
     node.orderer = RemoteOrderer(links)
 
     async def body(node):
@@ -53,7 +59,8 @@ def test_batches_commit_and_come_back_stale_across_the_link(tmp_path):
         core_end, orderer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         await links.attach_orderer(core_end)
         process = OrdererProcess(orderer_config(node))
-        running = asyncio.ensure_future(process.run(orderer_end))
+        ring_fd = None if shared is None else os.dup(shared.fileno())
+        running = asyncio.ensure_future(process.run(orderer_end, None, ring_fd))
         try:
             await wait_until(
                 lambda: node.active and process.sm.image.metadata_version == 12,
@@ -97,6 +104,97 @@ def test_batches_commit_and_come_back_stale_across_the_link(tmp_path):
             assert node.active
             # 4. The orderer's log keeps its last batch only: it serves no reads.
             assert process.sm.log.oldest_offset > node.sm.log.oldest_offset == 0
+        finally:
+            process.stop()
+            await running
+            links.stop()
+
+    run_with(node, body)
+
+
+def test_an_orderer_the_ring_lapped_catches_up_over_its_link(tmp_path):
+    """A ring too small for what committed while the orderer did not look
+    (and a batch too large for it): the orderer asks for the batches from its
+    offset, gets them down the link, and follows the ring again after."""
+    node = build_node(single_voter_config(tmp_path))
+    shared = BatchRing(4096)
+    links = CoreLinks(node, None, SummedConnections(), SummedRequests(), shared)
+    node.orderer = RemoteOrderer(links)
+
+    async def body(node):
+        links.start()
+        core_end, orderer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        await links.attach_orderer(core_end)
+        process = OrdererProcess(orderer_config(node))
+        running = asyncio.ensure_future(process.run(orderer_end, None, os.dup(shared.fileno())))
+        try:
+            await wait_until(lambda: node.active, what="the orderer process ordering")
+            assert (await node.submit(registration(node, 1))).error is Errors.NONE
+            follow = process.ring.poll
+            process.ring.poll = lambda: None  # it looks away
+            try:
+                for _ in range(60):  # ~600 bytes each: the 4 KiB ring laps
+                    noop = Batch(node.image.controller_epoch, 0, (NoOpRecord(),) * 20)
+                    await node.propose(noop)
+            finally:
+                process.ring.poll = follow
+            await wait_until(
+                lambda: process.sm.image.next_offset == node.image.next_offset,
+                what="the orderer's image caught up after the lap",
+            )
+            assert process.ring.catch_ups == 1
+            big = Batch(node.image.controller_epoch, 0, (NoOpRecord(),) * 300)
+            await node.propose(big)  # over a quarter of the ring: never in it
+            await wait_until(
+                lambda: process.sm.image.next_offset == node.image.next_offset,
+                what="the orderer's image caught up past the large batch",
+            )
+            assert process.ring.catch_ups == 2
+            # And the ring again: a write answered once its batch is there.
+            second = await node.submit(registration(node, 2))
+            assert second.error is Errors.NONE
+            assert process.sm.image.brokers[2].epoch == second.broker_epoch
+            assert process.sm.image.next_offset == node.image.next_offset
+        finally:
+            process.stop()
+            await running
+            links.stop()
+
+    run_with(node, body)
+
+
+def test_a_ring_that_fails_hands_its_readers_back_to_the_link(tmp_path):
+    """The ring cannot fail an apply: RecordLog drops it, and the core starts
+    each reader over from an image and streams to it from then on."""
+    node = build_node(single_voter_config(tmp_path))
+    shared = BatchRing()
+    links = CoreLinks(node, None, SummedConnections(), SummedRequests(), shared)
+    node.orderer = RemoteOrderer(links)
+
+    async def body(node):
+        links.start()
+        core_end, orderer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        await links.attach_orderer(core_end)
+        process = OrdererProcess(orderer_config(node))
+        running = asyncio.ensure_future(process.run(orderer_end, None, os.dup(shared.fileno())))
+        try:
+            await wait_until(lambda: node.active, what="the orderer process ordering")
+            assert (await node.submit(registration(node, 1))).error is Errors.NONE
+
+            def broken(*_args):
+                raise OSError("the ring's memory is gone")
+
+            shared.publish = broken
+            await node.propose(Batch(node.image.controller_epoch, 0, (NoOpRecord(),)))
+            assert node.sm.log.ring is None  # the apply went on without it
+            await wait_until(lambda: links.ring is None, what="the core to drop the ring")
+            again = await node.submit(registration(node, 2))
+            assert again.error is Errors.NONE
+            await wait_until(
+                lambda: process.sm.image.next_offset == node.image.next_offset,
+                what="the orderer's image streamed to",
+            )
+            assert process.sm.image.brokers[2].epoch == again.broker_epoch
         finally:
             process.stop()
             await running
