@@ -86,6 +86,7 @@ from .raft_port import (
     excuse_own_stall,
     install_cipher,
     install_frame_limits,
+    install_pickle_protocol,
     keep_next_index_forward,
     listen_before_electing,
     raft_password,
@@ -149,6 +150,7 @@ class QuorumNode:
         install_journal(config.fsync, self.disk)
         quiet_tick_tracebacks()
         install_cipher()
+        install_pickle_protocol()
         install_frame_limits()
         keep_next_index_forward()
         listen_before_electing()

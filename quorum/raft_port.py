@@ -135,6 +135,29 @@ def install_cipher() -> None:
     pysyncobj.syncobj.getEncryptor = RaftCipher
 
 
+# pysyncobj pickles every Raft message and every replicated call with protocol
+# 2, which has no opcode for bytes: a batch's payload went through a latin-1
+# str and back, 232 µs to pickle and 211 µs to unpickle a 46 KB batch against
+# 1.6 and 1.4 µs with protocol 4 (decision 126), once at propose, once per
+# follower's AppendEntries, once on every voter's apply and again on each
+# follower's receipt. Every Python 3.4+ reads protocol 4, and pickle.loads
+# reads either, so voters on both sides of an upgrade understand each other,
+# and journals written before it still replay.
+PICKLE_PROTOCOL = 4
+_PROTOCOL_ATTR = "__protocol"  # pysyncobj/pickle.py's module global (0.3.17)
+
+
+def install_pickle_protocol() -> None:
+    """pysyncobj's pickling at PICKLE_PROTOCOL, for the process (idempotent)."""
+    import pysyncobj.pickle
+
+    if not isinstance(getattr(pysyncobj.pickle, _PROTOCOL_ATTR, None), int):
+        raise RuntimeError(
+            "this pysyncobj has no pickle protocol to set: pin the pysyncobj of pyproject.toml"
+        )
+    setattr(pysyncobj.pickle, _PROTOCOL_ATTR, PICKLE_PROTOCOL)
+
+
 class FrameRejected(Exception):
     """Why a connection was dropped (logged, never raised into pysyncobj)."""
 

@@ -70,3 +70,25 @@ def test_nonces_never_repeat_and_the_prefix_is_drawn_again_at_the_counter_end():
 def test_two_processes_draw_different_nonce_prefixes():
     prefixes = {RaftCipher(SECRET)._nonce()[:8] for _ in itertools.repeat(None, 3)}
     assert len(prefixes) == 3
+
+
+def test_raft_messages_pickle_bytes_as_bytes_and_old_pickles_still_load():
+    """Decision 126: protocol 4 for pysyncobj's pickles. A batch's payload is
+    pickled as bytes (not through a latin-1 str), and a protocol-2 pickle (a
+    journal written before, a voter not yet upgraded) still loads."""
+    import pickle
+
+    import pysyncobj.pickle
+
+    from quorum.data_dir_reader import _safe_loads
+    from quorum.raft_port import install_pickle_protocol
+
+    install_pickle_protocol()
+    call = (3, (bytes(range(256)) * 10,), {})
+    new = pysyncobj.pickle.dumps(call)
+    assert new[:2] == b"\x80\x04" and b"_codecs" not in new
+    old = pickle.dumps(call, 2)
+    assert b"_codecs" in old  # what pysyncobj wrote before
+    assert pysyncobj.pickle.loads(new) == pysyncobj.pickle.loads(old) == call
+    # The journal reader (quorum/data_dir_reader.py) refuses classes but reads both.
+    assert _safe_loads(new) == _safe_loads(old) == call
