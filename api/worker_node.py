@@ -341,6 +341,8 @@ class WorkerNode:
         load_image(self.sm, encoded, retained)
         self._has_image.set()
         self._waiters.wake()
+        if self._early:  # answers whose writes an image sent again now holds
+            self._answer_reached()
         if self.ring is not None:
             self.ring.caught_up()
             self.ring.poll()
