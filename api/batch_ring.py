@@ -41,7 +41,7 @@ from quorum.log_limiter import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
-RING_BYTES = 64 << 20  # at 100k partition changes/s (~25 MB/s) about 2.5 s of batches
+RING_BYTES = 64 << 20  # serve --batch-ring-mib; at 100k changes/s (~25 MB/s) 2.5 s of batches
 FOLLOW_EVERY_S = 0.005  # a reader's look when no answer prompts one: its reads' staleness
 
 _MAGIC = b"MQRING1\0"

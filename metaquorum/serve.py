@@ -203,7 +203,30 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         "left after the core and the orderer, none below 3 CPUs); the connection and "
         "pending-write limits are shared among them (docs/decisions.md 95, 99, 119)",
     )
+    flag(
+        "--batch-ring-mib",
+        default=str(RING_MIB),
+        help="with HTTP workers: the shared memory the committed batches reach them and the "
+        "orderer through, in MiB (1-4096); a worker that falls further behind, or a batch "
+        "larger than a quarter of it, catches up over its link (docs/decisions.md 125)",
+    )
     flag("--log-level", default="info", help="debug, info, warning, error")
+
+
+RING_MIB = 64
+
+
+def parse_ring_mib(value) -> int:
+    """--batch-ring-mib, checked before anything starts."""
+    try:
+        mib = int(value)
+    except (TypeError, ValueError):
+        mib = 0
+    if not 1 <= mib <= 4096:
+        raise ValueError(
+            f"--batch-ring-mib must be a whole number of MiB from 1 to 4096, got {value!r}"
+        )
+    return mib
 
 
 def _die(code: int, message: str) -> int:
@@ -385,6 +408,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
         parse_workers(args.http_workers)  # a bad count is refused before anything starts
+        parse_ring_mib(args.batch_ring_mib)
         tls, principals = build_tls(args)
         # The port first: a process refused for a taken port writes nothing.
         if not config.observer:  # an observer has no Raft port of its own
@@ -510,7 +534,8 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
     )
     # The committed batches go to the workers and the orderer through shared
     # memory, written once (api/batch_ring.py, decision 125).
-    links = CoreLinks(node, core_app, summed, requests, BatchRing())
+    ring = BatchRing(parse_ring_mib(args.batch_ring_mib) << 20)
+    links = CoreLinks(node, core_app, summed, requests, ring)
     # The controller and group commit in a process of their own
     # (metaquorum/orderer_process.py): Raft's work stays here.
     node.orderer = RemoteOrderer(links)

@@ -261,12 +261,22 @@ def test_sigterm_stops_the_workers_and_exits_0(tmp_path):
         assert not any(alive(p) for p in pids)
 
 
-def test_a_bad_worker_count_is_refused_at_start(tmp_path):
-    c = Cluster(tmp_path, voters=1, extra=["--http-workers", "many"])
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--http-workers", "many", "--http-workers 'many' is not a number of processes"),
+        ("--batch-ring-mib", "0", "--batch-ring-mib must be a whole number of MiB from 1 to"),
+        ("--batch-ring-mib", "lots", "--batch-ring-mib must be a whole number of MiB from 1"),
+    ],
+)
+def test_a_bad_worker_count_or_ring_size_is_refused_at_start(tmp_path, flag, value, said):
+    c = Cluster(tmp_path, voters=1, extra=[flag, value])
     try:
         c.start()
         assert c.procs[0].wait(timeout=30) == 2
-        assert "--http-workers 'many' is not a number of processes" in c.tail(0)
+        assert said in c.tail(0)
+        data = c.data_dir(0)
+        assert not data.exists() or not any(data.iterdir()), "a refused start wrote its data dir"
     finally:
         c.close()
 
@@ -517,3 +527,60 @@ def test_auto_is_one_worker_per_cpu_left_and_none_below_three():
     for bad in ("-1", "257", "two"):
         with pytest.raises(ValueError, match="--http-workers"):
             parse_workers(bad)
+
+
+def test_a_worker_the_batch_ring_lapped_catches_up_and_shows_every_acknowledged_write(tmp_path):
+    """A 1 MiB batch ring (decision 125) and a follower's worker frozen while
+    more than that commits: thawed, it finds its next batch gone, catches up
+    over its link, follows the ring again, and every read it serves holds
+    every acknowledged write."""
+    extra = ["--http-workers", str(WORKERS), "--batch-ring-mib", "1"]
+    with running_cluster(tmp_path, voters=3, extra=extra) as cluster:
+        cluster.wait_ready()
+        leader = cluster.leader()
+        follower = others(cluster, leader)[0]
+        for b in (1, 2, 3):
+            heartbeat_until_unfenced(cluster, leader, b, register(cluster, leader, b))
+        victim = workers_of(cluster, follower)[0]
+        os.kill(victim["pid"], signal.SIGSTOP)
+        try:
+            # ~0.35 KB a partition record: each topic is a third of the ring.
+            for n in range(6):
+                created = write(
+                    cluster,
+                    leader,
+                    "/v1/topics",
+                    {"topics": [{"name": f"t{n}", "numPartitions": 1000, "replicationFactor": 3}]},
+                )
+                assert created["topics"][0]["errorName"] == "NONE", created
+        finally:
+            os.kill(victim["pid"], signal.SIGCONT)
+        cluster.wait(
+            lambda: (
+                f"HTTP worker {victim['index']} catches up over its link"
+                in cluster.tail(follower, 400)
+            ),
+            30,
+            "the thawed worker catching up",
+        )
+        # It follows the ring again: a write after, read through it.
+        created = write(
+            cluster,
+            leader,
+            "/v1/topics",
+            {"topics": [{"name": "after", "numPartitions": 1, "replicationFactor": 3}]},
+        )
+        assert created["topics"][0]["errorName"] == "NONE", created
+        w = next(w for w in workers_of(cluster, follower) if w["index"] == victim["index"])
+        assert w["pid"] == victim["pid"] and w["restarts"] == 0, w
+        # New connections land on either worker of the follower: each read
+        # must hold every acknowledged topic, whole.
+        expected = {f"t{n}": 1000 for n in range(6)} | {"after": 1}
+        for _ in range(8 * WORKERS):
+            with httpx.Client(timeout=15) as fresh:
+                for name, count in expected.items():
+                    r = fresh.get(
+                        cluster.url(follower) + f"/v1/topics/{name}?consistency=linearizable"
+                    )
+                    assert r.status_code == 200, (name, r.text)
+                    assert len(r.json()["partitions"]) == count, name
