@@ -126,11 +126,16 @@ class SummedRequests:
     def __init__(self) -> None:
         self.by_worker: dict[int, dict[str, Any]] = {}
         self.gone: dict[str, Any] = {"responses": {}, "latency": {}}
+        # Each child's collector (quorum/runtime_tuning.gc_report), by
+        # process name ("orderer", "worker-0", ...): /metrics shows them
+        # beside the core's. A restarted child counts from 0 again.
+        self.gc: dict[str, dict[str, Any]] = {}
 
     def update(self, index: int, totals: dict[str, Any]) -> None:
         self.by_worker[index] = totals
 
     def retire(self, index: int) -> None:
+        self.gc.pop(f"worker-{index}", None)
         last = self.by_worker.pop(index, None)
         if last is not None:
             self.gone = add_request_totals(self.gone, last)
@@ -389,6 +394,8 @@ class WorkerLink:
             elif kind == STATS:
                 self.links.connections.update(self.index, item[1]["connections"])
                 self.links.requests.update(self.index, item[1]["requests"])
+                if "gc" in item[1]:
+                    self.links.requests.gc[f"worker-{self.index}"] = item[1]["gc"]
             elif kind == CATCH_UP:
                 self.catch_up(item[1])
         if queued:
@@ -618,6 +625,8 @@ class RemoteOrderer:
         throttled, earlier = self._earlier
         self.throttled = throttled + status["throttled"]
         self.stats = added(earlier, status["stats"])
+        if "gc" in status:
+            self.links.requests.gc["orderer"] = status["gc"]
         for worker, count in status["submitted"].items():
             last = self._reported.get(worker, 0)
             self.submitted[worker] = self.submitted.get(worker, 0) + max(count - last, 0)

@@ -21,7 +21,7 @@ from quorum.durability import SyncStats
 from quorum.leadership_events import LeadershipEvents
 from quorum.node import QuorumNode
 from quorum.orderer import wall_clock_ms
-from quorum.runtime_tuning import GcPauses
+from quorum.runtime_tuning import gc_report
 
 from .connections import ConnectionStats
 from .tls import ReloadingContext
@@ -129,9 +129,11 @@ def _leadership_metrics(events: LeadershipEvents):
 
 
 class _NodeCollector(Collector):
-    def __init__(self, node: QuorumNode) -> None:
+    def __init__(self, node: QuorumNode, children: Any = None) -> None:
         self.node = node
         self.counts = _ImageCounts()
+        # The orderer's and the HTTP workers' reports (api/core_link.SummedRequests.gc).
+        self.children = children
 
     def collect(self):
         node = self.node
@@ -252,26 +254,43 @@ class _NodeCollector(Collector):
             "time spent storing term, vote and commit index",
             SyncStats.meta_seconds,
         )
-        collections = CounterMetricFamily(
-            "metaquorum_gc_collections",
-            "garbage collections of this process, by generation (2 = full)",
-            labels=["generation"],
-        )
-        pauses = CounterMetricFamily(
-            "metaquorum_gc_pause_seconds",
-            "time this process was stopped by garbage collections, by generation",
-            labels=["generation"],
-        )
-        for generation in range(3):
-            collections.add_metric([str(generation)], GcPauses.collections[generation])
-            pauses.add_metric([str(generation)], GcPauses.seconds[generation])
-        yield collections
-        yield pauses
+        yield from self._gc_metrics()
         yield counter(
             "stale_batches",
             "batches applied as no-ops (stale epoch or offset)",
             node.sm.stale_batches,
         )
+
+    def _gc_metrics(self):
+        collections = CounterMetricFamily(
+            "metaquorum_gc_collections",
+            "garbage collections by generation (2 = full), of each of the voter's processes "
+            "(core, orderer, worker-N)",
+            labels=["generation", "process"],
+        )
+        pauses = CounterMetricFamily(
+            "metaquorum_gc_pause_seconds",
+            "time each process was stopped by garbage collections, by generation",
+            labels=["generation", "process"],
+        )
+        frozen = GaugeMetricFamily(
+            "metaquorum_gc_frozen_objects",
+            "objects moved out of the collector's reach once the image was loaded",
+            labels=["process"],
+        )
+        reports = [("core", gc_report())]
+        if self.children is not None:
+            reports += sorted(self.children.gc.items())
+        for process, report in reports:
+            for generation in range(3):
+                collections.add_metric(
+                    [str(generation), process], report["collections"][generation]
+                )
+                pauses.add_metric([str(generation), process], report["seconds"][generation])
+            frozen.add_metric([process], report["frozen"])
+        yield collections
+        yield pauses
+        yield frozen
 
 
 def _sync_histogram() -> HistogramMetricFamily:
@@ -456,7 +475,7 @@ class ApiMetrics:
         self.count_requests = workers is None
         if isinstance(node, WorkerNode):
             return
-        self.registry.register(_NodeCollector(node))
+        self.registry.register(_NodeCollector(node, workers))
         if connections is not None:
             self.registry.register(_ConnectionCollector(connections))
         if tls is not None:

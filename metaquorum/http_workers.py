@@ -380,6 +380,10 @@ def worker_main(config: dict[str, Any]) -> int:
     )
     import uvloop  # noqa: PLC0415
 
+    from quorum.runtime_tuning import tune_runtime, watch_pauses  # noqa: PLC0415
+
+    tune_runtime()  # as the serve process: the collector and malloc tuned
+    watch_pauses()
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(_serve_worker(config))
 
@@ -390,6 +394,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     from api.connections import ConnectionLimits, ConnectionStats
     from api.core_link import connection_counters
     from api.worker_node import WorkerNode
+    from quorum.runtime_tuning import gc_report, manage_collector
 
     from .serve import build_tls, http_config
 
@@ -442,15 +447,23 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     async def report() -> None:
         while True:
             node.send_stats(
-                {"connections": connection_counters(stats), "requests": metrics.totals()}
+                {
+                    "connections": connection_counters(stats),
+                    "requests": metrics.totals(),
+                    "gc": gc_report(),
+                }
             )
             await asyncio.sleep(STATS_EVERY_S)
 
     reporter = asyncio.ensure_future(report())
     reloader = None if tls is None else asyncio.ensure_future(tls.watch())
+    collector = asyncio.ensure_future(
+        manage_collector(lambda: True, lambda: node.image.partition_count)  # it has an image
+    )
     try:
         await server.serve(sockets=[listener])
     finally:
+        collector.cancel()
         reporter.cancel()
         if reloader is not None:
             reloader.cancel()

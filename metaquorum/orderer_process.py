@@ -63,6 +63,7 @@ from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, Voter
 from quorum.node_errors import NodeError, UnavailableError, not_controller, refusal
 from quorum.orderer import Orderer, OrderingConfig
+from quorum.runtime_tuning import gc_report
 from quorum.state_machine import MetadataStateMachine
 
 log = logging.getLogger("metaquorum.orderer")
@@ -284,6 +285,7 @@ class OrdererProcess:
             "votersChangePending": orderer.voters_change_pending,
             "stats": orderer.stats,
             "submitted": dict(self.submitted),
+            "gc": gc_report(),
         }
         self._status_sent = (self._status_key(), time.monotonic())
         self.to_core((ORDERER, status))
@@ -440,17 +442,28 @@ def orderer_main(config: dict[str, Any]) -> int:
 
     import uvloop  # noqa: PLC0415
 
+    from quorum.runtime_tuning import manage_collector, tune_runtime, watch_pauses  # noqa: PLC0415
+
+    tune_runtime()  # as the serve process: the collector and malloc tuned
+    watch_pauses()
+
     async def serve() -> int:
         process = OrdererProcess(config)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, process.stop)
         loop.add_signal_handler(signal.SIGINT, lambda: None)  # the serve process stops us
         channel = config.get("fdChannelFd")
-        return await process.run(
-            socket.socket(fileno=config["linkFd"]),
-            None if channel is None else socket.socket(fileno=channel),
-            config.get("ringFd"),
+        collector = asyncio.ensure_future(
+            manage_collector(process._has_image.is_set, lambda: process.sm.image.partition_count)
         )
+        try:
+            return await process.run(
+                socket.socket(fileno=config["linkFd"]),
+                None if channel is None else socket.socket(fileno=channel),
+                config.get("ringFd"),
+            )
+        finally:
+            collector.cancel()
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(serve())

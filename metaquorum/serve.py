@@ -482,16 +482,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 async def _manage_collector(node) -> None:
-    """Freezes the heap once replayed, then what survives each full collection
-    (quorum/runtime_tuning.py), from the event loop."""
-    from quorum.runtime_tuning import freeze_startup_heap, refreeze
+    """The collector's freezes (quorum/runtime_tuning.py), once replayed."""
+    from quorum.runtime_tuning import manage_collector
 
-    while node.replaying:
-        await asyncio.sleep(0.1)
-    freeze_startup_heap(node.image.partition_count)
-    while True:
-        await asyncio.sleep(0.5)
-        refreeze(node.image.partition_count)
+    await manage_collector(lambda: not node.replaying, lambda: node.image.partition_count)
 
 
 def _reserve(host: str, port: int) -> socket.socket:

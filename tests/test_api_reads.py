@@ -339,6 +339,9 @@ def test_metrics(local, app, cluster):
     assert value("metaquorum_journal_sync_duration_seconds_count") == value(
         "metaquorum_journal_syncs_total"
     )
+    # One process serves it all here: the collector's figures are the core's.
+    assert 'metaquorum_gc_collections_total{generation="2",process="core"}' in text
+    assert 'metaquorum_gc_frozen_objects{process="core"}' in text
     assert (
         'metaquorum_http_request_duration_seconds_count{method="GET",route="/v1/brokers/{id}"}'
         in text

@@ -196,6 +196,19 @@ def test_writes_reads_redirects_status_and_metrics_through_workers(cluster):
     cluster.wait(lambda: registrations_counted() >= 4, 10, "the registrations in /metrics")
     assert families["metaquorum_active_controller"].samples[0].value == 1
     assert "metaquorum_http_open_connections" in families
+    # Every process of the voter runs the tuned collector and froze its heap
+    # once its image loaded (they report it with their counts).
+    expected = {"core", "orderer"} | {f"worker-{i}" for i in range(WORKERS)}
+
+    def frozen() -> dict[str, float]:
+        text = cluster.get(leader, "/metrics").text
+        family = {f.name: f for f in text_string_to_metric_families(text)}
+        return {
+            s.labels["process"]: s.value for s in family["metaquorum_gc_frozen_objects"].samples
+        }
+
+    cluster.wait(lambda: set(frozen()) == expected, 10, "each process's collector in /metrics")
+    assert all(n > 0 for n in frozen().values()), frozen()
 
 
 @pytest.mark.parametrize("how", ["killed", "frozen"])
