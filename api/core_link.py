@@ -42,6 +42,7 @@ from .worker_link import (
     BATCHES,
     CATCH_UP,
     FORWARD,
+    IDLE,
     IMAGE,
     ORDERER,
     PROPOSE,
@@ -51,6 +52,7 @@ from .worker_link import (
     STEP_DOWN,
     SUBMIT,
     TRANSFERRING,
+    WAKE,
     FrameProtocol,
     decode_error,
     encode_error,
@@ -270,17 +272,22 @@ class CoreLinks:
         return self._state
 
     def needs_wakeup(self) -> bool:  # the Raft thread, after the image moved (ApplyWatcher)
-        # Only links streamed to need the loop (with a ring: none but one
-        # catching up). A link with a flush scheduled reads the image when it
-        # runs (it clears its flags before it reads): no wakeup needed for it.
+        # Only links streamed to need the loop (with a ring: one catching up,
+        # or one whose reader went idle). A link with a flush scheduled reads
+        # the image when it runs (it clears its flags before it reads): no
+        # wakeup needed for it.
         return any(
-            link.cursor is not None and link._later is None and not link._flush_pending
+            link.idle
+            or (link.cursor is not None and link._later is None and not link._flush_pending)
             for link in self._all_links()
         )
 
     def on_applied(self) -> None:
         for link in self._all_links():
-            if link.cursor is not None:
+            if link.idle:
+                link.idle = False
+                link.post((WAKE,))
+            elif link.cursor is not None:
                 link.wake_later()
 
     async def _watch_state(self) -> None:
@@ -357,6 +364,7 @@ class WorkerLink:
         # ring; with one, only to answer a CATCH_UP (then None again).
         self.cursor: int | None = None
         self._catching_up = False
+        self.idle = False  # its ring reader sleeps until WAKE (with the next batch)
         self._outbox: list = []
         self._flush_pending = False
         self._later: asyncio.TimerHandle | None = None
@@ -398,6 +406,8 @@ class WorkerLink:
                     self.links.requests.gc[f"worker-{self.index}"] = item[1]["gc"]
             elif kind == CATCH_UP:
                 self.catch_up(item[1])
+            elif kind == IDLE:
+                self.went_idle(item[1])
         if queued:
             node.pump()
 
@@ -429,6 +439,15 @@ class WorkerLink:
             self.cursor = offset
             self._catching_up = True
             self.wake()
+
+    def went_idle(self, offset: int) -> None:
+        """Its reader stopped looking at ``offset``: WAKE it with the next
+        batch. Flagged before the image is read (the Raft thread moves the
+        image, then asks needs_wakeup), so no batch slips between the two."""
+        self.idle = True
+        if self.node.image.next_offset > offset:
+            self.idle = False
+            self.post((WAKE,))
 
     def start_over(self) -> None:
         """An image again, then the stream (the ring failed)."""
@@ -555,6 +574,8 @@ class OrdererLink(WorkerLink):
                     remote.answered(item[1], kind == ANSWER, item[2])
             elif kind == CATCH_UP:
                 self.catch_up(item[1])
+            elif kind == IDLE:
+                self.went_idle(item[1])
 
     def _proposed(self, request_id: int, future: asyncio.Future) -> None:
         if future.cancelled():

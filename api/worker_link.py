@@ -17,7 +17,9 @@ Items, worker -> core:
 * ``(STATS, {"connections": ..., "requests": ...})``: the worker's
   connection counters and request counts (totals), every second;
 * ``(CATCH_UP, offset)``: with a batch ring, the ring no longer (or never)
-  held the batch at ``offset``: send the batches from there once.
+  held the batch at ``offset``: send the batches from there once;
+* ``(IDLE, offset)``: with a batch ring, nothing past ``offset`` came for a
+  while: the worker stops looking until the core's WAKE.
 
 core -> worker:
 
@@ -28,6 +30,7 @@ core -> worker:
   ring (api/batch_ring.py, decision 125: the serve process's layout with
   workers) the batches are read from shared memory instead, and BATCHES
   only answers a CATCH_UP;
+* ``(WAKE,)``: a batch past the offset an IDLE named is in the ring;
 * ``(STATE, state)``: what the core says of itself (readiness, leader, ...);
 * ``(ANSWER, id, value)`` / ``(REFUSED, id, error)``: an answer, or a
   NodeError as ``encode_error`` spells it.
@@ -86,7 +89,7 @@ from quorum.node_errors import (
 SUBMIT, BARRIER, FORWARD, STATS = "submit", "barrier", "forward", "stats"
 IMAGE, BATCHES, STATE, ANSWER, REFUSED = "image", "batches", "state", "answer", "refused"
 PROPOSE, ORDERER, STEP_DOWN, TRANSFERRING = "propose", "orderer", "step_down", "transferring"
-CATCH_UP = "catch_up"
+CATCH_UP, IDLE, WAKE = "catch_up", "idle", "wake"
 
 log = logging.getLogger(__name__)
 

@@ -30,11 +30,13 @@ from .worker_link import (
     BATCHES,
     CATCH_UP,
     FORWARD,
+    IDLE,
     IMAGE,
     REFUSED,
     STATE,
     STATS,
     SUBMIT,
+    WAKE,
     FrameProtocol,
     LinkInbox,
     decode_error,
@@ -151,6 +153,7 @@ class WorkerNode:
                 lambda: self.sm.image.next_offset,
                 self._apply,
                 self._catch_up,
+                lambda offset: self._send_core((IDLE, offset)),
                 f"HTTP worker {self.index}",
             )
             self.ring.start()
@@ -349,8 +352,11 @@ class WorkerNode:
 
     def _catch_up(self, offset: int) -> None:
         """The ring lacks the batch at ``offset``: the core sends it down the link."""
+        self._send_core((CATCH_UP, offset))
+
+    def _send_core(self, item: tuple) -> None:
         if self.lost is None:
-            self.protocol.send([(CATCH_UP, offset)])
+            self.protocol.send([item])
 
     def _apply(self, batches: list) -> None:
         gap = apply_batches(self.sm, batches, "this worker")
@@ -391,6 +397,8 @@ class WorkerNode:
                 self.sm.fatal = item[1]["fatal"]
             elif kind == IMAGE:
                 self._load_image(item[1], item[2])
+            elif kind == WAKE and self.ring is not None:
+                self.ring.wake()
 
     def _settle(self, item: tuple) -> None:
         """An answer from the core, or from the orderer (with the offset its

@@ -43,6 +43,7 @@ from api.worker_link import (
     ANSWER,
     BATCHES,
     CATCH_UP,
+    IDLE,
     IMAGE,
     ORDERER,
     PROPOSE,
@@ -51,6 +52,7 @@ from api.worker_link import (
     STEP_DOWN,
     SUBMIT,
     TRANSFERRING,
+    WAKE,
     FrameProtocol,
     LinkInbox,
     encode_error,
@@ -218,6 +220,7 @@ class OrdererProcess:
                 lambda: self.sm.image.next_offset,
                 self._apply,
                 lambda offset: self.to_core((CATCH_UP, offset)),
+                lambda offset: self.to_core((IDLE, offset)),
                 "the orderer",
             )
             self.ring.start()
@@ -335,6 +338,8 @@ class OrdererProcess:
                 submitted = True
             elif kind == STEP_DOWN:
                 self.orderer.step_down(item[1])
+            elif kind == WAKE and self.ring is not None:
+                self.ring.wake()
             elif kind == TRANSFERRING:
                 self.orderer.transferring = item[1]
                 if not item[1]:

@@ -120,6 +120,7 @@ def test_a_follower_asks_once_over_the_link_and_follows_the_ring_after():
         lambda: len(applied),
         applied.extend,
         asked.append,
+        lambda offset: None,
         "a test reader",
     )
     ring.publish(0, 1, b"a")
@@ -137,3 +138,44 @@ def test_a_follower_asks_once_over_the_link_and_follows_the_ring_after():
     follower.caught_up()
     follower.poll()
     assert [b[0] for b in applied] == list(range(30))
+
+
+def test_an_idle_follower_stops_looking_until_woken():
+    """Nothing new for IDLE_AFTER_S: the follower says so once (``idle``) and
+    its timer stops; the core's WAKE (or an answer's look that finds
+    batches) starts it again."""
+    import asyncio
+
+    from api.batch_ring import FOLLOW_EVERY_S, IDLE_AFTER_S
+
+    async def run():
+        ring = BatchRing(1 << 16)
+        applied, idled = [], []
+        follower = RingFollower(
+            reader_of(ring), lambda: len(applied), applied.extend, None, idled.append, "a reader"
+        )
+        follower.start()
+        follower.caught_up()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while not follower.sleeping and loop.time() < deadline:
+            await asyncio.sleep(FOLLOW_EVERY_S)
+        assert follower.sleeping and idled == [0] and follower._timer is None
+        await asyncio.sleep(2 * IDLE_AFTER_S)
+        assert idled == [0]  # said once, and no timer meanwhile
+        ring.publish(0, 1, b"a")
+        follower.wake()
+        assert applied == [(0, 1, b"a")] and not follower.sleeping
+        assert follower._timer is not None
+        # An answer's look that finds a batch while asleep starts it again too.
+        while not follower.sleeping and loop.time() < deadline + 5:
+            await asyncio.sleep(FOLLOW_EVERY_S)
+        assert idled == [0, 1]
+        ring.publish(1, 1, b"b")
+        follower.poll()
+        assert applied[-1] == (1, 1, b"b") and not follower.sleeping
+        follower.stop()
+        follower.wake()  # after stop: nothing armed again
+        assert follower._timer is None
+
+    asyncio.run(run())

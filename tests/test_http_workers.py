@@ -597,3 +597,32 @@ def test_a_worker_the_batch_ring_lapped_catches_up_and_shows_every_acknowledged_
                     )
                     assert r.status_code == 200, (name, r.text)
                     assert len(r.json()["partitions"]) == count, name
+
+
+def test_workers_idle_on_the_ring_are_woken_by_the_next_batch(cluster):
+    """A worker that saw nothing new for IDLE_AFTER_S stops looking at the
+    ring (decision 125): the next committed batch wakes it, so its local
+    reads (no barrier, no answer to prompt a look) still catch up at once."""
+    from api.batch_ring import IDLE_AFTER_S
+
+    cluster.wait_ready()
+    leader = cluster.leader()
+    follower = others(cluster, leader)[0]
+    for round_ in range(3):
+        time.sleep(3 * IDLE_AFTER_S)  # every reader idle, not looking
+        broker = 100 + round_
+        epoch = register(cluster, leader, broker)
+
+        def seen_everywhere(broker: int = broker, epoch: int = epoch) -> bool:
+            for _ in range(4 * WORKERS):  # new connections land on either worker
+                with httpx.Client(timeout=10) as fresh:
+                    r = fresh.get(cluster.url(follower) + "/v1/brokers")
+                if r.status_code != 200:
+                    return False
+                if {b["brokerId"]: b["brokerEpoch"] for b in r.json()["brokers"]}.get(
+                    broker
+                ) != epoch:
+                    return False
+            return True
+
+        cluster.wait(seen_everywhere, 5, f"broker {broker} in the follower's workers' reads")
