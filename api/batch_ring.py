@@ -292,3 +292,4 @@ class RingFollower:
         self.active = True
         self.asked = None
         self._resume()
+        self.poll()

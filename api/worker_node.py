@@ -348,7 +348,6 @@ class WorkerNode:
             self._answer_reached()
         if self.ring is not None:
             self.ring.caught_up()
-            self.ring.poll()
 
     def _catch_up(self, offset: int) -> None:
         """The ring lacks the batch at ``offset``: the core sends it down the link."""
@@ -389,7 +388,6 @@ class WorkerNode:
                 self._apply(item[1])
                 if self.ring is not None:  # a catch-up's answer
                     self.ring.caught_up()
-                    self.ring.poll()
             elif kind == ANSWER or kind == REFUSED:
                 self._settle(item)
             elif kind == STATE:

@@ -319,7 +319,6 @@ class OrdererProcess:
                 self._apply(item[1])
                 if self.ring is not None:  # a catch-up's answer
                     self.ring.caught_up()
-                    self.ring.poll()
             elif kind == ANSWER or kind == REFUSED:
                 if self.ring is not None:
                     self.ring.poll()  # a proposal is answered once its batch is in the ring
@@ -407,7 +406,6 @@ class OrdererProcess:
         load_image(self.sm, encoded, retained)
         if self.ring is not None:
             self.ring.caught_up()
-            self.ring.poll()
         self._has_image.set()
         self._follow_leadership()
 
