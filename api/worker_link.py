@@ -64,18 +64,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copyreg
-import dataclasses
 import io
 import logging
-import operator
 import pickle
 import socket
 import struct
 from collections.abc import Callable
 
-from controller import messages
-from metadata_records import errors
 from metadata_records.errors import ApiError
 from quorum.node_errors import (
     MembershipRefused,
@@ -102,41 +97,10 @@ class LinkBroken(ConnectionError):
     """The other side of the link closed or sent something unreadable."""
 
 
-def _reducer(cls: type, names: tuple[str, ...]):
-    get = operator.attrgetter(*names)
-    if len(names) == 1:
-        return lambda obj: (cls, (get(obj),))
-    return lambda obj: (cls, get(obj))
-
-
-def _fast_reducers() -> dict:
-    """The controller's messages by constructor: pickle's default for a
-    dataclass with slots calls ``dataclasses.fields`` twice per object (its
-    ``__getstate__`` and ``__setstate__``), a quarter of the core's time on
-    the link. Every field of these is an ``__init__`` argument, so
-    ``cls(*fields)`` rebuilds the same object (tests/test_worker_link.py
-    checks both ways agree)."""
-    table = dict(copyreg.dispatch_table)
-    for module in (messages, errors):
-        for cls in vars(module).values():
-            if isinstance(cls, type) and dataclasses.is_dataclass(cls):
-                fields = dataclasses.fields(cls)
-                if all(f.init for f in fields) and fields:
-                    table[cls] = _reducer(cls, tuple(f.name for f in fields))
-    return table
-
-
-FAST_REDUCERS = _fast_reducers()
-
-
-def encode_frame(items: list, fast: bool = True) -> bytes:
-    """``fast`` False: pickle's own way for every object (the plain twin)."""
+def encode_frame(items: list) -> bytes:
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    if fast:
-        pickler.dispatch_table = FAST_REDUCERS
-    pickler.dump(items)
+    pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(items)
     frame = buffer.getbuffer()
     _LENGTH.pack_into(frame, 0, len(frame) - 4)
     return bytes(frame)

@@ -1,27 +1,26 @@
 """Requests the controller decides and the responses it gives (Kafka's RPC data).
 
-Plain dataclasses: the HTTP layer parses and range-checks input into the
-(frozen) requests; the controller never sees JSON. Responses are built on every
-request, so they are not frozen (that costs a microsecond each); nothing
-changes them after the controller returns. Field names follow Kafka's schemas.
+Plain ``msgspec.Struct``s, built in C (decision 128): the HTTP layer parses
+and range-checks input into the (frozen) requests; the controller never sees
+JSON. Responses are not frozen (they never were: a frozen dataclass cost a
+microsecond each); nothing changes them after the controller returns. None
+holds anything but values, tuples of them and other messages, so none can be
+in a cycle (``gc=False``). Field names follow Kafka's schemas.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from metadata_records.acls import AclBindingFilter, StandardAcl
 from metadata_records.errors import Errors
-from metadata_records.fast_init import fast_frozen_init
 from metadata_records.image import PartitionRegistration
 from metadata_records.records import Endpoint, FeatureRange, Record
 
 # ------------------------------------------------------------------ brokers
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class BrokerRegistrationRequest:
+class BrokerRegistrationRequest(msgspec.Struct, frozen=True, gc=False):
     broker_id: int
     cluster_id: str
     incarnation_id: str
@@ -32,16 +31,13 @@ class BrokerRegistrationRequest:
     previous_broker_epoch: int = -1
 
 
-@dataclass(slots=True)
-class BrokerRegistrationResponse:
+class BrokerRegistrationResponse(msgspec.Struct, gc=False):
     error: Errors
     error_message: str | None = None
     broker_epoch: int = -1
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class BrokerHeartbeatRequest:
+class BrokerHeartbeatRequest(msgspec.Struct, frozen=True, gc=False):
     broker_id: int
     broker_epoch: int
     current_metadata_offset: int
@@ -49,8 +45,7 @@ class BrokerHeartbeatRequest:
     want_shut_down: bool = False
 
 
-@dataclass(slots=True)
-class BrokerHeartbeatResponse:
+class BrokerHeartbeatResponse(msgspec.Struct, gc=False):
     error: Errors
     error_message: str | None = None
     is_caught_up: bool = False
@@ -58,27 +53,21 @@ class BrokerHeartbeatResponse:
     should_shut_down: bool = False
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class UnregisterBrokerRequest:
+class UnregisterBrokerRequest(msgspec.Struct, frozen=True, gc=False):
     broker_id: int
 
 
-@dataclass(slots=True)
-class UnregisterBrokerResponse:
+class UnregisterBrokerResponse(msgspec.Struct, gc=False):
     error: Errors
     error_message: str | None = None
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class AllocateProducerIdsRequest:
+class AllocateProducerIdsRequest(msgspec.Struct, frozen=True, gc=False):
     broker_id: int
     broker_epoch: int
 
 
-@dataclass(slots=True)
-class AllocateProducerIdsResponse:
+class AllocateProducerIdsResponse(msgspec.Struct, gc=False):
     error: Errors
     error_message: str | None = None
     producer_id_start: int = 0  # Kafka's defaults on an error: 0 and 0
@@ -88,18 +77,14 @@ class AllocateProducerIdsResponse:
 # ------------------------------------------------------------------ AlterPartition
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class BrokerState:
+class BrokerState(msgspec.Struct, frozen=True, gc=False):
     """One member of ``newIsrWithEpochs`` (KIP-903); epoch -1 skips the check."""
 
     broker_id: int
     broker_epoch: int = -1
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class AlterPartitionPartition:
+class AlterPartitionPartition(msgspec.Struct, frozen=True, gc=False):
     partition_index: int
     leader_epoch: int
     partition_epoch: int
@@ -108,25 +93,20 @@ class AlterPartitionPartition:
     leader_recovery_state: int = 0  # version 1+
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class AlterPartitionTopic:
+class AlterPartitionTopic(msgspec.Struct, frozen=True, gc=False):
     partitions: tuple[AlterPartitionPartition, ...]
     topic_name: str | None = None  # versions 0-1
     topic_id: str | None = None  # version 2+
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class AlterPartitionRequest:
+class AlterPartitionRequest(msgspec.Struct, frozen=True, gc=False):
     broker_id: int
     broker_epoch: int
     topics: tuple[AlterPartitionTopic, ...]
     version: int = 3
 
 
-@dataclass(slots=True)
-class AlterPartitionPartitionResult:
+class AlterPartitionPartitionResult(msgspec.Struct, gc=False):
     partition_index: int
     error: Errors = Errors.NONE
     error_message: str | None = None
@@ -138,15 +118,13 @@ class AlterPartitionPartitionResult:
     partition_epoch: int = 0
 
 
-@dataclass(slots=True)
-class AlterPartitionTopicResult:
+class AlterPartitionTopicResult(msgspec.Struct, gc=False):
     partitions: tuple[AlterPartitionPartitionResult, ...]
     topic_name: str | None = None
     topic_id: str | None = None
 
 
-@dataclass(slots=True)
-class AlterPartitionResponse:
+class AlterPartitionResponse(msgspec.Struct, gc=False):
     error: Errors
     error_message: str | None = None
     topics: tuple[AlterPartitionTopicResult, ...] = ()
@@ -155,9 +133,7 @@ class AlterPartitionResponse:
 # ------------------------------------------------------------------ topics
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class CreatableTopic:
+class CreatableTopic(msgspec.Struct, frozen=True, gc=False):
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
@@ -165,15 +141,12 @@ class CreatableTopic:
     configs: tuple[tuple[str, str | None], ...] = ()
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class CreateTopicsRequest:
+class CreateTopicsRequest(msgspec.Struct, frozen=True, gc=False):
     topics: tuple[CreatableTopic, ...]
     validate_only: bool = False
 
 
-@dataclass(slots=True)
-class CreatableTopicResult:
+class CreatableTopicResult(msgspec.Struct, gc=False):
     name: str
     error: Errors = Errors.NONE
     error_message: str | None = None
@@ -182,44 +155,36 @@ class CreatableTopicResult:
     replication_factor: int = -1
 
 
-@dataclass(slots=True)
-class CreateTopicsResponse:
+class CreateTopicsResponse(msgspec.Struct, gc=False):
     topics: tuple[CreatableTopicResult, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class DeleteTopicsRequest:
+class DeleteTopicsRequest(msgspec.Struct, frozen=True, gc=False):
     names: tuple[str, ...]
 
 
-@dataclass(slots=True)
-class DeletableTopicResult:
+class DeletableTopicResult(msgspec.Struct, gc=False):
     name: str
     error: Errors = Errors.NONE
     error_message: str | None = None
     topic_id: str | None = None
 
 
-@dataclass(slots=True)
-class DeleteTopicsResponse:
+class DeleteTopicsResponse(msgspec.Struct, gc=False):
     topics: tuple[DeletableTopicResult, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class CreatePartitionsRequest:
+class CreatePartitionsRequest(msgspec.Struct, frozen=True, gc=False):
     name: str
     count: int
     assignments: tuple[tuple[int, ...], ...] | None = None  # one broker list per new partition
 
 
-@dataclass(slots=True)
-class CreatePartitionsResponse:
+class CreatePartitionsResponse(msgspec.Struct, gc=False):
     name: str
     error: Errors = Errors.NONE
     error_message: str | None = None
@@ -228,41 +193,32 @@ class CreatePartitionsResponse:
 # ------------------------------------------------------------------ reassignments, elections
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class ReassignablePartition:
+class ReassignablePartition(msgspec.Struct, frozen=True, gc=False):
     partition_index: int
     replicas: tuple[int, ...] | None  # None cancels
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class ReassignableTopic:
+class ReassignableTopic(msgspec.Struct, frozen=True, gc=False):
     name: str
     partitions: tuple[ReassignablePartition, ...]
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class AlterPartitionReassignmentsRequest:
+class AlterPartitionReassignmentsRequest(msgspec.Struct, frozen=True, gc=False):
     topics: tuple[ReassignableTopic, ...]
 
 
-@dataclass(slots=True)
-class PartitionResult:
+class PartitionResult(msgspec.Struct, gc=False):
     partition_index: int
     error: Errors = Errors.NONE
     error_message: str | None = None
 
 
-@dataclass(slots=True)
-class TopicPartitionsResult:
+class TopicPartitionsResult(msgspec.Struct, gc=False):
     name: str
     partitions: tuple[PartitionResult, ...]
 
 
-@dataclass(slots=True)
-class AlterPartitionReassignmentsResponse:
+class AlterPartitionReassignmentsResponse(msgspec.Struct, gc=False):
     topics: tuple[TopicPartitionsResult, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
@@ -272,16 +228,13 @@ PREFERRED = 0
 UNCLEAN = 1
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class ElectLeadersRequest:
+class ElectLeadersRequest(msgspec.Struct, frozen=True, gc=False):
     election_type: int  # 0 preferred, 1 unclean
     # (topic, partitions); None means every partition of every topic.
     topic_partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
 
-@dataclass(slots=True)
-class ElectLeadersResponse:
+class ElectLeadersResponse(msgspec.Struct, gc=False):
     topics: tuple[TopicPartitionsResult, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
@@ -297,17 +250,14 @@ SAFE_DOWNGRADE = 2
 UNSAFE_DOWNGRADE = 3
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class UpdateFeaturesRequest:
+class UpdateFeaturesRequest(msgspec.Struct, frozen=True, gc=False):
     name: str
     level: int  # Kafka's MaxVersionLevel; 0 asks to remove the feature
     upgrade_type: int = UPGRADE
     validate_only: bool = False
 
 
-@dataclass(slots=True)
-class UpdateFeaturesResponse:
+class UpdateFeaturesResponse(msgspec.Struct, gc=False):
     error: Errors = Errors.NONE
     error_message: str | None = None
 
@@ -315,39 +265,31 @@ class UpdateFeaturesResponse:
 # ------------------------------------------------------------------ configs
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class AlterableConfig:
+class AlterableConfig(msgspec.Struct, frozen=True, gc=False):
     name: str
     config_operation: int  # Kafka's AlterConfigOp.OpType: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
     value: str | None = None
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class AlterConfigsResource:
+class AlterConfigsResource(msgspec.Struct, frozen=True, gc=False):
     resource_type: int  # Kafka's ConfigResource.Type: 2 TOPIC, 4 BROKER
     resource_name: str  # a topic; a broker id, or "" for the cluster default
     configs: tuple[AlterableConfig, ...] = ()
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class IncrementalAlterConfigsRequest:
+class IncrementalAlterConfigsRequest(msgspec.Struct, frozen=True, gc=False):
     resources: tuple[AlterConfigsResource, ...]
     validate_only: bool = False
 
 
-@dataclass(slots=True)
-class AlterConfigsResourceResponse:
+class AlterConfigsResourceResponse(msgspec.Struct, gc=False):
     resource_type: int
     resource_name: str
     error: Errors = Errors.NONE
     error_message: str | None = None
 
 
-@dataclass(slots=True)
-class IncrementalAlterConfigsResponse:
+class IncrementalAlterConfigsResponse(msgspec.Struct, gc=False):
     responses: tuple[AlterConfigsResourceResponse, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
@@ -356,8 +298,7 @@ class IncrementalAlterConfigsResponse:
 # ------------------------------------------------------------------ AlterClientQuotas
 
 
-@dataclass(frozen=True, slots=True)
-class ClientQuotaOp:
+class ClientQuotaOp(msgspec.Struct, frozen=True, gc=False):
     """Set ``key`` to ``value``, or remove it (Kafka's OpData)."""
 
     key: str
@@ -365,8 +306,7 @@ class ClientQuotaOp:
     remove: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ClientQuotaAlteration:
+class ClientQuotaAlteration(msgspec.Struct, frozen=True, gc=False):
     """One entity's changes (Kafka's EntryData): ``entity`` as sent, each
     component (entity type, name or None for the default)."""
 
@@ -374,21 +314,18 @@ class ClientQuotaAlteration:
     ops: tuple[ClientQuotaOp, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class AlterClientQuotasRequest:
+class AlterClientQuotasRequest(msgspec.Struct, frozen=True, gc=False):
     entries: tuple[ClientQuotaAlteration, ...]
     validate_only: bool = False
 
 
-@dataclass(slots=True)
-class ClientQuotaEntryResponse:
+class ClientQuotaEntryResponse(msgspec.Struct, gc=False):
     entity: tuple[tuple[str, str | None], ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
 
 
-@dataclass(slots=True)
-class AlterClientQuotasResponse:
+class AlterClientQuotasResponse(msgspec.Struct, gc=False):
     entries: tuple[ClientQuotaEntryResponse, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
@@ -397,33 +334,26 @@ class AlterClientQuotasResponse:
 # ------------------------------------------------------------------ ACLs
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class CreateAclsRequest:
+class CreateAclsRequest(msgspec.Struct, frozen=True, gc=False):
     creations: tuple[StandardAcl, ...]
 
 
-@dataclass(slots=True)
-class AclCreationResult:
+class AclCreationResult(msgspec.Struct, gc=False):
     error: Errors = Errors.NONE
     error_message: str | None = None
 
 
-@dataclass(slots=True)
-class CreateAclsResponse:
+class CreateAclsResponse(msgspec.Struct, gc=False):
     """One result per creation, in the request's order."""
 
     results: tuple[AclCreationResult, ...]
 
 
-@fast_frozen_init
-@dataclass(frozen=True, slots=True)
-class DeleteAclsRequest:
+class DeleteAclsRequest(msgspec.Struct, frozen=True, gc=False):
     filters: tuple[AclBindingFilter, ...]
 
 
-@dataclass(slots=True)
-class DeleteAclsFilterResult:
+class DeleteAclsFilterResult(msgspec.Struct, gc=False):
     """The bindings one filter matched (each deleted once per request)."""
 
     error: Errors = Errors.NONE
@@ -431,16 +361,14 @@ class DeleteAclsFilterResult:
     matching_acls: tuple[StandardAcl, ...] = ()
 
 
-@dataclass(slots=True)
-class DeleteAclsResponse:
+class DeleteAclsResponse(msgspec.Struct, gc=False):
     filter_results: tuple[DeleteAclsFilterResult, ...]
 
 
 # ------------------------------------------------------------------ result
 
 
-@dataclass(slots=True)
-class ControllerResult:
+class ControllerResult(msgspec.Struct, gc=False):
     """Kafka's ``ControllerResult``: the records to commit, and the answer to
     give once they have committed. Records of one result commit together."""
 

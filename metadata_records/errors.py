@@ -6,8 +6,9 @@ the wire as ``errorName`` next to ``errorCode``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
+
+import msgspec
 
 
 class Errors(IntEnum):
@@ -57,8 +58,7 @@ class Errors(IntEnum):
             raise ValueError(f"unknown Kafka error code {code}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class ApiError:
+class ApiError(msgspec.Struct, frozen=True, gc=False):
     """An error code with the reason a person reads (Kafka's ``ApiError``)."""
 
     error: Errors

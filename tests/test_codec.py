@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from dataclasses import MISSING
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -409,7 +409,7 @@ def test_36_char_uuid_in_batch():
 def _valid_obj(type_name: str) -> dict:
     """A valid record of ``type_name`` at its highest version, every field present."""
     examples = {
-        "REGISTER_BROKER_RECORD": dataclasses.replace(_api_md_register(), version=2),
+        "REGISTER_BROKER_RECORD": msgspec.structs.replace(_api_md_register(), version=2),
         "BROKER_REGISTRATION_CHANGE_RECORD": BrokerRegistrationChangeRecord(
             broker_id=1, broker_epoch=17, fenced=-1, in_controlled_shutdown=1, version=1
         ),

@@ -204,7 +204,7 @@ def test_fields_keys_kinds_since_and_defaults(type_name):
     # The Python attribute matches the key, and "version" is not a data field.
     for spec in cls.FIELDS:
         assert spec.key != "version"
-        assert hasattr(cls, "__dataclass_fields__") and spec.attr in cls.__dataclass_fields__
+        assert spec.attr in cls.__struct_fields__
         head, *rest = spec.attr.split("_")
         assert spec.key == head + "".join(p.title() for p in rest)
 
@@ -296,7 +296,7 @@ def test_required_fields_are_required():
 
 def test_records_are_frozen_and_hashable():
     r = TopicRecord(name="t", topic_id=TID)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         r.name = "u"  # type: ignore[misc]
     assert hash(r) == hash(TopicRecord(name="t", topic_id=TID))
     assert r == TopicRecord(name="t", topic_id=TID)
