@@ -86,7 +86,11 @@ class BatchRing:
         self.size = size
         self._fd = os.memfd_create("metaquorum-batches", 0)
         os.ftruncate(self._fd, _DATA + size)
-        self._map = mmap.mmap(self._fd, _DATA + size)
+        # Every page allocated and mapped now (MAP_POPULATE, ~35 ms for 64
+        # MiB): the ring's memory is claimed at start, where a memory limit
+        # too small for it fails at once, and the first lap's publishes cost
+        # what later ones do (180 -> 70 us for 170 KB, no page faults).
+        self._map = mmap.mmap(self._fd, _DATA + size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
         _HEADER.pack_into(self._map, 0, _MAGIC, size, 0, 0, 0)
         self._end = 0
         self._starts: collections.deque[int] = collections.deque()  # entries in the ring
@@ -131,7 +135,8 @@ class RingReader:
     """A child's side: ``read`` the batches after its image's next offset."""
 
     def __init__(self, fd: int) -> None:
-        self._map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        # Mapped at once too (the pages exist: the core populated them).
+        self._map = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
         os.close(fd)
         magic, self.size, *_ = _HEADER.unpack_from(self._map, 0)
         if magic != _MAGIC or len(self._map) != _DATA + self.size:

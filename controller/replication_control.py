@@ -74,6 +74,8 @@ class _AbortRequest(Exception):
 # False: every partition through _alter_one, the plain twin it must agree with.
 FUSED_ALTER_PARTITION = True
 
+_new_tuple = tuple.__new__
+
 
 class _Members:
     """One ISR list of an AlterPartition request, worked out once per request."""
@@ -596,17 +598,20 @@ class ReplicationControlManager:
             else:
                 record = PartitionChangeRecord(pid, topic_id, new_isr)
                 records.append(record)
-                merged = PartitionRegistration(
-                    replicas,
-                    replicas if new_isr == replicas else new_isr,
-                    part.removing_replicas,
-                    part.adding_replicas,
-                    leader,
-                    part.leader_recovery_state,
-                    part.leader_epoch,
-                    part.partition_epoch + 1,
-                    part.elr,
-                    part.last_known_elr,
+                merged = _new_tuple(  # as PartitionRegistration.merge builds it
+                    PartitionRegistration,
+                    (
+                        replicas,
+                        replicas if new_isr == replicas else new_isr,
+                        part.removing_replicas,
+                        part.adding_replicas,
+                        leader,
+                        part.leader_recovery_state,
+                        part.leader_epoch,
+                        part.partition_epoch + 1,
+                        part.elr,
+                        part.last_known_elr,
+                    ),
                 )
                 merged_by_record[id(record)] = (part, merged)
             results.append(

@@ -110,19 +110,25 @@ class PartitionRegistration(NamedTuple):
             leader, leader_epoch = self.leader, self.leader_epoch
         else:
             leader, leader_epoch = r.leader, self.leader_epoch + 1
-        return PartitionRegistration(
-            replicas,
-            self.isr if r.isr is None else _share(r.isr, replicas),
-            self.removing_replicas if r.removing_replicas is None else r.removing_replicas,
-            self.adding_replicas if r.adding_replicas is None else r.adding_replicas,
-            leader,
-            self.leader_recovery_state
-            if r.leader_recovery_state == LRS_NO_CHANGE
-            else r.leader_recovery_state,
-            leader_epoch,
-            self.partition_epoch + 1,
-            self.elr if r.eligible_leader_replicas is None else r.eligible_leader_replicas,
-            self.last_known_elr if r.last_known_elr is None else r.last_known_elr,
+        # tuple.__new__ rather than the NamedTuple's own __new__, a Python
+        # function around it: 0.25 -> 0.12 us, paid per change by every
+        # process that follows the log.
+        return _new_tuple(
+            PartitionRegistration,
+            (
+                replicas,
+                self.isr if r.isr is None else _share(r.isr, replicas),
+                self.removing_replicas if r.removing_replicas is None else r.removing_replicas,
+                self.adding_replicas if r.adding_replicas is None else r.adding_replicas,
+                leader,
+                self.leader_recovery_state
+                if r.leader_recovery_state == LRS_NO_CHANGE
+                else r.leader_recovery_state,
+                leader_epoch,
+                self.partition_epoch + 1,
+                self.elr if r.eligible_leader_replicas is None else r.eligible_leader_replicas,
+                self.last_known_elr if r.last_known_elr is None else r.last_known_elr,
+            ),
         )
 
     @property
@@ -132,6 +138,9 @@ class PartitionRegistration(NamedTuple):
     @property
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
+
+
+_new_tuple = tuple.__new__
 
 
 def _share(isr: tuple[int, ...], replicas: tuple[int, ...]) -> tuple[int, ...]:

@@ -172,8 +172,7 @@ class MetadataStateMachine(SyncObjConsumer):
                                 continue
                         delta.replay(record)
                 else:
-                    for record in batch.records:
-                        delta.replay(record)
+                    delta.replay_records(batch.records)
             self.log.append(batch, image.next_offset, payload)
             self.image = delta.apply()
             if batch.records:
