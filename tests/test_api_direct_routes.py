@@ -191,3 +191,22 @@ def test_any_request_is_answered_alike_with_direct_routes_on_and_off(
     assert direct.content == routed.content
     for header in ("content-type", "location", "retry-after", "www-authenticate", "allow"):
         assert direct.headers.get(header) == routed.headers.get(header), header
+
+
+def test_validated_queries_are_kept_bounded_and_answer_alike(local, apps, monkeypatch):
+    """The direct routes keep the query strings that validated; a client
+    sending a new one each time cannot grow that, and each is still answered
+    as FastAPI answers it."""
+    from api import direct_routes
+
+    monkeypatch.setattr(direct_routes, "_VALID_QUERIES", {})
+    for i in range(direct_routes.VALID_QUERIES_KEPT + 40):
+        query = f"?version={i % 5}&n={i}"  # 4 is out of range: a 400, never kept
+        direct, routed = (
+            local.request(app, "POST", "/v1/alter-partition" + query, token="broker-token-5",
+                          json=alter_body())
+            for app in apps
+        )  # fmt: skip
+        assert (direct.status_code, direct.content) == (routed.status_code, routed.content)
+        assert len(direct_routes._VALID_QUERIES) <= direct_routes.VALID_QUERIES_KEPT
+    assert all(v in (0, 1, 2, 3) for v in direct_routes._VALID_QUERIES.values())
