@@ -64,15 +64,20 @@ class BrokersToIsrs:
         old: PartitionRegistration | None,
         new: PartitionRegistration | None,
     ) -> None:
+        if (
+            old is not None
+            and new is not None
+            and old.leader == new.leader
+            and old.replicas is new.replicas
+            and old.elr is new.elr
+        ):
+            # An ISR change alone (what AlterPartition writes): the leader, the
+            # ELR and the preferred replica are as they were.
+            self._update_isr(topic_id, pid, old.isr, new.isr)
+            return
         old_isr = old.isr if old is not None else ()
         new_isr = new.isr if new is not None else ()
-        if old_isr != new_isr:
-            for broker in old_isr:
-                if broker not in new_isr:
-                    self._remove(self._isr, broker, topic_id, pid)
-            for broker in new_isr:
-                if broker not in old_isr:
-                    self._add(self._isr, broker, topic_id, pid)
+        self._update_isr(topic_id, pid, old_isr, new_isr)
         old_elr = old.elr if old is not None else ()
         new_elr = new.elr if new is not None else ()
         if old_elr != new_elr:
@@ -101,6 +106,17 @@ class BrokersToIsrs:
                 if not pids:
                     del self._imbalanced[topic_id]
                 self.imbalanced_count -= 1
+
+    def _update_isr(
+        self, topic_id: str, pid: int, old_isr: tuple[int, ...], new_isr: tuple[int, ...]
+    ) -> None:
+        if old_isr != new_isr:
+            for broker in old_isr:
+                if broker not in new_isr:
+                    self._remove(self._isr, broker, topic_id, pid)
+            for broker in new_isr:
+                if broker not in old_isr:
+                    self._add(self._isr, broker, topic_id, pid)
 
     @staticmethod
     def _sorted(table: dict, broker: int) -> list[TopicPartition]:

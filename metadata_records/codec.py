@@ -149,6 +149,10 @@ def log_record_to_obj(
 
 
 def encode_batch(batch: Batch) -> bytes:
+    if GENERATED:
+        encoded = _ENCODER.encode(batch)
+        if encoded is not None:
+            return encoded
     return orjson.dumps(
         {
             "format": BATCH_FORMAT,
@@ -410,3 +414,4 @@ def encode_record(record: Record) -> bytes:
 
 _GENERATED = codec_fast.GeneratedCodec(_encode_value, _decode_value)
 _BATCHES = codec_fast.BatchDecoder(BATCH_FORMAT, _decode_value)
+_ENCODER = codec_fast.BatchEncoder(BATCH_FORMAT, _encode_value)

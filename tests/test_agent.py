@@ -151,7 +151,14 @@ def test_a_stalled_follower_is_shrunk_out_and_expanded_back(voter):
             await until(lambda: 123 in bs.partition("slow-t").isr, what="expand")
             after = bs.partition("slow-t")
             assert after.partition_epoch >= before.partition_epoch + 2
-            assert bs.stats.events["alter_partition_NONE"] >= 2
+            # Both changes are the leader's AlterPartitions: answered, or (on a
+            # loaded machine) timed out with an unknown outcome after committing.
+            alter = bs.stats.endpoints["alter-partition"]
+            unknown = alter.errors["OUTCOME_UNKNOWN"] + alter.errors["UNAVAILABLE"]
+            assert bs.stats.events["alter_partition_NONE"] + unknown >= 2, (
+                dict(bs.stats.events),
+                dict(alter.errors),
+            )
             assert not bs.agents[121].in_flight_since
 
     asyncio.run(go())

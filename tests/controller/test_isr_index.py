@@ -39,7 +39,7 @@ partitions = st.dictionaries(
 )
 
 
-@settings(max_examples=60)
+@settings(max_examples=300)
 @given(before=partitions, after=partitions)
 def test_incremental_updates_equal_a_fresh_build(before, after):
     def view_of(parts):
@@ -65,3 +65,5 @@ def test_incremental_updates_equal_a_fresh_build(before, after):
             broker
         )
         assert index.partitions_led_by(broker) == fresh.partitions_led_by(broker)
+    assert index.imbalanced_partitions() == fresh.imbalanced_partitions()
+    assert index.imbalanced_count == fresh.imbalanced_count
