@@ -208,7 +208,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         default=str(RING_MIB),
         help="with HTTP workers: the shared memory the committed batches reach them and the "
         "orderer through, in MiB (1-4096); a worker that falls further behind, or a batch "
-        "larger than a quarter of it, catches up over its link (docs/decisions.md 125)",
+        "larger than a quarter of it, catches up over its link (docs/decisions.md 125); "
+        "claimed whole at start, and refused there if the memory left (the container's "
+        "limit) cannot hold it",
     )
     flag("--log-level", default="info", help="debug, info, warning, error")
 
@@ -400,6 +402,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from quorum.startup_checks import (
         check_data_dir,
         check_http_port,
+        check_memory_room,
         check_raft_port,
         lock_data_dir,
         unlock_data_dir,
@@ -407,8 +410,12 @@ def run_serve(args: argparse.Namespace) -> int:
 
     try:
         config = build_config(args)
-        parse_workers(args.http_workers)  # a bad count is refused before anything starts
-        parse_ring_mib(args.batch_ring_mib)
+        # Bad counts are refused before anything starts; the ring (with
+        # workers) is claimed whole at start, so it must fit (api/batch_ring.py).
+        workers = parse_workers(args.http_workers)
+        ring_mib = parse_ring_mib(args.batch_ring_mib)
+        if workers:
+            check_memory_room(ring_mib << 20, f"--batch-ring-mib {ring_mib}")
         tls, principals = build_tls(args)
         # The port first: a process refused for a taken port writes nothing.
         if not config.observer:  # an observer has no Raft port of its own

@@ -202,6 +202,62 @@ def check_data_dir(path: str) -> None:
             )
 
 
+# ------------------------------------------------------------------ memory
+
+_UNLIMITED = 1 << 60  # cgroup v1 spells "no limit" as a page-rounded 2**63 - 1
+
+
+def memory_room(root: str = "/") -> tuple[int, str]:
+    """The bytes this process may still claim, and what limits it: its
+    cgroup's memory limit less what the cgroup uses (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``), or the machine's available memory, whichever
+    is less. ``root``: where /proc and /sys are (tests)."""
+
+    def read(path: str) -> str | None:
+        try:
+            with open(os.path.join(root, path.lstrip("/")), encoding="ascii") as f:
+                return f.read().strip()
+        except (OSError, ValueError):
+            return None
+
+    room, what = _UNLIMITED, "no limit found"
+    for line in (read("/proc/meminfo") or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            room, what = int(line.split()[1]) * 1024, "the machine's available memory"
+    for line in (read("/proc/self/cgroup") or "").splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and controllers == "":  # v2
+            limit = read(f"/sys/fs/cgroup{path.rstrip('/')}/memory.max")
+            used = read(f"/sys/fs/cgroup{path.rstrip('/')}/memory.current")
+            where = f"cgroup {path or '/'} (memory.max {limit})"
+        elif "memory" in controllers.split(","):  # v1
+            base = f"/sys/fs/cgroup/memory{path.rstrip('/')}"
+            limit = read(f"{base}/memory.limit_in_bytes")
+            used = read(f"{base}/memory.usage_in_bytes")
+            where = f"cgroup {path or '/'} (memory.limit_in_bytes {limit})"
+        else:
+            continue
+        if limit and limit.isdigit() and int(limit) < _UNLIMITED:
+            left = max(0, int(limit) - int(used if used and used.isdigit() else 0))
+            if left < room:
+                room, what = left, f"the memory limit of {where}"
+    return room, what
+
+
+def check_memory_room(needed: int, flag: str) -> None:
+    """ConfigError unless ``needed`` bytes, claimed at start, fit in what
+    this process may still claim: past it the kernel would kill the voter
+    without a word (an OOM kill), at start or later."""
+    room, what = memory_room()
+    if needed > room:
+        raise ConfigError(
+            f"{flag}: {needed >> 20} MiB of shared memory is claimed at start, but only "
+            f"{room >> 20} MiB is left under {what}; give a smaller {flag.split()[0]} "
+            "or this voter more memory"
+        )
+
+
 _held_locks: set[int] = set()
 
 

@@ -294,6 +294,80 @@ def test_a_bad_worker_count_or_ring_size_is_refused_at_start(tmp_path, flag, val
         c.close()
 
 
+@contextlib.contextmanager
+def memory_cgroup(limit: int):
+    """A memory cgroup of ``limit`` bytes under this process's own (v2, or
+    v1's memory controller): the path of its cgroup.procs. Skips the test
+    where none can be made (not root, no memory controller)."""
+    made = None
+    for line in open("/proc/self/cgroup").read().splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if (
+            hierarchy == "0"
+            and controllers == ""
+            and os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+        ):
+            base, limit_file = f"/sys/fs/cgroup{path.rstrip('/')}", "memory.max"
+        elif "memory" in controllers.split(","):
+            base, limit_file = f"/sys/fs/cgroup/memory{path.rstrip('/')}", "memory.limit_in_bytes"
+        else:
+            continue
+        try:
+            made = f"{base}/metaquorum-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+            os.mkdir(made)
+            with open(f"{made}/{limit_file}", "w") as f:
+                f.write(str(limit))
+            break
+        except OSError:
+            if made and os.path.isdir(made):
+                os.rmdir(made)
+            made = None
+    if made is None:
+        pytest.skip("no memory cgroup can be made here")
+    try:
+        yield f"{made}/cgroup.procs"
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(made)
+
+
+class CgroupCluster(Cluster):
+    """Voters started inside a cgroup (its cgroup.procs)."""
+
+    def __init__(self, *args, procs: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cgroup_procs = procs
+
+    def args(self, i: int) -> list[str]:
+        return ["sh", "-c", f'echo $$ > {self.cgroup_procs} && exec "$@"', "sh", *super().args(i)]
+
+
+def test_a_ring_larger_than_the_memory_limit_is_refused_at_start(tmp_path):
+    """The ring is claimed whole at start: in a container whose limit cannot
+    hold it, the voter says so and exits, instead of being killed by the
+    kernel (at start, or later as the ring fills)."""
+    with memory_cgroup(400 << 20) as procs:
+        c = CgroupCluster(
+            tmp_path,
+            voters=1,
+            extra=["--http-workers", "1", "--batch-ring-mib", "1024"],
+            procs=procs,
+        )
+        try:
+            c.start()
+            assert c.procs[0].wait(timeout=60) == 2, c.tail(0)
+            said = c.tail(0)
+            assert "--batch-ring-mib 1024: 1024 MiB of shared memory is claimed at start" in said
+            assert "give a smaller --batch-ring-mib or this voter more memory" in said
+            data = c.data_dir(0)
+            assert not data.exists() or not any(data.iterdir()), (
+                "a refused start wrote its data dir"
+            )
+        finally:
+            c.close()
+
+
 def test_a_frozen_core_makes_its_workers_refuse_instead_of_serving_stale(tmp_path):
     with running_cluster(tmp_path, extra=["--http-workers", str(WORKERS)]) as c:
         register(c, 0, 1)

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from pysyncobj.pickle import dumps
 
+from quorum import startup_checks
 from quorum.journal_format import (
     FORMAT_CHECKSUMMED,
     HEADER_SIZE,
@@ -25,9 +26,11 @@ from quorum.startup_checks import (
     MissingSnapshotError,
     check_data_dir,
     check_journal_holds_what_was_committed,
+    check_memory_room,
     check_raft_port,
     check_snapshot_covers_journal,
     lock_data_dir,
+    memory_room,
     snapshot_last_index,
     unlock_data_dir,
 )
@@ -231,3 +234,74 @@ def test_a_journal_that_is_there_or_a_snapshot_that_holds_the_commits_passes(tmp
     snapshot.unlink()
     write_journal(journal, 1, 3)  # shorter than the commit index: a journal's own matter
     check_journal_holds_what_was_committed(str(journal), str(snapshot))
+
+
+# ---------------------------------------------------------------- memory room
+
+
+def _fake_root(tmp_path, cgroup: str, files: dict[str, str], available_kb: int = 8 << 20):
+    """/proc and /sys under ``tmp_path``, as memory_room reads them."""
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_text(cgroup)
+    (tmp_path / "proc/meminfo").write_text(
+        f"MemTotal:       16000000 kB\nMemAvailable:   {available_kb} kB\n"
+    )
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text + "\n")
+    return str(tmp_path)
+
+
+def test_memory_room_is_the_cgroup_v2_limit_less_its_use(tmp_path):
+    root = _fake_root(
+        tmp_path,
+        "0::/kubepods/pod1/c1\n",
+        {
+            "sys/fs/cgroup/kubepods/pod1/c1/memory.max": str(512 << 20),
+            "sys/fs/cgroup/kubepods/pod1/c1/memory.current": str(100 << 20),
+        },
+    )
+    room, what = memory_room(root)
+    assert room == 412 << 20
+    assert "cgroup /kubepods/pod1/c1" in what and "memory.max" in what
+
+
+def test_memory_room_is_the_cgroup_v1_limit_less_its_use(tmp_path):
+    root = _fake_root(
+        tmp_path,
+        "9:pids:/\n4:memory:/docker/abc\n0::/\n",
+        {
+            "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": str(256 << 20),
+            "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": str(300 << 20),
+        },
+    )
+    assert memory_room(root) == (0, memory_room(root)[1])  # over its limit already: none
+    assert "memory.limit_in_bytes" in memory_room(root)[1]
+
+
+@pytest.mark.parametrize("limit", ["max", "9223372036854771712"])
+def test_no_cgroup_limit_leaves_the_machines_available_memory(tmp_path, limit):
+    root = _fake_root(
+        tmp_path,
+        "4:memory:/\n0::/\n",
+        {
+            "sys/fs/cgroup/memory.max": limit,
+            "sys/fs/cgroup/memory/memory.limit_in_bytes": limit,
+        },
+        available_kb=3 << 20,
+    )
+    assert memory_room(root) == (3 << 30, "the machine's available memory")
+
+
+def test_the_ring_that_does_not_fit_is_refused_naming_the_flag(monkeypatch):
+    monkeypatch.setattr(
+        startup_checks, "memory_room", lambda: (200 << 20, "the memory limit of cgroup /x")
+    )
+    check_memory_room(64 << 20, "--batch-ring-mib 64")
+    with pytest.raises(ConfigError) as e:
+        check_memory_room(1024 << 20, "--batch-ring-mib 1024")
+    assert str(e.value) == (
+        "--batch-ring-mib 1024: 1024 MiB of shared memory is claimed at start, but only "
+        "200 MiB is left under the memory limit of cgroup /x; give a smaller "
+        "--batch-ring-mib or this voter more memory"
+    )
