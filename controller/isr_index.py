@@ -73,20 +73,14 @@ class BrokersToIsrs:
         ):
             # An ISR change alone (what AlterPartition writes): the leader, the
             # ELR and the preferred replica are as they were.
-            self._update_isr(topic_id, pid, old.isr, new.isr)
+            self._update_members(self._isr, topic_id, pid, old.isr, new.isr)
             return
-        old_isr = old.isr if old is not None else ()
-        new_isr = new.isr if new is not None else ()
-        self._update_isr(topic_id, pid, old_isr, new_isr)
-        old_elr = old.elr if old is not None else ()
-        new_elr = new.elr if new is not None else ()
-        if old_elr != new_elr:
-            for broker in old_elr:
-                if broker not in new_elr:
-                    self._remove(self._elr, broker, topic_id, pid)
-            for broker in new_elr:
-                if broker not in old_elr:
-                    self._add(self._elr, broker, topic_id, pid)
+        self._update_members(
+            self._isr, topic_id, pid, old.isr if old else (), new.isr if new else ()
+        )
+        self._update_members(
+            self._elr, topic_id, pid, old.elr if old else (), new.elr if new else ()
+        )
         old_leader = old.leader if old is not None else None
         new_leader = new.leader if new is not None else None
         if old_leader != new_leader:
@@ -107,16 +101,17 @@ class BrokersToIsrs:
                     del self._imbalanced[topic_id]
                 self.imbalanced_count -= 1
 
-    def _update_isr(
-        self, topic_id: str, pid: int, old_isr: tuple[int, ...], new_isr: tuple[int, ...]
+    def _update_members(
+        self, table: dict, topic_id: str, pid: int, old: tuple[int, ...], new: tuple[int, ...]
     ) -> None:
-        if old_isr != new_isr:
-            for broker in old_isr:
-                if broker not in new_isr:
-                    self._remove(self._isr, broker, topic_id, pid)
-            for broker in new_isr:
-                if broker not in old_isr:
-                    self._add(self._isr, broker, topic_id, pid)
+        """``table`` (ISR or ELR members) from ``old`` members to ``new``."""
+        if old != new:
+            for broker in old:
+                if broker not in new:
+                    self._remove(table, broker, topic_id, pid)
+            for broker in new:
+                if broker not in old:
+                    self._add(table, broker, topic_id, pid)
 
     @staticmethod
     def _sorted(table: dict, broker: int) -> list[TopicPartition]:
