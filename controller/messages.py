@@ -2,10 +2,10 @@
 
 Plain ``msgspec.Struct``s, built in C (decision 128): the HTTP layer parses
 and range-checks input into the (frozen) requests; the controller never sees
-JSON. Responses are not frozen (they never were: a frozen dataclass cost a
-microsecond each); nothing changes them after the controller returns. None
-holds anything but values, tuples of them and other messages, so none can be
-in a cycle (``gc=False``). Field names follow Kafka's schemas.
+JSON. Responses are not frozen, but nothing changes them after the
+controller returns. None holds anything but values, tuples of them and other
+messages, so none can be in a cycle (``gc=False``). Field names follow
+Kafka's schemas.
 """
 
 from __future__ import annotations

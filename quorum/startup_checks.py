@@ -228,8 +228,9 @@ def memory_room(root: str = "/") -> tuple[int, str]:
         hierarchy, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
         if hierarchy == "0" and controllers == "":  # v2
-            limit = read(f"/sys/fs/cgroup{path.rstrip('/')}/memory.max")
-            used = read(f"/sys/fs/cgroup{path.rstrip('/')}/memory.current")
+            base = f"/sys/fs/cgroup{path.rstrip('/')}"
+            limit = read(f"{base}/memory.max")
+            used = read(f"{base}/memory.current")
             where = f"cgroup {path or '/'} (memory.max {limit})"
         elif "memory" in controllers.split(","):  # v1
             base = f"/sys/fs/cgroup/memory{path.rstrip('/')}"
