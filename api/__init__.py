@@ -83,7 +83,28 @@ Where shared/API.md is silent, this package decides (and its tests pin it):
   ``REQUEST_TIMED_OUT`` if it did not move in time.
 """
 
-from .app import create_app
-from .auth import TokensFileError, TokenTable, load_tokens, parse_tokens
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .app import create_app
+    from .auth import TokensFileError, TokenTable, load_tokens, parse_tokens
 
 __all__ = ["TokenTable", "TokensFileError", "create_app", "load_tokens", "parse_tokens"]
+
+# Imported when first asked for: FastAPI and pydantic cost about a second of
+# CPU to import, and the orderer process and the worker link, which import
+# their own ``api`` modules, never build an app.
+_HOME = {
+    "create_app": ".app",
+    "TokenTable": ".auth",
+    "TokensFileError": ".auth",
+    "load_tokens": ".auth",
+    "parse_tokens": ".auth",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_HOME[name], __name__), name)
