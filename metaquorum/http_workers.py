@@ -380,6 +380,7 @@ def worker_main(config: dict[str, Any]) -> int:
     )
     import uvloop  # noqa: PLC0415
 
+    import api.app  # noqa: F401, PLC0415 - imported with the collector off (__main__)
     from quorum.runtime_tuning import tune_runtime, watch_pauses  # noqa: PLC0415
 
     tune_runtime()  # as the serve process: the collector and malloc tuned
@@ -490,4 +491,7 @@ class _Flags:
 
 
 if __name__ == "__main__":
+    import gc
+
+    gc.disable()  # while it imports (as serve does); tune_runtime turns it back on
     sys.exit(worker_main(json.loads(sys.argv[1])))

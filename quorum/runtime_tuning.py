@@ -97,7 +97,10 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
 
 def tune_runtime() -> None:
+    """The collector's thresholds (on again, where a process's start turned
+    it off while it imported), thread switching and malloc."""
     gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)
+    gc.enable()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     tune_malloc()
 

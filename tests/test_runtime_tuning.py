@@ -25,7 +25,9 @@ from quorum.runtime_tuning import (
 def test_tune_then_freeze_the_startup_heap():
     thresholds, switch = gc.get_threshold(), sys.getswitchinterval()
     try:
+        gc.disable()  # as serve and a worker start: off while they import
         tune_runtime()
+        assert gc.isenabled()
         assert gc.get_threshold()[0] == YOUNG_THRESHOLD
         assert sys.getswitchinterval() == SWITCH_INTERVAL_S
         startup_heap = [[i] for i in range(1000)]  # stands for the image
@@ -34,6 +36,7 @@ def test_tune_then_freeze_the_startup_heap():
         collected = {id(o) for generation in range(3) for o in gc.get_objects(generation)}
         assert all(gc.is_tracked(x) and id(x) not in collected for x in startup_heap)
     finally:
+        gc.enable()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
         sys.setswitchinterval(switch)
