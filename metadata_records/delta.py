@@ -552,11 +552,8 @@ class ImageDelta:
         """The image with every replayed record in it."""
         base = self.image
         brokers = base.brokers
-        if self._brokers:
-            brokers = {**base.brokers, **self._brokers}
-            for broker_id, reg in self._brokers.items():
-                if reg is None:
-                    del brokers[broker_id]
+        if self._brokers:  # None: unregistered
+            brokers = with_changes(base.brokers, self._brokers, none_removes=True)
         topics = base.topics
         if self._topics or self._partitions:
             topics = dict(base.topics)

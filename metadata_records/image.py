@@ -13,6 +13,7 @@ dict, never a whole topic's partitions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from .acls import StandardAcl
@@ -161,7 +162,9 @@ class MetadataImage(NamedTuple):
     A NamedTuple: immutable and cheap to build once per batch. Its dicts are
     never mutated after the image is built (``delta.apply`` makes new ones)."""
 
-    brokers: dict[int, BrokerRegistration]
+    # A PartitionMap (a dict in an image built by hand): a batch copies the
+    # chunks of ids it changes, not every broker.
+    brokers: Mapping[int, BrokerRegistration]
     topics: dict[str, TopicImage]  # by topic id
     topic_ids: dict[str, str]  # topic name -> id
     features: dict[str, int]

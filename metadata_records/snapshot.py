@@ -277,7 +277,7 @@ def decode_image(data: Any) -> MetadataImage:
             raise DecodeError(f"snapshot.acls[{i}]: ACL {acl_id} appears twice")
         acls[acl_id] = StandardAcl(*fields)
     return MetadataImage(
-        brokers=brokers,
+        brokers=PartitionMap(brokers),
         topics=topics,
         topic_ids=topic_ids,
         features=features,

@@ -22,7 +22,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pysyncobj import FAIL_REASON
 
@@ -137,6 +137,7 @@ _UNCLEAN = object()  # queue item: run the unclean-election sweep
 _BALANCE = object()  # queue item: elect preferred leaders back (leader rebalancing)
 _BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
 _NOOP = object()  # queue item: write a NoOpRecord (metadata.max.idle.interval.ms)
+_UNREAD = object()  # _due_ms: the fence check not read yet
 
 
 @dataclass
@@ -449,14 +450,16 @@ class Orderer:
 
     # ------------------------------------------------------------ periodic work
 
-    def _due_ms(self) -> int | None:
+    def _due_ms(self, fence_check_ms: Any = _UNREAD) -> int | None:
         """When the controller's next periodic work is due (Kafka's deferred
         events): the session-timeout fencer, the unclean-election sweep or
         the next NoOpRecord."""
+        if fence_check_ms is _UNREAD:
+            fence_check_ms = self.controller.next_fence_check_ms()
         due = [
             t
             for t in (
-                self.controller.next_fence_check_ms(),
+                fence_check_ms,
                 self.controller.next_unclean_election_ms(),
                 self.controller.next_balance_ms(),
                 self._noop_due,
@@ -469,10 +472,13 @@ class Orderer:
         interval = self.config.metadata_max_idle_interval_ms
         self._noop_due = now + interval if interval > 0 else None
 
-    def _schedule_timer(self) -> None:
+    def _schedule_timer(self, fence_check_ms: Any = _UNREAD) -> None:
+        """The next tick, at the earliest thing due (at most a second away).
+        ``fence_check_ms``: the fence check the caller just read, so the
+        sessions (one per broker) are not walked twice a tick."""
         if not self.active:
             return
-        next_check = self._due_ms()
+        next_check = self._due_ms(fence_check_ms)
         delay = 1.0 if next_check is None else max(0.05, (next_check - session_clock_ms()) / 1000)
         self._timer_handle = self.loop.call_later(min(delay, 1.0), self._timer_tick)
 
@@ -495,7 +501,9 @@ class Orderer:
         if self._noop_due is not None and self._noop_due <= now:
             self._noop_due = None  # one queued at a time (Kafka's noOpRecordScheduled)
             self.enqueue(_NOOP, None)
-        self._schedule_timer()
+        # A fence queued above makes this one early, never late: the tick
+        # then comes in 50 ms and reads it again.
+        self._schedule_timer(next_check)
 
     # ------------------------------------------------------------ voter set
 

@@ -93,3 +93,32 @@ def test_an_update_copies_only_the_chunks_it_touches():
     assert after[3] == "x" and after[5 * CHUNK + 1] == "y" and pm[3] == 3
     shared = [k for k in pm._chunks if after._chunks[k] is pm._chunks[k]]
     assert sorted(set(pm._chunks) - set(shared)) == [0, 5]
+
+
+REMOVALS = st.dictionaries(IDS, st.one_of(st.none(), st.integers()), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(REMOVALS, max_size=12), st.lists(IDS, max_size=10))
+def test_with_none_removing_it_agrees_with_a_dict_updated_then_pruned(updates, probes):
+    """An image's brokers: None unregisters. Contents, lookups and length as
+    the plain dict's (whose order consumers never rely on: they sort), no
+    chunk left empty, and every earlier map unchanged."""
+    pm, plain = EMPTY, {}
+    history = [(pm, dict(plain))]
+    for changed in updates:
+        pm = pm.updated(changed, none_removes=True)
+        plain = {k: v for k, v in {**plain, **changed}.items() if v is not None}
+        history.append((pm, dict(plain)))
+        assert all(pm._chunks.values()), "an empty chunk was kept"
+    for old, contents in history:
+        assert len(old) == len(contents)
+        assert dict(old) == contents and old == contents and contents == old
+        assert sorted(old.items()) == sorted(contents.items())
+        assert old == PartitionMap(contents)
+    for pid in probes:
+        assert (pid in pm) == (pid in plain)
+        assert pm.get(pid, "none") == plain.get(pid, "none")
+    same(PartitionMap(plain), plain)
+    # Set operations of the keys view, as ImageDelta.brokers uses them.
+    assert pm.keys() | {1, 2} == plain.keys() | {1, 2}
