@@ -30,6 +30,9 @@ from .placement import UsableBroker
 
 NO_OFFSET = -1
 MAX_OFFSET = 2**63 - 1
+# The switch of the ordered walk (``oldest_unfenced``): False compares every
+# session, as tests/controller/test_heartbeats.py does to check they agree.
+ORDERED_WALK = True
 
 
 @dataclass(slots=True)
@@ -53,7 +56,15 @@ class BrokerHeartbeatManager:
         if session_timeout_ms <= 0:
             raise ValueError(f"session timeout must be positive, got {session_timeout_ms} ms")
         self.session_timeout_ms = session_timeout_ms
+        # In the order of last contact (a contact moves its session to the
+        # end), as Kafka's list of unfenced brokers: the first unfenced one is
+        # the oldest, found without walking every broker. The clock is
+        # monotonic; should a contact ever come earlier than the last, the
+        # order is no longer trusted and the walks compare every session
+        # until the next reset (``_ordered``).
         self.sessions: dict[int, BrokerSession] = {}
+        self._latest_ms = 0
+        self._ordered = True
 
     def reset(self, view: ImageDelta, now_ms: int) -> None:
         """A new leader's sessions: everyone registered was just heard from.
@@ -63,6 +74,7 @@ class BrokerHeartbeatManager:
         active broker must reach before it may stop (Kafka loses this on
         failover and relies on the broker asking again)."""
         self.sessions = {}
+        self._latest_ms, self._ordered = now_ms, True
         for reg in view.brokers():
             session = BrokerSession(now_ms)
             if reg.in_controlled_shutdown and not reg.fenced:
@@ -72,24 +84,35 @@ class BrokerHeartbeatManager:
     def session(self, broker_id: int, now_ms: int) -> BrokerSession:
         session = self.sessions.get(broker_id)
         if session is None:  # registered in a batch this leader did not decide
-            session = self.sessions[broker_id] = BrokerSession(now_ms)
+            session = BrokerSession(now_ms)
+            self._contact(broker_id, session, now_ms)
         return session
+
+    def _contact(self, broker_id: int, session: BrokerSession, now_ms: int) -> None:
+        """``session`` heard from at ``now_ms``: last in the contact order."""
+        session.last_contact_ms = now_ms
+        self.sessions.pop(broker_id, None)
+        self.sessions[broker_id] = session
+        if now_ms < self._latest_ms:
+            self._ordered = False
+        else:
+            self._latest_ms = now_ms
 
     def register(self, broker_id: int, now_ms: int) -> None:
         """A new incarnation: a fresh session, not shutting down."""
-        self.sessions[broker_id] = BrokerSession(now_ms, heard=True)
+        self._contact(broker_id, BrokerSession(now_ms, heard=True), now_ms)
 
     def amend(self, broker_id: int, now_ms: int) -> None:
         """The same incarnation registered again: that is contact too (Kafka's
         ``registerBroker`` touches the session), the rest of the session stays."""
         session = self.session(broker_id, now_ms)
-        session.last_contact_ms = now_ms
+        self._contact(broker_id, session, now_ms)
         session.heard = True
 
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
         """Contact from the broker's current epoch (the caller checked it)."""
         session = self.session(broker_id, now_ms)
-        session.last_contact_ms = now_ms
+        self._contact(broker_id, session, now_ms)
         session.metadata_offset = metadata_offset
         session.heard = True
 
@@ -158,19 +181,27 @@ class BrokerHeartbeatManager:
             if reg is not None and not reg.fenced:
                 yield broker_id, session
 
-    def find_stale_broker(self, view: ImageDelta, now_ms: int) -> int | None:
-        """The unfenced broker heard from longest ago, if its session expired."""
-        oldest = None
+    def oldest_unfenced(self, view: ImageDelta) -> tuple[int, BrokerSession] | None:
+        """The unfenced broker heard from longest ago (the first of them in
+        the contact order), and its session."""
+        if ORDERED_WALK and self._ordered:
+            return next(self._unfenced(view), None)
+        oldest = None  # the plain walk, which the ordered one must agree with
         for broker_id, session in self._unfenced(view):
             if oldest is None or session.last_contact_ms < oldest[1].last_contact_ms:
                 oldest = (broker_id, session)
+        return oldest
+
+    def find_stale_broker(self, view: ImageDelta, now_ms: int) -> int | None:
+        """The unfenced broker heard from longest ago, if its session expired."""
+        oldest = self.oldest_unfenced(view)
         if oldest is not None and oldest[1].last_contact_ms + self.session_timeout_ms < now_ms:
             return oldest[0]
         return None
 
     def next_check_ms(self, view: ImageDelta) -> int | None:
         """When the oldest unfenced session expires; None if nobody is unfenced."""
-        contacts = [s.last_contact_ms for _, s in self._unfenced(view)]
-        if not contacts:
+        oldest = self.oldest_unfenced(view)
+        if oldest is None:
             return None
-        return min(contacts) + self.session_timeout_ms + 1
+        return oldest[1].last_contact_ms + self.session_timeout_ms + 1

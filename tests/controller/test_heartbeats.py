@@ -2,6 +2,8 @@
 session expiry and failover, plus the soft state in controller/heartbeats.py."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.heartbeats import BrokerHeartbeatManager
 from controller.messages import BrokerHeartbeatRequest
@@ -309,3 +311,76 @@ def test_a_heartbeat_that_queued_too_long_only_proves_the_broker_is_alive():
     assert not h.image.brokers[1].fenced  # wantFence was not acted on
     stale = h.controller.expire_heartbeat(BrokerHeartbeatRequest(1, 99, 0), h.now_ms)
     assert stale.response.error is Errors.STALE_BROKER_EPOCH
+
+
+def _walks_agree(h: ControllerHarness) -> None:
+    """The ordered walk (the first unfenced session in contact order) finds
+    what comparing every session finds, and so do the fencer and its timer."""
+    from controller import heartbeats as hb
+
+    manager, view = h.controller.heartbeats, h.controller.view
+    answers = []
+    for ordered in (True, False):
+        hb.ORDERED_WALK = ordered
+        try:
+            answers.append(
+                (
+                    manager.oldest_unfenced(view),
+                    manager.find_stale_broker(view, h.now_ms),
+                    manager.next_check_ms(view),
+                )
+            )
+        finally:
+            hb.ORDERED_WALK = True
+    assert answers[0] == answers[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            # Heartbeats and time passing most often: the order is made by them.
+            st.sampled_from(["register", "register", "heartbeat", "heartbeat", "heartbeat",
+                             "advance", "advance", "fence-me", "unregister", "expire",
+                             "new-leader"]),
+            st.integers(1, 4),
+            st.sampled_from([0, 1, 500, 4_000, 9_001]),
+        ),
+        min_size=10,
+        max_size=60,
+    )
+)  # fmt: skip
+def test_the_ordered_walk_finds_the_oldest_unfenced_session_as_a_full_walk_does(actions):
+    """``ORDERED_WALK``: sessions kept in contact order (a contact moves one to
+    the end, as Kafka's unfenced list) against the plain walk of them all,
+    through registrations, heartbeats, wanted fences, expiries, unregistrations
+    and failovers, with ties (several contacts in one millisecond)."""
+    h = ControllerHarness()
+    for action, broker_id, ms in actions:
+        if action == "register":
+            h.register(broker_id, generation=ms % 2)
+        elif action == "heartbeat" and broker_id in h.epochs:
+            h.heartbeat(broker_id)
+        elif action == "fence-me" and broker_id in h.epochs:
+            h.heartbeat(broker_id, want_fence=True)
+        elif action == "advance":
+            h.advance(ms)
+        elif action == "unregister":
+            h.unregister(broker_id)
+        elif action == "expire":
+            result = h.controller.maybe_fence_stale_broker(h.now_ms)
+            if result is not None:
+                h.commit(result.records)
+        elif action == "new-leader":
+            h.new_leader()
+        _walks_agree(h)
+
+
+def test_a_heartbeat_moves_its_session_behind_the_others():
+    h = ControllerHarness()
+    h.start_brokers(1, 2)
+    h.advance(100)
+    h.heartbeat(1)
+    assert list(h.controller.heartbeats.sessions) == [2, 1]
+    assert h.controller.heartbeats.oldest_unfenced(h.controller.view)[0] == 2
+    _walks_agree(h)
