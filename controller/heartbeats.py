@@ -105,13 +105,13 @@ class BrokerHeartbeatManager:
     def amend(self, broker_id: int, now_ms: int) -> None:
         """The same incarnation registered again: that is contact too (Kafka's
         ``registerBroker`` touches the session), the rest of the session stays."""
-        session = self.session(broker_id, now_ms)
+        session = self.sessions.get(broker_id) or BrokerSession(now_ms)
         self._contact(broker_id, session, now_ms)
         session.heard = True
 
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
         """Contact from the broker's current epoch (the caller checked it)."""
-        session = self.session(broker_id, now_ms)
+        session = self.sessions.get(broker_id) or BrokerSession(now_ms)
         self._contact(broker_id, session, now_ms)
         session.metadata_offset = metadata_offset
         session.heard = True
