@@ -235,6 +235,15 @@ def heartbeat_request(body: bytes) -> m.BrokerHeartbeatRequest:
     return message
 
 
+def registration_request(body: bytes) -> m.BrokerRegistrationRequest:
+    """The controller's registration from a body: the quick parser's when it
+    vouches for the body, else pydantic's (as ``alter_partition_request``)."""
+    message = MF.registration_message(body)
+    if message is None:
+        message = parse_body(M.BrokerRegistrationRequest, body).to_message()
+    return message
+
+
 def wants_ndjson(accept: str | None) -> bool:
     if not accept:
         return False
@@ -759,9 +768,9 @@ def create_app(
     async def register_broker(request: Request, caller: BrokerCaller) -> Response:
         """Registers a broker incarnation (SEMANTICS §3): a new incarnation gets
         epoch = the offset of its RegisterBrokerRecord and starts fenced."""
-        req = parse_body(M.BrokerRegistrationRequest, await body_of(request))
-        auth.check_broker(caller, req.broker_id)
-        response = await submit(req.to_message())
+        message = registration_request(await body_of(request))
+        auth.check_broker(caller, message.broker_id)
+        response = await submit(message)
         return JsonResponse(MF.registration_response_obj(response))
 
     @app.post(

@@ -4,8 +4,10 @@ Shadows, for the three broker endpoints only (nearly all of a cluster's write
 traffic):
 
 * ``models.AlterPartitionRequest`` + its ``to_message(version)`` with
-  ``quick_alter_partition_message``, and ``models.BrokerHeartbeatRequest`` +
-  ``to_message()`` with ``quick_heartbeat_message``: msgspec, then the
+  ``quick_alter_partition_message``, ``models.BrokerHeartbeatRequest`` +
+  ``to_message()`` with ``quick_heartbeat_message``, and
+  ``models.BrokerRegistrationRequest`` + ``to_message()`` with
+  ``quick_registration_message``: msgspec, then the
   controller's request built directly, for plainly valid bodies; anything
   else returns None and the caller takes the pydantic path, which accepts it
   or names the problem, so every 400 still comes from the models
@@ -35,6 +37,7 @@ from msgspec import UNSET, Meta, UnsetType
 from controller import messages as m
 from metadata_records import limits
 from metadata_records.codec_fast import bounded_int
+from metadata_records.records import Endpoint, FeatureRange
 from metadata_records.uuids import InvalidUuid, parse_uuid
 
 from . import models as M
@@ -143,8 +146,42 @@ class _Heartbeat(msgspec.Struct, rename="camel"):
     want_shut_down: bool | UnsetType = UNSET
 
 
+def _bounded_str(max_length: int) -> Any:
+    return Annotated[str, Meta(max_length=max_length)]
+
+
+_I16 = bounded_int(*M.INT_KINDS["int16"])
+_U16 = bounded_int(*M.INT_KINDS["uint16"])
+_NAME = _bounded_str(limits.MAX_NAME_LENGTH)
+
+
+class _Listener(msgspec.Struct, rename="camel"):
+    name: _NAME
+    host: _bounded_str(limits.MAX_HOST_LENGTH)
+    port: _U16
+    security_protocol: _I16
+
+
+class _Feature(msgspec.Struct, rename="camel"):
+    name: _NAME
+    min_supported_version: _I16
+    max_supported_version: _I16
+
+
+class _Registration(msgspec.Struct, rename="camel"):
+    broker_id: _BROKER_ID
+    cluster_id: _bounded_str(limits.MAX_CLUSTER_ID_LENGTH)
+    incarnation_id: str
+    listeners: Annotated[list[_Listener], Meta(max_length=limits.MAX_LISTENERS)] | UnsetType = UNSET
+    features: Annotated[list[_Feature], Meta(max_length=limits.MAX_FEATURES)] | UnsetType = UNSET
+    rack: _bounded_str(limits.MAX_RACK_LENGTH) | None | UnsetType = UNSET
+    is_migrating_zk_broker: bool | UnsetType = UNSET
+    previous_broker_epoch: _I64 | UnsetType = UNSET
+
+
 _ALTER_PARTITION = msgspec.json.Decoder(_AlterPartition)
 _HEARTBEAT = msgspec.json.Decoder(_Heartbeat)
+_REGISTRATION = msgspec.json.Decoder(_Registration)
 _ABSENT = (UNSET, None)  # a field not sent, or sent as null
 
 
@@ -258,6 +295,49 @@ def quick_heartbeat_message(body: bytes) -> m.BrokerHeartbeatRequest | None:
     )
 
 
+def quick_registration_message(body: bytes) -> m.BrokerRegistrationRequest | None:
+    """``BrokerRegistrationRequest.model_validate_json(body).to_message()`` for
+    a plainly valid body, or None (as ``quick_alter_partition_message``). A
+    rolling restart of a large cluster registers every broker within seconds."""
+    try:
+        req = _REGISTRATION.decode(body)
+        incarnation_id = parse_uuid(req.incarnation_id)
+    except (msgspec.ValidationError, msgspec.DecodeError, InvalidUuid, RecursionError):
+        return None
+    listeners, features, rack = req.listeners, req.features, req.rack
+    zk, previous = req.is_migrating_zk_broker, req.previous_broker_epoch
+    keys = 3 + (rack is not UNSET) + (zk is not UNSET) + (previous is not UNSET)
+    if listeners is UNSET:
+        listeners = ()
+    else:
+        keys += 1 + 4 * len(listeners)
+        listeners = tuple(
+            [Endpoint(x.name, x.host, x.port, x.security_protocol) for x in listeners]
+        )
+    if features is UNSET:
+        features = ()
+    else:
+        keys += 1 + 3 * len(features)
+        features = tuple(
+            [
+                FeatureRange(f.name, f.min_supported_version, f.max_supported_version)
+                for f in features
+            ]
+        )
+    if not _keys(body, keys):
+        return None
+    return m.BrokerRegistrationRequest(
+        req.broker_id,
+        req.cluster_id,
+        incarnation_id,
+        listeners,
+        features,
+        None if rack is UNSET else rack,
+        zk is True,
+        -1 if previous is UNSET else previous,
+    )
+
+
 # ---------------------------------------------------------------- what the app calls
 
 
@@ -270,6 +350,11 @@ def alter_partition_message(body: bytes, version: int) -> m.AlterPartitionReques
 def heartbeat_message(body: bytes) -> m.BrokerHeartbeatRequest | None:
     """As ``alter_partition_message``, for ``models.BrokerHeartbeatRequest``."""
     return quick_heartbeat_message(body) if QUICK else None
+
+
+def registration_message(body: bytes) -> m.BrokerRegistrationRequest | None:
+    """As ``alter_partition_message``, for ``models.BrokerRegistrationRequest``."""
+    return quick_registration_message(body) if QUICK else None
 
 
 def registration_response_obj(r: m.BrokerRegistrationResponse) -> dict[str, Any]:

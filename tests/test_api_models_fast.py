@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from api import models as M
 from api import models_fast as MF
-from api.app import alter_partition_request, heartbeat_request
+from api.app import alter_partition_request, heartbeat_request, registration_request
 from api.errors import ApiProblem
 from controller import messages as m
 from metadata_records.errors import Errors
@@ -480,3 +480,166 @@ def test_every_plainly_valid_heartbeat_takes_the_quick_path(broker, epoch, offse
     quick = MF.quick_heartbeat_message(body)
     assert quick is not None
     assert quick == M.BrokerHeartbeatRequest.model_validate_json(body).to_message()
+
+
+# ---------------------------------------------------------------- registration bodies
+
+
+def registration_parsed(body: bytes):
+    try:
+        return ("ok", repr(registration_request(body)))
+    except ApiProblem as e:
+        response = e.response()
+        return ("refused", response.status_code, bytes(response.body))
+
+
+int16 = st.integers(-(2**15), 2**15 - 1)
+edge_int16 = st.sampled_from([2**15 - 1, -(2**15), 2**15, -(2**15) - 1, 2**16 - 1, 2**16, -1])
+bounded_text = st.text(max_size=4) | st.sampled_from(["x" * 255, "x" * 256, "é" * 64, "é" * 65])
+listener_bodies = with_unknown(
+    shaped(
+        name=bounded_text,
+        host=bounded_text,
+        port=st.integers(0, 2**16 - 1) | edge_int16,
+        securityProtocol=int16 | edge_int16,
+    )
+)
+feature_bodies = with_unknown(
+    shaped(
+        name=bounded_text,
+        minSupportedVersion=int16 | edge_int16,
+        maxSupportedVersion=int16 | edge_int16,
+    )
+)
+registration_bodies = with_unknown(
+    shaped(
+        brokerId=int32 | edge_ints,
+        clusterId=bounded_text,
+        incarnationId=st.sampled_from(UUID_TEXTS),
+        listeners=st.lists(listener_bodies, max_size=2) | st.just([]),
+        features=st.lists(feature_bodies, max_size=2),
+        rack=st.none() | bounded_text,
+        isMigratingZkBroker=st.booleans(),
+        previousBrokerEpoch=st.integers(-(2**63), 2**63 - 1) | edge_ints,
+    )
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(registration_bodies, st.data())
+def test_every_registration_body_is_parsed_alike_with_the_quick_parser_on_and_off(obj, data):
+    """Wrong types, lengths and ranges at their edges, missing and unknown
+    fields, nulls, both UUID spellings and repeated keys: the same request or
+    the same 400, byte for byte."""
+    body = json.dumps(obj).encode()
+    if isinstance(obj, dict) and obj and data.draw(st.booleans()):
+        body = with_duplicate_key(obj, data.draw(st.sampled_from(sorted(obj))), 1)
+    quick_only = MF.quick_registration_message(body)
+    quick = registration_parsed(body)
+    with plain_models():
+        plain = registration_parsed(body)
+    assert quick == plain
+    if quick_only is not None:
+        assert plain == ("ok", repr(quick_only))
+
+
+plain_names = st.text(alphabet="abcXYZ019._-", max_size=8)
+
+
+@given(
+    st.integers(0, 2**31 - 1),
+    st.sampled_from(UUID_TEXTS[:2]),
+    st.lists(st.tuples(plain_names, plain_names, st.integers(0, 2**16 - 1), int16), max_size=3),
+    st.lists(st.tuples(plain_names, int16, int16), max_size=3),
+    st.none() | st.just("<null>") | plain_names,
+    st.none() | st.booleans(),
+    st.none() | st.integers(-(2**63), 2**63 - 1),
+)
+def test_every_plainly_valid_registration_takes_the_quick_path(
+    broker, incarnation, listeners, features, rack, zk, previous
+):
+    obj = {
+        "brokerId": broker,
+        "clusterId": "MkU3OEVBNTcwNTJENDM2Qk",
+        "incarnationId": incarnation,
+        "listeners": [
+            {"name": n, "host": h, "port": p, "securityProtocol": s} for n, h, p, s in listeners
+        ],
+        "features": [
+            {"name": n, "minSupportedVersion": lo, "maxSupportedVersion": hi}
+            for n, lo, hi in features
+        ],
+    }
+    for key, value in (("rack", rack), ("isMigratingZkBroker", zk), ("previousBrokerEpoch", previous)):  # fmt: skip
+        if value == "<null>":
+            obj[key] = None
+        elif value is not None:
+            obj[key] = value
+    body = orjson.dumps(obj)
+    quick = MF.quick_registration_message(body)
+    assert quick is not None
+    assert quick == M.BrokerRegistrationRequest.model_validate_json(body).to_message()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"brokerId": 1, "clusterId": "c", "incarnationId": "fPZv1VBsRFmnlRvmGcOW9w",'
+        b' "listeners": [{"name": "P", "host": "::1", "port": 1, "securityProtocol": 0}]}',
+        b'{"brokerId": 1, "clusterId": "c", "incarnationId": "fPZv1VBsRFmnlRvmGcOW9w",'
+        b' "rack": "r", "rack": "s"}',
+        b'{"brokerId": 1, "clusterId": "\\u0063", "incarnationId": "fPZv1VBsRFmnlRvmGcOW9w"}',
+        b'{"brokerId": 1, "clusterId": "c", "incarnationId": "fPZv1VBsRFmnlRvmGcOW9w",'
+        b' "listeners": null}',
+    ],
+)
+def test_registrations_the_quick_parser_cannot_vouch_for_go_to_pydantic(body):
+    assert MF.quick_registration_message(body) is None
+    quick = registration_parsed(body)
+    with plain_models():
+        assert registration_parsed(body) == quick
+
+
+VALID_REGISTRATION = {
+    "brokerId": 1,
+    "clusterId": "MkU3OEVBNTcwNTJENDM2Qk",
+    "incarnationId": "fPZv1VBsRFmnlRvmGcOW9w",
+    "listeners": [{"name": "PLAINTEXT", "host": "b1", "port": 9092, "securityProtocol": 0}],
+    "features": [{"name": "metadata.version", "minSupportedVersion": 1, "maxSupportedVersion": 9}],
+    "rack": "r1",
+    "isMigratingZkBroker": False,
+    "previousBrokerEpoch": -1,
+}
+_L, _F = VALID_REGISTRATION["listeners"][0], VALID_REGISTRATION["features"][0]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"brokerId": -1},
+        {"brokerId": 2**31},
+        {"clusterId": "c" * 65},
+        {"incarnationId": "AAAAAAAAAAAAAAAAAAAAAB"},  # padding bits set
+        {"listeners": [{**_L, "name": "n" * 256}]},
+        {"listeners": [{**_L, "host": "h" * 256}]},
+        {"listeners": [{**_L, "port": -1}]},
+        {"listeners": [{**_L, "port": 2**16}]},
+        {"listeners": [{**_L, "securityProtocol": 2**15}]},
+        {"listeners": [_L] * 65},
+        {"features": [{**_F, "name": "n" * 256}]},
+        {"features": [{**_F, "minSupportedVersion": -(2**15) - 1}]},
+        {"features": [{**_F, "maxSupportedVersion": 2**15}]},
+        {"features": [_F] * 65},
+        {"rack": "r" * 256},
+        {"isMigratingZkBroker": 0},
+        {"previousBrokerEpoch": 2**63},
+    ],
+)
+def test_a_registration_one_field_past_its_bound_is_refused_alike(change):
+    body = orjson.dumps({**VALID_REGISTRATION, **change})
+    assert MF.quick_registration_message(body) is None
+    quick = registration_parsed(body)
+    assert quick[0] == "refused"
+    with plain_models():
+        assert registration_parsed(body) == quick
+    assert MF.quick_registration_message(orjson.dumps(VALID_REGISTRATION)) is not None

@@ -237,3 +237,26 @@ def test_the_k8s_cluster_id_generator_never_starts_with_a_dash(monkeypatch):
     for _ in range(2000):
         text = make_secrets.kafka_uuid()
         assert parse_uuid(text) == text and not text.startswith("-")
+
+
+@settings(max_examples=500)
+@given(
+    st.text(alphabet=B64URL + "+/= \n.\t", min_size=22, max_size=22)
+    | st.text(min_size=22, max_size=22)
+    | st.binary(min_size=16, max_size=16).map(uuid_from_bytes)
+)
+def test_the_one_match_agrees_with_decoding_and_re_encoding(text):
+    """The speed seam: parse_uuid's match against the plain check it replaces."""
+    try:
+        parse_uuid(text)
+        accepted = True
+    except InvalidUuid:
+        accepted = False
+    assert accepted == uuids.canonical_by_round_trip(text)
+
+
+@settings(max_examples=300)
+@given(st.uuids(), st.booleans())
+def test_the_standard_form_converts_as_uuid_does(value, upper):
+    text = str(value).upper() if upper else str(value)
+    assert parse_uuid(text) == uuid_from_bytes(value.bytes)
