@@ -226,22 +226,21 @@ async def body_of(request: Request) -> bytes:
     return body if body is not None else await request.body()
 
 
-def heartbeat_request(body: bytes) -> m.BrokerHeartbeatRequest:
-    """The controller's heartbeat from a body: the quick parser's when it
-    vouches for the body, else pydantic's (as ``alter_partition_request``)."""
-    message = MF.heartbeat_message(body)
+def _quick_or_pydantic(quick: Callable[[bytes], Any], model: type[BaseModel], body: bytes) -> Any:
+    """The controller's request from a body: the quick parser's when it
+    vouches for the body, else pydantic's ``model`` (as ``alter_partition_request``)."""
+    message = quick(body)
     if message is None:
-        message = parse_body(M.BrokerHeartbeatRequest, body).to_message()
+        message = parse_body(model, body).to_message()
     return message
+
+
+def heartbeat_request(body: bytes) -> m.BrokerHeartbeatRequest:
+    return _quick_or_pydantic(MF.heartbeat_message, M.BrokerHeartbeatRequest, body)
 
 
 def registration_request(body: bytes) -> m.BrokerRegistrationRequest:
-    """The controller's registration from a body: the quick parser's when it
-    vouches for the body, else pydantic's (as ``alter_partition_request``)."""
-    message = MF.registration_message(body)
-    if message is None:
-        message = parse_body(M.BrokerRegistrationRequest, body).to_message()
-    return message
+    return _quick_or_pydantic(MF.registration_message, M.BrokerRegistrationRequest, body)
 
 
 def wants_ndjson(accept: str | None) -> bool:

@@ -430,12 +430,30 @@ def test_what_the_quick_parser_cannot_vouch_for_goes_to_pydantic(body):
 # ---------------------------------------------------------------- heartbeat bodies
 
 
-def heartbeat_parsed(body: bytes):
+def outcome(parse, body: bytes):
+    """What an endpoint's parser makes of a body: the request (its repr
+    tells tuples from lists) or the refusal's status and bytes."""
     try:
-        return ("ok", repr(heartbeat_request(body)))
+        return ("ok", repr(parse(body)))
     except ApiProblem as e:
         response = e.response()
         return ("refused", response.status_code, bytes(response.body))
+
+
+def agree_on_and_off(parse, quick_parse, obj, data) -> None:
+    """``obj`` as a body (sometimes with its first key repeated) is parsed
+    alike with the quick parser on and off; what the quick parser vouches
+    for is what pydantic builds."""
+    body = json.dumps(obj).encode()
+    if isinstance(obj, dict) and obj and data.draw(st.booleans()):
+        body = with_duplicate_key(obj, data.draw(st.sampled_from(sorted(obj))), 1)
+    quick_only = quick_parse(body)
+    quick = outcome(parse, body)
+    with plain_models():
+        plain = outcome(parse, body)
+    assert quick == plain
+    if quick_only is not None:
+        assert plain == ("ok", repr(quick_only))
 
 
 heartbeat_bodies = with_unknown(
@@ -452,16 +470,7 @@ heartbeat_bodies = with_unknown(
 @settings(max_examples=400, deadline=None)
 @given(heartbeat_bodies, st.data())
 def test_every_heartbeat_body_is_parsed_alike_with_the_quick_parser_on_and_off(obj, data):
-    body = json.dumps(obj).encode()
-    if isinstance(obj, dict) and obj and data.draw(st.booleans()):
-        body = with_duplicate_key(obj, data.draw(st.sampled_from(sorted(obj))), 1)
-    quick_only = MF.quick_heartbeat_message(body)
-    quick = heartbeat_parsed(body)
-    with plain_models():
-        plain = heartbeat_parsed(body)
-    assert quick == plain
-    if quick_only is not None:
-        assert plain == ("ok", repr(quick_only))
+    agree_on_and_off(heartbeat_request, MF.quick_heartbeat_message, obj, data)
 
 
 @given(
@@ -476,21 +485,18 @@ def test_every_plainly_valid_heartbeat_takes_the_quick_path(broker, epoch, offse
     for key, value in (("brokerEpoch", epoch), ("wantFence", fence), ("wantShutDown", down)):
         if value is not None:
             obj[key] = value
+    assert_quick_path(MF.quick_heartbeat_message, M.BrokerHeartbeatRequest, obj)
+
+
+def assert_quick_path(quick_parse, model, obj) -> None:
+    """``obj``'s body takes the quick path and gives what pydantic's ``model`` gives."""
     body = orjson.dumps(obj)
-    quick = MF.quick_heartbeat_message(body)
+    quick = quick_parse(body)
     assert quick is not None
-    assert quick == M.BrokerHeartbeatRequest.model_validate_json(body).to_message()
+    assert quick == model.model_validate_json(body).to_message()
 
 
 # ---------------------------------------------------------------- registration bodies
-
-
-def registration_parsed(body: bytes):
-    try:
-        return ("ok", repr(registration_request(body)))
-    except ApiProblem as e:
-        response = e.response()
-        return ("refused", response.status_code, bytes(response.body))
 
 
 int16 = st.integers(-(2**15), 2**15 - 1)
@@ -531,16 +537,7 @@ def test_every_registration_body_is_parsed_alike_with_the_quick_parser_on_and_of
     """Wrong types, lengths and ranges at their edges, missing and unknown
     fields, nulls, both UUID spellings and repeated keys: the same request or
     the same 400, byte for byte."""
-    body = json.dumps(obj).encode()
-    if isinstance(obj, dict) and obj and data.draw(st.booleans()):
-        body = with_duplicate_key(obj, data.draw(st.sampled_from(sorted(obj))), 1)
-    quick_only = MF.quick_registration_message(body)
-    quick = registration_parsed(body)
-    with plain_models():
-        plain = registration_parsed(body)
-    assert quick == plain
-    if quick_only is not None:
-        assert plain == ("ok", repr(quick_only))
+    agree_on_and_off(registration_request, MF.quick_registration_message, obj, data)
 
 
 plain_names = st.text(alphabet="abcXYZ019._-", max_size=8)
@@ -575,10 +572,7 @@ def test_every_plainly_valid_registration_takes_the_quick_path(
             obj[key] = None
         elif value is not None:
             obj[key] = value
-    body = orjson.dumps(obj)
-    quick = MF.quick_registration_message(body)
-    assert quick is not None
-    assert quick == M.BrokerRegistrationRequest.model_validate_json(body).to_message()
+    assert_quick_path(MF.quick_registration_message, M.BrokerRegistrationRequest, obj)
 
 
 @pytest.mark.parametrize(
@@ -595,9 +589,9 @@ def test_every_plainly_valid_registration_takes_the_quick_path(
 )
 def test_registrations_the_quick_parser_cannot_vouch_for_go_to_pydantic(body):
     assert MF.quick_registration_message(body) is None
-    quick = registration_parsed(body)
+    quick = outcome(registration_request, body)
     with plain_models():
-        assert registration_parsed(body) == quick
+        assert outcome(registration_request, body) == quick
 
 
 VALID_REGISTRATION = {
@@ -638,8 +632,8 @@ _L, _F = VALID_REGISTRATION["listeners"][0], VALID_REGISTRATION["features"][0]
 def test_a_registration_one_field_past_its_bound_is_refused_alike(change):
     body = orjson.dumps({**VALID_REGISTRATION, **change})
     assert MF.quick_registration_message(body) is None
-    quick = registration_parsed(body)
+    quick = outcome(registration_request, body)
     assert quick[0] == "refused"
     with plain_models():
-        assert registration_parsed(body) == quick
+        assert outcome(registration_request, body) == quick
     assert MF.quick_registration_message(orjson.dumps(VALID_REGISTRATION)) is not None
