@@ -5,12 +5,14 @@ split over ``--processes`` simulator processes (auto: brokers/sim_workers.py).
 
     python bench/sim_scale.py                       # 5,000 / 10,000 / 20,000
     python bench/sim_scale.py --steps 20000 --processes 2 --window 60
+    python bench/sim_scale.py --steps 20000 --http-workers 1
 
 Once all N are active, a window is measured: heartbeats/s offered (N / 2 s) and
 achieved (answered), the simulator's CPU per heartbeat (its processes' own
 counters, os.times, parent and workers), its event-loop lag p50/p99 and how late
 heartbeats went out (brokers/loop_lag.py), fencings of active brokers split by
-whose fault they were, and the leader's CPU per heartbeat (/proc). The
+whose fault they were, and the leader's CPU per heartbeat (/proc: its serve
+process, and with ``--http-workers`` its workers and orderer process too). The
 simulator shares the machine's cores with the three voters.
 
 Figures, not asserts: what is printed is what was measured on this machine.
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvloop  # noqa: E402
 
+from bench.cores import orderer_of, workers_of  # noqa: E402
 from bench.sim import cpu_seconds, progress  # noqa: E402
 from brokers.loop_lag import CLUSTER, SIMULATOR  # noqa: E402
 from brokers.sim import SimConfig  # noqa: E402
@@ -74,7 +77,9 @@ async def step(cluster: Cluster, n: int, processes: int, first_id: int, window_s
     ramp_s = time.monotonic() - started
     progress(f"{n} brokers active after {ramp_s:.0f} s; measuring {window_s:.0f} s")
     await asyncio.sleep(2 * 0.5 + 0.1)  # fresh worker reports
-    pid = cluster.procs[cluster.leader()].pid
+    core = cluster.procs[cluster.leader()].pid
+    orderer = orderer_of(core)
+    pids = [core, *workers_of(core), *([orderer] if orderer else [])]
 
     def sample():
         monitors = sim.monitors()
@@ -82,7 +87,7 @@ async def step(cluster: Cluster, n: int, processes: int, first_id: int, window_s
             sim.stats.endpoints["heartbeat"].total.copy(),
             dict(sim.stats.events),
             sim.cpu_seconds(),
-            cpu_seconds(pid),
+            sum(cpu_seconds(pid) for pid in pids),
             merged(monitors, "loop"),
             merged(monitors, "heartbeats"),
             time.monotonic(),
@@ -151,11 +156,20 @@ def main() -> int:
     p.add_argument("--steps", default="5000,10000,20000", help="broker counts to try")
     p.add_argument("--processes", default="auto", help="simulator processes per step, or auto")
     p.add_argument("--window", type=float, default=30.0, help="seconds measured per step")
+    p.add_argument(
+        "--http-workers", help="each voter's HTTP workers (serve's flag; default: serve's own)"
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
-    out: dict = {"machine": f"{os.cpu_count()} cores", "fsync": "never", "steps": []}
+    out: dict = {
+        "machine": f"{os.cpu_count()} cores",
+        "fsync": "never",
+        "http_workers": args.http_workers,
+        "steps": [],
+    }
     with tempfile.TemporaryDirectory(prefix="bench-sim-scale-") as tmp:
-        cluster = Cluster(Path(tmp), voters=3, fsync="never")
+        flags = [] if args.http_workers is None else ["--http-workers", args.http_workers]
+        cluster = Cluster(Path(tmp), voters=3, fsync="never", extra=flags)
         try:
             cluster.start()
             cluster.wait_ready()
@@ -172,7 +186,10 @@ def main() -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"\nsimulator capacity (3 voters on loopback, fsync never, {out['machine']}):")
+    print(
+        f"\nsimulator capacity (3 voters on loopback, fsync never, {out['machine']}, "
+        f"--http-workers {args.http_workers or 'auto'}):"
+    )
     print(" ".join(f"{h:>{w}}" for h, (_, w) in zip(HEADER, COLUMNS, strict=True)))
     for s in out["steps"]:
         if "error" in s:
