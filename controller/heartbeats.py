@@ -102,19 +102,21 @@ class BrokerHeartbeatManager:
         """A new incarnation: a fresh session, not shutting down."""
         self._contact(broker_id, BrokerSession(now_ms, heard=True), now_ms)
 
+    def _heard(self, broker_id: int, now_ms: int) -> BrokerSession:
+        """The broker's session (built once if this leader has none), heard from now."""
+        session = self.sessions.get(broker_id) or BrokerSession(now_ms)
+        self._contact(broker_id, session, now_ms)
+        session.heard = True
+        return session
+
     def amend(self, broker_id: int, now_ms: int) -> None:
         """The same incarnation registered again: that is contact too (Kafka's
         ``registerBroker`` touches the session), the rest of the session stays."""
-        session = self.sessions.get(broker_id) or BrokerSession(now_ms)
-        self._contact(broker_id, session, now_ms)
-        session.heard = True
+        self._heard(broker_id, now_ms)
 
     def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
         """Contact from the broker's current epoch (the caller checked it)."""
-        session = self.sessions.get(broker_id) or BrokerSession(now_ms)
-        self._contact(broker_id, session, now_ms)
-        session.metadata_offset = metadata_offset
-        session.heard = True
+        self._heard(broker_id, now_ms).metadata_offset = metadata_offset
 
     def remove(self, broker_id: int) -> None:
         """The broker was unregistered: no session, no fencing to do."""

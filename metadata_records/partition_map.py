@@ -56,48 +56,26 @@ class PartitionMap(Mapping):
         copied. With ``none_removes``, an id changed to None is removed."""
         if not changed:
             return self
-        if none_removes:
-            return self._replaced(changed)
         chunks = dict(self._chunks)
         size = self._len
         copied: set[int] = set()
-        for pid, part in changed.items():
+        for pid, value in changed.items():
             key = pid >> CHUNK_BITS
-            if key in copied:
-                chunk = chunks[key]
-            else:
-                old = chunks.get(key)
-                chunk = chunks[key] = {} if old is None else old.copy()
-                copied.add(key)
-            if pid not in chunk:
-                size += 1
-            chunk[pid] = part
-        return _from_chunks(chunks, size)
-
-    def _replaced(self, changed: Mapping[int, Any]) -> PartitionMap:
-        """``updated`` where None removes (a voter's brokers: an
-        UnregisterBrokerRecord). A chunk left empty is dropped, so the map
-        is what building it afresh from its contents would give."""
-        chunks = dict(self._chunks)
-        size = self._len
-        copied: set[int] = set()
-        for key_id, value in changed.items():
-            key = key_id >> CHUNK_BITS
             chunk = chunks.get(key)
             if key not in copied:
                 chunk = chunks[key] = {} if chunk is None else chunk.copy()
                 copied.add(key)
             elif chunk is None:  # emptied and dropped earlier in this update
                 chunk = chunks[key] = {}
-            if value is None:
-                if chunk.pop(key_id, _MISSING) is not _MISSING:
+            if value is None and none_removes:  # a voter's brokers: UnregisterBrokerRecord
+                if chunk.pop(pid, _MISSING) is not _MISSING:
                     size -= 1
-                if not chunk:
+                if not chunk:  # dropped: the map is what building it afresh gives
                     del chunks[key]
             else:
-                if key_id not in chunk:
+                if pid not in chunk:
                     size += 1
-                chunk[key_id] = value
+                chunk[pid] = value
         return _from_chunks(chunks, size)
 
     # ---------------------------------------------------------------- Mapping

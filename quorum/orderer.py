@@ -22,7 +22,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pysyncobj import FAIL_REASON
 
@@ -137,7 +137,6 @@ _UNCLEAN = object()  # queue item: run the unclean-election sweep
 _BALANCE = object()  # queue item: elect preferred leaders back (leader rebalancing)
 _BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
 _NOOP = object()  # queue item: write a NoOpRecord (metadata.max.idle.interval.ms)
-_UNREAD = object()  # _due_ms: the fence check not read yet
 
 
 @dataclass
@@ -242,7 +241,7 @@ class Orderer:
                 )
             self._queue.append(_Pending(_BOOTSTRAP, None))
         self.maybe_change_voters()
-        self._schedule_timer()
+        self._schedule_timer(self.controller.next_fence_check_ms())
         self._pump()
 
     def step_down(self, why: str) -> None:
@@ -450,12 +449,10 @@ class Orderer:
 
     # ------------------------------------------------------------ periodic work
 
-    def _due_ms(self, fence_check_ms: Any = _UNREAD) -> int | None:
+    def _due_ms(self, fence_check_ms: int | None) -> int | None:
         """When the controller's next periodic work is due (Kafka's deferred
-        events): the session-timeout fencer, the unclean-election sweep or
-        the next NoOpRecord."""
-        if fence_check_ms is _UNREAD:
-            fence_check_ms = self.controller.next_fence_check_ms()
+        events): the session-timeout fencer (``fence_check_ms``, as the
+        caller read it), the unclean-election sweep or the next NoOpRecord."""
         due = [
             t
             for t in (
@@ -472,10 +469,10 @@ class Orderer:
         interval = self.config.metadata_max_idle_interval_ms
         self._noop_due = now + interval if interval > 0 else None
 
-    def _schedule_timer(self, fence_check_ms: Any = _UNREAD) -> None:
+    def _schedule_timer(self, fence_check_ms: int | None) -> None:
         """The next tick, at the earliest thing due (at most a second away).
-        ``fence_check_ms``: the fence check the caller just read, so the
-        sessions (one per broker) are not walked twice a tick."""
+        ``fence_check_ms``: the controller's ``next_fence_check_ms()`` as the
+        caller read it, so the sessions (one per broker) are walked once a tick."""
         if not self.active:
             return
         next_check = self._due_ms(fence_check_ms)
