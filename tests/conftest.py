@@ -126,9 +126,18 @@ def spark():
     """One local Spark session for every Spark test (starting one takes seconds)."""
     from pipeline.spark import build_session
 
+    # The tests' logs are tiny: a Spark job's fixed cost is nearly all of an
+    # audit's time. Adaptive execution runs each shuffle as a job of its own
+    # (about 50 jobs a tiny audit, 12 without), so it is off here, and one
+    # shuffle partition does. The product's settings (adaptive on) are
+    # exercised by tests/test_audit_cluster.py. test_pipeline.py: 241 -> 181 s.
     session = build_session(
         "local[2]",
-        **{"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"},
+        **{
+            "spark.sql.shuffle.partitions": "1",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "false",
+        },
     )
     try:
         yield session

@@ -116,10 +116,11 @@ def test_a_log_exported_from_a_real_three_voter_cluster_audits_clean(spark, tmp_
 
 # Every log of the corpus, and one as an export from before batch_offset.
 AUDITED = CORPUS + [legacy(log) for log in CORPUS if log.name in LEGACY_TOO]
-# A tiny audit is about 75 short Spark jobs: their scheduling, not their work,
-# is most of its time, so four audits at once on the shared session take less
-# than half the time of one after another (213 s against 467 s for the corpus
-# on this 2-core machine under load).
+# A tiny audit is a dozen short Spark jobs (about 30 stages): their
+# scheduling, not their work, is most of its time, so four audits at once on
+# the shared session take less than half the time of one after another (213 s
+# against 467 s for the corpus on this 2-core machine under load, measured
+# with adaptive execution on).
 CONCURRENT_AUDITS = 4
 
 
