@@ -44,6 +44,7 @@ from .worker_link import (
     FORWARD,
     IDLE,
     IMAGE,
+    NOTHING_TO_PROPOSE,
     ORDERER,
     PROPOSE,
     REFUSED,
@@ -564,6 +565,8 @@ class OrdererLink(WorkerLink):
             if kind == PROPOSE:
                 future = node.propose_payload(item[2])
                 future.add_done_callback(functools.partial(self._proposed, item[1]))
+            elif kind == NOTHING_TO_PROPOSE:
+                node.nothing_to_propose()
             elif kind == ORDERER:
                 remote = node.orderer
                 if isinstance(remote, RemoteOrderer):

@@ -54,7 +54,9 @@ sends):
   ``(ANSWER, id, (result, error))`` once it applied or failed, after the
   batch went into the ring (or, without one, after the batches streamed
   before it), so the orderer's image can hold it by then;
-* ``(ORDERER, status)``: what the status and metrics read of the orderer.
+* ``(ORDERER, status)``: what the status and metrics read of the orderer;
+* ``(NOTHING_TO_PROPOSE,)``: a batch was done and no other followed it
+  (``RaftSide.nothing_to_propose``).
 
 core -> orderer: ``(SUBMIT, id, request)`` (the core's own writes: voter
 sets), ``(STEP_DOWN, why)`` and ``(TRANSFERRING, bool)``.
@@ -85,6 +87,7 @@ SUBMIT, BARRIER, FORWARD, STATS = "submit", "barrier", "forward", "stats"
 IMAGE, BATCHES, STATE, ANSWER, REFUSED = "image", "batches", "state", "answer", "refused"
 PROPOSE, ORDERER, STEP_DOWN, TRANSFERRING = "propose", "orderer", "step_down", "transferring"
 CATCH_UP, IDLE, WAKE = "catch_up", "idle", "wake"
+NOTHING_TO_PROPOSE = "nothing_to_propose"
 
 log = logging.getLogger(__name__)
 

@@ -45,6 +45,7 @@ from api.worker_link import (
     CATCH_UP,
     IDLE,
     IMAGE,
+    NOTHING_TO_PROPOSE,
     ORDERER,
     PROPOSE,
     REFUSED,
@@ -104,6 +105,9 @@ class RemoteRaft:
     def leads(self, term: int) -> bool:
         state = self.process.state
         return bool(state.get("leading")) and state.get("term") == term
+
+    def nothing_to_propose(self) -> None:
+        self.process.to_core((NOTHING_TO_PROPOSE,))
 
     def refusal(self) -> NodeError | None:
         state = self.process.state

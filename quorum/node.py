@@ -82,6 +82,7 @@ from .pre_vote import (
 )
 from .raft_port import (
     GuardedTransport,
+    commit_push_may_go,
     defer_commit_push,
     excuse_own_stall,
     install_cipher,
@@ -257,7 +258,7 @@ class QuorumNode:
             self._wire_pre_vote()
         setattr(self.syncobj, EVENTS_ATTR, self.leadership)
         self.syncobj._SyncObj__transport.events = self.leadership
-        defer_commit_push(self.syncobj)
+        defer_commit_push(self.syncobj, held_batches=lambda: self.sm.record_batches)
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
         # Replay gate: not ready before the commit index found on disk is applied.
@@ -675,6 +676,9 @@ class QuorumNode:
 
     def leads(self, term: int) -> bool:
         return self.syncobj._isLeader() and self.syncobj.raftCurrentTerm == term
+
+    def nothing_to_propose(self) -> None:
+        commit_push_may_go(self.syncobj)
 
     def refusal(self) -> NodeError | None:
         return refusal(self.sm.fatal, self.replaying, self.disk_refusal())

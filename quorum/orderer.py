@@ -111,6 +111,10 @@ class RaftSide(Protocol):
     def leads(self, term: int) -> bool:
         """Whether this voter is still the Raft leader of ``term``."""
 
+    def nothing_to_propose(self) -> None:
+        """A batch was done and no other followed it: the commit index it
+        moved need not wait for the next batch (raft_port.defer_commit_push)."""
+
     def refusal(self) -> NodeError | None:
         """Why this voter takes no write at all now (it stopped, it replays,
         its disk is full), or None."""
@@ -181,6 +185,7 @@ class Orderer:
         self._in_flight: collections.deque[_InFlight] = collections.deque()
         self._batches_since_rebase = 0
         self._rebuild_pending = False  # a batch failed: rebuild the controller once drained
+        self._proposals = 0  # batches proposed, ever (did a batch done lead to another?)
         self._timer_handle: asyncio.TimerHandle | None = None
         # When the next NoOpRecord is due (session clock); None while one is
         # queued, while not active, or with the interval at 0.
@@ -415,6 +420,7 @@ class Orderer:
         # this batch was decided, and nothing more is replayed into it until
         # the batch is done (the checks above return): its apply may take it.
         view = controller.view if self.config.max_batches_in_flight == 1 else None
+        self._proposals += 1
         future = self.raft.propose(batch, known, view)
         future.add_done_callback(functools.partial(self._batch_done, entry))
         self._pump()
@@ -423,6 +429,14 @@ class Orderer:
         if not self._in_flight or self._in_flight[0] is not entry:
             return  # we stepped down meanwhile; those callers were told already
         self._in_flight.popleft()
+        proposals = self._proposals
+        try:
+            self._settle_batch(entry, future)
+        finally:
+            if self._proposals == proposals:
+                self.raft.nothing_to_propose()
+
+    def _settle_batch(self, entry: _InFlight, future: asyncio.Future) -> None:
         result, error = future.result()
         if error == FAIL_REASON.SUCCESS and result is not None and result >= 0:
             self.stats.batches += 1

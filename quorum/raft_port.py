@@ -481,11 +481,22 @@ def excuse_own_stall(syncobj, seconds: float) -> None:
 # How long a leader holds back the AppendEntries that only carry a moved commit
 # index: the next batch, which carries it too, is normally proposed well within.
 COMMIT_PUSH_DELAY_S = 0.002
-_PUSH_DEFERRED = "_metaquorum_push_deferred"
+# How long it holds it back after the orderer's own batch while the orderer
+# may still propose another (it says when it will not: commit_push_may_go).
+COMMIT_PUSH_HOLD_S = 0.02
+_PUSH_DEFERRED = "_metaquorum_push_deferred"  # (delay_s, hold_s, count of held batches)
+_PUSH_HELD_UNTIL = "_metaquorum_push_held_until"
+_PUSH_MAY_GO = "_metaquorum_push_may_go"  # how often the orderer said so (its thread)
+_PUSH_MAY_GO_SEEN = "_metaquorum_push_may_go_seen"  # how often the Raft thread acted on it
 _push_patched = False
 
 
-def defer_commit_push(syncobj, delay_s: float = COMMIT_PUSH_DELAY_S) -> None:
+def defer_commit_push(
+    syncobj,
+    delay_s: float = COMMIT_PUSH_DELAY_S,
+    hold_s: float = COMMIT_PUSH_HOLD_S,
+    held_batches: Callable[[], int] | None = None,
+) -> None:
     """The leader sends a moved commit index with the next batch, not alone.
 
     With ``appendEntriesUseBatch=False`` pysyncobj's leader sends an
@@ -498,8 +509,17 @@ def defer_commit_push(syncobj, delay_s: float = COMMIT_PUSH_DELAY_S) -> None:
     100, A/B in the same hour: 33-38k -> 44-50k records/s). Now the push is due ``delay_s``
     later; a batch sent before then carries the index and cancels it (any
     AppendEntries resets pysyncobj's heartbeat time). Followers learn a
-    commit at most that much later when the leader is idle. Called again on
-    the same voter, it only changes the delay.
+    commit at most that much later when the leader is idle.
+
+    ``held_batches`` counts the applied batches whose orderer decides what
+    comes next once it hears of them (its own batches of records). After one
+    of those the push waits up to ``hold_s`` instead: the orderer may take
+    longer than ``delay_s`` to decide the requests that queued meanwhile (a
+    batch of 100-partition requests, a crowded machine), and its next batch
+    carries the index. When it proposes nothing it says so
+    (``commit_push_may_go``, from one thread only), and the push is due
+    ``delay_s`` from then, as after any other entry. Called again on the same voter, it only
+    changes the delays.
 
     The leader's poller is capped to wake when its next AppendEntries is due,
     so the held-back push (and each heartbeat) goes out on time instead of up
@@ -512,12 +532,18 @@ def defer_commit_push(syncobj, delay_s: float = COMMIT_PUSH_DELAY_S) -> None:
         original_apply = SyncObj._SyncObj__applyLogEntries
 
         def apply_log_entries(self):
+            deferred = getattr(self, _PUSH_DEFERRED, None)
+            if deferred is None:
+                return original_apply(self)
+            delay, hold, held = deferred
+            before = held() if held is not None else 0
             need_send = original_apply(self)
-            delay = getattr(self, _PUSH_DEFERRED, None)
-            if need_send and delay is not None and self._SyncObj__raftState == _RAFT_STATE.LEADER:
-                due = monotonic() + delay
+            if need_send and self._SyncObj__raftState == _RAFT_STATE.LEADER:
+                holding = held is not None and held() != before
+                due = monotonic() + (hold if holding else delay)
                 if due < self._SyncObj__newAppendEntriesTime:
                     self._SyncObj__newAppendEntriesTime = due
+                    setattr(self, _PUSH_HELD_UNTIL, due if holding else None)
                 return False
             return need_send
 
@@ -532,9 +558,29 @@ def defer_commit_push(syncobj, delay_s: float = COMMIT_PUSH_DELAY_S) -> None:
         def poll(timeout):
             raft = voter()
             if raft is not None and raft._SyncObj__raftState == _RAFT_STATE.LEADER:
+                said = getattr(raft, _PUSH_MAY_GO, 0)
+                if said != getattr(raft, _PUSH_MAY_GO_SEEN, 0):
+                    setattr(raft, _PUSH_MAY_GO_SEEN, said)
+                    held_until = getattr(raft, _PUSH_HELD_UNTIL, None)
+                    # Only a push still held: anything sent since moved the time on.
+                    if held_until is not None and raft._SyncObj__newAppendEntriesTime == held_until:
+                        delay = getattr(raft, _PUSH_DEFERRED)[0]
+                        raft._SyncObj__newAppendEntriesTime = min(held_until, monotonic() + delay)
+                    setattr(raft, _PUSH_HELD_UNTIL, None)
                 due = raft._SyncObj__newAppendEntriesTime
                 timeout = min(timeout, max(0.0, due - monotonic()))
             return original_poll(timeout)
 
         poller.poll = poll
-    setattr(syncobj, _PUSH_DEFERRED, delay_s)
+    setattr(syncobj, _PUSH_DEFERRED, (delay_s, hold_s, held_batches))
+
+
+def commit_push_may_go(syncobj) -> None:
+    """From the event loop's thread (always the same one): the orderer proposes nothing more for now, so a
+    commit index held back for its next batch goes out ``delay_s`` from now
+    (defer_commit_push). Done on the Raft thread, before it next polls."""
+    # A count, not a flag: the Raft thread never writes it, so no word is lost.
+    setattr(syncobj, _PUSH_MAY_GO, getattr(syncobj, _PUSH_MAY_GO, 0) + 1)
+    notifier = getattr(syncobj, "_SyncObj__pipeNotifier", None)
+    if notifier is not None:
+        notifier.notify()

@@ -77,6 +77,9 @@ class MetadataStateMachine(SyncObjConsumer):
         self.log = RecordLog(log_retention)
         self.stale_batches = 0
         self.views_adopted = 0  # own batches applied as the controller's view (ADOPT_VIEW)
+        # Batches of records applied (the orderer's: it decides what comes next
+        # once it hears of each; raft_port.defer_commit_push).
+        self.record_batches = 0
         # timestampMs of the last batch applied that held records (0: none since
         # start): Kafka's LastAppliedRecordTimestamp, kept fresh on an idle
         # cluster by the periodic NoOpRecord.
@@ -177,6 +180,7 @@ class MetadataStateMachine(SyncObjConsumer):
             self.image = delta.apply()
             if batch.records:
                 self.last_applied_timestamp_ms = batch.timestamp_ms
+                self.record_batches += 1
             return image.next_offset
         except Exception:  # never let pysyncobj see an exception: it would wedge
             self.apply_errors += 1

@@ -724,6 +724,94 @@ def test_a_leader_sends_a_moved_commit_index_with_its_next_batch_and_alone_only_
     asyncio.run(main())
 
 
+def test_a_commit_index_waits_for_the_orderers_next_batch_and_goes_once_it_has_none(
+    tmp_path, monkeypatch
+):
+    """After one of the orderer's batches commits, the leader holds the moved
+    commit index for the orderer's next batch while the orderer decides it
+    (here each decision takes 20 ms, ten times the push's usual 2 ms delay),
+    and sends it alone ``delay_s`` after the orderer says it has nothing to
+    propose (raft_port.defer_commit_push). Here the hold (80 ms) is close to
+    the leader's heartbeat period (100 ms), so a push that waited for the
+    hold or a heartbeat instead of the orderer's word would be late."""
+    import time
+
+    from controller.controller import Controller
+    from quorum.raft_port import defer_commit_push
+
+    nodes = three_voters(tmp_path, fsync=False)
+    rounds = 10
+    deciding = []  # set while the controller decides (a test's slow decision)
+    real_handle = Controller.handle
+
+    def slow_handle(self, request, now):
+        deciding.append(True)
+        try:
+            time.sleep(0.02)
+            return real_handle(self, request, now)
+        finally:
+            deciding.pop()
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            defer_commit_push(
+                leader.syncobj, 0.002, 0.08, held_batches=lambda: leader.sm.record_batches
+            )
+            transport = leader.syncobj._SyncObj__transport
+            real_send = transport.send
+            lone = {"while deciding": 0}
+            word_at: list[float] = []
+            waits: list[float] = []  # from the orderer's word to the next lone push
+
+            def counting_send(node, message):
+                if (
+                    isinstance(message, dict)
+                    and message.get("type") == "append_entries"
+                    and not message.get("entries")
+                ):
+                    if deciding:
+                        lone["while deciding"] += 1
+                    if word_at:
+                        waits.append(time.monotonic() - word_at.pop())
+                return real_send(node, message)
+
+            real_word = leader.nothing_to_propose
+
+            def word():
+                word_at[:] = [time.monotonic()]
+                real_word()
+
+            transport.send = counting_send
+            leader.nothing_to_propose = word
+            monkeypatch.setattr(Controller, "handle", slow_handle)
+            broker = 0
+            for _ in range(rounds):
+                # The first is decided and proposed at once; the other two
+                # queue behind it and are decided when it commits.
+                answers = await asyncio.gather(*(register(leader, broker + i) for i in (1, 2, 3)))
+                assert all(a.error is Errors.NONE for a in answers)
+                broker += 3
+                await wait_until(
+                    lambda: all(n.image.next_offset == leader.image.next_offset for n in nodes),
+                    what="every follower applying the round's last write",
+                )
+            monkeypatch.setattr(Controller, "handle", real_handle)
+            # Without the hold, each round's first commit went alone 2 ms into
+            # the next decision, to both followers: 2 * rounds.
+            assert lone["while deciding"] <= 2, lone
+            # One lone push per round after the word (a heartbeat, 100 ms
+            # after the last batch, is the only other): well under the hold.
+            assert len(waits) >= rounds // 2, waits
+            waits.sort()
+            assert waits[len(waits) // 2] < 0.04, waits
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
+
+
 async def unfenced_brokers(node, *broker_ids: int) -> dict[int, int]:
     """Registers the brokers and unfences each with a caught-up heartbeat;
     their epochs."""
