@@ -518,8 +518,8 @@ def defer_commit_push(
     batch of 100-partition requests, a crowded machine), and its next batch
     carries the index. When it proposes nothing it says so
     (``commit_push_may_go``, from one thread only), and the push is due
-    ``delay_s`` from then, as after any other entry. Called again on the same voter, it only
-    changes the delays.
+    ``delay_s`` from then, as after any other entry. Called again on the
+    same voter, it only changes the delays.
 
     The leader's poller is capped to wake when its next AppendEntries is due,
     so the held-back push (and each heartbeat) goes out on time instead of up
@@ -576,9 +576,10 @@ def defer_commit_push(
 
 
 def commit_push_may_go(syncobj) -> None:
-    """From the event loop's thread (always the same one): the orderer proposes nothing more for now, so a
-    commit index held back for its next batch goes out ``delay_s`` from now
-    (defer_commit_push). Done on the Raft thread, before it next polls."""
+    """The orderer proposes nothing more for now: a commit index held back
+    for its next batch goes out ``delay_s`` from now (defer_commit_push).
+    Called from the event loop's thread (always the same one); done on the
+    Raft thread, before it next polls."""
     # A count, not a flag: the Raft thread never writes it, so no word is lost.
     setattr(syncobj, _PUSH_MAY_GO, getattr(syncobj, _PUSH_MAY_GO, 0) + 1)
     notifier = getattr(syncobj, "_SyncObj__pipeNotifier", None)
