@@ -208,7 +208,7 @@ local n, per, tid = @NPARTS@, @PER@, "@TOPIC_ID@"
 local full = '[{"brokerId":1,"brokerEpoch":@E1@},{"brokerId":2,"brokerEpoch":@E2@},{"brokerId":3,"brokerEpoch":@E3@}]'
 local shrunk_isr = '[{"brokerId":1,"brokerEpoch":@E1@},{"brokerId":2,"brokerEpoch":@E2@}]'
 local pe, shrunk, nextp = {}, {}, 0
-changes, errors = 0, 0
+changes, errors, kinds = 0, 0, {}
 for i = 0, n - 1 do pe[i] = 0; shrunk[i] = false end
 local headers = {["Content-Type"] = "application/json"}
 request = function()
@@ -222,25 +222,36 @@ request = function()
   return wrk.format("POST", "/v1/alter-partition?version=3", headers, body)
 end
 response = function(status, hdrs, body)
-  if status ~= 200 then errors = errors + per; return end
+  if status ~= 200 then errors = errors + per; count_kind("HTTP " .. status, per); return end
+  -- the request's own error first (a stale broker epoch, ...): no partition was changed
+  local code, name = string.match(body, '^{"errorCode":(%-?%d+),"errorName":"([%u_]+)"')
+  if code ~= "0" then errors = errors + per; count_kind(name or "no errorCode", per); return end
   -- partition entries: {"errorCode":..,"errorName":..,"errorMessage":..,"partitionIndex":..,...,"partitionEpoch":..}
-  local pattern = '"errorCode":(%-?%d+),"errorName":"[%u_]+","errorMessage":[^{]-,"partitionIndex":(%d+),[^}]-"partitionEpoch":(%d+)'
-  for code, idx, epoch in string.gmatch(body, pattern) do
+  local pattern = '"errorCode":(%-?%d+),"errorName":"([%u_]+)","errorMessage":[^{]-,"partitionIndex":(%d+),[^}]-"partitionEpoch":(%d+)'
+  for code, name, idx, epoch in string.gmatch(body, pattern) do
     idx = tonumber(idx)
     if tonumber(code) == 0 then pe[idx] = tonumber(epoch); shrunk[idx] = not shrunk[idx]; changes = changes + 1
-    else errors = errors + 1 end
+    else errors = errors + 1; count_kind(name, 1) end
   end
 end
 """
 
+# Every script counts ``changes`` and ``errors``, and may name its errors in
+# ``kinds`` (an HTTP status, or an errorName in an answer) with count_kind.
 WRK_REPORT = r"""
+kinds = kinds or {}
+function count_kind(name, n) kinds[name] = (kinds[name] or 0) + n end
 local threads = {}
 setup = function(thread) table.insert(threads, thread) end
 done = function(summary, latency, requests)
-  local changes, errors = 0, 0
-  for _, t in ipairs(threads) do changes = changes + (t:get("changes") or 0); errors = errors + (t:get("errors") or 0) end
+  local changes, errors, named = 0, 0, {}
+  for _, t in ipairs(threads) do
+    changes = changes + (t:get("changes") or 0); errors = errors + (t:get("errors") or 0)
+    for name, n in pairs(t:get("kinds") or {}) do named[name] = (named[name] or 0) + n end
+  end
   io.write(string.format("RESULT %d %d %d %f %f %d\n", summary.requests, changes, errors,
     latency:percentile(50) / 1000, latency:percentile(99) / 1000, summary.duration))
+  for name, n in pairs(named) do io.write(string.format("KIND %s %d\n", name, n)) end
 end
 """
 
@@ -260,12 +271,14 @@ def run_wrk(url: str, path: str, script: str, clients: int, seconds: float) -> d
         raise SystemExit(f"wrk printed no result:\n{out}")
     requests, changes, errors, p50, p99, duration_us = m.groups()
     elapsed = int(duration_us) / 1e6
+    kinds = {name: int(n) for name, n in re.findall(r"^KIND (.+) (\d+)$", out, re.MULTILINE)}
     return {
         "requests_per_s": int(requests) / elapsed,
         "changes_per_s": int(changes) / elapsed,
         "p50_ms": float(p50),
         "p99_ms": float(p99),
         "errors": int(errors),
+        "error_kinds": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
         # The counts too: bench/cores.py divides CPU time by them.
         "requests": int(requests),
         "changes": int(changes),
@@ -318,12 +331,23 @@ async def wrk_alter(url, epochs, clients, per_request, seconds, run_id) -> dict:
 
 
 def heartbeat_script(epochs: dict) -> str:
-    """Broker 1's heartbeat, again and again (no record to write)."""
+    """Broker 1's heartbeat, again and again (no record to write); an answer
+    that is not a 200 with error NONE counts as an error, by its kind."""
     return (
         'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
         f'wrk.body = \'{{"brokerId":1,"brokerEpoch":{epochs[1]},"currentMetadataOffset":1000000000000}}\'\n'
-        "changes, errors = 0, 0\n"
+        + WRK_HEARTBEAT_ANSWER
     )
+
+
+WRK_HEARTBEAT_ANSWER = r"""
+changes, errors, kinds = 0, 0, {}
+response = function(status, headers, body)
+  if status ~= 200 then errors = errors + 1; count_kind("HTTP " .. status, 1); return end
+  local name = string.match(body, '"errorName":"([%u_]+)"')
+  if name ~= "NONE" then errors = errors + 1; count_kind(name or "no errorName", 1) end
+end
+"""
 
 
 def wrk_heartbeats(url, epochs, clients, seconds) -> dict:
