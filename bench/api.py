@@ -208,7 +208,7 @@ local n, per, tid = @NPARTS@, @PER@, "@TOPIC_ID@"
 local full = '[{"brokerId":1,"brokerEpoch":@E1@},{"brokerId":2,"brokerEpoch":@E2@},{"brokerId":3,"brokerEpoch":@E3@}]'
 local shrunk_isr = '[{"brokerId":1,"brokerEpoch":@E1@},{"brokerId":2,"brokerEpoch":@E2@}]'
 local pe, shrunk, nextp = {}, {}, 0
-changes, errors, kinds = 0, 0, {}
+changes, errors = 0, 0
 for i = 0, n - 1 do pe[i] = 0; shrunk[i] = false end
 local headers = {["Content-Type"] = "application/json"}
 request = function()
@@ -236,10 +236,10 @@ response = function(status, hdrs, body)
 end
 """
 
-# Every script counts ``changes`` and ``errors``, and may name its errors in
-# ``kinds`` (an HTTP status, or an errorName in an answer) with count_kind.
+# Every script counts ``changes`` and ``errors``, and may name its errors
+# (an HTTP status, or an errorName in an answer) with count_kind.
 WRK_REPORT = r"""
-kinds = kinds or {}
+kinds = {}
 function count_kind(name, n) kinds[name] = (kinds[name] or 0) + n end
 local threads = {}
 setup = function(thread) table.insert(threads, thread) end
@@ -330,6 +330,16 @@ async def wrk_alter(url, epochs, clients, per_request, seconds, run_id) -> dict:
     return {"clients": clients, "partitions_per_request": per_request, **figures}
 
 
+WRK_HEARTBEAT_ANSWER = r"""
+changes, errors = 0, 0
+response = function(status, headers, body)
+  if status ~= 200 then errors = errors + 1; count_kind("HTTP " .. status, 1); return end
+  local name = string.match(body, '"errorName":"([%u_]+)"')
+  if name ~= "NONE" then errors = errors + 1; count_kind(name or "no errorName", 1) end
+end
+"""
+
+
 def heartbeat_script(epochs: dict) -> str:
     """Broker 1's heartbeat, again and again (no record to write); an answer
     that is not a 200 with error NONE counts as an error, by its kind."""
@@ -338,16 +348,6 @@ def heartbeat_script(epochs: dict) -> str:
         f'wrk.body = \'{{"brokerId":1,"brokerEpoch":{epochs[1]},"currentMetadataOffset":1000000000000}}\'\n'
         + WRK_HEARTBEAT_ANSWER
     )
-
-
-WRK_HEARTBEAT_ANSWER = r"""
-changes, errors, kinds = 0, 0, {}
-response = function(status, headers, body)
-  if status ~= 200 then errors = errors + 1; count_kind("HTTP " .. status, 1); return end
-  local name = string.match(body, '"errorName":"([%u_]+)"')
-  if name ~= "NONE" then errors = errors + 1; count_kind(name or "no errorName", 1) end
-end
-"""
 
 
 def wrk_heartbeats(url, epochs, clients, seconds) -> dict:

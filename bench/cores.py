@@ -267,8 +267,8 @@ async def registration_burst(
     url: str,
     cluster_id: str,
     voters: list[Voter],
-    connections: int = BURST_CONNECTIONS[0],
-    first_id: int = BURST_FIRST_ID,
+    connections: int,
+    first_id: int,
 ) -> dict:
     """BURSTS bursts, one after another, each of BURST registrations of
     distinct brokers (ids from ``first_id``) over ``connections`` keep-alive
