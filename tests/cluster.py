@@ -220,9 +220,24 @@ class Cluster:
                 raise AssertionError(f"{what} not reached within {timeout_s} s\n{logs}")
             time.sleep(0.05)
 
+    def takes_writes(self, i: int) -> bool:
+        """Ready, and a write sent to it now is taken or redirected: it has
+        applied the active controller's LEADER_CHANGE, so it knows its URL. A
+        voter that knows a new Raft leader but not yet that record is ready
+        (caught up within a few entries) and answers writes 503 NOT_CONTROLLER
+        with Retry-After, as a broker expects during an election."""
+        if not self.ready(i):
+            return False
+        status = self.status(i)
+        return bool(status and status.get("leaderUrl"))
+
     def wait_ready(self, voters: list[int] | None = None, timeout_s: float = 60.0) -> None:
         voters = list(range(self.n)) if voters is None else voters
-        self.wait(lambda: all(self.ready(i) for i in voters), timeout_s, f"voters {voters} ready")
+        self.wait(
+            lambda: all(self.takes_writes(i) for i in voters),
+            timeout_s,
+            f"voters {voters} ready and naming the active controller's URL",
+        )
 
     def leader(self, among: list[int] | None = None, timeout_s: float = 60.0) -> int:
         """The voter that is the active controller (asked of the voters themselves)."""
