@@ -225,11 +225,17 @@ class Cluster:
         applied the active controller's LEADER_CHANGE, so it knows its URL. A
         voter that knows a new Raft leader but not yet that record is ready
         (caught up within a few entries) and answers writes 503 NOT_CONTROLLER
-        with Retry-After, as a broker expects during an election."""
+        with Retry-After, as a broker expects during an election. With auth on
+        and no token here, /readyz is all it can see."""
         if not self.ready(i):
             return False
-        status = self.status(i)
-        return bool(status and status.get("leaderUrl"))
+        try:
+            r = self.get(i, "/v1/quorum/status", timeout=2.0)
+        except httpx.HTTPError:
+            return False
+        if r.status_code in (401, 403):
+            return True
+        return r.status_code == 200 and bool(r.json().get("leaderUrl"))
 
     def wait_ready(self, voters: list[int] | None = None, timeout_s: float = 60.0) -> None:
         voters = list(range(self.n)) if voters is None else voters
