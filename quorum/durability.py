@@ -410,6 +410,11 @@ class MetaquorumJournal(Journal):
         # The leader counts its own entries toward the commit: they must be on
         # its disk before the commit index (and what it answers) moves.
         self.sync_pending()
+        if self._meta.get("raftCommitIndex") == raftCommitIndex:
+            # A follower is told its commit index on every AppendEntries, the
+            # leader's 0.1 s heartbeats too: an idle follower stored the same
+            # meta file (two fsyncs) every 100 ms.
+            return
         self._meta["raftCommitIndex"] = raftCommitIndex
         self._meta_saved = False  # stored by end_of_tick, off the commit path
 
