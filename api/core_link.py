@@ -198,8 +198,17 @@ class CoreLinks:
         connections: SummedConnections,
         requests: SummedRequests,
         ring: BatchRing | None = None,
+        workers: int = 0,
     ) -> None:
         self.node = node
+        # The workers that have listened on the API port (their first STATS
+        # comes after it), until all of them have once: the voter is not ready
+        # before, or the first ones to listen take every early connection,
+        # more than their part of the connection limits (decision 136).
+        self.workers = workers
+        self.serving: set[int] | None = set() if workers else None
+        if workers:
+            node.http_starting = self.starting
         self.app = app  # the core's own app: forwarded requests
         self.connections = connections
         self.requests = requests
@@ -271,6 +280,25 @@ class CoreLinks:
     def state(self) -> dict[str, Any]:
         self._state = core_state(self.node)
         return self._state
+
+    def starting(self) -> str | None:
+        """Why the voter is not ready while its HTTP workers start, or None."""
+        if self.serving is None:
+            return None
+        return (
+            f"this voter's HTTP workers are starting: {len(self.serving)} of {self.workers} "
+            "listening"
+        )
+
+    def now_serving(self, index: int) -> None:
+        """Worker ``index`` listens on the API port (its first STATS)."""
+        if self.serving is None or index in self.serving:
+            return
+        self.serving.add(index)
+        log.info("HTTP worker %d listens (%d of %d)", index, len(self.serving), self.workers)
+        if len(self.serving) >= self.workers:
+            self.serving = None  # once: a worker started again later leaves readiness be
+            self.push_state()
 
     def needs_wakeup(self) -> bool:  # the Raft thread, after the image moved (ApplyWatcher)
         # Only links streamed to need the loop (with a ring: one catching up,
@@ -401,6 +429,7 @@ class WorkerLink:
                 self.requests += 1
                 asyncio.ensure_future(self._forward(item[1], item[2], item[3]))
             elif kind == STATS:
+                self.links.now_serving(self.index)
                 self.links.connections.update(self.index, item[1]["connections"])
                 self.links.requests.update(self.index, item[1]["requests"])
                 if "gc" in item[1]:

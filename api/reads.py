@@ -364,6 +364,8 @@ def not_ready_reason(node: QuorumNode) -> str | None:
             f"this node is behind the leader (applied Raft entry "
             f"{node.syncobj.raftLastApplied} of {node.syncobj.raftCommitIndex})"
         )
+    if (starting := node.http_starting()) is not None:
+        return starting
     return "this node is shutting down"
 
 

@@ -536,7 +536,7 @@ async def _serve_with_workers(node, args, tokens, limits, workers, tls, principa
     # The committed batches go to the workers and the orderer through shared
     # memory, written once (api/batch_ring.py, decision 125).
     ring = BatchRing(parse_ring_mib(args.batch_ring_mib) << 20)
-    links = CoreLinks(node, core_app, summed, requests, ring)
+    links = CoreLinks(node, core_app, summed, requests, ring, workers)
     # The controller and group commit in a process of their own
     # (metaquorum/orderer_process.py): Raft's work stays here.
     node.orderer = RemoteOrderer(links)

@@ -129,6 +129,10 @@ DISK_HANDOVER_S = 1.0
 LEAVE_GRACE_S = 5.0
 
 
+def _nothing_starting() -> str | None:
+    return None
+
+
 class QuorumNode:
     def __init__(self, config: NodeConfig, identity: DataDirIdentity) -> None:
         """Builds the SyncObj: call from the main thread (its tick thread stops
@@ -277,6 +281,10 @@ class QuorumNode:
         self._barrier: asyncio.Future | None = None
         self._barriers_proposed = 0  # numbers the barriers: a read uses one proposed after it
         self.stopping = False
+        # With HTTP workers: why they do not all listen on the API port yet
+        # (CoreLinks.starting), else None. Not ready before: the first worker
+        # to listen would take every early connection (decision 136).
+        self.http_starting: Callable[[], str | None] = _nothing_starting
         self._digest: tuple[MetadataImage, str] | None = None
 
     def _wire_journal_syncs(self) -> None:
@@ -609,6 +617,7 @@ class QuorumNode:
             and self.raft_leader_id is not None
             and self.caught_up
             and self.disk.writable
+            and self.http_starting() is None
         )
 
     # ------------------------------------------------------------ tick-thread bridges
