@@ -284,10 +284,16 @@ async def registration_burst(
 
     async def send(stream, mine: list[tuple[int, bytes]]) -> None:
         reader, writer = stream
-        for broker_id, request in mine:
+        for k, (broker_id, request) in enumerate(mine):
             t = time.perf_counter()
-            writer.write(request)
-            status, body = await answer(reader)
+            try:
+                writer.write(request)
+                status, body = await answer(reader)
+            except (asyncio.IncompleteReadError, ConnectionError) as e:
+                # Closed by the voter (a connection cap): an error for this
+                # registration and each one left on the connection.
+                errors.extend([f"connection closed without an answer: {e!r}"] * (len(mine) - k))
+                return
             latencies.append(time.perf_counter() - t)
             if status != 200 or body.get("errorName") != "NONE":
                 errors.append(f"{status} {body}")
