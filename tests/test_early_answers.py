@@ -48,7 +48,7 @@ def _unauthenticated_upload(connect, first: int) -> bytes:
         sock.sendall(b" " * THEN)  # still uploading: the server must not reset now
         answer = b""
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not _whole(answer):
+        while time.monotonic() < deadline and not whole_answer(answer):
             chunk = sock.recv(65536)
             if not chunk:
                 break
@@ -67,7 +67,8 @@ def _unauthenticated_upload(connect, first: int) -> bytes:
         sock.close()
 
 
-def _whole(answer: bytes) -> bool:
+def whole_answer(answer: bytes) -> bool:
+    """Whether ``answer`` holds an HTTP answer's head and its whole body."""
     head, sep, body = answer.partition(b"\r\n\r\n")
     if not sep:
         return False

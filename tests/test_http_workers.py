@@ -10,7 +10,6 @@ import contextlib
 import itertools
 import os
 import random
-import re
 import signal
 import socket
 import threading
@@ -27,6 +26,7 @@ from .cluster import Cluster
 from .conftest import running_cluster
 from .linearizability import INF, Op, check
 from .test_cluster import brokers, others, register, register_body, write
+from .test_early_answers import whole_answer
 
 pytestmark = pytest.mark.slow
 
@@ -630,22 +630,14 @@ def test_a_workers_part_of_a_limit_has_room_for_the_kernels_uneven_spread():
 
 
 def read_answer(sock: socket.socket) -> bytes:
-    """One whole HTTP answer (head and Content-Length body), or what came
-    before the connection closed."""
+    """One whole HTTP answer, or what came before the connection closed."""
     data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head).group(1))
-    while len(body) < length:
+    while not whole_answer(data):
         chunk = sock.recv(65536)
         if not chunk:
             break
-        body += chunk
-    return head + b"\r\n\r\n" + body
+        data += chunk
+    return data
 
 
 def test_connections_from_one_address_up_to_its_cap_are_all_kept_with_two_workers(tmp_path):
