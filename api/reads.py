@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from metadata_records.acls import ACL_ENUMS, AclBindingFilter, acl_obj, parse_enum
+from metadata_records.acls_image import image_acls
 from metadata_records.client_quotas import FilterComponent, describe, entity_data, sort_key
 from metadata_records.codec import log_record_to_obj
 from metadata_records.config_schema import ConfigEntry
@@ -206,10 +207,9 @@ def acls_obj(image: MetadataImage, acl_filter: AclBindingFilter) -> dict[str, An
     """DescribeAcls' answer: the matching bindings grouped by resource pattern,
     sorted by resource type, name and pattern type, then by entry."""
     by_resource: dict[tuple, list] = {}
-    for acl in sorted(image.acls.values()):
-        if acl_filter.matches(acl):
-            key = (acl.resource_type, acl.pattern_type, acl.resource_name)
-            by_resource.setdefault(key, []).append(acl_obj(acl))
+    for acl in sorted(acl for _, acl in image_acls(image).matching(acl_filter)):
+        key = (acl.resource_type, acl.pattern_type, acl.resource_name)
+        by_resource.setdefault(key, []).append(acl_obj(acl))
     resources = []
     for entries in by_resource.values():
         head = entries[0]

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from metadata_records.acls import StandardAcl
 from metadata_records.authorizer import StandardAuthorizer
 from metadata_records.codec import DecodeError, record_from_obj
 from metadata_records.delta import ImageDelta
@@ -86,9 +87,8 @@ class MetadataCache:
                     expands += bool(new - old)
             delta.replay(record)
             stamp = obj.get("timestampMs", stamp)
-        before = self.image.acls
         self.image = delta.apply()
-        self._follow_acls(before)
+        self._follow_acls(delta.acl_changes())
         self.last_applied_timestamp_ms = stamp
         self.isr_shrinks += shrinks
         self.isr_expands += expands
@@ -104,16 +104,14 @@ class MetadataCache:
         self.authorizer.load(self.image)
         return self.image
 
-    def _follow_acls(self, before: dict) -> None:
-        """The authorizer follows what the page changed in the image's ACLs
-        (only when it changed any: a page without ACL records costs nothing)."""
-        after = self.image.acls
-        if after is before:
-            return
-        for acl_id in before.keys() - after.keys():
+    def _follow_acls(self, changes: Mapping[str, StandardAcl | None]) -> None:
+        """The authorizer follows the page's changes to the image's ACLs
+        (what the delta changed, not a comparison of every ACL)."""
+        for acl_id in changes:
             self.authorizer.remove_acl(acl_id)
-        for acl_id in after.keys() - before.keys():
-            self.authorizer.add_acl(acl_id, after[acl_id])
+        for acl_id, acl in changes.items():
+            if acl is not None:
+                self.authorizer.add_acl(acl_id, acl)
 
 
 class LogFollower:

@@ -7,9 +7,11 @@ neither stored nor created earlier in the same request: an identical binding
 succeeds and writes nothing. DeleteAcls answers, per filter, every stored
 binding it matches (Kafka's filter semantics, ``metadata_records/acls.py``) and
 writes one ``RemoveAccessControlEntryRecord`` per id however many filters match
-it. Both are user operations under Kafka's record cap
-(``controller/record_cap.py``): past it, every entry carries the cap's error
-and nothing is written (decisions.md 104).
+it, a filter's matches in id order. Both cost what they create or match, not
+every ACL stored: the view's ``AclsImage`` finds a binding, and the ACLs a
+filter can match, by its indexes (decisions.md 139). Both are user
+operations under Kafka's record cap (``controller/record_cap.py``): past it,
+every entry carries the cap's error and nothing is written (decisions.md 104).
 """
 
 from __future__ import annotations
@@ -44,23 +46,24 @@ class AclControlManager:
         records: list[Record] = []
         results: list[AclCreationResult] = []
         created: dict[StandardAcl, str] = {}
+        taken: set[str] = set()  # ids given in this request
         for acl in req.creations:
             problem = acl_problem(acl)
             if problem is not None:
                 results.append(AclCreationResult(Errors.INVALID_REQUEST, problem))
                 continue
             if acl not in created and view.acl_id_of(acl) is None:
-                acl_id = self._new_acl_id(created)
+                acl_id = self._new_acl_id(taken)
                 created[acl] = acl_id
+                taken.add(acl_id)
                 records.append(acl.to_record(acl_id))
                 if over_cap(records):
                     return self._too_many(len(req.creations))
             results.append(AclCreationResult())
         return ControllerResult(tuple(records), CreateAclsResponse(tuple(results)))
 
-    def _new_acl_id(self, created: dict[StandardAcl, str]) -> str:
+    def _new_acl_id(self, taken: set[str]) -> str:
         """Kafka's newAclId: a random id no ACL has (nor one created just now)."""
-        taken = set(created.values())
         while True:
             acl_id = self.c.new_topic_id()
             if acl_id not in taken and self.c.view.acl(acl_id) is None:
@@ -80,14 +83,11 @@ class AclControlManager:
             if unknown is not None:
                 results.append(DeleteAclsFilterResult(Errors.INVALID_REQUEST, unknown))
                 continue
-            matched = []
-            for acl_id, acl in acls.items():
-                if f.matches(acl):
-                    matched.append(acl)
-                    removed[acl_id] = None
+            matched = acls.matching(f)
+            removed.update(dict.fromkeys(acl_id for acl_id, _ in matched))
             if over_cap(removed):
                 failed = DeleteAclsFilterResult(TOO_MANY_RECORDS.error, TOO_MANY_RECORDS.message)
                 return ControllerResult((), DeleteAclsResponse(tuple(failed for _ in req.filters)))
-            results.append(DeleteAclsFilterResult(matching_acls=tuple(matched)))
+            results.append(DeleteAclsFilterResult(matching_acls=tuple(acl for _, acl in matched)))
         records = tuple(RemoveAccessControlEntryRecord(id=acl_id) for acl_id in removed)
         return ControllerResult(records, DeleteAclsResponse(tuple(results)))

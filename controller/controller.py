@@ -140,6 +140,16 @@ class Controller:
         self._arm_periodic(now_ms)
         return result
 
+    def quiet_heartbeat(
+        self, request: BrokerHeartbeatRequest, now_ms: int, committed: MetadataImage
+    ) -> ControllerResult | None:
+        """A heartbeat that changes nothing, for a broker with no uncommitted
+        change, answered at once from ``committed`` (the last applied image);
+        None: it must be decided in turn (ReplicationControlManager.quiet_heartbeat)."""
+        return self.replication.quiet_heartbeat(
+            request, now_ms, committed.brokers.get(request.broker_id)
+        )
+
     def expire_heartbeat(self, request: BrokerHeartbeatRequest, now_ms: int) -> ControllerResult:
         """Answers a heartbeat that queued past its deadline: REQUEST_TIMED_OUT."""
         return self.replication.process_expired_heartbeat(request, now_ms)

@@ -25,7 +25,7 @@ from metadata_records.features import (
     bumps_leader_epoch_on_isr_shrink,
     persists_controlled_shutdown,
 )
-from metadata_records.image import PartitionRegistration
+from metadata_records.image import BrokerRegistration, PartitionRegistration
 from metadata_records.records import (
     FENCE,
     IN_CONTROLLED_SHUTDOWN,
@@ -300,23 +300,7 @@ class ReplicationControlManager:
         if error is not None:
             return ControllerResult((), BrokerHeartbeatResponse(error.error, error.message))
 
-        session = heartbeats.session(req.broker_id, now_ms)
-        caught_up = req.current_metadata_offset >= reg.registration_offset
-        current = current_state(reg.fenced, session.shutting_down)
-        leads_any = self.c.index.leads_any(req.broker_id)
-        nxt = next_state(
-            current,
-            want_fence=req.want_fence,
-            want_shut_down=req.want_shut_down,
-            caught_up=caught_up,
-            in_controlled_shutdown=reg.in_controlled_shutdown,
-            leads_any=leads_any,
-            # Only the controlled-shutdown row reads it, and it scans every
-            # session: not paid on the common heartbeat.
-            shutdown_offset_replicated=current is BrokerControlState.CONTROLLED_SHUTDOWN
-            and not leads_any
-            and session.controlled_shutdown_offset <= heartbeats.lowest_active_offset(view),
-        )
+        caught_up, current, nxt = self._heartbeat_transition(req, reg, now_ms)
         records: list[Record] = []
         if nxt is not current:
             if nxt is BrokerControlState.UNFENCED:
@@ -338,6 +322,61 @@ class ReplicationControlManager:
         heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
         return ControllerResult(
             tuple(records),
+            BrokerHeartbeatResponse(
+                Errors.NONE,
+                None,
+                is_caught_up=caught_up,
+                is_fenced=nxt.fenced,
+                should_shut_down=nxt.should_shut_down,
+            ),
+        )
+
+    def _heartbeat_transition(
+        self, req: BrokerHeartbeatRequest, reg: BrokerRegistration, now_ms: int
+    ) -> tuple[bool, BrokerControlState, BrokerControlState]:
+        """(caught up, the broker's state, the state this heartbeat moves it to)."""
+        heartbeats = self.c.heartbeats
+        session = heartbeats.session(req.broker_id, now_ms)
+        caught_up = req.current_metadata_offset >= reg.registration_offset
+        current = current_state(reg.fenced, session.shutting_down)
+        leads_any = self.c.index.leads_any(req.broker_id)
+        nxt = next_state(
+            current,
+            want_fence=req.want_fence,
+            want_shut_down=req.want_shut_down,
+            caught_up=caught_up,
+            in_controlled_shutdown=reg.in_controlled_shutdown,
+            leads_any=leads_any,
+            # Only the controlled-shutdown row reads it, and it scans every
+            # session: not paid on the common heartbeat.
+            shutdown_offset_replicated=current is BrokerControlState.CONTROLLED_SHUTDOWN
+            and not leads_any
+            and session.controlled_shutdown_offset <= heartbeats.lowest_active_offset(self.c.view),
+        )
+        return caught_up, current, nxt
+
+    def quiet_heartbeat(
+        self, req: BrokerHeartbeatRequest, now_ms: int, committed: BrokerRegistration | None
+    ) -> ControllerResult | None:
+        """The answer to a heartbeat that changes nothing, for a broker with no
+        uncommitted change (its registration in the view equals ``committed``,
+        the last applied image's), decided at once; None for any other, which
+        waits its turn in the queue (the orderer's ``submit_to``).
+
+        Such an answer reads only committed state, so it need not wait for
+        the batches in flight to commit, as ``process_broker_heartbeat``'s
+        answers do (Kafka's too: an event that writes nothing completes once
+        the log's end offset commits). A 10,000-record admin write then holds
+        no heartbeat (docs/decisions.md 139)."""
+        reg = self.c.view.broker(req.broker_id)
+        if reg is None or reg != committed or reg.epoch != req.broker_epoch:
+            return None
+        caught_up, current, nxt = self._heartbeat_transition(req, reg, now_ms)
+        if nxt is not current:
+            return None
+        self.c.heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
+        return ControllerResult(
+            (),
             BrokerHeartbeatResponse(
                 Errors.NONE,
                 None,

@@ -75,6 +75,11 @@ _FILTER_ONLY = {
     AclOperation: (AclOperation.UNKNOWN, AclOperation.ANY),
     AclPermissionType: (AclPermissionType.UNKNOWN, AclPermissionType.ANY),
 }
+# The codes a stored ACL may hold, per enum.
+_STORABLE = {
+    enum: frozenset(int(m) for m in enum if m not in filter_only)
+    for enum, filter_only in _FILTER_ONLY.items()
+}
 ACL_ENUMS = {
     "resourceType": AclResourceType,
     "patternType": PatternType,
@@ -87,7 +92,7 @@ def parse_enum(enum: type[IntEnum], field: str, text: object) -> IntEnum:
     """Kafka's name (any case) or its code -> the member; ValueError naming
     ``field`` and the accepted names otherwise."""
     if isinstance(text, str):
-        member = enum.__members__.get(text.strip().upper())
+        member = enum._member_map_.get(text.strip().upper())
         if member is not None:
             return member
     elif isinstance(text, int) and not isinstance(text, bool) and text in enum._value2member_map_:
@@ -158,13 +163,20 @@ class StandardAcl(NamedTuple):
 def enum_problem(acl: StandardAcl) -> str | None:
     """Why a binding's codes cannot be stored (unknown, or a filter-only value):
     validateNewAcl's four switches, in its order and with its messages."""
+    if (
+        acl.resource_type in _STORABLE[AclResourceType]
+        and acl.pattern_type in _STORABLE[PatternType]
+        and acl.operation in _STORABLE[AclOperation]
+        and acl.permission_type in _STORABLE[AclPermissionType]
+    ):
+        return None  # every replayed ACL: four set lookups
     for enum, code, what in (
         (AclResourceType, acl.resource_type, "resourceType"),
         (PatternType, acl.pattern_type, "patternType"),
         (AclOperation, acl.operation, "operation"),
         (AclPermissionType, acl.permission_type, "permissionType"),
     ):
-        if code not in enum._value2member_map_ or enum(code) in _FILTER_ONLY[enum]:
+        if code not in _STORABLE[enum]:
             return f"Invalid {what} {_name(enum, code)}"
     return None
 

@@ -13,9 +13,10 @@ that raises wedges every voter, and the pipeline's audit reports them instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from .acls import StandardAcl, acl_problem
+from .acls_image import AclsImage, image_acls
 from .client_quotas import Entity, entity_key, record_problem
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
 from .image import (
@@ -111,6 +112,8 @@ class ImageDelta:
         "_client_quotas",
         "_acls",
         "_acl_bindings",
+        "_acls_image",
+        "_acls_unindexed",
     )
 
     def __init__(self, image: MetadataImage) -> None:
@@ -136,10 +139,13 @@ class ImageDelta:
         self._broker_configs: dict[str, dict[str, str] | None] = {}
         # Changed client quota entities (None = no key left).
         self._client_quotas: dict[Entity, dict[str, float] | None] = {}
-        # Changed ACLs by id (None = removed), and every binding's id, built
-        # on first use (a view that never sees an ACL record never builds it).
+        # Changed ACLs by id (None = removed) and changed bindings (None =
+        # removed), over the image's indexed ACLs (acls_image.py); the
+        # indexed whole is built from them once a read needs it (``acls``).
         self._acls: dict[str, StandardAcl | None] = {}
-        self._acl_bindings: dict[StandardAcl, str] | None = None
+        self._acl_bindings: dict[StandardAcl, str | None] = {}
+        self._acls_image: AclsImage | None = None
+        self._acls_unindexed: dict[str, StandardAcl | None] = {}  # since it was built
 
     # ------------------------------------------------------------ reads
 
@@ -200,18 +206,27 @@ class ImageDelta:
         acl = self._acls.get(acl_id, _UNCHANGED)
         return self.image.acls.get(acl_id) if acl is _UNCHANGED else acl
 
-    def acls(self) -> dict[str, StandardAcl]:
-        """Every ACL by id, the delta's changes included."""
-        if not self._acls:
-            return self.image.acls
-        merged = {**self.image.acls, **self._acls}
-        return {acl_id: acl for acl_id, acl in merged.items() if acl is not None}
+    def acls(self) -> AclsImage:
+        """Every ACL by id, the delta's changes included, indexed: built from
+        the changes at the first read, then brought up to date at each read
+        with the changes since (one pass per run of replays, not per record:
+        a pass copies a ChunkedMap's dict of chunks)."""
+        if self._acls_image is None:
+            self._acls_image = image_acls(self.image).with_changes(self._acls)
+            self._acls_unindexed = {}
+        elif self._acls_unindexed:
+            self._acls_image = self._acls_image.with_changes(self._acls_unindexed)
+            self._acls_unindexed = {}
+        return self._acls_image
+
+    def acl_changes(self) -> Mapping[str, StandardAcl | None]:
+        """The ACLs this delta changed, by id (None: removed); read only."""
+        return self._acls
 
     def acl_id_of(self, binding: StandardAcl) -> str | None:
         """The id of the ACL with exactly this binding (Kafka's existingAcls)."""
-        if self._acl_bindings is None:
-            self._acl_bindings = {acl: acl_id for acl_id, acl in self.acls().items()}
-        return self._acl_bindings.get(binding)
+        acl_id = self._acl_bindings.get(binding, _UNCHANGED)
+        return image_acls(self.image).id_of(binding) if acl_id is _UNCHANGED else acl_id
 
     def topic_ids(self) -> list[str]:
         ids = set(self.image.topics)
@@ -516,6 +531,8 @@ class ImageDelta:
             return False
         self._acls[r.id] = acl
         self._acl_bindings[acl] = r.id
+        if self._acls_image is not None:  # read already: indexed at the next read
+            self._acls_unindexed[r.id] = acl
         return True
 
     def _replay_remove_acl(self, r: RemoveAccessControlEntryRecord, offset: int) -> bool:
@@ -524,8 +541,9 @@ class ImageDelta:
         if acl is None:
             return False
         self._acls[r.id] = None
-        if self._acl_bindings is not None:
-            del self._acl_bindings[acl]
+        self._acl_bindings[acl] = None
+        if self._acls_image is not None:
+            self._acls_unindexed[r.id] = None
         return True
 
     def _replay_noop(self, r: NoOpRecord, offset: int) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from .acls import StandardAcl
+from .acls_image import EMPTY_ACLS
 from .features import DEFAULT_METADATA_VERSION, ELR_RECORD_VERSION, METADATA_VERSION
 from .partition_map import PartitionMap
 from .records import (
@@ -187,8 +188,9 @@ class MetadataImage(NamedTuple):
     # canonical form: ((type, name | None), ...) -> {key: value}. Only
     # entities with at least one key set appear.
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
-    # ACL bindings by id (Kafka's AclsImage): each binding at most once.
-    acls: dict[str, StandardAcl] = {}
+    # ACL bindings by id (Kafka's AclsImage), each binding at most once,
+    # with the indexes that find them by binding, resource and principal.
+    acls: Mapping[str, StandardAcl] = EMPTY_ACLS
 
     @property
     def last_offset(self) -> int:

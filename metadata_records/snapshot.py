@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from .acls import StandardAcl
+from .acls_image import AclsImage
 from .client_quotas import Entity, entity_data, entity_key, entity_problem, sort_key
 from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj, brief
 from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
@@ -276,6 +277,10 @@ def decode_image(data: Any) -> MetadataImage:
         if acl_id in acls:
             raise DecodeError(f"snapshot.acls[{i}]: ACL {acl_id} appears twice")
         acls[acl_id] = StandardAcl(*fields)
+    try:
+        indexed_acls = AclsImage(acls)
+    except ValueError as e:
+        raise DecodeError(f"snapshot.acls: {e}") from None
     return MetadataImage(
         brokers=PartitionMap(brokers),
         topics=topics,
@@ -291,5 +296,5 @@ def decode_image(data: Any) -> MetadataImage:
         broker_configs={name: configs for name, configs in broker_configs.items() if configs},
         next_producer_id=_int(next_producer_id, Kind.INT64, "snapshot.nextProducerId"),
         client_quotas=_decode_client_quotas(client_quotas),
-        acls=acls,
+        acls=indexed_acls,
     )

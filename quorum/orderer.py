@@ -171,6 +171,9 @@ class BatchStats:
     # Partitions whose preferred leader the balancing elected back, committed
     # (auto.leader.rebalance.enable).
     balance_elections: int = 0
+    # Heartbeats that changed nothing, answered from the committed image
+    # without a place in the queue (Controller.quiet_heartbeat).
+    quiet_heartbeats: int = 0
 
 
 class Orderer:
@@ -282,6 +285,14 @@ class Orderer:
             raise refusal
         if not self.active:
             raise self.raft.not_controller("this node is not the active controller")
+        if type(request) is BrokerHeartbeatRequest and not self.transferring:
+            # One that changes nothing is answered now from the committed
+            # image, not after the batches in flight (decisions.md 139).
+            result = self.controller.quiet_heartbeat(request, session_clock_ms(), self.raft.image)
+            if result is not None:
+                self.stats.quiet_heartbeats += 1
+                reply.set_result(result.response)
+                return
         if len(self._queue) >= self.config.max_queued_requests:
             self.throttled += 1
             raise ThrottledError(

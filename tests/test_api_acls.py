@@ -179,3 +179,31 @@ def test_the_snapshot_carries_the_acls(local, app):
     image = apply_records(EMPTY_IMAGE, records)
     assert image.acls == local.node.image.acls
     assert any(o["type"] == "ACCESS_CONTROL_ENTRY_RECORD" for o in r.json()["records"])
+
+
+def test_the_answers_built_without_models_are_what_the_models_say() -> None:
+    """CreateAcls' and DeleteAcls' answers are built as plain data (up to
+    10,000 entries each); their models, which the OpenAPI document shows,
+    take them unchanged."""
+    from api import models as M
+    from controller import messages as m
+    from metadata_records.acls import StandardAcl
+    from metadata_records.errors import Errors
+
+    created = m.CreateAclsResponse(
+        (m.AclCreationResult(), m.AclCreationResult(Errors.INVALID_REQUEST, "no"))
+    )
+    obj = M.CreateAclsResponse.obj_from_message(created, {1: "bad name"})
+    assert M.CreateAclsResponse.model_validate(obj).to_json_obj() == obj
+    assert [r["errorName"] for r in obj["results"]] == [
+        "NONE",
+        "INVALID_REQUEST",
+        "INVALID_REQUEST",
+    ]
+    acl = StandardAcl(2, "orders", 3, "User:alice", "*", 3, 3)
+    deleted = m.DeleteAclsResponse(
+        (m.DeleteAclsFilterResult(matching_acls=(acl, acl._replace(principal="User:bob"))),)
+    )
+    obj = M.DeleteAclsResponse.obj_from_message(deleted, {0: "bad filter"})
+    assert M.DeleteAclsResponse.model_validate(obj).to_json_obj() == obj
+    assert [len(r["matchingAcls"]) for r in obj["filterResults"]] == [0, 2]

@@ -9,6 +9,7 @@ from controller.messages import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     AlterPartitionTopic,
+    BrokerHeartbeatRequest,
     BrokerState,
     ReassignablePartition,
     ReassignableTopic,
@@ -1363,3 +1364,57 @@ def test_an_unregistered_broker_no_longer_counts_toward_the_default_replication_
     assert t.error is Errors.NONE and t.replication_factor == 2
     assert 3 not in h.partition("after").replicas
     assert_consistent(h)
+
+
+# ---------------------------------------------------------------- quiet heartbeats
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {},
+        {"want_fence": True},
+        {"want_shut_down": True},
+        {"offset": 0},  # not caught up
+        {"epoch_delta": 1},  # a stale epoch
+    ],
+)
+@pytest.mark.parametrize("fenced", [False, True])
+def test_a_quiet_heartbeat_answers_as_the_queue_would_or_not_at_all(flags, fenced) -> None:
+    """Controller.quiet_heartbeat answers only a heartbeat that would write
+    nothing, for a broker with nothing uncommitted, and then exactly what
+    deciding it in turn answers."""
+    h = ControllerHarness()
+    h.start_brokers(1, 2)
+    if fenced:
+        h.heartbeat(1, want_fence=True)
+    flags = dict(flags)
+    epoch = h.epochs[1] + flags.pop("epoch_delta", 0)
+    offset = flags.pop("offset", h.image.next_offset)
+    request = BrokerHeartbeatRequest(1, epoch, offset, **flags)
+    quiet = h.controller.quiet_heartbeat(request, h.now_ms, h.image)
+    decided = h.decide(request)
+    if quiet is not None:
+        assert decided.records == () and quiet.response == decided.response
+        assert quiet.response.error == 0
+    if decided.records or decided.response.error:
+        assert quiet is None
+    if not flags and not fenced and epoch == h.epochs[1] and offset == h.image.next_offset:
+        assert quiet is not None  # the steady heartbeat, the common case
+
+
+def test_a_broker_with_an_uncommitted_change_is_never_answered_quietly() -> None:
+    h = ControllerHarness()
+    h.start_brokers(1)
+    committed = h.image
+    fence = h.decide(BrokerHeartbeatRequest(1, h.epochs[1], h.image.next_offset, want_fence=True))
+    assert fence.records  # decided into the view, not committed
+    steady = BrokerHeartbeatRequest(1, h.epochs[1], h.image.next_offset)
+    assert h.controller.quiet_heartbeat(steady, h.now_ms, committed) is None
+    h.commit(fence.records)
+    answer = h.controller.quiet_heartbeat(
+        BrokerHeartbeatRequest(1, h.epochs[1], h.image.next_offset, want_fence=True),
+        h.now_ms,
+        h.image,
+    )
+    assert answer is not None and answer.response.is_fenced
