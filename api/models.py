@@ -2039,7 +2039,9 @@ class TopicConfigOut(ResponseModel):
     """A topic config set on the topic."""
 
     name: str = Field(description="the config")
-    value: str = Field(description="its value")
+    value: str | None = Field(
+        description="its value; null for a sensitive config (a PASSWORD, or of unknown type)"
+    )
 
 
 class PartitionOut(ResponseModel):
@@ -2110,7 +2112,10 @@ class ConfigSynonymOut(ResponseModel):
     name: str = Field(
         description="the name at that level (a broker synonym, e.g. log.retention.hours)"
     )
-    value: str | None = Field(description="its value there (hours and minutes in milliseconds)")
+    value: str | None = Field(
+        description="its value there (hours and minutes in milliseconds); null for a "
+        "sensitive config, whoever asks"
+    )
     source: int = Field(description="Kafka's ConfigSource id")
     source_name: str = Field(description='e.g. "DYNAMIC_DEFAULT_BROKER_CONFIG"')
 
@@ -2119,14 +2124,21 @@ class DescribedConfigOut(ResponseModel):
     """One config's effective value (Kafka's DescribeConfigsResourceResult)."""
 
     name: str = Field(description="the config")
-    value: str | None = Field(description="its effective value")
+    value: str | None = Field(
+        description="its effective value; null for a sensitive config (isSensitive), whoever asks"
+    )
     read_only: bool = Field(description="true: not dynamically updatable")
     config_source: int = Field(
         description="where the value comes from: 1 TOPIC_CONFIG, 2 DYNAMIC_BROKER_CONFIG, "
         "3 DYNAMIC_DEFAULT_BROKER_CONFIG, 5 DEFAULT_CONFIG (Kafka's ConfigSource)"
     )
     config_source_name: str = Field(description='e.g. "TOPIC_CONFIG"')
-    is_sensitive: bool = Field(description="always false: no sensitive config is kept here")
+    is_sensitive: bool = Field(
+        description="true for a PASSWORD (e.g. ssl.keystore.password, sasl.jaas.config, also "
+        "per listener: listener.name.<l>.ssl.keystore.password) and for a config of unknown "
+        "type (a custom broker config), as Kafka: its value and its synonyms' are null to "
+        "every role, admin too"
+    )
     config_type: int = Field(description="Kafka's ConfigType id: 1 BOOLEAN, 2 STRING, 3 INT, ...")
     config_type_name: str = Field(description='e.g. "LONG"; "UNKNOWN" for a custom broker config')
     documentation: str = Field(description="what it does")

@@ -12,7 +12,7 @@ from typing import Any
 from metadata_records.acls import ACL_ENUMS, AclBindingFilter, acl_obj, parse_enum
 from metadata_records.client_quotas import FilterComponent, describe, entity_data, sort_key
 from metadata_records.codec import log_record_to_obj
-from metadata_records.config_schema import ConfigEntry
+from metadata_records.config_schema import ConfigEntry, is_sensitive
 from metadata_records.errors import ApiError
 from metadata_records.features import elr_enabled, register_broker_record_version
 from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
@@ -79,7 +79,10 @@ def topic_obj(t: TopicImage) -> dict[str, Any]:
     return {
         "name": t.name,
         "topicId": t.topic_id,
-        "configs": [{"name": k, "value": v} for k, v in sorted(t.configs.items())],
+        "configs": [
+            {"name": k, "value": None if is_sensitive(TOPIC_RESOURCE, k) else v}
+            for k, v in sorted(t.configs.items())
+        ],
         "partitions": [
             {
                 "partitionIndex": pid,
@@ -114,7 +117,9 @@ def configs_obj(
     include_synonyms: bool,
     keys: list[str] | None,
 ) -> dict[str, Any]:
-    """DescribeConfigs' answer for one resource (``keys``: only these names)."""
+    """DescribeConfigs' answer for one resource (``keys``: only these names).
+    A sensitive config shows null for its value and every synonym's, whoever
+    asks (Kafka's ConfigHelper: ``value = if (isSensitive) null``)."""
     wanted = None if not keys else set(keys)
     return {
         "resourceType": resource_type,
@@ -122,7 +127,7 @@ def configs_obj(
         "configs": [
             {
                 "name": e.name,
-                "value": e.value,
+                "value": None if e.sensitive else e.value,
                 "readOnly": e.read_only,
                 "configSource": int(e.source),
                 "configSourceName": e.source.name,
@@ -131,7 +136,12 @@ def configs_obj(
                 "configTypeName": e.type.name,
                 "documentation": e.doc,
                 "synonyms": [
-                    {"name": n, "value": v, "source": int(src), "sourceName": src.name}
+                    {
+                        "name": n,
+                        "value": None if e.sensitive else v,
+                        "source": int(src),
+                        "sourceName": src.name,
+                    }
                     for src, n, v in e.synonyms
                 ]
                 if include_synonyms
