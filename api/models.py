@@ -2202,7 +2202,11 @@ class RecordOut(ResponseModel):
     batch_offset: int = Field(
         description="the offset of the first record of the batch it was committed in"
     )
-    data: dict[str, Any] = Field(description="the record's fields, with Kafka's names")
+    data: dict[str, Any] = Field(
+        description="the record's fields, with Kafka's names; a CONFIG_RECORD's value of a "
+        "sensitive config (a PASSWORD, or of unknown type) is `(redacted)` unless the caller's "
+        "role sees it (admin, broker; includeSensitive)"
+    )
 
 
 class LogOut(ResponseModel):

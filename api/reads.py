@@ -32,6 +32,7 @@ from metadata_records.records import (
     TopicRecord,
     VotersRecord,
 )
+from metadata_records.redaction import redacted
 from quorum.node import QuorumNode
 
 
@@ -325,16 +326,20 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     return records
 
 
-def snapshot_record_objs(image: MetadataImage, timestamp_ms: int) -> list[dict[str, Any]]:
+def snapshot_record_objs(
+    image: MetadataImage, timestamp_ms: int, sensitive: bool = True
+) -> list[dict[str, Any]]:
     """The snapshot records in the log's shape; each carries ``offset`` = the
     image's last offset (the offset the snapshot is at), and so ``batchOffset``:
     the snapshot restates the image as one unit, at one offset, and every
-    record of it holds only together with the others."""
+    record of it holds only together with the others. ``sensitive`` False:
+    sensitive config values as the marker (metadata_records.redaction)."""
     offset = image.last_offset
     epoch = image.controller_epoch
-    return [
-        log_record_to_obj(offset, timestamp_ms, epoch, r, offset) for r in snapshot_records(image)
-    ]
+    records = snapshot_records(image)
+    if not sensitive:
+        records = [redacted(r) for r in records]
+    return [log_record_to_obj(offset, timestamp_ms, epoch, r, offset) for r in records]
 
 
 def snapshot_timestamp(node: QuorumNode, image: MetadataImage) -> int:
