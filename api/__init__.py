@@ -47,6 +47,11 @@ Where shared/API.md is silent, this package decides (and its tests pin it):
   ElectLeaders without ``topicPartitions`` (or null) means every partition.
   AlterPartitionReassignments requires ``replicas`` (null cancels).
 * Topic ``configs`` are shown as ``[{name, value}]``, sorted, like the request.
+* A sensitive config (a PASSWORD, or a config of unknown type) is never shown
+  by DescribeConfigs (``value`` null, ``isSensitive`` true, to every role); in
+  the records of /v1/log and /v1/snapshot its value is ``(redacted)`` unless
+  the caller is an admin or a broker, or asks with ``includeSensitive``
+  (``true``: admins only, 403 otherwise; ``false``: the marker to anyone).
 * Reads answer from the local image whenever it is whole: 503 only while the
   node replays its log, refuses to serve (corrupt data) or its Raft thread is
   dead. A voter cut off from the leader still answers local reads, with

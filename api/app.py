@@ -44,6 +44,7 @@ from metadata_records.config_schema import (
 )
 from metadata_records.errors import ApiError, Errors
 from metadata_records.image import MetadataImage, TopicImage
+from metadata_records.redaction import redacted
 from quorum.node import QuorumNode
 from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
 from quorum.record_log import OffsetTooOld
@@ -317,6 +318,16 @@ ConfigurationKeys = Annotated[
 Consistency = Annotated[
     Literal["linearizable"] | None,
     Query(description="`linearizable`: commit a read barrier through the log first"),
+]
+IncludeSensitive = Annotated[
+    bool | None,
+    Query(
+        alias="includeSensitive",
+        description="the values of sensitive configs (PASSWORDs, configs of unknown type) in "
+        "CONFIG_RECORDs: absent, as the caller's role allows (admin and broker: the values; "
+        "read: `(redacted)`); `false`: `(redacted)`; `true`: the values, for the admin role "
+        "only (403 for any other)",
+    ),
 ]
 
 
@@ -1425,7 +1436,12 @@ def create_app(
         ] = 0,
         consistency: Consistency = None,
         accept: Annotated[str | None, Header()] = None,
+        include_sensitive: IncludeSensitive = None,
     ) -> Response:
+        """The records from ``fromOffset`` on; a sensitive config's value is
+        `(redacted)` unless the caller's role sees it (docs/security.md "Who
+        sees what")."""
+        sensitive = auth.shows_sensitive(caller, include_sensitive)
         image = await read_image(consistency)
         if from_offset >= image.next_offset and wait_ms > 0:
             await node.wait_for_offset(from_offset, wait_ms / 1000)
@@ -1451,7 +1467,11 @@ def create_app(
         next_offset = entries[-1].offset + 1 if entries else from_offset
         records = [
             log_record_to_obj(
-                e.offset, e.timestamp_ms, e.controller_epoch, e.record, e.batch_offset
+                e.offset,
+                e.timestamp_ms,
+                e.controller_epoch,
+                e.record if sensitive else redacted(e.record),
+                e.batch_offset,
             )
             for e in entries
         ]
@@ -1498,13 +1518,16 @@ def create_app(
         caller: ReadCaller,
         consistency: Consistency = None,
         accept: Annotated[str | None, Header()] = None,
+        include_sensitive: IncludeSensitive = None,
     ) -> Response:
         """Records that recreate the image (LEADER_CHANGE, FEATURE_LEVEL_RECORD,
         REGISTER_BROKER_RECORD, TOPIC_RECORD, CONFIG_RECORD, PARTITION_RECORD);
-        each carries ``offset`` = the image's last offset."""
+        each carries ``offset`` = the image's last offset. A sensitive config's
+        value is `(redacted)` unless the caller's role sees it."""
+        sensitive = auth.shows_sensitive(caller, include_sensitive)
         image = await read_image(consistency)
         timestamp = snapshot_timestamp(node, image)
-        records = await build(lambda i: snapshot_record_objs(i, timestamp), image)
+        records = await build(lambda i: snapshot_record_objs(i, timestamp, sensitive), image)
         if wants_ndjson(accept):
             body = await build(lambda _: _ndjson(records), image)
             return Response(

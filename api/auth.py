@@ -62,6 +62,13 @@ ALLOWED: dict[Role, frozenset[Role]] = {
     Role.READ: frozenset({Role.ADMIN, Role.BROKER, Role.READ}),
 }
 
+# Who is shown the values of sensitive configs (PASSWORDs, configs of unknown
+# type: metadata_records.config_schema.is_sensitive) in the records of the log
+# and the snapshot: the brokers, which apply them, and admins, who set them.
+# Any other role is shown Kafka's marker (metadata_records.redaction).
+# DescribeConfigs shows no role a sensitive value (api/reads.configs_obj).
+SEES_SENSITIVE = frozenset({Role.ADMIN, Role.BROKER})
+
 INT32_MAX = 2**31 - 1
 
 
@@ -371,6 +378,23 @@ class Authenticator:
             assert self.certificates is not None
             tls[_MAPPED] = self.certificates.principal(peer)
         return tls[_MAPPED]
+
+    @staticmethod
+    def shows_sensitive(principal: Principal, asked: bool | None) -> bool:
+        """Whether records shown to ``principal`` keep sensitive config values:
+        ``asked`` None, as its role allows (``SEES_SENSITIVE``); False, never;
+        True, only to an admin (403 for any other role), so that a caller that
+        must not store the marker in their place, the export, knows it has them."""
+        if asked is None:
+            return principal.role in SEES_SENSITIVE
+        if asked and principal.role is not Role.ADMIN:
+            raise ApiProblem(
+                403,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                f"{principal.describe()} may not ask for the values of sensitive configs "
+                "(includeSensitive=true needs the admin role)",
+            )
+        return asked
 
     @staticmethod
     def check_broker(principal: Principal, broker_id: int) -> None:

@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from metadata_records.codec import brief
+from metadata_records.config_schema import HIDDEN
 from metadata_records.errors import Errors
 from quorum.node_errors import (
     MembershipRefused,
@@ -221,11 +222,21 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return out or "body"
 
 
+def _config_value(loc: tuple[Any, ...]) -> bool:
+    """A config's value in a request body (``resources[0].configs[1].value``):
+    it may be a password, so a message names its field, never its content."""
+    return len(loc) >= 3 and loc[-1] == "value" and loc[-3] == "configs"
+
+
 def describe_error(err: dict[str, Any]) -> str:
-    where = field_path(tuple(err.get("loc", ())))
+    loc = tuple(err.get("loc", ()))
+    where = field_path(loc)
     kind = err.get("type", "")
     ctx = err.get("ctx") or {}
     value = err.get("input")
+    if _config_value(loc):
+        got = _JSON_TYPES.get(type(value), type(value).__name__)
+        return f"{where}: {err.get('msg')} (got {got} {HIDDEN})"
     if kind == "missing":
         return f"{where}: required field is missing"
     if kind == "json_invalid":

@@ -2053,7 +2053,9 @@ class TopicConfigOut(ResponseModel):
     """A topic config set on the topic."""
 
     name: str = Field(description="the config")
-    value: str = Field(description="its value")
+    value: str | None = Field(
+        description="its value; null for a sensitive config (a PASSWORD, or of unknown type)"
+    )
 
 
 class PartitionOut(ResponseModel):
@@ -2124,7 +2126,10 @@ class ConfigSynonymOut(ResponseModel):
     name: str = Field(
         description="the name at that level (a broker synonym, e.g. log.retention.hours)"
     )
-    value: str | None = Field(description="its value there (hours and minutes in milliseconds)")
+    value: str | None = Field(
+        description="its value there (hours and minutes in milliseconds); null for a "
+        "sensitive config, whoever asks"
+    )
     source: int = Field(description="Kafka's ConfigSource id")
     source_name: str = Field(description='e.g. "DYNAMIC_DEFAULT_BROKER_CONFIG"')
 
@@ -2133,14 +2138,21 @@ class DescribedConfigOut(ResponseModel):
     """One config's effective value (Kafka's DescribeConfigsResourceResult)."""
 
     name: str = Field(description="the config")
-    value: str | None = Field(description="its effective value")
+    value: str | None = Field(
+        description="its effective value; null for a sensitive config (isSensitive), whoever asks"
+    )
     read_only: bool = Field(description="true: not dynamically updatable")
     config_source: int = Field(
         description="where the value comes from: 1 TOPIC_CONFIG, 2 DYNAMIC_BROKER_CONFIG, "
         "3 DYNAMIC_DEFAULT_BROKER_CONFIG, 5 DEFAULT_CONFIG (Kafka's ConfigSource)"
     )
     config_source_name: str = Field(description='e.g. "TOPIC_CONFIG"')
-    is_sensitive: bool = Field(description="always false: no sensitive config is kept here")
+    is_sensitive: bool = Field(
+        description="true for a PASSWORD (e.g. ssl.keystore.password, sasl.jaas.config, also "
+        "per listener: listener.name.<l>.ssl.keystore.password) and for a config of unknown "
+        "type (a custom broker config), as Kafka: its value and its synonyms' are null to "
+        "every role, admin too"
+    )
     config_type: int = Field(description="Kafka's ConfigType id: 1 BOOLEAN, 2 STRING, 3 INT, ...")
     config_type_name: str = Field(description='e.g. "LONG"; "UNKNOWN" for a custom broker config')
     documentation: str = Field(description="what it does")
@@ -2204,7 +2216,11 @@ class RecordOut(ResponseModel):
     batch_offset: int = Field(
         description="the offset of the first record of the batch it was committed in"
     )
-    data: dict[str, Any] = Field(description="the record's fields, with Kafka's names")
+    data: dict[str, Any] = Field(
+        description="the record's fields, with Kafka's names; a CONFIG_RECORD's value of a "
+        "sensitive config (a PASSWORD, or of unknown type) is `(redacted)` unless the caller's "
+        "role sees it (admin, broker; includeSensitive)"
+    )
 
 
 class LogOut(ResponseModel):

@@ -13,7 +13,7 @@ from metadata_records.acls import ACL_ENUMS, AclBindingFilter, acl_obj, parse_en
 from metadata_records.acls_image import image_acls
 from metadata_records.client_quotas import FilterComponent, describe, entity_data, sort_key
 from metadata_records.codec import log_record_to_obj
-from metadata_records.config_schema import ConfigEntry
+from metadata_records.config_schema import ConfigEntry, is_sensitive
 from metadata_records.errors import ApiError
 from metadata_records.features import elr_enabled, register_broker_record_version
 from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
@@ -33,6 +33,7 @@ from metadata_records.records import (
     TopicRecord,
     VotersRecord,
 )
+from metadata_records.redaction import redacted
 from quorum.node import QuorumNode
 
 
@@ -80,7 +81,10 @@ def topic_obj(t: TopicImage) -> dict[str, Any]:
     return {
         "name": t.name,
         "topicId": t.topic_id,
-        "configs": [{"name": k, "value": v} for k, v in sorted(t.configs.items())],
+        "configs": [
+            {"name": k, "value": None if is_sensitive(TOPIC_RESOURCE, k) else v}
+            for k, v in sorted(t.configs.items())
+        ],
         "partitions": [
             {
                 "partitionIndex": pid,
@@ -115,7 +119,9 @@ def configs_obj(
     include_synonyms: bool,
     keys: list[str] | None,
 ) -> dict[str, Any]:
-    """DescribeConfigs' answer for one resource (``keys``: only these names)."""
+    """DescribeConfigs' answer for one resource (``keys``: only these names).
+    A sensitive config shows null for its value and every synonym's, whoever
+    asks (Kafka's ConfigHelper: ``value = if (isSensitive) null``)."""
     wanted = None if not keys else set(keys)
     return {
         "resourceType": resource_type,
@@ -123,7 +129,7 @@ def configs_obj(
         "configs": [
             {
                 "name": e.name,
-                "value": e.value,
+                "value": None if e.sensitive else e.value,
                 "readOnly": e.read_only,
                 "configSource": int(e.source),
                 "configSourceName": e.source.name,
@@ -132,7 +138,12 @@ def configs_obj(
                 "configTypeName": e.type.name,
                 "documentation": e.doc,
                 "synonyms": [
-                    {"name": n, "value": v, "source": int(src), "sourceName": src.name}
+                    {
+                        "name": n,
+                        "value": None if e.sensitive else v,
+                        "source": int(src),
+                        "sourceName": src.name,
+                    }
                     for src, n, v in e.synonyms
                 ]
                 if include_synonyms
@@ -315,16 +326,20 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
     return records
 
 
-def snapshot_record_objs(image: MetadataImage, timestamp_ms: int) -> list[dict[str, Any]]:
+def snapshot_record_objs(
+    image: MetadataImage, timestamp_ms: int, sensitive: bool = True
+) -> list[dict[str, Any]]:
     """The snapshot records in the log's shape; each carries ``offset`` = the
     image's last offset (the offset the snapshot is at), and so ``batchOffset``:
     the snapshot restates the image as one unit, at one offset, and every
-    record of it holds only together with the others."""
+    record of it holds only together with the others. ``sensitive`` False:
+    sensitive config values as the marker (metadata_records.redaction)."""
     offset = image.last_offset
     epoch = image.controller_epoch
-    return [
-        log_record_to_obj(offset, timestamp_ms, epoch, r, offset) for r in snapshot_records(image)
-    ]
+    records = snapshot_records(image)
+    if not sensitive:
+        records = [redacted(r) for r in records]
+    return [log_record_to_obj(offset, timestamp_ms, epoch, r, offset) for r in records]
 
 
 def snapshot_timestamp(node: QuorumNode, image: MetadataImage) -> int:

@@ -42,6 +42,11 @@ class ConfigType(IntEnum):
     PASSWORD = 9
 
 
+# An enum member looked up once: ``ConfigType.PASSWORD`` costs about 0.5 us
+# each time, and is_sensitive runs per ConfigRecord a read caller is shown.
+_PASSWORD = ConfigType.PASSWORD
+
+
 class ConfigSource(IntEnum):
     """DescribeConfigsResponse's configSource: where an effective value came from."""
 
@@ -74,6 +79,7 @@ class OpType(IntEnum):
 
 
 LONG_MAX = 2**63 - 1
+HIDDEN = "[hidden]"  # a sensitive value in a message (Kafka's Password.toString)
 _INT = (-(2**31), 2**31 - 1)
 _LONG = (-(2**63), LONG_MAX)
 
@@ -144,7 +150,11 @@ class ConfigKey:
     doc: str
     check: Check | None = None
     synonyms: tuple[Synonym, ...] = ()
-    sensitive: bool = False
+
+    @property
+    def sensitive(self) -> bool:
+        """Kafka's ConfigDef.Type.isSensitive: a PASSWORD's value is never shown."""
+        return self.type is _PASSWORD
 
 
 def _key(name, type_, default, doc, check=None, *synonyms) -> ConfigKey:
@@ -152,13 +162,14 @@ def _key(name, type_, default, doc, check=None, *synonyms) -> ConfigKey:
     return ConfigKey(name, type_, default, doc, check, syns)
 
 
-B, S, INT, L, D, LS = (
+B, S, INT, L, D, LS, P = (
     ConfigType.BOOLEAN,
     ConfigType.STRING,
     ConfigType.INT,
     ConfigType.LONG,
     ConfigType.DOUBLE,
     ConfigType.LIST,
+    ConfigType.PASSWORD,
 )
 HOUR_MS, MINUTE_MS = 3_600_000, 60_000
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -253,8 +264,12 @@ def _broker_synonyms() -> dict[str, ConfigKey]:
 
 
 # Kafka's dynamic broker configs that metaquorum type-checks: the topic
-# defaults above under their broker names, and the common per-broker ones.
-# Other names are accepted as they are (plugins' custom configs), as Kafka does.
+# defaults above under their broker names, the common per-broker ones, and the
+# keystores and truststores a broker reloads (Kafka's DynamicBrokerConfig
+# .DynamicSecurityConfigs, SslConfigs.RECONFIGURABLE_CONFIGS, and sasl.jaas.config
+# of DynamicListenerConfig), with Kafka's types: their PASSWORDs are never shown
+# (``is_sensitive``). Other names are accepted as they are (plugins' custom
+# configs), as Kafka does, and are shown as sensitive, since their type is unknown.
 BROKER_CONFIGS: dict[str, ConfigKey] = {
     **_broker_synonyms(),
     **{
@@ -273,6 +288,17 @@ BROKER_CONFIGS: dict[str, ConfigKey] = {
             _key("num.replica.fetchers", INT, "1", "replica fetcher threads", at_least(1)),
             _key("replica.alter.log.dirs.io.max.bytes.per.second", L, str(LONG_MAX),
                  "bytes/s moved between log dirs", at_least(0)),
+            _key("sasl.jaas.config", P, None, "the JAAS login context of SASL connections"),
+            _key("ssl.key.password", P, None, "the password of the key in the keystore"),
+            _key("ssl.keystore.certificate.chain", P, None, "the certificate chain, PEM"),
+            _key("ssl.keystore.key", P, None, "the private key, PEM"),
+            _key("ssl.keystore.location", S, None, "the keystore file"),
+            _key("ssl.keystore.password", P, None, "the keystore's password"),
+            _key("ssl.keystore.type", S, "JKS", "the keystore's file format"),
+            _key("ssl.truststore.certificates", P, None, "the trusted certificates, PEM"),
+            _key("ssl.truststore.location", S, None, "the truststore file"),
+            _key("ssl.truststore.password", P, None, "the truststore's password"),
+            _key("ssl.truststore.type", S, "JKS", "the truststore's file format"),
         )
     },
 }  # fmt: skip
@@ -291,8 +317,59 @@ STATIC_BROKER_CONFIGS = frozenset(
         "controller.quorum.bootstrap.servers",
         "inter.broker.listener.name",
         "broker.rack",
+        # PASSWORDs that encode the others in Kafka's ZooKeeper days; read from
+        # the file only (Kafka's PasswordEncoderConfigs are not dynamic).
+        "password.encoder.secret",
+        "password.encoder.old.secret",
     )
 )
+
+# Kafka's DynamicBrokerConfig.ListenerConfigRegex: a config set for one
+# listener, ``listener.name.<listener>.<config>``.
+_LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
+LISTENER_PREFIX = "listener.name."
+
+
+def _broker_key(name: str) -> ConfigKey | None:
+    """The known broker config ``name`` sets: itself, or for a per-listener
+    name the config after the listener prefix, or after the listener and SASL
+    mechanism prefixes (``listener.name.internal.plain.sasl.jaas.config``):
+    Kafka's KafkaConfig.configType over DynamicBrokerConfig.brokerConfigSynonyms
+    (name, matchListenerOverride = true), the first one known."""
+    key = BROKER_CONFIGS.get(name)
+    if key is not None or not name.startswith(LISTENER_PREFIX):
+        return key
+    match = _LISTENER_CONFIG.fullmatch(name)
+    if match is None:
+        return None
+    base = match.group(1)
+    return BROKER_CONFIGS.get(base) or BROKER_CONFIGS.get(base[base.find(".") + 1 :])
+
+
+def _config_key(resource_type: int, name: str) -> ConfigKey | None:
+    if resource_type == TOPIC_RESOURCE:
+        return TOPIC_CONFIGS.get(name)
+    if resource_type == BROKER_RESOURCE:
+        return _broker_key(name)
+    return None
+
+
+def config_type(resource_type: int, name: str) -> ConfigType:
+    """A config's type as this service knows it (UNKNOWN: a custom config, or
+    one of a resource type it keeps no definitions of)."""
+    key = _config_key(resource_type, name)
+    return ConfigType.UNKNOWN if key is None else key.type
+
+
+def is_sensitive(resource_type: int, name: str) -> bool:
+    """Whether a config's value is kept from whoever reads it: a PASSWORD, or a
+    config whose type is unknown, since it may hold one (Kafka's
+    KafkaConfigSchema.isSensitive and KafkaConfig.maybeSensitive). The one
+    test of every surface that shows a config value: DescribeConfigs shows
+    null (``ConfigEntry.sensitive``), the log and the export a marker
+    (``metadata_records.redaction``)."""
+    key = _config_key(resource_type, name)
+    return key is None or key.type is _PASSWORD
 
 
 # ---------------------------------------------------------------- parsing
@@ -300,15 +377,17 @@ STATIC_BROKER_CONFIGS = frozenset(
 
 def parse(key: ConfigKey, value: str) -> object:
     """Kafka's ConfigDef.parseType, then the key's validator. Raises ValueError
-    with Kafka's message ("Invalid value X for configuration Y: ...")."""
+    with Kafka's message ("Invalid value X for configuration Y: ..."); a
+    sensitive value is shown as Kafka's Password.toString shows it, "[hidden]"."""
     text = value.strip()
+    shown = HIDDEN if key.sensitive else value
     try:
         parsed = _parse_type(key.type, text)
     except ValueError as e:
-        raise ValueError(f"Invalid value {value} for configuration {key.name}: {e}") from None
+        raise ValueError(f"Invalid value {shown} for configuration {key.name}: {e}") from None
     problem = key.check(parsed) if key.check is not None else None
     if problem is not None:
-        raise ValueError(f"Invalid value {value} for configuration {key.name}: {problem}")
+        raise ValueError(f"Invalid value {shown} for configuration {key.name}: {problem}")
     return parsed
 
 
@@ -382,7 +461,8 @@ def topic_configs_problem(configs: Mapping[str, str | None]) -> str | None:
 def broker_configs_problem(configs: Mapping[str, str | None]) -> str | None:
     """Why a broker's (or the cluster default's) dynamic configs are invalid, or
     None: static-only names refused, known names type-checked (Kafka's
-    DynamicBrokerConfig.validate); other names pass as custom configs."""
+    DynamicBrokerConfig.validate); other names pass as custom configs. No
+    message holds a sensitive value (``parse``)."""
     static = sorted(n for n in configs if n in STATIC_BROKER_CONFIGS)
     if static:
         return f"Cannot update these configs dynamically: {', '.join(static)}"
@@ -402,7 +482,9 @@ def broker_configs_problem(configs: Mapping[str, str | None]) -> str | None:
 @dataclass(frozen=True, slots=True)
 class ConfigEntry:
     """One config as DescribeConfigs reports it, with the values it overrides
-    (``synonyms``: source, name, value; the effective one first)."""
+    (``synonyms``: source, name, value; the effective one first). A
+    ``sensitive`` entry keeps its values here, for a broker resolving its own
+    configs; DescribeConfigs' answer shows them as null (api/reads.configs_obj)."""
 
     name: str
     value: str | None
@@ -442,7 +524,9 @@ def resolve_topic_config(
                 levels.append((source, syn.name, _in_ms(configs[syn.name], syn.to_ms)))
     levels.append((ConfigSource.DEFAULT_CONFIG, key.name, key.default))
     source, _, value = levels[0]
-    return ConfigEntry(key.name, value, source, key.type, key.doc, synonyms=tuple(levels))
+    return ConfigEntry(
+        key.name, value, source, key.type, key.doc, sensitive=key.sensitive, synonyms=tuple(levels)
+    )
 
 
 def resolve_topic_configs(
@@ -497,13 +581,14 @@ def describe_broker_configs(
 
 
 def _broker_entry(name: str, levels: list) -> ConfigEntry:
-    key = BROKER_CONFIGS.get(name)
+    key = _broker_key(name)
     source, _, value = levels[0]
     return ConfigEntry(
         name,
         value,
         source,
         key.type if key else ConfigType.UNKNOWN,
-        key.doc if key else "a custom config (metaquorum does not know it)",
+        key.doc if key else "a custom config (metaquorum does not know it): shown as sensitive",
+        sensitive=is_sensitive(BROKER_RESOURCE, name),
         synonyms=tuple(levels),
     )

@@ -7,6 +7,14 @@ the service's own apply code). Either way a record keeps the offset the
 service gave it, and every record is decoded and checked before it is written:
 a corrupt or truncated source stops the export with the offset it broke at,
 and only complete files are ever left in the output.
+
+The values of sensitive configs (PASSWORDs, configs of unknown type) are
+written as Kafka's marker, ``(redacted)``, unless ``include_sensitive`` (the
+CLI's ``--include-sensitive``): files outlive the log and travel further than
+the voters. From a node, the values then come with ``includeSensitive=true``,
+which the node answers only for an admin (403 for any other role, so the
+export stops rather than write markers in their place); from a data dir there
+is no caller to check: whoever reads the dir holds the values already.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from api.reads import snapshot_records
 from metadata_records.codec import DecodeError, brief, record_from_obj
+from metadata_records.redaction import redacted
 from pipeline.export_files import ExportDirError, OffsetRangeWriter
 from quorum.data_dir_reader import DataDirError, read_data_dir
 
@@ -65,6 +74,7 @@ def run_export(
     include_uncommitted: bool = False,
     quiet: bool = False,
     verify: ssl.SSLContext | bool = True,
+    include_sensitive: bool = False,
 ) -> ExportResult:
     if (url is None) == (data_dir is None):
         raise ExportError("give exactly one source: --url URL or --data-dir DIR")
@@ -74,6 +84,8 @@ def run_export(
         writer = OffsetRangeWriter(out, fmt, records_per_file)
     except ExportDirError as e:
         raise ExportError(str(e)) from None
+    if not include_sensitive:
+        writer = _Redacting(writer)
     start = from_offset if from_offset is not None else 0
     note = None
     if writer.next_offset is not None:
@@ -91,7 +103,9 @@ def run_export(
     try:
         with _progress(quiet) as progress:
             if url is not None:
-                _from_url(writer, url.rstrip("/"), start, token, progress, out, verify)
+                _from_url(
+                    writer, url.rstrip("/"), start, token, progress, out, verify, include_sensitive
+                )
             else:
                 note = (
                     _from_data_dir(writer, data_dir, start, include_uncommitted, progress) or note
@@ -106,6 +120,21 @@ def run_export(
     return ExportResult(
         first, writer.next_offset, writer.records_written, writer.files_written, note
     )
+
+
+class _Redacting:
+    """The writer, with every record redacted before it is written (a node
+    asked with includeSensitive=false has redacted them already; a data dir
+    has not)."""
+
+    def __init__(self, writer: OffsetRangeWriter) -> None:
+        self._writer = writer
+
+    def add(self, offset, timestamp_ms, epoch, record, *args, **kwargs) -> None:
+        self._writer.add(offset, timestamp_ms, epoch, redacted(record), *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._writer, name)
 
 
 # ---------------------------------------------------------------- HTTP
@@ -161,12 +190,22 @@ def _records(body: bytes, expected: int | None, what: str):
             expected += 1
 
 
-def _from_url(writer, url, start, token, progress, out, verify=True) -> None:
+def _from_url(writer, url, start, token, progress, out, verify=True, sensitive=False) -> None:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with httpx.Client(
-        timeout=60.0, headers=headers, follow_redirects=True, verify=verify
+        timeout=60.0,
+        headers=headers,
+        follow_redirects=True,
+        verify=verify,
+        params={"includeSensitive": "true" if sensitive else "false"},
     ) as client:
         r = _get(client, f"{url}/v1/log", {"fromOffset": start, "maxRecords": 1})
+        if r.status_code == 403 and sensitive:
+            raise ExportError(
+                "--include-sensitive needs an admin token or certificate; the node answered "
+                f"403: {_message(r)}. Export without it to write sensitive config values as "
+                "(redacted)"
+            )
         if r.status_code == 410:
             oldest = r.json().get("oldestOffset")
             if writer.next_offset is not None or start > 0:
@@ -193,6 +232,13 @@ def _from_url(writer, url, start, token, progress, out, verify=True) -> None:
             progress.update(task, completed=offset - start)
             if offset >= hw:
                 return
+
+
+def _message(r: httpx.Response) -> str:
+    try:
+        return str(r.json().get("errorMessage"))
+    except ValueError:
+        return r.text[:200]
 
 
 def _snapshot_from_url(writer, client, url) -> int:

@@ -37,7 +37,8 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
         help="export the metadata log as Parquet or JSONL files for the pipeline",
         description="Writes the log (a live node's GET /v1/log, or a voter's data dir: snapshot "
         "+ journal) as files partitioned by offset range, one flat schema (docs/pipeline.md). "
-        "Re-running appends what is new.",
+        "Re-running appends what is new. Sensitive config values are written as (redacted) "
+        "unless --include-sensitive.",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--url", help="a voter's HTTP URL")
@@ -60,6 +61,14 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
         "--uncommitted",
         action="store_true",
         help="--data-dir: also export journal entries after the stored commit index",
+    )
+    p.add_argument(
+        "--include-sensitive",
+        action="store_true",
+        help="write the values of sensitive configs (PASSWORDs such as ssl.keystore.password, "
+        "and configs of unknown type) instead of (redacted); from --url it needs an admin "
+        "token or certificate (any other role is refused and nothing is exported); from "
+        "--data-dir it takes what the dir holds",
     )
 
     p = commands.add_parser(
@@ -178,6 +187,7 @@ def _export(args: argparse.Namespace) -> int:
             records_per_file=args.records_per_file,
             include_uncommitted=args.uncommitted,
             verify=tls.context if tls is not None else True,
+            include_sensitive=args.include_sensitive,
         )
     except ExportError as e:
         return _fail(f"export failed: {e}")

@@ -5,10 +5,14 @@ import pytest
 from metadata_records.config_schema import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
+    ConfigKey,
     ConfigSource,
     ConfigType,
+    ResourceType,
     broker_configs_problem,
+    config_type,
     describe_broker_configs,
+    is_sensitive,
     parse,
     resolve_topic_configs,
     topic_config_value,
@@ -127,3 +131,77 @@ def test_describing_a_broker_resolves_broker_then_cluster_then_default():
     assert [(e.name, e.value, e.source) for e in default] == [
         ("num.io.threads", "12", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
     ]
+
+
+# Kafka's dynamic broker configs of type PASSWORD (KafkaConfig's definitions of
+# SslConfigs.RECONFIGURABLE_CONFIGS and sasl.jaas.config).
+KAFKA_DYNAMIC_PASSWORDS = (
+    "sasl.jaas.config",
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.password",
+    "ssl.truststore.certificates",
+    "ssl.truststore.password",
+)
+
+
+def test_kafka_dynamic_passwords_are_known_as_passwords():
+    for name in KAFKA_DYNAMIC_PASSWORDS:
+        assert BROKER_CONFIGS[name].type is ConfigType.PASSWORD, name
+        assert BROKER_CONFIGS[name].sensitive, name
+    assert {k.name for k in BROKER_CONFIGS.values() if k.sensitive} == set(KAFKA_DYNAMIC_PASSWORDS)
+    assert not any(k.sensitive for k in TOPIC_CONFIGS.values())
+    # Not dynamic in Kafka: refused, as Kafka refuses them.
+    assert "dynamically: password.encoder.secret" in broker_configs_problem(
+        {"password.encoder.secret": "s"}
+    )
+
+
+@pytest.mark.parametrize(
+    "resource, name, kind, sensitive",
+    [
+        (ResourceType.BROKER, "ssl.keystore.password", ConfigType.PASSWORD, True),
+        (ResourceType.BROKER, "num.io.threads", ConfigType.INT, False),
+        (ResourceType.BROKER, "log.retention.hours", ConfigType.INT, False),
+        (ResourceType.BROKER, "my.plugin.secret", ConfigType.UNKNOWN, True),
+        # Per listener: the type of the config after the listener prefix, as
+        # Kafka's KafkaConfig.configType over brokerConfigSynonyms.
+        (ResourceType.BROKER, "listener.name.internal.ssl.keystore.password", ConfigType.PASSWORD, True),
+        (ResourceType.BROKER, "listener.name.internal.sasl.jaas.config", ConfigType.PASSWORD, True),
+        (ResourceType.BROKER, "listener.name.internal.plain.sasl.jaas.config", ConfigType.PASSWORD, True),
+        (ResourceType.BROKER, "listener.name.internal.ssl.keystore.type", ConfigType.STRING, False),
+        (ResourceType.BROKER, "listener.name.internal.max.connections", ConfigType.INT, False),
+        (ResourceType.BROKER, "listener.name.internal.sasl.enabled.mechanisms", ConfigType.UNKNOWN, True),
+        (ResourceType.BROKER, "listener.name.ssl.keystore.password", ConfigType.UNKNOWN, True),
+        (ResourceType.TOPIC, "retention.ms", ConfigType.LONG, False),
+        (ResourceType.TOPIC, "ssl.keystore.password", ConfigType.UNKNOWN, True),
+        (ResourceType.BROKER_LOGGER, "kafka.server", ConfigType.UNKNOWN, True),
+    ],
+)  # fmt: skip
+def test_a_password_or_a_config_of_unknown_type_is_sensitive(resource, name, kind, sensitive):
+    assert config_type(resource, name) is kind
+    assert is_sensitive(resource, name) is sensitive
+
+
+def test_describing_a_broker_marks_sensitive_entries_and_keeps_their_values():
+    entries = {e.name: e for e in describe_broker_configs("1", {
+        "ssl.keystore.password": "k", "listener.name.a.ssl.key.password": "p", "x.y": "z"}, {})}  # fmt: skip
+    assert [
+        (n, entries[n].value, entries[n].type, entries[n].sensitive)
+        for n in ("ssl.keystore.password", "listener.name.a.ssl.key.password", "x.y")
+    ] == [
+        ("ssl.keystore.password", "k", ConfigType.PASSWORD, True),
+        ("listener.name.a.ssl.key.password", "p", ConfigType.PASSWORD, True),
+        ("x.y", "z", ConfigType.UNKNOWN, True),
+    ]
+    assert not entries["num.io.threads"].sensitive
+    assert not any(e.sensitive for e in resolve_topic_configs({}, {}))
+
+
+def test_a_refused_sensitive_value_is_not_echoed():
+    with pytest.raises(ValueError, match=r"^Invalid value \[hidden\] for configuration p: no") as e:
+        parse(ConfigKey("p", ConfigType.PASSWORD, None, "", lambda v: "no"), "hunter2")
+    assert "hunter2" not in str(e.value)
+    with pytest.raises(ValueError, match="^Invalid value x for configuration i: Not a number"):
+        parse(ConfigKey("i", ConfigType.INT, None, ""), "x")

@@ -42,6 +42,7 @@ from pipeline.replay_audit import read_rows, replay_audit, replay_checker
 from pipeline.schema import COLUMN_NAMES, RENAMED
 
 from .cluster import Cluster
+from .conftest import running
 from .invariant_corpus import corpus, legacy, write_export
 from .pipeline_scenario import broker_scenario
 
@@ -297,3 +298,51 @@ def test_an_export_from_before_batch_offset_reads_as_runs_of_one_time_and_epoch(
     checker = replay_checker(str(tmp_path))
     assert [(v.offset, v.rule) for v in checker.finish()] == log.expected
     assert checker.legacy_records == len(log.records)
+
+
+SENSITIVE_TOKENS = "admin-token admin\nbroker-token broker\nread-token read\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_export_writes_sensitive_values_only_when_an_admin_asks(tmp_path, capsys, workers):
+    """Issue 40: by URL, the export writes (redacted) for a sensitive config
+    whatever its token; --include-sensitive writes the value with an admin's
+    token and stops with a clear refusal with any other. In both HTTP layouts:
+    with workers, the log is served by a worker's copy of it."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(SENSITIVE_TOKENS)
+    (tmp_path / "c").mkdir()
+    c = Cluster(tmp_path / "c", voters=1, extra=["--tokens-file", str(tokens),
+                                                 "--http-workers", workers])  # fmt: skip
+    c.client.headers["Authorization"] = "Bearer admin-token"
+    secret = "hunter2-keystore"
+    with running(c):
+        body = {"resources": [{"resourceType": 4, "resourceName": "1", "configs": [
+            {"name": "ssl.keystore.password", "configOperation": 0, "value": secret}]}]}  # fmt: skip
+        assert c.post(0, "/v1/configs", body).json()["responses"][0]["errorName"] == "NONE"
+        c.wait(lambda: secret in c.get(0, "/v1/log").text, 10, "the config in the log")
+        seen = {
+            token: c.get(0, "/v1/log", headers={"Authorization": f"Bearer {token}"}).text
+            for token in ("admin-token", "broker-token", "read-token")
+        }
+        assert [secret in seen[t] for t in seen] == [True, True, False]
+        assert "(redacted)" in seen["read-token"]
+
+        def exported(name, token, **kw):
+            out = tmp_path / name
+            run_export(str(out), url=c.url(0), token=token, fmt="jsonl", quiet=True, **kw)
+            return "".join(p.read_text() for p in out.rglob("*.jsonl"))
+
+        for token in ("admin-token", "broker-token", "read-token"):
+            text = exported(f"plain-{token}", token)
+            assert secret not in text and "(redacted)" in text, token
+        assert secret in exported("full", "admin-token", include_sensitive=True)
+        for token in ("broker-token", "read-token"):
+            with pytest.raises(ExportError, match="--include-sensitive needs an admin token"):
+                exported(f"refused-{token}", token, include_sensitive=True)
+            assert not list((tmp_path / f"refused-{token}").rglob("*.jsonl"))
+        out = str(tmp_path / "cli")
+        args = ["export", "--url", c.url(0), "--out", out, "--token", "read-token"]
+        assert main([*args, "--include-sensitive"]) == 2
+        assert "needs an admin token or certificate" in capsys.readouterr().err
