@@ -18,6 +18,9 @@ Tokens are kept as SHA-256 digests and looked up by digest, so a lookup's
 timing says nothing about the stored tokens. A token field starting with
 ``$scrypt$`` is a salted hash of an ``ID.SECRET`` token (api/token_hashes.py,
 ``metaquorum hash-token``): the file then holds nothing a caller could present.
+Any other field starting with ``$`` refuses the file (a plain token may not
+start with ``$``): a hash of a kind this server does not check
+(``$argon2id$...``) must never become a token that its own text matches.
 """
 
 from __future__ import annotations
@@ -35,8 +38,7 @@ from metadata_records.errors import Errors
 
 from .errors import ApiProblem
 from .tls import describe_names, peer_certificate
-from .token_hashes import PREFIX as HASH_PREFIX
-from .token_hashes import TokenHash, TokenHashError, parse_hash, token_id
+from .token_hashes import HASH_MARK, TokenHash, TokenHashError, parse_hash, token_id
 
 _MAPPED = "metaquorum.principal"  # the connection's certificate principal, once mapped
 
@@ -215,7 +217,7 @@ def parse_tokens(text: str, source: str = "<tokens>") -> TokenTable:
                     f"{where}: brokerId {text_id!r} is not an integer in [0, {INT32_MAX}]"
                 )
             broker_id = int(text_id)
-        if token.startswith(HASH_PREFIX):
+        if token.startswith(HASH_MARK):
             try:
                 entry = parse_hash(token)
             except TokenHashError as e:

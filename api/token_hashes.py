@@ -24,6 +24,7 @@ import secrets
 from dataclasses import dataclass
 
 PREFIX = "$scrypt$"
+HASH_MARK = "$"  # a tokens-file field starting with it is a hash, never a token
 DEFAULT_LOG_N, DEFAULT_R, DEFAULT_P = 14, 8, 1
 SALT_BYTES, HASH_BYTES = 16, 32
 _MAX_MEMORY = 256 << 20  # what the parser allows: 128 * r * N bytes
@@ -103,8 +104,30 @@ def hash_token(token: str, log_n: int = DEFAULT_LOG_N) -> TokenHash:
     )
 
 
+def _not_ours(text: str) -> str:
+    """Why a field that starts with ``$`` but not with ``$scrypt$`` is refused."""
+    scheme, dollar, _ = text[1:].partition("$")
+    if not scheme:
+        return (
+            f"`{text[:8]}` is not a hash: a field starting with $ must be a hash this server "
+            "checks, `$scrypt$...` as `metaquorum hash-token` prints it (a plain token may not "
+            "start with $)"
+        )
+    shown = f"${scheme[:24]}{dollar}"
+    hint = " (in lower case, as it prints it)" if scheme.lower() == "scrypt" else ""
+    return (
+        f"`{shown}` is not a hash this server checks: only `$scrypt$...` as `metaquorum "
+        f"hash-token` prints it{hint} (a plain token may not start with $)"
+    )
+
+
 def parse_hash(text: str) -> TokenHash:
-    """A ``$scrypt$...`` field of the tokens file; TokenHashError says what is wrong."""
+    """A tokens-file field that starts with ``$``: a ``$scrypt$...`` hash as
+    ``hash-token`` prints it, or TokenHashError saying why not. Nothing that
+    starts with ``$`` is ever taken as a plain token: a hash of another kind
+    (``$argon2id$...``) would otherwise authenticate its own literal text."""
+    if not text.startswith(PREFIX):
+        raise TokenHashError(_not_ours(text))
     m = _FORMAT.fullmatch(text)
     if m is None:
         raise TokenHashError(
@@ -124,4 +147,9 @@ def parse_hash(text: str) -> TokenHash:
         raise TokenHashError("the salt or hash is not base64") from None
     if len(salt) < 8 or len(digest) != HASH_BYTES:
         raise TokenHashError(f"the salt must be 8+ bytes and the hash {HASH_BYTES}")
+    if _b64(salt) != m["salt"] or _b64(digest) != m["hash"]:
+        raise TokenHashError(
+            "the salt or hash is not as printed (unpadded base64 with its last character "
+            "changed?): paste the line metaquorum hash-token printed"
+        )
     return TokenHash(ident, log_n, r, p, salt, digest)

@@ -137,3 +137,47 @@ def test_the_app_authenticates_a_hashed_token(local, tmp_path):
     assert r.status_code == 200, r.text
     r = local.request(app, "GET", "/v1/brokers", token="ab12cd34.a-wrong-secret-for-this-id")
     assert r.status_code == 401 and "unknown bearer token" in r.json()["errorMessage"]
+
+
+# ---------------------------------------------------------------- what the tokens file accepts
+
+SALT, HASH = "c2FsdHNhbHRzYWx0c2FsdA", "A" * 43  # 16 and 32 bytes, as hash-token prints them
+
+
+@pytest.mark.parametrize(
+    "field,reason",
+    [
+        # Another scheme's hash: its literal text must not become a token.
+        ("$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", "`$argon2id$` is not a hash"),
+        ("$2b$12$abcdefghijklmnopqrstuu", "`$2b$` is not a hash"),
+        ("$SCRYPT$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH, "`$SCRYPT$` is not a hash"),
+        ("$Scrypt$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH, "in lower case"),
+        ("$scrypt", "`$scrypt` is not a hash"),
+        ("$scryptid=ab12cd34", "`$scryptid=ab12cd34` is not a hash"),
+        ("$", "a plain token may not start with $"),
+        ("$$", "a plain token may not start with $"),
+        # The supported scheme, but not as hash-token prints it.
+        ("$scrypt$ID=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH, "not a hashed token"),
+        ("$scrypt$id=ab12cd34$LN=14,r=8,p=1$" + SALT + "$" + HASH, "not a hashed token"),
+        ("$scrypt$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH + "$", "not a hashed token"),
+        ("$scrypt$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH + "=", "not a hashed token"),
+        ("$scrypt$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + "A" * 42 + "B", "not as printed"),
+    ],
+)
+def test_a_dollar_field_that_is_no_supported_hash_refuses_the_file(field, reason):
+    """A field starting with $ is a hash or nothing: never a plain token whose
+    literal text would then authenticate (``$argon2id$...`` as an admin's)."""
+    with pytest.raises(TokensFileError) as refused:
+        parse_tokens(f"plain-admin admin\n\n{field} admin\n", "tokens")
+    message = str(refused.value)
+    assert message.startswith("tokens line 3: "), message
+    assert reason in message, message
+
+
+def test_the_refusal_says_what_the_server_checks():
+    with pytest.raises(TokensFileError) as refused:
+        parse_tokens("$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA admin\n", "tokens")
+    assert str(refused.value) == (
+        "tokens line 1: `$argon2id$` is not a hash this server checks: only `$scrypt$...` "
+        "as `metaquorum hash-token` prints it (a plain token may not start with $)"
+    )
