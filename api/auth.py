@@ -48,7 +48,10 @@ _MAPPED = "metaquorum.principal"  # the connection's certificate principal, once
 class CertMapper(Protocol):
     """api/cert_principals.CertPrincipals (a Protocol: that module imports this one)."""
 
-    def principal(self, peer: dict) -> Principal | None: ...
+    def principal(self, peer: dict) -> Principal | None:
+        """None if no rule maps the certificate; AmbiguousCertificate if its
+        names are more than one principal."""
+        ...
 
     def describe(self) -> str: ...
 
@@ -67,6 +70,10 @@ ALLOWED: dict[Role, frozenset[Role]] = {
 }
 
 INT32_MAX = 2**31 - 1
+
+
+class AmbiguousCertificate(Exception):
+    """A client certificate whose names are more than one principal (403)."""
 
 
 class TokensFileError(ValueError):
@@ -409,8 +416,18 @@ class Authenticator:
         tls = scope["extensions"]["tls"]
         if _MAPPED not in tls:
             assert self.certificates is not None
-            tls[_MAPPED] = self.certificates.principal(peer)
-        return tls[_MAPPED]
+            try:
+                tls[_MAPPED] = self.certificates.principal(peer)
+            except AmbiguousCertificate as e:
+                tls[_MAPPED] = e
+        mapped = tls[_MAPPED]
+        if isinstance(mapped, AmbiguousCertificate):
+            raise ApiProblem(
+                403,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                str(mapped) + ("; or send a bearer token" if self.tokens is not None else ""),
+            )
+        return mapped
 
     @staticmethod
     def check_broker(principal: Principal, broker_id: int) -> None:
