@@ -16,7 +16,7 @@ DNS name) is mapped by the first rule that matches it; names no rule matches
 are ignored. A subject with more than one CN is refused, and so is a
 certificate whose names map to different principals (another role, or
 another broker binding): ``AmbiguousCertificate``, 403 naming each name and
-what it mapped to. Trying every name against the rules in order and taking
+what it mapped to (not the rule's line). Trying every name against the rules in order and taking
 the first hit made ``CN=read-x, CN=admin-y`` an admin (the admin rule came
 first): a certificate authority that lets a client choose one name must not
 let it choose its role by adding another. Names that agree are that one
@@ -157,13 +157,12 @@ class CertPrincipals:
             shown = ", ".join(
                 f"{p.certificate} is {p.role.value}"
                 + ("" if p.broker_id is None else f" {p.broker_id}")
-                + f" (rule line {p.line})"
                 for p in mapped
-            )
+            )  # never the rules' lines: the file's layout is the operator's (api/auth.py)
             raise AmbiguousCertificate(
                 f"the client certificate maps to more than one principal: {shown}; a "
                 "certificate is one principal: issue it with names that map to one, or "
-                f"change the rules ({self.source})"
+                "change the rules (--tls-principals-file)"
             )
         return min(mapped, key=lambda p: p.line)
 
