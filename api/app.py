@@ -418,7 +418,8 @@ class EdgeMiddleware:
         if scope["path"] not in self.open_paths:
             header = None if authorization is None else authorization.decode("latin-1")
             try:
-                await self.auth.prepare(header)  # a hashed token's first check, in a thread
+                # A hashed token's first check, in a thread; limited per address.
+                await self.auth.prepare(header, (scope.get("client") or ("?",))[0])
                 principal = self.auth.identify(header, scope)
             except ApiProblem as e:
                 await _before_body(e, length, chunked).response()(scope, receive, send)
@@ -668,11 +669,11 @@ def create_app(
         tokens = load_tokens(tokens)
     if body_limit_bytes < 1:
         raise ValueError(f"body_limit_bytes must be positive, got {body_limit_bytes}")
-    auth = Authenticator(tokens, certificates)
+    metrics = ApiMetrics(node, connections, tls, workers)
+    auth = Authenticator(tokens, certificates, on_throttled=metrics.count_auth_throttled)
     admission = Admission(max_pending_writes, fair=auth.enabled)
     if not auth.enabled:
         log.warning("auth is off: no tokens file nor client CA was given; every caller is admin")
-    metrics = ApiMetrics(node, connections, tls, workers)
     tracker = VoterTracker()
 
     app = FastAPI(

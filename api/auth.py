@@ -18,15 +18,19 @@ Tokens are kept as SHA-256 digests and looked up by digest, so a lookup's
 timing says nothing about the stored tokens. A token field starting with
 ``$scrypt$`` is a salted hash of an ``ID.SECRET`` token (api/token_hashes.py,
 ``metaquorum hash-token``): the file then holds nothing a caller could present.
+Any other field starting with ``$`` refuses the file (a plain token may not
+start with ``$``): a hash of a kind this server does not check
+(``$argon2id$...``) must never become a token that its own text matches.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -34,9 +38,9 @@ from typing import Protocol
 from metadata_records.errors import Errors
 
 from .errors import ApiProblem
+from .failure_limit import FAILURE_BURST, FAILURES_PER_S, FailureLimit
 from .tls import describe_names, peer_certificate
-from .token_hashes import PREFIX as HASH_PREFIX
-from .token_hashes import TokenHash, TokenHashError, parse_hash, token_id
+from .token_hashes import HASH_MARK, TokenHash, TokenHashError, parse_hash, token_id
 
 _MAPPED = "metaquorum.principal"  # the connection's certificate principal, once mapped
 
@@ -44,7 +48,10 @@ _MAPPED = "metaquorum.principal"  # the connection's certificate principal, once
 class CertMapper(Protocol):
     """api/cert_principals.CertPrincipals (a Protocol: that module imports this one)."""
 
-    def principal(self, peer: dict) -> Principal | None: ...
+    def principal(self, peer: dict) -> Principal | None:
+        """None if no rule maps the certificate; AmbiguousCertificate if its
+        names are more than one principal."""
+        ...
 
     def describe(self) -> str: ...
 
@@ -70,6 +77,10 @@ ALLOWED: dict[Role, frozenset[Role]] = {
 SEES_SENSITIVE = frozenset({Role.ADMIN, Role.BROKER})
 
 INT32_MAX = 2**31 - 1
+
+
+class AmbiguousCertificate(Exception):
+    """A client certificate whose names are more than one principal (403)."""
 
 
 class TokensFileError(ValueError):
@@ -103,7 +114,9 @@ class TokenTable:
 
     A hashed token costs one scrypt the first time it is seen, then it is
     looked up by digest like a plain one; a wrong secret for a known id is
-    remembered as wrong (a bounded set), so repeating it costs nothing."""
+    remembered as wrong (a bounded set), so repeating it costs nothing. A
+    client address whose checks failed too often waits before its next one
+    (api/failure_limit.py)."""
 
     def __init__(
         self,
@@ -117,6 +130,7 @@ class TokenTable:
         self._refused: OrderedDict[bytes, None] = OrderedDict()
         self._checking = 0
         self._slots: asyncio.Semaphore | None = None
+        self.failures = FailureLimit()
         self.source = source
 
     def __len__(self) -> int:
@@ -150,10 +164,12 @@ class TokenTable:
             self._refused.popitem(last=False)
         return None
 
-    async def prepare(self, token: str) -> None:
+    async def prepare(self, token: str, client: Hashable = None) -> None:
         """Checks a hashed token not yet checked in a thread (scrypt releases
         the GIL), at most CHECK_THREADS at once; TooManyChecks past
-        MAX_WAITING_CHECKS waiting. Then ``lookup`` answers from its caches."""
+        MAX_WAITING_CHECKS waiting, TooManyFailures if ``client`` (the
+        caller's address) failed too often (api/failure_limit.py). Then
+        ``lookup`` answers from its caches."""
         if not self._hashed:
             return
         digest = _digest(token)
@@ -162,6 +178,9 @@ class TokenTable:
         entry = self._unchecked(token, digest)
         if entry is None:
             return
+        wait = self.failures.wait(client)
+        if wait:
+            raise TooManyFailures(client, wait)
         if self._checking >= MAX_WAITING_CHECKS:
             raise TooManyChecks(self._checking)
         if self._slots is None:
@@ -170,7 +189,8 @@ class TokenTable:
         try:
             async with self._slots:
                 if digest not in self._verified and digest not in self._refused:
-                    await asyncio.to_thread(self._check, entry, token, digest)
+                    if await asyncio.to_thread(self._check, entry, token, digest) is None:
+                        self.failures.failed(client)
         finally:
             self._checking -= 1
 
@@ -185,6 +205,10 @@ MAX_REFUSED_REMEMBERED = 4096
 
 class TooManyChecks(Exception):
     """Too many hashed tokens are waiting for their first check."""
+
+
+class TooManyFailures(Exception):
+    """The caller's address failed hashed-token checks too often: (address, seconds to wait)."""
 
 
 def rule_lines(text: str, source: str) -> Iterator[tuple[int, str, list[str]]]:
@@ -222,7 +246,7 @@ def parse_tokens(text: str, source: str = "<tokens>") -> TokenTable:
                     f"{where}: brokerId {text_id!r} is not an integer in [0, {INT32_MAX}]"
                 )
             broker_id = int(text_id)
-        if token.startswith(HASH_PREFIX):
+        if token.startswith(HASH_MARK):
             try:
                 entry = parse_hash(token)
             except TokenHashError as e:
@@ -281,25 +305,48 @@ class Authenticator:
     certificate: a wrong credential is never silently replaced by another.
     Auth is on when there is a tokens file or a client CA (``certificates``)."""
 
-    def __init__(self, tokens: TokenTable | None, certificates: CertMapper | None = None) -> None:
+    def __init__(
+        self,
+        tokens: TokenTable | None,
+        certificates: CertMapper | None = None,
+        on_throttled: Callable[[], None] | None = None,
+    ) -> None:
         self.tokens = tokens
         self.certificates = certificates
+        self.on_throttled = on_throttled  # a request refused by the failure limit (/metrics)
+        self.throttled = 0
 
     @property
     def enabled(self) -> bool:
         return self.tokens is not None or self.certificates is not None
 
-    async def prepare(self, authorization: str | None) -> None:
+    async def prepare(self, authorization: str | None, client: Hashable = None) -> None:
         """Checks a hashed token seen for the first time off the event loop,
         so that ``identify`` finds it cached (api/token_hashes.py); 429 if too
-        many wait for their check."""
+        many wait for their check, or if ``client`` (the caller's address)
+        failed such checks too often (api/failure_limit.py)."""
         if self.tokens is None or not authorization:
             return
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return
         try:
-            await self.tokens.prepare(token.strip())
+            await self.tokens.prepare(token.strip(), client)
+        except TooManyFailures as e:
+            self.throttled += 1
+            if self.on_throttled is not None:
+                self.on_throttled()
+            address, wait = e.args
+            seconds = max(1, math.ceil(wait))
+            raise ApiProblem(
+                429,
+                Errors.THROTTLING_QUOTA_EXCEEDED,
+                f"too many hashed tokens with a wrong secret came from {address} recently; "
+                f"nothing was checked: retry after Retry-After ({FAILURE_BURST} failed checks "
+                f"at once, then {FAILURES_PER_S:g} a second, per client address)",
+                headers={"Retry-After": str(seconds)},
+                extra={"retryAfterMs": seconds * 1000},
+            ) from None
         except TooManyChecks as e:
             raise ApiProblem(
                 429,
@@ -376,8 +423,18 @@ class Authenticator:
         tls = scope["extensions"]["tls"]
         if _MAPPED not in tls:
             assert self.certificates is not None
-            tls[_MAPPED] = self.certificates.principal(peer)
-        return tls[_MAPPED]
+            try:
+                tls[_MAPPED] = self.certificates.principal(peer)
+            except AmbiguousCertificate as e:
+                tls[_MAPPED] = e
+        mapped = tls[_MAPPED]
+        if isinstance(mapped, AmbiguousCertificate):
+            raise ApiProblem(
+                403,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                str(mapped) + ("; or send a bearer token" if self.tokens is not None else ""),
+            )
+        return mapped
 
     @staticmethod
     def shows_sensitive(principal: Principal, asked: bool | None) -> bool:

@@ -1,15 +1,26 @@
 """Which principal a verified client certificate is (docs/security.md).
 
-A rule is one line, ``FIELD=PATTERN role [brokerId]``, first match wins:
+A rule is one line, ``FIELD=PATTERN role [brokerId]``:
 
 * ``FIELD`` is ``CN`` (the subject's common name), ``URI`` or ``DNS`` (a
-  subject alternative name of that type); every name of the field is tried;
+  subject alternative name of that type);
 * ``PATTERN`` matches the whole name: ``*`` is any run of characters, and
   ``{id}`` (at most once) a broker id: decimal digits without a leading zero,
   at most 2**31-1;
 * ``role`` is ``admin``, ``broker`` or ``read``, as for tokens; a ``broker``
   rule may bind the broker id, ``{id}`` (from the pattern) or a number, and a
   certificate so bound may act only for that broker, exactly as a bound token.
+
+**A certificate is one principal.** Each of its names (its CN, each URI and
+DNS name) is mapped by the first rule that matches it; names no rule matches
+are ignored. A subject with more than one CN is refused, and so is a
+certificate whose names map to different principals (another role, or
+another broker binding): ``AmbiguousCertificate``, 403 naming each name and
+what it mapped to (not the rule's line). Trying every name against the rules in order and taking
+the first hit made ``CN=read-x, CN=admin-y`` an admin (the admin rule came
+first): a certificate authority that lets a client choose one name must not
+let it choose its role by adding another. Names that agree are that one
+principal (named by the first rule's match).
 
 Without a rules file (``serve --tls-principals-file``) the rules are
 ``DEFAULT_RULES``: ``CN=broker-3`` is broker 3's, ``CN=admin-alice`` an admin,
@@ -24,7 +35,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .auth import INT32_MAX, Principal, Role, read_rule_file, rule_lines
+from .auth import INT32_MAX, AmbiguousCertificate, Principal, Role, read_rule_file, rule_lines
 from .tls import FIELDS, certificate_names
 
 DEFAULT_RULES = """\
@@ -125,19 +136,51 @@ class CertPrincipals:
         return cls(parse_rules(DEFAULT_RULES, "<default rules>"))
 
     def principal(self, peer: dict) -> Principal | None:
+        """The one principal the certificate's names map to, None if none
+        does; AmbiguousCertificate for two CNs or names that disagree."""
         names = certificate_names(peer)
+        if len(names["CN"]) > 1:
+            shown = ", ".join(f"CN={cn}" for cn in names["CN"])
+            raise AmbiguousCertificate(
+                f"the client certificate has {len(names['CN'])} CNs ({shown}): a certificate "
+                "is one principal, so its subject may hold one CN; issue it with one"
+            )
+        mapped = [
+            principal
+            for field in FIELDS
+            for name in names[field]
+            if (principal := self._map(field, name)) is not None
+        ]
+        if not mapped:
+            return None
+        if len({(p.role, p.broker_id) for p in mapped}) > 1:
+            shown = ", ".join(
+                f"{p.certificate} is {p.role.value}"
+                + ("" if p.broker_id is None else f" {p.broker_id}")
+                for p in mapped
+            )  # never the rules' lines: the file's layout is the operator's (api/auth.py)
+            raise AmbiguousCertificate(
+                f"the client certificate maps to more than one principal: {shown}; a "
+                "certificate is one principal: issue it with names that map to one, or "
+                "change the rules (--tls-principals-file)"
+            )
+        return min(mapped, key=lambda p: p.line)
+
+    def _map(self, field: str, name: str) -> Principal | None:
+        """What the first rule that matches ``name`` makes of it."""
         for rule in self.rules:
-            for name in names[rule.field]:
-                m = rule.regex.fullmatch(name)
-                if m is None:
-                    continue
-                broker_id = rule.broker_id
-                if broker_id == _ID:
-                    broker_id = int(m.group("id"))
-                    if broker_id > INT32_MAX:
-                        continue  # not a broker id: the next rule may still match
-                assert broker_id is None or isinstance(broker_id, int)
-                return Principal(rule.role, broker_id, rule.line, f"{rule.field}={name}")
+            if rule.field != field:
+                continue
+            m = rule.regex.fullmatch(name)
+            if m is None:
+                continue
+            broker_id = rule.broker_id
+            if broker_id == _ID:
+                broker_id = int(m.group("id"))
+                if broker_id > INT32_MAX:
+                    continue  # not a broker id: the next rule may still match
+            assert broker_id is None or isinstance(broker_id, int)
+            return Principal(rule.role, broker_id, rule.line, f"{field}={name}")
         return None
 
     def describe(self) -> str:

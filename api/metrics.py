@@ -380,7 +380,7 @@ class RequestCounts:
     mmap writes (about 5% of a worker). ``totals`` is what an HTTP worker
     sends its core every second (api/core_link.SummedRequests)."""
 
-    __slots__ = ("responses", "latency")
+    __slots__ = ("responses", "latency", "auth_throttled")
 
     BOUNDS = _LATENCY_BUCKETS  # upper bounds; a last bucket for +Inf
 
@@ -388,6 +388,8 @@ class RequestCounts:
         self.responses: dict[tuple[str, str, str], int] = {}
         # (method, route) -> one count per bucket (not cumulative), then the sum
         self.latency: dict[tuple[str, str], list[float]] = {}
+        # Requests refused (429) by the failed-check limit (api/failure_limit.py).
+        self.auth_throttled = 0
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         key = (method, route, str(status))
@@ -403,6 +405,7 @@ class RequestCounts:
         return {
             "responses": dict(self.responses),
             "latency": {key: list(counts) for key, counts in self.latency.items()},
+            "authThrottled": self.auth_throttled,
         }
 
 
@@ -417,7 +420,8 @@ def add_request_totals(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         latency[key] = (
             list(counts) if mine is None else [x + y for x, y in zip(mine, counts, strict=True)]
         )
-    return {"responses": responses, "latency": latency}
+    throttled = a.get("authThrottled", 0) + b.get("authThrottled", 0)
+    return {"responses": responses, "latency": latency, "authThrottled": throttled}
 
 
 class _RequestCollector(Collector):
@@ -450,6 +454,12 @@ class _RequestCollector(Collector):
         for key, n in sorted(totals["responses"].items()):
             responses.add_metric(list(key), n)
         yield responses
+        yield CounterMetricFamily(
+            "metaquorum_auth_throttled",
+            "requests refused (429) before a hashed token's check because their client "
+            "address failed such checks too often (docs/security.md)",
+            value=totals.get("authThrottled", 0),
+        )
 
 
 class ApiMetrics:
@@ -499,6 +509,10 @@ class ApiMetrics:
             registry=self.registry,
         )
         self._batches_seen = self.node.stats.batches
+
+    def count_auth_throttled(self) -> None:
+        if self.count_requests:
+            self.requests.auth_throttled += 1
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         if self.count_requests:

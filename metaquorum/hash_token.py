@@ -4,7 +4,9 @@ scrypt hash instead of the token (api/token_hashes.py).
 Without ``--token-file``, a new ``ID.SECRET`` token is made and shown once on
 stderr; stdout gets only the line, so ``metaquorum hash-token --role admin >>
 tokens`` appends it. With ``--token-file FILE`` (``-`` for stdin) the token in
-the file is hashed; it must be ``ID.SECRET``.
+the file is hashed; it must be ``ID.SECRET``. ``--log-n`` outside the safe
+range (api/token_hashes.py: 10 to 15) is refused (exit 2); no token is
+shown.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ def add_hash_token_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--role", required=True, choices=ROLES, help="the token's role")
     p.add_argument(
         "--broker-id", type=int, help="bind a broker token to this broker id (as in the file)"
+    )
+    p.add_argument(
+        "--log-n",
+        type=int,
+        default=14,
+        help="scrypt's cost, log2 N: 10 to 15 (15: 32 MiB and about twice the time of the "
+        "default 14 per check, on every voter, once per token and start)",
     )
     p.add_argument(
         "--token-file",
@@ -53,7 +62,7 @@ def run_hash_token(args: argparse.Namespace) -> int:
                 raise ValueError(f"--broker-id {args.broker_id} is not in [0, {INT32_MAX}]")
         made = args.token_file is None
         token = new_token() if made else _read_token(args.token_file)
-        hashed = hash_token(token)
+        hashed = hash_token(token, args.log_n)
     except (ValueError, TokenHashError) as e:
         print(f"metaquorum hash-token: {e}", file=sys.stderr)
         return 2

@@ -6,6 +6,10 @@ Exit codes: 0 clean stop, 2 bad configuration or an unusable environment (the
 message names the flag, port or path: a Raft port in use, a data dir this user
 cannot write), 3 the node refused to serve (a corrupt or missing snapshot or
 journal). Every start-up failure is one line on stderr, never a traceback.
+A start refused for its configuration writes nothing: every check that can
+refuse it (flags, the Raft secret, TLS files, the principals and tokens
+files, what the data dir says of itself, the ports) runs before the first
+byte goes to the data dir, so the retry with the input fixed starts.
 """
 
 from __future__ import annotations
@@ -398,7 +402,8 @@ def run_serve(args: argparse.Namespace) -> int:
         level=str(args.log_level).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from quorum.node_config import ConfigError, claim_data_dir
+    from api.auth import TokensFileError, load_tokens
+    from quorum.node_config import ConfigError, claim_data_dir, inspect_data_dir
     from quorum.startup_checks import (
         check_data_dir,
         check_http_port,
@@ -417,10 +422,19 @@ def run_serve(args: argparse.Namespace) -> int:
         if workers:
             check_memory_room(ring_mib << 20, f"--batch-ring-mib {ring_mib}")
         tls, principals = build_tls(args)
-        # The port first: a process refused for a taken port writes nothing.
+        try:
+            tokens = load_tokens(args.tokens_file) if args.tokens_file else None
+        except TokensFileError as e:
+            raise ValueError(f"--tokens-file: {e}") from None
+        # What claiming the data dir would refuse (another node's, another
+        # cluster's, a first start without a needed --cluster-id), read only.
+        inspect_data_dir(config)
         if not config.observer:  # an observer has no Raft port of its own
             check_raft_port(config.raft_bind or config.raft_address, config.node_id)
         check_http_port(args.http_host, int(args.http_port))
+        # Everything that can refuse a start ran above and wrote nothing: a
+        # refused start leaves the data dir as it was, so the retry with the
+        # input fixed is not refused for what it wrote (docs/security.md).
         check_data_dir(config.data_dir)
         data_dir_lock = lock_data_dir(config.data_dir)  # held until the process ends
         identity = claim_data_dir(config)
@@ -428,13 +442,6 @@ def run_serve(args: argparse.Namespace) -> int:
         return _die(EXIT_CONFIG, str(e))
     except OSError as e:
         return _die(EXIT_CONFIG, _os_problem(e, args.data_dir))
-
-    from api.auth import load_tokens  # noqa: PLC0415 - the API is only needed to serve
-
-    try:
-        tokens = load_tokens(args.tokens_file) if args.tokens_file else None
-    except ValueError as e:
-        return _die(EXIT_CONFIG, f"--tokens-file: {e}")
 
     from quorum.journal_format import JournalCorruptError
     from quorum.node import QuorumNode

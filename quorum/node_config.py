@@ -182,12 +182,12 @@ class DataDirIdentity:
     bootstrap: dict[int, str | None] | None
 
 
-def claim_data_dir(config: NodeConfig) -> DataDirIdentity:
-    """Creates or checks the data dir; returns what it remembers.
-
-    The data dir remembers its node and cluster: starting it as another node,
-    or with another cluster id, is refused (a voter must never mix logs)."""
-    os.makedirs(config.data_dir, exist_ok=True)
+def inspect_data_dir(config: NodeConfig) -> tuple[DataDirIdentity, bool]:
+    """The identity the data dir has, or would get on this start, and whether
+    claiming it writes ``metaquorum.json``; ConfigError for whatever
+    ``claim_data_dir`` refuses. Reads only (a missing dir is a new one): serve
+    calls it before anything is written, so that a refused start leaves the
+    data dir as it was."""
     path = os.path.join(config.data_dir, IDENTITY_FILE)
     if os.path.exists(path):
         try:
@@ -215,13 +215,12 @@ def claim_data_dir(config: NodeConfig) -> DataDirIdentity:
         if version < 2:
             # Made before directory ids: it holds this cluster's log, so it is
             # formed; its voters' directories are learned from their hellos.
-            out = DataDirIdentity(node_id, cluster_id, random_uuid(), True, None)
-            _write_identity(path, out)
-            return out
-        return DataDirIdentity(
+            return DataDirIdentity(node_id, cluster_id, random_uuid(), True, None), True
+        found = DataDirIdentity(
             node_id, cluster_id, identity["directoryId"], bool(identity["formed"]), bootstrap
         )
-    if any(os.scandir(config.data_dir)):
+        return found, False
+    if os.path.isdir(config.data_dir) and any(os.scandir(config.data_dir)):
         raise ConfigError(
             f"--data-dir {config.data_dir} is not empty and has no {IDENTITY_FILE}: "
             "refusing to use a directory that may hold another service's files"
@@ -234,9 +233,19 @@ def claim_data_dir(config: NodeConfig) -> DataDirIdentity:
                 "or of a node that joins one (every voter must be given the same one)"
             )
         cluster_id = random_uuid()
-    out = DataDirIdentity(config.node_id, cluster_id, random_uuid(), False, None)
-    _write_identity(path, out)
-    return out
+    return DataDirIdentity(config.node_id, cluster_id, random_uuid(), False, None), True
+
+
+def claim_data_dir(config: NodeConfig) -> DataDirIdentity:
+    """Creates or checks the data dir; returns what it remembers.
+
+    The data dir remembers its node and cluster: starting it as another node,
+    or with another cluster id, is refused (a voter must never mix logs)."""
+    os.makedirs(config.data_dir, exist_ok=True)
+    identity, new = inspect_data_dir(config)
+    if new:
+        _write_identity(os.path.join(config.data_dir, IDENTITY_FILE), identity)
+    return identity
 
 
 def record_formation(data_dir: str, identity: DataDirIdentity, voters: dict) -> DataDirIdentity:

@@ -8,11 +8,12 @@ import pytest
 from api.auth import Authenticator, Principal, Role, parse_tokens
 from api.cert_principals import CertPrincipals, PrincipalsFileError, parse_rules
 from api.errors import ApiProblem
-from api.tls import PEER_CERT
+from api.tls import PEER_CERT, certificate_names
 
 
-def cert(cn: str | None = None, **sans: list[str]) -> dict:
-    out: dict = {"subject": ((("commonName", cn),),) if cn else ()}
+def cert(cn: str | list[str] | None = None, **sans: list[str]) -> dict:
+    cns = [cn] if isinstance(cn, str) else cn or []
+    out: dict = {"subject": tuple((("commonName", name),) for name in cns)}
     pairs = [(kind, v) for kind, values in sans.items() for v in values]
     if pairs:
         out["subjectAltName"] = tuple(pairs)
@@ -168,3 +169,116 @@ def test_without_tokens_or_a_client_ca_auth_is_off():
     auth = Authenticator(None, None)
     assert not auth.enabled
     assert auth.identify(None, scope_with(cert("read-x"))).role is Role.ADMIN
+
+
+# ---------------------------------------------------------------- one certificate, one principal
+
+
+def refusal(rules: CertPrincipals, peer: dict) -> str:
+    with pytest.raises(ApiProblem) as refused:
+        Authenticator(TOKENS, rules).identify(None, scope_with(peer))
+    assert refused.value.status == 403
+    return str(refused.value)
+
+
+def two_cn_certificate(tmp_path, first: str, second: str) -> dict:
+    """A real certificate whose subject has two CNs, as getpeercert() parses it
+    (``_test_decode_cert`` is the decoder getpeercert uses)."""
+    import datetime as dt
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from metaquorum.dev_certs import ThrowawayCA
+
+    ca = ThrowawayCA("test CA")
+    now = dt.datetime.now(dt.UTC)
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, first),
+            x509.NameAttribute(NameOID.COMMON_NAME, second),
+        ]
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    issued = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca.cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(ca.key, hashes.SHA256())
+    )
+    path = tmp_path / "two-cns.crt"
+    path.write_bytes(issued.public_bytes(serialization.Encoding.PEM))
+    return ssl._ssl._test_decode_cert(str(path))
+
+
+def test_a_certificate_with_two_cns_is_refused_not_its_highest_role(tmp_path):
+    """CN=read-x, CN=admin-y was admin: each CN was tried against the rules,
+    and the admin rule came first."""
+    peer = two_cn_certificate(tmp_path, "read-x", "admin-y")
+    assert certificate_names(peer)["CN"] == ["read-x", "admin-y"]
+    message = refusal(DEFAULT, peer)
+    assert "the client certificate has 2 CNs (CN=read-x, CN=admin-y)" in message
+    assert "one principal" in message
+
+
+def test_two_cns_are_refused_even_when_they_agree():
+    assert "has 2 CNs" in refusal(DEFAULT, cert(["broker-3", "broker-3"]))
+
+
+@pytest.mark.parametrize(
+    "peer,named",
+    [
+        # a role from the CN, another from a SAN
+        (
+            cert("admin-a", URI=["spiffe://x/broker-3"]),
+            "CN=admin-a is admin, URI=spiffe://x/broker-3 is broker 3",
+        ),
+        # one role, two broker bindings
+        (
+            cert("broker-3", DNS=["broker-4.k.example"]),
+            "CN=broker-3 is broker 3, DNS=broker-4.k.example is broker 4",
+        ),
+        # bound and unbound
+        (
+            cert(None, DNS=["broker-4.k.example", "any.k.example"]),
+            "DNS=broker-4.k.example is broker 4, DNS=any.k.example is broker",
+        ),
+    ],
+)
+def test_names_that_map_to_different_principals_are_refused_naming_them(peer, named):
+    rules = CertPrincipals(
+        parse_rules(
+            "URI=spiffe://x/broker-{id} broker {id}\n"
+            "CN=broker-{id} broker {id}\n"
+            "CN=admin-* admin\n"
+            "DNS=broker-{id}.k.example broker {id}\n"
+            "DNS=*.k.example broker\n"
+        )
+    )
+    message = refusal(rules, peer)
+    assert message.startswith("the client certificate maps to more than one principal: "), message
+    assert named in message, message
+
+
+def test_names_that_agree_are_one_principal():
+    rules = CertPrincipals(
+        parse_rules("URI=spiffe://x/broker-{id} broker {id}\nCN=broker-{id} broker {id}\n")
+    )
+    peer = cert("broker-3", URI=["spiffe://x/broker-3"], DNS=["unmapped.example"])
+    assert rules.principal(peer) == Principal(Role.BROKER, 3, 1, "URI=spiffe://x/broker-3")
+    auth = Authenticator(None, rules)
+    assert auth.identify(None, scope_with(peer)).broker_id == 3
+
+
+def test_a_token_still_decides_on_a_connection_with_an_ambiguous_certificate():
+    auth = Authenticator(TOKENS, DEFAULT)
+    assert (
+        auth.identify("Bearer t-broker-5", scope_with(cert(["read-x", "admin-y"]))).broker_id == 5
+    )

@@ -38,7 +38,7 @@ def samples(registry: CollectorRegistry) -> dict:
     }
 
 
-def plain(observed) -> CollectorRegistry:
+def plain(observed, throttled: int = 0) -> CollectorRegistry:
     registry = CollectorRegistry()
     latency = Histogram(
         "metaquorum_http_request_duration_seconds",
@@ -56,6 +56,12 @@ def plain(observed) -> CollectorRegistry:
     for method, route, status, seconds in observed:
         latency.labels(method, route).observe(seconds)
         responses.labels(method, route, str(status)).inc()
+    Counter(
+        "metaquorum_auth_throttled",
+        "requests refused (429) before a hashed token's check because their client "
+        "address failed such checks too often (docs/security.md)",
+        registry=registry,
+    ).inc(throttled)
     return registry
 
 
@@ -85,6 +91,7 @@ def test_the_workers_sum_is_every_request_and_a_replaced_workers_counts_stay(a, 
         first.observe(*r)
     for r in b:
         second.observe(*r)
+    first.auth_throttled, second.auth_throttled = len(a), 2
     summed.update(0, first.totals())
     summed.update(1, second.totals())
     summed.retire(0)  # worker 0 died; its replacement starts from nothing
@@ -92,7 +99,8 @@ def test_the_workers_sum_is_every_request_and_a_replaced_workers_counts_stay(a, 
     for r in c:
         replacement.observe(*r)
     summed.update(0, replacement.totals())
-    assert approx(samples(counted(summed.totals)), samples(plain(a + b + c)))
+    # The refusals of the failed-check limit are summed as the requests are.
+    assert approx(samples(counted(summed.totals)), samples(plain(a + b + c, len(a) + 2)))
 
 
 def test_the_totals_a_worker_sends_are_a_copy():

@@ -10,7 +10,15 @@ import pytest
 
 from api import create_app
 from api.auth import MAX_WAITING_CHECKS, Principal, Role, TokensFileError, parse_tokens
-from api.token_hashes import TokenHashError, hash_token, new_token, parse_hash, token_id
+from api.token_hashes import (
+    MAX_LOG_N,
+    MAX_R,
+    TokenHashError,
+    hash_token,
+    new_token,
+    parse_hash,
+    token_id,
+)
 
 TOKEN = "ab12cd34.the-secret-part-of-the-token"
 
@@ -35,8 +43,7 @@ def test_new_tokens_are_id_dot_secret():
     "text,message",
     [
         ("$scrypt$ab$", "expected $scrypt$id=ID$ln=N,r=R,p=P$SALT$HASH"),
-        ("$scrypt$id=ab12cd34$ln=30,r=8,p=1$c2FsdHNhbHQ$" + "A" * 43, "out of range"),
-        ("$scrypt$id=ab12cd34$ln=20,r=32,p=1$c2FsdHNhbHQ$" + "A" * 43, "more than 256 MiB"),
+        ("$scrypt$id=ab12cd34$ln=30,r=8,p=1$c2FsdHNhbHQ$" + "A" * 43, "ln=30 is outside"),
         ("$scrypt$id=ab$ln=14,r=8,p=1$c2FsdHNhbHQ$" + "A" * 43, "id 'ab'"),
         ("$scrypt$id=ab12cd34$ln=14,r=8,p=1$c2FsdHNhbHQ$AAAA", "the hash 32"),
     ],
@@ -137,3 +144,100 @@ def test_the_app_authenticates_a_hashed_token(local, tmp_path):
     assert r.status_code == 200, r.text
     r = local.request(app, "GET", "/v1/brokers", token="ab12cd34.a-wrong-secret-for-this-id")
     assert r.status_code == 401 and "unknown bearer token" in r.json()["errorMessage"]
+
+
+# ---------------------------------------------------------------- what the tokens file accepts
+
+SALT, HASH = "c2FsdHNhbHRzYWx0c2FsdA", "A" * 43  # 16 and 32 bytes, as hash-token prints them
+
+
+@pytest.mark.parametrize(
+    "field,reason",
+    [
+        # Another scheme's hash: its literal text must not become a token.
+        ("$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", "`$argon2id$` is not a hash"),
+        ("$2b$12$abcdefghijklmnopqrstuu", "`$2b$` is not a hash"),
+        ("$SCRYPT$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH, "`$SCRYPT$` is not a hash"),
+        ("$Scrypt$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH, "in lower case"),
+        ("$scrypt", "`$scrypt` is not a hash"),
+        ("$scryptid=ab12cd34", "`$scryptid=ab12cd34` is not a hash"),
+        ("$", "a plain token may not start with $"),
+        ("$$", "a plain token may not start with $"),
+        # The supported scheme, but not as hash-token prints it.
+        ("$scrypt$ID=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH, "not a hashed token"),
+        ("$scrypt$id=ab12cd34$LN=14,r=8,p=1$" + SALT + "$" + HASH, "not a hashed token"),
+        ("$scrypt$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH + "$", "not a hashed token"),
+        ("$scrypt$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + HASH + "=", "not a hashed token"),
+        ("$scrypt$id=ab12cd34$ln=14,r=8,p=1$" + SALT + "$" + "A" * 42 + "B", "not as printed"),
+    ],
+)
+def test_a_dollar_field_that_is_no_supported_hash_refuses_the_file(field, reason):
+    """A field starting with $ is a hash or nothing: never a plain token whose
+    literal text would then authenticate (``$argon2id$...`` as an admin's)."""
+    with pytest.raises(TokensFileError) as refused:
+        parse_tokens(f"plain-admin admin\n\n{field} admin\n", "tokens")
+    message = str(refused.value)
+    assert message.startswith("tokens line 3: "), message
+    assert reason in message, message
+
+
+def test_the_refusal_says_what_the_server_checks():
+    with pytest.raises(TokensFileError) as refused:
+        parse_tokens("$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA admin\n", "tokens")
+    assert str(refused.value) == (
+        "tokens line 1: `$argon2id$` is not a hash this server checks: only `$scrypt$...` "
+        "as `metaquorum hash-token` prints it (a plain token may not start with $)"
+    )
+
+
+# ---------------------------------------------------------------- the parameters' safe range
+
+
+@pytest.mark.parametrize(
+    "params,reason",
+    [
+        ("ln=16,r=8,p=1", "ln=16 is outside 10..15"),  # 64 MiB a check
+        ("ln=18,r=8,p=1", "ln=18 is outside 10..15"),  # 256 MiB: what was accepted
+        ("ln=9,r=8,p=1", "ln=9 is outside 10..15"),
+        ("ln=14,r=16,p=1", "r=16 is outside 1..8"),
+        ("ln=14,r=0,p=1", "r=0 is outside 1..8"),
+        ("ln=14,r=8,p=2", "p=2 is outside 1..1"),
+        ("ln=14,r=8,p=0", "p=0 is outside 1..1"),
+    ],
+)
+def test_costlier_parameters_than_the_safe_range_refuse_the_file(params, reason):
+    """An unauthenticated caller who knows a token's id makes the server run
+    its hash: a line may not make that cost more than 32 MiB (N <= 2**15, r <= 8)."""
+    field = f"$scrypt$id=ab12cd34${params}${SALT}${HASH}"
+    with pytest.raises(TokensFileError) as refused:
+        parse_tokens(f"# a comment\n{field} broker 3\n", "tokens")
+    message = str(refused.value)
+    assert message.startswith("tokens line 2: scrypt parameters "), message
+    assert reason in message and "32 MiB" in message, message
+
+
+def test_the_safe_range_holds_the_default_and_its_edges():
+    for log_n, r in ((10, 1), (14, 8), (15, 8)):
+        field = f"$scrypt$id=ab12cd34$ln={log_n},r={r},p=1${SALT}${HASH}"
+        assert parse_hash(field).log_n == log_n
+    assert 128 * MAX_R * (1 << MAX_LOG_N) == 32 << 20
+
+
+def test_hash_token_makes_no_hash_outside_the_safe_range(tmp_path):
+    with pytest.raises(TokenHashError, match="ln=16 is outside 10..15"):
+        hash_token(TOKEN, log_n=16)
+    (tmp_path / "t").write_text(TOKEN)
+    r = subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", "hash-token", "--role", "read",
+         "--token-file", str(tmp_path / "t"), "--log-n", "16"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stdout == ""
+    assert "metaquorum hash-token: scrypt parameters ln=16,r=8,p=1: ln=16 is outside" in r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", "hash-token", "--role", "read",
+         "--token-file", str(tmp_path / "t"), "--log-n", "12"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "$ln=12,r=8,p=1$" in r.stdout and parse_tokens(r.stdout).lookup(TOKEN)
