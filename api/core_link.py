@@ -637,6 +637,7 @@ def added(earlier: BatchStats, now: BatchStats) -> BatchStats:
         records=earlier.records + now.records,
         noop_records=earlier.noop_records + now.noop_records,
         balance_elections=earlier.balance_elections + now.balance_elections,
+        quiet_heartbeats=earlier.quiet_heartbeats + now.quiet_heartbeats,
         most_in_flight=max(earlier.most_in_flight, now.most_in_flight),
     )
 

@@ -241,6 +241,12 @@ class _NodeCollector(Collector):
             node.stats.balance_elections,
         )
         yield counter(
+            "quiet_heartbeats",
+            "heartbeats that changed nothing, answered from the committed image without a "
+            "place in the queue (docs/decisions.md 139)",
+            node.stats.quiet_heartbeats,
+        )
+        yield counter(
             "ignored_records", "records in the log that could not apply", image.ignored_records
         )
         yield counter("journal_syncs", "journal fdatasyncs (fsync=always)", SyncStats.syncs)

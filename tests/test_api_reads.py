@@ -326,6 +326,7 @@ def test_metrics(local, app, cluster):
         1 for t in image.topics.values() for p in t.partitions.values() if p.leader != p.replicas[0]
     )
     assert value("metaquorum_leader_balance_elections_total") == 0
+    assert value("metaquorum_quiet_heartbeats_total") == local.node.stats.quiet_heartbeats
     assert value("metaquorum_commit_lag") >= 0
     # Kafka's LastAppliedRecordTimestamp and LagMs: the last batch with records.
     stamp = value("metaquorum_last_applied_record_timestamp_ms")
