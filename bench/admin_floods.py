@@ -16,8 +16,9 @@ times, one after another, while the heartbeats go on:
   records);
 * ``topics``: a CreateTopics of one topic of 9,999 partitions (10,000
   records with its TopicRecord), then its DeleteTopics;
-* ``reassign``: an AlterPartitionReassignments of that topic's 9,999
-  partitions (each to the reverse of its replicas).
+* ``reassign``: an AlterPartitionReassignments of the 9,999 partitions of
+  a topic made (and read) before the measure, each to the reverse of its
+  replicas, then back.
 
 For each, the heartbeats answered while the writes ran: how many, p50, p99
 and the slowest, beside the same figures with no admin write (``idle``).
@@ -115,7 +116,7 @@ class Admin:
 
     def __init__(self, http: httpx.AsyncClient, brokers: int) -> None:
         self.http, self.brokers = http, brokers
-        self.topic_made = False
+        self.reassigned: list[dict] = []
 
     async def _post(self, path: str, body: dict) -> dict:
         answer = await self.http.post(path, json=body)
@@ -143,6 +144,25 @@ class Admin:
         bad = [r for r in answer["results"] if r["errorCode"]]
         if bad:
             raise RuntimeError(f"CreateAcls: {len(bad)} failed, first {bad[0]}")
+
+    async def prepare(self, kind: str) -> None:
+        """What a kind needs before it is measured: a reassignment's topic, and
+        its partitions in both orders (a read of 9,999 partitions is not an
+        admin write)."""
+        if kind != "reassign" or self.reassigned:
+            return
+        await self._post(
+            "/v1/topics",
+            {"topics": [{"name": "reassigned", "numPartitions": 9_999, "replicationFactor": 3}]},
+        )
+        topic = (await self.http.get("/v1/topics/reassigned")).json()
+        flipped = {
+            **topic,
+            "partitions": [
+                {**p, "replicas": list(reversed(p["replicas"]))} for p in topic["partitions"]
+            ],
+        }
+        self.reassigned = [topic, flipped]
 
     async def run(self, kind: str, round_no: int) -> None:
         if kind == "acls-create":
@@ -214,14 +234,7 @@ class Admin:
             answer = await self.http.delete(f"/v1/topics/flood-{round_no}")
             answer.raise_for_status()
         elif kind == "reassign":
-            if not self.topic_made:
-                await self._post(
-                    "/v1/topics",
-                    {"topics": [{"name": "reassigned", "numPartitions": 9_999,
-                                 "replicationFactor": 3}]},
-                )  # fmt: skip
-                self.topic_made = True
-            topic = (await self.http.get("/v1/topics/reassigned")).json()
+            topic = self.reassigned[round_no % 2]
             await self._post(
                 "/v1/reassignments",
                 {
@@ -266,6 +279,7 @@ async def measure(cluster: Cluster, args, report=progress) -> dict:
             row = {"idle": beats.window(start, time.monotonic())}
             report(f"  idle: {row['idle']}")
             for kind in args.kinds:
+                await admin.prepare(kind)
                 start = time.monotonic()
                 took = []
                 for round_no in range(args.rounds):

@@ -129,6 +129,12 @@ class Controller:
             self._index = BrokersToIsrs.build(self.view)
         return self._index
 
+    def build_index(self) -> BrokersToIsrs:
+        """The ISR index, built now if it is not yet: before a decision in
+        another thread (quorum/orderer.py), whose replay then keeps it up to
+        date instead of leaving it to be built later from a view it changed."""
+        return self.index
+
     # ------------------------------------------------------------ deciding
 
     def handle(self, request: object, now_ms: int) -> ControllerResult:

@@ -28,7 +28,18 @@ from pysyncobj import FAIL_REASON
 
 from controller.config import ControllerConfig
 from controller.controller import Controller
-from controller.messages import BrokerHeartbeatRequest
+from controller.messages import (
+    AlterClientQuotasRequest,
+    AlterPartitionReassignmentsRequest,
+    BrokerHeartbeatRequest,
+    CreateAclsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteAclsRequest,
+    DeleteTopicsRequest,
+    ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
+)
 from metadata_records.delta import ImageDelta
 from metadata_records.features import (
     LEGACY_LEVELS,
@@ -154,6 +165,45 @@ class _InFlight:
     started: float = field(default_factory=time.monotonic)
 
 
+# Admin writes that may take the controller tens of milliseconds to decide
+# (up to 10,000 records: controller/record_cap.py) are decided in a thread,
+# alone in their batch, so that the event loop goes on answering broker
+# heartbeats meanwhile (Controller.quiet_heartbeat; decisions.md 139). What
+# counts is a cheap estimate of the entries a request names, per kind; past
+# OFF_LOOP_ENTRIES it is decided off the loop. None of these kinds touches a
+# broker's registration or session, which is all a quiet heartbeat reads, and
+# the ISR index they update is built before the thread starts.
+OFF_LOOP_ENTRIES = 500
+_ENTRIES = {
+    CreateAclsRequest: lambda r, view: len(r.creations),
+    # What a filter matches is known only once decided: every DeleteAcls.
+    DeleteAclsRequest: lambda r, view: OFF_LOOP_ENTRIES,
+    AlterClientQuotasRequest: lambda r, view: sum(len(e.ops) for e in r.entries),
+    IncrementalAlterConfigsRequest: lambda r, view: sum(len(c.configs) for c in r.resources),
+    CreateTopicsRequest: lambda r, view: sum(
+        max(t.num_partitions, len(t.assignments), 1) for t in r.topics
+    ),
+    CreatePartitionsRequest: lambda r, view: r.count,
+    AlterPartitionReassignmentsRequest: lambda r, view: sum(len(t.partitions) for t in r.topics),
+    ElectLeadersRequest: lambda r, view: (
+        OFF_LOOP_ENTRIES
+        if r.topic_partitions is None
+        else sum(len(parts) for _, parts in r.topic_partitions)
+    ),
+    DeleteTopicsRequest: lambda r, view: sum(
+        len(view.partition_ids(topic_id))
+        for name in r.names
+        if (topic_id := view.topic_id(name)) is not None
+    ),
+}
+
+
+def decided_off_loop(request: object, view: ImageDelta) -> bool:
+    """Whether ``request`` is a large admin write, decided in a thread."""
+    entries = _ENTRIES.get(type(request))
+    return entries is not None and entries(request, view) >= OFF_LOOP_ENTRIES
+
+
 # Under sustained load batches are always in flight and the controller's view
 # (a delta over the last image it was rebased on) keeps growing; every so many
 # batches the pump lets the pipeline drain and rebases the view on the image.
@@ -198,6 +248,9 @@ class Orderer:
         self.voters_change_pending = False  # a VotersRecord queued by maybe_change_voters
         self.stats = BatchStats()
         self.throttled = 0
+        # A large admin write being decided in a thread (decided_off_loop):
+        # nothing else is decided until it is done.
+        self._deciding: _Pending | None = None
 
     # ------------------------------------------------------------ leadership
 
@@ -267,6 +320,9 @@ class Orderer:
             for pending, _ in self._in_flight.popleft().decided:
                 fail(pending.future, OutcomeUnknownError(f"{why}; the write may still commit"))
         self._rebuild_pending = False
+        if self._deciding is not None:  # its thread's result is dropped
+            fail(self._deciding.future, error)
+            self._deciding = None
         while self._queue:
             fail(self._queue.popleft().future, error)
         self.raft.stepped_down()
@@ -321,7 +377,7 @@ class Orderer:
         """Decides what is queued into the next batch, while fewer than
         ``max_batches_in_flight`` are out; each is decided on top of the view
         that already holds the records of the batches in flight."""
-        if not self.active or not self._queue:
+        if not self.active or not self._queue or self._deciding is not None:
             return
         if self.transferring:
             return  # the queue waits: the new leader answers it (307) or we resume
@@ -349,9 +405,17 @@ class Orderer:
         noops = balanced = 0
         known: dict = {}  # ControllerResult.merged of every result in the batch
         while self._queue and len(records) < self.config.max_batch_records:
-            pending = self._queue.popleft()
+            pending = self._queue[0]
             if pending.future is not None and pending.future.done():
+                self._queue.popleft()
                 continue  # its caller gave up before we decided it
+            if decided_off_loop(pending.request, controller.view):
+                if records or decided or self._in_flight:
+                    break  # decided alone, once what is ahead of it is done
+                self._queue.popleft()
+                self._decide_off_loop(controller, pending, now, base_offset)
+                return
+            self._queue.popleft()
             try:
                 if pending.request is _FENCE:
                     while (result := controller.maybe_fence_stale_broker(now)) is not None:
@@ -422,6 +486,19 @@ class Orderer:
                     settle(pending.future, response)
             self._pump()
             return
+        self._propose(controller, records, decided, known, base_offset, noops, balanced)
+        self._pump()
+
+    def _propose(
+        self,
+        controller: Controller,
+        records: list[Record],
+        decided: list[tuple[_Pending, object]],
+        known: dict,
+        base_offset: int,
+        noops: int = 0,
+        balanced: int = 0,
+    ) -> None:
         batch = Batch(self.term, wall_clock_ms(), tuple(records), base_offset)
         entry = _InFlight(decided, len(records), noops, balanced)
         self._in_flight.append(entry)
@@ -434,6 +511,50 @@ class Orderer:
         self._proposals += 1
         future = self.raft.propose(batch, known, view)
         future.add_done_callback(functools.partial(self._batch_done, entry))
+
+    def _decide_off_loop(
+        self, controller: Controller, pending: _Pending, now: int, base_offset: int
+    ) -> None:
+        """Decides a large admin write in a thread; ``_decided_off_loop``
+        proposes its records, alone in their batch. Nothing else is decided
+        meanwhile; a quiet heartbeat is still answered."""
+        controller.build_index()
+        self._deciding = pending
+        decision = self.loop.run_in_executor(None, controller.handle, pending.request, now)
+        decision.add_done_callback(
+            functools.partial(self._decided_off_loop, controller, pending, base_offset)
+        )
+
+    def _decided_off_loop(
+        self, controller: Controller, pending: _Pending, base_offset: int, decision
+    ) -> None:
+        if self._deciding is not pending:
+            return  # stepped down meanwhile: its caller was told, its view dropped
+        self._deciding = None
+        try:
+            result = decision.result()
+        except Exception as e:  # a bug: answer it, keep serving the rest
+            log.exception("the controller failed on %r", pending.request)
+            fail(pending.future, e)
+            self._rebuild_pending = True  # it may have replayed part of its records
+            self._pump()
+            return
+        if self.transferring:
+            # Nothing new is proposed while leadership is handed over; its
+            # records are in the view, which is rebuilt before the next decision.
+            fail(pending.future, self.raft.not_controller("leadership is being handed over"))
+            self._rebuild_pending = True
+            return
+        if not result.records:
+            settle(pending.future, result.response)
+        else:
+            self._propose(
+                controller,
+                list(result.records),
+                [(pending, result.response)],
+                dict(result.merged or {}),
+                base_offset,
+            )
         self._pump()
 
     def _batch_done(self, entry: _InFlight, future: asyncio.Future) -> None:
