@@ -410,7 +410,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     from api.connections import ConnectionLimits, ConnectionStats
     from api.core_link import connection_counters
     from api.worker_node import WorkerNode
-    from quorum.runtime_tuning import gc_report, manage_collector
+    from quorum.runtime_tuning import gc_report, long_lived_entries, manage_collector
 
     from .serve import build_tls, http_config
 
@@ -476,7 +476,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     reporter = asyncio.ensure_future(report())
     reloader = None if tls is None else asyncio.ensure_future(tls.watch())
     collector = asyncio.ensure_future(
-        manage_collector(lambda: True, lambda: node.image.partition_count)  # it has an image
+        manage_collector(lambda: True, lambda: long_lived_entries(node.image))  # it has an image
     )
     try:
         await server.serve(sockets=[listener])

@@ -449,7 +449,12 @@ def orderer_main(config: dict[str, Any]) -> int:
 
     import uvloop  # noqa: PLC0415
 
-    from quorum.runtime_tuning import manage_collector, tune_runtime, watch_pauses  # noqa: PLC0415
+    from quorum.runtime_tuning import (
+        long_lived_entries,
+        manage_collector,
+        tune_runtime,
+        watch_pauses,
+    )  # noqa: PLC0415
 
     tune_runtime()  # as the serve process: the collector and malloc tuned
     watch_pauses()
@@ -461,7 +466,9 @@ def orderer_main(config: dict[str, Any]) -> int:
         loop.add_signal_handler(signal.SIGINT, lambda: None)  # the serve process stops us
         channel = config.get("fdChannelFd")
         collector = asyncio.ensure_future(
-            manage_collector(process._has_image.is_set, lambda: process.sm.image.partition_count)
+            manage_collector(
+                process._has_image.is_set, lambda: long_lived_entries(process.sm.image)
+            )
         )
         try:
             return await process.run(

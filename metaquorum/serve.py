@@ -497,9 +497,9 @@ def run_serve(args: argparse.Namespace) -> int:
 
 async def _manage_collector(node) -> None:
     """The collector's freezes (quorum/runtime_tuning.py), once replayed."""
-    from quorum.runtime_tuning import manage_collector
+    from quorum.runtime_tuning import long_lived_entries, manage_collector
 
-    await manage_collector(lambda: not node.replaying, lambda: node.image.partition_count)
+    await manage_collector(lambda: not node.replaying, lambda: long_lived_entries(node.image))
 
 
 def _reserve(host: str, port: int) -> socket.socket:

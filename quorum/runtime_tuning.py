@@ -32,10 +32,9 @@ collection, and per-request CPU fell from 6.1 to 3.4 ms with these settings.
   collection, what survived it (long-lived: new partitions, log records) is
   frozen too, so each full collection walks only what is newer than the last
   one (74 ms -> a few ms with a growing log and image); and after the image
-  grew by 10,000 partitions, without waiting for a full collection to walk
-  them. Once an hour
-  everything is unfrozen and collected once, so cycles that died while frozen
-  are not kept for longer than that.
+  grew by 10,000 partitions and ACLs, without waiting for a full collection
+  to walk them. Once an hour everything is unfrozen and collected once, so
+  cycles that died while frozen are not kept for longer than that.
 """
 
 from __future__ import annotations
@@ -48,6 +47,8 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+
+from metadata_records.image import MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -135,18 +136,18 @@ def watch_pauses() -> None:
 
 
 CLEAN_EVERY_S = 3600.0
-FREEZE_AFTER_NEW_PARTITIONS = 10_000
+FREEZE_AFTER_NEW_ENTRIES = 10_000
 _last_clean = 0.0
-_partitions_at_freeze = 0
+_entries_at_freeze = 0
 
 
-def freeze_startup_heap(partition_count: int = 0) -> None:
+def freeze_startup_heap(entries: int = 0) -> None:
     """Collects once, then moves everything alive to the permanent generation."""
-    global _last_clean, _partitions_at_freeze
+    global _last_clean, _entries_at_freeze
     gc.collect()
     _freeze()
     _last_clean = time.monotonic()
-    _partitions_at_freeze = partition_count
+    _entries_at_freeze = entries
     GcPauses.full_since_freeze = False
     log.info("garbage collector: %d startup objects frozen", GcPauses.frozen)
 
@@ -156,42 +157,49 @@ def _freeze() -> None:
     GcPauses.frozen = gc.get_freeze_count()
 
 
-def refreeze(partition_count: int = 0) -> None:
+def refreeze(entries: int = 0) -> None:
     """Freezes what survived the last full collection; once every
     ``CLEAN_EVERY_S``, unfreezes and collects everything first.
 
-    Also once the image holds ``FREEZE_AFTER_NEW_PARTITIONS`` more partitions
-    than at the last freeze (``partition_count``: the image's): the
-    registrations of a large topic creation are long-lived, and the next
-    full collection walked them all (100-150 ms after topics of 2,000-25,600
-    partitions in bench/api.py). A young collection first, so what is only
-    young garbage is freed rather than frozen."""
-    global _last_clean, _partitions_at_freeze
+    Also once the image holds ``FREEZE_AFTER_NEW_ENTRIES`` more partitions
+    and ACLs than at the last freeze (``entries``: ``long_lived_entries``
+    of the image): the registrations of a large topic creation are
+    long-lived, and the next full collection walked them all (100-150 ms
+    after topics of 2,000-25,600 partitions in bench/api.py); so are the
+    ACLs and their indexes (a collection of 140-280 ms after CreateAcls of
+    10,000 with 100,000 stored: docs/decisions.md 139). A young collection
+    first, so what is only young garbage is freed rather than frozen."""
+    global _last_clean, _entries_at_freeze
     if time.monotonic() - _last_clean >= CLEAN_EVERY_S:
         started = time.perf_counter()
         gc.unfreeze()
-        freeze_startup_heap(partition_count)
+        freeze_startup_heap(entries)
         log.info("garbage collector: hourly full collection took %.0f ms",
                  (time.perf_counter() - started) * 1000)  # fmt: skip
     elif GcPauses.full_since_freeze:
         GcPauses.full_since_freeze = False
         _freeze()
-        _partitions_at_freeze = partition_count
-    elif partition_count - _partitions_at_freeze >= FREEZE_AFTER_NEW_PARTITIONS:
+        _entries_at_freeze = entries
+    elif entries - _entries_at_freeze >= FREEZE_AFTER_NEW_ENTRIES:
         gc.collect(1)
         _freeze()
-        _partitions_at_freeze = partition_count
-    else:  # deleted topics lower the mark
-        _partitions_at_freeze = min(_partitions_at_freeze, partition_count)
+        _entries_at_freeze = entries
+    else:  # deleted topics and ACLs lower the mark
+        _entries_at_freeze = min(_entries_at_freeze, entries)
 
 
-async def manage_collector(ready: Callable[[], bool], partitions: Callable[[], int]) -> None:
+def long_lived_entries(image: MetadataImage) -> int:
+    """What ``refreeze`` counts of an image: its partitions and its ACLs."""
+    return image.partition_count + len(image.acls)
+
+
+async def manage_collector(ready: Callable[[], bool], entries: Callable[[], int]) -> None:
     """Freezes the heap once ``ready`` (the image replayed or loaded), then
     what survives each full collection, from the event loop. Every process
     that holds an image runs it: the core, the orderer and each HTTP worker."""
     while not ready():
         await asyncio.sleep(0.1)
-    freeze_startup_heap(partitions())
+    freeze_startup_heap(entries())
     while True:
         await asyncio.sleep(0.5)
-        refreeze(partitions())
+        refreeze(entries())

@@ -106,7 +106,7 @@ def test_what_survives_a_full_collection_is_frozen_and_unfrozen_hourly(monkeypat
 
 
 def test_a_large_topic_creation_is_frozen_without_waiting_for_a_full_collection():
-    """The image grew by FREEZE_AFTER_NEW_PARTITIONS partitions: its new
+    """The image grew by FREEZE_AFTER_NEW_ENTRIES partitions: its new
     registrations are frozen after a young collection, so the next full
     collection does not walk them; young garbage cycles are freed, not frozen."""
     import weakref
@@ -118,21 +118,21 @@ def test_a_large_topic_creation_is_frozen_without_waiting_for_a_full_collection(
 
     gc.disable()  # only this test's collections
     try:
-        freeze_startup_heap(partition_count=100)
+        freeze_startup_heap(entries=100)
         partitions = [[i] for i in range(2000)]  # stands for new registrations
-        rt.refreeze(partition_count=100 + rt.FREEZE_AFTER_NEW_PARTITIONS - 1)  # not yet
+        rt.refreeze(entries=100 + rt.FREEZE_AFTER_NEW_ENTRIES - 1)  # not yet
         tracked = {id(o) for generation in range(3) for o in gc.get_objects(generation)}
         assert all(id(p) in tracked for p in partitions)
         garbage = Cycle()
         garbage.self = garbage
         dead = weakref.ref(garbage)
         del garbage
-        rt.refreeze(partition_count=100 + rt.FREEZE_AFTER_NEW_PARTITIONS)
+        rt.refreeze(entries=100 + rt.FREEZE_AFTER_NEW_ENTRIES)
         tracked = {id(o) for generation in range(3) for o in gc.get_objects(generation)}
         assert all(id(p) not in tracked for p in partitions)  # frozen
         assert dead() is None  # the young cycle was collected, not frozen
         frozen = gc.get_freeze_count()
-        rt.refreeze(partition_count=100 + rt.FREEZE_AFTER_NEW_PARTITIONS + 10)
+        rt.refreeze(entries=100 + rt.FREEZE_AFTER_NEW_ENTRIES + 10)
         assert gc.get_freeze_count() <= frozen  # nothing new to freeze for
     finally:
         gc.unfreeze()
