@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from metadata_records.config_schema import (
     OpType,
@@ -23,6 +23,7 @@ from metadata_records.config_schema import (
     list_parts,
     topic_configs_problem,
 )
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import ApiError, Errors
 from metadata_records.records import ConfigRecord, Record
 
@@ -34,9 +35,6 @@ from .messages import (
     IncrementalAlterConfigsResponse,
 )
 from .record_cap import TOO_MANY_RECORDS, over_cap
-
-if TYPE_CHECKING:
-    from .controller import Controller
 
 
 class _Reject(Exception):
@@ -50,12 +48,12 @@ def _invalid(message: str) -> _Reject:
 
 
 class ConfigurationControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, view: Callable[[], ImageDelta]) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
 
     def current(self, resource_type: int, resource_name: str) -> dict[str, str]:
         """The configs set on a resource (the view: committed and pending)."""
-        view = self.c.view
+        view = self._view()
         if resource_type == ResourceType.BROKER:
             return view.broker_configs(resource_name)
         topic_id = view.topic_id(resource_name)
@@ -144,7 +142,7 @@ class ConfigurationControlManager:
         )
         if problem is not None:
             raise _Reject(Errors.INVALID_CONFIG, problem)
-        if kind == ResourceType.TOPIC and self.c.view.topic_id(name) is None:
+        if kind == ResourceType.TOPIC and self._view().topic_id(name) is None:
             raise _Reject(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         return records
 

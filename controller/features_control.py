@@ -18,8 +18,9 @@ writes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import Errors
 from metadata_records.features import (
     BOOTSTRAP_METADATA_VERSION,
@@ -40,11 +41,6 @@ from .messages import (
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
-
-if TYPE_CHECKING:
-    from metadata_records.delta import ImageDelta
-
-    from .controller import Controller
 
 # Kafka's QuorumFeatures.DISABLED: what a feature nobody names supports.
 _DISABLED = (0, 0)
@@ -80,8 +76,8 @@ def _not_supported(what: str, level: int, supported: tuple[int, int]) -> str | N
 
 
 class FeatureControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, view: Callable[[], ImageDelta]) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
 
     def update_features(self, req: UpdateFeaturesRequest, now_ms: int) -> ControllerResult:
         problem = self._problem(req)
@@ -110,9 +106,9 @@ class FeatureControlManager:
 
         if req.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
             return invalid("The controller does not support the given upgrade type.")
-        current = self.c.view.feature(name, 0)
+        current = self._view().feature(name, 0)
         if name == METADATA_VERSION:
-            current = self.c.view.metadata_version
+            current = self._view().metadata_version
         if level < 0:
             return invalid("A feature version cannot be less than 0.")
         reason = self._not_supported_anywhere(name, level)
@@ -126,13 +122,13 @@ class FeatureControlManager:
         if level > current and req.upgrade_type != UPGRADE:
             return invalid("Can't downgrade to a newer version.")
         if name == ELR_VERSION:
-            problem = feature_dependency_problem(name, level, self.c.view.metadata_version)
+            problem = feature_dependency_problem(name, level, self._view().metadata_version)
             return None if problem is None else invalid(problem)
         if name != METADATA_VERSION:
             # Only level 0 of an unknown feature gets here (the feature is
             # supported nowhere above it); Kafka's Features.featureFromName.
             return invalid(f"Feature {name} not found.")
-        elr = self.c.view.feature(ELR_VERSION, 0)
+        elr = self._view().feature(ELR_VERSION, 0)
         problem = feature_dependency_problem(ELR_VERSION, elr, level)
         if problem is not None:
             return invalid(f"{ELR_VERSION} is at level {elr}: {problem}.")
@@ -145,7 +141,7 @@ class FeatureControlManager:
         reason = _not_supported("The controller", level, SUPPORTED_FEATURES.get(name, _DISABLED))
         if reason is not None:
             return reason
-        for reg in self.c.view.brokers():
+        for reg in self._view().brokers():
             supported = next(
                 (
                     (f.min_supported_version, f.max_supported_version)

@@ -7,8 +7,10 @@ Both are operator writes: their records are capped per request
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import bumps_leader_epoch_on_isr_shrink
 from metadata_records.records import NO_LEADER, Record
@@ -27,11 +29,11 @@ from .messages import (
 )
 from .partition_change import Election, PartitionChangeBuilder
 from .record_cap import TOO_MANY_RECORDS, over_cap
+from .replication_control import ReplicationControlManager
+from .topic_control import TopicControlManager
 
 if TYPE_CHECKING:
     from metadata_records.image import PartitionRegistration
-
-    from .controller import Controller
 
 
 class ReassignmentReplicas(NamedTuple):
@@ -57,15 +59,22 @@ def reassignment_replicas(
 
 
 class PartitionAdminManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(
+        self,
+        view: Callable[[], ImageDelta],
+        replication: ReplicationControlManager,
+        topics: TopicControlManager,
+    ) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
+        self._replication = replication  # a topic's election and ELR settings
+        self._topics = topics  # the check of a manual replica assignment
 
     # ------------------------------------------------------------ reassignments
 
     def alter_partition_reassignments(
         self, req: AlterPartitionReassignmentsRequest, now_ms: int
     ) -> ControllerResult:
-        view = self.c.view
+        view = self._view()
         records: list[Record] = []
         topics = []
         for topic in req.topics:
@@ -88,7 +97,7 @@ class PartitionAdminManager:
         self, name: str, topic_id: str, p: ReassignablePartition, records: list[Record]
     ) -> ApiError:
         """Kafka's ``alterPartitionReassignment``: a cancel or a new target."""
-        part = self.c.view.partition(topic_id, p.partition_index)
+        part = self._view().partition(topic_id, p.partition_index)
         tp = f"{name}-{p.partition_index}"
         if part is None:
             return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {tp} does not exist.")
@@ -112,7 +121,7 @@ class PartitionAdminManager:
             return ApiError(
                 Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
             )
-        election = self.c.replication.election_for(topic_id)
+        election = self._replication.election_for(topic_id)
         # Revert (Kafka's PartitionReassignmentRevert): drop what the
         # reassignment was adding, keep what it was removing.
         adding = set(part.adding_replicas)
@@ -146,7 +155,7 @@ class PartitionAdminManager:
         move leaves without a leader is elected uncleanly, where the topic
         allows it, by the periodic sweep (``maybe_elect_unclean_leaders``)."""
         target = tuple(target_replicas)
-        error = self.c.topics.manual_assignment_problem(target)
+        error = self._topics.manual_assignment_problem(target)
         if error is not None:
             return error
         move = reassignment_replicas(part.replicas, target)
@@ -183,7 +192,7 @@ class PartitionAdminManager:
         self, part: PartitionRegistration, topic_id: str, pid: int, election: Election
     ) -> PartitionChangeBuilder:
         """A change of one partition, as this metadata.version builds it."""
-        view = self.c.view
+        view = self._view()
         return PartitionChangeBuilder(
             part,
             topic_id,
@@ -191,7 +200,7 @@ class PartitionAdminManager:
             view.is_active,
             election,
             bumps_leader_epoch_on_isr_shrink(view.metadata_version),
-            *self.c.replication.elr_settings(topic_id),
+            *self._replication.elr_settings(topic_id),
         )
 
     def _elect_everywhere(
@@ -200,7 +209,7 @@ class PartitionAdminManager:
         """Kafka's answer to a request without partitions: every topic, each
         with the partitions where an election was needed (an empty list where
         none was); None past the record cap."""
-        view = self.c.view
+        view = self._view()
         names = sorted((view.topic_name(topic_id), topic_id) for topic_id in view.topic_ids())
         topics = []
         for name, topic_id in names:
@@ -217,7 +226,7 @@ class PartitionAdminManager:
     def _elect_listed(
         self, req: ElectLeadersRequest, records: list[Record]
     ) -> list[TopicPartitionsResult] | None:
-        view = self.c.view
+        view = self._view()
         topics = []
         for name, pids in req.topic_partitions:
             topic_id = view.topic_id(name)
@@ -236,7 +245,7 @@ class PartitionAdminManager:
     def _elect(
         self, election_type: int, name: str, topic_id: str, pid: int, records: list[Record]
     ) -> ApiError:
-        view = self.c.view
+        view = self._view()
         part = view.partition(topic_id, pid)
         tp = f"{name}-{pid}"
         if part is None:

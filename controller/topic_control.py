@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from metadata_records.config_schema import topic_configs_problem
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import ApiError, Errors
 from metadata_records.records import (
     TOPIC_RESOURCE,
@@ -17,6 +18,8 @@ from metadata_records.records import (
     topic_name_problem,
 )
 
+from .config import ControllerConfig
+from .heartbeats import BrokerHeartbeatManager
 from .messages import (
     ControllerResult,
     CreatableTopic,
@@ -29,11 +32,8 @@ from .messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from .placement import PlacementError, place
+from .placement import PlacementError, RandomSource, place
 from .record_cap import MAX_RECORDS_PER_USER_OP, TOO_MANY_RECORDS, over_cap
-
-if TYPE_CHECKING:
-    from .controller import Controller
 
 # Kafka's MAX_PARTITIONS_PER_BATCH (KAFKA-17870): new partitions one CreateTopics
 # (over all its topics) or CreatePartitions request may ask for, checked before
@@ -72,8 +72,20 @@ def _normalized(name: str) -> str:
 
 
 class TopicControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(
+        self,
+        view: Callable[[], ImageDelta],
+        config: ControllerConfig,
+        heartbeats: BrokerHeartbeatManager,
+        new_topic_id: Callable[[], str],
+        placement_random: Callable[[int], RandomSource],
+    ) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
+        self._config = config
+        self._heartbeats = heartbeats  # which brokers the placer may use
+        self._new_topic_id = new_topic_id
+        # The placer's random source, given the image's partition count.
+        self._placement_random = placement_random
 
     # ------------------------------------------------------------ assignments
 
@@ -88,7 +100,7 @@ class TopicControlManager:
     def _validate_manual(self, replicas: tuple[int, ...], expected_rf: int | None) -> None:
         """Kafka's ``validateManualPartitionAssignment``: the brokers are checked
         in id order, so the first problem named is the one Kafka names."""
-        view = self.c.view
+        view = self._view()
         if not replicas:
             raise _Reject(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
@@ -118,7 +130,7 @@ class TopicControlManager:
 
     def _active(self, replicas: tuple[int, ...]) -> tuple[int, ...]:
         """The ISR of a new partition: its active replicas, in assignment order."""
-        is_active = self.c.view.is_active
+        is_active = self._view().is_active
         return tuple(b for b in replicas if is_active(b))
 
     def _manual_isr(self, replicas: tuple[int, ...], pid: int) -> tuple[int, ...]:
@@ -160,10 +172,10 @@ class TopicControlManager:
     def _placed(self, count: int, rf: int) -> list[tuple[int, ...]]:
         """Kafka's ``StripedReplicaPlacer`` over the usable brokers: fenced
         ones may follow, brokers in controlled shutdown are left out."""
-        view = self.c.view
-        usable = self.c.heartbeats.usable_brokers(view)
+        view = self._view()
+        usable = self._heartbeats.usable_brokers(view)
         try:
-            return place(usable, count, rf, self.c.placement_random(view.partition_count))
+            return place(usable, count, rf, self._placement_random(view.partition_count))
         except PlacementError as e:
             raise _Reject(
                 Errors.INVALID_REPLICATION_FACTOR,
@@ -179,7 +191,7 @@ class TopicControlManager:
             len(t.assignments)
             if t.assignments
             else (
-                self.c.config.default_num_partitions
+                self._config.default_num_partitions
                 if t.num_partitions == -1
                 else max(0, t.num_partitions)
             )
@@ -192,7 +204,7 @@ class TopicControlManager:
         counts: dict[str, int] = {}
         for t in req.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
-        taken = {_normalized(n): n for n in self.c.view.topic_names()}
+        taken = {_normalized(n): n for n in self._view().topic_names()}
         records: list[Record] = []
         results = []
         for t in req.topics:
@@ -220,7 +232,7 @@ class TopicControlManager:
     def _create_topic(
         self, t: CreatableTopic, taken: dict[str, str]
     ) -> tuple[list[Record], CreatableTopicResult]:
-        view = self.c.view
+        view = self._view()
         problem = topic_name_problem(t.name)
         if problem is not None:
             raise _Reject(Errors.INVALID_TOPIC_EXCEPTION, problem)
@@ -239,7 +251,7 @@ class TopicControlManager:
 
         partitions = self._manual_partitions(t) if t.assignments else self._placed_partitions(t)
 
-        topic_id = self.c.new_topic_id()
+        topic_id = self._new_topic_id()
         records: list[Record] = [TopicRecord(name=t.name, topic_id=topic_id)]
         records += [
             ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
@@ -309,9 +321,9 @@ class TopicControlManager:
                 Errors.INVALID_PARTITIONS,
                 f"Number of partitions was set to an invalid non-positive value {t.num_partitions}.",
             )
-        count = self.c.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+        count = self._config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
         rf = (
-            min(self.c.config.max_default_replication_factor, len(self.c.view.broker_ids()))
+            min(self._config.max_default_replication_factor, len(self._view().broker_ids()))
             if t.replication_factor == -1
             else t.replication_factor
         )
@@ -325,7 +337,7 @@ class TopicControlManager:
     # ------------------------------------------------------------ DeleteTopics
 
     def delete_topics(self, req: DeleteTopicsRequest, now_ms: int) -> ControllerResult:
-        view = self.c.view
+        view = self._view()
         counts: dict[str, int] = {}
         for name in req.names:
             counts[name] = counts.get(name, 0) + 1
@@ -360,7 +372,7 @@ class TopicControlManager:
         return ControllerResult(tuple(records), CreatePartitionsResponse(req.name))
 
     def _create_partitions(self, req: CreatePartitionsRequest) -> list[Record]:
-        view = self.c.view
+        view = self._view()
         topic_id = view.topic_id(req.name)
         if topic_id is None:
             raise _Reject(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
