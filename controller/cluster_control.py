@@ -22,6 +22,7 @@ from metadata_records.records import (
 from .config import ControllerConfig
 from .heartbeats import BrokerHeartbeatManager
 from .messages import BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerResult
+from .rejected import Rejected
 from .replication_control import ReplicationControlManager
 
 
@@ -41,8 +42,8 @@ class ClusterControlManager:
         self._replication = replication
 
     @staticmethod
-    def _listener_problem(req: BrokerRegistrationRequest) -> str | None:
-        """Why the listeners cannot be registered, or None. Kafka's controller
+    def _check_listeners(req: BrokerRegistrationRequest) -> None:
+        """Rejected if the listeners cannot be registered. Kafka's controller
         throws on both (ListenerInfo.fromBrokerRegistrationRequest: an unknown
         protocol; the record's endpoints are keyed by name), answers
         UNKNOWN_SERVER_ERROR and resigns; the request is what is wrong."""
@@ -50,19 +51,21 @@ class ClusterControlManager:
         for listener in req.listeners:
             if listener.security_protocol not in SECURITY_PROTOCOLS:
                 known = ", ".join(f"{k} {v}" for k, v in SECURITY_PROTOCOLS.items())
-                return (
+                raise Rejected(
+                    Errors.INVALID_REQUEST,
                     f"Unknown security protocol {listener.security_protocol} in listener "
-                    f"{listener.name} (known: {known})"
+                    f"{listener.name} (known: {known})",
                 )
             if listener.name in seen:
-                return (
+                raise Rejected(
+                    Errors.INVALID_REQUEST,
                     f"Duplicate listener name {listener.name}: a broker's listeners are keyed "
-                    "by name"
+                    "by name",
                 )
             seen.add(listener.name)
-        return None
 
-    def _feature_problem(self, req: BrokerRegistrationRequest) -> str | None:
+    def _check_features(self, req: BrokerRegistrationRequest) -> None:
+        """Rejected unless the broker supports every finalized feature's level."""
         view = self._view()
         finalized = {METADATA_VERSION: view.metadata_version}
         # KIP-966: once finalized, ELR's level must be supported too (Kafka
@@ -80,21 +83,23 @@ class ClusterControlManager:
         for name, r in ranges.items():
             level = finalized.get(name, 1 if name == METADATA_VERSION else 0)
             if not r.min_supported_version <= level <= r.max_supported_version:
-                return (
+                raise Rejected(
+                    Errors.UNSUPPORTED_VERSION,
                     f"Unable to register because the broker does not support finalized version "
                     f"{level} of {name}. The broker wants a version between "
-                    f"{r.min_supported_version} and {r.max_supported_version}, inclusive."
+                    f"{r.min_supported_version} and {r.max_supported_version}, inclusive.",
                 )
-        return None
 
     def register_broker(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult:
+        try:
+            return self._register(req, now_ms)
+        except Rejected as r:
+            return ControllerResult((), BrokerRegistrationResponse(r.code, r.message))
+
+    def _register(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult:
         view = self._view()
-
-        def fail(error: Errors, message: str) -> ControllerResult:
-            return ControllerResult((), BrokerRegistrationResponse(error, message))
-
         if req.cluster_id != self._config.cluster_id:
-            return fail(
+            raise Rejected(
                 Errors.INCONSISTENT_CLUSTER_ID,
                 f"Expected cluster ID {self._config.cluster_id}, but got cluster ID "
                 f"{req.cluster_id}",
@@ -105,25 +110,21 @@ class ClusterControlManager:
             and existing.incarnation_id != req.incarnation_id
             and self._heartbeats.has_valid_session(view, req.broker_id, now_ms)
         ):
-            return fail(
+            raise Rejected(
                 Errors.DUPLICATE_BROKER_REGISTRATION,
                 f"Another broker is registered with that broker id {req.broker_id} "
                 f"(incarnation {existing.incarnation_id}) and its session is still valid; "
                 f"retry after {self._config.session_timeout_ms} ms without heartbeats",
             )
         if req.is_migrating_zk_broker:
-            return fail(
+            raise Rejected(
                 Errors.BROKER_ID_NOT_REGISTERED,
                 "Controller does not support registering ZK brokers.",
             )
         # Kafka's position: the listeners are read after the ZooKeeper and
         # log-directory checks, before the features.
-        problem = self._listener_problem(req)
-        if problem is not None:
-            return fail(Errors.INVALID_REQUEST, problem)
-        problem = self._feature_problem(req)
-        if problem is not None:
-            return fail(Errors.UNSUPPORTED_VERSION, problem)
+        self._check_listeners(req)
+        self._check_features(req)
 
         features = req.features
         if not any(f.name == METADATA_VERSION for f in features):

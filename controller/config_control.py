@@ -24,7 +24,7 @@ from metadata_records.config_schema import (
     topic_configs_problem,
 )
 from metadata_records.delta import ImageDelta
-from metadata_records.errors import ApiError, Errors
+from metadata_records.errors import Errors
 from metadata_records.records import ConfigRecord, Record
 
 from .messages import (
@@ -35,16 +35,11 @@ from .messages import (
     IncrementalAlterConfigsResponse,
 )
 from .record_cap import TOO_MANY_RECORDS, over_cap
+from .rejected import Rejected
 
 
-class _Reject(Exception):
-    def __init__(self, error: Errors, message: str) -> None:
-        super().__init__(message)
-        self.api_error = ApiError(error, message)
-
-
-def _invalid(message: str) -> _Reject:
-    return _Reject(Errors.INVALID_REQUEST, message)
+def _invalid(message: str) -> Rejected:
+    return Rejected(Errors.INVALID_REQUEST, message)
 
 
 class ConfigurationControlManager:
@@ -78,8 +73,8 @@ class ConfigurationControlManager:
                 if counts[key] > 1:
                     raise _invalid("Duplicate resource.")
                 records += self._alter(resource)
-            except _Reject as r:
-                answer.error, answer.error_message = r.api_error.error, r.api_error.message
+            except Rejected as r:
+                answer.error, answer.error_message = r.code, r.message
             answers.append(answer)
             if over_cap(records):
                 refused = TOO_MANY_RECORDS
@@ -141,9 +136,9 @@ class ConfigurationControlManager:
             else broker_configs_problem({c.name: after.get(c.name) for c in resource.configs})
         )
         if problem is not None:
-            raise _Reject(Errors.INVALID_CONFIG, problem)
+            raise Rejected(Errors.INVALID_CONFIG, problem)
         if kind == ResourceType.TOPIC and self._view().topic_id(name) is None:
-            raise _Reject(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         return records
 
     @staticmethod
@@ -181,7 +176,7 @@ class ConfigurationControlManager:
             return None
         if op in (OpType.APPEND, OpType.SUBTRACT):
             if not is_splittable(kind, name):
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_CONFIG,
                     f"Can't {OpType(op).name} to key {name} because its type is not LIST.",
                 )

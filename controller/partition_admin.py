@@ -29,6 +29,7 @@ from .messages import (
 )
 from .partition_change import Election, PartitionChangeBuilder
 from .record_cap import TOO_MANY_RECORDS, over_cap
+from .rejected import Rejected
 from .replication_control import ReplicationControlManager
 from .topic_control import TopicControlManager
 
@@ -101,12 +102,13 @@ class PartitionAdminManager:
         tp = f"{name}-{p.partition_index}"
         if part is None:
             return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {tp} does not exist.")
-        if p.replicas is None:
-            builder = self._cancel_reassignment(tp, topic_id, p.partition_index, part)
-        else:
-            builder = self._change_reassignment(topic_id, p.partition_index, part, p.replicas)
-        if isinstance(builder, ApiError):
-            return builder
+        try:
+            if p.replicas is None:
+                builder = self._cancel_reassignment(tp, topic_id, p.partition_index, part)
+            else:
+                builder = self._change_reassignment(topic_id, p.partition_index, part, p.replicas)
+        except Rejected as r:
+            return ApiError(r.code, r.message)
         record = builder.build()
         if record is not None:
             records.append(record)
@@ -114,13 +116,11 @@ class PartitionAdminManager:
 
     def _cancel_reassignment(
         self, tp: str, topic_id: str, pid: int, part: PartitionRegistration
-    ) -> PartitionChangeBuilder | ApiError:
+    ) -> PartitionChangeBuilder:
         """Kafka's ``cancelPartitionReassignment``: back to the replicas before
         the move, elected as the topic allows (uncleanly if it says so)."""
         if not part.is_reassigning:
-            return ApiError(
-                Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
-            )
+            raise Rejected(Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}.")
         election = self._replication.election_for(topic_id)
         # Revert (Kafka's PartitionReassignmentRevert): drop what the
         # reassignment was adding, keep what it was removing.
@@ -133,7 +133,7 @@ class PartitionAdminManager:
             # Only added replicas are in sync: reverting means trusting an
             # out-of-sync original replica, which only an unclean topic allows.
             if election is not Election.UNCLEAN:
-                return ApiError(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"Unable to revert partition assignment for {tp} because it would "
                     "require an unclean leader election (unclean.leader.election.enable "
@@ -149,15 +149,13 @@ class PartitionAdminManager:
 
     def _change_reassignment(
         self, topic_id: str, pid: int, part: PartitionRegistration, target_replicas: tuple[int, ...]
-    ) -> PartitionChangeBuilder | ApiError:
+    ) -> PartitionChangeBuilder:
         """Kafka's ``changePartitionReassignment``: a new target, with an
         ONLINE election whatever the topic's unclean setting. A partition the
         move leaves without a leader is elected uncleanly, where the topic
         allows it, by the periodic sweep (``maybe_elect_unclean_leaders``)."""
         target = tuple(target_replicas)
-        error = self._topics.manual_assignment_problem(target)
-        if error is not None:
-            return error
+        self._topics.check_manual_assignment(target)
         move = reassignment_replicas(part.replicas, target)
         builder = self._builder(part, topic_id, pid, Election.ONLINE)
         builder.target_replicas = move.replicas

@@ -61,15 +61,7 @@ from .messages import (
     UnregisterBrokerResponse,
 )
 from .partition_change import NOT_QUICK, Election, PartitionChangeBuilder, quick_isr_change
-
-
-class _AbortRequest(Exception):
-    """Fails a whole AlterPartition request (an invalid leaderRecoveryState)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
+from .rejected import Rejected
 
 # AlterPartition's common case decided in one loop per topic (_alter_quick);
 # False: every partition through _alter_one, the plain twin it must agree with.
@@ -562,12 +554,11 @@ class ReplicationControlManager:
                         topic_id=topic.topic_id if version > 1 else None,
                     )
                 )
-        except _AbortRequest as abort:
-            # Kafka throws here and answers UNKNOWN_SERVER_ERROR (and resigns);
-            # it is the request that is wrong, so say so and write nothing.
-            return ControllerResult(
-                (), AlterPartitionResponse(Errors.INVALID_REQUEST, abort.message)
-            )
+        except Rejected as r:
+            # An invalid leaderRecoveryState fails the whole request: Kafka
+            # throws here and answers UNKNOWN_SERVER_ERROR (and resigns); it is
+            # the request that is wrong, so say so and write nothing.
+            return ControllerResult((), AlterPartitionResponse(r.code, r.message))
         return ControllerResult(
             tuple(records),
             AlterPartitionResponse(Errors.NONE, None, tuple(topic_results)),
@@ -756,7 +747,8 @@ class ReplicationControlManager:
         part: PartitionRegistration | None,
         members: _Members,
     ) -> ApiError | None:
-        """SEMANTICS 2.2, in its order; the first failing check wins."""
+        """SEMANTICS 2.2, in its order; the first failing check wins. An
+        invalid leaderRecoveryState is Rejected: it fails the whole request."""
         new_isr = members.new_isr
 
         def name() -> str:  # only built for an error message: this is the hot path
@@ -814,9 +806,10 @@ class ReplicationControlManager:
                 f"invalid ISR {list(new_isr)}: it does not contain the leader {part.leader}",
             )
         if p.leader_recovery_state not in (LRS_RECOVERED, LRS_RECOVERING):
-            raise _AbortRequest(
+            raise Rejected(
+                Errors.INVALID_REQUEST,
                 f"leaderRecoveryState {p.leader_recovery_state} for {name()} is not valid "
-                "(0 = RECOVERED, 1 = RECOVERING)"
+                "(0 = RECOVERED, 1 = RECOVERING)",
             )
         if p.leader_recovery_state == LRS_RECOVERING and len(new_isr) > 1:
             return ApiError(

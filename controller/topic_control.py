@@ -34,6 +34,7 @@ from .messages import (
 )
 from .placement import PlacementError, RandomSource, place
 from .record_cap import MAX_RECORDS_PER_USER_OP, TOO_MANY_RECORDS, over_cap
+from .rejected import Rejected
 
 # Kafka's MAX_PARTITIONS_PER_BATCH (KAFKA-17870): new partitions one CreateTopics
 # (over all its topics) or CreatePartitions request may ask for, checked before
@@ -47,12 +48,6 @@ def _too_many_partitions(requested: int) -> str:
         "Excessively large number of partitions per request: "
         f"{requested} requested, at most {MAX_PARTITIONS_PER_REQUEST}."
     )
-
-
-class _Reject(Exception):
-    def __init__(self, error: Errors, message: str) -> None:
-        super().__init__(message)
-        self.api_error = ApiError(error, message)
 
 
 def _create_topics_refused(req: CreateTopicsRequest, error: ApiError) -> ControllerResult:
@@ -89,39 +84,35 @@ class TopicControlManager:
 
     # ------------------------------------------------------------ assignments
 
-    def manual_assignment_problem(self, replicas: tuple[int, ...]) -> ApiError | None:
-        """Why a replica list given by an operator is not acceptable, or None."""
-        try:
-            self._validate_manual(replicas, None)
-        except _Reject as r:
-            return r.api_error
-        return None
+    def check_manual_assignment(self, replicas: tuple[int, ...]) -> None:
+        """Rejected unless a replica list given by an operator is acceptable."""
+        self._validate_manual(replicas, None)
 
     def _validate_manual(self, replicas: tuple[int, ...], expected_rf: int | None) -> None:
         """Kafka's ``validateManualPartitionAssignment``: the brokers are checked
         in id order, so the first problem named is the one Kafka names."""
         view = self._view()
         if not replicas:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 "The manual partition assignment includes an empty replica list.",
             )
         previous = None
         for broker in sorted(replicas):
             if view.broker(broker) is None:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes broker {broker}, but no such "
                     "broker is registered.",
                 )
             if broker == previous:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes the broker {broker} more than once.",
                 )
             previous = broker
         if expected_rf is not None and len(replicas) != expected_rf:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 f"The manual partition assignment includes a partition with {len(replicas)} "
                 f"replica(s), but this is not consistent with previous partitions, which have "
@@ -136,7 +127,7 @@ class TopicControlManager:
     def _manual_isr(self, replicas: tuple[int, ...], pid: int) -> tuple[int, ...]:
         isr = self._active(replicas)
         if not isr:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 f"All brokers specified in the manual partition assignment for partition "
                 f"{pid} are fenced or in controlled shutdown.",
@@ -147,7 +138,7 @@ class TopicControlManager:
         isr = self._active(replicas)
         if not isr:
             # Consistent with the placer: INVALID_REPLICATION_FACTOR (Kafka's createTopic).
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): All brokers are currently "
                 "fenced or in controlled shutdown.",
@@ -177,7 +168,7 @@ class TopicControlManager:
         try:
             return place(usable, count, rf, self._placement_random(view.partition_count))
         except PlacementError as e:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): {e}",
             ) from None
@@ -215,8 +206,8 @@ class TopicControlManager:
                 continue
             try:
                 topic_records, result = self._create_topic(t, taken)
-            except _Reject as r:
-                results.append(CreatableTopicResult(t.name, r.api_error.error, r.api_error.message))
+            except Rejected as r:
+                results.append(CreatableTopicResult(t.name, r.code, r.message))
                 continue
             records += topic_records
             if over_cap(records):
@@ -235,19 +226,19 @@ class TopicControlManager:
         view = self._view()
         problem = topic_name_problem(t.name)
         if problem is not None:
-            raise _Reject(Errors.INVALID_TOPIC_EXCEPTION, problem)
+            raise Rejected(Errors.INVALID_TOPIC_EXCEPTION, problem)
         if view.topic_id(t.name) is not None or taken.get(_normalized(t.name)) == t.name:
-            raise _Reject(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+            raise Rejected(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
         other = taken.get(_normalized(t.name))
         if other is not None:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_TOPIC_EXCEPTION,
                 f"Topic '{t.name}' collides with existing topic: {other}",
             )
         configs = dict(t.configs)  # a key given twice: the last value, as Kafka
         problem = topic_configs_problem(configs)
         if problem is not None:
-            raise _Reject(Errors.INVALID_CONFIG, problem)
+            raise Rejected(Errors.INVALID_CONFIG, problem)
 
         partitions = self._manual_partitions(t) if t.assignments else self._placed_partitions(t)
 
@@ -274,13 +265,13 @@ class TopicControlManager:
         partition count, then each assignment in request order (a repeated
         index, its brokers, an ISR), and only then the indexes' sequence."""
         if t.replication_factor != -1:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REQUEST,
                 "A manual partition assignment was specified, but replication factor was not "
                 "set to -1.",
             )
         if t.num_partitions != -1:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REQUEST,
                 "A manual partition assignment was specified, but numPartitions was not set to -1.",
             )
@@ -288,7 +279,7 @@ class TopicControlManager:
         rf = None
         for pid, brokers in t.assignments:
             if pid in by_index:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"Found multiple manual partition assignments for partition {pid}",
                 )
@@ -298,7 +289,7 @@ class TopicControlManager:
             by_index[pid] = (replicas, self._manual_isr(replicas, pid))
         for pid in range(len(by_index)):
             if pid not in by_index:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     "partitions should be a consecutive 0-based integer sequence; got "
                     f"{sorted(by_index)}",
@@ -312,12 +303,12 @@ class TopicControlManager:
         replication factor is checked before the partition count (Kafka's
         ``createTopic``)."""
         if t.replication_factor < -1 or t.replication_factor == 0:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0, or -1 to use the default value.",
             )
         if t.num_partitions < -1 or t.num_partitions == 0:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_PARTITIONS,
                 f"Number of partitions was set to an invalid non-positive value {t.num_partitions}.",
             )
@@ -328,7 +319,7 @@ class TopicControlManager:
             else t.replication_factor
         )
         if rf == 0:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 "Unable to replicate the partition: no brokers are registered.",
             )
@@ -365,36 +356,34 @@ class TopicControlManager:
     def create_partitions(self, req: CreatePartitionsRequest, now_ms: int) -> ControllerResult:
         try:
             records = self._create_partitions(req)
-        except _Reject as r:
-            return ControllerResult(
-                (), CreatePartitionsResponse(req.name, r.api_error.error, r.api_error.message)
-            )
+        except Rejected as r:
+            return ControllerResult((), CreatePartitionsResponse(req.name, r.code, r.message))
         return ControllerResult(tuple(records), CreatePartitionsResponse(req.name))
 
     def _create_partitions(self, req: CreatePartitionsRequest) -> list[Record]:
         view = self._view()
         topic_id = view.topic_id(req.name)
         if topic_id is None:
-            raise _Reject(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
+            raise Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
         existing = view.partition_ids(topic_id)
         current = len(existing)
         if req.count < current:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_PARTITIONS,
                 f"The topic {req.name} currently has {current} partition(s); {req.count} would "
                 "not be an increase.",
             )
         if req.count == current:
-            raise _Reject(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+            raise Rejected(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         added = req.count - current
         # One PartitionRecord per new partition: this is the record cap too,
         # checked before anything is built.
         if added > MAX_PARTITIONS_PER_REQUEST:
-            raise _Reject(Errors.POLICY_VIOLATION, _too_many_partitions(added))
+            raise Rejected(Errors.POLICY_VIOLATION, _too_many_partitions(added))
         rf = len(view.partition(topic_id, existing[0]).replicas) if existing else 1
         if req.assignments is not None:
             if len(req.assignments) != added:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"Attempted to add {added} additional partition(s), but only "
                     f"{len(req.assignments)} assignment(s) were specified.",
