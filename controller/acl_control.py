@@ -16,9 +16,10 @@ every entry carries the cap's error and nothing is written (decisions.md 104).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from metadata_records.acls import StandardAcl, acl_problem
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import Errors
 from metadata_records.records import Record, RemoveAccessControlEntryRecord
 
@@ -33,16 +34,14 @@ from .messages import (
 )
 from .record_cap import TOO_MANY_RECORDS, over_cap
 
-if TYPE_CHECKING:
-    from .controller import Controller
-
 
 class AclControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, view: Callable[[], ImageDelta], new_id: Callable[[], str]) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
+        self._new_id = new_id  # the controller's id generator (topic ids' too)
 
     def create_acls(self, req: CreateAclsRequest, now_ms: int) -> ControllerResult:
-        view = self.c.view
+        view = self._view()
         records: list[Record] = []
         results: list[AclCreationResult] = []
         created: dict[StandardAcl, str] = {}
@@ -65,8 +64,8 @@ class AclControlManager:
     def _new_acl_id(self, taken: set[str]) -> str:
         """Kafka's newAclId: a random id no ACL has (nor one created just now)."""
         while True:
-            acl_id = self.c.new_topic_id()
-            if acl_id not in taken and self.c.view.acl(acl_id) is None:
+            acl_id = self._new_id()
+            if acl_id not in taken and self._view().acl(acl_id) is None:
                 return acl_id
 
     @staticmethod
@@ -75,7 +74,7 @@ class AclControlManager:
         return ControllerResult((), CreateAclsResponse(tuple(error for _ in range(count))))
 
     def delete_acls(self, req: DeleteAclsRequest, now_ms: int) -> ControllerResult:
-        acls = self.c.view.acls()
+        acls = self._view().acls()
         removed: dict[str, None] = {}  # ids in the order first matched
         results: list[DeleteAclsFilterResult] = []
         for f in req.filters:

@@ -3,9 +3,10 @@ SEMANTICS.md section 3."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from metadata_records.errors import ApiError, Errors
+from metadata_records.delta import ImageDelta
+from metadata_records.errors import Errors
 from metadata_records.features import (
     ELR_VERSION,
     METADATA_VERSION,
@@ -18,33 +19,31 @@ from metadata_records.records import (
     RegisterBrokerRecord,
 )
 
+from .config import ControllerConfig
+from .heartbeats import BrokerHeartbeatManager
 from .messages import BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerResult
-
-if TYPE_CHECKING:
-    from .controller import Controller
+from .rejected import Rejected
+from .replication_control import ReplicationControlManager
 
 
 class ClusterControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
-
-    def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> ApiError | None:
-        """STALE_BROKER_EPOCH unless ``broker_epoch`` is the broker's registered epoch."""
-        reg = self.c.view.broker(broker_id)
-        if reg is None:
-            return ApiError(
-                Errors.STALE_BROKER_EPOCH, f"No broker registration found for broker {broker_id}"
-            )
-        if reg.epoch != broker_epoch:
-            return ApiError(
-                Errors.STALE_BROKER_EPOCH,
-                f"Expected broker epoch {reg.epoch}, but got broker epoch {broker_epoch}",
-            )
-        return None
+    def __init__(
+        self,
+        view: Callable[[], ImageDelta],
+        config: ControllerConfig,
+        heartbeats: BrokerHeartbeatManager,
+        replication: ReplicationControlManager,
+    ) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
+        self._config = config
+        self._heartbeats = heartbeats
+        # A new incarnation fences the old one, or leaves every ISR after an
+        # unclean shutdown, through the replication manager.
+        self._replication = replication
 
     @staticmethod
-    def _listener_problem(req: BrokerRegistrationRequest) -> str | None:
-        """Why the listeners cannot be registered, or None. Kafka's controller
+    def _check_listeners(req: BrokerRegistrationRequest) -> None:
+        """Rejected if the listeners cannot be registered. Kafka's controller
         throws on both (ListenerInfo.fromBrokerRegistrationRequest: an unknown
         protocol; the record's endpoints are keyed by name), answers
         UNKNOWN_SERVER_ERROR and resigns; the request is what is wrong."""
@@ -52,23 +51,26 @@ class ClusterControlManager:
         for listener in req.listeners:
             if listener.security_protocol not in SECURITY_PROTOCOLS:
                 known = ", ".join(f"{k} {v}" for k, v in SECURITY_PROTOCOLS.items())
-                return (
+                raise Rejected(
+                    Errors.INVALID_REQUEST,
                     f"Unknown security protocol {listener.security_protocol} in listener "
-                    f"{listener.name} (known: {known})"
+                    f"{listener.name} (known: {known})",
                 )
             if listener.name in seen:
-                return (
+                raise Rejected(
+                    Errors.INVALID_REQUEST,
                     f"Duplicate listener name {listener.name}: a broker's listeners are keyed "
-                    "by name"
+                    "by name",
                 )
             seen.add(listener.name)
-        return None
 
-    def _feature_problem(self, req: BrokerRegistrationRequest) -> str | None:
-        finalized = {METADATA_VERSION: self.c.view.metadata_version}
+    def _check_features(self, req: BrokerRegistrationRequest) -> None:
+        """Rejected unless the broker supports every finalized feature's level."""
+        view = self._view()
+        finalized = {METADATA_VERSION: view.metadata_version}
         # KIP-966: once finalized, ELR's level must be supported too (Kafka
         # checks every finalized feature; a broker naming none supports 0).
-        elr = self.c.view.feature(ELR_VERSION, 0)
+        elr = view.feature(ELR_VERSION, 0)
         if elr:
             finalized[ELR_VERSION] = elr
         ranges = {f.name: f for f in req.features}
@@ -81,50 +83,48 @@ class ClusterControlManager:
         for name, r in ranges.items():
             level = finalized.get(name, 1 if name == METADATA_VERSION else 0)
             if not r.min_supported_version <= level <= r.max_supported_version:
-                return (
+                raise Rejected(
+                    Errors.UNSUPPORTED_VERSION,
                     f"Unable to register because the broker does not support finalized version "
                     f"{level} of {name}. The broker wants a version between "
-                    f"{r.min_supported_version} and {r.max_supported_version}, inclusive."
+                    f"{r.min_supported_version} and {r.max_supported_version}, inclusive.",
                 )
-        return None
 
     def register_broker(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult:
-        view = self.c.view
+        try:
+            return self._register(req, now_ms)
+        except Rejected as r:
+            return ControllerResult((), BrokerRegistrationResponse(r.code, r.message))
 
-        def fail(error: Errors, message: str) -> ControllerResult:
-            return ControllerResult((), BrokerRegistrationResponse(error, message))
-
-        if req.cluster_id != self.c.config.cluster_id:
-            return fail(
+    def _register(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult:
+        view = self._view()
+        if req.cluster_id != self._config.cluster_id:
+            raise Rejected(
                 Errors.INCONSISTENT_CLUSTER_ID,
-                f"Expected cluster ID {self.c.config.cluster_id}, but got cluster ID "
+                f"Expected cluster ID {self._config.cluster_id}, but got cluster ID "
                 f"{req.cluster_id}",
             )
         existing = view.broker(req.broker_id)
         if (
             existing is not None
             and existing.incarnation_id != req.incarnation_id
-            and self.c.heartbeats.has_valid_session(view, req.broker_id, now_ms)
+            and self._heartbeats.has_valid_session(view, req.broker_id, now_ms)
         ):
-            return fail(
+            raise Rejected(
                 Errors.DUPLICATE_BROKER_REGISTRATION,
                 f"Another broker is registered with that broker id {req.broker_id} "
                 f"(incarnation {existing.incarnation_id}) and its session is still valid; "
-                f"retry after {self.c.config.session_timeout_ms} ms without heartbeats",
+                f"retry after {self._config.session_timeout_ms} ms without heartbeats",
             )
         if req.is_migrating_zk_broker:
-            return fail(
+            raise Rejected(
                 Errors.BROKER_ID_NOT_REGISTERED,
                 "Controller does not support registering ZK brokers.",
             )
         # Kafka's position: the listeners are read after the ZooKeeper and
         # log-directory checks, before the features.
-        problem = self._listener_problem(req)
-        if problem is not None:
-            return fail(Errors.INVALID_REQUEST, problem)
-        problem = self._feature_problem(req)
-        if problem is not None:
-            return fail(Errors.UNSUPPORTED_VERSION, problem)
+        self._check_listeners(req)
+        self._check_features(req)
 
         features = req.features
         if not any(f.name == METADATA_VERSION for f in features):
@@ -139,7 +139,7 @@ class ClusterControlManager:
             )
             # ... and is contact: the broker is not fenced a timeout after its
             # last heartbeat when it has just registered (Kafka's register touches).
-            self.c.heartbeats.amend(req.broker_id, now_ms)
+            self._heartbeats.amend(req.broker_id, now_ms)
         else:
             # KIP-966: a new incarnation whose previousBrokerEpoch is not the
             # epoch of its registration shut down uncleanly (Kafka's broker
@@ -151,14 +151,14 @@ class ClusterControlManager:
                 # Kafka (without ELR) lets the new incarnation inherit its
                 # leaderships at the same leader epoch; we fence the old one
                 # first, so no fenced broker ever leads or sits in an ISR.
-                records = self.c.replication.handle_broker_fenced(
+                records = self._replication.handle_broker_fenced(
                     req.broker_id, unclean_shutdown=unclean
                 )
             elif unclean:
-                records = self.c.replication.handle_broker_unclean_shutdown(req.broker_id)
+                records = self._replication.handle_broker_unclean_shutdown(req.broker_id)
             # KIP-380 in KRaft: the epoch is the offset of this very record.
             epoch, fenced, shutdown = view.next_offset + len(records), True, False
-            self.c.heartbeats.register(req.broker_id, now_ms)
+            self._heartbeats.register(req.broker_id, now_ms)
         record = RegisterBrokerRecord(
             broker_id=req.broker_id,
             incarnation_id=req.incarnation_id,

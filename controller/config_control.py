@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from metadata_records.config_schema import (
     OpType,
@@ -23,7 +23,8 @@ from metadata_records.config_schema import (
     list_parts,
     topic_configs_problem,
 )
-from metadata_records.errors import ApiError, Errors
+from metadata_records.delta import ImageDelta
+from metadata_records.errors import Errors
 from metadata_records.records import ConfigRecord, Record
 
 from .messages import (
@@ -34,28 +35,20 @@ from .messages import (
     IncrementalAlterConfigsResponse,
 )
 from .record_cap import TOO_MANY_RECORDS, over_cap
-
-if TYPE_CHECKING:
-    from .controller import Controller
+from .rejected import Rejected
 
 
-class _Reject(Exception):
-    def __init__(self, error: Errors, message: str) -> None:
-        super().__init__(message)
-        self.api_error = ApiError(error, message)
-
-
-def _invalid(message: str) -> _Reject:
-    return _Reject(Errors.INVALID_REQUEST, message)
+def _invalid(message: str) -> Rejected:
+    return Rejected(Errors.INVALID_REQUEST, message)
 
 
 class ConfigurationControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, view: Callable[[], ImageDelta]) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
 
     def current(self, resource_type: int, resource_name: str) -> dict[str, str]:
         """The configs set on a resource (the view: committed and pending)."""
-        view = self.c.view
+        view = self._view()
         if resource_type == ResourceType.BROKER:
             return view.broker_configs(resource_name)
         topic_id = view.topic_id(resource_name)
@@ -80,8 +73,8 @@ class ConfigurationControlManager:
                 if counts[key] > 1:
                     raise _invalid("Duplicate resource.")
                 records += self._alter(resource)
-            except _Reject as r:
-                answer.error, answer.error_message = r.api_error.error, r.api_error.message
+            except Rejected as r:
+                answer.error, answer.error_message = r.code, r.message
             answers.append(answer)
             if over_cap(records):
                 refused = TOO_MANY_RECORDS
@@ -143,9 +136,9 @@ class ConfigurationControlManager:
             else broker_configs_problem({c.name: after.get(c.name) for c in resource.configs})
         )
         if problem is not None:
-            raise _Reject(Errors.INVALID_CONFIG, problem)
-        if kind == ResourceType.TOPIC and self.c.view.topic_id(name) is None:
-            raise _Reject(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise Rejected(Errors.INVALID_CONFIG, problem)
+        if kind == ResourceType.TOPIC and self._view().topic_id(name) is None:
+            raise Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         return records
 
     @staticmethod
@@ -183,7 +176,7 @@ class ConfigurationControlManager:
             return None
         if op in (OpType.APPEND, OpType.SUBTRACT):
             if not is_splittable(kind, name):
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_CONFIG,
                     f"Can't {OpType(op).name} to key {name} because its type is not LIST.",
                 )

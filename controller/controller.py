@@ -88,15 +88,22 @@ class Controller:
         self.heartbeats = BrokerHeartbeatManager(config.session_timeout_ms)
         self.heartbeats.reset(self.view, now_ms)
         self._index: BrokersToIsrs | None = None
-        self.cluster = ClusterControlManager(self)
-        self.replication = ReplicationControlManager(self)
-        self.topics = TopicControlManager(self)
-        self.partitions = PartitionAdminManager(self)
-        self.features = FeatureControlManager(self)
-        self.configs = ConfigurationControlManager(self)
-        self.producer_ids = ProducerIdControlManager(self)
-        self.client_quotas = ClientQuotaControlManager(lambda: self.view)
-        self.acls = AclControlManager(self)
+        # Each manager names what it reads (Kafka's ReplicationControlManager
+        # takes clusterControl, configurationControl, ...). The view and the
+        # index are replaced as batches commit, so a manager gets a callable
+        # that answers the current one; the rest live as long as this controller.
+        view = self._current_view
+        self.replication = ReplicationControlManager(view, self._isr_index, self.heartbeats, config)
+        self.cluster = ClusterControlManager(view, config, self.heartbeats, self.replication)
+        self.topics = TopicControlManager(
+            view, config, self.heartbeats, new_topic_id, placement_random
+        )
+        self.partitions = PartitionAdminManager(view, self.replication, self.topics)
+        self.features = FeatureControlManager(view)
+        self.configs = ConfigurationControlManager(view)
+        self.producer_ids = ProducerIdControlManager(view)
+        self.client_quotas = ClientQuotaControlManager(view)
+        self.acls = AclControlManager(view, new_topic_id)
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
@@ -121,19 +128,24 @@ class Controller:
         self._balance_due_ms: int | None = None
         self._arm_periodic(now_ms)
 
-    @property
-    def index(self) -> BrokersToIsrs:
+    def _current_view(self) -> ImageDelta:
+        """What the managers call for the view: the one of this moment."""
+        return self.view
+
+    def _isr_index(self) -> BrokersToIsrs:
         # Built on first use, so a new leader with a large image answers its
         # first writes without scanning every partition.
         if self._index is None:
             self._index = BrokersToIsrs.build(self.view)
         return self._index
 
+    index = property(_isr_index)
+
     def build_index(self) -> BrokersToIsrs:
         """The ISR index, built now if it is not yet: before a decision in
         another thread (quorum/orderer.py), whose replay then keeps it up to
         date instead of leaving it to be built later from a view it changed."""
-        return self.index
+        return self._isr_index()
 
     # ------------------------------------------------------------ deciding
 

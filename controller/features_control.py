@@ -18,8 +18,9 @@ writes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import Errors
 from metadata_records.features import (
     BOOTSTRAP_METADATA_VERSION,
@@ -40,11 +41,7 @@ from .messages import (
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
-
-if TYPE_CHECKING:
-    from metadata_records.delta import ImageDelta
-
-    from .controller import Controller
+from .rejected import Rejected
 
 # Kafka's QuorumFeatures.DISABLED: what a feature nobody names supports.
 _DISABLED = (0, 0)
@@ -80,20 +77,21 @@ def _not_supported(what: str, level: int, supported: tuple[int, int]) -> str | N
 
 
 class FeatureControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, view: Callable[[], ImageDelta]) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
 
     def update_features(self, req: UpdateFeaturesRequest, now_ms: int) -> ControllerResult:
-        problem = self._problem(req)
-        if problem is not None:
+        try:
+            self._check(req)
+        except Rejected as r:
             # QuorumController.updateFeatures puts the one failing feature's
             # reason under a sentence that says every update failed.
             return ControllerResult(
                 (),
                 UpdateFeaturesResponse(
-                    Errors.INVALID_UPDATE_VERSION,
+                    r.code,
                     "The update failed for all features since the following feature had an "
-                    f"error: {problem}",
+                    f"error: {r.message}",
                 ),
             )
         if req.validate_only:
@@ -101,42 +99,49 @@ class FeatureControlManager:
         record = FeatureLevelRecord(name=req.name, feature_level=req.level)
         return ControllerResult((record,), UpdateFeaturesResponse(Errors.NONE))
 
-    def _problem(self, req: UpdateFeaturesRequest) -> str | None:
-        """Kafka's updateFeature: why the update is refused, or None."""
+    def _check(self, req: UpdateFeaturesRequest) -> None:
+        """Kafka's updateFeature: Rejected (INVALID_UPDATE_VERSION) if the
+        update is refused."""
         name, level = req.name, req.level
+        view = self._view()
 
-        def invalid(reason: str) -> str:
-            return f"Invalid update version {level} for feature {name}. {reason}"
+        def invalid(reason: str) -> Rejected:
+            return Rejected(
+                Errors.INVALID_UPDATE_VERSION,
+                f"Invalid update version {level} for feature {name}. {reason}",
+            )
 
         if req.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
-            return invalid("The controller does not support the given upgrade type.")
-        current = self.c.view.feature(name, 0)
+            raise invalid("The controller does not support the given upgrade type.")
+        current = view.feature(name, 0)
         if name == METADATA_VERSION:
-            current = self.c.view.metadata_version
+            current = view.metadata_version
         if level < 0:
-            return invalid("A feature version cannot be less than 0.")
+            raise invalid("A feature version cannot be less than 0.")
         reason = self._not_supported_anywhere(name, level)
         if reason is not None:
-            return invalid(reason)
+            raise invalid(reason)
         if level < current and req.upgrade_type == UPGRADE:
-            return invalid(
+            raise invalid(
                 "Can't downgrade the version of this feature without setting the upgrade type "
                 "to either safe or unsafe downgrade."
             )
         if level > current and req.upgrade_type != UPGRADE:
-            return invalid("Can't downgrade to a newer version.")
+            raise invalid("Can't downgrade to a newer version.")
         if name == ELR_VERSION:
-            problem = feature_dependency_problem(name, level, self.c.view.metadata_version)
-            return None if problem is None else invalid(problem)
+            problem = feature_dependency_problem(name, level, view.metadata_version)
+            if problem is not None:
+                raise invalid(problem)
+            return
         if name != METADATA_VERSION:
             # Only level 0 of an unknown feature gets here (the feature is
             # supported nowhere above it); Kafka's Features.featureFromName.
-            return invalid(f"Feature {name} not found.")
-        elr = self.c.view.feature(ELR_VERSION, 0)
+            raise invalid(f"Feature {name} not found.")
+        elr = view.feature(ELR_VERSION, 0)
         problem = feature_dependency_problem(ELR_VERSION, elr, level)
         if problem is not None:
-            return invalid(f"{ELR_VERSION} is at level {elr}: {problem}.")
-        return self._metadata_version_problem(current, level, req.upgrade_type)
+            raise invalid(f"{ELR_VERSION} is at level {elr}: {problem}.")
+        self._check_metadata_version(current, level, req.upgrade_type)
 
     def _not_supported_anywhere(self, name: str, level: int) -> str | None:
         """Kafka's reasonNotSupported: this controller first, then every
@@ -145,7 +150,7 @@ class FeatureControlManager:
         reason = _not_supported("The controller", level, SUPPORTED_FEATURES.get(name, _DISABLED))
         if reason is not None:
             return reason
-        for reg in self.c.view.brokers():
+        for reg in self._view().brokers():
             supported = next(
                 (
                     (f.min_supported_version, f.max_supported_version)
@@ -160,11 +165,11 @@ class FeatureControlManager:
         return None
 
     @staticmethod
-    def _metadata_version_problem(current: int, level: int, upgrade_type: int) -> str | None:
+    def _check_metadata_version(current: int, level: int, upgrade_type: int) -> None:
         """Kafka's updateMetadataVersion: a downgrade that crosses a level
-        which changed the metadata format may lose data, and is refused."""
+        which changed the metadata format may lose data, and is Rejected."""
         if level >= current or not metadata_changed(current, level):
-            return None
+            return
         if upgrade_type == UNSAFE_DOWNGRADE:
             reason = "Unsafe metadata downgrade is not supported in this version."
         else:
@@ -172,4 +177,4 @@ class FeatureControlManager:
                 "Refusing to perform the requested downgrade because it might delete metadata "
                 "information."
             )
-        return f"Invalid metadata.version {level}. {reason}"
+        raise Rejected(Errors.INVALID_UPDATE_VERSION, f"Invalid metadata.version {level}. {reason}")

@@ -7,8 +7,10 @@ Both are operator writes: their records are capped per request
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import bumps_leader_epoch_on_isr_shrink
 from metadata_records.records import NO_LEADER, Record
@@ -27,11 +29,12 @@ from .messages import (
 )
 from .partition_change import Election, PartitionChangeBuilder
 from .record_cap import TOO_MANY_RECORDS, over_cap
+from .rejected import Rejected
+from .replication_control import ReplicationControlManager
+from .topic_control import TopicControlManager
 
 if TYPE_CHECKING:
     from metadata_records.image import PartitionRegistration
-
-    from .controller import Controller
 
 
 class ReassignmentReplicas(NamedTuple):
@@ -57,15 +60,22 @@ def reassignment_replicas(
 
 
 class PartitionAdminManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(
+        self,
+        view: Callable[[], ImageDelta],
+        replication: ReplicationControlManager,
+        topics: TopicControlManager,
+    ) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
+        self._replication = replication  # a topic's election and ELR settings
+        self._topics = topics  # the check of a manual replica assignment
 
     # ------------------------------------------------------------ reassignments
 
     def alter_partition_reassignments(
         self, req: AlterPartitionReassignmentsRequest, now_ms: int
     ) -> ControllerResult:
-        view = self.c.view
+        view = self._view()
         records: list[Record] = []
         topics = []
         for topic in req.topics:
@@ -88,16 +98,17 @@ class PartitionAdminManager:
         self, name: str, topic_id: str, p: ReassignablePartition, records: list[Record]
     ) -> ApiError:
         """Kafka's ``alterPartitionReassignment``: a cancel or a new target."""
-        part = self.c.view.partition(topic_id, p.partition_index)
+        part = self._view().partition(topic_id, p.partition_index)
         tp = f"{name}-{p.partition_index}"
         if part is None:
             return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {tp} does not exist.")
-        if p.replicas is None:
-            builder = self._cancel_reassignment(tp, topic_id, p.partition_index, part)
-        else:
-            builder = self._change_reassignment(topic_id, p.partition_index, part, p.replicas)
-        if isinstance(builder, ApiError):
-            return builder
+        try:
+            if p.replicas is None:
+                builder = self._cancel_reassignment(tp, topic_id, p.partition_index, part)
+            else:
+                builder = self._change_reassignment(topic_id, p.partition_index, part, p.replicas)
+        except Rejected as r:
+            return ApiError(r.code, r.message)
         record = builder.build()
         if record is not None:
             records.append(record)
@@ -105,14 +116,12 @@ class PartitionAdminManager:
 
     def _cancel_reassignment(
         self, tp: str, topic_id: str, pid: int, part: PartitionRegistration
-    ) -> PartitionChangeBuilder | ApiError:
+    ) -> PartitionChangeBuilder:
         """Kafka's ``cancelPartitionReassignment``: back to the replicas before
         the move, elected as the topic allows (uncleanly if it says so)."""
         if not part.is_reassigning:
-            return ApiError(
-                Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}."
-            )
-        election = self.c.replication.election_for(topic_id)
+            raise Rejected(Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}.")
+        election = self._replication.election_for(topic_id)
         # Revert (Kafka's PartitionReassignmentRevert): drop what the
         # reassignment was adding, keep what it was removing.
         adding = set(part.adding_replicas)
@@ -124,7 +133,7 @@ class PartitionAdminManager:
             # Only added replicas are in sync: reverting means trusting an
             # out-of-sync original replica, which only an unclean topic allows.
             if election is not Election.UNCLEAN:
-                return ApiError(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"Unable to revert partition assignment for {tp} because it would "
                     "require an unclean leader election (unclean.leader.election.enable "
@@ -140,15 +149,13 @@ class PartitionAdminManager:
 
     def _change_reassignment(
         self, topic_id: str, pid: int, part: PartitionRegistration, target_replicas: tuple[int, ...]
-    ) -> PartitionChangeBuilder | ApiError:
+    ) -> PartitionChangeBuilder:
         """Kafka's ``changePartitionReassignment``: a new target, with an
         ONLINE election whatever the topic's unclean setting. A partition the
         move leaves without a leader is elected uncleanly, where the topic
         allows it, by the periodic sweep (``maybe_elect_unclean_leaders``)."""
         target = tuple(target_replicas)
-        error = self.c.topics.manual_assignment_problem(target)
-        if error is not None:
-            return error
+        self._topics.check_manual_assignment(target)
         move = reassignment_replicas(part.replicas, target)
         builder = self._builder(part, topic_id, pid, Election.ONLINE)
         builder.target_replicas = move.replicas
@@ -183,7 +190,7 @@ class PartitionAdminManager:
         self, part: PartitionRegistration, topic_id: str, pid: int, election: Election
     ) -> PartitionChangeBuilder:
         """A change of one partition, as this metadata.version builds it."""
-        view = self.c.view
+        view = self._view()
         return PartitionChangeBuilder(
             part,
             topic_id,
@@ -191,7 +198,7 @@ class PartitionAdminManager:
             view.is_active,
             election,
             bumps_leader_epoch_on_isr_shrink(view.metadata_version),
-            *self.c.replication.elr_settings(topic_id),
+            *self._replication.elr_settings(topic_id),
         )
 
     def _elect_everywhere(
@@ -200,7 +207,7 @@ class PartitionAdminManager:
         """Kafka's answer to a request without partitions: every topic, each
         with the partitions where an election was needed (an empty list where
         none was); None past the record cap."""
-        view = self.c.view
+        view = self._view()
         names = sorted((view.topic_name(topic_id), topic_id) for topic_id in view.topic_ids())
         topics = []
         for name, topic_id in names:
@@ -217,7 +224,7 @@ class PartitionAdminManager:
     def _elect_listed(
         self, req: ElectLeadersRequest, records: list[Record]
     ) -> list[TopicPartitionsResult] | None:
-        view = self.c.view
+        view = self._view()
         topics = []
         for name, pids in req.topic_partitions:
             topic_id = view.topic_id(name)
@@ -236,7 +243,7 @@ class PartitionAdminManager:
     def _elect(
         self, election_type: int, name: str, topic_id: str, pid: int, records: list[Record]
     ) -> ApiError:
-        view = self.c.view
+        view = self._view()
         part = view.partition(topic_id, pid)
         tp = f"{name}-{pid}"
         if part is None:

@@ -10,15 +10,14 @@ starts from the log).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import Errors
 from metadata_records.records import ProducerIdsRecord
 
+from .broker_epochs import check_broker_epoch
 from .messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse, ControllerResult
-
-if TYPE_CHECKING:
-    from .controller import Controller
 
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE.
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -26,18 +25,19 @@ LONG_MAX = 2**63 - 1
 
 
 class ProducerIdControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, view: Callable[[], ImageDelta]) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
 
     def allocate_producer_ids(
         self, req: AllocateProducerIdsRequest, now_ms: int
     ) -> ControllerResult:
         """Kafka's ``generateNextProducerId``: a registered broker at its
         epoch gets the next block (fenced or not, as in Kafka)."""
-        refused = self.c.cluster.check_broker_epoch(req.broker_id, req.broker_epoch)
+        view = self._view()
+        refused = check_broker_epoch(view, req.broker_id, req.broker_epoch)
         if refused is not None:
             return ControllerResult((), AllocateProducerIdsResponse(refused.error, refused.message))
-        first = self.c.view.next_producer_id
+        first = view.next_producer_id
         if first > LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
             return ControllerResult(
                 (),

@@ -12,13 +12,13 @@ One request's records are decided against one view and commit together.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from metadata_records.config_schema import (
     MIN_INSYNC_REPLICAS,
     UNCLEAN_LEADER_ELECTION_ENABLE,
     topic_config_value,
 )
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import ApiError, Errors
 from metadata_records.features import (
     ELR_VERSION,
@@ -42,7 +42,11 @@ from metadata_records.records import (
 from metadata_records.uuids import ZERO_UUID
 
 from . import partition_change
+from .broker_epochs import check_broker_epoch
 from .broker_states import BrokerControlState, current_state, next_state
+from .config import ControllerConfig
+from .heartbeats import BrokerHeartbeatManager
+from .isr_index import BrokersToIsrs
 from .messages import (
     AlterPartitionPartition,
     AlterPartitionPartitionResult,
@@ -57,18 +61,7 @@ from .messages import (
     UnregisterBrokerResponse,
 )
 from .partition_change import NOT_QUICK, Election, PartitionChangeBuilder, quick_isr_change
-
-if TYPE_CHECKING:
-    from .controller import Controller
-
-
-class _AbortRequest(Exception):
-    """Fails a whole AlterPartition request (an invalid leaderRecoveryState)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
+from .rejected import Rejected
 
 # AlterPartition's common case decided in one loop per topic (_alter_quick);
 # False: every partition through _alter_one, the plain twin it must agree with.
@@ -92,15 +85,24 @@ class _Members:
 
 
 class ReplicationControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(
+        self,
+        view: Callable[[], ImageDelta],
+        index: Callable[[], BrokersToIsrs],
+        heartbeats: BrokerHeartbeatManager,
+        config: ControllerConfig,
+    ) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
+        self._index = index  # the brokers-to-ISR index, built on first use
+        self._heartbeats = heartbeats
+        self._config = config
 
     # ------------------------------------------------------------ helpers
 
     def election_for(self, topic_id: str) -> Election:
         """UNCLEAN where the topic's unclean.leader.election.enable resolves to
         true: its own value, else the cluster default's (decisions.md 102)."""
-        view = self.c.view
+        view = self._view()
         value = topic_config_value(
             UNCLEAN_LEADER_ELECTION_ENABLE, view.topic_configs(topic_id), view.broker_configs("")
         )
@@ -111,7 +113,7 @@ class ReplicationControlManager:
         Kafka's isElrEnabled and getTopicEffectiveMinIsr (min.insync.replicas,
         the topic's else the cluster default's, at most the replication factor
         of partition 0). Off: (False, 1), no config read."""
-        view = self.c.view
+        view = self._view()
         if not view.feature(ELR_VERSION) >= 1:
             return False, 1
         value = topic_config_value(
@@ -138,7 +140,7 @@ class ReplicationControlManager:
         view still has it fenced (it is being unfenced in the same request);
         ``broker_with_unclean_shutdown`` leaves the ISR and the ELR and may not
         lead (KIP-966)."""
-        view = self.c.view
+        view = self._view()
         gone = (broker_to_remove, broker_with_unclean_shutdown)
 
         def acceptable(replica: int) -> bool:
@@ -175,12 +177,12 @@ class ReplicationControlManager:
         broker is clean: with ELR on it goes into the ELR where the ISR falls
         below min ISR; with ``unclean_shutdown`` (a new incarnation after an
         unclean shutdown) it leaves every ISR and ELR instead."""
-        reg = self.c.view.broker(broker_id)
+        reg = self._view().broker(broker_id)
         if unclean_shutdown:
             records = self.handle_broker_unclean_shutdown(broker_id, remove=True)
         else:
             records = self.generate_leader_and_isr_updates(
-                broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+                broker_id, NO_LEADER, self._index().partitions_with_broker_in_isr(broker_id)
             )
         if redundant_record or not reg.fenced:
             records.append(
@@ -206,11 +208,11 @@ class ReplicationControlManager:
         re-registers after an unclean shutdown may have lost what it had
         acknowledged, so it leaves every ISR and ELR (and any leadership).
         Nothing while ELR is off. ``remove``: it is also being fenced."""
-        if not self.c.view.feature(ELR_VERSION) >= 1:
+        if not self._view().feature(ELR_VERSION) >= 1:
             if not remove:
                 return []
             return self.generate_leader_and_isr_updates(
-                broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+                broker_id, NO_LEADER, self._index().partitions_with_broker_in_isr(broker_id)
             )
         return self.generate_leader_and_isr_updates(
             broker_id if remove else NO_LEADER,
@@ -222,7 +224,7 @@ class ReplicationControlManager:
     def _partitions_holding(self, broker_id: int) -> list:
         """The partitions with ``broker_id`` in their ISR or ELR, each once
         (disjoint in a sound log; one visit per partition whatever it says)."""
-        index = self.c.index
+        index = self._index()
         return sorted(
             {
                 *index.partitions_with_broker_in_isr(broker_id),
@@ -238,7 +240,7 @@ class ReplicationControlManager:
             )
         ]
         records += self.generate_leader_and_isr_updates(
-            NO_LEADER, broker_id, self.c.index.partitions_without_leader()
+            NO_LEADER, broker_id, self._index().partitions_without_leader()
         )
         return records
 
@@ -247,7 +249,7 @@ class ReplicationControlManager:
     ) -> list[Record]:
         """The in-controlled-shutdown record (KIP-841, metadata.version 3.3-IV3 and up), then
         the broker leaves every ISR and hands over its leaderships."""
-        view = self.c.view
+        view = self._view()
         records: list[Record] = []
         reg = view.broker(broker_id)
         if persists_controlled_shutdown(view.metadata_version) and not reg.in_controlled_shutdown:
@@ -260,14 +262,14 @@ class ReplicationControlManager:
                 )
             )
         records += self.generate_leader_and_isr_updates(
-            broker_id, NO_LEADER, self.c.index.partitions_with_broker_in_isr(broker_id)
+            broker_id, NO_LEADER, self._index().partitions_with_broker_in_isr(broker_id)
         )
         return records
 
     def unregister_broker(self, req: UnregisterBrokerRequest, now_ms: int) -> ControllerResult:
         """Kafka's ``unregisterBroker``: any registered broker, fenced or not
         (decisions.md 86); its session ends with its registration."""
-        reg = self.c.view.broker(req.broker_id)
+        reg = self._view().broker(req.broker_id)
         if reg is None:
             return ControllerResult(
                 (),
@@ -277,7 +279,7 @@ class ReplicationControlManager:
                 ),
             )
         records = self.handle_broker_unregistered(req.broker_id, reg.epoch)
-        self.c.heartbeats.remove(req.broker_id)
+        self._heartbeats.remove(req.broker_id)
         return ControllerResult(tuple(records), UnregisterBrokerResponse(Errors.NONE))
 
     # ------------------------------------------------------------ heartbeats
@@ -285,8 +287,8 @@ class ReplicationControlManager:
     def process_broker_heartbeat(
         self, req: BrokerHeartbeatRequest, now_ms: int
     ) -> ControllerResult:
-        view = self.c.view
-        heartbeats = self.c.heartbeats
+        view = self._view()
+        heartbeats = self._heartbeats
         reg = view.broker(req.broker_id)
         if reg is None:
             return ControllerResult(
@@ -296,7 +298,7 @@ class ReplicationControlManager:
                     f"Receive a heartbeat from broker {req.broker_id} before registration",
                 ),
             )
-        error = self.c.cluster.check_broker_epoch(req.broker_id, req.broker_epoch)
+        error = check_broker_epoch(view, req.broker_id, req.broker_epoch)
         if error is not None:
             return ControllerResult((), BrokerHeartbeatResponse(error.error, error.message))
 
@@ -335,11 +337,11 @@ class ReplicationControlManager:
         self, req: BrokerHeartbeatRequest, reg: BrokerRegistration, now_ms: int
     ) -> tuple[bool, BrokerControlState, BrokerControlState]:
         """(caught up, the broker's state, the state this heartbeat moves it to)."""
-        heartbeats = self.c.heartbeats
+        heartbeats = self._heartbeats
         session = heartbeats.session(req.broker_id, now_ms)
         caught_up = req.current_metadata_offset >= reg.registration_offset
         current = current_state(reg.fenced, session.shutting_down)
-        leads_any = self.c.index.leads_any(req.broker_id)
+        leads_any = self._index().leads_any(req.broker_id)
         nxt = next_state(
             current,
             want_fence=req.want_fence,
@@ -351,7 +353,7 @@ class ReplicationControlManager:
             # session: not paid on the common heartbeat.
             shutdown_offset_replicated=current is BrokerControlState.CONTROLLED_SHUTDOWN
             and not leads_any
-            and session.controlled_shutdown_offset <= heartbeats.lowest_active_offset(self.c.view),
+            and session.controlled_shutdown_offset <= heartbeats.lowest_active_offset(self._view()),
         )
         return caught_up, current, nxt
 
@@ -368,13 +370,13 @@ class ReplicationControlManager:
         answers do (Kafka's too: an event that writes nothing completes once
         the log's end offset commits). A 10,000-record admin write then holds
         no heartbeat (docs/decisions.md 139)."""
-        reg = self.c.view.broker(req.broker_id)
+        reg = self._view().broker(req.broker_id)
         if reg is None or reg != committed or reg.epoch != req.broker_epoch:
             return None
         caught_up, current, nxt = self._heartbeat_transition(req, reg, now_ms)
         if nxt is not current:
             return None
-        self.c.heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
+        self._heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
         return ControllerResult(
             (),
             BrokerHeartbeatResponse(
@@ -392,9 +394,9 @@ class ReplicationControlManager:
         """A heartbeat that waited in the queue past its deadline (the controller
         is overloaded): it only proves the broker is alive; no state changes
         (Kafka's processExpiredBrokerHeartbeat)."""
-        error = self.c.cluster.check_broker_epoch(req.broker_id, req.broker_epoch)
+        error = check_broker_epoch(self._view(), req.broker_id, req.broker_epoch)
         if error is None:
-            self.c.heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
+            self._heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
             error = ApiError(
                 Errors.REQUEST_TIMED_OUT,
                 "the heartbeat waited too long in the controller's queue; send the next one",
@@ -404,11 +406,11 @@ class ReplicationControlManager:
     def maybe_fence_stale_broker(self, now_ms: int) -> ControllerResult | None:
         """Fences at most one broker whose session expired (the one heard from
         longest ago); the caller runs it again at once while it finds one."""
-        broker_id = self.c.heartbeats.find_stale_broker(self.c.view, now_ms)
+        broker_id = self._heartbeats.find_stale_broker(self._view(), now_ms)
         if broker_id is None:
             return None
         records = self.handle_broker_fenced(broker_id)
-        self.c.heartbeats.fence(broker_id)
+        self._heartbeats.fence(broker_id)
         return ControllerResult(tuple(records), broker_id)
 
     # ------------------------------------------------------------ unclean elections
@@ -431,10 +433,10 @@ class ReplicationControlManager:
             return not unclean[topic_id]
 
         records, _ = self._elections(
-            self.c.index.partitions_without_leader(), Election.UNCLEAN, skip=clean
+            self._index().partitions_without_leader(), Election.UNCLEAN, skip=clean
         )
         return ControllerResult(
-            tuple(records), len(records) >= self.c.config.max_elections_per_imbalance
+            tuple(records), len(records) >= self._config.max_elections_per_imbalance
         )
 
     # ------------------------------------------------------------ leader balancing
@@ -449,7 +451,9 @@ class ReplicationControlManager:
         down, is not elected: the partition keeps its leader and stays
         imbalanced until a later run finds it eligible (a leaderless one gets
         another ISR member that may lead, as Kafka's electPreferredLeader)."""
-        records, stopped = self._elections(self.c.index.imbalanced_partitions(), Election.PREFERRED)
+        records, stopped = self._elections(
+            self._index().imbalanced_partitions(), Election.PREFERRED
+        )
         return ControllerResult(tuple(records), stopped)
 
     def _elections(
@@ -461,8 +465,8 @@ class ReplicationControlManager:
         """An ``election`` for each of ``partitions`` (less the topics ``skip``
         says), at most ``max_elections_per_imbalance`` records: (the records,
         whether it stopped at that bound with partitions left)."""
-        view = self.c.view
-        limit = self.c.config.max_elections_per_imbalance
+        view = self._view()
+        limit = self._config.max_elections_per_imbalance
         bump = bumps_leader_epoch_on_isr_shrink(view.metadata_version)
         records: list[Record] = []
         for topic_id, pid in partitions:
@@ -489,10 +493,10 @@ class ReplicationControlManager:
         if not req.topics:
             # Kafka answers an empty request at once, without the epoch check.
             return ControllerResult((), AlterPartitionResponse(Errors.NONE))
-        error = self.c.cluster.check_broker_epoch(req.broker_id, req.broker_epoch)
+        view = self._view()
+        error = check_broker_epoch(view, req.broker_id, req.broker_epoch)
         if error is not None:
             return ControllerResult((), AlterPartitionResponse(error.error, error.message))
-        view = self.c.view
         version = req.version
         records: list[Record] = []
         merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] = {}
@@ -550,12 +554,11 @@ class ReplicationControlManager:
                         topic_id=topic.topic_id if version > 1 else None,
                     )
                 )
-        except _AbortRequest as abort:
-            # Kafka throws here and answers UNKNOWN_SERVER_ERROR (and resigns);
-            # it is the request that is wrong, so say so and write nothing.
-            return ControllerResult(
-                (), AlterPartitionResponse(Errors.INVALID_REQUEST, abort.message)
-            )
+        except Rejected as r:
+            # An invalid leaderRecoveryState fails the whole request: Kafka
+            # throws here and answers UNKNOWN_SERVER_ERROR (and resigns); it is
+            # the request that is wrong, so say so and write nothing.
+            return ControllerResult((), AlterPartitionResponse(r.code, r.message))
         return ControllerResult(
             tuple(records),
             AlterPartitionResponse(Errors.NONE, None, tuple(topic_results)),
@@ -582,7 +585,7 @@ class ReplicationControlManager:
         ``_alter_one``, which also gives every error. The one seam of this
         speed trick (FUSED_ALTER_PARTITION); the stateful controller tests
         check both give the same records and answers."""
-        view = self.c.view
+        view = self._view()
         partition = view.partition_getter(topic_id)
         leader = req.broker_id
         leader_active = view.is_active(leader)
@@ -679,7 +682,7 @@ class ReplicationControlManager:
         merged_by_record: dict[int, tuple[PartitionRegistration, PartitionRegistration]],
         members: dict[int, _Members],
     ) -> AlterPartitionPartitionResult:
-        view = self.c.view
+        view = self._view()
         pid = p.partition_index
         part = view.partition(topic_id, pid)
         # The same ISR list recurs across a request's partitions (the parser
@@ -744,11 +747,12 @@ class ReplicationControlManager:
         part: PartitionRegistration | None,
         members: _Members,
     ) -> ApiError | None:
-        """SEMANTICS 2.2, in its order; the first failing check wins."""
+        """SEMANTICS 2.2, in its order; the first failing check wins. An
+        invalid leaderRecoveryState is Rejected: it fails the whole request."""
         new_isr = members.new_isr
 
         def name() -> str:  # only built for an error message: this is the hot path
-            return f"{self.c.view.topic_name(topic_id)}-{p.partition_index}"
+            return f"{self._view().topic_name(topic_id)}-{p.partition_index}"
 
         if part is None:
             return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name()} does not exist")
@@ -802,9 +806,10 @@ class ReplicationControlManager:
                 f"invalid ISR {list(new_isr)}: it does not contain the leader {part.leader}",
             )
         if p.leader_recovery_state not in (LRS_RECOVERED, LRS_RECOVERING):
-            raise _AbortRequest(
+            raise Rejected(
+                Errors.INVALID_REQUEST,
                 f"leaderRecoveryState {p.leader_recovery_state} for {name()} is not valid "
-                "(0 = RECOVERED, 1 = RECOVERING)"
+                "(0 = RECOVERED, 1 = RECOVERING)",
             )
         if p.leader_recovery_state == LRS_RECOVERING and len(new_isr) > 1:
             return ApiError(
@@ -829,7 +834,7 @@ class ReplicationControlManager:
     def _ineligible(self, states: tuple[BrokerState, ...]) -> list[str]:
         """KIP-841 and KIP-903: why each ISR member may not be in it, checked in
         Kafka's order (registered, controlled shutdown, fenced, epoch)."""
-        view = self.c.view
+        view = self._view()
         reasons = []
         for state in states:
             reg = view.broker(state.broker_id)

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from metadata_records.config_schema import topic_configs_problem
+from metadata_records.delta import ImageDelta
 from metadata_records.errors import ApiError, Errors
 from metadata_records.records import (
     TOPIC_RESOURCE,
@@ -17,6 +18,8 @@ from metadata_records.records import (
     topic_name_problem,
 )
 
+from .config import ControllerConfig
+from .heartbeats import BrokerHeartbeatManager
 from .messages import (
     ControllerResult,
     CreatableTopic,
@@ -29,11 +32,9 @@ from .messages import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from .placement import PlacementError, place
+from .placement import PlacementError, RandomSource, place
 from .record_cap import MAX_RECORDS_PER_USER_OP, TOO_MANY_RECORDS, over_cap
-
-if TYPE_CHECKING:
-    from .controller import Controller
+from .rejected import Rejected
 
 # Kafka's MAX_PARTITIONS_PER_BATCH (KAFKA-17870): new partitions one CreateTopics
 # (over all its topics) or CreatePartitions request may ask for, checked before
@@ -47,12 +48,6 @@ def _too_many_partitions(requested: int) -> str:
         "Excessively large number of partitions per request: "
         f"{requested} requested, at most {MAX_PARTITIONS_PER_REQUEST}."
     )
-
-
-class _Reject(Exception):
-    def __init__(self, error: Errors, message: str) -> None:
-        super().__init__(message)
-        self.api_error = ApiError(error, message)
 
 
 def _create_topics_refused(req: CreateTopicsRequest, error: ApiError) -> ControllerResult:
@@ -72,44 +67,52 @@ def _normalized(name: str) -> str:
 
 
 class TopicControlManager:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(
+        self,
+        view: Callable[[], ImageDelta],
+        config: ControllerConfig,
+        heartbeats: BrokerHeartbeatManager,
+        new_topic_id: Callable[[], str],
+        placement_random: Callable[[int], RandomSource],
+    ) -> None:
+        self._view = view  # the controller's view (committed image + pending records)
+        self._config = config
+        self._heartbeats = heartbeats  # which brokers the placer may use
+        self._new_topic_id = new_topic_id
+        # The placer's random source, given the image's partition count.
+        self._placement_random = placement_random
 
     # ------------------------------------------------------------ assignments
 
-    def manual_assignment_problem(self, replicas: tuple[int, ...]) -> ApiError | None:
-        """Why a replica list given by an operator is not acceptable, or None."""
-        try:
-            self._validate_manual(replicas, None)
-        except _Reject as r:
-            return r.api_error
-        return None
+    def check_manual_assignment(self, replicas: tuple[int, ...]) -> None:
+        """Rejected unless a replica list given by an operator is acceptable."""
+        self._validate_manual(replicas, None)
 
     def _validate_manual(self, replicas: tuple[int, ...], expected_rf: int | None) -> None:
         """Kafka's ``validateManualPartitionAssignment``: the brokers are checked
         in id order, so the first problem named is the one Kafka names."""
-        view = self.c.view
+        view = self._view()
         if not replicas:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 "The manual partition assignment includes an empty replica list.",
             )
         previous = None
         for broker in sorted(replicas):
             if view.broker(broker) is None:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes broker {broker}, but no such "
                     "broker is registered.",
                 )
             if broker == previous:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes the broker {broker} more than once.",
                 )
             previous = broker
         if expected_rf is not None and len(replicas) != expected_rf:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 f"The manual partition assignment includes a partition with {len(replicas)} "
                 f"replica(s), but this is not consistent with previous partitions, which have "
@@ -118,13 +121,13 @@ class TopicControlManager:
 
     def _active(self, replicas: tuple[int, ...]) -> tuple[int, ...]:
         """The ISR of a new partition: its active replicas, in assignment order."""
-        is_active = self.c.view.is_active
+        is_active = self._view().is_active
         return tuple(b for b in replicas if is_active(b))
 
     def _manual_isr(self, replicas: tuple[int, ...], pid: int) -> tuple[int, ...]:
         isr = self._active(replicas)
         if not isr:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 f"All brokers specified in the manual partition assignment for partition "
                 f"{pid} are fenced or in controlled shutdown.",
@@ -135,7 +138,7 @@ class TopicControlManager:
         isr = self._active(replicas)
         if not isr:
             # Consistent with the placer: INVALID_REPLICATION_FACTOR (Kafka's createTopic).
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): All brokers are currently "
                 "fenced or in controlled shutdown.",
@@ -160,12 +163,12 @@ class TopicControlManager:
     def _placed(self, count: int, rf: int) -> list[tuple[int, ...]]:
         """Kafka's ``StripedReplicaPlacer`` over the usable brokers: fenced
         ones may follow, brokers in controlled shutdown are left out."""
-        view = self.c.view
-        usable = self.c.heartbeats.usable_brokers(view)
+        view = self._view()
+        usable = self._heartbeats.usable_brokers(view)
         try:
-            return place(usable, count, rf, self.c.placement_random(view.partition_count))
+            return place(usable, count, rf, self._placement_random(view.partition_count))
         except PlacementError as e:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): {e}",
             ) from None
@@ -179,7 +182,7 @@ class TopicControlManager:
             len(t.assignments)
             if t.assignments
             else (
-                self.c.config.default_num_partitions
+                self._config.default_num_partitions
                 if t.num_partitions == -1
                 else max(0, t.num_partitions)
             )
@@ -192,7 +195,7 @@ class TopicControlManager:
         counts: dict[str, int] = {}
         for t in req.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
-        taken = {_normalized(n): n for n in self.c.view.topic_names()}
+        taken = {_normalized(n): n for n in self._view().topic_names()}
         records: list[Record] = []
         results = []
         for t in req.topics:
@@ -203,8 +206,8 @@ class TopicControlManager:
                 continue
             try:
                 topic_records, result = self._create_topic(t, taken)
-            except _Reject as r:
-                results.append(CreatableTopicResult(t.name, r.api_error.error, r.api_error.message))
+            except Rejected as r:
+                results.append(CreatableTopicResult(t.name, r.code, r.message))
                 continue
             records += topic_records
             if over_cap(records):
@@ -220,26 +223,26 @@ class TopicControlManager:
     def _create_topic(
         self, t: CreatableTopic, taken: dict[str, str]
     ) -> tuple[list[Record], CreatableTopicResult]:
-        view = self.c.view
+        view = self._view()
         problem = topic_name_problem(t.name)
         if problem is not None:
-            raise _Reject(Errors.INVALID_TOPIC_EXCEPTION, problem)
+            raise Rejected(Errors.INVALID_TOPIC_EXCEPTION, problem)
         if view.topic_id(t.name) is not None or taken.get(_normalized(t.name)) == t.name:
-            raise _Reject(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+            raise Rejected(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
         other = taken.get(_normalized(t.name))
         if other is not None:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_TOPIC_EXCEPTION,
                 f"Topic '{t.name}' collides with existing topic: {other}",
             )
         configs = dict(t.configs)  # a key given twice: the last value, as Kafka
         problem = topic_configs_problem(configs)
         if problem is not None:
-            raise _Reject(Errors.INVALID_CONFIG, problem)
+            raise Rejected(Errors.INVALID_CONFIG, problem)
 
         partitions = self._manual_partitions(t) if t.assignments else self._placed_partitions(t)
 
-        topic_id = self.c.new_topic_id()
+        topic_id = self._new_topic_id()
         records: list[Record] = [TopicRecord(name=t.name, topic_id=topic_id)]
         records += [
             ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=k, value=v)
@@ -262,13 +265,13 @@ class TopicControlManager:
         partition count, then each assignment in request order (a repeated
         index, its brokers, an ISR), and only then the indexes' sequence."""
         if t.replication_factor != -1:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REQUEST,
                 "A manual partition assignment was specified, but replication factor was not "
                 "set to -1.",
             )
         if t.num_partitions != -1:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REQUEST,
                 "A manual partition assignment was specified, but numPartitions was not set to -1.",
             )
@@ -276,7 +279,7 @@ class TopicControlManager:
         rf = None
         for pid, brokers in t.assignments:
             if pid in by_index:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"Found multiple manual partition assignments for partition {pid}",
                 )
@@ -286,7 +289,7 @@ class TopicControlManager:
             by_index[pid] = (replicas, self._manual_isr(replicas, pid))
         for pid in range(len(by_index)):
             if pid not in by_index:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     "partitions should be a consecutive 0-based integer sequence; got "
                     f"{sorted(by_index)}",
@@ -300,23 +303,23 @@ class TopicControlManager:
         replication factor is checked before the partition count (Kafka's
         ``createTopic``)."""
         if t.replication_factor < -1 or t.replication_factor == 0:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0, or -1 to use the default value.",
             )
         if t.num_partitions < -1 or t.num_partitions == 0:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_PARTITIONS,
                 f"Number of partitions was set to an invalid non-positive value {t.num_partitions}.",
             )
-        count = self.c.config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+        count = self._config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
         rf = (
-            min(self.c.config.max_default_replication_factor, len(self.c.view.broker_ids()))
+            min(self._config.max_default_replication_factor, len(self._view().broker_ids()))
             if t.replication_factor == -1
             else t.replication_factor
         )
         if rf == 0:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 "Unable to replicate the partition: no brokers are registered.",
             )
@@ -325,7 +328,7 @@ class TopicControlManager:
     # ------------------------------------------------------------ DeleteTopics
 
     def delete_topics(self, req: DeleteTopicsRequest, now_ms: int) -> ControllerResult:
-        view = self.c.view
+        view = self._view()
         counts: dict[str, int] = {}
         for name in req.names:
             counts[name] = counts.get(name, 0) + 1
@@ -353,36 +356,34 @@ class TopicControlManager:
     def create_partitions(self, req: CreatePartitionsRequest, now_ms: int) -> ControllerResult:
         try:
             records = self._create_partitions(req)
-        except _Reject as r:
-            return ControllerResult(
-                (), CreatePartitionsResponse(req.name, r.api_error.error, r.api_error.message)
-            )
+        except Rejected as r:
+            return ControllerResult((), CreatePartitionsResponse(req.name, r.code, r.message))
         return ControllerResult(tuple(records), CreatePartitionsResponse(req.name))
 
     def _create_partitions(self, req: CreatePartitionsRequest) -> list[Record]:
-        view = self.c.view
+        view = self._view()
         topic_id = view.topic_id(req.name)
         if topic_id is None:
-            raise _Reject(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
+            raise Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
         existing = view.partition_ids(topic_id)
         current = len(existing)
         if req.count < current:
-            raise _Reject(
+            raise Rejected(
                 Errors.INVALID_PARTITIONS,
                 f"The topic {req.name} currently has {current} partition(s); {req.count} would "
                 "not be an increase.",
             )
         if req.count == current:
-            raise _Reject(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+            raise Rejected(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
         added = req.count - current
         # One PartitionRecord per new partition: this is the record cap too,
         # checked before anything is built.
         if added > MAX_PARTITIONS_PER_REQUEST:
-            raise _Reject(Errors.POLICY_VIOLATION, _too_many_partitions(added))
+            raise Rejected(Errors.POLICY_VIOLATION, _too_many_partitions(added))
         rf = len(view.partition(topic_id, existing[0]).replicas) if existing else 1
         if req.assignments is not None:
             if len(req.assignments) != added:
-                raise _Reject(
+                raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"Attempted to add {added} additional partition(s), but only "
                     f"{len(req.assignments)} assignment(s) were specified.",

@@ -9,6 +9,12 @@ unknown broker or with a stale broker epoch, a partition of an unknown topic,
 an out-of-range flag) still takes its offset, changes nothing and is counted in
 ``ignored_records``; Kafka treats these as fatal replay errors, but a Raft apply
 that raises wedges every voter, and the pipeline's audit reports them instead.
+``replay`` returns why it ignored a record (None when it applied it, as
+Kafka's ``ClusterDelta`` names the broker and what it refuses), and the image
+keeps the last ``IGNORED_REASONS_KEPT`` reasons in ``ignored_reasons`` for an
+operator. The count is replicated state (the snapshot and its digest hold
+it); the reasons are not: a voter restored from a snapshot has none for the
+records before it, so they are kept out of both.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from .acls_image import AclsImage, image_acls
 from .client_quotas import Entity, entity_key, record_problem
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
 from .image import (
+    IGNORED_REASONS_KEPT,
     BrokerRegistration,
     MetadataImage,
     PartitionRegistration,
@@ -101,6 +108,7 @@ class ImageDelta:
         "leader_url",
         "partition_count",
         "ignored_records",
+        "ignored_reasons",
         "voters",
         "next_producer_id",
         "_brokers",
@@ -124,6 +132,7 @@ class ImageDelta:
         self.leader_url = image.leader_url
         self.partition_count = image.partition_count
         self.ignored_records = image.ignored_records
+        self.ignored_reasons = image.ignored_reasons
         self.voters = image.voters
         self.next_producer_id = image.next_producer_id
         # Changed registrations by id (None = unregistered).
@@ -345,7 +354,7 @@ class ImageDelta:
                 part = base_get(pid)
             self.next_offset += 1
             if part is None:
-                self.ignored_records += 1
+                self._ignored(_unknown_partition(r))
                 continue
             # PartitionRegistration.merge, for a record with only these fields.
             replicas, isr, removing, adding, leader, lrs, leader_epoch, epoch, elr, last = part
@@ -360,13 +369,24 @@ class ImageDelta:
                 (replicas, isr, removing, adding, leader, lrs, leader_epoch, epoch + 1, elr, last),
             )
 
-    def replay(self, record: Record) -> None:
-        """Applies one record at offset ``next_offset``; never raises."""
+    def replay(self, record: Record) -> str | None:
+        """Applies one record at offset ``next_offset``; never raises. None,
+        or why the record was ignored (it still takes its offset)."""
         offset = self.next_offset
         self.next_offset = offset + 1
         handler = _REPLAY.get(type(record))
-        if handler is None or not handler(self, record, offset):
-            self.ignored_records += 1
+        if handler is None:
+            reason = f"{type(record).__name__}: no replay for this record type"
+        else:
+            reason = handler(self, record, offset)
+            if reason is None:
+                return None
+        self._ignored(reason)
+        return reason
+
+    def _ignored(self, reason: str) -> None:
+        self.ignored_records += 1
+        self.ignored_reasons = (*self.ignored_reasons, reason)[-IGNORED_REASONS_KEPT:]
 
     def replay_known_change(
         self, r: PartitionChangeRecord, before: PartitionRegistration, after: PartitionRegistration
@@ -386,7 +406,7 @@ class ImageDelta:
         self._partitions.setdefault(r.topic_id, {})[r.partition_id] = after
         return True
 
-    def _replay_register_broker(self, r: RegisterBrokerRecord, offset: int) -> bool:
+    def _replay_register_broker(self, r: RegisterBrokerRecord, offset: int) -> str | None:
         self._brokers[r.broker_id] = BrokerRegistration(
             r.broker_id,
             r.incarnation_id,
@@ -398,66 +418,80 @@ class ImageDelta:
             r.in_controlled_shutdown if r.version >= 1 else False,
             offset,
         )
-        return True
+        return None
 
-    def _replay_broker_change(self, r: BrokerRegistrationChangeRecord, offset: int) -> bool:
+    def _replay_broker_change(self, r: BrokerRegistrationChangeRecord, offset: int) -> str | None:
         reg = self.broker(r.broker_id)
-        if reg is None or reg.epoch != r.broker_epoch:
-            return False
+        if reg is None:
+            return f"BrokerRegistrationChangeRecord for unregistered broker {r.broker_id}"
+        if reg.epoch != r.broker_epoch:
+            return (
+                f"BrokerRegistrationChangeRecord for broker {r.broker_id} at epoch "
+                f"{r.broker_epoch}, but its epoch is {reg.epoch}"
+            )
         if r.fenced not in (FENCE, UNFENCE, NO_CHANGE):
-            return False
+            return f"BrokerRegistrationChangeRecord with fenced {r.fenced}"
         # A field the record's version does not have is not on the wire either.
         change = r.in_controlled_shutdown if r.version >= 1 else NO_CHANGE
         if change not in (IN_CONTROLLED_SHUTDOWN, NO_CHANGE):
-            return False
+            return f"BrokerRegistrationChangeRecord with inControlledShutdown {change}"
         fenced = reg.fenced if r.fenced == NO_CHANGE else r.fenced == FENCE
         # Sticky: only a new incarnation leaves controlled shutdown (KIP-841).
         shutdown = reg.in_controlled_shutdown or change == IN_CONTROLLED_SHUTDOWN
         self._brokers[r.broker_id] = reg._replace(fenced=fenced, in_controlled_shutdown=shutdown)
-        return True
+        return None
 
-    def _replay_unregister_broker(self, r: UnregisterBrokerRecord, offset: int) -> bool:
+    def _replay_unregister_broker(self, r: UnregisterBrokerRecord, offset: int) -> str | None:
         # Kafka's replay throws on an unknown broker or another epoch.
         reg = self.broker(r.broker_id)
-        if reg is None or reg.epoch != r.broker_epoch:
-            return False
+        if reg is None:
+            return f"UnregisterBrokerRecord for unregistered broker {r.broker_id}"
+        if reg.epoch != r.broker_epoch:
+            return (
+                f"UnregisterBrokerRecord for broker {r.broker_id} at epoch {r.broker_epoch}, "
+                f"but its epoch is {reg.epoch}"
+            )
         self._brokers[r.broker_id] = None
-        return True
+        return None
 
-    def _replay_topic(self, r: TopicRecord, offset: int) -> bool:
-        if self.topic_id(r.name) is not None or self._topic(r.topic_id) is not None:
-            return False
+    def _replay_topic(self, r: TopicRecord, offset: int) -> str | None:
+        if self.topic_id(r.name) is not None:
+            return f"TopicRecord for topic name {r.name!r}, which exists"
+        if self._topic(r.topic_id) is not None:
+            return f"TopicRecord for topic id {r.topic_id}, which exists"
         self._topics[r.topic_id] = TopicImage(r.name, r.topic_id, EMPTY_PARTITIONS, {})
         self._topic_ids[r.name] = r.topic_id
-        return True
+        return None
 
-    def _replay_partition(self, r: PartitionRecord, offset: int) -> bool:
-        if self._topic(r.topic_id) is None or r.leader_recovery_state not in _LRS:
-            return False
+    def _replay_partition(self, r: PartitionRecord, offset: int) -> str | None:
+        if self._topic(r.topic_id) is None:
+            return f"PartitionRecord {r.partition_id} for unknown topic id {r.topic_id}"
+        if r.leader_recovery_state not in _LRS:
+            return f"PartitionRecord with leaderRecoveryState {r.leader_recovery_state}"
         if self.partition(r.topic_id, r.partition_id) is None:
             self.partition_count += 1
         self._partitions.setdefault(r.topic_id, {})[r.partition_id] = (
             PartitionRegistration.from_record(r)
         )
-        return True
+        return None
 
-    def _replay_partition_change(self, r: PartitionChangeRecord, offset: int) -> bool:
+    def _replay_partition_change(self, r: PartitionChangeRecord, offset: int) -> str | None:
         part = self.partition(r.topic_id, r.partition_id)
-        if part is None or (
-            r.leader_recovery_state != LRS_NO_CHANGE and r.leader_recovery_state not in _LRS
-        ):
-            return False
+        if part is None:
+            return _unknown_partition(r)
+        if r.leader_recovery_state != LRS_NO_CHANGE and r.leader_recovery_state not in _LRS:
+            return f"PartitionChangeRecord with leaderRecoveryState {r.leader_recovery_state}"
         self._partitions.setdefault(r.topic_id, {})[r.partition_id] = part.merge(r)
-        return True
+        return None
 
-    def _replay_config(self, r: ConfigRecord, offset: int) -> bool:
+    def _replay_config(self, r: ConfigRecord, offset: int) -> str | None:
         if r.resource_type == BROKER_RESOURCE:
             return self._replay_broker_config(r)
         if r.resource_type != TOPIC_RESOURCE:
-            return False
+            return f"ConfigRecord for resource type {r.resource_type}"
         topic_id = self.topic_id(r.resource_name)
         if topic_id is None:
-            return False
+            return f"ConfigRecord for unknown topic {r.resource_name!r}"
         topic = self._topic(topic_id)
         configs = dict(topic.configs)
         if r.value is None:
@@ -465,50 +499,54 @@ class ImageDelta:
         else:
             configs[r.name] = r.value
         self._topics[topic_id] = topic._replace(configs=configs)
-        return True
+        return None
 
-    def _replay_broker_config(self, r: ConfigRecord) -> bool:
+    def _replay_broker_config(self, r: ConfigRecord) -> str | None:
         # Kafka's resource names for brokers: "" (the cluster default) or an id >= 0.
         name = r.resource_name
         if name and not (name.isascii() and name.isdigit() and int(name) < 2**31):
-            return False
+            return f"ConfigRecord for broker {name[:64]!r}, not a broker id"
         configs = dict(self.broker_configs(name))
         if r.value is None:
             configs.pop(r.name, None)
         else:
             configs[r.name] = r.value
         self._broker_configs[name] = configs or None
-        return True
+        return None
 
-    def _replay_remove_topic(self, r: RemoveTopicRecord, offset: int) -> bool:
+    def _replay_remove_topic(self, r: RemoveTopicRecord, offset: int) -> str | None:
         topic = self._topic(r.topic_id)
         if topic is None:
-            return False
+            return f"RemoveTopicRecord for unknown topic id {r.topic_id}"
         self.partition_count -= len(self.partition_ids(r.topic_id))
         self._topics[r.topic_id] = None
         self._partitions.pop(r.topic_id, None)
         self._topic_ids[topic.name] = None
-        return True
+        return None
 
-    def _replay_feature(self, r: FeatureLevelRecord, offset: int) -> bool:
+    def _replay_feature(self, r: FeatureLevelRecord, offset: int) -> str | None:
         if r.feature_level < 0:
-            return False
+            return f"FeatureLevelRecord for {r.name} at level {r.feature_level}"
         self._features[r.name] = r.feature_level if r.feature_level != 0 else None
-        return True
+        return None
 
-    def _replay_producer_ids(self, r: ProducerIdsRecord, offset: int) -> bool:
+    def _replay_producer_ids(self, r: ProducerIdsRecord, offset: int) -> str | None:
         # Kafka's ProducerIdControlManager.replay throws unless the block moves
         # forward: a record that would hand out ids again is refused.
         if r.next_producer_id <= self.next_producer_id:
-            return False
+            return (
+                f"ProducerIdsRecord with nextProducerId {r.next_producer_id}, not above "
+                f"{self.next_producer_id}"
+            )
         self.next_producer_id = r.next_producer_id
-        return True
+        return None
 
-    def _replay_client_quota(self, r: ClientQuotaRecord, offset: int) -> bool:
+    def _replay_client_quota(self, r: ClientQuotaRecord, offset: int) -> str | None:
         # Kafka's replay takes any record; one naming no valid entity or a key
         # its entity cannot hold is ignored here (client_quotas.record_problem).
-        if record_problem(r) is not None:
-            return False
+        problem = record_problem(r)
+        if problem is not None:
+            return f"ClientQuotaRecord: {problem}"
         entity = entity_key(r.entity)
         quotas = dict(self.client_quotas(entity))
         if r.remove:
@@ -516,53 +554,60 @@ class ImageDelta:
         else:
             quotas[r.key] = r.value
         self._client_quotas[entity] = quotas or None
-        return True
+        return None
 
-    def _replay_acl(self, r: AccessControlEntryRecord, offset: int) -> bool:
+    def _replay_acl(self, r: AccessControlEntryRecord, offset: int) -> str | None:
         # Kafka's AclControlManager.replay stores any record; an ACL that could
         # never have been created (an enum that does not exist or is filter-only,
         # an unparsable principal), an id in use, or a binding stored under
         # another id is refused here, so the image holds valid ACLs, each once
         # (decisions.md 103).
         acl = StandardAcl.from_record(r)
-        if acl_problem(acl) is not None or self.acl(r.id) is not None:
-            return False
-        if self.acl_id_of(acl) is not None:
-            return False
+        problem = acl_problem(acl)
+        if problem is not None:
+            return f"AccessControlEntryRecord {r.id}: {problem}"
+        if self.acl(r.id) is not None:
+            return f"AccessControlEntryRecord for ACL id {r.id}, which is in use"
+        other = self.acl_id_of(acl)
+        if other is not None:
+            return f"AccessControlEntryRecord {r.id} for the binding of ACL {other}"
         self._acls[r.id] = acl
         self._acl_bindings[acl] = r.id
         if self._acls_image is not None:  # read already: indexed at the next read
             self._acls_unindexed[r.id] = acl
-        return True
+        return None
 
-    def _replay_remove_acl(self, r: RemoveAccessControlEntryRecord, offset: int) -> bool:
+    def _replay_remove_acl(self, r: RemoveAccessControlEntryRecord, offset: int) -> str | None:
         # Kafka's replay throws for an unknown id; here it is ignored and counted.
         acl = self.acl(r.id)
         if acl is None:
-            return False
+            return f"RemoveAccessControlEntryRecord for unknown ACL id {r.id}"
         self._acls[r.id] = None
         self._acl_bindings[acl] = None
         if self._acls_image is not None:
             self._acls_unindexed[r.id] = None
-        return True
+        return None
 
-    def _replay_noop(self, r: NoOpRecord, offset: int) -> bool:
-        return True
+    def _replay_noop(self, r: NoOpRecord, offset: int) -> str | None:
+        return None
 
-    def _replay_leader_change(self, r: LeaderChangeRecord, offset: int) -> bool:
+    def _replay_leader_change(self, r: LeaderChangeRecord, offset: int) -> str | None:
         if r.controller_epoch <= self.controller_epoch:
-            return False
+            return (
+                f"LeaderChangeRecord at controller epoch {r.controller_epoch}, not above "
+                f"{self.controller_epoch}"
+            )
         self.controller_epoch = r.controller_epoch
         self.leader_id = r.leader_id
         self.leader_url = r.leader_url
-        return True
+        return None
 
-    def _replay_voters(self, r: VotersRecord, offset: int) -> bool:
+    def _replay_voters(self, r: VotersRecord, offset: int) -> str | None:
         # The codec refuses duplicate ids; an empty set would leave no quorum.
         if not r.voters:
-            return False
+            return "VotersRecord with no voters"
         self.voters = tuple(sorted(r.voters))
-        return True
+        return None
 
     # ------------------------------------------------------------ build
 
@@ -623,12 +668,17 @@ class ImageDelta:
             leader_url=self.leader_url,
             partition_count=self.partition_count,
             ignored_records=self.ignored_records,
+            ignored_reasons=self.ignored_reasons,
             voters=self.voters,
             broker_configs=broker_configs,
             next_producer_id=self.next_producer_id,
             client_quotas=client_quotas,
             acls=acls,
         )
+
+
+def _unknown_partition(r: PartitionChangeRecord) -> str:
+    return f"PartitionChangeRecord for unknown partition {r.topic_id}-{r.partition_id}"
 
 
 _REPLAY = {

@@ -157,6 +157,10 @@ class TopicImage(NamedTuple):
     configs: dict[str, str]
 
 
+# How many of replay's reasons for ignoring a record an image keeps.
+IGNORED_REASONS_KEPT = 16
+
+
 class MetadataImage(NamedTuple):
     """Everything the log says, at ``next_offset`` (the offset the next record gets).
 
@@ -191,6 +195,24 @@ class MetadataImage(NamedTuple):
     # ACL bindings by id (Kafka's AclsImage), each binding at most once,
     # with the indexes that find them by binding, resource and principal.
     acls: Mapping[str, StandardAcl] = EMPTY_ACLS
+    # Why replay ignored the last records it ignored (at most
+    # IGNORED_REASONS_KEPT, the newest last; see delta.py), for an operator.
+    # Not replicated state: the snapshot and its digest leave it out, so a
+    # voter restored from a snapshot has none for the records before it.
+    ignored_reasons: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        # Equal images hold the same replicated state (equal digests): the
+        # reasons, the last field, are each voter's own.
+        if isinstance(other, MetadataImage):
+            return self[:-1] == other[:-1]
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = tuple.__hash__
 
     @property
     def last_offset(self) -> int:

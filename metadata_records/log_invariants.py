@@ -266,10 +266,9 @@ class LogInvariants:
         self.delta.next_offset = offset
         problems = self._before(offset, record)
         old = self._partition_of(record)
-        ignored = self.delta.ignored_records
-        self.delta.replay(record)
-        if self.delta.ignored_records != ignored:
-            self._report(offset, *self._refusal(record, old), timestamp_ms)
+        reason = self.delta.replay(record)
+        if reason is not None:
+            self._report(offset, *self._refusal(record, old, reason), timestamp_ms)
             return
         for rule, entity, message in problems:
             self._report(offset, rule, entity, message, timestamp_ms)
@@ -398,8 +397,9 @@ class LogInvariants:
             ))  # fmt: skip
         return problems
 
-    def _refusal(self, r: Record, old: Any) -> tuple[str, str, str]:
-        """(rule, entity, message) for a record the image refused."""
+    def _refusal(self, r: Record, old: Any, reason: str) -> tuple[str, str, str]:
+        """(rule, entity, message) for a record the image refused, ``reason``
+        being replay's (the message of a record no rule names)."""
         kind = type(r)
         if kind is BrokerRegistrationChangeRecord or kind is UnregisterBrokerRecord:
             reg = self.delta.broker(r.broker_id)
@@ -438,7 +438,7 @@ class LogInvariants:
                 return "acl", f"acl {r.id}", f"{problem}: no such ACL can exist"
         if kind is RemoveAccessControlEntryRecord:
             return "acl", f"acl {r.id}", f"removes ACL {r.id}, which does not exist"
-        return "refused", "log", f"the image refuses {r!r}"
+        return "refused", "log", f"the image refuses {r!r}: {reason}"
 
     # ------------------------------------------------------------ batch rules
 

@@ -1171,3 +1171,27 @@ def test_a_batch_lands_only_at_the_offset_it_was_decided_for():
     assert apply(base, Batch(0, 0, (NoOpRecord(),))).next_offset == 3  # -1: anywhere
     assert batch_applies(0, Batch(0, 0, (), base_offset=7))  # no offset given: epoch only
     assert not batch_applies(0, Batch(0, 0, (), base_offset=7), next_offset=2)
+
+
+def test_replay_returns_why_it_ignored_a_record_and_the_image_keeps_the_last_16():
+    from metadata_records.image import IGNORED_REASONS_KEPT
+    from metadata_records.records import RemoveAccessControlEntryRecord
+    from metadata_records.snapshot import decode_image, image_digest
+
+    delta = ImageDelta(EMPTY_IMAGE)
+    assert delta.replay(NoOpRecord()) is None
+    reason = delta.replay(RemoveAccessControlEntryRecord(id="AAAAAAAAAAAAAAAAAAAAAA"))
+    assert reason == "RemoveAccessControlEntryRecord for unknown ACL id AAAAAAAAAAAAAAAAAAAAAA"
+    assert delta.ignored_records == 1 and delta.ignored_reasons == (reason,)
+    ghosts = [RemoveTopicRecord(topic_id=uuid_from_bytes(bytes([i]) * 16)) for i in range(20)]
+    img = apply_records(delta.apply(), ghosts)
+    assert img.ignored_records == 21 and len(img.ignored_reasons) == IGNORED_REASONS_KEPT == 16
+    assert (
+        img.ignored_reasons[-1] == f"RemoveTopicRecord for unknown topic id {ghosts[-1].topic_id}"
+    )
+    # Not replicated state: neither the snapshot nor the digest holds it, and
+    # an image restored from the snapshot (no reasons) equals the replayed one.
+    back = decode_image(encode_image(img))
+    assert back.ignored_reasons == () and back.ignored_records == 21
+    assert back == img and image_digest(back) == image_digest(img)
+    assert encode_image(img._replace(ignored_reasons=())) == encode_image(img)
