@@ -322,16 +322,7 @@ class ReplicationControlManager:
                 )
                 heartbeats.fence(req.broker_id)
         heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
-        return ControllerResult(
-            tuple(records),
-            BrokerHeartbeatResponse(
-                Errors.NONE,
-                None,
-                is_caught_up=caught_up,
-                is_fenced=nxt.fenced,
-                should_shut_down=nxt.should_shut_down,
-            ),
-        )
+        return ControllerResult(tuple(records), _heartbeat_answer(caught_up, nxt))
 
     def _heartbeat_transition(
         self, req: BrokerHeartbeatRequest, reg: BrokerRegistration, now_ms: int
@@ -377,16 +368,7 @@ class ReplicationControlManager:
         if nxt is not current:
             return None
         self._heartbeats.touch(req.broker_id, now_ms, req.current_metadata_offset)
-        return ControllerResult(
-            (),
-            BrokerHeartbeatResponse(
-                Errors.NONE,
-                None,
-                is_caught_up=caught_up,
-                is_fenced=nxt.fenced,
-                should_shut_down=nxt.should_shut_down,
-            ),
-        )
+        return ControllerResult((), _heartbeat_answer(caught_up, nxt))
 
     def process_expired_heartbeat(
         self, req: BrokerHeartbeatRequest, now_ms: int
@@ -850,3 +832,14 @@ class ReplicationControlManager:
                     f"expected={reg.epoch}"
                 )
         return reasons
+
+
+def _heartbeat_answer(caught_up: bool, nxt: BrokerControlState) -> BrokerHeartbeatResponse:
+    """A decided heartbeat's answer: the state it leaves its broker in."""
+    return BrokerHeartbeatResponse(
+        Errors.NONE,
+        None,
+        is_caught_up=caught_up,
+        is_fenced=nxt.fenced,
+        should_shut_down=nxt.should_shut_down,
+    )
