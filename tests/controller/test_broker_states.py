@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
+from controller.broker_states import TRANSITIONS, current_state, next_state, render_table
 from controller.broker_states import BrokerControlState as S
-from controller.broker_states import current_state, next_state
 
 ROWS = [
     # current, want_fence, want_shut_down, caught_up, leads_any, replicated -> next
@@ -27,7 +27,7 @@ ROWS = [
 
 
 @pytest.mark.parametrize("current,fence,shut,caught,leads,replicated,expected", ROWS)
-def test_table(current, fence, shut, caught, leads, replicated, expected):
+def test_each_row(current, fence, shut, caught, leads, replicated, expected):
     got = next_state(
         current,
         want_fence=fence,
@@ -76,3 +76,29 @@ def test_a_fenced_broker_still_in_controlled_shutdown_stays_fenced():
     kw["shutdown_offset_replicated"] = True
     assert next_state(S.FENCED, in_controlled_shutdown=True, **kw) is S.FENCED
     assert next_state(S.FENCED, in_controlled_shutdown=False, **kw) is S.UNFENCED
+
+
+def test_the_docstring_shows_the_table_the_code_reads():
+    """next_state's docstring is TRANSITIONS rendered, never written again by hand."""
+    shown = "\n".join(line.strip() for line in next_state.__doc__.splitlines() if "|" in line)
+    assert shown == render_table()
+
+
+def test_every_row_of_the_table_is_exercised_by_the_rows_above():
+    """The test's rows and the table are one: each transition fires for at
+    least one row (SHUTDOWN_NOW, final, by the cancel test below)."""
+    fired = set()
+    for current, fence, shut, caught, leads, replicated, expected in ROWS:
+        facts = (fence, shut, caught, False, leads, replicated)
+        row = next(t for t in TRANSITIONS if t.current is current and t.when(*facts))
+        assert row.next is expected
+        fired.add(row)
+    assert set(TRANSITIONS) - fired == {t for t in TRANSITIONS if t.current is S.SHUTDOWN_NOW}
+
+
+def test_every_state_has_a_last_row_that_always_holds():
+    for state in S:
+        rows = [t for t in TRANSITIONS if t.current is state]
+        assert rows and all(
+            rows[-1].when(*facts) for facts in itertools.product([False, True], repeat=6)
+        )
