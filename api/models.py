@@ -2428,6 +2428,8 @@ class QuorumStatusOut(ResponseModel):
             "queueDepth": 0,
             "raftCommitIndex": 37,
             "raftLastApplied": 37,
+            "ignoredRecords": 0,
+            "ignoredReasons": [],
             "observer": False,
             "observersConnected": 0,
             "imageDigest": None,
@@ -2513,6 +2515,14 @@ class QuorumStatusOut(ResponseModel):
     queue_depth: int = Field(description="requests waiting for the controller here")
     raft_commit_index: int = Field(description="Raft's commit index (entries, not records)")
     raft_last_applied: int = Field(description="Raft's last applied entry")
+    ignored_records: int = Field(
+        0, description="records of the log this node's image could not apply (0 in a healthy log)"
+    )
+    ignored_reasons: list[str] = Field(
+        [],
+        description="why replay ignored the last of them (at most 16, newest last; this "
+        "node's own since it loaded its last snapshot: not replicated)",
+    )
     observer: bool = Field(False, description="this node runs with serve --observer")
     observers_connected: int = Field(
         0, description="read-only followers (serve --observer) connected to this node"

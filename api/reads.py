@@ -502,6 +502,8 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
         "queueDepth": node.queue_depth,
         "raftCommitIndex": raft.get("commit_idx", node.syncobj.raftCommitIndex),
         "raftLastApplied": raft.get("last_applied", node.syncobj.raftLastApplied),
+        "ignoredRecords": image.ignored_records,
+        "ignoredReasons": list(image.ignored_reasons),
         "elections": {
             **(
                 {"preVote": False}

@@ -289,6 +289,11 @@ def test_quorum_status(local, app, cluster):
     assert s["metadataVersion"] == 12
     assert s["auth"] == "off"
     assert s["active"] is True and s["ready"] is True
+    # What replay ignored and why (none in a log this controller wrote).
+    assert (s["ignoredRecords"], s["ignoredReasons"]) == (
+        node.image.ignored_records,
+        list(node.image.ignored_reasons),
+    )
     (voter,) = s["voters"]
     assert voter["nodeId"] == 0
     assert voter["url"] == node.config.advertised_url
