@@ -68,7 +68,8 @@ from .records import (
 _LRS = (LRS_RECOVERED, LRS_RECOVERING)  # Kafka's LeaderRecoveryState.of rejects the rest
 # The common PartitionChangeRecord (only the ISR and the leader) replayed in one
 # loop (ImageDelta._replay_quick); False: every record through ``replay``, the
-# plain twin it must agree with (tests/test_delta_quick.py).
+# plain twin it must agree with (tests/test_delta_quick.py). Listed with every
+# other speed switch in metaquorum/speed_switches.py.
 QUICK_REPLAY = True
 _new_tuple = tuple.__new__
 _NOT_MERGED = (None, None)  # replay_merged: a record its caller did not merge

@@ -51,6 +51,7 @@ SLOW_FORK_MS = 100  # a snapshot fork this long is logged as a warning
 # The one switch of the leader's apply: True takes the controller's view of a
 # batch it proposed (``expect(..., view=)``) as the image when the view holds
 # exactly that batch on top of the current image; False replays every batch.
+# Listed with every other speed switch in metaquorum/speed_switches.py.
 ADOPT_VIEW = True
 
 # apply_batch results, as its callback sees them
