@@ -15,7 +15,8 @@ and any other method on these paths, goes on to FastAPI.
 The switch is ``create_app(direct_routes=False)``: FastAPI routes everything.
 Agreement tests: ``tests/test_api_direct_routes.py`` sends the same requests
 (listed edge cases and Hypothesis-drawn ones) to the app with the switch on
-and off and compares status, body and headers.
+and off and compares status, body and headers. Not a module-level switch:
+``metaquorum/speed_switches.py`` names it among the speed paths without one.
 """
 
 from __future__ import annotations

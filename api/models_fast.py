@@ -24,7 +24,7 @@ builds every response through its model. The app calls only the functions at
 the end of this module, which read it. Agreement tests:
 ``tests/test_api_models_fast.py`` (Hypothesis: the same bodies and responses
 to both, and the app answering the same requests alike with ``QUICK`` on and
-off).
+off). Every speed switch is listed in ``metaquorum/speed_switches.py``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from metadata_records.uuids import InvalidUuid, parse_uuid
 from . import models as M
 
 # The one switch: False takes the plain pydantic models for every body and answer.
+# Listed with every other speed switch in metaquorum/speed_switches.py.
 QUICK = True
 
 

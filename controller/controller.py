@@ -255,36 +255,37 @@ class Controller:
         merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] | None = None,
     ) -> None:
         """Adds records this leader wrote (or must account for) to the view;
-        ``merged`` as in ControllerResult."""
+        ``merged`` as in ControllerResult (ImageDelta.replay_merged)."""
+        index = self._index
+        if index is None:
+            self.view.replay_merged(records, merged)
+        else:
+            self.view.replay_merged(records, merged, index.update, self._replay_indexed)
+
+    def _replay_indexed(self, record: Record) -> None:
+        """``view.replay(record)``, the ISR index told of each partition it changes."""
         view = self.view
         index = self._index
-        for record in records:
-            kind = type(record)
-            if kind is PartitionChangeRecord and merged:
-                before, after = merged.get(id(record), (None, None))
-                if view.replay_known_change(record, before, after):
-                    if index is not None:
-                        index.update(record.topic_id, record.partition_id, before, after)
-                    continue
-            if index is not None and (kind is PartitionRecord or kind is PartitionChangeRecord):
-                old = view.partition(record.topic_id, record.partition_id)
-                view.replay(record)
-                index.update(
-                    record.topic_id,
-                    record.partition_id,
-                    old,
-                    view.partition(record.topic_id, record.partition_id),
-                )
-            elif index is not None and kind is RemoveTopicRecord:
-                gone = [
-                    (pid, view.partition(record.topic_id, pid))
-                    for pid in view.partition_ids(record.topic_id)
-                ]
-                view.replay(record)
-                for pid, old in gone:
-                    index.update(record.topic_id, pid, old, None)
-            else:
-                view.replay(record)
+        kind = type(record)
+        if kind is PartitionRecord or kind is PartitionChangeRecord:
+            old = view.partition(record.topic_id, record.partition_id)
+            view.replay(record)
+            index.update(
+                record.topic_id,
+                record.partition_id,
+                old,
+                view.partition(record.topic_id, record.partition_id),
+            )
+        elif kind is RemoveTopicRecord:
+            gone = [
+                (pid, view.partition(record.topic_id, pid))
+                for pid in view.partition_ids(record.topic_id)
+            ]
+            view.replay(record)
+            for pid, old in gone:
+                index.update(record.topic_id, pid, old, None)
+        else:
+            view.replay(record)
 
     def committed(self, image: MetadataImage) -> None:
         """The log applied through ``image``: decide the next batch on top of it.

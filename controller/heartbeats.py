@@ -32,6 +32,7 @@ NO_OFFSET = -1
 MAX_OFFSET = 2**63 - 1
 # The switch of the ordered walk (``oldest_unfenced``): False compares every
 # session, as tests/controller/test_heartbeats.py does to check they agree.
+# Listed with every other speed switch in metaquorum/speed_switches.py.
 ORDERED_WALK = True
 
 

@@ -377,5 +377,5 @@ class ControllerResult(msgspec.Struct, gc=False):
     # For PartitionChangeRecords whose effect the handler already computed:
     # id(record) -> (registration before, registration after). The controller's
     # view and the leader's own apply reuse them instead of merging again
-    # (ImageDelta.replay_known_change); valid while ``records`` lives.
+    # (ImageDelta.replay_merged); valid while ``records`` lives.
     merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] | None = None

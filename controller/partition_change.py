@@ -289,6 +289,7 @@ class PartitionChangeBuilder:
 # ---------------------------------------------------------------- AlterPartition's common case
 
 # The one switch: False builds every AlterPartition change with the builder.
+# Listed with every other speed switch in metaquorum/speed_switches.py.
 QUICK_ISR_CHANGE = True
 NOT_QUICK = object()  # quick_isr_change cannot vouch: build it
 

@@ -65,6 +65,7 @@ from .rejected import Rejected
 
 # AlterPartition's common case decided in one loop per topic (_alter_quick);
 # False: every partition through _alter_one, the plain twin it must agree with.
+# Listed with every other speed switch in metaquorum/speed_switches.py.
 FUSED_ALTER_PARTITION = True
 
 _new_tuple = tuple.__new__

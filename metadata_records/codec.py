@@ -37,6 +37,7 @@ BATCH_FORMAT = 1  # bumped if the batch envelope ever changes
 
 # The one switch between the two coders: True codes records with the generated
 # functions of codec_fast.py (decisions.md 25, 31), False field by field only.
+# Listed with every other speed switch in metaquorum/speed_switches.py.
 GENERATED = True
 
 

@@ -34,6 +34,7 @@ spells differently.
 The switch is ``codec.GENERATED`` (False: every record is coded field by
 field). Agreement tests: ``tests/test_codec_fast.py`` (Hypothesis, the same
 valid and invalid inputs to both, equal records, objects, bytes or errors).
+Every speed switch is listed in ``metaquorum/speed_switches.py``.
 """
 
 from __future__ import annotations

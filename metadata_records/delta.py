@@ -68,9 +68,11 @@ from .records import (
 _LRS = (LRS_RECOVERED, LRS_RECOVERING)  # Kafka's LeaderRecoveryState.of rejects the rest
 # The common PartitionChangeRecord (only the ISR and the leader) replayed in one
 # loop (ImageDelta._replay_quick); False: every record through ``replay``, the
-# plain twin it must agree with (tests/test_delta_quick.py).
+# plain twin it must agree with (tests/test_delta_quick.py). Listed with every
+# other speed switch in metaquorum/speed_switches.py.
 QUICK_REPLAY = True
 _new_tuple = tuple.__new__
+_NOT_MERGED = (None, None)  # replay_merged: a record its caller did not merge
 _UNCHANGED = object()  # ImageDelta._brokers: this id's registration is the image's
 
 
@@ -405,6 +407,40 @@ class ImageDelta:
         self.next_offset += 1
         self._partitions.setdefault(r.topic_id, {})[r.partition_id] = after
         return True
+
+    def replay_merged(
+        self,
+        records: Iterable[Record],
+        merged: Mapping[int, tuple[PartitionRegistration, PartitionRegistration]] | None,
+        on_merged: Callable[[str, int, PartitionRegistration, PartitionRegistration], object]
+        | None = None,
+        replay: Callable[[Record], object] | None = None,
+    ) -> None:
+        """``replay`` of each record, for a caller that already merged some of
+        the PartitionChangeRecords: ``merged`` maps ``id(record)`` to its
+        ``(before, after)`` (ControllerResult.merged; an id means the record
+        only while the caller holds it). A record whose ``before`` is still
+        current is put in as ``after`` (``replay_known_change``) and passed to
+        ``on_merged(topic_id, partition_id, before, after)``; every other record
+        goes to ``replay`` (default: this delta's ``replay``). The one loop
+        that reads ``merged``: the controller's view (which keeps its ISR index
+        in step through the two callables) and the leader's apply of a batch it
+        proposed both call it."""
+        if replay is None:
+            replay = self.replay
+        if not merged:
+            for record in records:
+                replay(record)
+            return
+        get = merged.get
+        for record in records:
+            if type(record) is PartitionChangeRecord:
+                before, after = get(id(record), _NOT_MERGED)
+                if self.replay_known_change(record, before, after):
+                    if on_merged is not None:
+                        on_merged(record.topic_id, record.partition_id, before, after)
+                    continue
+            replay(record)
 
     def _replay_register_broker(self, r: RegisterBrokerRecord, offset: int) -> str | None:
         self._brokers[r.broker_id] = BrokerRegistration(

@@ -27,7 +27,7 @@ from pysyncobj.config import SERIALIZER_STATE
 from metadata_records.codec import DecodeError, decode_batch
 from metadata_records.delta import ImageDelta, batch_applies
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
-from metadata_records.records import Batch, PartitionChangeRecord
+from metadata_records.records import Batch
 from metadata_records.snapshot import decode_image, encode_image
 
 from .disk_health import (
@@ -47,11 +47,11 @@ from .record_log import RecordLog
 log = logging.getLogger(__name__)
 
 SLOW_FORK_MS = 100  # a snapshot fork this long is logged as a warning
-_UNKNOWN = (None, None)
 
 # The one switch of the leader's apply: True takes the controller's view of a
 # batch it proposed (``expect(..., view=)``) as the image when the view holds
 # exactly that batch on top of the current image; False replays every batch.
+# Listed with every other speed switch in metaquorum/speed_switches.py.
 ADOPT_VIEW = True
 
 # apply_batch results, as its callback sees them
@@ -168,12 +168,7 @@ class MetadataStateMachine(SyncObjConsumer):
                 if known:
                     # Identity-checked: a registration that is no longer current
                     # (anything but this leader's own batches in order) is merged.
-                    for record in batch.records:
-                        if type(record) is PartitionChangeRecord:
-                            before, after = known.get(id(record), _UNKNOWN)
-                            if delta.replay_known_change(record, before, after):
-                                continue
-                        delta.replay(record)
+                    delta.replay_merged(batch.records, known)
                 else:
                     delta.replay_records(batch.records)
             self.log.append(batch, image.next_offset, payload)

@@ -633,6 +633,32 @@ def test_replay_known_change_is_replay_when_before_is_current_and_refuses_otherw
     assert known.apply() == by_replay.apply()
 
 
+def test_replay_merged_puts_in_what_is_current_and_replays_the_rest():
+    base = apply_records(EMPTY_IMAGE, topic_with_partitions("t", T1, 2))
+    first = PartitionChangeRecord(partition_id=0, topic_id=T1, isr=(1, 2))
+    stale = PartitionChangeRecord(partition_id=0, topic_id=T1, isr=(1,))  # merged on the old one
+    other = PartitionChangeRecord(partition_id=1, topic_id=T1, isr=(1, 2))  # not merged
+    records = (first, stale, other, NoOpRecord())
+    before = base.topics[T1].partitions[0]
+    after = before.merge(first)
+    merged = {id(first): (before, after), id(stale): (before, before.merge(stale))}
+    told, replayed = [], []
+    delta = ImageDelta(base)
+
+    def replay(record):
+        replayed.append(record)
+        return delta.replay(record)
+
+    delta.replay_merged(records, merged, lambda *change: told.append(change), replay)
+    assert told == [(T1, 0, before, after)]
+    assert replayed == [stale, other, records[3]]
+    assert delta.partition(T1, 1) is not base.topics[T1].partitions[1]
+    for how in (None, {}):  # nothing merged: every record through replay
+        plain = ImageDelta(base)
+        plain.replay_merged(records, how)
+        assert plain.apply() == delta.apply() == apply_records(base, records)
+
+
 def test_unknown_record_type_is_ignored_not_raised():
     delta = ImageDelta(EMPTY_IMAGE)
     delta.replay(object())  # type: ignore[arg-type]
