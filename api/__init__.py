@@ -1,4 +1,4 @@
-"""metaquorum's HTTP API (shared/API.md) over a ``quorum.node.QuorumNode``.
+"""metaquorum's HTTP API (docs/api.md) over a ``quorum.node.QuorumNode``.
 
 ``create_app(node, tokens=..., body_limit_bytes=...)`` builds the FastAPI app.
 It parses and range-checks requests (``models``), authenticates bearer tokens
@@ -24,7 +24,7 @@ may still commit: Raft may yet commit the batch. Clients retry; the protocol's
 epochs make a retry safe (a re-registration of the same incarnation keeps its
 epoch, a repeated AlterPartition with a stale partition epoch is refused).
 
-Where shared/API.md is silent, this package decides (and its tests pin it):
+Where docs/api.md is silent, this package decides (and its tests pin it):
 
 * Every 429 and 503 from the node also carries ``retryAfterMs`` in its body:
   ``Retry-After`` has whole seconds only (HTTP), and a leader elected in a

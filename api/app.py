@@ -1,4 +1,4 @@
-"""The FastAPI app: every endpoint of shared/API.md over one ``QuorumNode``.
+"""The FastAPI app: every endpoint of docs/api.md over one ``QuorumNode``.
 
 ``create_app(node)`` builds it; the node must already be started on the event
 loop the app runs on (``await node.start()``). The app translates HTTP to the
@@ -138,7 +138,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
 
 DESCRIPTION = """\
 A Raft-replicated cluster-metadata service in the style of Apache Kafka's KRaft
-controller. The contract is shared/API.md.
+controller. The contract is docs/api.md.
 
 * JSON in and out; Kafka's camelCase field names; UUIDs in base64url (the
   36-character form is accepted on input). Integers are strict and checked
@@ -807,7 +807,7 @@ def create_app(
         openapi_extra=_body_doc(M.BrokerRegistrationRequest),
     )
     async def register_broker(request: Request, caller: BrokerCaller) -> Response:
-        """Registers a broker incarnation (SEMANTICS §3): a new incarnation gets
+        """Registers a broker incarnation (docs/kafka-rules.md §3): a new incarnation gets
         epoch = the offset of its RegisterBrokerRecord and starts fenced."""
         message = registration_request(await body_of(request))
         auth.check_broker(caller, message.broker_id)
@@ -825,7 +825,7 @@ def create_app(
     )
     async def broker_heartbeat(request: Request, caller: BrokerCaller) -> Response:
         """Keeps the broker's session; fences, unfences and runs controlled
-        shutdown (SEMANTICS §4)."""
+        shutdown (docs/kafka-rules.md §4)."""
         message = heartbeat_request(await body_of(request))
         auth.check_broker(caller, message.broker_id)
         response = await submit(message)
@@ -862,7 +862,7 @@ def create_app(
         caller: BrokerCaller,
         version: Annotated[int, Query(ge=0, le=3, description="AlterPartition version")] = 3,
     ) -> Response:
-        """A partition leader's ISR change (SEMANTICS §2), decided atomically
+        """A partition leader's ISR change (docs/kafka-rules.md §2), decided atomically
         against one image."""
         message = alter_partition_request(await body_of(request), version)
         auth.check_broker(caller, message.broker_id)

@@ -1,4 +1,4 @@
-"""Bearer-token authentication and roles (API.md "Auth").
+"""Bearer-token authentication and roles (docs/api.md "Auth").
 
 The tokens file has one ``token role [brokerId]`` per line; ``#`` starts a
 comment, blank lines are skipped. Roles:

@@ -1,4 +1,4 @@
-"""HTTP statuses and error bodies (API.md "Conventions").
+"""HTTP statuses and error bodies (docs/api.md "Conventions").
 
 Every error body carries ``errorCode``, ``errorName`` and ``errorMessage``.
 The node's errors map to statuses here and nowhere else:

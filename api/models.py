@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP contract (shared/API.md), as pydantic models.
+"""Request and response bodies of the HTTP contract (docs/api.md), as pydantic models.
 
 Input rules, the same for every body:
 
@@ -2206,7 +2206,7 @@ class DescribeConfigsOut(ResponseModel):
 
 
 class RecordOut(ResponseModel):
-    """A record as the log, export and snapshot show it (API.md "A record")."""
+    """A record as the log, export and snapshot show it (docs/api.md "A record")."""
 
     offset: int = Field(description="its offset (dense from 0)")
     type: str = Field(examples=["REGISTER_BROKER_RECORD"], description="Kafka's record type")

@@ -1,7 +1,7 @@
 """The OpenAPI document beyond what FastAPI derives from the routes.
 
 A broker team in another language starts from ``/openapi.json`` and a client
-generator, so the document states what API.md states: each status a route can
+generator, so the document states what docs/api.md states: each status a route can
 answer, with the error body's schema, an example of each kind of answer and the
 headers that come with it (``Retry-After``, ``Location``, ...). Descriptions and
 examples only: the schemas' types are the models' (schemathesis checks real

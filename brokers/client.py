@@ -341,7 +341,7 @@ class MetaquorumClient:
     async def alter_partition(
         self, broker_id: int, broker_epoch: int, topics: Sequence[dict], version: int = 3
     ) -> AlterPartitionAnswer:
-        """``topics`` in API.md's request shape for ``version``."""
+        """``topics`` in docs/api.md's request shape for ``version``."""
         body = await self._post(
             "/v1/alter-partition",
             {"brokerId": broker_id, "brokerEpoch": broker_epoch, "topics": list(topics)},

@@ -67,7 +67,7 @@ class MetadataCache:
         return None if not stamp else max(0, now_ms - stamp)
 
     def apply_page(self, records: Iterable[dict[str, Any]]) -> MetadataImage:
-        """Replays log records (API.md's record shape) that start at ``next_offset``.
+        """Replays log records (docs/api.md's record shape) that start at ``next_offset``.
 
         Raises ``LogGap`` if a record's offset is not the next one, and
         ``DecodeError`` if a record cannot be decoded; the image is then unchanged."""

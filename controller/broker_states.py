@@ -1,5 +1,5 @@
 """The heartbeat state machine (Kafka's ``BrokerControlState`` and
-``BrokerHeartbeatManager.calculateNextBrokerState``), SEMANTICS.md 4.2.
+``BrokerHeartbeatManager.calculateNextBrokerState``), docs/kafka-rules.md 4.2.
 
 Pure: the caller supplies what the heartbeat asks for and what the controller
 knows; this says where the broker goes next.

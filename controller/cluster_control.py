@@ -1,5 +1,5 @@
 """Broker registration and broker epochs (Kafka's ``ClusterControlManager``),
-SEMANTICS.md section 3."""
+docs/kafka-rules.md section 3."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AlterPartitionReassignments and ElectLeaders (SEMANTICS 5.2 and 5.4; Kafka's
+"""AlterPartitionReassignments and ElectLeaders (docs/kafka-rules.md 5.2 and 5.4; Kafka's
 ``ReplicationControlManager.alterPartitionReassignments`` and ``electLeaders``).
 
 Both are operator writes: their records are capped per request

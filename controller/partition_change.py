@@ -120,7 +120,7 @@ class PartitionChangeBuilder:
         return last_known[0]
 
     def _elect(self) -> tuple[int, bool]:
-        """(leader, unclean) per SEMANTICS 5.2."""
+        """(leader, unclean) per docs/kafka-rules.md 5.2."""
         current = self.partition.leader
         if self.election is Election.PREFERRED:
             preferred = self.target_replicas[0] if self.target_replicas else NO_LEADER
@@ -149,7 +149,7 @@ class PartitionChangeBuilder:
     # ------------------------------------------------------------ reassignment
 
     def _complete_reassignment_if_needed(self) -> None:
-        """SEMANTICS 5.4: done once the ISR, less the removed replicas, is
+        """docs/kafka-rules.md 5.4: done once the ISR, less the removed replicas, is
         non-empty and holds every replica that stays."""
         if not (self.target_removing or self.target_adding):
             return

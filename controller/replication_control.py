@@ -1,5 +1,5 @@
 """Partitions and brokers' effect on them (Kafka's ``ReplicationControlManager``):
-AlterPartition (SEMANTICS 2), heartbeats, fencing, unfencing and controlled
+AlterPartition (docs/kafka-rules.md 2), heartbeats, fencing, unfencing and controlled
 shutdown (4), and the leader elections they cause (5); with ELR on (KIP-966,
 ``eligible.leader.replicas.version`` 1), the ELR those changes keep and a
 broker's unclean shutdown (``handle_broker_unclean_shutdown``).
@@ -730,7 +730,7 @@ class ReplicationControlManager:
         part: PartitionRegistration | None,
         members: _Members,
     ) -> ApiError | None:
-        """SEMANTICS 2.2, in its order; the first failing check wins. An
+        """docs/kafka-rules.md 2.2, in its order; the first failing check wins. An
         invalid leaderRecoveryState is Rejected: it fails the whole request."""
         new_isr = members.new_isr
 

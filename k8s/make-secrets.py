@@ -127,7 +127,7 @@ def write(directory: Path, force: bool = False, namespaces=NAMESPACES) -> dict[s
     contents = {
         "raft-secret": secrets.token_urlsafe(48) + "\n",
         "tokens": (
-            '# token role [brokerId]  (api/auth.py, API.md "Auth")\n'
+            '# token role [brokerId]  (api/auth.py, docs/api.md "Auth")\n'
             f"{admin} admin    # the pods' own preStop hook and in-pod commands\n"
             f"{operator} admin    # operators\n"
             f"{reader} read     # dashboards, read-only tools\n"

@@ -1,4 +1,4 @@
-"""The orjson codec: records <-> the JSON shape of API.md ("A record"), batches <-> bytes.
+"""The orjson codec: records <-> the JSON shape of docs/api.md ("A record"), batches <-> bytes.
 
 Decoding never trusts its input: anything malformed raises ``DecodeError`` (a
 ``ValueError``) naming what is wrong, and nothing else.
@@ -114,7 +114,7 @@ def _plan(cls: type, version: int) -> _Plan:
 
 
 def record_data(record: Record) -> dict[str, Any]:
-    """The record's fields for its version, camelCase, as API.md shows them."""
+    """The record's fields for its version, camelCase, as docs/api.md shows them."""
     plan = _plan(type(record), record.version)
     values = plan.get(record)
     if plan.nested:

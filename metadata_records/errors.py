@@ -1,4 +1,4 @@
-"""Kafka's protocol error codes, by number and name (SEMANTICS.md section 1).
+"""Kafka's protocol error codes, by number and name (docs/kafka-rules.md section 1).
 
 Numbers are those of ``org.apache.kafka.common.protocol.Errors``; names travel on
 the wire as ``errorName`` next to ``errorCode``.

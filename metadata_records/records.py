@@ -1,4 +1,4 @@
-"""Metadata record types with Kafka's names, fields and versions (SEMANTICS.md section 0).
+"""Metadata record types with Kafka's names, fields and versions (docs/kafka-rules.md section 0).
 
 A record is a fact: applying it never fails and never reads a clock. Each class
 is declared as a frozen dataclass whose fields carry their Kafka kind and the

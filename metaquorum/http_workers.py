@@ -1,13 +1,18 @@
 """``serve --http-workers N``: the HTTP API in N worker processes in front of
-one core process (issue 26; docs/decisions.md 95).
+the core and the orderer (issue 26; docs/decisions.md 95, 118-119, 122).
 
-The core (the ``serve`` process) holds the API port and keeps everything that
-orders writes: Raft, the controller, the group-commit queue. Each worker
-listens on the port with SO_REUSEPORT and inherits one end of a socket pair
-(its link, api/worker_link.py), and does the work that needs no shared state: HTTP,
-TLS, auth, limits and admission, JSON, redirects, reads from the image it
-follows. A worker that dies is started again; its clients' requests in flight
-get an error or an unknown outcome, never an acknowledgement it did not earn.
+The core (the ``serve`` process) reserves the API port, serves no HTTP itself
+(it answers what the workers forward) and keeps Raft: pysyncobj, the journal,
+the Raft port, membership. The orderer process
+(metaquorum/orderer_process.py) keeps what orders writes: the controller and
+group commit (quorum/orderer.py). This pool starts, watches and restarts both
+the orderer and the workers. Each worker listens on the port with SO_REUSEPORT,
+inherits one end of a socket pair to the core (its link, api/worker_link.py)
+and one to the orderer, which its writes take, and does the work that needs no
+shared state: HTTP, TLS, auth, limits and admission, JSON, redirects, reads
+from the image it follows. A worker that dies is started again; its clients'
+requests in flight get an error or an unknown outcome, never an
+acknowledgement it did not earn.
 
 Run as ``python -m metaquorum.http_workers CONFIG_JSON`` by the core only.
 """

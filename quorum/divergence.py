@@ -14,7 +14,7 @@ pysyncobj 0.3.17 truncates whatever follows ``prevLogIdx`` when the follower
 holds more, applied or not, logs ``truncating already-applied log entries``
 at CRITICAL, and carries on serving the old image. Most of those truncations
 are benign: a late or re-sent AppendEntries carries entries this voter
-already holds with the same terms (PYSYNCOBJ.md 6.5), or none, and the leader
+already holds with the same terms (docs/pysyncobj.md 6.5), or none, and the leader
 sends them again. So the check compares terms: an applied entry that the
 message replaces with another term is divergence; applied entries the message
 cuts without replacing are remembered (index -> term) and compared when the

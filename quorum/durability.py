@@ -1,7 +1,7 @@
 """Making pysyncobj's journal durable.
 
 pysyncobj writes its journal through an mmap and its term/vote/commit file
-with write+rename, and never syncs either (PYSYNCOBJ.md 3.1): an acknowledged
+with write+rename, and never syncs either (docs/pysyncobj.md 3.1): an acknowledged
 write survives a process crash but not power loss. With ``fsync=always``,
 metaquorum syncs the meta file and its directory on every store, and the
 journal before anything that counts an entry as stored:

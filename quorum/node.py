@@ -170,7 +170,7 @@ class QuorumNode:
             # append, so each commit would wait a whole tick (50 ms by default).
             autoTickPeriod=0.005 if len(config.voters) == 1 and not config.joining else 0.05,
             journalFile=config.journal_file,
-            fullDumpFile=config.dump_file,  # always with the journal (PYSYNCOBJ.md 3.3)
+            fullDumpFile=config.dump_file,  # always with the journal (docs/pysyncobj.md 3.3)
             serializer=self.sm.write_snapshot,
             deserializer=self.sm.read_snapshot,
             serializeChecker=self.sm.snapshot_state,
@@ -185,7 +185,7 @@ class QuorumNode:
             dnsCacheTime=2.0,
             dnsFailCacheTime=2.0,
             # A restarted voter is dialled by the peers whose address sorts
-            # higher (PYSYNCOBJ.md 4.1): until they retry it can neither ask
+            # higher (docs/pysyncobj.md 4.1): until they retry it can neither ask
             # nor grant a pre-vote, and a leader lost meanwhile was replaced
             # 1.5 s later instead of 0.2 s. A refused connect costs little.
             connectionRetryTime=0.25,

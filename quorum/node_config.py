@@ -55,7 +55,7 @@ class NodeConfig:
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     max_queued_requests: int = 5000
     max_batch_records: int = 20_000
-    # Batches proposed and not yet applied. DESIGN.md's group commit has one;
+    # Batches proposed and not yet applied. The group commit's default is one;
     # with more, each is decided on top of those in flight (base offsets chain),
     # so replication and fsync of one overlap the next, and a batch that fails
     # makes every later one a no-op (docs/decisions.md).
@@ -76,7 +76,7 @@ class NodeConfig:
     log_retention: int = 200_000
     compaction_entries: int = 20_000
     raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port
-    # Election timing with headroom for the GIL shared with uvicorn (PYSYNCOBJ.md 2.4).
+    # Election timing with headroom for the GIL shared with uvicorn (docs/pysyncobj.md 2.4).
     raft_min_timeout: float = 0.7
     raft_max_timeout: float = 1.5
     # A restarted voter waits this long before its first election: the others

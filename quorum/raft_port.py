@@ -1,4 +1,4 @@
-"""Hardening of pysyncobj's Raft port (PYSYNCOBJ.md 0.9, 4.2, 6.1).
+"""Hardening of pysyncobj's Raft port (docs/pysyncobj.md 0.9, 4.2, 6.1).
 
 pysyncobj's wire format is a signed 32-bit length, then a token encrypted
 with a key from the password, holding zlib-compressed pickle. pysyncobj's own

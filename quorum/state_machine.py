@@ -1,6 +1,6 @@
 """The replicated state machine pysyncobj drives: one entry point, ``apply_batch``.
 
-Rules learned the hard way (PYSYNCOBJ.md section 0):
+Rules learned the hard way (docs/pysyncobj.md section 0):
 * one replicated method forever (method ids are positional in the journal);
 * ``apply_batch`` never raises (a raising apply wedges every voter);
 * the image is published as one immutable object per batch, so the HTTP

@@ -1,4 +1,4 @@
-"""Admin endpoints over HTTP against a real single-voter node (API.md "Admin endpoints")."""
+"""Admin endpoints over HTTP against a real single-voter node (docs/api.md "Admin endpoints")."""
 
 from __future__ import annotations
 

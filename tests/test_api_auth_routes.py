@@ -96,7 +96,7 @@ def test_public_routes_need_no_token(local, secured):
 
 
 def test_the_docs_need_a_token_unless_public_docs(local, secured, tmp_path):
-    """API.md: only the probes and /metrics are open; the OpenAPI pages need
+    """docs/api.md: only the probes and /metrics are open; the OpenAPI pages need
     any token (read is enough), or ``public_docs`` (serve --public-docs)."""
     tokens = tmp_path / "tokens"
     tokens.write_text(TOKENS)

@@ -1,5 +1,5 @@
 """Broker endpoints over HTTP against a real single-voter node: registration,
-heartbeats, controlled shutdown, AlterPartition v0-3 (API.md "Broker endpoints")."""
+heartbeats, controlled shutdown, AlterPartition v0-3 (docs/api.md "Broker endpoints")."""
 
 from __future__ import annotations
 

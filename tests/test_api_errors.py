@@ -1,4 +1,4 @@
-"""Every error path of the HTTP contract (API.md's status table), against real
+"""Every error path of the HTTP contract (docs/api.md's status table), against real
 nodes: 400 naming the field, 401, 403 (roles, broker binding), 404, 410, 413,
 429, 503 (no leader, shutting down), and the 307/503 response builders.
 

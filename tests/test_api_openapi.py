@@ -1,4 +1,4 @@
-"""The OpenAPI document: every path of API.md, named and documented models,
+"""The OpenAPI document: every path of docs/api.md, named and documented models,
 resolvable references, 400 (never FastAPI's 422); and real answers match the
 response models the document publishes."""
 
@@ -27,7 +27,7 @@ API_MD_OPERATIONS = {
     ("post", "/v1/elect-leaders"),
     ("post", "/v1/features"),
     ("post", "/v1/quorum/transfer-leadership"),
-    ("post", "/v1/quorum/add-voter"),  # membership (README), beside API.md's list
+    ("post", "/v1/quorum/add-voter"),  # membership (README), beside docs/api.md's list
     ("post", "/v1/quorum/remove-voter"),
     ("get", "/v1/brokers"),
     ("get", "/v1/brokers/{id}"),

@@ -1,4 +1,4 @@
-"""metadata_records.codec: records and batches <-> API.md's JSON; garbage -> DecodeError only."""
+"""metadata_records.codec: records and batches <-> docs/api.md's JSON; garbage -> DecodeError only."""
 
 from __future__ import annotations
 
@@ -280,7 +280,7 @@ def test_field_beyond_version_is_not_written():
     assert record_data(change0) == {"brokerId": 1, "brokerEpoch": 0, "fenced": -1}
 
 
-# ------------------------------------------------------------------ API.md shape
+# ------------------------------------------------------------------ docs/api.md shape
 
 INC = "fPZv1VBsRFmnlRvmGcOW9w"
 

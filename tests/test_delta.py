@@ -866,7 +866,7 @@ def _acl_valid(r) -> bool:
 
 
 def model_replay(recs) -> dict:
-    """An independent, mutable reference replay of SEMANTICS/API rules, for comparison."""
+    """An independent, mutable reference replay of docs/kafka-rules.md and docs/api.md rules, for comparison."""
     brokers: dict[int, dict] = {}
     topics: dict[str, dict] = {}  # id -> {"name", "partitions": {pid: dict}, "configs"}
     features: dict[str, int] = {}

@@ -9,7 +9,7 @@ import pytest
 from metadata_records import errors
 from metadata_records.errors import ApiError, Errors
 
-# Name -> code, as in org.apache.kafka.common.protocol.Errors (SEMANTICS.md section 1).
+# Name -> code, as in org.apache.kafka.common.protocol.Errors (docs/kafka-rules.md section 1).
 KAFKA_CODES = {
     "UNKNOWN_SERVER_ERROR": -1,
     "NONE": 0,

@@ -390,7 +390,7 @@ def _initial():
 
 
 def _controller(truth, entries, not_controller):
-    """SEMANTICS section 2.2 in its order, for broker 1."""
+    """docs/kafka-rules.md section 2.2 in its order, for broker 1."""
     topics, records = [], []
     for t in entries:
         parts = []
@@ -521,7 +521,7 @@ def _decide_and_check(m, now, delivered, pending, fetched):
 )
 def test_random_sequences_keep_the_invariants(steps):
     """After every event the leader decides; the answer comes from a model controller
-    (SEMANTICS 2.2) working on the true image, which reaches the leader only on
+    (docs/kafka-rules.md 2.2) working on the true image, which reaches the leader only on
     "deliver", or is lost, rejected at the top level, or held for a step."""
     truth = delivered = _initial()
     m = IsrManager(1, replica_lag_time_max_ms=LAG)

@@ -1,4 +1,4 @@
-"""The folder layering of DESIGN.md, enforced by import-linter (pyproject.toml)."""
+"""The folder layering of README.md ("Folders"), enforced by import-linter (pyproject.toml)."""
 
 import subprocess
 import sys

@@ -169,7 +169,7 @@ MAX_VERSIONS = {
 
 
 def test_registry_holds_exactly_the_documented_types():
-    # API.md "A record": the eight metadata types, ConfigRecord, UnregisterBrokerRecord
+    # docs/api.md "A record": the eight metadata types, ConfigRecord, UnregisterBrokerRecord
     # ProducerIdsRecord and the two ACL records (issue 21), and the control
     # records LEADER_CHANGE and KRAFT_VOTERS (the voter set, Kafka's VotersRecord).
     assert set(RECORD_TYPES) == set(KAFKA_TYPES) | {"LEADER_CHANGE", "KRAFT_VOTERS"}

@@ -1,4 +1,4 @@
-"""The heartbeat state machine table (SEMANTICS 4.2), row by row."""
+"""The heartbeat state machine table (docs/kafka-rules.md 4.2), row by row."""
 
 import itertools
 

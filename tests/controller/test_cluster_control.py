@@ -1,4 +1,4 @@
-"""Broker registration (SEMANTICS 3): epochs, validation order, amendments."""
+"""Broker registration (docs/kafka-rules.md 3): epochs, validation order, amendments."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Heartbeats end to end (SEMANTICS 4): unfencing, fencing, controlled shutdown,
+"""Heartbeats end to end (docs/kafka-rules.md 4): unfencing, fencing, controlled shutdown,
 session expiry and failover, plus the soft state in controller/heartbeats.py."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""AlterPartitionReassignments and ElectLeaders (SEMANTICS 5.2, 5.4)."""
+"""AlterPartitionReassignments and ElectLeaders (docs/kafka-rules.md 5.2, 5.4)."""
 
 import pytest
 

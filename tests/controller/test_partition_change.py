@@ -1,4 +1,4 @@
-"""PartitionChangeBuilder on its own (SEMANTICS 2.3, 2.4 and 5): which
+"""PartitionChangeBuilder on its own (docs/kafka-rules.md 2.3, 2.4 and 5): which
 PartitionChangeRecord, if any, takes a partition to its targets."""
 
 import pytest
@@ -329,7 +329,7 @@ def test_online_never_elects_outside_the_isr():
     assert builder(p, only(2, 3), election=Election.ONLINE).build() == change(leader=NO_LEADER)
 
 
-# ---------------------------------------------------------------- reassignment (SEMANTICS 5.4)
+# ---------------------------------------------------------------- reassignment (docs/kafka-rules.md 5.4)
 
 
 def reassigning_away_from_leader():

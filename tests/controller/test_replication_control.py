@@ -1,4 +1,4 @@
-"""AlterPartition through the controller (SEMANTICS 2.1-2.4, API.md
+"""AlterPartition through the controller (docs/kafka-rules.md 2.1-2.4, docs/api.md
 "POST /v1/alter-partition"): request-level checks, every partition-level check
 in Kafka's order, version substitutions, the records written and the response."""
 
@@ -144,7 +144,7 @@ def alter_one(h: ControllerHarness, name: str, isr, *, broker_id=None, version=3
 
 
 def assert_error_entry(entry, error: Errors, pid: int = 0) -> None:
-    """Error entries carry only the index and code (SEMANTICS 0: no schema defaults)."""
+    """Error entries carry only the index and code (docs/kafka-rules.md 0: no schema defaults)."""
     assert entry.partition_index == pid
     assert entry.error is error, entry
     assert entry.leader_id == 0

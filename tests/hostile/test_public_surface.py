@@ -1,4 +1,4 @@
-"""Finding 5: the public surface is what API.md says. Before: /docs, /redoc
+"""Finding 5: the public surface is what docs/api.md says. Before: /docs, /redoc
 and /openapi.json answered without a token, and a 403 named the token's line
 in the tokens file."""
 
