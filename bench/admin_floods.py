@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.cluster import Cluster  # noqa: E402 - after the path is set
-from tests.overload import RawClient, setup_brokers  # noqa: E402
+from tests.overload import RawClient, acl_bindings, setup_brokers  # noqa: E402
 
 KINDS = (
     "acls-create",
@@ -124,22 +124,9 @@ class Admin:
             raise RuntimeError(f"{path}: {answer.status_code} {answer.text[:300]}")
         return answer.json()
 
-    @staticmethod
-    def bindings(principal_prefix: str, resource: str, count: int) -> list[dict]:
-        return [
-            {
-                "resourceType": "TOPIC",
-                "resourceName": resource,
-                "principal": f"User:{principal_prefix}{i}",
-                "operation": "READ",
-                "permissionType": "ALLOW",
-            }
-            for i in range(count)
-        ]
-
     async def create_acls(self, principal_prefix: str, resource: str, count: int) -> None:
         answer = await self._post(
-            "/v1/acls", {"creations": self.bindings(principal_prefix, resource, count)}
+            "/v1/acls", {"creations": acl_bindings(principal_prefix, resource, count)}
         )
         bad = [r for r in answer["results"] if r["errorCode"]]
         if bad:

@@ -456,15 +456,23 @@ class ImageDelta:
         )
         return None
 
-    def _replay_broker_change(self, r: BrokerRegistrationChangeRecord, offset: int) -> str | None:
+    def _registered(self, r) -> BrokerRegistration | str:
+        """The registration a broker record ``r`` names, at its epoch; else why not."""
+        kind = type(r).__name__
         reg = self.broker(r.broker_id)
         if reg is None:
-            return f"BrokerRegistrationChangeRecord for unregistered broker {r.broker_id}"
+            return f"{kind} for unregistered broker {r.broker_id}"
         if reg.epoch != r.broker_epoch:
             return (
-                f"BrokerRegistrationChangeRecord for broker {r.broker_id} at epoch "
-                f"{r.broker_epoch}, but its epoch is {reg.epoch}"
+                f"{kind} for broker {r.broker_id} at epoch {r.broker_epoch}, "
+                f"but its epoch is {reg.epoch}"
             )
+        return reg
+
+    def _replay_broker_change(self, r: BrokerRegistrationChangeRecord, offset: int) -> str | None:
+        reg = self._registered(r)
+        if type(reg) is str:
+            return reg
         if r.fenced not in (FENCE, UNFENCE, NO_CHANGE):
             return f"BrokerRegistrationChangeRecord with fenced {r.fenced}"
         # A field the record's version does not have is not on the wire either.
@@ -479,14 +487,9 @@ class ImageDelta:
 
     def _replay_unregister_broker(self, r: UnregisterBrokerRecord, offset: int) -> str | None:
         # Kafka's replay throws on an unknown broker or another epoch.
-        reg = self.broker(r.broker_id)
-        if reg is None:
-            return f"UnregisterBrokerRecord for unregistered broker {r.broker_id}"
-        if reg.epoch != r.broker_epoch:
-            return (
-                f"UnregisterBrokerRecord for broker {r.broker_id} at epoch {r.broker_epoch}, "
-                f"but its epoch is {reg.epoch}"
-            )
+        reg = self._registered(r)
+        if type(reg) is str:
+            return reg
         self._brokers[r.broker_id] = None
         return None
 

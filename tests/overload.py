@@ -259,3 +259,17 @@ async def recovery(
         if w.ok_per_s >= 0.8 * baseline.ok_per_s and w.pct(0.99) <= 2 * baseline.pct(0.99) + 0.01:
             return time.perf_counter() - start, windows
     return None, windows
+
+
+def acl_bindings(principal_prefix: str, resource: str, count: int) -> list[dict]:
+    """CreateAcls' creations: ``count`` READ grants on one topic, a principal each."""
+    return [
+        {
+            "resourceType": "TOPIC",
+            "resourceName": resource,
+            "principal": f"User:{principal_prefix}{i}",
+            "operation": "READ",
+            "permissionType": "ALLOW",
+        }
+        for i in range(count)
+    ]

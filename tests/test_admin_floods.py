@@ -15,24 +15,11 @@ import orjson
 import pytest
 
 from .cluster import Cluster
-from .overload import RawClient, setup_brokers
+from .overload import RawClient, acl_bindings, setup_brokers
 
 pytestmark = pytest.mark.slow
 
 BOUND_S = 2.5  # the slowest heartbeat; one CreateAcls alone held them 7 s before
-
-
-def bindings(prefix: str, resource: str, count: int) -> list[dict]:
-    return [
-        {
-            "resourceType": "TOPIC",
-            "resourceName": resource,
-            "principal": f"User:{prefix}{i}",
-            "operation": "READ",
-            "permissionType": "ALLOW",
-        }
-        for i in range(count)
-    ]
 
 
 async def flood(cluster: Cluster) -> tuple[list[tuple[float, int]], list[float]]:
@@ -59,14 +46,17 @@ async def flood(cluster: Cluster) -> tuple[list[tuple[float, int]], list[float]]
                 await asyncio.sleep(0.05)
 
         for start in (0, 10_000):  # stored before the heartbeats start
-            r = await http.post("/v1/acls", json={"creations": bindings(f"b{start}-", "b", 10_000)})
+            r = await http.post(
+                "/v1/acls", json={"creations": acl_bindings(f"b{start}-", "b", 10_000)}
+            )
             assert r.status_code == 200
         beats = [asyncio.ensure_future(beat(b)) for b in epochs]
         writes = []
         for round_no in range(2):
             t0 = time.monotonic()
             r = await http.post(
-                "/v1/acls", json={"creations": bindings(f"f{round_no}-", f"f{round_no}", 10_000)}
+                "/v1/acls",
+                json={"creations": acl_bindings(f"f{round_no}-", f"f{round_no}", 10_000)},
             )
             assert r.status_code == 200 and not any(x["errorCode"] for x in r.json()["results"])
             r = await http.post(
