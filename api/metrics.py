@@ -17,10 +17,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from metadata_records.image import MetadataImage
-from quorum.durability import SyncStats
 from quorum.leadership_events import LeadershipEvents
 from quorum.node import QuorumNode
 from quorum.orderer import wall_clock_ms
+from quorum.raft.durability import SyncStats
 from quorum.runtime_tuning import gc_report
 
 from .connections import ConnectionStats
@@ -74,7 +74,7 @@ class _ImageCounts:
         return self
 
 
-# quorum/pre_vote.PreVoteStats, as counters: (metric, help, attribute).
+# quorum/raft/pre_vote.PreVoteStats, as counters: (metric, help, attribute).
 _PRE_VOTE_COUNTERS = (
     ("pre_vote_rounds", "pre-vote rounds this voter started", "rounds"),
     (

@@ -36,9 +36,6 @@ from metadata_records.snapshot import image_digest
 
 from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
-from .divergence import fail_stop_on_divergence, watch_divergence
-from .durability import MetaquorumJournal, install_journal
-from .leader_liveness import check_quorum, forget_silent_leader, remember_election_answers
 from .leadership_events import EVENTS_ATTR, LeadershipEvents, say_step_down, step_down_cause
 from .membership import (
     addresses,
@@ -52,7 +49,6 @@ from .membership import (
     with_voter,
     without_voter,
 )
-from .membership_port import check_port, set_members
 from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .node_errors import (
     MembershipRefused,
@@ -73,14 +69,18 @@ from .orderer import (
     settle,
     wall_clock_ms,
 )
-from .pre_vote import (
+from .raft.divergence import fail_stop_on_divergence, watch_divergence
+from .raft.durability import MetaquorumJournal, install_journal
+from .raft.leader_liveness import check_quorum, forget_silent_leader, remember_election_answers
+from .raft.membership_port import check_port, set_members
+from .raft.pre_vote import (
     PreVote,
     attach_pre_vote,
     install_pre_vote,
     leader_lost_hook,
     mark_transfer_vote,
 )
-from .raft_port import (
+from .raft.raft_port import (
     GuardedTransport,
     commit_push_may_go,
     defer_commit_push,
@@ -289,7 +289,7 @@ class QuorumNode:
 
     def _wire_journal_syncs(self) -> None:
         """With fsync on, the journal syncs before a follower acknowledges and
-        at the end of each leader tick (quorum/durability.py says why)."""
+        at the end of each leader tick (quorum/raft/durability.py says why)."""
         journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
         transport = getattr(self.syncobj, "_SyncObj__transport", None)
         if not isinstance(journal, MetaquorumJournal) or not isinstance(
@@ -310,7 +310,7 @@ class QuorumNode:
         syncobj.addOnTickCallback(journal.end_of_tick)
 
     def _wire_pre_vote(self) -> None:
-        """Pre-vote and the leader lease (quorum/pre_vote.py): a voter that lost
+        """Pre-vote and the leader lease (quorum/raft/pre_vote.py): a voter that lost
         contact asks before it raises its term, and one that hears a leader
         refuses it."""
         self.pre_vote = pre_vote = PreVote(lease_s=self.config.raft_min_timeout)

@@ -374,7 +374,7 @@ def check_journal_holds_what_was_committed(journal: str, snapshot: str) -> None:
     """MissingJournalError if the journal file is gone while its meta file
     says entries past the snapshot's end were committed (a damaged meta file
     is left to the journal's own check, which names it)."""
-    from .durability import load_meta  # noqa: PLC0415 - only on this path
+    from .raft.durability import load_meta  # noqa: PLC0415 - only on this path
 
     if os.path.exists(journal) or not os.path.exists(journal + ".meta"):
         return

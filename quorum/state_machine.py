@@ -40,8 +40,8 @@ from .disk_health import (
     snapshot_no_room_message,
     snapshot_room_needed,
 )
-from .durability import fsync_dir
 from .log_limiter import RateLimitedLog
+from .raft.durability import fsync_dir
 from .record_log import RecordLog
 
 log = logging.getLogger(__name__)

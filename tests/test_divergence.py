@@ -1,4 +1,4 @@
-"""Fail-stop on divergence (quorum/divergence.py).
+"""Fail-stop on divergence (quorum/raft/divergence.py).
 
 With real voters: two of three restored from a backup older than the third's
 data dir (docs/kubernetes.md warns against exactly this) go on without it at
@@ -19,7 +19,7 @@ import time
 import pytest
 from pysyncobj import SyncObj, SyncObjConf
 
-from quorum.divergence import (
+from quorum.raft.divergence import (
     diverged,
     fail_stop_on_divergence,
     first_conflict,

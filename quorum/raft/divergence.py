@@ -18,7 +18,7 @@ already holds with the same terms (PYSYNCOBJ.md 6.5), or none, and the leader
 sends them again. So the check compares terms: an applied entry that the
 message replaces with another term is divergence; applied entries the message
 cuts without replacing are remembered (index -> term) and compared when the
-leader sends them again. Patched by name, like quorum/raft_port.py.
+leader sends them again. Patched by name, like quorum/raft/raft_port.py.
 """
 
 from __future__ import annotations

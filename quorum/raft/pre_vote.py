@@ -53,7 +53,7 @@ What it changes in pysyncobj (``install_pre_vote``, by name like the other
 patches of quorum/): where pysyncobj would start an election (its
 ``__connectedToAnyone`` check) a pre-vote round runs instead, and the election
 starts only after a round is won; the
-messages travel through ``GuardedTransport`` (quorum/raft_port.py), which hands
+messages travel through ``GuardedTransport`` (quorum/raft/raft_port.py), which hands
 them here and never to pysyncobj.
 """
 
@@ -65,8 +65,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .leadership_events import forget_heartbeats_of, say_step_down
-from .log_limiter import RateLimitedLog
+from ..leadership_events import forget_heartbeats_of, say_step_down
+from ..log_limiter import RateLimitedLog
 
 log = logging.getLogger(__name__)
 # A peer can make this voter refuse as often as it likes: a few lines a minute.
@@ -368,7 +368,7 @@ def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
                 return message
             refusal_log.info(
                 "a vote request from node %s at term %s was dropped: this voter hears "
-                "a leader (pre-vote and the leader lease, quorum/pre_vote.py)",
+                "a leader (pre-vote and the leader lease, quorum/raft/pre_vote.py)",
                 node_id,
                 message.get("term"),
             )

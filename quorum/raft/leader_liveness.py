@@ -15,7 +15,7 @@ pysyncobj 0.3.17 breaks it on both sides:
 * **A leader steps down** only after ``leaderFallbackTimeout`` without a
   majority of answers (5 s here), holding writes meanwhile.
 
-Both are patched by name, one function each, like quorum/raft_port.py
+Both are patched by name, one function each, like quorum/raft/raft_port.py
 (pinned to pysyncobj 0.3.17).
 """
 
@@ -25,7 +25,7 @@ import logging
 
 from pysyncobj.monotonic import monotonic
 
-from .leadership_events import forget_heartbeats_of, say_step_down
+from ..leadership_events import forget_heartbeats_of, say_step_down
 
 log = logging.getLogger(__name__)
 

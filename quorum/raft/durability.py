@@ -7,7 +7,7 @@ metaquorum syncs the meta file and its directory on every store, and the
 journal before anything that counts an entry as stored:
 
 * a follower syncs before it answers an AppendEntries (``sync_pending`` from
-  the transport, quorum/raft_port.py), so one sync covers every entry of the
+  the transport, quorum/raft/raft_port.py), so one sync covers every entry of the
   message;
 * the leader syncs at the end of the tick that appended (an on-tick callback),
   after the AppendEntries went out: its own write overlaps the followers'
@@ -42,8 +42,8 @@ import pysyncobj.syncobj as _syncobj
 from pysyncobj.journal import APP_VERSION, Journal, MemoryJournal, MetaStorer
 from pysyncobj.pickle import dumps, loads, to_bytes
 
-from .disk_health import DiskHealth, DiskWriteError
-from .journal_format import (
+from ..disk_health import DiskHealth, DiskWriteError
+from ..journal_format import (
     HEADER_SIZE,
     LAST_OFFSET_AT,
     JournalCorruptError,

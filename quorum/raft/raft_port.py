@@ -22,7 +22,7 @@ holes, closed here:
   random secret nobody else knows (no other voter needs to connect to it).
 
 pysyncobj's TcpConnection keeps its buffer in name-mangled attributes, so this
-patches them by name; pinned to pysyncobj 0.3.17 (as quorum/durability.py).
+patches them by name; pinned to pysyncobj 0.3.17 (as quorum/raft/durability.py).
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
-from .leadership_events import EVENTS_ATTR, LeadershipEvents
-from .log_limiter import RateLimitedLog
+from ..leadership_events import EVENTS_ATTR, LeadershipEvents
+from ..log_limiter import RateLimitedLog
+from ..voter_guard import HELLO, VoterGuard
 from .pre_vote import PRE_VOTE_ANSWER, PRE_VOTE_ATTR, TERM_AHEAD
-from .voter_guard import HELLO, VoterGuard
 
 log = logging.getLogger(__name__)
 # Anyone who reaches the port can make a connection be dropped: a few lines a minute.
@@ -235,7 +235,7 @@ class GuardedTransport(TCPTransport):
     the leader it holds entries that are not on its disk."""
 
     before_ack: Callable[[], None] | None = None
-    # Pre-vote (quorum/pre_vote.py), set by the node: sees each message after
+    # Pre-vote (quorum/raft/pre_vote.py), set by the node: sees each message after
     # the voter guard's filter, and marks a transfer target's vote requests.
     on_pre_vote_message: Callable | None = None
     mark_vote_request: Callable[[dict], dict] | None = None
