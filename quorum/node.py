@@ -69,14 +69,13 @@ from .orderer import (
     settle,
     wall_clock_ms,
 )
-from .raft.divergence import fail_stop_on_divergence, watch_divergence
-from .raft.durability import MetaquorumJournal, install_journal
-from .raft.leader_liveness import check_quorum, forget_silent_leader, remember_election_answers
+from .raft import patches
+from .raft.divergence import watch_divergence
+from .raft.durability import MetaquorumJournal, use_journal
 from .raft.membership_port import check_port, set_members
 from .raft.pre_vote import (
     PreVote,
     attach_pre_vote,
-    install_pre_vote,
     leader_lost_hook,
     mark_transfer_vote,
 )
@@ -85,11 +84,6 @@ from .raft.raft_port import (
     commit_push_may_go,
     defer_commit_push,
     excuse_own_stall,
-    install_cipher,
-    install_frame_limits,
-    install_pickle_protocol,
-    keep_next_index_forward,
-    listen_before_electing,
     raft_password,
 )
 from .startup_checks import (
@@ -152,18 +146,10 @@ class QuorumNode:
         check_journal_holds_what_was_committed(config.journal_file, config.dump_file)
         # Whether this voter can persist (quorum/disk_health.py); the journal reports to it.
         self.disk = DiskHealth(config.data_dir)
-        install_journal(config.fsync, self.disk)
+        use_journal(config.fsync, self.disk)
         quiet_tick_tracebacks()
-        install_cipher()
-        install_pickle_protocol()
-        install_frame_limits()
-        keep_next_index_forward()
-        listen_before_electing()
-        forget_silent_leader()
-        check_quorum()
-        remember_election_answers()
-        fail_stop_on_divergence()
-        install_pre_vote()
+        # Every replacement in pysyncobj, in order, once per process (quorum/raft/patches.py).
+        patches.install()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an

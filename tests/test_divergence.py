@@ -19,9 +19,9 @@ import time
 import pytest
 from pysyncobj import SyncObj, SyncObjConf
 
+from quorum.raft import patches
 from quorum.raft.divergence import (
     diverged,
-    fail_stop_on_divergence,
     first_conflict,
     watch_divergence,
 )
@@ -41,7 +41,7 @@ class Follower:
     test delivers the peer's AppendEntries to it as its transport would."""
 
     def __init__(self) -> None:
-        fail_stop_on_divergence()
+        patches.install()  # fail_stop_on_divergence among them
         self.syncobj = SyncObj(
             f"127.0.0.1:{free_port()}",
             [f"127.0.0.1:{free_port()}"],

@@ -49,8 +49,8 @@ The rules (``PreVote``, pure: the clock is an argument):
    hangs without closing its sockets is found at the election deadline as
    before.
 
-What it changes in pysyncobj (``install_pre_vote``, by name like the other
-patches of quorum/): where pysyncobj would start an election (its
+What it changes in pysyncobj (``may_stand``, installed with the other
+replacements of quorum/raft/patches.py): where pysyncobj would start an election (its
 ``__connectedToAnyone`` check) a pre-vote round runs instead, and the election
 starts only after a round is won; the
 messages travel through ``GuardedTransport`` (quorum/raft/raft_port.py), which hands
@@ -236,8 +236,8 @@ class PreVote:
         return False
 
 
-def install_pre_vote() -> None:
-    """Patches ``SyncObj.__connectedToAnyone`` once: pysyncobj calls it exactly
+def may_stand(connected: Callable) -> Callable:
+    """Wraps ``SyncObj.__connectedToAnyone`` (quorum/raft/patches.py): pysyncobj calls it exactly
     where it would stand for election (a follower or candidate whose deadline
     has passed), and only there. A voter that has a ``PreVote`` attached
     (``attach_pre_vote``) stands only if it is connected to a voter and a
@@ -245,13 +245,7 @@ def install_pre_vote() -> None:
     not stand in this tick. The check sits inside pysyncobj's own: a check made
     earlier in the tick let pysyncobj stand unasked when its deadline passed
     in between (the other tick patches read the sockets first)."""
-    global _installed
-    if _installed:
-        return
     from pysyncobj.monotonic import monotonic
-    from pysyncobj.syncobj import SyncObj
-
-    connected = SyncObj._SyncObj__connectedToAnyone
 
     def may_stand(self) -> bool:
         pre_vote: PreVote | None = getattr(self, PRE_VOTE_ATTR, None)
@@ -272,11 +266,9 @@ def install_pre_vote() -> None:
             return True
         return _open_round(self, pre_vote, monotonic)
 
-    SyncObj._SyncObj__connectedToAnyone = may_stand
-    _installed = True
+    return may_stand
 
 
-_installed = False
 PRE_VOTE_ATTR = "_metaquorum_pre_vote"
 _GUARD_ATTR = "_metaquorum_voter_guard"
 
