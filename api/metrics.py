@@ -139,7 +139,7 @@ class _NodeCollector(Collector):
         node = self.node
         image = node.image
         counts = self.counts.of(image)
-        syncobj = node.syncobj
+        raft = node.status()
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             return GaugeMetricFamily(f"metaquorum_{name}", doc, value=value)
@@ -185,9 +185,9 @@ class _NodeCollector(Collector):
         yield gauge(
             "commit_lag",
             "Raft entries committed but not yet applied on this node",
-            max(0, syncobj.raftCommitIndex - syncobj.raftLastApplied),
+            max(0, raft.commit_index - raft.last_applied),
         )
-        yield gauge("raft_term", "the Raft term this node knows", syncobj.raftCurrentTerm)
+        yield gauge("raft_term", "the Raft term this node knows", raft.term)
         yield gauge("queue_depth", "requests waiting for the next batch", node.queue_depth)
         yield gauge("voters", "voters in the committed voter set", len(node.voter_addresses()))
         yield gauge(

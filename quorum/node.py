@@ -86,6 +86,7 @@ from .raft.raft_port import (
     excuse_own_stall,
     raft_password,
 )
+from .raft.status import RaftStatus, raft_status
 from .startup_checks import (
     check_journal_holds_what_was_committed,
     check_snapshot_covers_journal,
@@ -1053,6 +1054,11 @@ class QuorumNode:
             for peer, at in answered.items()
             if counted.get(peer) != at and isinstance(peer, TCPNode)
         }
+
+    def status(self) -> RaftStatus:
+        """Role, term, leader, commit index, last applied and members: all that
+        code outside quorum/ reads of Raft (quorum/raft/status.py)."""
+        return raft_status(self.syncobj)
 
     def raft_status(self) -> dict:
         """pysyncobj's status; it reads internal dicts without a lock, so retry."""
