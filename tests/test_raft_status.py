@@ -52,3 +52,13 @@ def test_no_pysyncobj_internals_are_read_outside_quorum():
                 if re.search(r"\bsyncobj\.|_SyncObj__", line.split("#")[0]):
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_no_pysyncobj_private_is_named_in_quorum_outside_quorum_raft():
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "quorum").glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "_SyncObj__" in line
+    ]
+    assert not found, found
