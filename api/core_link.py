@@ -73,7 +73,8 @@ BATCHES_GATHERED_S = 0.005
 def core_state(node: QuorumNode) -> dict[str, Any]:
     """What a worker needs to know of the core to answer reads and probes,
     and an orderer process to order writes (metaquorum/orderer_process.RemoteRaft)."""
-    leading = node.syncobj._isLeader()
+    raft = node.status()
+    leading = raft.leading
     return {
         "ready": node.ready,
         "reason": not_ready_reason(node),
@@ -84,7 +85,7 @@ def core_state(node: QuorumNode) -> dict[str, Any]:
         "leaderUrl": node.leader_url,
         "active": node.active,
         "leading": leading,
-        "term": node.syncobj.raftCurrentTerm,
+        "term": raft.term,
         "stopping": node.stopping,
         "disk": node.disk_refusal(),
         "wantedVoters": node.wanted_voters() if leading else None,

@@ -17,10 +17,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from metadata_records.image import MetadataImage
-from quorum.durability import SyncStats
 from quorum.leadership_events import LeadershipEvents
 from quorum.node import QuorumNode
 from quorum.orderer import wall_clock_ms
+from quorum.raft.durability import SyncStats
 from quorum.runtime_tuning import gc_report
 
 from .connections import ConnectionStats
@@ -74,7 +74,7 @@ class _ImageCounts:
         return self
 
 
-# quorum/pre_vote.PreVoteStats, as counters: (metric, help, attribute).
+# quorum/raft/pre_vote.PreVoteStats, as counters: (metric, help, attribute).
 _PRE_VOTE_COUNTERS = (
     ("pre_vote_rounds", "pre-vote rounds this voter started", "rounds"),
     (
@@ -139,7 +139,7 @@ class _NodeCollector(Collector):
         node = self.node
         image = node.image
         counts = self.counts.of(image)
-        syncobj = node.syncobj
+        raft = node.status()
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             return GaugeMetricFamily(f"metaquorum_{name}", doc, value=value)
@@ -185,9 +185,9 @@ class _NodeCollector(Collector):
         yield gauge(
             "commit_lag",
             "Raft entries committed but not yet applied on this node",
-            max(0, syncobj.raftCommitIndex - syncobj.raftLastApplied),
+            max(0, raft.commit_index - raft.last_applied),
         )
-        yield gauge("raft_term", "the Raft term this node knows", syncobj.raftCurrentTerm)
+        yield gauge("raft_term", "the Raft term this node knows", raft.term)
         yield gauge("queue_depth", "requests waiting for the next batch", node.queue_depth)
         yield gauge("voters", "voters in the committed voter set", len(node.voter_addresses()))
         yield gauge(

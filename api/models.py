@@ -2533,7 +2533,8 @@ class QuorumStatusOut(ResponseModel):
         "voters at the same offset hold the same image exactly when these match",
     )
     elections: ElectionsOut | None = Field(
-        None, description="this voter's pre-vote counters since it started (quorum/pre_vote.py)"
+        None,
+        description="this voter's pre-vote counters since it started (quorum/raft/pre_vote.py)",
     )
     voters: list[VoterOut] = Field(description="the voters and observers this node knows")
     http_workers: list[HttpWorkerOut] = Field(

@@ -375,9 +375,10 @@ def not_ready_reason(node: QuorumNode) -> str | None:
     if node.raft_leader_id is None:
         return "no leader is known"
     if not node.caught_up:
+        raft = node.status()
         return (
             f"this node is behind the leader (applied Raft entry "
-            f"{node.syncobj.raftLastApplied} of {node.syncobj.raftCommitIndex})"
+            f"{raft.last_applied} of {raft.commit_index})"
         )
     if (starting := node.http_starting()) is not None:
         return starting
@@ -396,8 +397,9 @@ class VoterTracker:
     def sample(self, node: QuorumNode, raft: dict[str, Any]) -> dict[int, dict[str, Any]]:
         now = now_ms()
         is_leader = raft.get("state") == 2
-        commit = raft.get("commit_idx", node.syncobj.raftCommitIndex)
-        applied = raft.get("last_applied", node.syncobj.raftLastApplied)
+        status = node.status()
+        commit = raft.get("commit_idx", status.commit_index)
+        applied = raft.get("last_applied", status.last_applied)
         out: dict[int, dict[str, Any]] = {}
         voters = node.voter_addresses()
         # Joiners the leader streams to, and a voter being removed, listed too
@@ -478,6 +480,7 @@ def voter_url(node: QuorumNode, node_id: int) -> str | None:
 
 def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) -> dict[str, Any]:
     raft = node.raft_status()
+    status = node.status()
     image = node.image
     voters = tracker.sample(node, raft)
     guard = node.guard
@@ -490,7 +493,7 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
         "leaderId": node.raft_leader_id,
         "leaderUrl": node.leader_url,
         "controllerEpoch": image.controller_epoch,
-        "raftTerm": raft.get("raft_term", node.syncobj.raftCurrentTerm),
+        "raftTerm": raft.get("raft_term", status.term),
         "highWatermark": image.next_offset,
         "lastAppliedOffset": image.last_offset,
         "metadataVersion": image.metadata_version,
@@ -500,8 +503,8 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
         "ready": node.ready,
         "replaying": node.replaying,
         "queueDepth": node.queue_depth,
-        "raftCommitIndex": raft.get("commit_idx", node.syncobj.raftCommitIndex),
-        "raftLastApplied": raft.get("last_applied", node.syncobj.raftLastApplied),
+        "raftCommitIndex": raft.get("commit_idx", status.commit_index),
+        "raftLastApplied": raft.get("last_applied", status.last_applied),
         "ignoredRecords": image.ignored_records,
         "ignoredReasons": list(image.ignored_reasons),
         "elections": {

@@ -75,7 +75,7 @@ def voter_main(args: argparse.Namespace) -> int:
     async def load(size: int, window: int) -> dict:
         """Batches of ``size`` NoOpRecords with up to ``window`` in flight, each
         based on the offsets of those before it (as the node's group commit does)."""
-        from quorum.durability import SyncStats
+        from quorum.raft.durability import SyncStats
 
         latencies: list[float] = []
         records = 0

@@ -1,5 +1,5 @@
 """Quorum loss: how soon a voter that lost its majority stops pointing at a
-leader (figures, not asserts; quorum/leader_liveness.py).
+leader (figures, not asserts; quorum/raft/leader_liveness.py).
 
 Three voters as real ``metaquorum serve`` processes on loopback. Each round
 SIGKILLs a majority's worth of voters and polls the one left (writes and

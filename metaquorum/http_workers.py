@@ -276,7 +276,7 @@ class WorkerPool:
 
     async def _hand_over(self, in_row: int) -> None:
         node = self.links.node
-        if not node.syncobj._isLeader():
+        if not node.status().leading:
             return
         log.error(
             "the orderer process died %d times in a row: handing leadership to another voter",

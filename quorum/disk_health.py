@@ -14,7 +14,7 @@ failed for want of room was forked again on the next tick (issue 24, finding
   shell (``os.statvfs``, one probe write when recovering from a failed write).
   A voter that is not writable takes no entries, casts no vote, stands for no
   election, does not lead and fails ``/readyz`` (quorum/node.py,
-  quorum/raft_port.py); once there is room again it goes on by itself.
+  quorum/raft/raft_port.py); once there is room again it goes on by itself.
 * The room a voter needs (``WRITE_RESERVE``) is one growth step of its
   journal plus its meta file: below it the next append may fail. Recovery
   asks for twice that, so a disk hovering at the limit does not make

@@ -36,9 +36,6 @@ from metadata_records.snapshot import image_digest
 
 from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
-from .divergence import fail_stop_on_divergence, watch_divergence
-from .durability import MetaquorumJournal, install_journal
-from .leader_liveness import check_quorum, forget_silent_leader, remember_election_answers
 from .leadership_events import EVENTS_ATTR, LeadershipEvents, say_step_down, step_down_cause
 from .membership import (
     addresses,
@@ -52,7 +49,6 @@ from .membership import (
     with_voter,
     without_voter,
 )
-from .membership_port import check_port, set_members
 from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .node_errors import (
     MembershipRefused,
@@ -73,25 +69,24 @@ from .orderer import (
     settle,
     wall_clock_ms,
 )
-from .pre_vote import (
+from .raft import internals, patches
+from .raft.divergence import watch_divergence
+from .raft.durability import MetaquorumJournal, use_journal
+from .raft.membership_port import check_port, set_members
+from .raft.pre_vote import (
     PreVote,
     attach_pre_vote,
-    install_pre_vote,
     leader_lost_hook,
     mark_transfer_vote,
 )
-from .raft_port import (
+from .raft.raft_port import (
     GuardedTransport,
     commit_push_may_go,
     defer_commit_push,
     excuse_own_stall,
-    install_cipher,
-    install_frame_limits,
-    install_pickle_protocol,
-    keep_next_index_forward,
-    listen_before_electing,
     raft_password,
 )
+from .raft.status import RaftStatus, raft_status
 from .startup_checks import (
     check_journal_holds_what_was_committed,
     check_snapshot_covers_journal,
@@ -152,18 +147,10 @@ class QuorumNode:
         check_journal_holds_what_was_committed(config.journal_file, config.dump_file)
         # Whether this voter can persist (quorum/disk_health.py); the journal reports to it.
         self.disk = DiskHealth(config.data_dir)
-        install_journal(config.fsync, self.disk)
+        use_journal(config.fsync, self.disk)
         quiet_tick_tracebacks()
-        install_cipher()
-        install_pickle_protocol()
-        install_frame_limits()
-        keep_next_index_forward()
-        listen_before_electing()
-        forget_silent_leader()
-        check_quorum()
-        remember_election_answers()
-        fail_stop_on_divergence()
-        install_pre_vote()
+        # Every replacement in pysyncobj, in order, once per process (quorum/raft/patches.py).
+        patches.install()
         conf = SyncObjConf(
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             # A lone voter gets no network event to wake its poller after an
@@ -261,7 +248,7 @@ class QuorumNode:
         if config.pre_vote:
             self._wire_pre_vote()
         setattr(self.syncobj, EVENTS_ATTR, self.leadership)
-        self.syncobj._SyncObj__transport.events = self.leadership
+        internals.transport(self.syncobj).events = self.leadership
         defer_commit_push(self.syncobj, held_batches=lambda: self.sm.record_batches)
         if config.startup_election_delay_s > 0 and others:
             self._delay_first_election(config.startup_election_delay_s)
@@ -289,9 +276,9 @@ class QuorumNode:
 
     def _wire_journal_syncs(self) -> None:
         """With fsync on, the journal syncs before a follower acknowledges and
-        at the end of each leader tick (quorum/durability.py says why)."""
-        journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
-        transport = getattr(self.syncobj, "_SyncObj__transport", None)
+        at the end of each leader tick (quorum/raft/durability.py says why)."""
+        journal = internals.journal(self.syncobj)
+        transport = internals.transport(self.syncobj)
         if not isinstance(journal, MetaquorumJournal) or not isinstance(
             transport, GuardedTransport
         ):
@@ -310,11 +297,11 @@ class QuorumNode:
         syncobj.addOnTickCallback(journal.end_of_tick)
 
     def _wire_pre_vote(self) -> None:
-        """Pre-vote and the leader lease (quorum/pre_vote.py): a voter that lost
+        """Pre-vote and the leader lease (quorum/raft/pre_vote.py): a voter that lost
         contact asks before it raises its term, and one that hears a leader
         refuses it."""
         self.pre_vote = pre_vote = PreVote(lease_s=self.config.raft_min_timeout)
-        transport = self.syncobj._SyncObj__transport
+        transport = internals.transport(self.syncobj)
         transport.on_pre_vote_message = attach_pre_vote(self.syncobj, pre_vote, self.guard)
         transport.mark_vote_request = functools.partial(mark_transfer_vote, pre_vote)
         transport.on_node_disconnected = leader_lost_hook(
@@ -326,10 +313,10 @@ class QuorumNode:
         vote and sends no acknowledgement (the transport drops them), stands
         for no election and does not lead (``_disk_tick``); its snapshots
         check for room first (quorum/disk_health.py)."""
-        transport = self.syncobj._SyncObj__transport
+        transport = internals.transport(self.syncobj)
         disk = self.disk
         transport.disk_writable = lambda: disk.writable
-        self._journal = self.syncobj._SyncObj__raftLog
+        self._journal = internals.journal(self.syncobj)
         self._disk_leaving_since: float | None = None
         self.sm.disk = disk
         self.sm.journal_file = self.config.journal_file
@@ -348,8 +335,8 @@ class QuorumNode:
             return
         if not disk.writable:
             # It could not store the term and vote of a candidacy: never stand.
-            self.syncobj._SyncObj__raftElectionDeadline = (
-                pysyncobj_monotonic() + self.config.raft_max_timeout
+            internals.set_election_deadline(
+                self.syncobj, pysyncobj_monotonic() + self.config.raft_max_timeout
             )
         if self.syncobj._isLeader():
             # Once begun, a handover is finished even if room came back meanwhile:
@@ -373,8 +360,7 @@ class QuorumNode:
         say_step_down(self.syncobj, "disk_unwritable", now)
         if not handed and now - self._disk_leaving_since < DISK_HANDOVER_S:
             return
-        self.syncobj._SyncObj__setState(FOLLOWER)
-        self.syncobj._SyncObj__raftLeader = None
+        internals.become_follower(self.syncobj)
         log.warning(
             "stepped down as leader after %.2f s because this voter cannot write to its disk (%s)",
             now - self._disk_leaving_since,
@@ -441,17 +427,16 @@ class QuorumNode:
         AppendEntries, and a leader not heard for an election timeout is
         forgotten (a removed node then names no leader)."""
         syncobj, now = self.syncobj, pysyncobj_monotonic()
-        if syncobj._SyncObj__raftElectionDeadline != self._pushed_deadline:
+        if internals.election_deadline(syncobj) != self._pushed_deadline:
             self._heard_at = now  # pysyncobj moved it: the leader was heard
         elif (
-            syncobj._SyncObj__raftLeader is not None
+            internals.knows_a_leader(syncobj)
             and now - self._heard_at > self.config.raft_max_timeout
         ):
-            syncobj._SyncObj__raftLeader = None
-            syncobj._SyncObj__onLeaderChanged()
+            internals.forget_leader(syncobj)
             self.leadership.forget_heartbeats()
         self._pushed_deadline = now + self.config.raft_max_timeout
-        syncobj._SyncObj__raftElectionDeadline = self._pushed_deadline
+        internals.set_election_deadline(syncobj, self._pushed_deadline)
 
     def _follow_voter_set(
         self,
@@ -472,7 +457,7 @@ class QuorumNode:
         # A lone voter gets no network event to wake its poller after an
         # append (see autoTickPeriod above): it ticks fast while it is alone.
         alone = not members and self.config.raft_address is not None
-        self.syncobj._SyncObj__conf.autoTickPeriod = 0.005 if alone else 0.05
+        internals.set_tick_period(self.syncobj, 0.005 if alone else 0.05)
         if set_members(self.syncobj, members, set(extra.values())) and voters:
             log.info(
                 "Raft members now: voters %s%s",
@@ -535,13 +520,12 @@ class QuorumNode:
         """Pushes this voter's first election deadline ``delay_s`` away
         (NodeConfig.startup_election_delay_s says why). pysyncobj has no
         option for it: this sets its private deadline, checked to exist."""
-        attr = "_SyncObj__raftElectionDeadline"
-        if not isinstance(getattr(self.syncobj, attr, None), float):
+        if not internals.has_election_deadline(self.syncobj):
             raise RuntimeError(
                 "this pysyncobj has no election deadline to delay: run with "
                 "--startup-election-delay-ms 0, or pin the pysyncobj of pyproject.toml"
             )
-        setattr(self.syncobj, attr, pysyncobj_monotonic() + delay_s)
+        internals.set_election_deadline(self.syncobj, pysyncobj_monotonic() + delay_s)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -604,7 +588,7 @@ class QuorumNode:
         any entry, and its own commit index is then 0."""
         committed = max(
             self.syncobj.raftCommitIndex,
-            getattr(self.syncobj, "_SyncObj__leaderCommitIndex", None) or 0,
+            internals.leader_commit_index(self.syncobj),
         )
         return committed - self.syncobj.raftLastApplied <= self.config.ready_lag_entries
 
@@ -1052,7 +1036,7 @@ class QuorumNode:
             return {}
         for _ in range(3):
             try:
-                answered = dict(syncobj._SyncObj__lastResponseTime)
+                answered = internals.last_response_times(syncobj)
                 break
             except RuntimeError:
                 continue
@@ -1067,6 +1051,11 @@ class QuorumNode:
             for peer, at in answered.items()
             if counted.get(peer) != at and isinstance(peer, TCPNode)
         }
+
+    def status(self) -> RaftStatus:
+        """Role, term, leader, commit index, last applied and members: all that
+        code outside quorum/ reads of Raft (quorum/raft/status.py)."""
+        return raft_status(self.syncobj)
 
     def raft_status(self) -> dict:
         """pysyncobj's status; it reads internal dicts without a lock, so retry."""

@@ -84,7 +84,7 @@ class NodeConfig:
     # lower one, on Kubernetes also after DNS shows the pod's new IP), and
     # without pre-vote an early election would depose a healthy leader.
     startup_election_delay_s: float = 0.0
-    # Pre-vote and the leader lease on votes (quorum/pre_vote.py); off only to
+    # Pre-vote and the leader lease on votes (quorum/raft/pre_vote.py); off only to
     # measure what they change.
     pre_vote: bool = True
     # --raft-address: this node's Raft "host:port" as every voter spells it;

@@ -33,6 +33,7 @@ import socket
 
 from .journal_format import JournalCorruptError, first_entry_index
 from .node_config import ConfigError
+from .raft import internals
 
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
 
@@ -86,7 +87,7 @@ def refuse_unbound_port(syncobj, bind_address: str, node_id: int) -> None:
     node. serve checked the port just before; this catches a process that took
     it in between. pysyncobj's first attempt is over once its constructor
     returns (its tick thread binds before the constructor's wait ends)."""
-    transport = getattr(syncobj, "_SyncObj__transport", None)
+    transport = internals.transport(syncobj)
     if transport is None or transport.ready:
         return
     host = bind_address.rpartition(":")[0].strip("[]")
@@ -374,7 +375,7 @@ def check_journal_holds_what_was_committed(journal: str, snapshot: str) -> None:
     """MissingJournalError if the journal file is gone while its meta file
     says entries past the snapshot's end were committed (a damaged meta file
     is left to the journal's own check, which names it)."""
-    from .durability import load_meta  # noqa: PLC0415 - only on this path
+    from .raft.durability import load_meta  # noqa: PLC0415 - only on this path
 
     if os.path.exists(journal) or not os.path.exists(journal + ".meta"):
         return

@@ -40,8 +40,9 @@ from .disk_health import (
     snapshot_no_room_message,
     snapshot_room_needed,
 )
-from .durability import fsync_dir
 from .log_limiter import RateLimitedLog
+from .raft import internals
+from .raft.durability import fsync_dir
 from .record_log import RecordLog
 
 log = logging.getLogger(__name__)
@@ -439,7 +440,7 @@ class MetadataStateMachine(SyncObjConsumer):
         offset or controller epoch no longer matches), so nothing applies twice.
         """
         last, prev, cluster = result
-        journal = getattr(self._syncObj, "_SyncObj__raftLog", None)
+        journal = internals.journal(self._syncObj)
         try:
             if journal is None or len(journal) < 2:
                 return result

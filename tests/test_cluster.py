@@ -218,7 +218,7 @@ def test_an_operator_moves_leadership_to_a_chosen_voter(cluster):
 
 def test_under_concurrent_writes_no_follower_truncates_entries_it_applied(tmp_path):
     """Late answers to AppendEntries must not make the leader send entries
-    again (quorum/raft_port.keep_next_index_forward): pysyncobj would have the
+    again (quorum/raft/raft_port.keep_next_index_forward): pysyncobj would have the
     follower truncate copies it already applied and log it at CRITICAL."""
     c = Cluster(tmp_path, fsync="always")
     try:

@@ -26,8 +26,8 @@ from quorum.disk_health import (
     snapshot_room_needed,
     volume_size_needed,
 )
-from quorum.durability import JournalFile, MetaquorumJournal
-from quorum.raft_port import _PROMISES, _WRITES_ON_RECEIPT, GuardedTransport
+from quorum.raft.durability import JournalFile, MetaquorumJournal
+from quorum.raft.raft_port import _PROMISES, _WRITES_ON_RECEIPT, GuardedTransport
 from quorum.state_machine import MetadataStateMachine
 
 MiB = 1 << 20

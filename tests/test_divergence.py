@@ -1,4 +1,4 @@
-"""Fail-stop on divergence (quorum/divergence.py).
+"""Fail-stop on divergence (quorum/raft/divergence.py).
 
 With real voters: two of three restored from a backup older than the third's
 data dir (docs/kubernetes.md warns against exactly this) go on without it at
@@ -19,9 +19,9 @@ import time
 import pytest
 from pysyncobj import SyncObj, SyncObjConf
 
-from quorum.divergence import (
+from quorum.raft import patches
+from quorum.raft.divergence import (
     diverged,
-    fail_stop_on_divergence,
     first_conflict,
     watch_divergence,
 )
@@ -41,7 +41,7 @@ class Follower:
     test delivers the peer's AppendEntries to it as its transport would."""
 
     def __init__(self) -> None:
-        fail_stop_on_divergence()
+        patches.install()  # fail_stop_on_divergence among them
         self.syncobj = SyncObj(
             f"127.0.0.1:{free_port()}",
             [f"127.0.0.1:{free_port()}"],

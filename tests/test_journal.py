@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pysyncobj.journal import FileJournal
 
-from quorum.durability import MetaquorumJournal
 from quorum.journal_format import (
     FORMAT_CHECKSUMMED,
     FORMAT_PYSYNCOBJ,
@@ -20,6 +19,7 @@ from quorum.journal_format import (
     JournalCorruptError,
     scan,
 )
+from quorum.raft.durability import MetaquorumJournal
 
 ENTRIES = [(b"\x01" + bytes([i]) * (10 + 7 * i), i + 1, 1 + i // 3) for i in range(8)]
 
@@ -87,7 +87,7 @@ def test_with_fsync_changes_are_synced_once_before_they_count(journal_path, monk
     """An append is written at once but synced only when something would count
     it (sync_pending: a follower's answer, the end of a leader's tick) or the
     commit index moves: one sync covers every change before it."""
-    from quorum.durability import JournalFile
+    from quorum.raft.durability import JournalFile
 
     syncs = []
     real_sync = JournalFile.sync
@@ -133,7 +133,7 @@ def test_a_moved_commit_index_is_stored_off_the_raft_thread_at_the_end_of_the_ti
     An index that did not move is not stored again."""
     import threading
 
-    from quorum.durability import DurableMetaStorer, SyncStats, load_meta
+    from quorum.raft.durability import DurableMetaStorer, SyncStats, load_meta
 
     stored_on = []
     real_store = DurableMetaStorer.storeMeta
@@ -184,7 +184,7 @@ def test_a_stalled_commit_index_store_holds_neither_the_raft_thread_nor_an_older
     term and the newest commit index."""
     import threading
 
-    from quorum.durability import DurableMetaStorer, load_meta
+    from quorum.raft.durability import DurableMetaStorer, load_meta
 
     gate = threading.Event()
     stalled = threading.Event()
@@ -225,7 +225,7 @@ def test_the_file_grows_in_zero_filled_steps_and_keeps_every_entry(journal_path)
     """Appends past the zero-filled room grow the file (JournalFile.GROW_STEP
     at a time, or what a larger entry needs); every entry is read back after
     a reopen."""
-    from quorum.durability import JournalFile
+    from quorum.raft.durability import JournalFile
 
     big = [(b"\x01" + bytes([i % 251]) * 70_000, i + 1, 1) for i in range(40)]
     journal = MetaquorumJournal(str(journal_path), fsync=True)
@@ -393,12 +393,12 @@ def test_fuzz_arbitrary_bytes_are_refused_or_read(blob):
 def test_a_slow_sync_is_logged_and_counted(journal_path, monkeypatch, caplog):
     """A sync that holds the Raft thread for SyncStats.SLOW_S or more is named
     in the log (here every sync is 'slow'); meta stores are counted too."""
-    from quorum.durability import SyncStats
+    from quorum.raft.durability import SyncStats
 
     monkeypatch.setattr(SyncStats, "SLOW_S", 0.0)
     stores = SyncStats.meta_stores
     journal = MetaquorumJournal(str(journal_path), fsync=True)
-    with caplog.at_level("WARNING", logger="quorum.durability"):
+    with caplog.at_level("WARNING", logger="quorum.raft.durability"):
         journal.add(*ENTRIES[0])
         journal.sync_pending()
         journal.setCurrentTerm(2, None)
@@ -412,7 +412,7 @@ def test_a_slow_sync_is_logged_and_counted(journal_path, monkeypatch, caplog):
 def test_sync_latencies_are_counted_in_histogram_buckets(monkeypatch):
     """Each journal sync lands in the first bucket whose bound it does not
     exceed (Prometheus' "le"), or past the last one; count and sum follow."""
-    from quorum.durability import SyncStats
+    from quorum.raft.durability import SyncStats
 
     monkeypatch.setattr(SyncStats, "sync_buckets", [0] * (len(SyncStats.SYNC_BUCKETS) + 1))
     monkeypatch.setattr(SyncStats, "syncs", 0)

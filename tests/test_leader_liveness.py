@@ -1,7 +1,7 @@
 """Quorum health with real voters (``metaquorum serve`` processes) on loopback:
 a voter that lost its majority names no leader (writes 503 + Retry-After,
 ``/readyz`` failing, ``/v1/quorum/status`` without a leader) within 5 s, and
-is whole again when a voter returns (quorum/leader_liveness.py)."""
+is whole again when a voter returns (quorum/raft/leader_liveness.py)."""
 
 import signal
 import time
@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from quorum.leader_liveness import majority_heard
+from quorum.raft.leader_liveness import majority_heard
 
 from .cluster import Cluster
 from .test_cluster import others, register, register_body

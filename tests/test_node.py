@@ -437,12 +437,12 @@ def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(
 ):
     """fsync=always on three voters: whenever a follower answers an
     AppendEntries, and whenever a commit index moves, that voter's journal has
-    nothing unsynced (quorum/durability.py). One sync may cover many entries.
+    nothing unsynced (quorum/raft/durability.py). One sync may cover many entries.
     And late answers never make the leader send entries again, so no follower
     truncates entries it already holds (raft_port.keep_next_index_forward)."""
     from pysyncobj.transport import TCPTransport
 
-    from quorum.durability import MetaquorumJournal, SyncStats
+    from quorum.raft.durability import MetaquorumJournal, SyncStats
 
     checks = {"acks": 0, "commits": 0}
     violations = []
@@ -501,7 +501,7 @@ def terms(nodes) -> list[int]:
 
 def run_without_elections(scenario, caplog) -> None:
     """Runs ``scenario()``; no voter may have stood for election meanwhile."""
-    with caplog.at_level("WARNING", logger="quorum.raft_port"):
+    with caplog.at_level("WARNING", logger="quorum.raft.raft_port"):
         asyncio.run(scenario())
     assert not [r for r in caplog.records if "stands for election" in r.getMessage()]
 
@@ -685,7 +685,7 @@ def test_a_leader_sends_a_moved_commit_index_with_its_next_batch_and_alone_only_
     (raft_port.defer_commit_push). Over sequential writes the leader sends
     batches, not one lone commit index per batch; once it is idle the last
     commit index still reaches the followers, which apply the last write."""
-    from quorum.raft_port import defer_commit_push
+    from quorum.raft.raft_port import defer_commit_push
 
     nodes = three_voters(tmp_path, fsync=False)
     writes = 20
@@ -737,7 +737,7 @@ def test_a_commit_index_waits_for_the_orderers_next_batch_and_goes_once_it_has_n
     import time
 
     from controller.controller import Controller
-    from quorum.raft_port import defer_commit_push
+    from quorum.raft.raft_port import defer_commit_push
 
     nodes = three_voters(tmp_path, fsync=False)
     rounds = 10

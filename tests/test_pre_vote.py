@@ -1,11 +1,11 @@
-"""The pre-vote rules of quorum/pre_vote.py, without sockets or sleeps: the
+"""The pre-vote rules of quorum/raft/pre_vote.py, without sockets or sleeps: the
 clock is an argument."""
 
 from __future__ import annotations
 
 import pytest
 
-from quorum.pre_vote import (
+from quorum.raft.pre_vote import (
     PRE_VOTE,
     TERM_AHEAD,
     TRANSFER,

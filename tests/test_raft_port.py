@@ -1,4 +1,4 @@
-"""quorum/raft_port.py without sockets: the Raft port's cipher."""
+"""quorum/raft/raft_port.py without sockets: the Raft port's cipher."""
 
 import itertools
 import time
@@ -7,7 +7,7 @@ import pytest
 from cryptography.exceptions import InvalidTag
 from cryptography.fernet import Fernet
 
-from quorum.raft_port import InvalidRaftToken, RaftCipher
+from quorum.raft.raft_port import InvalidRaftToken, RaftCipher
 
 SECRET = "raft-secret-0123456789abcdef"
 
@@ -81,9 +81,9 @@ def test_raft_messages_pickle_bytes_as_bytes_and_old_pickles_still_load():
     import pysyncobj.pickle
 
     from quorum.data_dir_reader import _safe_loads
-    from quorum.raft_port import install_pickle_protocol
+    from quorum.raft import patches
 
-    install_pickle_protocol()
+    patches.install()  # pickle protocol 4 among them
     call = (3, (bytes(range(256)) * 10,), {})
     new = pysyncobj.pickle.dumps(call)
     assert new[:2] == b"\x80\x04" and b"_codecs" not in new

@@ -17,7 +17,7 @@ from cryptography.fernet import Fernet
 from pysyncobj.encryptor import getEncryptor
 from pysyncobj.utility import TcpUtility, UtilityException
 
-from quorum.raft_port import (
+from quorum.raft.raft_port import (
     MAX_UNTRUSTED_FRAME_BYTES,
     FrameRejected,
     RaftCipher,

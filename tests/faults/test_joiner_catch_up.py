@@ -1,6 +1,6 @@
 """Found by the nemesis's membership changes (decisions.md 52, fixed by 54): a
 node that catches up through the log, not a snapshot, applies every older
-voter set on its way, and quorum/membership_port.set_members makes
+voter set on its way, and quorum/raft/membership_port.set_members makes
 pysyncobj's member list that set at once, dropping every node it does not
 name. When the leader streaming to it was added after such a set, the joiner
 dropped the leader's connection on applying it, and from then on refused it

@@ -49,11 +49,11 @@ The rules (``PreVote``, pure: the clock is an argument):
    hangs without closing its sockets is found at the election deadline as
    before.
 
-What it changes in pysyncobj (``install_pre_vote``, by name like the other
-patches of quorum/): where pysyncobj would start an election (its
+What it changes in pysyncobj (``may_stand``, installed with the other
+replacements of quorum/raft/patches.py): where pysyncobj would start an election (its
 ``__connectedToAnyone`` check) a pre-vote round runs instead, and the election
 starts only after a round is won; the
-messages travel through ``GuardedTransport`` (quorum/raft_port.py), which hands
+messages travel through ``GuardedTransport`` (quorum/raft/raft_port.py), which hands
 them here and never to pysyncobj.
 """
 
@@ -65,8 +65,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .leadership_events import forget_heartbeats_of, say_step_down
-from .log_limiter import RateLimitedLog
+from ..leadership_events import forget_heartbeats_of, say_step_down
+from ..log_limiter import RateLimitedLog
 
 log = logging.getLogger(__name__)
 # A peer can make this voter refuse as often as it likes: a few lines a minute.
@@ -236,8 +236,8 @@ class PreVote:
         return False
 
 
-def install_pre_vote() -> None:
-    """Patches ``SyncObj.__connectedToAnyone`` once: pysyncobj calls it exactly
+def may_stand(connected: Callable) -> Callable:
+    """Wraps ``SyncObj.__connectedToAnyone`` (quorum/raft/patches.py): pysyncobj calls it exactly
     where it would stand for election (a follower or candidate whose deadline
     has passed), and only there. A voter that has a ``PreVote`` attached
     (``attach_pre_vote``) stands only if it is connected to a voter and a
@@ -245,13 +245,7 @@ def install_pre_vote() -> None:
     not stand in this tick. The check sits inside pysyncobj's own: a check made
     earlier in the tick let pysyncobj stand unasked when its deadline passed
     in between (the other tick patches read the sockets first)."""
-    global _installed
-    if _installed:
-        return
     from pysyncobj.monotonic import monotonic
-    from pysyncobj.syncobj import SyncObj
-
-    connected = SyncObj._SyncObj__connectedToAnyone
 
     def may_stand(self) -> bool:
         pre_vote: PreVote | None = getattr(self, PRE_VOTE_ATTR, None)
@@ -272,11 +266,9 @@ def install_pre_vote() -> None:
             return True
         return _open_round(self, pre_vote, monotonic)
 
-    SyncObj._SyncObj__connectedToAnyone = may_stand
-    _installed = True
+    return may_stand
 
 
-_installed = False
 PRE_VOTE_ATTR = "_metaquorum_pre_vote"
 _GUARD_ATTR = "_metaquorum_voter_guard"
 
@@ -368,7 +360,7 @@ def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
                 return message
             refusal_log.info(
                 "a vote request from node %s at term %s was dropped: this voter hears "
-                "a leader (pre-vote and the leader lease, quorum/pre_vote.py)",
+                "a leader (pre-vote and the leader lease, quorum/raft/pre_vote.py)",
                 node_id,
                 message.get("term"),
             )

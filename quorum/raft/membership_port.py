@@ -9,7 +9,7 @@ is *appended*, and counts a node that catches up as a member at once
 is set from the voter set when a KRAFT_VOTERS record is *applied*, and a
 joiner is a read-only node of the leader until then. Runs on the tick thread
 only (it touches pysyncobj's sets and its transport). Patched by name like
-quorum/raft_port.py (pinned to pysyncobj 0.3.17).
+quorum/raft/raft_port.py (pinned to pysyncobj 0.3.17).
 """
 
 from __future__ import annotations

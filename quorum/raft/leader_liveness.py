@@ -15,26 +15,23 @@ pysyncobj 0.3.17 breaks it on both sides:
 * **A leader steps down** only after ``leaderFallbackTimeout`` without a
   majority of answers (5 s here), holding writes meanwhile.
 
-Both are patched by name, one function each, like quorum/raft_port.py
+Both are patched by name, one function each, like quorum/raft/raft_port.py
 (pinned to pysyncobj 0.3.17).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pysyncobj.monotonic import monotonic
 
-from .leadership_events import forget_heartbeats_of, say_step_down
+from ..leadership_events import forget_heartbeats_of, say_step_down
 
 log = logging.getLogger(__name__)
 
-_forgetting = False
-_checking = False
-_remembering = False
 
-
-def forget_silent_leader() -> None:
+def forget_silent_leader(original: Callable) -> Callable:
     """A follower forgets its leader once its election deadline has passed.
 
     pysyncobj moves a follower's election deadline to a random point in
@@ -49,13 +46,9 @@ def forget_silent_leader() -> None:
     more first (its thread may have been held up between the two), so a
     heartbeat that arrived is counted.
     What it changes in pysyncobj: ``__raftLeader`` becomes None while the
-    follower stays follower; the leader's next AppendEntries sets it again."""
-    global _forgetting
-    if _forgetting:
-        return
-    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
-
-    original = SyncObj._onTick
+    follower stays follower; the leader's next AppendEntries sets it again.
+    Wraps ``SyncObj._onTick`` (quorum/raft/patches.py)."""
+    from pysyncobj.syncobj import _RAFT_STATE
 
     def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
         original(self, timeToWait)
@@ -76,8 +69,7 @@ def forget_silent_leader() -> None:
                 getattr(leader, "id", leader),
             )
 
-    SyncObj._onTick = on_tick
-    _forgetting = True
+    return on_tick
 
 
 def _silent_leader(syncobj, follower: int):
@@ -112,7 +104,7 @@ def _leader_heard(syncobj, within_s: float) -> bool:
     return majority_heard(at, within_s, monotonic())
 
 
-def check_quorum() -> None:
+def check_quorum(original: Callable) -> Callable:
     """A leader that a majority has not answered within two election timeouts
     (``CHECK_QUORUM_TIMEOUTS * raftMaxTimeout``, 3 s here) steps down (Raft's
     check-quorum). Two, not one: under three times its ceiling on two loaded
@@ -131,13 +123,9 @@ def check_quorum() -> None:
     elected just now counts every voter as heard (pysyncobj resets the answer
     times when it becomes leader). What it changes in pysyncobj: the leader
     becomes a follower with no leader, as its own fallback does, only sooner;
-    ``onStateChanged`` tells QuorumNode, which stops being the controller."""
-    global _checking
-    if _checking:
-        return
-    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
-
-    original = SyncObj._onTick
+    ``onStateChanged`` tells QuorumNode, which stops being the controller.
+    Wraps ``SyncObj._onTick`` (quorum/raft/patches.py)."""
+    from pysyncobj.syncobj import _RAFT_STATE
 
     def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
         if self._SyncObj__raftState == _RAFT_STATE.LEADER and self._SyncObj__otherNodes:
@@ -159,11 +147,10 @@ def check_quorum() -> None:
                     )
         original(self, timeToWait)
 
-    SyncObj._onTick = on_tick
-    _checking = True
+    return on_tick
 
 
-def remember_election_answers() -> None:
+def remember_election_answers(original: Callable) -> Callable:
     """Keeps what pysyncobj counted as answers when this voter was elected.
 
     A new leader sets every other voter's last answer to the moment of its
@@ -172,17 +159,11 @@ def remember_election_answers() -> None:
     SyncObj (``_mq_counted_at_election``), and ``QuorumNode.answer_ages``
     leaves out a voter whose last answer is still the counted one: the
     status's ``lastFetchMs`` is then unknown, as Kafka's LastFetchTimestamp is
-    for a voter that has not fetched from the new leader."""
-    global _remembering
-    if _remembering:
-        return
-    from pysyncobj.syncobj import SyncObj
-
-    original = SyncObj._SyncObj__onBecomeLeader
+    for a voter that has not fetched from the new leader. Wraps
+    ``SyncObj.__onBecomeLeader`` (quorum/raft/patches.py)."""
 
     def on_become_leader(self):
         original(self)
         self._mq_counted_at_election = dict(self._SyncObj__lastResponseTime)
 
-    SyncObj._SyncObj__onBecomeLeader = on_become_leader
-    _remembering = True
+    return on_become_leader

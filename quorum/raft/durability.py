@@ -7,7 +7,7 @@ metaquorum syncs the meta file and its directory on every store, and the
 journal before anything that counts an entry as stored:
 
 * a follower syncs before it answers an AppendEntries (``sync_pending`` from
-  the transport, quorum/raft_port.py), so one sync covers every entry of the
+  the transport, quorum/raft/raft_port.py), so one sync covers every entry of the
   message;
 * the leader syncs at the end of the tick that appended (an on-tick callback),
   after the AppendEntries went out: its own write overlaps the followers'
@@ -37,13 +37,13 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable
 
-import pysyncobj.syncobj as _syncobj
 from pysyncobj.journal import APP_VERSION, Journal, MemoryJournal, MetaStorer
 from pysyncobj.pickle import dumps, loads, to_bytes
 
-from .disk_health import DiskHealth, DiskWriteError
-from .journal_format import (
+from ..disk_health import DiskHealth, DiskWriteError
+from ..journal_format import (
     HEADER_SIZE,
     LAST_OFFSET_AT,
     JournalCorruptError,
@@ -496,13 +496,26 @@ def load_meta(path: str) -> dict:
     return meta
 
 
-def install_journal(fsync: bool, disk: DiskHealth | None = None) -> None:
-    """Make pysyncobj build durable journals in this process (or plain ones);
-    their failed writes are reported to ``disk``."""
+# What the next SyncObj built in this process journals with (use_journal).
+_journal_settings: tuple[bool, DiskHealth | None] = (True, None)
+
+
+def use_journal(fsync: bool, disk: DiskHealth | None = None) -> None:
+    """The journals pysyncobj builds from now on in this process are durable
+    (or plain ones), their failed writes reported to ``disk``. Set before the
+    SyncObj is built: pysyncobj makes its journal in its constructor."""
+    global _journal_settings
+    _journal_settings = (fsync, disk)
+
+
+def journal_factory(_original: Callable) -> Callable:
+    """Takes the place of ``pysyncobj.syncobj.createJournal``
+    (quorum/raft/patches.py): a MetaquorumJournal as ``use_journal`` set it."""
 
     def create_journal(journal_file=None):
         if journal_file is None:
             return MemoryJournal()
+        fsync, disk = _journal_settings
         return MetaquorumJournal(journal_file, fsync, disk)
 
-    _syncobj.createJournal = create_journal
+    return create_journal

@@ -18,7 +18,7 @@ already holds with the same terms (docs/pysyncobj.md 6.5), or none, and the lead
 sends them again. So the check compares terms: an applied entry that the
 message replaces with another term is divergence; applied entries the message
 cuts without replacing are remembered (index -> term) and compared when the
-leader sends them again. Patched by name, like quorum/raft_port.py.
+leader sends them again. Patched by name, like quorum/raft/raft_port.py.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ log = logging.getLogger(__name__)
 _ON_DIVERGED = "_metaquorum_on_diverged"
 _DIVERGED = "_metaquorum_diverged"
 _CUT = "_metaquorum_cut_applied"  # Raft index -> term of applied entries cut, not yet re-sent
-
-_installed = False
 
 
 class Divergence(Exception):
@@ -115,7 +113,7 @@ def _check(syncobj, node, message: dict) -> None:
     setattr(syncobj, _CUT, cut or None)
 
 
-def fail_stop_on_divergence() -> None:
+def fail_stop_on_divergence(original: Callable) -> Callable:
     """Checks each AppendEntries before pysyncobj truncates applied entries.
 
     On divergence the voter calls its ``on_diverged`` (``watch_divergence``)
@@ -123,13 +121,8 @@ def fail_stop_on_divergence() -> None:
     unread and never stands for election: it neither truncates, appends,
     applies, answers nor votes. A
     snapshot install clears what was remembered (it replaces the log).
-    What it changes in pysyncobj: nothing for a message that does not conflict."""
-    global _installed
-    if _installed:
-        return
-    from pysyncobj.syncobj import SyncObj
-
-    original = SyncObj._SyncObj__onMessageReceived
+    What it changes in pysyncobj: nothing for a message that does not conflict.
+    Wraps ``SyncObj.__onMessageReceived`` (quorum/raft/patches.py)."""
 
     def on_message(self, node, message):
         if getattr(self, _DIVERGED, False):
@@ -156,8 +149,7 @@ def fail_stop_on_divergence() -> None:
                 setattr(self, _CUT, None)
         original(self, node, message)
 
-    SyncObj._SyncObj__onMessageReceived = on_message
-    _installed = True
+    return on_message
 
 
 def watch_divergence(syncobj, on_diverged: Callable[[str], None]) -> None:

@@ -22,7 +22,7 @@ holes, closed here:
   random secret nobody else knows (no other voter needs to connect to it).
 
 pysyncobj's TcpConnection keeps its buffer in name-mangled attributes, so this
-patches them by name; pinned to pysyncobj 0.3.17 (as quorum/durability.py).
+patches them by name; pinned to pysyncobj 0.3.17 (as quorum/raft/durability.py).
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
-from .leadership_events import EVENTS_ATTR, LeadershipEvents
-from .log_limiter import RateLimitedLog
+from ..leadership_events import EVENTS_ATTR, LeadershipEvents
+from ..log_limiter import RateLimitedLog
+from ..voter_guard import HELLO, VoterGuard
 from .pre_vote import PRE_VOTE_ANSWER, PRE_VOTE_ATTR, TERM_AHEAD
-from .voter_guard import HELLO, VoterGuard
 
 log = logging.getLogger(__name__)
 # Anyone who reaches the port can make a connection be dropped: a few lines a minute.
@@ -58,8 +58,6 @@ MAX_UNTRUSTED_FRAME_BYTES = 64 << 10
 MAX_FRAME_BYTES = 64 << 20
 
 _TRUSTED = "_metaquorum_trusted"
-
-_installed = False
 
 
 class InvalidRaftToken(ValueError):
@@ -127,12 +125,10 @@ class RaftCipher:
         return self._aead.decrypt(token[head:body], token[body:], token[:head])
 
 
-def install_cipher() -> None:
+def cipher(_original) -> type[RaftCipher]:
     """pysyncobj builds its encryptor with a module-level ``getEncryptor``:
-    replaced for the process, before any SyncObj is built (idempotent)."""
-    import pysyncobj.syncobj
-
-    pysyncobj.syncobj.getEncryptor = RaftCipher
+    RaftCipher takes its place (quorum/raft/patches.py)."""
+    return RaftCipher
 
 
 # pysyncobj pickles every Raft message and every replicated call with protocol
@@ -143,19 +139,16 @@ def install_cipher() -> None:
 # follower's receipt. Every Python 3.4+ reads protocol 4, and pickle.loads
 # reads either, so voters on both sides of an upgrade understand each other,
 # and journals written before it still replay.
-PICKLE_PROTOCOL = 4
-_PROTOCOL_ATTR = "__protocol"  # pysyncobj/pickle.py's module global (0.3.17)
+PICKLE_PROTOCOL = 4  # for pysyncobj/pickle.py's module global __protocol (0.3.17)
 
 
-def install_pickle_protocol() -> None:
-    """pysyncobj's pickling at PICKLE_PROTOCOL, for the process (idempotent)."""
-    import pysyncobj.pickle
-
-    if not isinstance(getattr(pysyncobj.pickle, _PROTOCOL_ATTR, None), int):
+def pickle_protocol(original) -> int:
+    """pysyncobj's pickling at PICKLE_PROTOCOL (quorum/raft/patches.py)."""
+    if not isinstance(original, int):
         raise RuntimeError(
             "this pysyncobj has no pickle protocol to set: pin the pysyncobj of pyproject.toml"
         )
-    setattr(pysyncobj.pickle, _PROTOCOL_ATTR, PICKLE_PROTOCOL)
+    return PICKLE_PROTOCOL
 
 
 class FrameRejected(Exception):
@@ -176,14 +169,11 @@ def check_frame_header(buffer: bytes, limit: int) -> None:
         raise FrameRejected(f"a frame declares {length} bytes (limit {limit})")
 
 
-def install_frame_limits() -> None:
-    """Patch pysyncobj's TcpConnection for this process (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    read = TcpConnection._TcpConnection__processRead
-    parse = TcpConnection._TcpConnection__processParseMessage
-    disconnect = TcpConnection.disconnect
+# The frame limits: three wrappers of pysyncobj's TcpConnection (quorum/raft/patches.py).
+
+
+def guarded_read(read: Callable) -> Callable:
+    """A connection whose next frame declares more than its limit is dropped."""
 
     def guarded_read(self: TcpConnection) -> bool:
         more = read(self)
@@ -195,20 +185,29 @@ def install_frame_limits() -> None:
             return False
         return more
 
+    return guarded_read
+
+
+def tracking_parse(parse: Callable) -> Callable:
+    """A connection that decrypted a message is trusted."""
+
     def tracking_parse(self: TcpConnection):
         message = parse(self)
         if message is not None and self.encryptor is not None:
             setattr(self, _TRUSTED, True)  # it decrypted: the peer has the secret
         return message
 
+    return tracking_parse
+
+
+def resetting_disconnect(disconnect: Callable) -> Callable:
+    """A closed connection is untrusted again (pysyncobj reuses the object)."""
+
     def resetting_disconnect(self: TcpConnection) -> None:
         setattr(self, _TRUSTED, False)
         disconnect(self)
 
-    TcpConnection._TcpConnection__processRead = guarded_read
-    TcpConnection._TcpConnection__processParseMessage = tracking_parse
-    TcpConnection.disconnect = resetting_disconnect
-    _installed = True
+    return resetting_disconnect
 
 
 # Received, these make pysyncobj store entries, a term or a vote; sent, these
@@ -235,7 +234,7 @@ class GuardedTransport(TCPTransport):
     the leader it holds entries that are not on its disk."""
 
     before_ack: Callable[[], None] | None = None
-    # Pre-vote (quorum/pre_vote.py), set by the node: sees each message after
+    # Pre-vote (quorum/raft/pre_vote.py), set by the node: sees each message after
     # the voter guard's filter, and marks a transfer target's vote requests.
     on_pre_vote_message: Callable | None = None
     mark_vote_request: Callable[[dict], dict] | None = None
@@ -345,10 +344,7 @@ def raft_password(secret: str | None, voters: int) -> str:
     return secrets.token_urlsafe(32)
 
 
-_next_index_kept = False
-
-
-def keep_next_index_forward() -> None:
+def keep_next_index_forward(original: Callable) -> Callable:
     """A late acknowledgement never moves a follower's next index back.
 
     pysyncobj's leader sets a follower's next index to what each successful
@@ -359,13 +355,7 @@ def keep_next_index_forward() -> None:
     already-applied log entries" at CRITICAL) and writes them again. Raft's
     consistency check does not need the index to move back on success; a
     follower that really lacks entries answers with ``reset`` and is reset as
-    before. Patched by name like the rest of this module (pysyncobj 0.3.17)."""
-    global _next_index_kept
-    if _next_index_kept:
-        return
-    from pysyncobj.syncobj import SyncObj
-
-    original = SyncObj._SyncObj__onMessageReceived
+    before. Wraps ``SyncObj.__onMessageReceived`` (quorum/raft/patches.py)."""
 
     def on_message(self, node, message):
         if (
@@ -382,15 +372,13 @@ def keep_next_index_forward() -> None:
             return
         original(self, node, message)
 
-    SyncObj._SyncObj__onMessageReceived = on_message
-    _next_index_kept = True
+    return on_message
 
 
-_listening_before_electing = False
 _HEARD_A_LEADER = "_metaquorum_heard_a_leader"
 
 
-def listen_before_electing() -> None:
+def listen_before_electing(original: Callable) -> Callable:
     """A follower reads what has arrived before it decides the leader is gone.
 
     pysyncobj checks the election deadline at the start of a tick and reads
@@ -401,14 +389,10 @@ def listen_before_electing() -> None:
     deposed a healthy leader (seen under 3x overload). Now an overdue follower
     reads its sockets first; the leader's AppendEntries push the deadline on
     as usual. A leader that is really gone sent nothing, so nothing is delayed.
-    Each election this voter starts is logged (pysyncobj is silent about it)."""
-    global _listening_before_electing
-    if _listening_before_electing:
-        return
+    Each election this voter starts is logged (pysyncobj is silent about it).
+    Wraps ``SyncObj._onTick`` (quorum/raft/patches.py)."""
     from pysyncobj.monotonic import monotonic
-    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
-
-    original = SyncObj._onTick
+    from pysyncobj.syncobj import _RAFT_STATE
 
     def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
         if (
@@ -455,8 +439,7 @@ def listen_before_electing() -> None:
             if events is not None:
                 events.leader_is(self._SyncObj__selfNode)
 
-    SyncObj._onTick = on_tick
-    _listening_before_electing = True
+    return on_tick
 
 
 def _election_cause(syncobj, transfer: bool) -> str:
@@ -488,7 +471,33 @@ _PUSH_DEFERRED = "_metaquorum_push_deferred"  # (delay_s, hold_s, count of held 
 _PUSH_HELD_UNTIL = "_metaquorum_push_held_until"
 _PUSH_MAY_GO = "_metaquorum_push_may_go"  # how often the orderer said so (its thread)
 _PUSH_MAY_GO_SEEN = "_metaquorum_push_may_go_seen"  # how often the Raft thread acted on it
-_push_patched = False
+
+
+def deferred_commit_push(original_apply: Callable) -> Callable:
+    """Wraps ``SyncObj.__applyLogEntries`` (quorum/raft/patches.py): on a
+    leader that ``defer_commit_push`` set up, the AppendEntries that would
+    only carry a moved commit index is due later instead of now. A SyncObj
+    without it is unchanged."""
+    from pysyncobj.monotonic import monotonic
+    from pysyncobj.syncobj import _RAFT_STATE
+
+    def apply_log_entries(self):
+        deferred = getattr(self, _PUSH_DEFERRED, None)
+        if deferred is None:
+            return original_apply(self)
+        delay, hold, held = deferred
+        before = held() if held is not None else 0
+        need_send = original_apply(self)
+        if need_send and self._SyncObj__raftState == _RAFT_STATE.LEADER:
+            holding = held is not None and held() != before
+            due = monotonic() + (hold if holding else delay)
+            if due < self._SyncObj__newAppendEntriesTime:
+                self._SyncObj__newAppendEntriesTime = due
+                setattr(self, _PUSH_HELD_UNTIL, due if holding else None)
+            return False
+        return need_send
+
+    return apply_log_entries
 
 
 def defer_commit_push(
@@ -523,32 +532,10 @@ def defer_commit_push(
 
     The leader's poller is capped to wake when its next AppendEntries is due,
     so the held-back push (and each heartbeat) goes out on time instead of up
-    to one ``autoTickPeriod`` late. Patched by name (pysyncobj 0.3.17)."""
-    global _push_patched
+    to one ``autoTickPeriod`` late. The leader's side is
+    ``deferred_commit_push``, installed with the other patches."""
     from pysyncobj.monotonic import monotonic
-    from pysyncobj.syncobj import _RAFT_STATE, SyncObj
-
-    if not _push_patched:
-        original_apply = SyncObj._SyncObj__applyLogEntries
-
-        def apply_log_entries(self):
-            deferred = getattr(self, _PUSH_DEFERRED, None)
-            if deferred is None:
-                return original_apply(self)
-            delay, hold, held = deferred
-            before = held() if held is not None else 0
-            need_send = original_apply(self)
-            if need_send and self._SyncObj__raftState == _RAFT_STATE.LEADER:
-                holding = held is not None and held() != before
-                due = monotonic() + (hold if holding else delay)
-                if due < self._SyncObj__newAppendEntriesTime:
-                    self._SyncObj__newAppendEntriesTime = due
-                    setattr(self, _PUSH_HELD_UNTIL, due if holding else None)
-                return False
-            return need_send
-
-        SyncObj._SyncObj__applyLogEntries = apply_log_entries
-        _push_patched = True
+    from pysyncobj.syncobj import _RAFT_STATE
 
     if getattr(syncobj, _PUSH_DEFERRED, None) is None:
         poller = syncobj._poller

@@ -1,0 +1,62 @@
+"""The pysyncobj 0.3.17 privates the node reads and sets, by name, in one
+place: pysyncobj offers no public way to reach them. Each is a plain read or
+write of the SyncObj's attribute, as the node made it before."""
+
+from __future__ import annotations
+
+# pysyncobj 0.3.17's _RAFT_STATE.FOLLOWER
+_FOLLOWER = 0
+
+
+def transport(syncobj):
+    """The SyncObj's transport (our GuardedTransport), or None before it has one."""
+    return getattr(syncobj, "_SyncObj__transport", None)
+
+
+def journal(syncobj):
+    """The SyncObj's journal (its __raftLog), or None before it has one."""
+    return getattr(syncobj, "_SyncObj__raftLog", None)
+
+
+def has_election_deadline(syncobj) -> bool:
+    return isinstance(getattr(syncobj, "_SyncObj__raftElectionDeadline", None), float)
+
+
+def election_deadline(syncobj) -> float:
+    return syncobj._SyncObj__raftElectionDeadline
+
+
+def set_election_deadline(syncobj, at: float) -> None:
+    """When a follower or candidate stands next (pysyncobj's monotonic clock)."""
+    syncobj._SyncObj__raftElectionDeadline = at
+
+
+def knows_a_leader(syncobj) -> bool:
+    return syncobj._SyncObj__raftLeader is not None
+
+
+def forget_leader(syncobj) -> None:
+    """No leader known; the commands forwarded to it fail (__onLeaderChanged)."""
+    syncobj._SyncObj__raftLeader = None
+    syncobj._SyncObj__onLeaderChanged()
+
+
+def become_follower(syncobj) -> None:
+    """A leader steps down to follower with no leader, as pysyncobj's own fallback."""
+    syncobj._SyncObj__setState(_FOLLOWER)
+    syncobj._SyncObj__raftLeader = None
+
+
+def set_tick_period(syncobj, seconds: float) -> None:
+    syncobj._SyncObj__conf.autoTickPeriod = seconds
+
+
+def leader_commit_index(syncobj) -> int:
+    """The commit index the leader last announced (0 before any)."""
+    return getattr(syncobj, "_SyncObj__leaderCommitIndex", None) or 0
+
+
+def last_response_times(syncobj) -> dict:
+    """Each other voter's last answer to this leader (a copy; raises
+    RuntimeError if the tick thread changed the dict meanwhile)."""
+    return dict(syncobj._SyncObj__lastResponseTime)
