@@ -6,6 +6,8 @@ from __future__ import annotations
 
 # pysyncobj 0.3.17's _RAFT_STATE.FOLLOWER
 _FOLLOWER = 0
+# The logger of pysyncobj's SyncObj: its tick tracebacks, its failed snapshots.
+SYNCOBJ_LOGGER = "pysyncobj.syncobj"
 
 
 def transport(syncobj):
