@@ -1,5 +1,7 @@
-"""A voter: pysyncobj underneath, the orderer (the controller and group
-commit, quorum/orderer.py) on top when it leads.
+"""A voter: Raft underneath (pysyncobj, built and driven only through
+quorum/raft/host.py), the orderer (the controller and group commit,
+quorum/orderer.py) on top when it leads; add-voter and remove-voter in
+quorum/voter_changes.py.
 
 Threads: pysyncobj's tick thread applies entries and fires callbacks; every
 controller decision is made on the asyncio loop. Callbacks cross over with
@@ -22,12 +24,10 @@ from controller.config import ControllerConfig
 from controller.controller import Controller
 from metadata_records.codec import encode_batch
 from metadata_records.delta import ImageDelta
-from metadata_records.errors import ApiError, Errors
 from metadata_records.image import MetadataImage
 from metadata_records.records import (
     Batch,
     Voter,
-    VotersRecord,
 )
 from metadata_records.snapshot import image_digest
 
@@ -36,19 +36,10 @@ from .disk_health import DiskHealth, quiet_tick_tracebacks
 from .leadership_events import LeadershipEvents
 from .membership import (
     addresses,
-    already_added,
-    check_add,
-    check_remove,
     describe,
-    lagging,
-    misspelled,
-    parse_address,
-    with_voter,
-    without_voter,
 )
 from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .node_errors import (
-    MembershipRefused,
     NodeError,
     OutcomeUnknownError,
     UnavailableError,
@@ -73,6 +64,7 @@ from .raft.pre_vote import PreVote
 from .raft.status import RaftStatus
 from .startup_checks import check_journal_holds_what_was_committed, check_snapshot_covers_journal
 from .state_machine import MetadataStateMachine
+from .voter_changes import VoterChanges
 from .voter_guard import VoterGuard, bootstrap_voters, replacement
 
 log = logging.getLogger(__name__)
@@ -94,9 +86,6 @@ class ApplyWatcher(Protocol):
 # A leader that cannot write hands leadership to a caught-up voter; if none is
 # caught up within this long, it steps down and the others elect one.
 DISK_HANDOVER_S = 1.0
-# How long the leader keeps streaming to a removed voter so that it learns of
-# its removal (and stops standing for election) before it is dropped.
-LEAVE_GRACE_S = 5.0
 
 
 def _nothing_starting() -> str | None:
@@ -167,9 +156,8 @@ class QuorumNode:
         self._members_of: tuple = (None, None, None)  # (voters, learners, heard) followed
         self._said_removed = False
         self._said_flag_differs: tuple[Voter, ...] = ()
-        # The voter change this leader is making ((kind, node id, address), its task).
-        self._change: tuple | None = None
-        self._change_task: asyncio.Task | None = None
+        # add-voter and remove-voter, one at a time (quorum/voter_changes.py).
+        self.voter_changes = VoterChanges(self)
         self._wire_disk_health()  # first: its tick runs even when a journal sync raises
         self.raft.sync_journal_before_acks()
         self.raft.stop_on_divergence(self._on_diverged)
@@ -540,7 +528,7 @@ class QuorumNode:
         """The first voter set once every voter's directory is known, or the
         set with a voter's new directory once that data dir has caught up
         (quorum/voter_guard.py); None while a voter change runs."""
-        if self._change is not None:
+        if self.voter_changes.running:
             return None
         voters = self.image.voters
         if not voters:
@@ -745,131 +733,14 @@ class QuorumNode:
 
     # ------------------------------------------------------------ voter changes
 
-    def _change_in_flight(self) -> str | None:
-        """The voter change being made, described, or None (one at a time)."""
-        if self._change is not None:
-            kind, node_id, address = self._change
-            return f"{'adding' if kind == 'add' else 'removing'} node {node_id} at {address}"
-        if self.orderer.voters_change_pending:
-            return "the leader is writing the voter set (a voter's new directory)"
-        return None
-
-    def _require_active(self, what: str) -> None:
-        if self.sm.fatal is not None:
-            raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
-        if not self.active:
-            raise self.not_controller(f"only the active controller can {what}")
-
     async def add_voter(self, node_id: int, address: str, timeout_s: float) -> tuple[Voter, bool]:
-        """Adds ``node_id`` at Raft ``address`` to the voter set (quorum/membership.py
-        rule 4); returns the voter and whether this call changed the set. Retried
-        after a lost answer or a leader change, it finishes what is left: it
-        answers at once if the node already is that voter, and joins the add in
-        progress if the same add is running. Raises MembershipRefused."""
-        self._require_active("add a voter")
-        host, port = parse_address(address, "address")
-        address = f"{host}:{port}"
-        done = already_added(self.image.voters, node_id, address)
-        if done is not None:
-            return done, False
-        if self._change == ("add", node_id, address) and self._change_task is not None:
-            return await asyncio.shield(self._change_task)
-        refused = check_add(self.image.voters, node_id, address, self._change_in_flight())
-        if refused is None and not self.config.raft_secret:
-            refused = ApiError(
-                Errors.INVALID_REQUEST,
-                "this voter runs without --raft-secret-file, so no other node can reach its "
-                "Raft port: restart it with one before adding voters",
-            )
-        if refused is not None:
-            raise MembershipRefused(refused)
-        change = ("add", node_id, address)
-        return await self._run_change(change, self._add(node_id, host, port, address, timeout_s))
+        """Adds ``node_id`` at Raft ``address`` to the voter set; returns the
+        voter and whether this call changed the set (VoterChanges.add)."""
+        return await self.voter_changes.add(node_id, address, timeout_s)
 
     async def remove_voter(self, node_id: int) -> tuple[Voter, ...]:
-        """Removes ``node_id`` from the voter set (rule 5); returns the new set."""
-        self._require_active("remove a voter")
-        voters = self.image.voters
-        raft = self.raft_status()
-        book = addresses(voters)
-        connected = {
-            nid
-            for nid, addr in book.items()
-            if self.guard.counts(nid) and raft.get(f"partner_node_status_server_{addr}") == 2
-        }
-        refused = check_remove(voters, node_id, self.node_id, connected, self._change_in_flight())
-        if refused is not None:
-            raise MembershipRefused(refused)
-        change = ("remove", node_id, book[node_id])
-        return await self._run_change(change, self._remove(node_id, book[node_id]))
-
-    async def _run_change(self, change: tuple, work) -> object:
-        """Runs one voter change as a task of its own: a client that gives up
-        does not cut it in half, and a retry of the same add joins it."""
-        self._change = change
-        task = self._change_task = asyncio.ensure_future(work)
-
-        def finished(_: asyncio.Task) -> None:
-            if self._change_task is task:
-                self._change, self._change_task = None, None
-            self.guard.learners = {k: v for k, v in self.guard.learners.items() if k != change[1]}
-
-        task.add_done_callback(finished)
-        return await asyncio.shield(task)
-
-    async def _add(
-        self, node_id: int, host: str, port: int, address: str, timeout_s: float
-    ) -> tuple[Voter, bool]:
-        guard = self.guard
-        guard.learners = {**guard.learners, node_id: address}  # the tick thread connects it
-        log.info("adding node %d at %s: streaming the log to it", node_id, address)
-        deadline = time.monotonic() + timeout_s
-        target = self.raft.commit_index
-        while True:
-            self._require_active("add a voter")
-            hello, held = guard.peers.get(node_id), guard.progress.get(node_id, 0)
-            if hello is not None and (wrong := misspelled(node_id, address, hello.address)):
-                raise MembershipRefused(wrong)
-            if hello is not None and held >= target:
-                break  # it holds what was committed a moment ago
-            if time.monotonic() > deadline:
-                raise MembershipRefused(
-                    lagging(node_id, address, hello is not None, held, self.raft.commit_index)
-                )
-            target = self.raft.commit_index
-            await asyncio.sleep(0.05)
-        voter = Voter(node_id, hello.directory_id, host, port)
-        await self._write_voters(with_voter(self.image.voters, voter), timeout_s)
-        return voter, True
-
-    async def _remove(self, node_id: int, address: str) -> tuple[Voter, ...]:
-        guard = self.guard
-        # Still streamed to once the set without it applies here, until it holds it.
-        guard.learners = {**guard.learners, node_id: address}
-        wanted = without_voter(self.image.voters, node_id)
-        await self._write_voters(wanted, 10.0)
-        index = self.raft.last_applied  # the record's entry is at or below it
-        deadline = time.monotonic() + LEAVE_GRACE_S
-        while time.monotonic() < deadline and guard.peers.get(node_id) is not None:
-            if guard.progress.get(node_id, 0) >= index:
-                # It holds the record; the next heartbeat tells it the record committed.
-                await asyncio.sleep(0.3)
-                break
-            await asyncio.sleep(0.05)
-        return wanted
-
-    async def _write_voters(self, wanted: tuple[Voter, ...], timeout_s: float) -> None:
-        """Commits a VotersRecord through group commit; returns once it is applied here."""
-        log.info("writing the voter set %s", describe(wanted))
-        future = self.loop.create_future()
-        self.orderer.enqueue(VotersRecord(voters=wanted), future)
-        try:
-            await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 5.0))
-        except TimeoutError:
-            raise OutcomeUnknownError(
-                "the voter set did not commit in time; it may still commit (retry: a "
-                "retried change finishes what is left)"
-            ) from None
+        """Removes ``node_id`` from the voter set; returns the new set (VoterChanges.remove)."""
+        return await self.voter_changes.remove(node_id)
 
     def image_digest(self) -> tuple[int, str]:
         """(offset, SHA-256) of the current image; cached until the image changes."""
