@@ -284,7 +284,7 @@ class RaftHost:
 
     # ------------------------------------------------------------ leadership (tick thread)
 
-    def transfer_leadership(self, address: str | None = None):
+    def transfer_leadership(self, address: str | None = None) -> int | None:
         """Asks pysyncobj to hand leadership to the voter at ``address`` (None:
         the most caught-up one); returns its answer (a FAIL_REASON), or None
         if it gave none. Only safe on the tick thread."""

@@ -1,6 +1,7 @@
-"""The pysyncobj 0.3.17 privates the node reads and sets, by name, in one
-place: pysyncobj offers no public way to reach them. Each is a plain read or
-write of the SyncObj's attribute, as the node made it before."""
+"""The pysyncobj 0.3.17 privates metaquorum reads and sets (RaftHost, the
+startup checks, the state machine), by name, in one place: pysyncobj offers
+no public way to reach them. Each is a plain read or write of the SyncObj's
+attribute."""
 
 from __future__ import annotations
 
