@@ -326,7 +326,7 @@ async def main():
         image = node.image
         result, error = await node.propose(Batch(image.controller_epoch, 0, tuple(records), image.next_offset))
         assert result is not None and result >= 0, (result, error)
-    node.syncobj.forceLogCompaction()
+    node.raft.force_log_compaction()
     while not os.path.exists({dump!r}) or node.sm._snapshot_pid:
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.5)

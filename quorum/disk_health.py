@@ -37,6 +37,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from .raft.internals import SYNCOBJ_LOGGER
+
 log = logging.getLogger(__name__)
 
 JOURNAL_GROW_STEP = 1 << 20  # durability.JournalFile.GROW_STEP (checked by a test)
@@ -330,6 +332,6 @@ def quiet_tick_tracebacks() -> None:
     write was logged by ``DiskHealth`` with what to do, so its traceback is
     left out (once per failed write, it flooded the log of a full voter), and
     so is its bare line for a snapshot not written."""
-    logger = logging.getLogger("pysyncobj.syncobj")
+    logger = logging.getLogger(SYNCOBJ_LOGGER)
     if _quiet not in logger.filters:
         logger.addFilter(_quiet)

@@ -1,5 +1,7 @@
-"""A voter: pysyncobj underneath, the orderer (the controller and group
-commit, quorum/orderer.py) on top when it leads.
+"""A voter: Raft underneath (pysyncobj, built and driven only through
+quorum/raft/host.py), the orderer (the controller and group commit,
+quorum/orderer.py) on top when it leads; add-voter and remove-voter in
+quorum/voter_changes.py.
 
 Threads: pysyncobj's tick thread applies entries and fires callbacks; every
 controller decision is made on the asyncio loop. Callbacks cross over with
@@ -11,47 +13,33 @@ tells it when leadership comes and goes, and says why a write is refused.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
-from pysyncobj.monotonic import monotonic as pysyncobj_monotonic
-from pysyncobj.node import TCPNode
+from pysyncobj import FAIL_REASON
 
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from metadata_records.codec import encode_batch
 from metadata_records.delta import ImageDelta
-from metadata_records.errors import ApiError, Errors
 from metadata_records.image import MetadataImage
 from metadata_records.records import (
     Batch,
     Voter,
-    VotersRecord,
 )
 from metadata_records.snapshot import image_digest
 
 from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
-from .leadership_events import EVENTS_ATTR, LeadershipEvents, say_step_down, step_down_cause
+from .leadership_events import LeadershipEvents
 from .membership import (
     addresses,
-    already_added,
-    check_add,
-    check_remove,
     describe,
-    lagging,
-    misspelled,
-    parse_address,
-    with_voter,
-    without_voter,
 )
 from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .node_errors import (
-    MembershipRefused,
     NodeError,
     OutcomeUnknownError,
     UnavailableError,
@@ -69,35 +57,17 @@ from .orderer import (
     settle,
     wall_clock_ms,
 )
-from .raft import internals, patches
-from .raft.divergence import watch_divergence
-from .raft.durability import MetaquorumJournal, use_journal
-from .raft.membership_port import check_port, set_members
-from .raft.pre_vote import (
-    PreVote,
-    attach_pre_vote,
-    leader_lost_hook,
-    mark_transfer_vote,
-)
-from .raft.raft_port import (
-    GuardedTransport,
-    commit_push_may_go,
-    defer_commit_push,
-    excuse_own_stall,
-    raft_password,
-)
-from .raft.status import RaftStatus, raft_status
-from .startup_checks import (
-    check_journal_holds_what_was_committed,
-    check_snapshot_covers_journal,
-    refuse_unbound_port,
-)
+from .raft import patches
+from .raft.durability import use_journal
+from .raft.host import RaftHost
+from .raft.pre_vote import PreVote
+from .raft.status import RaftStatus
+from .startup_checks import check_journal_holds_what_was_committed, check_snapshot_covers_journal
 from .state_machine import MetadataStateMachine
+from .voter_changes import VoterChanges
 from .voter_guard import VoterGuard, bootstrap_voters, replacement
 
 log = logging.getLogger(__name__)
-
-FOLLOWER, CANDIDATE, LEADER = 0, 1, 2
 
 
 # ------------------------------------------------------------------ the node
@@ -113,15 +83,9 @@ class ApplyWatcher(Protocol):
     def on_applied(self) -> None: ...
 
 
-# A follower's journal sync this long moves its election deadline on by as much
-# (raft_port.excuse_own_stall); shorter ones are far inside the election timeout.
-STALL_EXCUSED_S = 0.05
 # A leader that cannot write hands leadership to a caught-up voter; if none is
 # caught up within this long, it steps down and the others elect one.
 DISK_HANDOVER_S = 1.0
-# How long the leader keeps streaming to a removed voter so that it learns of
-# its removal (and stops standing for election) before it is dropped.
-LEAVE_GRACE_S = 5.0
 
 
 def _nothing_starting() -> str | None:
@@ -130,8 +94,8 @@ def _nothing_starting() -> str | None:
 
 class QuorumNode:
     def __init__(self, config: NodeConfig, identity: DataDirIdentity) -> None:
-        """Builds the SyncObj: call from the main thread (its tick thread stops
-        when the constructing thread ends)."""
+        """Builds Raft (quorum/raft/host.py): call from the main thread (its
+        tick thread stops when the constructing thread ends)."""
         self.config = config
         self.identity = identity
         cluster_id = self.cluster_id = identity.cluster_id
@@ -151,41 +115,6 @@ class QuorumNode:
         quiet_tick_tracebacks()
         # Every replacement in pysyncobj, in order, once per process (quorum/raft/patches.py).
         patches.install()
-        conf = SyncObjConf(
-            appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
-            # A lone voter gets no network event to wake its poller after an
-            # append, so each commit would wait a whole tick (50 ms by default).
-            autoTickPeriod=0.005 if len(config.voters) == 1 and not config.joining else 0.05,
-            journalFile=config.journal_file,
-            fullDumpFile=config.dump_file,  # always with the journal (docs/pysyncobj.md 3.3)
-            serializer=self.sm.write_snapshot,
-            deserializer=self.sm.read_snapshot,
-            serializeChecker=self.sm.snapshot_state,
-            logCompactionMinEntries=config.compaction_entries,
-            logCompactionMinTime=3600,
-            raftMinTimeout=config.raft_min_timeout,
-            raftMaxTimeout=config.raft_max_timeout,
-            connectionTimeout=max(4.0, config.raft_max_timeout + 0.5),
-            # pysyncobj's own step-down, a backstop: check_quorum steps down
-            # after two raft_max_timeouts without a majority (leader_liveness.py).
-            leaderFallbackTimeout=max(5.0, 2 * config.raft_max_timeout),
-            dnsCacheTime=2.0,
-            dnsFailCacheTime=2.0,
-            # A restarted voter is dialled by the peers whose address sorts
-            # higher (docs/pysyncobj.md 4.1): until they retry it can neither ask
-            # nor grant a pre-vote, and a leader lost meanwhile was replaced
-            # 1.5 s later instead of 0.2 s. A refused connect costs little.
-            connectionRetryTime=0.25,
-            commandsQueueSize=1000,
-            # Our entries are whole batches: send each in one message, not in
-            # 64 KiB pieces that the follower must reassemble.
-            appendEntriesBatchSizeBytes=4 << 20,
-            commandsWaitLeader=False,
-            password=raft_password(config.raft_secret, len(config.voters) + config.joining),
-            bindAddress=config.raft_bind,
-            onStateChanged=self._on_state_changed,
-            maxBindRetries=30,
-        )
         # The first member list: --voters. Once the log is replayed (the
         # first ticks) it is the committed voter set (_follow_voter_set).
         others = [
@@ -215,45 +144,33 @@ class QuorumNode:
         )
         self.guard.set_book(self._book(config.voters, {}))
         # Elections and step-downs by cause, heartbeat gaps (issue 25); made
-        # before pysyncobj's tick thread can reach _never_stand.
+        # before pysyncobj's tick thread can reach RaftHost.never_stand.
         self.leadership = LeadershipEvents()
         # Told on the loop when the leader this node knows of (its id, or
         # the URL its LEADER_CHANGE announced) changes: the HTTP workers and
         # the orderer process then hear at once how to redirect a write.
         self.leader_watchers: list[Callable[[], None]] = []
         self._leader_seen: tuple[int | None, str | None] = (None, None)
-        self.syncobj = SyncObj(
-            config.raft_address,  # None: an observer, pysyncobj's read-only node
-            others,
-            conf=conf,
-            consumers=[self.sm],
-            transportClass=GuardedTransport.with_guard(self.guard),
-        )
-        if not config.observer:
-            refuse_unbound_port(self.syncobj, config.raft_bind or config.raft_address, self.node_id)
-        check_port(self.syncobj)
-        self.syncobj.addOnTickCallback(self._guard_tick)
+        self.raft = RaftHost(config, others, self.sm, self.guard, self._on_leading_changed)
+        self.raft.add_tick_callback(self._guard_tick)
         self._members_of: tuple = (None, None, None)  # (voters, learners, heard) followed
         self._said_removed = False
         self._said_flag_differs: tuple[Voter, ...] = ()
-        self._pushed_deadline: float | None = None  # _never_stand's last push
-        self._heard_at = 0.0
-        # The voter change this leader is making ((kind, node id, address), its task).
-        self._change: tuple | None = None
-        self._change_task: asyncio.Task | None = None
+        # add-voter and remove-voter, one at a time (quorum/voter_changes.py).
+        self.voter_changes = VoterChanges(self)
         self._wire_disk_health()  # first: its tick runs even when a journal sync raises
-        self._wire_journal_syncs()
-        watch_divergence(self.syncobj, self._on_diverged)
+        self.raft.sync_journal_before_acks()
+        self.raft.stop_on_divergence(self._on_diverged)
         self.pre_vote: PreVote | None = None
         if config.pre_vote:
-            self._wire_pre_vote()
-        setattr(self.syncobj, EVENTS_ATTR, self.leadership)
-        internals.transport(self.syncobj).events = self.leadership
-        defer_commit_push(self.syncobj, held_batches=lambda: self.sm.record_batches)
+            self.pre_vote = PreVote(lease_s=config.raft_min_timeout)
+            self.raft.use_pre_vote(self.pre_vote, self.guard, self.node_id)
+        self.raft.report_to(self.leadership)
+        self.raft.defer_commit_push(held_batches=lambda: self.sm.record_batches)
         if config.startup_election_delay_s > 0 and others:
-            self._delay_first_election(config.startup_election_delay_s)
+            self.raft.delay_first_election(config.startup_election_delay_s)
         # Replay gate: not ready before the commit index found on disk is applied.
-        self.replay_target = self.syncobj.raftCommitIndex
+        self.replay_target = self.raft.commit_index
         self.loop: asyncio.AbstractEventLoop | None = None
         # The controller and group commit, on the loop (quorum/orderer.py).
         self.orderer = Orderer(self, OrderingConfig.of(config))
@@ -274,53 +191,18 @@ class QuorumNode:
         self.http_starting: Callable[[], str | None] = _nothing_starting
         self._digest: tuple[MetadataImage, str] | None = None
 
-    def _wire_journal_syncs(self) -> None:
-        """With fsync on, the journal syncs before a follower acknowledges and
-        at the end of each leader tick (quorum/raft/durability.py says why)."""
-        journal = internals.journal(self.syncobj)
-        transport = internals.transport(self.syncobj)
-        if not isinstance(journal, MetaquorumJournal) or not isinstance(
-            transport, GuardedTransport
-        ):
-            raise RuntimeError(
-                "pysyncobj did not build metaquorum's journal and transport: "
-                "pin the pysyncobj of pyproject.toml"
-            )
-        syncobj = self.syncobj
-
-        def sync_before_ack() -> None:
-            held = journal.sync_pending()
-            if held >= STALL_EXCUSED_S:
-                excuse_own_stall(syncobj, held)
-
-        transport.before_ack = sync_before_ack
-        syncobj.addOnTickCallback(journal.end_of_tick)
-
-    def _wire_pre_vote(self) -> None:
-        """Pre-vote and the leader lease (quorum/raft/pre_vote.py): a voter that lost
-        contact asks before it raises its term, and one that hears a leader
-        refuses it."""
-        self.pre_vote = pre_vote = PreVote(lease_s=self.config.raft_min_timeout)
-        transport = internals.transport(self.syncobj)
-        transport.on_pre_vote_message = attach_pre_vote(self.syncobj, pre_vote, self.guard)
-        transport.mark_vote_request = functools.partial(mark_transfer_vote, pre_vote)
-        transport.on_node_disconnected = leader_lost_hook(
-            self.syncobj, pre_vote, self.guard, self.node_id
-        )
-
     def _wire_disk_health(self) -> None:
         """A voter that cannot write its data dir takes no entries, casts no
         vote and sends no acknowledgement (the transport drops them), stands
         for no election and does not lead (``_disk_tick``); its snapshots
         check for room first (quorum/disk_health.py)."""
-        transport = internals.transport(self.syncobj)
         disk = self.disk
-        transport.disk_writable = lambda: disk.writable
-        self._journal = internals.journal(self.syncobj)
+        self.raft.refuse_writes_unless(lambda: disk.writable)
+        self._journal = self.raft.journal
         self._disk_leaving_since: float | None = None
         self.sm.disk = disk
         self.sm.journal_file = self.config.journal_file
-        self.syncobj.addOnTickCallback(self._disk_tick)
+        self.raft.add_tick_callback(self._disk_tick)
 
     def _disk_tick(self) -> None:  # tick thread, at the end of every tick
         journal = self._journal
@@ -335,10 +217,8 @@ class QuorumNode:
             return
         if not disk.writable:
             # It could not store the term and vote of a candidacy: never stand.
-            internals.set_election_deadline(
-                self.syncobj, pysyncobj_monotonic() + self.config.raft_max_timeout
-            )
-        if self.syncobj._isLeader():
+            self.raft.stand_no_sooner_than(self.config.raft_max_timeout)
+        if self.raft.is_leader:
             # Once begun, a handover is finished even if room came back meanwhile:
             # this node stopped being the controller, so it must not stay leader.
             self._hand_over_for_disk()
@@ -354,13 +234,11 @@ class QuorumNode:
         if self._disk_leaving_since is None:
             self._disk_leaving_since = now
             self._call(self.orderer.step_down, "this voter cannot write to its disk")
-        answers: list = []
-        self.syncobj.transferLeadership(callback=lambda result, error: answers.append(error))
-        handed = answers == [FAIL_REASON.SUCCESS]
-        say_step_down(self.syncobj, "disk_unwritable", now)
+        handed = self.raft.transfer_leadership() == FAIL_REASON.SUCCESS
+        self.raft.say_step_down("disk_unwritable", now)
         if not handed and now - self._disk_leaving_since < DISK_HANDOVER_S:
             return
-        internals.become_follower(self.syncobj)
+        self.raft.step_down()
         log.warning(
             "stepped down as leader after %.2f s because this voter cannot write to its disk (%s)",
             now - self._disk_leaving_since,
@@ -403,7 +281,9 @@ class QuorumNode:
             if set_changed and guard.send_hello is not None:
                 guard.send_hello()  # peers learn the new set (and its book)
         if not guard.admitted:
-            self._never_stand()
+            # Tick thread: it never stands, and forgets a leader silent for an
+            # election timeout (RaftHost.never_stand says why).
+            self.raft.never_stand(self.config.raft_max_timeout, self.leadership.forget_heartbeats)
         self._watch_leader()
 
     def _watch_leader(self) -> None:  # tick thread, every tick: one leader lookup
@@ -417,26 +297,6 @@ class QuorumNode:
     def _leader_moved(self) -> None:
         for watcher in list(self.leader_watchers):
             watcher()
-
-    def _never_stand(self) -> None:
-        """Tick thread: a node that is not admitted never reaches its election
-        deadline (a candidate at a higher term would refuse the leader's
-        entries). The deadline is also how a follower tells that its leader
-        went silent (leader_liveness.forget_silent_leader), so that is done
-        here instead: pysyncobj moves the deadline itself on every
-        AppendEntries, and a leader not heard for an election timeout is
-        forgotten (a removed node then names no leader)."""
-        syncobj, now = self.syncobj, pysyncobj_monotonic()
-        if internals.election_deadline(syncobj) != self._pushed_deadline:
-            self._heard_at = now  # pysyncobj moved it: the leader was heard
-        elif (
-            internals.knows_a_leader(syncobj)
-            and now - self._heard_at > self.config.raft_max_timeout
-        ):
-            internals.forget_leader(syncobj)
-            self.leadership.forget_heartbeats()
-        self._pushed_deadline = now + self.config.raft_max_timeout
-        internals.set_election_deadline(syncobj, self._pushed_deadline)
 
     def _follow_voter_set(
         self,
@@ -454,11 +314,9 @@ class QuorumNode:
         extra = {**(heard or {}), **learners}
         extra = {nid: a for nid, a in extra.items() if nid not in book and nid != self.node_id}
         self.guard.set_book(self._book(book, extra))
-        # A lone voter gets no network event to wake its poller after an
-        # append (see autoTickPeriod above): it ticks fast while it is alone.
+        # A lone voter ticks fast while it is alone (RaftHost.set_members).
         alone = not members and self.config.raft_address is not None
-        internals.set_tick_period(self.syncobj, 0.005 if alone else 0.05)
-        if set_members(self.syncobj, members, set(extra.values())) and voters:
+        if self.raft.set_members(members, set(extra.values()), alone) and voters:
             log.info(
                 "Raft members now: voters %s%s",
                 describe(voters),
@@ -510,35 +368,24 @@ class QuorumNode:
         reads the set from the whole log) until it has applied past it."""
         pending = self._pending_voters
         if pending is not None:
-            syncobj = getattr(self, "syncobj", None)  # None while pysyncobj starts
-            if syncobj is None or syncobj.raftLastApplied < pending[0]:
+            raft = getattr(self, "raft", None)  # None while pysyncobj starts
+            if raft is None or raft.last_applied < pending[0]:
                 return pending[1]
             self._pending_voters = None  # applied past it: the image says
         return self.sm.image.voters
-
-    def _delay_first_election(self, delay_s: float) -> None:
-        """Pushes this voter's first election deadline ``delay_s`` away
-        (NodeConfig.startup_election_delay_s says why). pysyncobj has no
-        option for it: this sets its private deadline, checked to exist."""
-        if not internals.has_election_deadline(self.syncobj):
-            raise RuntimeError(
-                "this pysyncobj has no election deadline to delay: run with "
-                "--startup-election-delay-ms 0, or pin the pysyncobj of pyproject.toml"
-            )
-        internals.set_election_deadline(self.syncobj, pysyncobj_monotonic() + delay_s)
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         self.loop = self.orderer.loop = asyncio.get_running_loop()
         self.sm.on_applied = self._on_applied_threadsafe
-        if self.syncobj._isLeader():
-            self.loop.call_soon(self._state_changed, LEADER)
+        if self.raft.is_leader:
+            self.loop.call_soon(self._leading_changed, True)
 
     async def stop(self, transfer: bool = True, timeout_s: float = 5.0) -> None:
         """Hands leadership over (if leading and asked to), then stops Raft."""
         self.stopping = True
-        if transfer and self.syncobj._isLeader() and len(self.voter_addresses()) > 1:
+        if transfer and self.raft.is_leader and len(self.voter_addresses()) > 1:
             try:
                 await self.transfer_leadership(None, timeout_s=timeout_s)
             except UnavailableError as e:
@@ -546,7 +393,7 @@ class QuorumNode:
                 log.warning("leadership not handed over before stopping: %s", e)
         self.orderer.step_down("this node is shutting down")
         self.sm.on_applied = None
-        self.syncobj.destroy_synchronous()
+        self.raft.destroy()
         await asyncio.get_running_loop().run_in_executor(None, self.sm.finish_snapshot)
 
     @property
@@ -555,18 +402,16 @@ class QuorumNode:
 
     @property
     def raft_alive(self) -> bool:
-        return self.syncobj.tick_thread_alive() and self.sm.fatal is None
+        return self.raft.alive and self.sm.fatal is None
 
     @property
     def replaying(self) -> bool:
-        return self.syncobj.raftLastApplied < self.replay_target
+        return self.raft.last_applied < self.replay_target
 
     @property
     def raft_leader_id(self) -> int | None:
-        leader = self.syncobj._getLeader()
-        if leader is None:
-            return None
-        return self.guard.node_id_of(getattr(leader, "id", str(leader)))
+        leader = self.raft.leader
+        return None if leader is None else self.guard.node_id_of(leader)
 
     @property
     def leader_url(self) -> str | None:
@@ -586,11 +431,9 @@ class QuorumNode:
         The leader's commit index, not this node's: a node that has just
         joined (an observer, a new voter) knows the leader before it holds
         any entry, and its own commit index is then 0."""
-        committed = max(
-            self.syncobj.raftCommitIndex,
-            internals.leader_commit_index(self.syncobj),
-        )
-        return committed - self.syncobj.raftLastApplied <= self.config.ready_lag_entries
+        raft = self.raft
+        committed = max(raft.commit_index, raft.leader_commit_index)
+        return committed - raft.last_applied <= self.config.ready_lag_entries
 
     @property
     def ready(self) -> bool:
@@ -620,10 +463,10 @@ class QuorumNode:
         self.sm.fatal = why
         self._call(self.orderer.step_down, "this voter's log diverged from the leader's")
 
-    def _on_state_changed(self, old: int, new: int) -> None:  # tick thread
-        if old == LEADER:
-            self.leadership.leadership_lost(step_down_cause(self.syncobj, time.monotonic()))
-        self._call(self._state_changed, new)
+    def _on_leading_changed(self, was_leading: bool, leading: bool) -> None:  # tick thread
+        if was_leading:
+            self.leadership.leadership_lost(self.raft.step_down_cause(time.monotonic()))
+        self._call(self._leading_changed, leading)
 
     def _on_applied_threadsafe(self) -> None:  # tick thread, after the image moved
         # A waiter counts itself before it reads the image (wait_for_offset), so
@@ -668,10 +511,10 @@ class QuorumNode:
         return future
 
     def leads(self, term: int) -> bool:
-        return self.syncobj._isLeader() and self.syncobj.raftCurrentTerm == term
+        return self.raft.is_leader and self.raft.term == term
 
     def nothing_to_propose(self) -> None:
-        commit_push_may_go(self.syncobj)
+        self.raft.commit_push_may_go()
 
     def refusal(self) -> NodeError | None:
         return refusal(self.sm.fatal, self.replaying, self.disk_refusal())
@@ -685,22 +528,22 @@ class QuorumNode:
         """The first voter set once every voter's directory is known, or the
         set with a voter's new directory once that data dir has caught up
         (quorum/voter_guard.py); None while a voter change runs."""
-        if self._change is not None:
+        if self.voter_changes.running:
             return None
         voters = self.image.voters
         if not voters:
             return bootstrap_voters(self.guard)
-        return replacement(voters, self.guard, self.syncobj.raftCommitIndex)
+        return replacement(voters, self.guard, self.raft.commit_index)
 
     def stepped_down(self) -> None:
         self.guard.learners = {}  # only a leader streams to learners
 
     # ------------------------------------------------------------ leadership
 
-    def _state_changed(self, state: int) -> None:
-        if state == LEADER and not self.stopping:
-            asyncio.ensure_future(self.orderer.become_active(self.syncobj.raftCurrentTerm))
-        elif state != LEADER:
+    def _leading_changed(self, leading: bool) -> None:
+        if leading and not self.stopping:
+            asyncio.ensure_future(self.orderer.become_active(self.raft.term))
+        elif not leading:
             if self.raft_leader_id is None:
                 self.orderer.step_down(
                     "this voter stopped leading and no other leader is known yet"
@@ -819,7 +662,7 @@ class QuorumNode:
     async def transfer_leadership(self, target: int | None, timeout_s: float = 5.0) -> int | None:
         """Asks Raft to hand leadership to ``target`` (or the most caught-up
         voter); returns the new leader's id, or None if it did not move in time."""
-        if not self.syncobj._isLeader():
+        if not self.raft.is_leader:
             raise self.not_controller("only the leader can transfer leadership")
         if target is not None:
             voters = self.voter_addresses()
@@ -836,18 +679,16 @@ class QuorumNode:
             # would deadlock the tick thread, so it settles once and is removed later.
             if state["settled"]:
                 return
-            answers = []  # pysyncobj answers through the callback, synchronously
             try:
-                self.syncobj.transferLeadership(
-                    node=address, callback=lambda r, e: answers.append(e)
-                )
+                error = self.raft.transfer_leadership(address)
             except Exception as e:
                 state["settled"] = True
                 self._call(fail, done, e)
                 return
-            error = answers[0] if answers else FAIL_REASON.SUCCESS
+            if error is None:  # pysyncobj answers every call; none reads as sent
+                error = FAIL_REASON.SUCCESS
             if error == FAIL_REASON.SUCCESS:
-                say_step_down(self.syncobj, "transfer", time.monotonic())
+                self.raft.say_step_down("transfer", time.monotonic())
             if error == FAIL_REASON.REQUEST_DENIED:
                 # Denied while the target is not fully caught up: under steady
                 # writes it lags by the batch in flight, so try again next tick.
@@ -866,7 +707,7 @@ class QuorumNode:
             self.orderer.pump()  # still leading (the transfer failed): the queue goes on
 
     async def _await_transfer(self, done, state, on_tick, timeout_s: float) -> int | None:
-        self.syncobj.addOnTickCallback(on_tick)
+        self.raft.add_tick_callback(on_tick)
         try:
             error = await asyncio.wait_for(done, timeout_s)
         except TimeoutError:
@@ -875,7 +716,7 @@ class QuorumNode:
             error = FAIL_REASON.REQUEST_DENIED
         finally:
             state["settled"] = True
-            self.syncobj.removeOnTickCallback(on_tick)
+            self.raft.remove_tick_callback(on_tick)
         if error != FAIL_REASON.SUCCESS:
             raise UnavailableError(
                 f"the transfer was refused ({reason(error, None)}): the target must be "
@@ -892,131 +733,14 @@ class QuorumNode:
 
     # ------------------------------------------------------------ voter changes
 
-    def _change_in_flight(self) -> str | None:
-        """The voter change being made, described, or None (one at a time)."""
-        if self._change is not None:
-            kind, node_id, address = self._change
-            return f"{'adding' if kind == 'add' else 'removing'} node {node_id} at {address}"
-        if self.orderer.voters_change_pending:
-            return "the leader is writing the voter set (a voter's new directory)"
-        return None
-
-    def _require_active(self, what: str) -> None:
-        if self.sm.fatal is not None:
-            raise UnavailableError(f"this node refuses to serve: {self.sm.fatal}", 30.0)
-        if not self.active:
-            raise self.not_controller(f"only the active controller can {what}")
-
     async def add_voter(self, node_id: int, address: str, timeout_s: float) -> tuple[Voter, bool]:
-        """Adds ``node_id`` at Raft ``address`` to the voter set (quorum/membership.py
-        rule 4); returns the voter and whether this call changed the set. Retried
-        after a lost answer or a leader change, it finishes what is left: it
-        answers at once if the node already is that voter, and joins the add in
-        progress if the same add is running. Raises MembershipRefused."""
-        self._require_active("add a voter")
-        host, port = parse_address(address, "address")
-        address = f"{host}:{port}"
-        done = already_added(self.image.voters, node_id, address)
-        if done is not None:
-            return done, False
-        if self._change == ("add", node_id, address) and self._change_task is not None:
-            return await asyncio.shield(self._change_task)
-        refused = check_add(self.image.voters, node_id, address, self._change_in_flight())
-        if refused is None and not self.config.raft_secret:
-            refused = ApiError(
-                Errors.INVALID_REQUEST,
-                "this voter runs without --raft-secret-file, so no other node can reach its "
-                "Raft port: restart it with one before adding voters",
-            )
-        if refused is not None:
-            raise MembershipRefused(refused)
-        change = ("add", node_id, address)
-        return await self._run_change(change, self._add(node_id, host, port, address, timeout_s))
+        """Adds ``node_id`` at Raft ``address`` to the voter set; returns the
+        voter and whether this call changed the set (VoterChanges.add)."""
+        return await self.voter_changes.add(node_id, address, timeout_s)
 
     async def remove_voter(self, node_id: int) -> tuple[Voter, ...]:
-        """Removes ``node_id`` from the voter set (rule 5); returns the new set."""
-        self._require_active("remove a voter")
-        voters = self.image.voters
-        raft = self.raft_status()
-        book = addresses(voters)
-        connected = {
-            nid
-            for nid, addr in book.items()
-            if self.guard.counts(nid) and raft.get(f"partner_node_status_server_{addr}") == 2
-        }
-        refused = check_remove(voters, node_id, self.node_id, connected, self._change_in_flight())
-        if refused is not None:
-            raise MembershipRefused(refused)
-        change = ("remove", node_id, book[node_id])
-        return await self._run_change(change, self._remove(node_id, book[node_id]))
-
-    async def _run_change(self, change: tuple, work) -> object:
-        """Runs one voter change as a task of its own: a client that gives up
-        does not cut it in half, and a retry of the same add joins it."""
-        self._change = change
-        task = self._change_task = asyncio.ensure_future(work)
-
-        def finished(_: asyncio.Task) -> None:
-            if self._change_task is task:
-                self._change, self._change_task = None, None
-            self.guard.learners = {k: v for k, v in self.guard.learners.items() if k != change[1]}
-
-        task.add_done_callback(finished)
-        return await asyncio.shield(task)
-
-    async def _add(
-        self, node_id: int, host: str, port: int, address: str, timeout_s: float
-    ) -> tuple[Voter, bool]:
-        guard = self.guard
-        guard.learners = {**guard.learners, node_id: address}  # the tick thread connects it
-        log.info("adding node %d at %s: streaming the log to it", node_id, address)
-        deadline = time.monotonic() + timeout_s
-        target = self.syncobj.raftCommitIndex
-        while True:
-            self._require_active("add a voter")
-            hello, held = guard.peers.get(node_id), guard.progress.get(node_id, 0)
-            if hello is not None and (wrong := misspelled(node_id, address, hello.address)):
-                raise MembershipRefused(wrong)
-            if hello is not None and held >= target:
-                break  # it holds what was committed a moment ago
-            if time.monotonic() > deadline:
-                raise MembershipRefused(
-                    lagging(node_id, address, hello is not None, held, self.syncobj.raftCommitIndex)
-                )
-            target = self.syncobj.raftCommitIndex
-            await asyncio.sleep(0.05)
-        voter = Voter(node_id, hello.directory_id, host, port)
-        await self._write_voters(with_voter(self.image.voters, voter), timeout_s)
-        return voter, True
-
-    async def _remove(self, node_id: int, address: str) -> tuple[Voter, ...]:
-        guard = self.guard
-        # Still streamed to once the set without it applies here, until it holds it.
-        guard.learners = {**guard.learners, node_id: address}
-        wanted = without_voter(self.image.voters, node_id)
-        await self._write_voters(wanted, 10.0)
-        index = self.syncobj.raftLastApplied  # the record's entry is at or below it
-        deadline = time.monotonic() + LEAVE_GRACE_S
-        while time.monotonic() < deadline and guard.peers.get(node_id) is not None:
-            if guard.progress.get(node_id, 0) >= index:
-                # It holds the record; the next heartbeat tells it the record committed.
-                await asyncio.sleep(0.3)
-                break
-            await asyncio.sleep(0.05)
-        return wanted
-
-    async def _write_voters(self, wanted: tuple[Voter, ...], timeout_s: float) -> None:
-        """Commits a VotersRecord through group commit; returns once it is applied here."""
-        log.info("writing the voter set %s", describe(wanted))
-        future = self.loop.create_future()
-        self.orderer.enqueue(VotersRecord(voters=wanted), future)
-        try:
-            await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 5.0))
-        except TimeoutError:
-            raise OutcomeUnknownError(
-                "the voter set did not commit in time; it may still commit (retry: a "
-                "retried change finishes what is left)"
-            ) from None
+        """Removes ``node_id`` from the voter set; returns the new set (VoterChanges.remove)."""
+        return await self.voter_changes.remove(node_id)
 
     def image_digest(self) -> tuple[int, str]:
         """(offset, SHA-256) of the current image; cached until the image changes."""
@@ -1028,40 +752,14 @@ class QuorumNode:
 
     def answer_ages(self) -> dict[str, float]:
         """Seconds since each peer (by Raft address) last answered this
-        leader's AppendEntries; empty unless this voter leads. A peer not
-        heard since the election is absent (leader_liveness.remember_election_answers).
-        pysyncobj's dict is read without a lock, so retry."""
-        syncobj = self.syncobj
-        if not syncobj._isLeader():
-            return {}
-        for _ in range(3):
-            try:
-                answered = internals.last_response_times(syncobj)
-                break
-            except RuntimeError:
-                continue
-        else:
-            return {}
-        counted = getattr(syncobj, "_mq_counted_at_election", {})
-        now = pysyncobj_monotonic()
-        # A `serve --observer` peer is a read-only pysyncobj node: it has no
-        # address (the status names no observer).
-        return {
-            peer.address: max(0.0, now - at)
-            for peer, at in answered.items()
-            if counted.get(peer) != at and isinstance(peer, TCPNode)
-        }
+        leader (RaftHost.answer_ages); empty unless this voter leads."""
+        return self.raft.answer_ages()
 
     def status(self) -> RaftStatus:
         """Role, term, leader, commit index, last applied and members: all that
         code outside quorum/ reads of Raft (quorum/raft/status.py)."""
-        return raft_status(self.syncobj)
+        return self.raft.status()
 
     def raft_status(self) -> dict:
-        """pysyncobj's status; it reads internal dicts without a lock, so retry."""
-        for _ in range(3):
-            try:
-                return self.syncobj.getStatus()
-            except RuntimeError:
-                continue
-        return {}
+        """pysyncobj's own status dict (RaftHost.status_dict)."""
+        return self.raft.status_dict()

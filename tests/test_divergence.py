@@ -19,7 +19,7 @@ import time
 import pytest
 from pysyncobj import SyncObj, SyncObjConf
 
-from quorum.raft import patches
+from quorum.raft import internals, patches
 from quorum.raft.divergence import (
     diverged,
     first_conflict,
@@ -93,7 +93,7 @@ class Follower:
         self.syncobj.doTick(0.0)
 
     def log_terms(self) -> list[tuple[int, int]]:
-        journal = self.syncobj._SyncObj__raftLog
+        journal = internals.journal(self.syncobj)
         return [(journal[i][1], journal[i][2]) for i in range(len(journal))]
 
     @property

@@ -25,6 +25,7 @@ from metadata_records.records import Batch, Endpoint, FeatureRange, NoOpRecord
 from metadata_records.snapshot import image_digest
 from quorum.node_config import ConfigError, claim_data_dir
 from quorum.node_errors import ThrottledError, UnavailableError
+from quorum.raft import internals
 from quorum.record_log import OffsetTooOld
 from quorum.state_machine import STALE
 
@@ -161,16 +162,16 @@ def test_raft_entries_map_to_record_offsets_for_lag_in_records(tmp_path):
     async def body(node):
         await active(node)
         await asyncio.gather(*(register(node, b) for b in range(1, 31)))
-        sm, raft = node.sm, node.syncobj
+        sm, raft = node.sm, node.raft
         # Quiet: pysyncobj counts an entry applied only after apply_batch returns.
         await wait_until(
             lambda: (
                 node.queue_depth == 0
                 and sm.image.next_offset > 30
-                and raft.raftLastApplied == sm._entry_index[-1]
+                and raft.last_applied == sm._entry_index[-1]
             )
         )
-        last = raft.raftLastApplied
+        last = raft.last_applied
         assert sm.next_offset_at(last) == sm.image.next_offset
         assert sm.next_offset_at(last + 1) is None  # not applied yet: unknown
         # Entries are batches: the records between two indexes are the offsets'
@@ -409,8 +410,8 @@ def test_a_snapshot_newer_than_the_journal_start_does_not_drop_the_journal(tmp_p
         await active(node)
         for b in range(1, 4):
             await register(node, b)
-        journal = node.syncobj._SyncObj__raftLog
-        applied = node.syncobj.raftLastApplied
+        journal = node.raft.journal
+        applied = node.raft.last_applied
         base = journal[0][1]
         last, prev = journal[applied - base], journal[applied - base - 1]
         _write_snapshot_file(config.dump_file, node.image, last, prev, [config.raft_address])
@@ -468,7 +469,7 @@ def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(
     monkeypatch.setattr(MetaquorumJournal, "setRaftCommitIndex", checked_commit)
     nodes = three_voters(tmp_path, fsync=True)
     for n in nodes:
-        journals[n.syncobj._SyncObj__transport] = n.syncobj._SyncObj__raftLog
+        journals[n.raft.transport] = n.raft.journal
     syncs_before = SyncStats.syncs
 
     async def main():
@@ -487,7 +488,7 @@ def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(
             for n in nodes:
                 await n.stop(transfer=False)
 
-    with caplog.at_level("CRITICAL", logger="pysyncobj.syncobj"):
+    with caplog.at_level("CRITICAL", logger=internals.SYNCOBJ_LOGGER):
         asyncio.run(main())
     assert violations == []
     assert checks["acks"] > 0 and checks["commits"] > 0
@@ -496,7 +497,7 @@ def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(
 
 
 def terms(nodes) -> list[int]:
-    return [n.syncobj.raftCurrentTerm for n in nodes]
+    return [n.raft.term for n in nodes]
 
 
 def run_without_elections(scenario, caplog) -> None:
@@ -522,7 +523,7 @@ def test_a_follower_held_up_past_its_election_deadline_hears_the_leader_first(tm
         leader = await start_and_lead(nodes)
         try:
             follower = next(n for n in nodes if n is not leader)
-            transport = follower.syncobj._SyncObj__transport
+            transport = follower.raft.transport
             before_ack = transport.before_ack
 
             def hold_once():
@@ -558,7 +559,7 @@ def test_a_disk_stall_on_every_voter_at_once_does_not_depose_the_leader(tmp_path
     stalled = []
 
     def stall_first_sync(node, seconds):
-        journal_file = node.syncobj._SyncObj__raftLog._file
+        journal_file = node.raft.journal._file
         real_sync = journal_file.sync
 
         def sync():
@@ -685,8 +686,6 @@ def test_a_leader_sends_a_moved_commit_index_with_its_next_batch_and_alone_only_
     (raft_port.defer_commit_push). Over sequential writes the leader sends
     batches, not one lone commit index per batch; once it is idle the last
     commit index still reaches the followers, which apply the last write."""
-    from quorum.raft.raft_port import defer_commit_push
-
     nodes = three_voters(tmp_path, fsync=False)
     writes = 20
 
@@ -695,8 +694,8 @@ def test_a_leader_sends_a_moved_commit_index_with_its_next_batch_and_alone_only_
         try:
             # 50 ms instead of 2: a loaded machine rarely takes that long to
             # propose the next write once the last one is answered.
-            defer_commit_push(leader.syncobj, 0.05)
-            transport = leader.syncobj._SyncObj__transport
+            leader.raft.defer_commit_push(0.05)
+            transport = leader.raft.transport
             real_send = transport.send
             sent = {"batch": 0, "index only": 0}
 
@@ -737,7 +736,6 @@ def test_a_commit_index_waits_for_the_orderers_next_batch_and_goes_once_it_has_n
     import time
 
     from controller.controller import Controller
-    from quorum.raft.raft_port import defer_commit_push
 
     nodes = three_voters(tmp_path, fsync=False)
     rounds = 10
@@ -755,10 +753,10 @@ def test_a_commit_index_waits_for_the_orderers_next_batch_and_goes_once_it_has_n
     async def main():
         leader = await start_and_lead(nodes)
         try:
-            defer_commit_push(
-                leader.syncobj, 0.002, 0.08, held_batches=lambda: leader.sm.record_batches
+            leader.raft.defer_commit_push(
+                0.002, 0.08, held_batches=lambda: leader.sm.record_batches
             )
-            transport = leader.syncobj._SyncObj__transport
+            transport = leader.raft.transport
             real_send = transport.send
             lone = {"while deciding": 0}
             word_at: list[float] = []

@@ -62,3 +62,21 @@ def test_no_pysyncobj_private_is_named_in_quorum_outside_quorum_raft():
         if "_SyncObj__" in line
     ]
     assert not found, found
+
+
+def test_only_quorum_raft_holds_the_syncobj():
+    """quorum/raft/host.py builds and drives the SyncObj: quorum/ outside
+    quorum/raft/, bench/ and scripts/ never reach it as ``.syncobj`` (api/
+    and metaquorum/ are held to it above)."""
+    paths = [
+        *sorted((ROOT / "quorum").glob("*.py")),
+        *sorted((ROOT / "bench").rglob("*.py")),
+        *sorted((ROOT / "scripts").rglob("*.py")),
+    ]
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in paths
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\.syncobj\b", line.split("#")[0])
+    ]
+    assert not found, "\n".join(found)

@@ -27,7 +27,7 @@ def _config(tmp_path, delay_s: float) -> NodeConfig:
 def test_the_first_election_waits_for_the_delay(tmp_path):
     node = build_node(_config(tmp_path, 30.0))
     try:
-        deadline = node.syncobj._SyncObj__raftElectionDeadline
+        deadline = node.raft.election_deadline
         assert deadline >= monotonic() + 29.0
     finally:
         asyncio.run(node.stop(transfer=False))
@@ -36,7 +36,7 @@ def test_the_first_election_waits_for_the_delay(tmp_path):
 def test_without_the_delay_pysyncobj_keeps_its_own_timeout(tmp_path):
     node = build_node(_config(tmp_path, 0.0))
     try:
-        assert node.syncobj._SyncObj__raftElectionDeadline <= monotonic() + 1.5
+        assert node.raft.election_deadline <= monotonic() + 1.5
     finally:
         asyncio.run(node.stop(transfer=False))
 

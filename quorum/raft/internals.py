@@ -1,11 +1,14 @@
-"""The pysyncobj 0.3.17 privates the node reads and sets, by name, in one
-place: pysyncobj offers no public way to reach them. Each is a plain read or
-write of the SyncObj's attribute, as the node made it before."""
+"""The pysyncobj 0.3.17 privates metaquorum reads and sets (RaftHost, the
+startup checks, the state machine), by name, in one place: pysyncobj offers
+no public way to reach them. Each is a plain read or write of the SyncObj's
+attribute."""
 
 from __future__ import annotations
 
 # pysyncobj 0.3.17's _RAFT_STATE.FOLLOWER
 _FOLLOWER = 0
+# The logger of pysyncobj's SyncObj: its tick tracebacks, its failed snapshots.
+SYNCOBJ_LOGGER = "pysyncobj.syncobj"
 
 
 def transport(syncobj):
