@@ -25,7 +25,7 @@ from brokers.sim_report import SimResult
 from brokers.sim_workers import BROKERS_PER_PROCESS, auto_processes, make_simulation
 from brokers.tls import ClientTlsError
 
-from .ops import add_connection_flags, tls_from_args
+from .connection_flags import add_connection_flags, tls_from_args
 
 
 def parse_duration(text: str) -> float:
