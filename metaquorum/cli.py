@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import os
 import signal
 import sys
@@ -22,41 +23,32 @@ from . import __version__
 
 @dataclass(frozen=True)
 class Command:
-    """A command of this module's table: how its parser is added (importing
-    only what its flags need) and how it runs (importing what that needs)."""
+    """A command of this module's table: its help, how its flags are added and
+    how it runs (each imports its module only when called, see ``_parser``)."""
 
-    add_parser: Callable[[argparse._SubParsersAction], None]
+    help: str
+    add_flags: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    description: str | None = None
 
 
-def _add_demo(commands: argparse._SubParsersAction) -> None:
-    demo = commands.add_parser(
-        "demo",
-        help="watch the controller decide a small cluster's life, record by record",
-        description="Runs the pure controller over an in-memory log: registration, unfencing, "
-        "a topic, a KIP-903 rejection and a KIP-841 controlled shutdown.",
-    )
-    demo.add_argument("--json", action="store_true", help="print only the log, as NDJSON")
+def _later(module: str, function: str) -> Callable:
+    """``module.function``, imported when it is called, not before."""
+
+    def call(*args):
+        return getattr(importlib.import_module(module, __package__), function)(*args)
+
+    return call
+
+
+def _demo_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print only the log, as NDJSON")
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     return run_demo(as_json=args.json)
-
-
-def _add_serve(commands: argparse._SubParsersAction) -> None:
-    from .serve import add_serve_flags
-
-    add_serve_flags(
-        commands.add_parser(
-            "serve",
-            help="run one voter: the Raft quorum and the HTTP API",
-            description="Runs one voter. Every flag is also an environment variable "
-            "(--node-id = METAQUORUM_NODE_ID). Exit codes: 0 clean stop, 2 bad "
-            "configuration, 3 refused to serve (corrupt data).",
-        )
-    )
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -69,96 +61,56 @@ def _run_serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
-def _add_dev(commands: argparse._SubParsersAction) -> None:
-    from .dev import add_dev_flags
-
-    add_dev_flags(
-        commands.add_parser(
-            "dev",
-            help="a local cluster on 127.0.0.1 (1 voter, or --nodes 3), with curl recipes",
-        )
-    )
-
-
-def _run_dev(args: argparse.Namespace) -> int:
-    from .dev import run_dev
-
-    return run_dev(args)
-
-
-def _add_sim(commands: argparse._SubParsersAction) -> None:
-    from .sim import add_sim_flags
-
-    add_sim_flags(
-        commands.add_parser(
-            "sim",
-            help="many simulated brokers against a running cluster, with chaos and a live "
-            "dashboard",
-            description="Runs N broker agents (register, heartbeat, follow the log, lead "
-            "partitions and ask for ISR changes) in one process, with chaos drawn from "
-            "--seed, then checks the log's invariants. Exit codes: 0 no violation, 1 a "
-            "violation or no recovery, 2 bad flags or no cluster.",
-        )
-    )
-
-
-def _run_sim(args: argparse.Namespace) -> int:
-    from .sim import run_sim
-
-    return run_sim(args)
-
-
-def _add_broker(commands: argparse._SubParsersAction) -> None:
-    from .sim import add_broker_flags
-
-    add_broker_flags(
-        commands.add_parser(
-            "broker",
-            help="one simulated broker agent; SIGTERM makes it shut down cleanly (KIP-841)",
-            description="Registers, heartbeats, follows the metadata log and leads its "
-            "partitions until SIGTERM or Ctrl-C, then asks for a controlled shutdown and "
-            "waits for it. Exit codes: 0 clean stop, 1 the controlled shutdown timed out, "
-            "2 no cluster.",
-        )
-    )
-
-
-def _run_broker(args: argparse.Namespace) -> int:
-    from .sim import run_broker
-
-    return run_broker(args)
-
-
-def _add_hash_token(commands: argparse._SubParsersAction) -> None:
-    from .hash_token import add_hash_token_flags
-
-    add_hash_token_flags(
-        commands.add_parser(
-            "hash-token",
-            help="a tokens-file line with a token's salted hash (scrypt) instead of the token",
-            description="Prints a tokens-file line that holds the salted scrypt hash of a "
-            "token of the form ID.SECRET: a new one (shown once on stderr), or "
-            "--token-file's. Exit code 2 on a bad flag or token.",
-        )
-    )
-
-
-def _run_hash_token(args: argparse.Namespace) -> int:
-    from .hash_token import run_hash_token
-
-    return run_hash_token(args)
-
-
 # The commands this module defines, in the order --help lists them; the
 # operator commands are ops.py's table (OPS), the pipeline's pipeline_cli.py's,
 # and ``completion`` needs the whole parser.
 COMMANDS: dict[str, Command] = {
-    "demo": Command(_add_demo, _run_demo),
-    "serve": Command(_add_serve, _run_serve),
-    "dev": Command(_add_dev, _run_dev),
-    "sim": Command(_add_sim, _run_sim),
-    "broker": Command(_add_broker, _run_broker),
-    "hash-token": Command(_add_hash_token, _run_hash_token),
+    "demo": Command(
+        "watch the controller decide a small cluster's life, record by record",
+        _demo_flags,
+        _run_demo,
+        "Runs the pure controller over an in-memory log: registration, unfencing, "
+        "a topic, a KIP-903 rejection and a KIP-841 controlled shutdown.",
+    ),
+    "serve": Command(
+        "run one voter: the Raft quorum and the HTTP API",
+        _later(".serve", "add_serve_flags"),
+        _run_serve,
+        "Runs one voter. Every flag is also an environment variable "
+        "(--node-id = METAQUORUM_NODE_ID). Exit codes: 0 clean stop, 2 bad "
+        "configuration, 3 refused to serve (corrupt data).",
+    ),
+    "dev": Command(
+        "a local cluster on 127.0.0.1 (1 voter, or --nodes 3), with curl recipes",
+        _later(".dev", "add_dev_flags"),
+        _later(".dev", "run_dev"),
+    ),
+    "sim": Command(
+        "many simulated brokers against a running cluster, with chaos and a live dashboard",
+        _later(".sim", "add_sim_flags"),
+        _later(".sim", "run_sim"),
+        "Runs N broker agents (register, heartbeat, follow the log, lead "
+        "partitions and ask for ISR changes) in one process, with chaos drawn from "
+        "--seed, then checks the log's invariants. Exit codes: 0 no violation, 1 a "
+        "violation or no recovery, 2 bad flags or no cluster.",
+    ),
+    "broker": Command(
+        "one simulated broker agent; SIGTERM makes it shut down cleanly (KIP-841)",
+        _later(".sim", "add_broker_flags"),
+        _later(".sim", "run_broker"),
+        "Registers, heartbeats, follows the metadata log and leads its "
+        "partitions until SIGTERM or Ctrl-C, then asks for a controlled shutdown and "
+        "waits for it. Exit codes: 0 clean stop, 1 the controlled shutdown timed out, "
+        "2 no cluster.",
+    ),
+    "hash-token": Command(
+        "a tokens-file line with a token's salted hash (scrypt) instead of the token",
+        _later(".hash_token", "add_hash_token_flags"),
+        _later(".hash_token", "run_hash_token"),
+        "Prints a tokens-file line that holds the salted scrypt hash of a "
+        "token of the form ID.SECRET: a new one (shown once on stderr), or "
+        "--token-file's. Exit code 2 on a bad flag or token.",
+    ),
 }
 LOCAL_COMMANDS = tuple(COMMANDS)
 
@@ -193,7 +145,9 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, local in COMMANDS.items():
         if command is None or command == name:
-            local.add_parser(commands)
+            local.add_flags(
+                commands.add_parser(name, help=local.help, description=local.description)
+            )
     if command is None or command not in COMMANDS:
         from .ops import OPS, add_ops_commands
         from .pipeline_cli import add_pipeline_commands

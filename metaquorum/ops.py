@@ -83,6 +83,8 @@ def run_op(args: argparse.Namespace) -> int:
             args.token = _read_token(args.token_file)
         tls = tls_from_args(args)
         if args.command == "transfer-leadership" and args.if_leader:
+            # The preStop hook asks the voter at --url alone, without the client
+            # (which follows redirects to the leader): prestop.py.
             return asyncio.run(transfer_if_leader(args.url, args.token, args.target, tls))
         return asyncio.run(_run(args, console, tls))
     except ClientTlsError as e:
@@ -118,6 +120,7 @@ def _read_token(path: str) -> str:
 
 
 async def _run(args: argparse.Namespace, console: Console, tls: ClientTls | None = None) -> int:
+    """The command's entry, looked up in the table, run with a client."""
     op = OPS[args.command]
     seeds = [u.strip() for u in args.url.split(",") if u.strip()]
     async with MetaquorumClient(
