@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 
 from brokers.agent import METADATA_VERSION_RANGE, State  # noqa: E402
-from brokers.sim import SimConfig, Simulation  # noqa: E402
+from brokers.sim import Simulation  # noqa: E402
+from brokers.sim_config import SimConfig  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -36,7 +36,7 @@ import uvloop  # noqa: E402
 from bench.cores import orderer_of, workers_of  # noqa: E402
 from bench.sim import cpu_seconds, progress  # noqa: E402
 from brokers.loop_lag import CLUSTER, SIMULATOR  # noqa: E402
-from brokers.sim import SimConfig  # noqa: E402
+from brokers.sim_config import SimConfig  # noqa: E402
 from brokers.sim_workers import auto_processes, make_simulation  # noqa: E402
 from brokers.stats import Histogram  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402

@@ -7,7 +7,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .sim import SimResult, Simulation
+from .sim import Simulation
+from .sim_report import SimResult
 
 
 def render(sim: Simulation, header: str | None = None) -> Group:

@@ -24,6 +24,12 @@ so a run can be repeated:
 Afterwards the chaos stops, every broker comes back, and the run settles; then
 the log is read back and checked (``metadata_records.log_invariants``), and no agent may be left
 with an ISR change in flight.
+
+This module is the run (``Simulation``: start, chaos, settle, stop, sum up); what
+it plays sits beside it: the run's flags (sim_config.py), the chaos schedule
+(chaos_schedule.py), the HTTP clients (sim_http.py), the data plane
+(data_plane.py), the dashboard's snapshot and the summary (sim_report.py) and
+the log read back at the end (log_check.py).
 """
 
 from __future__ import annotations
@@ -35,323 +41,23 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
-import httpx
-
-from metadata_records.image import MetadataImage, PartitionRegistration
-from metadata_records.log_invariants import LogInvariants, Violation
+from metadata_records.image import PartitionRegistration
+from metadata_records.log_invariants import Violation
 
 from .agent import AgentConfig, BrokerAgent, State
+from .chaos_schedule import ChaosEvent, chaos_schedule
 from .client import ClientError, MetaquorumClient
-from .lean_http import LeanHttp
+from .data_plane import World
+from .log_check import read_and_check_log
 from .loop_lag import CLUSTER, SIMULATOR, LagMonitor
 from .metadata_cache import LogFollower
-from .stats import Histogram, SimStats
-from .tls import ClientTls
-
-CHAOS_KINDS = ("crash", "bounce", "slow", "blip", "decommission")
-HTTP_CLIENTS = ("lean", "httpx")
-
-MAX_VIOLATIONS = 1000  # kept for the summary (the count is exact)
-
-
-def restore_snapshot(checker: LogInvariants, body: dict) -> None:
-    """A ``GET /v1/snapshot`` body: the state the log goes on from."""
-    for obj in body["records"]:
-        checker.restore_obj(obj)
-
-
-def check_page(checker: LogInvariants, body: dict) -> None:
-    """A ``GET /v1/log`` page, in offset order after the pages before it."""
-    for obj in body["records"]:
-        checker.check_obj(obj)
-
-
-@dataclass
-class SimConfig:
-    urls: list[str]
-    brokers: int = 20
-    topics: int = 4
-    partitions: int = 50  # per topic
-    replication_factor: int = 3
-    duration_s: float = 60.0  # 0: until cancelled (Ctrl-C)
-    chaos: tuple[str, ...] = ()
-    seed: int = 0
-    token: str | None = None
-    first_broker_id: int = 1
-    topic_prefix: str = "sim-"
-    heartbeat_interval_s: float = 1.0
-    session_timeout_s: float = 9.0  # the cluster's (serve --session-timeout-ms)
-    replica_lag_time_max_ms: int = 3000
-    chaos_interval_s: float = 3.0  # one chaos event every this many seconds
-    crash_downtime_s: float = 4.0
-    slow_s: float = 8.0
-    blip_s: float = 2.0
-    settle_timeout_s: float = 60.0
-    stuck_after_s: float = 15.0  # an ISR change in flight this long at the end is stuck
-    move_timeout_s: float = 30.0  # a decommission gives up if the replicas have not moved by then
-    # Per process and voter. httpx: httpcore scans its whole pool per request
-    # queued, so BoundedClient queues the rest in front of it.
-    max_connections: int = 64
-    http: str = "lean"  # the brokers' requests: "lean" (brokers/lean_http.py) or "httpx"
-    check_log: bool = True
-    log_wait_ms: int = 500
-    tls: ClientTls | None = None  # the CA to trust and a client certificate (https URLs)
-    # (cacert, cert, key): how a worker process builds ``tls`` again (a context
-    # does not pickle)
-    tls_files: tuple[str | None, str | None, str | None] | None = None
-    processes: int = 1  # worker processes for the brokers (brokers/sim_workers.py); 1: this one
-
-    def problems(self) -> list[str]:
-        out = []
-        if not self.urls:
-            out.append("--url: at least one voter URL is needed")
-        if self.brokers < 1:
-            out.append(f"--brokers must be at least 1, got {self.brokers}")
-        if self.topics < 0 or self.partitions < 1:
-            out.append("--topics must be >= 0 and --partitions >= 1")
-        if not 1 <= self.replication_factor <= max(1, self.brokers):
-            out.append(
-                f"--replication-factor {self.replication_factor} needs at least as many brokers"
-            )
-        unknown = set(self.chaos) - set(CHAOS_KINDS)
-        if unknown:
-            out.append(
-                f"--chaos: unknown kind(s) {', '.join(sorted(unknown))}; "
-                f"choose from {','.join(CHAOS_KINDS)}"
-            )
-        if self.duration_s < 0:
-            out.append("--duration must not be negative")
-        if not 1 <= self.processes <= max(1, self.brokers):
-            out.append(f"--processes must be between 1 and --brokers, got {self.processes}")
-        if self.http not in HTTP_CLIENTS:
-            out.append(f"--http: {self.http!r}; choose from {', '.join(HTTP_CLIENTS)}")
-        return out
-
-
-@dataclass(frozen=True)
-class ChaosEvent:
-    at_s: float
-    kind: str
-    broker_id: int
-    duration_s: float
-
-
-def chaos_schedule(config: SimConfig) -> list[ChaosEvent]:
-    """The chaos of a run, drawn from its seed before it starts.
-
-    At most a fifth of the brokers (at least one) is disturbed at any time, and
-    a broker is never disturbed twice at once. Chaos stops a settle margin before
-    the end so the run can end calm."""
-    if not config.chaos:
-        return []
-    rng = random.Random(config.seed)
-    ids = list(range(config.first_broker_id, config.first_broker_id + config.brokers))
-    # Enough for a long interactive run too; the runner stops at the duration.
-    horizon = config.duration_s if config.duration_s > 0 else 24 * 3600
-    last_start = horizon - max(config.crash_downtime_s, config.slow_s) - 5
-    nominal = {
-        "crash": config.crash_downtime_s + 10,  # + session timeout and re-registration
-        "bounce": 5.0,
-        "slow": config.slow_s,
-        "blip": config.blip_s,
-        # + moving its replicas away and shutting down
-        "decommission": config.crash_downtime_s + 15,
-    }
-    limit = max(1, config.brokers // 5)
-    busy: dict[int, float] = {}  # broker -> until
-    events = []
-    kinds: list[str] = []  # each kind once per round, in a shuffled order
-    t = min(config.chaos_interval_s, 5.0)
-    while t <= last_start:
-        for b in [b for b, until in busy.items() if until <= t]:
-            del busy[b]
-        if len(busy) < limit:
-            if not kinds:
-                kinds = list(config.chaos)
-                rng.shuffle(kinds)
-            kind = kinds.pop()
-            broker = rng.choice([b for b in ids if b not in busy])
-            duration = {
-                "crash": config.crash_downtime_s,
-                "bounce": 0.0,
-                "slow": config.slow_s,
-                "blip": config.blip_s,
-                "decommission": config.crash_downtime_s,
-            }[kind]
-            events.append(ChaosEvent(round(t, 3), kind, broker, duration))
-            busy[broker] = t + nominal[kind]
-        t += config.chaos_interval_s * rng.uniform(0.5, 1.5)
-    return events
-
-
-class BoundedClient(httpx.AsyncClient):
-    """At most ``limit`` requests handed to the connection pool at once; the rest
-    wait here, in a FIFO queue. httpcore rescans its whole wait queue each time
-    a request completes, which with thousands of brokers queued on a pool of 16
-    costs more CPU than the requests themselves."""
-
-    def __init__(self, *args, limit: int, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._slots = asyncio.Semaphore(limit)
-
-    async def send(self, *args, **kwargs) -> httpx.Response:
-        async with self._slots:
-            return await super().send(*args, **kwargs)
-
-
-@contextlib.asynccontextmanager
-async def brokers_http(c: SimConfig):
-    """The brokers' transport (register, heartbeat, alter-partition): the lean
-    client, or httpx as before (``--http httpx``); brokers/client.py is the same
-    above either."""
-    if c.http == "lean":
-        lean = LeanHttp(
-            timeout_s=10.0,
-            max_connections=c.max_connections,
-            ssl_context=c.tls.context if c.tls is not None else None,
-        )
-        try:
-            yield lean
-        finally:
-            await lean.aclose()
-        return
-    limits = httpx.Limits(
-        max_connections=c.max_connections, max_keepalive_connections=c.max_connections
-    )
-    verify = c.tls.context if c.tls is not None else True
-    async with BoundedClient(
-        timeout=10.0, limits=limits, limit=c.max_connections, verify=verify
-    ) as http:
-        yield http
-
-
-@contextlib.asynccontextmanager
-async def sim_clients(c: SimConfig, metadata_connections: int = 4):
-    """(the brokers' client, the metadata client). Metadata (the log follower,
-    status, the final check) has connections of its own, as a Kafka broker's
-    metadata fetches do: under load it must not queue behind the brokers'
-    heartbeats, or they could never catch up."""
-    verify = c.tls.context if c.tls is not None else True
-    async with (
-        brokers_http(c) as http,
-        httpx.AsyncClient(
-            timeout=10.0,
-            limits=httpx.Limits(max_connections=metadata_connections),
-            verify=verify,
-        ) as meta,
-    ):
-        yield (
-            MetaquorumClient(c.urls, token=c.token, http=http, tls=c.tls),
-            MetaquorumClient(c.urls, token=c.token, http=meta, tls=c.tls),
-        )
-
-
-class World:
-    """The data plane between the simulated brokers (a ``FollowerModel``)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.agents: dict[int, BrokerAgent] = {}
-        self.slow_until: dict[int, float] = {}
-        self._stalled_at: dict[tuple[int, str, int], int] = {}
-        self.clock = clock
-
-    def fetch(self, follower_id, topic_id, partition, leader_leo, now_ms):
-        a = self.agents.get(follower_id)
-        if a is None or not a.alive or a.epoch < 0:
-            return None  # not running, or not registered yet: it does not fetch
-        key = (follower_id, topic_id, partition)
-        if self.clock() < self.slow_until.get(follower_id, 0.0):
-            # Stalled: stuck where it was when it slowed down, behind the leader.
-            return self._stalled_at.setdefault(key, max(0, leader_leo - 1)), a.epoch
-        self._stalled_at.pop(key, None)
-        return leader_leo, a.epoch
-
-
-@dataclass
-class Snapshot:
-    """What the dashboard shows, computed from the image and the agents."""
-
-    at_s: float
-    offset: int
-    brokers_active: int = 0
-    brokers_fenced: int = 0
-    brokers_shutting_down: int = 0
-    partitions: int = 0
-    under_replicated: int = 0
-    offline: int = 0
-    # not led by their preferred replica (Kafka's PreferredReplicaImbalanceCount):
-    # what the controller's leader balancing brings back to 0
-    not_preferred: int = 0
-    agent_states: dict[str, int] = field(default_factory=dict)
-
-
-def image_counts(image: MetadataImage, topic_ids: set[str] | None = None) -> dict[str, int]:
-    active = fenced = shutting = 0
-    for b in image.brokers.values():
-        if b.fenced:
-            fenced += 1
-        elif b.in_controlled_shutdown:
-            shutting += 1
-        else:
-            active += 1
-    partitions = urp = offline = not_preferred = 0
-    for topic_id, topic in image.topics.items():
-        if topic_ids is not None and topic_id not in topic_ids:
-            continue
-        for p in topic.partitions.values():
-            partitions += 1
-            urp += len(p.isr) < len(p.replicas)
-            offline += p.leader == -1
-            not_preferred += not p.has_preferred_leader
-    return {
-        "brokers_active": active,
-        "brokers_fenced": fenced,
-        "brokers_shutting_down": shutting,
-        "partitions": partitions,
-        "under_replicated": urp,
-        "offline": offline,
-        "not_preferred": not_preferred,
-    }
-
-
-@dataclass
-class SimResult:
-    seed: int
-    brokers: int
-    partitions: int
-    duration_s: float
-    chaos: dict[str, int]
-    chaos_skipped: int
-    schedule: list[dict]
-    settled: bool
-    settle_s: float | None
-    stuck: list[str]
-    violations: list[str]
-    records_checked: int
-    fencings: int  # committed to the log, by session timeout or controlled shutdown
-    isr_shrinks: int  # committed over the whole run, the final shutdowns included
-    isr_expands: int
-    isr_while_running: dict[str, int]  # committed before the run began to wind down
-    events: dict[str, int]
-    requests: dict[str, dict[str, Any]]
-    unclean_shutdowns: int
-    final: dict[str, int]
-    problems: list[str]
-    # The simulator's own lag (loop_lag.py): loop and heartbeat lateness
-    # percentiles in ms, the worst in s, and fencings by whose fault.
-    lag: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # not failures: doubts about the run
-    processes: int = 1  # simulator processes that ran the brokers
-
-    @property
-    def ok(self) -> bool:
-        return self.settled and not self.stuck and not self.violations and not self.problems
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+from .sim_config import SimConfig
+from .sim_http import sim_clients
+from .sim_report import SimResult, Snapshot, image_counts, in_ms, lag_summary
+from .stats import SimStats
 
 
 class Simulation:
@@ -416,7 +122,7 @@ class Simulation:
             "processes": 1,
             "now_s": self.lag.recent_max_s(),
             "worst_s": self.lag.worst_s,
-            "heartbeat_late_p99_ms": _ms(self.lag.heartbeats.quantile(0.99)),
+            "heartbeat_late_p99_ms": in_ms(self.lag.heartbeats.quantile(0.99)),
             "fencings_late_heartbeats": self.stats.events.get(SIMULATOR, 0),
             "fencings_on_time": self.stats.events.get(CLUSTER, 0),
             "warning": self.lag.warning(),
@@ -592,7 +298,7 @@ class Simulation:
         checked = fencings = 0
         if c.check_log:
             self.phase = "checking the log"
-            checker = await self.check_log()
+            checker = await read_and_check_log(self.meta)
             violations, checked, fencings = checker.violations, checker.records, checker.fencings
         warning = next((w for w in (m.warning() for m in monitors) if w), None)
         return SimResult(
@@ -649,9 +355,9 @@ class Simulation:
             h = ep.total
             out[name] = {
                 "count": h.total,
-                "p50_ms": _ms(h.quantile(0.5)),
-                "p99_ms": _ms(h.quantile(0.99)),
-                "max_ms": _ms(h.max_s if h.total else None),
+                "p50_ms": in_ms(h.quantile(0.5)),
+                "p99_ms": in_ms(h.quantile(0.99)),
+                "max_ms": in_ms(h.max_s if h.total else None),
                 "errors": dict(ep.errors),
             }
         return out
@@ -883,29 +589,6 @@ class Simulation:
             await asyncio.sleep(0.1)
         return True
 
-    async def check_log(self) -> LogInvariants:
-        """Reads the whole log back from the cluster and checks every offset."""
-        checker = LogInvariants(max_violations=MAX_VIOLATIONS)
-        offset = 0
-        end = None
-        while True:
-            page = await self.meta.log(offset, 5000)
-            if page.body.get("errorName") == "OFFSET_OUT_OF_RANGE":
-                snap = await self.meta.snapshot()
-                restore_snapshot(checker, snap.body)
-                offset = snap.body["nextOffset"]
-                continue
-            if not page.ok:
-                raise ClientError(f"reading the log: {page.error_name}: {page.error_message}")
-            if end is None:
-                end = page.body["highWatermark"]
-            check_page(checker, page.body)
-            offset = page.body["nextOffset"]
-            if offset >= end or not page.body["records"]:
-                break
-        checker.finish()
-        return checker
-
     def _tp_name(self, tp: tuple[str, int]) -> str:
         topic = self.follower.image.topics.get(tp[0])
         return f"{topic.name if topic else tp[0]}-{tp[1]}"
@@ -922,27 +605,3 @@ def _reassign_errors(answer) -> str | None:
                     f"{t['name']}-{p['partitionIndex']}: {p['errorName']}: {p.get('errorMessage')}"
                 )
     return None
-
-
-def lag_summary(monitors: list[LagMonitor], events: Counter) -> dict[str, Any]:
-    """The run's lag figures, over one monitor per simulator process."""
-    loop, beats = Histogram(), Histogram()
-    for m in monitors:
-        loop.merge(m.loop)
-        beats.merge(m.heartbeats)
-    return {
-        "processes": len(monitors),
-        "loop_p50_ms": _ms(loop.quantile(0.5)),
-        "loop_p99_ms": _ms(loop.quantile(0.99)),
-        "loop_max_ms": _ms(loop.max_s if loop.total else None),
-        "heartbeat_late_p50_ms": _ms(beats.quantile(0.5)),
-        "heartbeat_late_p99_ms": _ms(beats.quantile(0.99)),
-        "heartbeat_late_max_ms": _ms(beats.max_s if beats.total else None),
-        "worst_s": round(max((m.worst_s for m in monitors), default=0.0), 2),
-        "fencings_late_heartbeats": events.get(SIMULATOR, 0),
-        "fencings_on_time": events.get(CLUSTER, 0),
-    }
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 1)

@@ -43,17 +43,13 @@ from typing import Any
 
 from .agent import State
 from .client import ClientError
+from .data_plane import World
 from .loop_lag import CLUSTER, SIMULATOR, LagMonitor
 from .metadata_cache import LogFollower
-from .sim import (
-    SimConfig,
-    SimResult,
-    Simulation,
-    World,
-    _ms,
-    image_counts,
-    sim_clients,
-)
+from .sim import Simulation
+from .sim_config import SimConfig
+from .sim_http import sim_clients
+from .sim_report import SimResult, image_counts, in_ms
 from .stats import Histogram, SimStats
 from .tls import load_client_tls
 
@@ -280,7 +276,7 @@ class MultiSimulation(Simulation):
             "processes": len(monitors),  # the parent and its workers
             "now_s": max([self.lag.recent_max_s()] + [r["lag"]["now_s"] for r in latest]),
             "worst_s": worst,
-            "heartbeat_late_p99_ms": _ms(beats.quantile(0.99)),
+            "heartbeat_late_p99_ms": in_ms(beats.quantile(0.99)),
             "fencings_late_heartbeats": events.get(SIMULATOR, 0),
             "fencings_on_time": events.get(CLUSTER, 0),
             "warning": next((m.warning() for m in monitors if m.warning()), None),

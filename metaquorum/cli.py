@@ -1,17 +1,118 @@
-"""``metaquorum``: the operator's command line."""
+"""``metaquorum``: the operator's command line.
+
+Every command is an entry of a table: this module's own (``COMMANDS``: demo,
+serve, dev, sim, broker, hash-token), the operator commands' (ops.OPS) and the
+pipeline's (pipeline_cli.PIPELINE_COMMANDS); ``completion`` prints the whole
+parser's. A command's parser imports only what its flags need, so that
+``metaquorum status`` starts without the server's or the simulator's imports.
+"""
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import os
 import signal
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import __version__
 
-# The commands this module defines; the others are ops' and the pipeline's.
-LOCAL_COMMANDS = ("demo", "serve", "dev", "sim", "broker", "hash-token")
+
+@dataclass(frozen=True)
+class Command:
+    """A command of this module's table: its help, how its flags are added and
+    how it runs (each imports its module only when called, see ``_parser``)."""
+
+    help: str
+    add_flags: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str | None = None
+
+
+def _later(module: str, function: str) -> Callable:
+    """``module.function``, imported when it is called, not before."""
+
+    def call(*args):
+        return getattr(importlib.import_module(module, __package__), function)(*args)
+
+    return call
+
+
+def _demo_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print only the log, as NDJSON")
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(as_json=args.json)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    # No collections while it imports FastAPI, pydantic and the rest:
+    # its classes make no garbage, and each collection walked them all
+    # (about 0.1 s of a start's CPU); tune_runtime turns it back on.
+    gc.disable()
+    from .serve import run_serve
+
+    return run_serve(args)
+
+
+# The commands this module defines, in the order --help lists them; the
+# operator commands are ops.py's table (OPS), the pipeline's pipeline_cli.py's,
+# and ``completion`` needs the whole parser.
+COMMANDS: dict[str, Command] = {
+    "demo": Command(
+        "watch the controller decide a small cluster's life, record by record",
+        _demo_flags,
+        _run_demo,
+        "Runs the pure controller over an in-memory log: registration, unfencing, "
+        "a topic, a KIP-903 rejection and a KIP-841 controlled shutdown.",
+    ),
+    "serve": Command(
+        "run one voter: the Raft quorum and the HTTP API",
+        _later(".serve", "add_serve_flags"),
+        _run_serve,
+        "Runs one voter. Every flag is also an environment variable "
+        "(--node-id = METAQUORUM_NODE_ID). Exit codes: 0 clean stop, 2 bad "
+        "configuration, 3 refused to serve (corrupt data).",
+    ),
+    "dev": Command(
+        "a local cluster on 127.0.0.1 (1 voter, or --nodes 3), with curl recipes",
+        _later(".dev", "add_dev_flags"),
+        _later(".dev", "run_dev"),
+    ),
+    "sim": Command(
+        "many simulated brokers against a running cluster, with chaos and a live dashboard",
+        _later(".sim", "add_sim_flags"),
+        _later(".sim", "run_sim"),
+        "Runs N broker agents (register, heartbeat, follow the log, lead "
+        "partitions and ask for ISR changes) in one process, with chaos drawn from "
+        "--seed, then checks the log's invariants. Exit codes: 0 no violation, 1 a "
+        "violation or no recovery, 2 bad flags or no cluster.",
+    ),
+    "broker": Command(
+        "one simulated broker agent; SIGTERM makes it shut down cleanly (KIP-841)",
+        _later(".sim", "add_broker_flags"),
+        _later(".sim", "run_broker"),
+        "Registers, heartbeats, follows the metadata log and leads its "
+        "partitions until SIGTERM or Ctrl-C, then asks for a controlled shutdown and "
+        "waits for it. Exit codes: 0 clean stop, 1 the controlled shutdown timed out, "
+        "2 no cluster.",
+    ),
+    "hash-token": Command(
+        "a tokens-file line with a token's salted hash (scrypt) instead of the token",
+        _later(".hash_token", "add_hash_token_flags"),
+        _later(".hash_token", "run_hash_token"),
+        "Prints a tokens-file line that holds the salted scrypt hash of a "
+        "token of the form ID.SECRET: a new one (shown once on stderr), or "
+        "--token-file's. Exit code 2 on a bad flag or token.",
+    ),
+}
+LOCAL_COMMANDS = tuple(COMMANDS)
 
 
 def _command_of(argv: list[str]) -> str | None:
@@ -20,7 +121,7 @@ def _command_of(argv: list[str]) -> str | None:
     if not argv or argv[0].startswith("-"):
         return None
     command = argv[0]
-    if command in LOCAL_COMMANDS:
+    if command in COMMANDS:
         return command
     from .ops import OPS
 
@@ -42,73 +143,12 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"metaquorum {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    def wanted(name: str) -> bool:
-        return command is None or command == name
-
-    if wanted("demo"):
-        _add_demo(commands)
-    if wanted("serve"):
-        from .serve import add_serve_flags
-
-        add_serve_flags(
-            commands.add_parser(
-                "serve",
-                help="run one voter: the Raft quorum and the HTTP API",
-                description="Runs one voter. Every flag is also an environment variable "
-                "(--node-id = METAQUORUM_NODE_ID). Exit codes: 0 clean stop, 2 bad "
-                "configuration, 3 refused to serve (corrupt data).",
+    for name, local in COMMANDS.items():
+        if command is None or command == name:
+            local.add_flags(
+                commands.add_parser(name, help=local.help, description=local.description)
             )
-        )
-    if wanted("dev"):
-        from .dev import add_dev_flags
-
-        add_dev_flags(
-            commands.add_parser(
-                "dev",
-                help="a local cluster on 127.0.0.1 (1 voter, or --nodes 3), with curl recipes",
-            )
-        )
-    if wanted("sim"):
-        from .sim import add_sim_flags
-
-        add_sim_flags(
-            commands.add_parser(
-                "sim",
-                help="many simulated brokers against a running cluster, with chaos and a live "
-                "dashboard",
-                description="Runs N broker agents (register, heartbeat, follow the log, lead "
-                "partitions and ask for ISR changes) in one process, with chaos drawn from "
-                "--seed, then checks the log's invariants. Exit codes: 0 no violation, 1 a "
-                "violation or no recovery, 2 bad flags or no cluster.",
-            )
-        )
-    if wanted("broker"):
-        from .sim import add_broker_flags
-
-        add_broker_flags(
-            commands.add_parser(
-                "broker",
-                help="one simulated broker agent; SIGTERM makes it shut down cleanly (KIP-841)",
-                description="Registers, heartbeats, follows the metadata log and leads its "
-                "partitions until SIGTERM or Ctrl-C, then asks for a controlled shutdown and "
-                "waits for it. Exit codes: 0 clean stop, 1 the controlled shutdown timed out, "
-                "2 no cluster.",
-            )
-        )
-    if wanted("hash-token"):
-        from .hash_token import add_hash_token_flags
-
-        add_hash_token_flags(
-            commands.add_parser(
-                "hash-token",
-                help="a tokens-file line with a token's salted hash (scrypt) instead of the token",
-                description="Prints a tokens-file line that holds the salted scrypt hash of a "
-                "token of the form ID.SECRET: a new one (shown once on stderr), or "
-                "--token-file's. Exit code 2 on a bad flag or token.",
-            )
-        )
-    if command is None or command not in LOCAL_COMMANDS:
+    if command is None or command not in COMMANDS:
         from .ops import OPS, add_ops_commands
         from .pipeline_cli import add_pipeline_commands
 
@@ -121,16 +161,6 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
 
         add_completion_command(commands)
     return parser
-
-
-def _add_demo(commands: argparse._SubParsersAction) -> None:
-    demo = commands.add_parser(
-        "demo",
-        help="watch the controller decide a small cluster's life, record by record",
-        description="Runs the pure controller over an in-memory log: registration, unfencing, "
-        "a topic, a KIP-903 rejection and a KIP-841 controlled shutdown.",
-    )
-    demo.add_argument("--json", action="store_true", help="print only the log, as NDJSON")
 
 
 def _terminate(signum: int, _frame) -> None:
@@ -155,50 +185,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser(_command_of(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
-        if args.command == "completion":
-            from .completion import run_completion
-
-            return run_completion(parser, args.shell)
-        if args.command == "demo":
-            from .demo import run_demo
-
-            return run_demo(as_json=args.json)
-        if args.command == "serve":
-            # No collections while it imports FastAPI, pydantic and the rest:
-            # its classes make no garbage, and each collection walked them all
-            # (about 0.1 s of a start's CPU); tune_runtime turns it back on.
-            gc.disable()
-            from .serve import run_serve
-
-            return run_serve(args)
-        if args.command == "broker":
-            from .sim import run_broker
-
-            return run_broker(args)
-        if args.command == "sim":
-            from .sim import run_sim
-
-            return run_sim(args)
-        if args.command == "hash-token":
-            from .hash_token import run_hash_token
-
-            return run_hash_token(args)
-        if args.command == "dev":
-            from .dev import run_dev
-
-            return run_dev(args)
-        from .ops import OPS, run_op
-
-        if args.command in OPS:
-            return run_op(args)
-        from .pipeline_cli import PIPELINE_COMMANDS, run_pipeline_command
-
-        if args.command in PIPELINE_COMMANDS:
-            return run_pipeline_command(args)
+        return _run(parser, args)
     except BrokenPipeError:
         # The reader went away (``metaquorum demo --json | head``): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The command's run, looked up in its table."""
+    if args.command in COMMANDS:
+        return COMMANDS[args.command].run(args)
+    if args.command == "completion":
+        from .completion import run_completion
+
+        return run_completion(parser, args.shell)
+    from .ops import OPS, run_op
+
+    if args.command in OPS:
+        return run_op(args)
+    from .pipeline_cli import PIPELINE_COMMANDS, run_pipeline_command
+
+    if args.command in PIPELINE_COMMANDS:
+        return run_pipeline_command(args)
     raise AssertionError(args.command)  # argparse rejects unknown commands
 
 

@@ -53,7 +53,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
         default=os.environ.get("METAQUORUM_TOKEN"),
         help="bearer token [env METAQUORUM_TOKEN]",
     )
-    from .ops import add_tls_flags
+    from .connection_flags import add_tls_flags
 
     add_tls_flags(p)
     p.add_argument("--records-per-file", type=int, default=1_000_000)
@@ -169,8 +169,8 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from brokers.tls import ClientTlsError
 
+    from .connection_flags import tls_from_args
     from .export import ExportError, run_export
-    from .ops import tls_from_args
 
     try:
         tls = tls_from_args(args)

@@ -20,11 +20,12 @@ from rich.live import Live
 
 from brokers.client import ClientError
 from brokers.dashboard import render, summary
-from brokers.sim import CHAOS_KINDS, HTTP_CLIENTS, SimConfig, SimResult
+from brokers.sim_config import CHAOS_KINDS, HTTP_CLIENTS, SimConfig
+from brokers.sim_report import SimResult
 from brokers.sim_workers import BROKERS_PER_PROCESS, auto_processes, make_simulation
 from brokers.tls import ClientTlsError
 
-from .ops import add_connection_flags, tls_from_args
+from .connection_flags import add_connection_flags, tls_from_args
 
 
 def parse_duration(text: str) -> float:

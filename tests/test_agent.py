@@ -9,8 +9,8 @@ import pytest
 
 from brokers.agent import AgentConfig, BrokerAgent, State
 from brokers.client import MetaquorumClient
+from brokers.data_plane import World
 from brokers.metadata_cache import LogFollower, MetadataCache
-from brokers.sim import World
 from brokers.stats import SimStats
 from metadata_records.snapshot import image_digest
 

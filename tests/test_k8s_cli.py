@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from metaquorum.ops import rollout_target
+from metaquorum.prestop import rollout_target
 from metaquorum.serve import node_id_from_hostname
 
 

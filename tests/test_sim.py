@@ -1,5 +1,6 @@
-"""brokers/sim.py and ``metaquorum sim``: the chaos schedule, the data plane, and
-a real run against a real 3-voter cluster with crashes, bounces and slow followers."""
+"""brokers/sim.py (and the modules beside it) and ``metaquorum sim``: the chaos
+schedule, the data plane, and a real run against a real 3-voter cluster with
+crashes, bounces and slow followers."""
 
 from __future__ import annotations
 
@@ -12,16 +13,11 @@ import orjson
 import pytest
 
 from api.reads import snapshot_record_objs
-from brokers.sim import (
-    CHAOS_KINDS,
-    MAX_VIOLATIONS,
-    SimConfig,
-    World,
-    chaos_schedule,
-    check_page,
-    image_counts,
-    restore_snapshot,
-)
+from brokers.chaos_schedule import chaos_schedule
+from brokers.data_plane import World
+from brokers.log_check import MAX_VIOLATIONS, check_page, restore_snapshot
+from brokers.sim_config import CHAOS_KINDS, SimConfig
+from brokers.sim_report import image_counts
 from metadata_records.codec import record_from_obj
 from metadata_records.delta import apply_records
 from metadata_records.image import EMPTY_IMAGE
@@ -189,7 +185,8 @@ def test_the_dashboard_and_summary_render_before_and_after_a_run():
     from rich.console import Console
 
     from brokers.dashboard import render, summary
-    from brokers.sim import SimResult, Simulation
+    from brokers.sim import Simulation
+    from brokers.sim_report import SimResult
 
     sim = Simulation(config(chaos=("crash",)))
     console = Console(record=True, width=120)
