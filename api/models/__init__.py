@@ -31,7 +31,8 @@ these models by ``tests/test_api_models_fast.py``.
 One module per area, each importing its types from ``common``:
 
 * ``common``: duplicate keys, Kafka's scalar types, the bases, error bodies, examples
-* ``brokers``: registration, heartbeat, AlterPartition, unregistration, producer ids, GET /v1/brokers
+* ``brokers``: registration, heartbeat, AlterPartition, unregistration, producer
+  ids, GET /v1/brokers
 * ``topics``: topics, partitions, reassignments, leader elections, GET /v1/topics
 * ``configs``: IncrementalAlterConfigs and described configs
 * ``acls``: CreateAcls, DeleteAcls, DescribeAcls

@@ -1,4 +1,4 @@
-"""The metadata log as followers read it: a record, a page of GET /v1/log, and
+"""The metadata log over HTTP: a record, a page of GET /v1/log, and
 GET /v1/snapshot's records that recreate the image.
 """
 

@@ -101,7 +101,7 @@ class VoterChangeResponse(ErrorFields):
     voters: list[VoterKeyOut] = Field(description="the voter set after the change")
 
 
-# ---------------------------------------------------------------- reads: GET /v1/quorum/status, probes
+# ---------------------------------------------------------------- reads: quorum status, probes
 
 
 class VoterOut(ResponseModel):
