@@ -1,4 +1,4 @@
-"""The quick request parser and response builders: the fast twin of ``models.py``.
+"""The quick request parser and response builders: the fast twin of ``models/brokers.py``.
 
 Shadows, for the three broker endpoints only (nearly all of a cluster's write
 traffic):

@@ -1,6 +1,6 @@
 """What the GET endpoints show, built from one immutable image (no locks needed).
 
-Plain dicts with the camelCase names of the response models in ``models.py``
+Plain dicts with the camelCase names of the response models in ``models/``
 (built directly: a topic list can hold a million partitions).
 """
 

@@ -110,7 +110,7 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
         "api.models_fast",
         "QUICK",
         "the hot request bodies parsed by msgspec and their answers built as dicts",
-        "api/models.py's pydantic models",
+        "api/models/brokers.py's pydantic models",
         (
             "tests/test_api_models_fast.py::"
             "test_every_body_is_parsed_alike_with_the_quick_parser_on_and_off",

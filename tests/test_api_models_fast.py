@@ -1,4 +1,4 @@
-"""The seam between api/models_fast.py and the pydantic models of api/models.py:
+"""The seam between api/models_fast.py and the pydantic models of api/models/:
 the hot responses built as plain dicts are byte for byte what their models give
 (``from_message().to_json_obj()``, what the OpenAPI document describes); the
 quick AlterPartition parser accepts only what pydantic accepts and builds the

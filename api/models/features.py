@@ -1,0 +1,61 @@
+"""Finalized feature levels: UpdateFeatures (one feature at a time)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from controller import messages as m
+
+from .common import (
+    NONE,
+    ErrorFields,
+    Int8,
+    Int16,
+    RequestModel,
+    StrictBool,
+    StrictStr,
+    ThrottleTimeMs,
+    error_fields,
+    example,
+)
+
+
+class UpdateFeaturesRequest(RequestModel):
+    """POST /v1/features: finalize ``name`` at ``level`` (Kafka's UpdateFeatures
+    for one feature: ``upgradeType`` and ``validateOnly`` as in its v1+)."""
+
+    model_config = example({"name": "metadata.version", "level": 12, "upgradeType": 1})
+
+    name: StrictStr = Field(examples=["metadata.version"], description="the feature")
+    level: Int16 = Field(
+        description="Kafka's feature level (metadata.version: 6 = 3.3-IV2 ... 12 = 3.6-IV0; "
+        "eligible.leader.replicas.version: 0 off, 1 on, KIP-966); 0 asks to remove the feature"
+    )
+    upgrade_type: Int8 = Field(
+        m.UPGRADE,
+        description="1 upgrade (a lower level is refused), 2 safe downgrade, 3 unsafe "
+        "downgrade; any other value is refused (INVALID_UPDATE_VERSION)",
+    )
+    validate_only: StrictBool = Field(
+        False, description="true: run every check, answer, write nothing"
+    )
+
+    def to_message(self) -> m.UpdateFeaturesRequest:
+        return m.UpdateFeaturesRequest(
+            name=self.name,
+            level=self.level,
+            upgrade_type=self.upgrade_type,
+            validate_only=self.validate_only,
+        )
+
+
+class UpdateFeaturesResponse(ErrorFields):
+    """The update's outcome (INVALID_UPDATE_VERSION for a refused level)."""
+
+    model_config = example({**NONE, "throttleTimeMs": 0})
+
+    throttle_time_ms: ThrottleTimeMs = 0
+
+    @classmethod
+    def from_message(cls, r: m.UpdateFeaturesResponse) -> UpdateFeaturesResponse:
+        return cls(**error_fields(r.error, r.error_message))

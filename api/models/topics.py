@@ -1,0 +1,584 @@
+"""Topics and their partitions: CreateTopics, DeleteTopics, CreatePartitions,
+AlterPartitionReassignments, ElectLeaders, and GET /v1/topics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from controller import messages as m
+from metadata_records import limits
+from metadata_records.errors import Errors
+
+from .common import (
+    NONE,
+    ORDERS_ID,
+    ErrorFields,
+    Int8,
+    Int16,
+    Int32,
+    Name,
+    RequestModel,
+    ResponseModel,
+    StrictBool,
+    StrictStr,
+    ThrottleTimeMs,
+    bounded_list,
+    bounded_str,
+    error_fields,
+    example,
+)
+
+# ---------------------------------------------------------------- CreateTopics
+
+
+Replicas = bounded_list(Int32, limits.MAX_REPLICAS)
+
+
+class CreatableReplicaAssignment(RequestModel):
+    """A partition's replicas, chosen by the caller (the first is the preferred leader)."""
+
+    partition_index: Int32 = Field(description="the partition")
+    broker_ids: Replicas = Field(description="its replicas, preferred leader first")
+
+
+class CreatableTopicConfig(RequestModel):
+    """A topic config to set at creation."""
+
+    name: Name = Field(description='the config, e.g. "min.insync.replicas"')
+    value: bounded_str(limits.MAX_CONFIG_VALUE_LENGTH) | None = Field(
+        description="its value, or null for the default"
+    )
+
+
+class CreatableTopic(RequestModel):
+    """One topic to create: a partition count and replication factor, or explicit assignments."""
+
+    name: StrictStr = Field(description="the topic's name (Kafka's legal names)")
+    num_partitions: Int32 = Field(-1, description="-1 = the default (1)")
+    replication_factor: Int16 = Field(-1, description="-1 = the default: min(3, brokers)")
+    assignments: bounded_list(CreatableReplicaAssignment, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY) = (
+        Field([], description="explicit replicas per partition (then both counts are -1)")
+    )
+    configs: bounded_list(CreatableTopicConfig, limits.MAX_TOPIC_CONFIGS) = Field(
+        [],
+        description="Kafka's topic configs (every one of Kafka 4.0's 33, checked as Kafka does)",
+    )
+
+
+class CreateTopicsRequest(RequestModel):
+    """POST /v1/topics (Kafka's CreateTopicsRequest)."""
+
+    model_config = example(
+        {
+            "topics": [
+                {
+                    "name": "orders",
+                    "numPartitions": 3,
+                    "replicationFactor": 3,
+                    "assignments": [],
+                    "configs": [{"name": "min.insync.replicas", "value": "2"}],
+                }
+            ]
+        },
+        {
+            "topics": [
+                {
+                    "name": "payments",
+                    "numPartitions": -1,
+                    "replicationFactor": -1,
+                    "assignments": [{"partitionIndex": 0, "brokerIds": [2, 3, 1]}],
+                }
+            ]
+        },
+    )
+
+    topics: bounded_list(CreatableTopic, limits.MAX_TOPICS_PER_REQUEST) = Field(
+        description="the topics to create, each decided on its own"
+    )
+    validate_only: StrictBool = Field(
+        False,
+        description="true: every check of a real request, the same answers, nothing created",
+    )
+
+    def to_message(self) -> m.CreateTopicsRequest:
+        return m.CreateTopicsRequest(
+            validate_only=self.validate_only,
+            topics=tuple(
+                m.CreatableTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    assignments=tuple(
+                        (a.partition_index, tuple(a.broker_ids)) for a in t.assignments
+                    ),
+                    configs=tuple((c.name, c.value) for c in t.configs),
+                )
+                for t in self.topics
+            ),
+        )
+
+
+class CreatableTopicResult(ErrorFields):
+    """One topic's outcome (e.g. TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR)."""
+
+    name: str = Field(description="the topic")
+    topic_id: str | None = Field(None, description="its new id; null on an error")
+    num_partitions: int = Field(-1, description="its partition count; -1 on an error")
+    replication_factor: int = Field(-1, description="its replication factor; -1 on an error")
+
+
+class CreateTopicsResponse(ErrorFields):
+    """Each topic's outcome."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "topics": [
+                {
+                    "name": "orders",
+                    "topicId": ORDERS_ID,
+                    **NONE,
+                    "numPartitions": 3,
+                    "replicationFactor": 3,
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    topics: list[CreatableTopicResult] = Field(description="by topic, in the request's order")
+
+    @classmethod
+    def from_message(cls, r: m.CreateTopicsResponse) -> CreateTopicsResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            topics=[
+                CreatableTopicResult(
+                    **error_fields(t.error, t.error_message),
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                )
+                for t in r.topics
+            ],
+        )
+
+
+# ---------------------------------------------------------------- DeleteTopics
+
+
+class DeletableTopicResult(ErrorFields):
+    """The topic's outcome (UNKNOWN_TOPIC_OR_PARTITION if it does not exist)."""
+
+    name: str = Field(description="the topic")
+    topic_id: str | None = Field(None, description="its id; null if it did not exist")
+
+
+class DeleteTopicsResponse(ErrorFields):
+    """DELETE /v1/topics/{name}. The top-level error repeats the topic's, since
+    the request names exactly one topic."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "responses": [{"name": "orders", "topicId": ORDERS_ID, **NONE}],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    responses: list[DeletableTopicResult] = Field(description="the one topic's outcome")
+
+    @classmethod
+    def from_message(cls, r: m.DeleteTopicsResponse) -> DeleteTopicsResponse:
+        results = [
+            DeletableTopicResult(
+                **error_fields(t.error, t.error_message), name=t.name, topic_id=t.topic_id
+            )
+            for t in r.topics
+        ]
+        top = error_fields(r.error, r.error_message)
+        if r.error is Errors.NONE and len(r.topics) == 1 and r.topics[0].error is not Errors.NONE:
+            top = error_fields(r.topics[0].error, r.topics[0].error_message)
+        return cls(**top, responses=results)
+
+
+def delete_topics_message(name: str) -> m.DeleteTopicsRequest:
+    return m.DeleteTopicsRequest(names=(name,))
+
+
+# ---------------------------------------------------------------- CreatePartitions
+
+
+class CreatePartitionsAssignment(RequestModel):
+    """A new partition's replicas, preferred leader first."""
+
+    broker_ids: Replicas = Field(description="the replicas")
+
+
+class CreatePartitionsRequest(RequestModel):
+    """POST /v1/topics/{name}/partitions (Kafka's CreatePartitionsRequest for one topic).
+
+    ``assignments``: one entry per new partition, Kafka's ``{"brokerIds": [...]}``
+    (a bare list of broker ids is accepted too)."""
+
+    model_config = example(
+        {"count": 6},
+        {"count": 4, "assignments": [{"brokerIds": [3, 1, 2]}]},
+    )
+
+    count: Int32 = Field(description="the topic's new total partition count")
+    assignments: (
+        bounded_list(CreatePartitionsAssignment, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY) | None
+    ) = Field(
+        None, description="replicas for each new partition, or null to let the controller choose"
+    )
+    validate_only: StrictBool = Field(False, description="must be false: not supported")
+
+    @field_validator("assignments", mode="before")
+    @classmethod
+    def _bare_lists(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"brokerIds": a} if isinstance(a, list) else a for a in value]
+        return value
+
+    def to_message(self, name: str) -> m.CreatePartitionsRequest:
+        return m.CreatePartitionsRequest(
+            name=name,
+            count=self.count,
+            assignments=None
+            if self.assignments is None
+            else tuple(tuple(a.broker_ids) for a in self.assignments),
+        )
+
+
+class CreatePartitionsTopicResult(ErrorFields):
+    """The topic's outcome (the same as the top level's)."""
+
+    name: str = Field(description="the topic")
+
+
+class CreatePartitionsResponse(ErrorFields):
+    """The outcome, at the top level and for the one topic."""
+
+    model_config = example(
+        {**NONE, "throttleTimeMs": 0, "results": [{**NONE, "name": "orders"}]},
+        {
+            "errorCode": 37,
+            "errorName": "INVALID_PARTITIONS",
+            "errorMessage": "topic orders has 6 partitions; the count must be larger",
+            "throttleTimeMs": 0,
+            "results": [
+                {
+                    "errorCode": 37,
+                    "errorName": "INVALID_PARTITIONS",
+                    "errorMessage": "topic orders has 6 partitions; the count must be larger",
+                    "name": "orders",
+                }
+            ],
+        },
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    results: list[CreatePartitionsTopicResult] = Field(description="the one topic's outcome")
+
+    @classmethod
+    def from_message(cls, r: m.CreatePartitionsResponse) -> CreatePartitionsResponse:
+        fields = error_fields(r.error, r.error_message)
+        return cls(**fields, results=[CreatePartitionsTopicResult(**fields, name=r.name)])
+
+
+# ---------------------------------------------------------------- AlterPartitionReassignments
+
+
+class ReassignablePartition(RequestModel):
+    """A partition's target replicas, or null to cancel its reassignment."""
+
+    partition_index: Int32 = Field(description="the partition")
+    replicas: Replicas | None = Field(
+        description="the target replicas, or null to cancel an ongoing reassignment"
+    )
+
+
+class ReassignableTopic(RequestModel):
+    """One topic's partitions to reassign."""
+
+    name: StrictStr = Field(description="the topic")
+    partitions: bounded_list(ReassignablePartition, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY) = Field(
+        description="its partitions to reassign"
+    )
+
+
+class AlterPartitionReassignmentsRequest(RequestModel):
+    """POST /v1/reassignments (Kafka's AlterPartitionReassignmentsRequest)."""
+
+    model_config = example(
+        {
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {"partitionIndex": 0, "replicas": [2, 3, 4]},
+                        {"partitionIndex": 1, "replicas": None},
+                    ],
+                }
+            ]
+        }
+    )
+
+    topics: bounded_list(ReassignableTopic, limits.MAX_TOPICS_PER_REQUEST) = Field(
+        description="the reassignments, by topic"
+    )
+
+    def to_message(self) -> m.AlterPartitionReassignmentsRequest:
+        return m.AlterPartitionReassignmentsRequest(
+            topics=tuple(
+                m.ReassignableTopic(
+                    name=t.name,
+                    partitions=tuple(
+                        m.ReassignablePartition(
+                            p.partition_index, None if p.replicas is None else tuple(p.replicas)
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in self.topics
+            )
+        )
+
+
+class ReassignablePartitionResponse(ErrorFields):
+    """One partition's outcome (e.g. NO_REASSIGNMENT_IN_PROGRESS for a cancel)."""
+
+    partition_index: int = Field(description="the partition")
+
+
+class ReassignableTopicResponse(ResponseModel):
+    """One topic's outcomes."""
+
+    name: str = Field(description="the topic")
+    partitions: list[ReassignablePartitionResponse] = Field(description="by partition")
+
+
+class AlterPartitionReassignmentsResponse(ErrorFields):
+    """Each partition's outcome; the reassignment itself completes later, as
+    the new replicas join the ISR."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "responses": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {"partitionIndex": 0, **NONE},
+                        {
+                            "partitionIndex": 1,
+                            "errorCode": 85,
+                            "errorName": "NO_REASSIGNMENT_IN_PROGRESS",
+                            "errorMessage": "no reassignment of orders-1 is in progress",
+                        },
+                    ],
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    responses: list[ReassignableTopicResponse] = Field(description="by topic")
+
+    @classmethod
+    def from_message(
+        cls, r: m.AlterPartitionReassignmentsResponse
+    ) -> AlterPartitionReassignmentsResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            responses=[
+                ReassignableTopicResponse(
+                    name=t.name,
+                    partitions=[
+                        ReassignablePartitionResponse(
+                            **error_fields(p.error, p.error_message),
+                            partition_index=p.partition_index,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in r.topics
+            ],
+        )
+
+
+# ---------------------------------------------------------------- ElectLeaders
+
+
+class TopicPartitions(RequestModel):
+    """A topic's partitions to elect leaders for."""
+
+    topic: StrictStr = Field(description="the topic")
+    partitions: bounded_list(Int32, limits.MAX_PARTITIONS_PER_TOPIC_ENTRY) = Field(
+        description="its partitions"
+    )
+
+
+class ElectLeadersRequest(RequestModel):
+    """POST /v1/elect-leaders (Kafka's ElectLeadersRequest).
+
+    ``topicPartitions`` null or absent: every partition (as Kafka's null)."""
+
+    model_config = example(
+        {"electionType": 0, "topicPartitions": [{"topic": "orders", "partitions": [0, 1, 2]}]}
+    )
+
+    election_type: Int8 = Field(0, description="0 = preferred, 1 = unclean")
+    topic_partitions: bounded_list(TopicPartitions, limits.MAX_TOPICS_PER_REQUEST) | None = Field(
+        None, description="the partitions, or null for every partition"
+    )
+
+    def to_message(self) -> m.ElectLeadersRequest:
+        return m.ElectLeadersRequest(
+            election_type=self.election_type,
+            topic_partitions=None
+            if self.topic_partitions is None
+            else tuple((t.topic, tuple(t.partitions)) for t in self.topic_partitions),
+        )
+
+
+class PartitionResult(ErrorFields):
+    """One partition's outcome (ELECTION_NOT_NEEDED when its preferred leader already leads)."""
+
+    partition_id: int = Field(description="the partition")
+
+
+class ReplicaElectionResult(ResponseModel):
+    """One topic's outcomes."""
+
+    topic: str = Field(description="the topic")
+    partition_result: list[PartitionResult] = Field(description="by partition")
+
+
+class ElectLeadersResponse(ErrorFields):
+    """Each partition's outcome."""
+
+    model_config = example(
+        {
+            **NONE,
+            "throttleTimeMs": 0,
+            "replicaElectionResults": [
+                {
+                    "topic": "orders",
+                    "partitionResult": [
+                        {"partitionId": 0, **NONE},
+                        {
+                            "partitionId": 1,
+                            "errorCode": 84,
+                            "errorName": "ELECTION_NOT_NEEDED",
+                            "errorMessage": None,
+                        },
+                    ],
+                }
+            ],
+        }
+    )
+
+    throttle_time_ms: ThrottleTimeMs = 0
+    replica_election_results: list[ReplicaElectionResult] = Field(description="by topic")
+
+    @classmethod
+    def from_message(cls, r: m.ElectLeadersResponse) -> ElectLeadersResponse:
+        return cls(
+            **error_fields(r.error, r.error_message),
+            replica_election_results=[
+                ReplicaElectionResult(
+                    topic=t.name,
+                    partition_result=[
+                        PartitionResult(
+                            **error_fields(p.error, p.error_message),
+                            partition_id=p.partition_index,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in r.topics
+            ],
+        )
+
+
+# ---------------------------------------------------------------- reads: GET /v1/topics
+
+
+class TopicConfigOut(ResponseModel):
+    """A topic config set on the topic."""
+
+    name: str = Field(description="the config")
+    value: str | None = Field(
+        description="its value; null for a sensitive config (a PASSWORD, or of unknown type)"
+    )
+
+
+class PartitionOut(ResponseModel):
+    """A partition's state (Kafka's PartitionRecord, with its changes applied)."""
+
+    partition_index: int = Field(description="the partition")
+    replicas: list[int] = Field(description="its replicas, preferred leader first")
+    isr: list[int] = Field(description="its in-sync replicas")
+    leader: int = Field(description="its leader, -1 if none")
+    leader_epoch: int = Field(description="its leader epoch")
+    partition_epoch: int = Field(description="its partition epoch (bumped by every change)")
+    leader_recovery_state: int = Field(description="0 = RECOVERED, 1 = RECOVERING")
+    adding_replicas: list[int] = Field(description="replicas a reassignment adds")
+    removing_replicas: list[int] = Field(description="replicas a reassignment removes")
+    eligible_leader_replicas: list[int] = Field(
+        [], description="KIP-966: clean former ISR members that may lead when the ISR is empty"
+    )
+    last_known_elr: list[int] = Field(
+        [], description="KIP-966: the last known leader, once leaderless"
+    )
+
+
+class TopicOut(ResponseModel):
+    """A topic with its configs and partitions."""
+
+    name: str = Field(description="the topic")
+    topic_id: str = Field(description="its id (base64url UUID)")
+    configs: list[TopicConfigOut] = Field(description="the configs set on it")
+    partitions: list[PartitionOut] = Field(description="by partition index")
+
+
+class TopicsOut(ResponseModel):
+    """Every topic, by name."""
+
+    model_config = example(
+        {
+            "topics": [
+                {
+                    "name": "orders",
+                    "topicId": ORDERS_ID,
+                    "configs": [{"name": "min.insync.replicas", "value": "2"}],
+                    "partitions": [
+                        {
+                            "partitionIndex": 0,
+                            "replicas": [1, 2, 3],
+                            "isr": [1, 2],
+                            "leader": 1,
+                            "leaderEpoch": 4,
+                            "partitionEpoch": 8,
+                            "leaderRecoveryState": 0,
+                            "addingReplicas": [],
+                            "removingReplicas": [],
+                            "eligibleLeaderReplicas": [],
+                            "lastKnownElr": [],
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    topics: list[TopicOut] = Field(description="by name")
