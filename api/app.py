@@ -11,21 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
-from collections.abc import Awaitable, Callable, Hashable
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from controller import messages as m
 from metadata_records import limits
 from metadata_records.client_quotas import (
     CLIENT_ID,
@@ -51,10 +49,19 @@ from quorum.record_log import OffsetTooOld
 
 from . import models as M
 from . import models_fast as MF
-from .admission import Admission, BodyBytes
+from .admission import Admission
 from .auth import Authenticator, CertMapper, Principal, Role, TokenTable, load_tokens
+from .bodies import (
+    alter_partition_request,
+    body_of,
+    heartbeat_request,
+    parse_body,
+    parse_message,
+    registration_request,
+)
 from .connections import ConnectionStats
 from .direct_routes import DirectRoute, DirectRoutes, query_param
+from .edge import EdgeMiddleware
 from .errors import (
     ApiProblem,
     JsonResponse,
@@ -63,7 +70,6 @@ from .errors import (
     internal_error,
     node_error_response,
     retry_after,
-    retry_response,
     validation_problem,
 )
 from .metrics import CONTENT_TYPE, ApiMetrics
@@ -106,7 +112,6 @@ DEFAULT_BODY_LIMIT = limits.MAX_BODY_BYTES
 # bounds what waits for the CPU before it: past it the event loop, not Raft, is
 # the bottleneck, and every extra request only adds latency to all the others.
 DEFAULT_MAX_PENDING_WRITES = 256
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MAX = 2**63 - 1
 MAX_LOG_RECORDS = 10_000
@@ -175,9 +180,6 @@ TAGS = [
 ]
 
 
-T = TypeVar("T", bound=BaseModel)
-
-
 def _body_doc(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
     return {
         "requestBody": {
@@ -189,80 +191,7 @@ def _body_doc(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
     }
 
 
-def parse_body(model: type[T], body: bytes) -> T:
-    """The body as ``model``, or a 400 naming the first bad field (or a
-    repeated key)."""
-    duplicate = M.duplicate_key_problem(body)
-    if duplicate is not None:
-        raise bad_request(duplicate)
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as e:
-        raise validation_problem(e) from None
-
-
-# Past this size an admin body is parsed and turned into the controller's
-# request in a thread: a 10,000-binding CreateAcls is 1.2 MB and about 130 ms
-# of parsing, which on the event loop would hold every broker's heartbeat
-# (decisions.md 139). pydantic's own validation still holds the GIL (about a
-# third of it); the Python around it interleaves with the loop.
-LARGE_BODY = 64 << 10
 LARGE_ANSWER = 1_000  # entries of an answer built in a thread
-
-
-async def parse_message(model: type[T], request: Request) -> tuple[T, Any]:
-    """(the body as ``model``, its ``to_message()``): off the event loop for
-    a body past LARGE_BODY. A 400 as ``parse_body``."""
-    body = await request.body()
-
-    def parse() -> tuple[T, Any]:
-        req = parse_body(model, body)
-        return req, req.to_message()
-
-    return await asyncio.to_thread(parse) if len(body) > LARGE_BODY else parse()
-
-
-def alter_partition_request(body: bytes, version: int) -> m.AlterPartitionRequest:
-    """The controller's AlterPartition request from a body: the quick parser's
-    (models_fast.py) when it vouches for the body, else pydantic's, which
-    accepts it or raises the 400 naming the problem."""
-    message = MF.alter_partition_message(body, version)
-    if message is None:
-        req = parse_body(M.AlterPartitionRequest, body)
-        try:
-            message = req.to_message(version)
-        except M.VersionMismatch as e:
-            raise bad_request(str(e)) from None
-    return message
-
-
-# Where EdgeMiddleware leaves the body it read whole (an extension key of the scope).
-BODY_KEY = "metaquorum.body"
-
-
-async def body_of(request: Request) -> bytes:
-    """The request's body as the edge read it, without Starlette's stream of
-    the replayed message (``Request.body`` costs about 2 us more, on the three
-    hot broker routes); ``request.body()`` where the edge read none."""
-    body = request.scope.get(BODY_KEY)
-    return body if body is not None else await request.body()
-
-
-def _quick_or_pydantic(quick: Callable[[bytes], Any], model: type[BaseModel], body: bytes) -> Any:
-    """The controller's request from a body: the quick parser's when it
-    vouches for the body, else pydantic's ``model`` (as ``alter_partition_request``)."""
-    message = quick(body)
-    if message is None:
-        message = parse_body(model, body).to_message()
-    return message
-
-
-def heartbeat_request(body: bytes) -> m.BrokerHeartbeatRequest:
-    return _quick_or_pydantic(MF.heartbeat_message, M.BrokerHeartbeatRequest, body)
-
-
-def registration_request(body: bytes) -> m.BrokerRegistrationRequest:
-    return _quick_or_pydantic(MF.registration_message, M.BrokerRegistrationRequest, body)
 
 
 def wants_ndjson(accept: str | None) -> bool:
@@ -332,222 +261,6 @@ IncludeSensitive = Annotated[
 ]
 
 
-# ---------------------------------------------------------------- the edge: who, how much, metrics
-
-OPEN_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
-DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
-
-
-class EdgeMiddleware:
-    """Every request, in this order, before anything is reserved for it:
-
-    1. the caller is identified from its headers (401 for a missing or unknown
-       token; the role is checked later, by the route: 403);
-    2. a body must say ``Content-Type: application/json`` (415) and stay under
-       the limit (413, by Content-Length and by counting what arrives);
-    3. the body is read whole, under the connection's deadlines
-       (api/connections.py) and its caller's budget of body bytes in hand
-       (429 past it); a client that goes away gets nothing;
-    4. only then a write takes an admission slot (api/admission.py), per pool
-       and per principal, or is refused with 429 and Retry-After before it is
-       parsed.
-
-    Every request is timed for /metrics."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        limit: int,
-        metrics: ApiMetrics,
-        auth: Authenticator,
-        admission: Admission,
-        public_docs: bool,
-        body_budget: int,
-        require_certificate: bool = False,
-    ) -> None:
-        self.app = app
-        self.require_certificate = require_certificate
-        self.limit = limit
-        self.metrics = metrics
-        self.auth = auth
-        self.admission = admission
-        self.bodies = BodyBytes(body_budget)
-        self.open_paths = OPEN_PATHS | DOC_PATHS if public_docs else OPEN_PATHS
-
-    @property
-    def pending_writes(self) -> int:
-        return self.admission.pending
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def send_and_watch(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self._handle(scope, receive, send_and_watch)
-        finally:
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.metrics.observe_request(
-                scope.get("method", "?"), route, status, time.perf_counter() - started
-            )
-
-    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.require_certificate and peer_certificate(scope) is None:
-            await _certificate_required().response()(scope, receive, send)
-            return
-        authorization = content_type = length = None
-        chunked = False
-        for key, value in scope.get("headers", ()):
-            if key == b"authorization":
-                authorization = value
-            elif key == b"content-type":
-                content_type = value
-            elif key == b"content-length":
-                length = value
-            elif key == b"transfer-encoding":
-                chunked = True
-        principal = None
-        if scope["path"] not in self.open_paths:
-            header = None if authorization is None else authorization.decode("latin-1")
-            try:
-                # A hashed token's first check, in a thread; limited per address.
-                await self.auth.prepare(header, (scope.get("client") or ("?",))[0])
-                principal = self.auth.identify(header, scope)
-            except ApiProblem as e:
-                await _before_body(e, length, chunked).response()(scope, receive, send)
-                return
-        problem = self._check_body_head(length, chunked, content_type)
-        if problem is not None:
-            await _before_body(problem, length, chunked).response()(scope, receive, send)
-            return
-        if length is None and not chunked:
-            await self._admit(scope, receive, send, principal)
-            return
-        # The body's bytes count against its caller's budget until it is answered.
-        holder = principal if self.auth.enabled else (scope.get("client") or ("?",))[0]
-        held = 0
-        try:
-            problem, whole_body, held = await self._buffer_body(scope, receive, holder)
-            if problem is not None:
-                await problem.response()(scope, receive, send)
-            if whole_body is not None:  # else answered, or the client went away mid-body
-                await self._admit(scope, whole_body, send, principal)
-        finally:
-            self.bodies.give_back(holder, held)
-
-    async def _admit(
-        self, scope: Scope, receive: Receive, send: Send, principal: Principal | None
-    ) -> None:
-        if scope.get("method") not in WRITE_METHODS:
-            await self.app(scope, receive, send)
-            return
-        pool = self.admission.pool(scope["path"])
-        key = principal  # None for the open paths (no writes there)
-        share = self.admission.share(
-            pool, principal is not None and principal.broker_id is not None
-        )
-        refusal = pool.take(key, share)
-        if refusal is not None:
-            await retry_response(
-                429,
-                Errors.THROTTLING_QUOTA_EXCEEDED,
-                f"{refusal}; nothing was written: retry after Retry-After",
-                1.0,
-            )(scope, receive, send)
-            return
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            pool.give_back(key)
-
-    def _check_body_head(
-        self, length: bytes | None, chunked: bool, content_type: bytes | None
-    ) -> ApiProblem | None:
-        if length is not None:
-            try:
-                declared = int(length)
-            except ValueError:
-                return bad_request(f"Content-Length: {length[:40]!r} is not a number")
-            if declared > self.limit:
-                return self._too_large(f"Content-Length is {declared} bytes")
-            if declared == 0 and not chunked:
-                return None
-        elif not chunked:
-            return None
-        if content_type is None:
-            return _unsupported("the request has a body but no Content-Type")
-        media, _, params = content_type.decode("latin-1").partition(";")
-        if media.strip().lower() != "application/json":
-            return _unsupported(f"Content-Type {media.strip()[:60]!r} is not supported")
-        charset = params.strip().lower().removeprefix("charset=").strip('"')
-        if params.strip() and charset not in ("utf-8", "utf8"):
-            return _unsupported(f"Content-Type parameters {params.strip()[:60]!r}: only UTF-8")
-        return None
-
-    async def _buffer_body(
-        self, scope: Scope, receive: Receive, holder: Hashable
-    ) -> tuple[ApiProblem | None, Receive | None, int]:
-        """The whole body replayed as one message (and kept in the scope for
-        ``body_of``), and the bytes charged to ``holder``; (problem, None, n)
-        if it is too large or over the holder's budget, (None, None, n) if the
-        client went away before it all arrived."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return None, None, size  # disconnected: nobody to answer, nothing to do
-            chunk = message.get("body", b"")
-            if size + len(chunk) > self.limit:
-                return self._too_large(f"more than {self.limit} bytes arrived"), None, size
-            refusal = self.bodies.take(holder, len(chunk))
-            if refusal is not None:
-                return (
-                    ApiProblem(
-                        429,
-                        Errors.THROTTLING_QUOTA_EXCEEDED,
-                        f"{refusal}; nothing was written: retry after Retry-After",
-                        headers={"Retry-After": "1", "Connection": "close"},
-                        extra={"retryAfterMs": 1000},
-                    ),
-                    None,
-                    size,
-                )
-            size += len(chunk)
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        scope[BODY_KEY] = body
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        return None, replay, size
-
-    def _too_large(self, what: str) -> ApiProblem:
-        return ApiProblem(
-            413,
-            Errors.INVALID_REQUEST,
-            f"request body too large: {what}; the limit is {self.limit} bytes (see docs/limits.md)",
-            headers={"Connection": "close"},
-        )
-
-
 class ForwardToCore:
     """ASGI middleware of an HTTP worker: the paths that read the core's own
     state (worker_node.FORWARDED) are answered by the core's app, with the
@@ -603,34 +316,6 @@ class ForwardToCore:
             return
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def _before_body(problem: ApiProblem, length: bytes | None, chunked: bool) -> ApiProblem:
-    """An answer sent before the request's body is read closes the connection
-    (api/connections.py drops the rest of the body): the body left unread
-    cannot be skipped to reach the next request."""
-    if chunked or length not in (None, b"0"):
-        problem.headers.setdefault("Connection", "close")
-    return problem
-
-
-def _certificate_required() -> ApiProblem:
-    return ApiProblem(
-        401,
-        Errors.CLUSTER_AUTHORIZATION_FAILED,
-        "this server requires a TLS client certificate on every connection "
-        "(--tls-client-auth required): connect with --cert and --key",
-        headers={"Connection": "close"},
-    )
-
-
-def _unsupported(what: str) -> ApiProblem:
-    return ApiProblem(
-        415,
-        Errors.INVALID_REQUEST,
-        f"{what}: send the body as JSON with 'Content-Type: application/json'",
-        headers={"Connection": "close"},
-    )
 
 
 # ---------------------------------------------------------------- the app
