@@ -45,14 +45,15 @@ def parse_body(model: type[T], body: bytes) -> T:
         raise validation_problem(e) from None
 
 
-async def parse_message(model: type[T], request: Request) -> tuple[T, Any]:
-    """(the body as ``model``, its ``to_message()``): off the event loop for
-    a body past LARGE_BODY. A 400 as ``parse_body``."""
+async def parse_message(
+    model: type[T], request: Request, build: Callable[..., Any], *args: Any
+) -> Any:
+    """The controller's request ``build(the body as model, *args)`` makes:
+    off the event loop for a body past LARGE_BODY. A 400 as ``parse_body``."""
     body = await request.body()
 
-    def parse() -> tuple[T, Any]:
-        req = parse_body(model, body)
-        return req, req.to_message()
+    def parse() -> Any:
+        return build(parse_body(model, body), *args)
 
     return await asyncio.to_thread(parse) if len(body) > LARGE_BODY else parse()
 
