@@ -33,6 +33,9 @@ PATH_PARAMETERS = {"name": TopicName, "id": BrokerIdPath}
 
 @dataclass(frozen=True)
 class AdminWrite:
+    """A row of the table: one admin write's route, as the document shows
+    it, and how its controller request is built and its answer shaped."""
+
     method: Literal["POST", "DELETE"]
     path: str
     operation_id: str
