@@ -1,5 +1,5 @@
 """The hot broker endpoints served straight from the ASGI scope: the fast twin
-of FastAPI's routing of the same endpoints (``create_app`` in app.py).
+of FastAPI's routing of the same endpoints (api/routes/brokers.py).
 
 Heartbeats, AlterPartition and registrations are nearly all of a cluster's
 write traffic. FastAPI spends more CPU routing such a request and solving its

@@ -11,7 +11,7 @@ Rules:
 * **TLS 1.2 and 1.3 only**; on TLS 1.2 only forward-secret AEAD suites.
 * **A client certificate, when sent, must verify** against the client CA or
   the handshake fails. ``--tls-client-auth required`` is enforced one layer
-  up, by the HTTP edge (api/app.py): a connection without a certificate gets
+  up, by the HTTP edge (api/edge.py): a connection without a certificate gets
   a 401 that says one is required, where a TLS refusal would reach the
   client as a bare disconnect (asyncio drops the TLS alert). nginx's
   ``ssl_verify_client on`` does the same.

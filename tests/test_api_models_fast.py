@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from api import models as M
 from api import models_fast as MF
-from api.app import alter_partition_request, heartbeat_request, registration_request
+from api.bodies import alter_partition_request, heartbeat_request, registration_request
 from api.errors import ApiProblem
 from controller import messages as m
 from metadata_records.errors import Errors

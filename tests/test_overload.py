@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from api import create_app
-from api.app import EdgeMiddleware
+from api.edge import EdgeMiddleware
 
 from .cluster import Cluster
 from .local_node import registration_body
