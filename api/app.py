@@ -45,7 +45,6 @@ from metadata_records.config_schema import (
 from metadata_records.errors import ApiError, Errors
 from metadata_records.image import MetadataImage, TopicImage
 from metadata_records.redaction import redacted
-from quorum.node import QuorumNode
 from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
 from quorum.record_log import OffsetTooOld
 
@@ -95,8 +94,8 @@ from .reads import (
     topic_obj,
     topics_obj,
 )
-from .tls import PEER_CERT, ReloadingContext, peer_certificate
-from .worker_node import FORWARDED, WorkerNode
+from .served_node import ServedNode
+from .tls import ReloadingContext, peer_certificate
 
 log = logging.getLogger(__name__)
 
@@ -548,63 +547,6 @@ class EdgeMiddleware:
         )
 
 
-class ForwardToCore:
-    """ASGI middleware of an HTTP worker: the paths that read the core's own
-    state (worker_node.FORWARDED) are answered by the core's app, with the
-    request as it arrived (its token, its certificate's subject, its body,
-    already read and limited by the edge)."""
-
-    def __init__(self, app: ASGIApp, *, node: WorkerNode, routes: list) -> None:
-        self.app = app
-        self.node = node
-        self.routes = routes  # the app's (filled once its endpoints exist)
-        self._by_path: dict[str, Any] | None = None  # the metrics' route label, by path
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path")
-        if scope["type"] != "http" or path not in FORWARDED:
-            await self.app(scope, receive, send)
-            return
-        if self._by_path is None:
-            self._by_path = {getattr(r, "path", None): r for r in self.routes}
-        scope["route"] = self._by_path.get(path)
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        certificate = peer_certificate(scope)
-        head = {
-            "method": scope["method"],
-            "scheme": scope.get("scheme", "http"),
-            "path": path,
-            "raw_path": scope.get("raw_path") or path.encode(),
-            "query_string": scope.get("query_string", b""),
-            "headers": list(scope.get("headers", ())),
-            "client": scope.get("client"),
-            "server": scope.get("server"),
-            "extensions": {"tls": {PEER_CERT: certificate}} if certificate else {},
-        }
-        try:
-            status, headers, body = await self.node.forward(head, b"".join(chunks))
-        except NodeError as e:
-            if path in ("/livez", "/readyz"):
-                response: Response = JsonResponse(
-                    {"status": "dead" if path == "/livez" else "not ready", "reason": str(e)},
-                    status_code=503,
-                    headers=retry_after(1.0),
-                )
-            else:
-                response = node_error_response(e, Request(scope))
-            await response(scope, receive, send)
-            return
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-
 def _before_body(problem: ApiProblem, length: bytes | None, chunked: bool) -> ApiProblem:
     """An answer sent before the request's body is read closes the connection
     (api/connections.py drops the rest of the body): the body left unread
@@ -637,7 +579,7 @@ def _unsupported(what: str) -> ApiProblem:
 
 
 def create_app(
-    node: QuorumNode,
+    node: ServedNode,
     *,
     tokens: TokenTable | str | os.PathLike | None = None,
     body_limit_bytes: int = DEFAULT_BODY_LIMIT,
@@ -650,6 +592,7 @@ def create_app(
     tls: ReloadingContext | None = None,
     require_certificate: bool = False,
     workers: Any = None,
+    inner_middleware: Callable[[FastAPI], None] | None = None,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
@@ -663,9 +606,10 @@ def create_app(
     ``require_certificate``: every request, the probes' included, needs a
     verified client certificate (``serve --tls-client-auth required``).
     ``workers``: the core's app of a voter with HTTP workers: their request
-    counts, summed (api/core_link.SummedRequests), for /metrics. ``node`` a
-    WorkerNode: the app of an HTTP worker, which forwards what needs the
-    core's state to the core (api/worker_node.py)."""
+    counts, summed (voter/core_link.SummedRequests), for /metrics.
+    ``inner_middleware``: adds the innermost middleware to the app: an HTTP
+    worker's forwards what needs the core's state to the core
+    (voter/worker_node.ForwardToCore)."""
     if isinstance(tokens, str | os.PathLike):
         tokens = load_tokens(tokens)
     if body_limit_bytes < 1:
@@ -692,8 +636,8 @@ def create_app(
     app.state.auth = auth
     app.state.metrics = metrics
     direct: dict[str, DirectRoute] = {}  # filled below, once the endpoints exist
-    if isinstance(node, WorkerNode):
-        app.add_middleware(ForwardToCore, node=node, routes=app.routes)  # innermost
+    if inner_middleware is not None:
+        inner_middleware(app)
     app.add_middleware(DirectRoutes, auth=auth, routes=direct)  # inside the edge
     app.add_middleware(
         EdgeMiddleware,

@@ -1,4 +1,4 @@
-"""The link's frames (api/worker_link.py): real requests and responses
+"""The link's frames (voter/link.py): real requests and responses
 survive the crossing whole, errors too, and frames split anywhere are read
 back whole."""
 
@@ -9,14 +9,6 @@ import time
 
 import pytest
 
-from api.worker_link import (
-    FrameProtocol,
-    decode_error,
-    encode_error,
-    encode_frame,
-    send_link,
-)
-from api.worker_node import DEADLINE_SWEEP_S, WorkerNode
 from controller.messages import BrokerHeartbeatRequest
 from metadata_records.errors import ApiError, Errors
 from quorum.node_errors import (
@@ -26,6 +18,14 @@ from quorum.node_errors import (
     ThrottledError,
     UnavailableError,
 )
+from voter.link import (
+    FrameProtocol,
+    decode_error,
+    encode_error,
+    encode_frame,
+    send_link,
+)
+from voter.worker_node import DEADLINE_SWEEP_S, WorkerNode
 
 from .harness import ControllerHarness
 

@@ -1,4 +1,4 @@
-"""An HTTP worker's view of its voter (the worker's end of api/worker_link.py).
+"""An HTTP worker's view of its voter (the worker's end of voter/link.py).
 
 The worker's app (``create_app``) takes a ``WorkerNode`` where a single
 process gives it the ``QuorumNode``: writes and linearizable barriers go to
@@ -18,13 +18,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from metadata_records.snapshot import decode_image
-from quorum.node_errors import OutcomeUnknownError, UnavailableError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.errors import JsonResponse, node_error_response, retry_after
+from api.tls import PEER_CERT, peer_certificate
+from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
 from quorum.offset_waiters import OffsetWaiters
 from quorum.state_machine import MetadataStateMachine
 
 from .batch_ring import RingFollower, RingReader
-from .worker_link import (
+from .link import (
     ANSWER,
     BARRIER,
     BATCHES,
@@ -41,6 +46,7 @@ from .worker_link import (
     LinkInbox,
     decode_error,
 )
+from .log_follower import apply_batches, load_image
 
 log = logging.getLogger(__name__)
 
@@ -71,27 +77,6 @@ CORE_SILENT_S = 3.0
 # Calls past their deadline are failed by one sweep this often, not by a
 # timer per call (asyncio.wait_for cost a worker ~6% of its time under load).
 DEADLINE_SWEEP_S = 0.25
-
-
-def load_image(sm: MetadataStateMachine, encoded: bytes, retained: tuple) -> None:
-    """The core's IMAGE item into ``sm``: the image, and the retained log below it."""
-    base, batches, next_offset = retained
-    sm.image = decode_image(encoded)
-    sm.log.load(base, batches, next_offset)
-
-
-def apply_batches(sm: MetadataStateMachine, batches: list, who: str) -> str | None:
-    """The core's committed batches into ``sm``, in order; a batch that does
-    not follow (it cannot happen while the core sends in order: never serve
-    a gap) stops it, and the gap is returned, described."""
-    for first_offset, _count, payload in batches:
-        if first_offset != sm.image.next_offset:
-            return (
-                f"batch at offset {first_offset} does not follow {who}'s image "
-                f"(next offset {sm.image.next_offset})"
-            )
-        sm.apply_batch(payload, _doApply=True)
-    return None
 
 
 class WorkerNode:
@@ -144,7 +129,7 @@ class WorkerNode:
     ) -> None:
         """``sock``: this worker's end of its link to the core; ``channel``:
         its fd channel, with an orderer process (its links to it come there);
-        ``ring_fd``: the core's batch ring (api/batch_ring.py), if it has one."""
+        ``ring_fd``: the core's batch ring (voter/batch_ring.py), if it has one."""
         loop = asyncio.get_running_loop()
         self._has_image = asyncio.Event()
         if ring_fd is not None:  # before the link: its image comes at once
@@ -510,3 +495,60 @@ class WorkerNode:
         self._to_orderer = []
         if self.on_lost is not None:
             self.on_lost(why)
+
+
+class ForwardToCore:
+    """ASGI middleware of an HTTP worker: the paths that read the core's own
+    state (FORWARDED) are answered by the core's app, with the
+    request as it arrived (its token, its certificate's subject, its body,
+    already read and limited by the edge)."""
+
+    def __init__(self, app: ASGIApp, *, node: WorkerNode, routes: list) -> None:
+        self.app = app
+        self.node = node
+        self.routes = routes  # the app's (filled once its endpoints exist)
+        self._by_path: dict[str, Any] | None = None  # the metrics' route label, by path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path")
+        if scope["type"] != "http" or path not in FORWARDED:
+            await self.app(scope, receive, send)
+            return
+        if self._by_path is None:
+            self._by_path = {getattr(r, "path", None): r for r in self.routes}
+        scope["route"] = self._by_path.get(path)
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        certificate = peer_certificate(scope)
+        head = {
+            "method": scope["method"],
+            "scheme": scope.get("scheme", "http"),
+            "path": path,
+            "raw_path": scope.get("raw_path") or path.encode(),
+            "query_string": scope.get("query_string", b""),
+            "headers": list(scope.get("headers", ())),
+            "client": scope.get("client"),
+            "server": scope.get("server"),
+            "extensions": {"tls": {PEER_CERT: certificate}} if certificate else {},
+        }
+        try:
+            status, headers, body = await self.node.forward(head, b"".join(chunks))
+        except NodeError as e:
+            if path in ("/livez", "/readyz"):
+                response: Response = JsonResponse(
+                    {"status": "dead" if path == "/livez" else "not ready", "reason": str(e)},
+                    status_code=503,
+                    headers=retry_after(1.0),
+                )
+            else:
+                response = node_error_response(e, Request(scope))
+            await response(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

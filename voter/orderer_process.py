@@ -5,8 +5,8 @@ journal, the Raft port's cipher, the disk, membership) and this process
 keeps what orders writes (quorum/orderer.Orderer: the controller, its
 sessions, group commit), so neither pays for the other's work under one
 interpreter lock. It is started, watched and restarted by the serve
-process like an HTTP worker (metaquorum/http_workers.py), over one link
-(api/worker_link.py):
+process like an HTTP worker (voter/worker_pool.py), over one link
+(voter/link.py):
 
 * it follows the committed batches into its own image, as a worker does;
   the batches it proposed itself it adopts instead of decoding them
@@ -22,7 +22,7 @@ process like an HTTP worker (metaquorum/http_workers.py), over one link
   channel): the worker's writes come on it, and the answers go back on it,
   each with the offset its write ends at.
 
-Run as ``python -m metaquorum.orderer_process CONFIG_JSON`` by the serve process only.
+Run as ``python -m voter.orderer_process CONFIG_JSON`` by the serve process only.
 """
 
 from __future__ import annotations
@@ -38,8 +38,18 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON
 
-from api.batch_ring import RingFollower, RingReader
-from api.worker_link import (
+from controller.config import ControllerConfig
+from metadata_records.codec import encode_batch
+from metadata_records.delta import ImageDelta
+from metadata_records.image import MetadataImage
+from metadata_records.records import Batch, Voter
+from quorum.node_errors import NodeError, UnavailableError, not_controller, refusal
+from quorum.orderer import Orderer, OrderingConfig
+from quorum.runtime_tuning import gc_report
+from quorum.state_machine import MetadataStateMachine
+
+from .batch_ring import RingFollower, RingReader
+from .link import (
     ANSWER,
     BATCHES,
     CATCH_UP,
@@ -58,16 +68,7 @@ from api.worker_link import (
     LinkInbox,
     encode_error,
 )
-from api.worker_node import apply_batches, load_image
-from controller.config import ControllerConfig
-from metadata_records.codec import encode_batch
-from metadata_records.delta import ImageDelta
-from metadata_records.image import MetadataImage
-from metadata_records.records import Batch, Voter
-from quorum.node_errors import NodeError, UnavailableError, not_controller, refusal
-from quorum.orderer import Orderer, OrderingConfig
-from quorum.runtime_tuning import gc_report
-from quorum.state_machine import MetadataStateMachine
+from .log_follower import apply_batches, load_image
 
 log = logging.getLogger("metaquorum.orderer")
 
@@ -215,7 +216,7 @@ class OrdererProcess:
     ) -> int:
         """``sock``: the link to the serve process; ``channel``: the fd channel
         the workers' links come over (none: no worker writes here);
-        ``ring_fd``: the serve process's batch ring (api/batch_ring.py)."""
+        ``ring_fd``: the serve process's batch ring (voter/batch_ring.py)."""
         loop = asyncio.get_running_loop()
         self.orderer.loop = loop
         if ring_fd is not None:  # before the link: its image comes at once
@@ -438,7 +439,7 @@ class OrdererProcess:
 
 
 def orderer_main(config: dict[str, Any]) -> int:
-    from .http_workers import _die_with_parent  # noqa: PLC0415
+    from .worker_pool import _die_with_parent  # noqa: PLC0415
 
     _die_with_parent(config["parentPid"])
     logging.basicConfig(
