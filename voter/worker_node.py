@@ -26,16 +26,13 @@ from api.errors import JsonResponse, node_error_response, retry_after
 from api.tls import PEER_CERT, peer_certificate
 from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
 from quorum.offset_waiters import OffsetWaiters
-from quorum.state_machine import MetadataStateMachine
 
-from .batch_ring import RingFollower, RingReader
+from .batch_ring import RingFollower
 from .link import (
     ANSWER,
     BARRIER,
     BATCHES,
-    CATCH_UP,
     FORWARD,
-    IDLE,
     IMAGE,
     REFUSED,
     STATE,
@@ -46,7 +43,7 @@ from .link import (
     LinkInbox,
     decode_error,
 )
-from .log_follower import apply_batches, load_image
+from .log_follower import LogFollower
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +88,17 @@ class WorkerNode:
         # process over a link of their own, instead of to the core.
         self._inbox: LinkInbox | None = None
         self.orderer_link: FrameProtocol | None = None  # None: none yet, or it closed
-        self.sm = MetadataStateMachine(log_retention)
+        # The image this worker's reads come from: the committed log, followed.
+        self.follower = LogFollower(
+            log_retention,
+            "this worker",
+            f"HTTP worker {index}",
+            self._send_core,
+            self._on_lost,
+            applied=self._applied,
+            loaded=self._loaded,
+        )
+        self.sm = self.follower.sm
         self.protocol = FrameProtocol(self._on_items, self._on_lost)
         self.state: dict[str, Any] = {
             "ready": False,
@@ -117,9 +124,7 @@ class WorkerNode:
         # Answers whose write ends past this image: (offset, future, value,
         # deadline), answered as the image reaches them.
         self._early: list[tuple[int, asyncio.Future, object, float]] = []
-        self._has_image: asyncio.Event | None = None
         self._waiters = OffsetWaiters()
-        self.ring: RingFollower | None = None  # the committed batches, from shared memory
 
     async def connect(
         self,
@@ -131,17 +136,8 @@ class WorkerNode:
         its fd channel, with an orderer process (its links to it come there);
         ``ring_fd``: the core's batch ring (voter/batch_ring.py), if it has one."""
         loop = asyncio.get_running_loop()
-        self._has_image = asyncio.Event()
-        if ring_fd is not None:  # before the link: its image comes at once
-            self.ring = RingFollower(
-                RingReader(ring_fd),
-                lambda: self.sm.image.next_offset,
-                self._apply,
-                self._catch_up,
-                lambda offset: self._send_core((IDLE, offset)),
-                f"HTTP worker {self.index}",
-            )
-            self.ring.start()
+        if ring_fd is not None:
+            self.follower.follow_ring(ring_fd)
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
         self._sweeper = loop.call_later(DEADLINE_SWEEP_S, self._sweep_deadlines)
         if channel is not None:
@@ -150,7 +146,7 @@ class WorkerNode:
 
     async def wait_for_image(self, timeout_s: float) -> bool:
         try:
-            await asyncio.wait_for(self._has_image.wait(), timeout_s)
+            await asyncio.wait_for(self.follower.has_image.wait(), timeout_s)
             return True
         except TimeoutError:
             return False
@@ -162,8 +158,12 @@ class WorkerNode:
         return self.sm.image
 
     @property
+    def ring(self) -> RingFollower | None:
+        return self.follower.ring
+
+    @property
     def replaying(self) -> bool:
-        return not self._has_image.is_set() or bool(self.state["replaying"])
+        return not self.follower.has_image.is_set() or bool(self.state["replaying"])
 
     @property
     def raft_alive(self) -> bool:
@@ -182,7 +182,7 @@ class WorkerNode:
         worker's own (its link, its image)."""
         if self.lost is not None:
             return f"this HTTP worker lost its link to the voter's core: {self.lost}"
-        if not self._has_image.is_set():
+        if not self.follower.has_image.is_set():
             return "this HTTP worker is still loading the image from its voter's core"
         if (silent := self._core_silent()) is not None:
             return (
@@ -319,34 +319,22 @@ class WorkerNode:
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until this worker's image reaches ``offset`` (exclusive end)."""
-        if self.ring is not None and offset > self.sm.image.next_offset:
-            self.ring.poll()  # a barrier's answer: its batch is in the ring already
+        if offset > self.sm.image.next_offset:
+            self.follower.poll()  # a barrier's answer: its batch is in the ring already
         return await self._waiters.wait(
             offset, timeout_s, lambda: self.sm.image.next_offset, lambda: self.lost is not None
         )
 
-    def _load_image(self, encoded: bytes, retained: tuple) -> None:
-        load_image(self.sm, encoded, retained)
-        self._has_image.set()
+    def _loaded(self) -> None:
         self._waiters.wake()
         if self._early:  # answers whose writes an image sent again now holds
             self._answer_reached()
-        if self.ring is not None:
-            self.ring.caught_up()
-
-    def _catch_up(self, offset: int) -> None:
-        """The ring lacks the batch at ``offset``: the core sends it down the link."""
-        self._send_core((CATCH_UP, offset))
 
     def _send_core(self, item: tuple) -> None:
         if self.lost is None:
             self.protocol.send([item])
 
-    def _apply(self, batches: list) -> None:
-        gap = apply_batches(self.sm, batches, "this worker")
-        if gap is not None:
-            self._on_lost(gap)
-            return
+    def _applied(self) -> None:
         self._waiters.wake()
         if self._early:
             self._answer_reached()
@@ -370,18 +358,16 @@ class WorkerNode:
         for item in items:
             kind = item[0]
             if kind == BATCHES:
-                self._apply(item[1])
-                if self.ring is not None:  # a catch-up's answer
-                    self.ring.caught_up()
+                self.follower.batches(item[1])
             elif kind == ANSWER or kind == REFUSED:
                 self._settle(item)
             elif kind == STATE:
                 self.state = item[1]
                 self.sm.fatal = item[1]["fatal"]
             elif kind == IMAGE:
-                self._load_image(item[1], item[2])
-            elif kind == WAKE and self.ring is not None:
-                self.ring.wake()
+                self.follower.load(item[1], item[2])
+            elif kind == WAKE:
+                self.follower.wake()
 
     def _settle(self, item: tuple) -> None:
         """An answer from the core, or from the orderer (with the offset its
@@ -392,11 +378,10 @@ class WorkerNode:
         if item[0] == REFUSED:
             waiting[0].set_exception(decode_error(item[2]))
         elif len(item) > 3 and item[3] > self.sm.image.next_offset:
-            if self.ring is not None:
-                self.ring.poll()  # the orderer answers once its batch is in the ring
-                if item[3] <= self.sm.image.next_offset:
-                    waiting[0].set_result(item[2])
-                    return
+            self.follower.poll()  # the orderer answers once its batch is in the ring
+            if item[3] <= self.sm.image.next_offset:
+                waiting[0].set_result(item[2])
+                return
             self._early.append((item[3], waiting[0], item[2], waiting[2]))
         else:
             waiting[0].set_result(item[2])
@@ -482,8 +467,7 @@ class WorkerNode:
         self._early = []
         if self._sweeper is not None:
             self._sweeper.cancel()
-        if self.ring is not None:
-            self.ring.stop()
+        self.follower.stop()
         self._waiters.wake()
         if self.protocol.transport is not None:
             self.protocol.transport.close()
