@@ -8,9 +8,9 @@ interpreter lock. It is started, watched and restarted by the serve
 process like an HTTP worker (voter/worker_pool.py), over one link
 (voter/link.py):
 
-* it follows the committed batches into its own image, as a worker does;
-  the batches it proposed itself it adopts instead of decoding them
-  (``MetadataStateMachine.expect``);
+* it follows the committed batches into its own image, as a worker does
+  (voter/log_follower.py); the batches it proposed itself it adopts instead
+  of decoding them (``MetadataStateMachine.expect``);
 * it proposes each batch as its encoded bytes (PROPOSE) and hears whether
   it committed (the serve process answers after the batches it streams
   before the answer, so this image holds a batch once it hears of it);

@@ -2,13 +2,12 @@
 once its flags are checked and its QuorumNode is built (metaquorum/serve.py).
 
 Without HTTP workers, one process serves the API over the node (uvicorn).
-With them (``_serve_with_workers``), this process is the
-core: it reserves the API port, keeps Raft and answers what the workers
-forward with its own app; the batch ring and the links (voter/core_link.py)
-join it to the orderer process and the workers, which the pool
-(voter/worker_pool.py) starts, watches and restarts. Either way the voter
-runs until SIGTERM (or a fatal refusal), then hands leadership over before
-it stops serving.
+With them (``_serve_with_workers``), this process is the core: it reserves
+the API port, keeps Raft and answers what the workers forward with its own
+app; the batch ring and the links (voter/core_link.py) join it to the
+orderer process and the workers, which the pool (voter/worker_pool.py)
+starts, watches and restarts. Either way the voter runs until SIGTERM (or a
+fatal refusal), then hands leadership over before it stops serving.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ process gives it the ``QuorumNode``: writes and linearizable barriers go to
 the core over the link, reads come from the image this worker follows (the
 committed batches the core streams to it, as an observer follows a leader),
 and what needs the core's own state (status, metrics, probes, voter changes)
-is forwarded to the core's app whole (``FORWARDED``).
+is forwarded to the core's app whole (``FORWARDED``), by ``ForwardToCore``:
+the innermost middleware of the worker's app (``create_app``'s
+``inner_middleware``, voter/worker_pool.py), so that api/ knows nothing of
+workers. The image is followed by voter/log_follower.py.
 """
 
 from __future__ import annotations
