@@ -31,7 +31,7 @@ $(ALL_STAMP): pyproject.toml | $(BIN)/pip
 # once here, they load from __pycache__ even where PYTHONDONTWRITEBYTECODE is
 # set (as on CI machines), instead of being compiled again by each process:
 # about 0.15 s of CPU per process start (docs/decisions.md 131).
-PACKAGES := metadata_records controller quorum api metaquorum brokers pipeline
+PACKAGES := metadata_records controller quorum api voter metaquorum brokers pipeline
 bytecode: $(CORE_STAMP)
 	$(BIN)/python -m compileall -q $(PACKAGES) >/dev/null
 

@@ -98,8 +98,8 @@ if TYPE_CHECKING:
 __all__ = ["TokenTable", "TokensFileError", "create_app", "load_tokens", "parse_tokens"]
 
 # Imported when first asked for: FastAPI and pydantic cost about a second of
-# CPU to import, and the orderer process and the worker link, which import
-# their own ``api`` modules, never build an app.
+# CPU to import, and what imports one ``api`` module alone (the CLI's TLS
+# and token checks) builds no app.
 _HOME = {
     "create_app": ".app",
     "TokenTable": ".auth",

@@ -1,4 +1,4 @@
-"""The FastAPI app: every endpoint of docs/api.md over one ``QuorumNode``.
+"""The FastAPI app: every endpoint of docs/api.md over one node (api/served_node.py: a voter's core or one of its HTTP workers).
 
 ``create_app(node)`` builds it; the node must already be started on the event
 loop the app runs on (``await node.start()``). The app translates HTTP to the
@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from metadata_records import limits
 from metadata_records.errors import Errors
-from quorum.node import QuorumNode
 from quorum.node_errors import NodeError
 
 from . import routes
@@ -36,15 +35,14 @@ from .errors import (
     JsonResponse,
     error_body,
     node_error_response,
-    retry_after,
     validation_problem,
 )
 from .metrics import ApiMetrics
 from .reads import VoterTracker
 from .routes.context import RouteContext
 from .routes.document import DESCRIPTION, TAGS, serve_document
-from .tls import PEER_CERT, ReloadingContext, peer_certificate
-from .worker_node import FORWARDED, WorkerNode
+from .served_node import ServedNode
+from .tls import ReloadingContext
 
 log = logging.getLogger(__name__)
 
@@ -54,63 +52,6 @@ DEFAULT_BODY_LIMIT = limits.MAX_BODY_BYTES
 # bounds what waits for the CPU before it: past it the event loop, not Raft, is
 # the bottleneck, and every extra request only adds latency to all the others.
 DEFAULT_MAX_PENDING_WRITES = 256
-
-
-class ForwardToCore:
-    """ASGI middleware of an HTTP worker: the paths that read the core's own
-    state (worker_node.FORWARDED) are answered by the core's app, with the
-    request as it arrived (its token, its certificate's subject, its body,
-    already read and limited by the edge)."""
-
-    def __init__(self, app: ASGIApp, *, node: WorkerNode, routes: list) -> None:
-        self.app = app
-        self.node = node
-        self.routes = routes  # the app's (filled once its endpoints exist)
-        self._by_path: dict[str, Any] | None = None  # the metrics' route label, by path
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path")
-        if scope["type"] != "http" or path not in FORWARDED:
-            await self.app(scope, receive, send)
-            return
-        if self._by_path is None:
-            self._by_path = {getattr(r, "path", None): r for r in self.routes}
-        scope["route"] = self._by_path.get(path)
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        certificate = peer_certificate(scope)
-        head = {
-            "method": scope["method"],
-            "scheme": scope.get("scheme", "http"),
-            "path": path,
-            "raw_path": scope.get("raw_path") or path.encode(),
-            "query_string": scope.get("query_string", b""),
-            "headers": list(scope.get("headers", ())),
-            "client": scope.get("client"),
-            "server": scope.get("server"),
-            "extensions": {"tls": {PEER_CERT: certificate}} if certificate else {},
-        }
-        try:
-            status, headers, body = await self.node.forward(head, b"".join(chunks))
-        except NodeError as e:
-            if path in ("/livez", "/readyz"):
-                response: Response = JsonResponse(
-                    {"status": "dead" if path == "/livez" else "not ready", "reason": str(e)},
-                    status_code=503,
-                    headers=retry_after(1.0),
-                )
-            else:
-                response = node_error_response(e, Request(scope))
-            await response(scope, receive, send)
-            return
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
 
 
 def answer_errors(app: FastAPI) -> None:
@@ -150,7 +91,7 @@ def answer_errors(app: FastAPI) -> None:
 
 
 def create_app(
-    node: QuorumNode,
+    node: ServedNode,
     *,
     tokens: TokenTable | str | os.PathLike | None = None,
     body_limit_bytes: int = DEFAULT_BODY_LIMIT,
@@ -163,6 +104,7 @@ def create_app(
     tls: ReloadingContext | None = None,
     require_certificate: bool = False,
     workers: Any = None,
+    inner_middleware: Callable[[FastAPI], None] | None = None,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
@@ -176,9 +118,10 @@ def create_app(
     ``require_certificate``: every request, the probes' included, needs a
     verified client certificate (``serve --tls-client-auth required``).
     ``workers``: the core's app of a voter with HTTP workers: their request
-    counts, summed (api/core_link.SummedRequests), for /metrics. ``node`` a
-    WorkerNode: the app of an HTTP worker, which forwards what needs the
-    core's state to the core (api/worker_node.py)."""
+    counts, summed (voter/core_link.SummedRequests), for /metrics.
+    ``inner_middleware``: adds the innermost middleware to the app: an HTTP
+    worker's forwards what needs the core's state to the core
+    (voter/worker_node.ForwardToCore)."""
     if isinstance(tokens, str | os.PathLike):
         tokens = load_tokens(tokens)
     if body_limit_bytes < 1:
@@ -204,8 +147,8 @@ def create_app(
     app.state.auth = auth
     app.state.metrics = metrics
     direct: dict[str, DirectRoute] = {}  # filled below, once the endpoints exist
-    if isinstance(node, WorkerNode):
-        app.add_middleware(ForwardToCore, node=node, routes=app.routes)  # innermost
+    if inner_middleware is not None:
+        inner_middleware(app)
     app.add_middleware(DirectRoutes, auth=auth, routes=direct)  # inside the edge
     app.add_middleware(
         EdgeMiddleware,

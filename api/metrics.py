@@ -24,6 +24,7 @@ from quorum.raft.durability import SyncStats
 from quorum.runtime_tuning import gc_report
 
 from .connections import ConnectionStats
+from .served_node import ForwardingNode, ServedNode
 from .tls import ReloadingContext
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -132,7 +133,7 @@ class _NodeCollector(Collector):
     def __init__(self, node: QuorumNode, children: Any = None) -> None:
         self.node = node
         self.counts = _ImageCounts()
-        # The orderer's and the HTTP workers' reports (api/core_link.SummedRequests.gc).
+        # The orderer's and the HTTP workers' reports (voter/core_link.SummedRequests.gc).
         self.children = children
 
     def collect(self):
@@ -384,7 +385,7 @@ class RequestCounts:
     is two dict updates and a bisect, where prometheus-client's metrics cost
     a label lookup each and, in the HTTP workers' multiprocess mode, three
     mmap writes (about 5% of a worker). ``totals`` is what an HTTP worker
-    sends its core every second (api/core_link.SummedRequests)."""
+    sends its core every second (voter/core_link.SummedRequests)."""
 
     __slots__ = ("responses", "latency", "auth_throttled")
 
@@ -470,26 +471,24 @@ class _RequestCollector(Collector):
 
 class ApiMetrics:
     """``workers``: the core of a voter with HTTP workers renders their
-    requests (api/core_link.SummedRequests, reported every second) and counts
+    requests (voter/core_link.SummedRequests, reported every second) and counts
     none of its own (every request it answers came through a worker, which
-    counted it). ``node`` an HTTP worker's WorkerNode: only ``requests``,
-    which it reports to its core (the worker renders nothing; /metrics is
-    forwarded)."""
+    counted it). ``node`` an HTTP worker's (a ForwardingNode): only
+    ``requests``, which it reports to its core (the worker renders nothing;
+    /metrics is forwarded)."""
 
     def __init__(
         self,
-        node: QuorumNode,
+        node: ServedNode,
         connections: ConnectionStats | None = None,
         tls: ReloadingContext | None = None,
         workers: Any = None,
     ) -> None:
-        from .worker_node import WorkerNode  # noqa: PLC0415 - the worker imports this module
-
         self.node = node
         self.registry = CollectorRegistry()
         self.requests = RequestCounts()
         self.count_requests = workers is None
-        if isinstance(node, WorkerNode):
+        if isinstance(node, ForwardingNode):
             return
         self.registry.register(_NodeCollector(node, workers))
         if connections is not None:

@@ -359,7 +359,7 @@ def snapshot_timestamp(node: QuorumNode, image: MetadataImage) -> int:
 
 def not_ready_reason(node: QuorumNode) -> str | None:
     """Why the node is not ready (/readyz and reads), or None if it is."""
-    explain = getattr(node, "explain_not_ready", None)  # an HTTP worker (api/worker_node.py)
+    explain = getattr(node, "explain_not_ready", None)  # an HTTP worker (voter/worker_node.py)
     if explain is not None:
         return explain()
     if node.ready:

@@ -134,16 +134,16 @@ def children_running(core: int, module: bytes) -> list[tuple[int, list[bytes]]]:
 
 
 def orderer_of(core: int) -> int | None:
-    """A core's orderer process (metaquorum/orderer_process.py), if it has one."""
-    found = children_running(core, b"metaquorum.orderer_process")
+    """A core's orderer process (voter/orderer_process.py), if it has one."""
+    found = children_running(core, b"voter.orderer_process")
     return found[0][0] if found else None
 
 
 def workers_of(core: int) -> list[int]:
     """The HTTP worker processes of a core, by worker index."""
     found = []
-    for pid, argv in children_running(core, b"metaquorum.http_workers"):
-        config = json.loads(argv[argv.index(b"metaquorum.http_workers") + 1])
+    for pid, argv in children_running(core, b"voter.worker_pool"):
+        config = json.loads(argv[argv.index(b"voter.worker_pool") + 1])
         found.append((config["index"], pid))
     return [pid for _, pid in sorted(found)]
 

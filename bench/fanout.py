@@ -1,6 +1,6 @@
 """What handing each committed batch to N readers costs the core: down each
 link (a frame per reader, as before decision 125) or once into the batch
-ring (api/batch_ring.py). Figures, not asserts.
+ring (voter/batch_ring.py). Figures, not asserts.
 
 The writer publishes batches at a fixed rate, as a leader's core does under
 load, to N reader processes: with links, each reader reads and unpickles
@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from api.batch_ring import FOLLOW_EVERY_S, BatchRing, RingMissed, RingReader  # noqa: E402
-from api.worker_link import BATCHES, FrameProtocol, encode_frame  # noqa: E402
 from metadata_records.codec import encode_batch  # noqa: E402
 from metadata_records.records import Batch, PartitionChangeRecord  # noqa: E402
+from voter.batch_ring import FOLLOW_EVERY_S, BatchRing, RingMissed, RingReader  # noqa: E402
+from voter.link import BATCHES, FrameProtocol, encode_frame  # noqa: E402
 
 
 def payload(records: int) -> bytes:

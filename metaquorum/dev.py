@@ -166,8 +166,7 @@ def _voter_preexec(parent_pid: int) -> None:
 def run_dev(args: argparse.Namespace) -> int:
     from quorum.node_config import ConfigError
     from quorum.startup_checks import lock_data_dir, lock_holder
-
-    from .http_workers import parse_workers
+    from voter.worker_pool import parse_workers
 
     try:
         parse_workers(args.http_workers)

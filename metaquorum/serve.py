@@ -1,5 +1,6 @@
-"""``metaquorum serve``: one voter, i.e. the Raft quorum and the HTTP API in one
-process with one uvicorn worker (each worker would build its own SyncObj).
+"""``metaquorum serve``: one voter. This module is the command: its flags, their
+checks, and the QuorumNode built from them; voter/wiring.py then runs the
+voter's processes (voter/__init__.py tells who talks to whom).
 
 Every flag is also an environment variable (``--node-id`` = METAQUORUM_NODE_ID).
 Exit codes: 0 clean stop, 2 bad configuration or an unusable environment (the
@@ -18,14 +19,12 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import socket
 import sys
 
-from .http_workers import parse_workers
-
-EXIT_CONFIG = 2
-EXIT_REFUSED = 3
+from voter.http_server import build_tls
+from voter.wiring import EXIT_CONFIG, EXIT_REFUSED, serve_voter
+from voter.worker_pool import parse_workers
 
 log = logging.getLogger("metaquorum")
 
@@ -333,38 +332,6 @@ def build_config(args: argparse.Namespace):
     )
 
 
-def build_tls(args: argparse.Namespace):
-    """(the reloading server context, the certificate principal rules), each
-    None when off; TlsConfigError / PrincipalsFileError name the flag."""
-    from api.cert_principals import CertPrincipals, load_rules
-    from api.tls import ReloadingContext, TlsConfigError, settings_from_flags
-
-    interval = getattr(args, "tls_reload_interval_ms", None)
-    settings = settings_from_flags(
-        getattr(args, "tls_cert_file", None) or None,
-        getattr(args, "tls_key_file", None) or None,
-        getattr(args, "tls_client_ca_file", None) or None,
-        getattr(args, "tls_client_auth", None) or None,
-        None if interval is None else int(interval),
-    )
-    principals_file = getattr(args, "tls_principals_file", None) or None
-    if settings is None or settings.client_ca_file is None:
-        if principals_file:
-            raise TlsConfigError(
-                "--tls-principals-file needs --tls-client-ca-file (no client certificates "
-                "are asked for without it)"
-            )
-        return (None if settings is None else ReloadingContext(settings)), None
-    if principals_file:
-        try:
-            principals = CertPrincipals(load_rules(principals_file), principals_file)
-        except ValueError as e:
-            raise TlsConfigError(f"--tls-principals-file: {e}") from None
-    else:
-        principals = CertPrincipals.default()
-    return ReloadingContext(settings), principals
-
-
 def _os_problem(e: OSError, data_dir: str) -> str:
     """One line for a file the node could not use at start (no traceback)."""
     from quorum.startup_checks import explain_os_error
@@ -416,7 +383,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
         # Bad counts are refused before anything starts; the ring (with
-        # workers) is claimed whole at start, so it must fit (api/batch_ring.py).
+        # workers) is claimed whole at start, so it must fit (voter/batch_ring.py).
         workers = parse_workers(args.http_workers)
         ring_mib = parse_ring_mib(args.batch_ring_mib)
         if workers:
@@ -490,257 +457,6 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvloop  # noqa: PLC0415
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        code = runner.run(_serve(node, args, tokens, nofile, tls, principals))
+        code = runner.run(serve_voter(node, args, tokens, nofile, ring_mib, tls, principals))
     unlock_data_dir(data_dir_lock)
-    return code
-
-
-async def _manage_collector(node) -> None:
-    """The collector's freezes (quorum/runtime_tuning.py), once replayed."""
-    from quorum.runtime_tuning import long_lived_entries, manage_collector
-
-    await manage_collector(lambda: not node.replaying, lambda: long_lived_entries(node.image))
-
-
-def _reserve(host: str, port: int) -> socket.socket:
-    """The API port, bound but not listening: the HTTP workers each listen on
-    it with SO_REUSEPORT (the kernel spreads connections evenly among them;
-    one inherited socket gave nearly all of them to one worker), and nobody
-    else can take it while a worker restarts."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    return sock
-
-
-async def _serve_with_workers(node, args, tokens, limits, workers, tls, principals) -> int:
-    """The core of a voter with HTTP workers (metaquorum/http_workers.py): it
-    serves no HTTP itself; it orders writes, streams the committed batches to
-    the workers, and answers what they forward with its own app."""
-    from api.app import create_app
-    from api.batch_ring import BatchRing
-    from api.core_link import CoreLinks, RemoteOrderer, SummedConnections, SummedRequests
-    from quorum.orderer import OrderingConfig
-
-    from .http_workers import WorkerPool, share
-
-    reserved = _reserve(args.http_host, int(args.http_port))
-    summed, requests = SummedConnections(), SummedRequests()
-    public_docs = args.public_docs in (True, "1", "true", "True")
-    core_app = create_app(
-        node,
-        tokens=tokens,
-        max_pending_writes=int(args.max_pending_writes),
-        public_docs=public_docs,
-        connections=summed,
-        certificates=principals,
-        tls=tls,
-        require_certificate=tls is not None and tls.settings.client_auth == "required",
-        workers=requests,
-    )
-    # The committed batches go to the workers and the orderer through shared
-    # memory, written once (api/batch_ring.py, decision 125).
-    ring = BatchRing(parse_ring_mib(args.batch_ring_mib) << 20)
-    links = CoreLinks(node, core_app, summed, requests, ring, workers)
-    # The controller and group commit in a process of their own
-    # (metaquorum/orderer_process.py): Raft's work stays here.
-    node.orderer = RemoteOrderer(links)
-    ordering = OrderingConfig.of(node.config)
-    orderer = {
-        "nodeId": node.node_id,
-        "clusterId": node.cluster_id,
-        "sessionTimeoutMs": node.controller_config.session_timeout_ms,
-        "leaderImbalanceCheckIntervalMs": (
-            node.controller_config.leader_imbalance_check_interval_ms
-        ),
-        "ordering": {f: getattr(ordering, f) for f in OrderingConfig.__dataclass_fields__},
-        "logLevel": str(args.log_level),
-    }
-    config = {
-        "nodeId": node.node_id,
-        "logRetention": node.config.log_retention,
-        "host": args.http_host,
-        "port": int(args.http_port),
-        "tokensFile": args.tokens_file or None,
-        "tls": {
-            name: getattr(args, name, None)
-            for name in (
-                "tls_cert_file",
-                "tls_key_file",
-                "tls_client_ca_file",
-                "tls_client_auth",
-                "tls_principals_file",
-                "tls_reload_interval_ms",
-            )
-        },
-        "maxPendingWrites": share(int(args.max_pending_writes), workers),
-        "maxConnections": share(limits.max_connections, workers),
-        "maxConnectionsPerAddress": share(limits.max_per_address, workers),
-        "publicDocs": public_docs,
-        "logLevel": str(args.log_level),
-    }
-    pool = WorkerPool(workers, links, config, orderer)
-    core_app.state.http_workers = pool
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
-    await node.start()
-    links.start()
-    await pool.start()
-    log.info("http: %d worker process(es) on %s:%s", workers, args.http_host, args.http_port)
-    collector = asyncio.ensure_future(_manage_collector(node))
-    reloader = None if tls is None else asyncio.ensure_future(tls.watch())
-    code = 0
-    while not stopping.is_set():
-        if node.sm.fatal is not None:
-            log.error("refusing to serve: %s", node.sm.fatal)
-            code = EXIT_REFUSED
-            break
-        try:
-            await asyncio.wait_for(stopping.wait(), 0.5)
-        except TimeoutError:
-            pass
-    collector.cancel()
-    if reloader is not None:
-        reloader.cancel()
-    # The workers keep answering (307 to the new leader) while leadership moves.
-    log.info("stopping: transferring leadership if leading")
-    try:
-        await node.stop(transfer=code == 0)
-    finally:
-        await pool.stop()
-        reserved.close()
-    log.info("stopped")
-    return code
-
-
-def http_config(app, host: str, port: int, limits, stats, tls):
-    """The uvicorn configuration of the API, in one process or in each HTTP worker."""
-    import uvicorn
-
-    from api.connections import guarded_protocol
-
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        workers=1,
-        timeout_graceful_shutdown=5,
-        # Brokers and operators connect directly (a Kubernetes Service is
-        # not a proxy): no X-Forwarded-* rewriting on every request.
-        proxy_headers=False,
-        # Deadlines, head limits and connection caps (api/connections.py).
-        # Over TLS the protocol starts TLS itself, once the connection is
-        # counted, with our context, which is swapped under the listening
-        # socket when the files change (api/tls.py): uvicorn listens for TCP.
-        http=guarded_protocol(limits, stats, None if tls is None else tls.listening),
-        timeout_keep_alive=5,
-    )
-
-
-async def _serve(node, args, tokens, nofile: int, tls=None, principals=None) -> int:
-    import uvicorn
-
-    from api.app import create_app
-    from api.connections import ConnectionLimits, ConnectionStats, connection_capacity
-
-    capacity = connection_capacity(nofile)
-    max_connections = int(args.max_connections or capacity)
-    if max_connections > capacity:
-        log.warning(
-            "--max-connections %d is more than the open-file limit %d leaves room for (%d): "
-            "raise the limit (ulimit -n, or the container runtime's) or lower the flag",
-            max_connections,
-            nofile,
-            capacity,
-        )
-    limits = ConnectionLimits(
-        max_connections=max_connections,
-        max_per_address=int(args.max_connections_per_address),
-    )
-    log.info(
-        "http: up to %d connections (%d per client address; open-file limit %d); "
-        "request heads within %g s, bodies within %g s + 1 s per %d bytes",
-        limits.max_connections,
-        limits.max_per_address,
-        nofile,
-        limits.head_timeout_s,
-        limits.body_grace_s,
-        limits.min_body_rate,
-    )
-    workers = parse_workers(args.http_workers)
-    if workers:
-        return await _serve_with_workers(node, args, tokens, limits, workers, tls, principals)
-    stats = ConnectionStats()
-    app = create_app(
-        node,
-        tokens=tokens,
-        max_pending_writes=int(args.max_pending_writes),
-        public_docs=args.public_docs in (True, "1", "true", "True"),
-        connections=stats,
-        certificates=principals,
-        tls=tls,
-        require_certificate=tls is not None and tls.settings.client_auth == "required",
-    )
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig, frame):  # noqa: ANN001 - uvicorn's signature
-            # Hand leadership over first, then stop serving; never re-raise the
-            # signal afterwards (uvicorn would, and the exit code would not be 0).
-            if not self.should_exit and not stopping.is_set():
-                loop.call_soon_threadsafe(stopping.set)
-            else:
-                self.should_exit = True
-
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    server = Server(http_config(app, args.http_host, int(args.http_port), limits, stats, tls))
-
-    async def serve_http() -> None:
-        try:
-            await server.serve()
-        except SystemExit:  # uvicorn exits when it cannot bind (the port taken since the check)
-            raise RuntimeError(
-                f"the HTTP server could not listen on {args.http_host}:{args.http_port} "
-                "(uvicorn's error is logged above)"
-            ) from None
-
-    await node.start()
-    serving = asyncio.ensure_future(serve_http())
-    collector = asyncio.ensure_future(_manage_collector(node))
-    reloader = None if tls is None else asyncio.ensure_future(tls.watch())
-
-    async def watch() -> int:
-        while not stopping.is_set():
-            if node.sm.fatal is not None:
-                log.error("refusing to serve: %s", node.sm.fatal)
-                return EXIT_REFUSED
-            if serving.done():
-                return 0 if serving.exception() is None else EXIT_CONFIG
-            try:
-                await asyncio.wait_for(stopping.wait(), 0.5)
-            except TimeoutError:
-                pass
-        return 0
-
-    code = await watch()
-    collector.cancel()
-    if reloader is not None:
-        reloader.cancel()
-    if serving.done() and serving.exception() is not None:
-        log.error("the HTTP server failed: %s", serving.exception())
-        await node.stop(transfer=False)
-        return EXIT_CONFIG
-    log.info("stopping: transferring leadership if leading")
-    try:
-        await node.stop(transfer=code == 0)
-    finally:
-        server.should_exit = True
-        await serving
-    log.info("stopped")
     return code

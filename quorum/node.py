@@ -179,7 +179,7 @@ class QuorumNode:
         # cost a syscall and a GIL hand-over on the Raft thread's critical path.
         self._waiters = OffsetWaiters()
         # Told on the loop after batches applied (coalesced): the HTTP
-        # workers' links send the new batches on (api/core_link.py).
+        # workers' links send the new batches on (voter/core_link.py).
         self.apply_watchers: list[ApplyWatcher] = []
         self._applied_wakeup_pending = False
         self._barrier: asyncio.Future | None = None
@@ -598,7 +598,7 @@ class QuorumNode:
         """``submit_future`` into ``reply``: a Future, or anything with its
         ``done``, ``set_result`` and ``set_exception``, called on the loop (the
         HTTP workers' link answers straight into its outbox, with no Future
-        and callback per write: api/core_link.py). Orderer.submit_to says more."""
+        and callback per write: voter/core_link.py). Orderer.submit_to says more."""
         self.orderer.submit_to(request, reply, pump)
 
     def pump(self) -> None:

@@ -1,6 +1,6 @@
 """What a voter answers instead of a response: each kind maps to an HTTP
 status (api/errors.py), and crosses the HTTP workers' link spelled out
-(api/worker_link.encode_error)."""
+(voter/link.encode_error)."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ class OrderingConfig:
 class RaftSide(Protocol):
     """What the orderer needs of Raft: QuorumNode in the same process, or
     the voter's serve process seen from an orderer process of its own
-    (metaquorum/orderer_process.RemoteRaft)."""
+    (voter/orderer_process.RemoteRaft)."""
 
     node_id: int
     controller_config: ControllerConfig

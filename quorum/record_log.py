@@ -62,7 +62,7 @@ class RecordLog:
         self._base = 0  # offset of the first retained record
         self._decoded: collections.OrderedDict[int, Batch] = collections.OrderedDict()
         # The core's copy of every appended batch for its HTTP workers and
-        # orderer process (api/batch_ring.BatchRing), with workers.
+        # orderer process (voter/batch_ring.BatchRing), with workers.
         self.ring = None
 
     def reset(self, next_offset: int) -> None:

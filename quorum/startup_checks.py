@@ -141,7 +141,7 @@ def port_owner(port: int) -> str:
 
 
 def _describe(pid: str, argv: list[str]) -> str:
-    if "metaquorum.http_workers" in argv:  # an HTTP worker of a serve (its parent)
+    if "voter.worker_pool" in argv:  # an HTTP worker of a serve (its parent)
         try:
             with open(f"/proc/{pid}/stat", encoding="ascii") as f:
                 parent = f.read().rsplit(")", 1)[1].split()[1]

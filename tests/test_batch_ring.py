@@ -1,4 +1,4 @@
-"""The committed batches in shared memory (api/batch_ring.py, decision 125):
+"""The committed batches in shared memory (voter/batch_ring.py, decision 125):
 what a reader takes from the ring is exactly the batches from its offset, in
 order, or RingMissed, never a torn, skipped or overwritten batch."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.batch_ring import _DATA, BatchRing, RingFollower, RingMissed, RingReader
+from voter.batch_ring import _DATA, BatchRing, RingFollower, RingMissed, RingReader
 
 
 def reader_of(ring: BatchRing) -> RingReader:
@@ -144,7 +144,7 @@ def test_an_idle_follower_stops_looking_until_woken():
     batches) starts it again."""
     import asyncio
 
-    from api.batch_ring import FOLLOW_EVERY_S, IDLE_AFTER_S
+    from voter.batch_ring import FOLLOW_EVERY_S, IDLE_AFTER_S
 
     async def run():
         ring = BatchRing(1 << 16)

@@ -1,5 +1,5 @@
 """``serve --http-workers 2``: real voters whose HTTP is served by worker
-processes in front of one core (metaquorum/http_workers.py). What a broker
+processes in front of one core (voter/worker_pool.py). What a broker
 sees is the same as with one process; a worker that dies is replaced without
 the voter losing its role, and its clients never get an acknowledgement the
 core did not give."""
@@ -20,7 +20,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from metaquorum.http_workers import default_workers, parse_workers, share
+from voter.worker_pool import default_workers, parse_workers, share
 
 from .cluster import Cluster
 from .conftest import running_cluster
@@ -733,7 +733,7 @@ def test_workers_idle_on_the_ring_are_woken_by_the_next_batch(cluster):
     """A worker that saw nothing new for IDLE_AFTER_S stops looking at the
     ring (decision 125): the next committed batch wakes it, so its local
     reads (no barrier, no answer to prompt a look) still catch up at once."""
-    from api.batch_ring import IDLE_AFTER_S
+    from voter.batch_ring import IDLE_AFTER_S
 
     cluster.wait_ready()
     leader = cluster.leader()

@@ -91,7 +91,15 @@ def test_the_wheel_builds_and_its_metaquorum_has_what_the_pod_runs(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    for package in ("metadata_records", "quorum", "api", "brokers", "pipeline", "metaquorum"):
+    for package in (
+        "metadata_records",
+        "quorum",
+        "api",
+        "voter",
+        "brokers",
+        "pipeline",
+        "metaquorum",
+    ):
         if (ROOT / package).is_dir():
             shutil.copytree(
                 ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__")

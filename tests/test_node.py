@@ -1046,7 +1046,7 @@ def test_a_negative_idle_interval_is_refused():
 
 def test_a_voter_tells_its_leader_watchers_when_the_leader_it_knows_moves(tmp_path):
     """The HTTP workers and the orderer process redirect writes by the state
-    the serve process pushes (api/core_link.CoreLinks.push_state): pushed when
+    the serve process pushes (voter/core_link.CoreLinks.push_state): pushed when
     the leader moves, not only at the next periodic look."""
     nodes = three_voters(tmp_path, fsync=False)
 

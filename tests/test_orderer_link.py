@@ -1,5 +1,5 @@
-"""The orderer's contract with Raft across its link (metaquorum/orderer_process.py
-and api/core_link.py): a real voter (QuorumNode) and an OrdererProcess
+"""The orderer's contract with Raft across its link (voter/orderer_process.py
+and voter/core_link.py): a real voter (QuorumNode) and an OrdererProcess
 joined by a real socket pair, in one event loop so that the test can step
 in between. A batch commits and is answered after the orderer's image holds
 it; a batch decided on a view the log did not follow comes back stale, its
@@ -11,15 +11,15 @@ import socket
 
 import pytest
 
-from api.batch_ring import BatchRing
-from api.core_link import CoreLinks, RemoteOrderer, SummedConnections, SummedRequests
 from controller.messages import BrokerRegistrationRequest
 from metadata_records.errors import Errors
 from metadata_records.records import Batch, Endpoint, NoOpRecord
-from metaquorum.orderer_process import OrdererProcess
 from quorum.node_errors import OutcomeUnknownError
 from quorum.orderer import OrderingConfig
 from quorum.state_machine import STALE
+from voter.batch_ring import BatchRing
+from voter.core_link import CoreLinks, RemoteOrderer, SummedConnections, SummedRequests
+from voter.orderer_process import OrdererProcess
 
 from .nodes import build_node, run_with, single_voter_config, wait_until
 from .test_node import MV, incarnation

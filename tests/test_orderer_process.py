@@ -1,5 +1,5 @@
 """A voter with HTTP workers orders its writes in a process of its own
-(metaquorum/orderer_process.py), Raft staying in the serve process. What a
+(voter/orderer_process.py), Raft staying in the serve process. What a
 broker sees is the same; an orderer that dies or freezes is replaced without
 the voter losing its Raft role, and no client hears an acknowledgement of a
 write that did not commit."""
@@ -56,7 +56,7 @@ def test_an_orderer_killed_or_frozen_under_load_is_replaced_and_acknowledges_not
             counted = committed_records(cluster, leader)
             assert counted > 0
             # Frozen, the serve process kills it once it has been silent
-            # ORDERER_SILENT_S (metaquorum/http_workers.py).
+            # ORDERER_SILENT_S (voter/worker_pool.py).
             os.kill(victim["pid"], signal.SIGKILL if how == "killed" else signal.SIGSTOP)
             before = len(acknowledged)
 

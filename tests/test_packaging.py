@@ -47,7 +47,7 @@ _IMPORT_CHECK = textwrap.dedent(
     for command in core:
         checked[command + " --help"] = run([command, "--help"])
     # metaquorum.export is the export command's own module.
-    for pkg in ("metadata_records", "controller", "quorum", "api", "brokers", "metaquorum"):
+    for pkg in ("metadata_records", "controller", "quorum", "api", "voter", "brokers", "metaquorum"):
         for info in pkgutil.walk_packages(importlib.import_module(pkg).__path__, pkg + "."):
             if info.name != "metaquorum.export":
                 importlib.import_module(info.name)
@@ -106,7 +106,7 @@ def test_build_makes_a_clean_wheel_and_sdist_with_one_version(tmp_path):
         metadata = wheel.read(f"{name}.dist-info/METADATA").decode()
         entry_points = wheel.read(f"{name}.dist-info/entry_points.txt").decode()
     assert {n.split("/")[0] for n in names} == {
-        "metadata_records", "controller", "quorum", "api", "brokers", "pipeline", "metaquorum",
+        "metadata_records", "controller", "quorum", "api", "voter", "brokers", "pipeline", "metaquorum",
         f"{name}.dist-info",
     }  # fmt: skip
     assert f"{name}.dist-info/licenses/LICENSE" in names

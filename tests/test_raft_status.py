@@ -43,10 +43,10 @@ def test_status_reads_role_term_leader_indexes_and_members():
 
 
 def test_no_pysyncobj_internals_are_read_outside_quorum():
-    """api/ and metaquorum/ read Raft through node.status() (or node.raft_status(),
+    """api/, voter/ and metaquorum/ read Raft through node.status() (or node.raft_status(),
     pysyncobj's own status dict), never node.syncobj or a _SyncObj__ private."""
     found = []
-    for folder in ("api", "metaquorum"):
+    for folder in ("api", "voter", "metaquorum"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 if re.search(r"\bsyncobj\.|_SyncObj__", line.split("#")[0]):

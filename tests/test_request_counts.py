@@ -1,7 +1,7 @@
 """api/metrics.RequestCounts: the request metrics kept in plain dicts render
 exactly what prometheus-client's own Histogram and Counter render for the same
 requests (the plain version they replace), and the core's sum of its workers'
-reports (api/core_link.SummedRequests) keeps a replaced worker's counts."""
+reports (voter/core_link.SummedRequests) keeps a replaced worker's counts."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.core_link import SummedRequests
 from api.metrics import RequestCounts, _RequestCollector
+from voter.core_link import SummedRequests
 
 requests = st.lists(
     st.tuples(

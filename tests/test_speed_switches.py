@@ -12,7 +12,16 @@ import pytest
 from metaquorum.speed_switches import SWITCHES
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("metadata_records", "controller", "quorum", "api", "metaquorum", "brokers", "pipeline")
+PACKAGES = (
+    "metadata_records",
+    "controller",
+    "quorum",
+    "api",
+    "voter",
+    "metaquorum",
+    "brokers",
+    "pipeline",
+)
 
 
 def module_level_bools(tree: ast.Module) -> list[str]:

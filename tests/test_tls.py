@@ -25,7 +25,8 @@ from api.tls import (
     tls_extension,
 )
 from metaquorum.dev_certs import ThrowawayCA, write_file
-from metaquorum.serve import add_serve_flags, build_config, build_tls
+from metaquorum.serve import add_serve_flags, build_config
+from voter.http_server import build_tls
 
 from .tls_files import TlsFiles
 

@@ -1,4 +1,4 @@
-"""The link's frames (api/worker_link.py): real requests and responses
+"""The link's frames (voter/link.py): real requests and responses
 survive the crossing whole, errors too, and frames split anywhere are read
 back whole."""
 
@@ -9,16 +9,10 @@ import time
 
 import pytest
 
-from api.worker_link import (
-    FrameProtocol,
-    decode_error,
-    encode_error,
-    encode_frame,
-    send_link,
-)
-from api.worker_node import DEADLINE_SWEEP_S, WorkerNode
+from api.served_node import ForwardingNode, ServedNode
 from controller.messages import BrokerHeartbeatRequest
 from metadata_records.errors import ApiError, Errors
+from quorum.node import QuorumNode
 from quorum.node_errors import (
     MembershipRefused,
     NotControllerError,
@@ -26,6 +20,14 @@ from quorum.node_errors import (
     ThrottledError,
     UnavailableError,
 )
+from voter.link import (
+    FrameProtocol,
+    decode_error,
+    encode_error,
+    encode_frame,
+    send_link,
+)
+from voter.worker_node import DEADLINE_SWEEP_S, WorkerNode
 
 from .harness import ControllerHarness
 
@@ -210,3 +212,15 @@ def test_a_core_that_never_answers_fails_each_call_at_its_deadline():
             core.close()
 
     asyncio.run(main())
+
+
+def test_the_app_serves_a_quorum_node_and_a_workers_node_alike():
+    """What api/served_node.py names, both nodes have; only the worker's
+    forwards (its app forwards the core's paths and renders no metrics)."""
+    names = set(ServedNode.__annotations__) | {n for n in vars(ServedNode) if n[0] != "_"}
+    assert {"image", "submit", "barrier", "wait_for_offset", "sm"} <= names
+    worker = WorkerNode(node_id=0, index=0)
+    assert [n for n in sorted(names) if not hasattr(worker, n)] == []
+    instance_attrs = {"node_id", "sm"}  # set by QuorumNode.__init__
+    assert [n for n in sorted(names - instance_attrs) if not hasattr(QuorumNode, n)] == []
+    assert isinstance(worker, ForwardingNode) and not hasattr(QuorumNode, "forward")

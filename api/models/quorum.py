@@ -212,7 +212,7 @@ class HttpWorkerOut(ResponseModel):
 
 class OrdererProcessOut(ResponseModel):
     """The process that orders this voter's writes, with HTTP workers
-    (metaquorum/orderer_process.py)."""
+    (voter/orderer_process.py)."""
 
     pid: int = Field(description="its process id")
     alive: bool = Field(description="running, with its link to the serve process open")

@@ -28,7 +28,7 @@ from ..metrics import ApiMetrics
 from ..reads import VoterTracker, not_ready_reason
 
 if TYPE_CHECKING:
-    from quorum.node import QuorumNode
+    from ..served_node import ServedNode
 
 LARGE_ANSWER = 1_000  # entries of an answer built in a thread
 # Above this many partitions, building a read's JSON moves off the event loop.
@@ -39,7 +39,9 @@ OFFLOAD_PARTITIONS = 20_000
 class RouteContext:
     """What the app serves, given to every entry of ROUTES (api/routes/__init__.py)."""
 
-    node: QuorumNode
+    # Any node (api/served_node.py); the routes a worker forwards (status,
+    # probes, voter changes) read more of it, and only run over a QuorumNode.
+    node: ServedNode
     auth: Authenticator
     metrics: ApiMetrics
     # When each voter was last seen caught up: sampled by /readyz, /metrics

@@ -150,7 +150,7 @@ def status(app: FastAPI, ctx: RouteContext) -> None:
         image = node.image
         status = quorum_status_obj(node, ctx.tracker, ctx.auth.enabled)
         status["imageDigest"] = None
-        pool = getattr(app.state, "http_workers", None)  # metaquorum/http_workers.py
+        pool = getattr(app.state, "http_workers", None)  # voter/worker_pool.py
         status["httpWorkers"] = [] if pool is None else pool.describe()
         status["ordererProcess"] = None if pool is None else pool.describe_orderer()
         if digest:

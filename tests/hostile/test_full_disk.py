@@ -159,7 +159,7 @@ def test_a_full_leader_answers_503_at_once_hands_over_within_seconds_and_recover
 
 def test_with_an_orderer_process_a_full_leader_hands_over_and_recovers(tmp_path):
     """The same with HTTP workers, where the orderer (its own process) hears
-    of the disk from the serve process's state (metaquorum/orderer_process.py)."""
+    of the disk from the serve process's state (voter/orderer_process.py)."""
     with tmpfs_cluster(tmp_path, extra=["--http-workers", "1"]) as c:
         assert c.status(c.leader())["ordererProcess"]["alive"]
         a_full_leader_hands_over_and_recovers(c)

@@ -4,17 +4,17 @@ the core and the orderer (issue 26; docs/decisions.md 95, 118-119, 122).
 The core (the ``serve`` process) reserves the API port, serves no HTTP itself
 (it answers what the workers forward) and keeps Raft: pysyncobj, the journal,
 the Raft port, membership. The orderer process
-(metaquorum/orderer_process.py) keeps what orders writes: the controller and
+(voter/orderer_process.py) keeps what orders writes: the controller and
 group commit (quorum/orderer.py). This pool starts, watches and restarts both
 the orderer and the workers. Each worker listens on the port with SO_REUSEPORT,
-inherits one end of a socket pair to the core (its link, api/worker_link.py)
+inherits one end of a socket pair to the core (its link, voter/link.py)
 and one to the orderer, which its writes take, and does the work that needs no
 shared state: HTTP, TLS, auth, limits and admission, JSON, redirects, reads
 from the image it follows. A worker that dies is started again; its clients'
 requests in flight get an error or an unknown outcome, never an
 acknowledgement it did not earn.
 
-Run as ``python -m metaquorum.http_workers CONFIG_JSON`` by the core only.
+Run as ``python -m voter.worker_pool CONFIG_JSON`` by the core only.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class _Worker:
     started: float = field(default_factory=time.monotonic)
     restarts: int = 0
     restarts_in_row: int = 0
-    # The core's end of the process's fd channel (api/worker_link.send_link),
+    # The core's end of the process's fd channel (voter/link.send_link),
     # with an orderer process: how its links to the orderer reach it.
     channel: socket.socket | None = None
 
@@ -138,7 +138,7 @@ ORDERER = -1  # the orderer process's index among the pool's processes
 
 class WorkerPool:
     """Starts, watches, restarts and stops the HTTP workers of one core, and
-    its orderer process when it has one (metaquorum/orderer_process.py)."""
+    its orderer process when it has one (voter/orderer_process.py)."""
 
     def __init__(
         self,
@@ -148,7 +148,7 @@ class WorkerPool:
         orderer: dict[str, Any] | None = None,
     ) -> None:
         self.count = count
-        self.links = links  # api/core_link.CoreLinks
+        self.links = links  # voter/core_link.CoreLinks
         self.config = config
         self.orderer_config = orderer
         self.workers: dict[int, _Worker] = {}  # the orderer as ORDERER
@@ -165,9 +165,9 @@ class WorkerPool:
     async def _spawn(self, index: int, restarts: int, in_row: int) -> None:
         core_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         if index == ORDERER:
-            module, config = "metaquorum.orderer_process", self.orderer_config
+            module, config = "voter.orderer_process", self.orderer_config
         else:
-            module, config = "metaquorum.http_workers", {**self.config, "index": index}
+            module, config = "voter.worker_pool", {**self.config, "index": index}
         config = {**config, "linkFd": child_end.fileno(), "parentPid": os.getpid()}
         passed = [child_end]
         ring = getattr(self.links, "ring", None)
@@ -208,7 +208,7 @@ class WorkerPool:
     def _link_to_orderer(self, index: int) -> None:
         """A new link between worker ``index`` and the orderer process, an
         end handed to each (decision 122): when either of them starts."""
-        from api.worker_link import send_link  # noqa: PLC0415 - the CLI imports this module
+        from .link import send_link  # noqa: PLC0415 - the CLI imports this module
 
         orderer, worker = self.workers.get(ORDERER), self.workers.get(index)
         if orderer is None or worker is None or orderer.channel is None or worker.channel is None:
@@ -413,11 +413,11 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     from api.app import create_app
     from api.auth import load_tokens
     from api.connections import ConnectionLimits, ConnectionStats
-    from api.core_link import connection_counters
-    from api.worker_node import WorkerNode
     from quorum.runtime_tuning import gc_report, long_lived_entries, manage_collector
 
-    from .serve import build_tls, http_config
+    from .core_link import connection_counters
+    from .http_server import build_tls, http_config
+    from .worker_node import ForwardToCore, WorkerNode
 
     index = config["index"]
     node = WorkerNode(config["nodeId"], index, config["logRetention"])
@@ -442,6 +442,10 @@ async def _serve_worker(config: dict[str, Any]) -> int:
         certificates=principals,
         tls=tls,
         require_certificate=tls is not None and tls.settings.client_auth == "required",
+        # What needs the core's own state is answered by the core's app.
+        inner_middleware=lambda app: app.add_middleware(
+            ForwardToCore, node=node, routes=app.routes
+        ),
     )
     limits = ConnectionLimits(
         max_connections=config["maxConnections"],
@@ -495,7 +499,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
 
 def _listen(host: str, port: int) -> socket.socket:
     """This worker's own listening socket on the voter's API port (the core
-    holds the port with SO_REUSEPORT; serve._reserve)."""
+    holds the port with SO_REUSEPORT; wiring._reserve)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -506,7 +510,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 class _Flags:
-    """The TLS flags, as ``serve.build_tls`` reads them from argparse."""
+    """The TLS flags, as ``http_server.build_tls`` reads them from argparse."""
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.__dict__.update(values)

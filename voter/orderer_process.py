@@ -5,12 +5,12 @@ journal, the Raft port's cipher, the disk, membership) and this process
 keeps what orders writes (quorum/orderer.Orderer: the controller, its
 sessions, group commit), so neither pays for the other's work under one
 interpreter lock. It is started, watched and restarted by the serve
-process like an HTTP worker (metaquorum/http_workers.py), over one link
-(api/worker_link.py):
+process like an HTTP worker (voter/worker_pool.py), over one link
+(voter/link.py):
 
-* it follows the committed batches into its own image, as a worker does;
-  the batches it proposed itself it adopts instead of decoding them
-  (``MetadataStateMachine.expect``);
+* it follows the committed batches into its own image, as a worker does
+  (voter/log_follower.py); the batches it proposed itself it adopts instead
+  of decoding them (``MetadataStateMachine.expect``);
 * it proposes each batch as its encoded bytes (PROPOSE) and hears whether
   it committed (the serve process answers after the batches it streams
   before the answer, so this image holds a batch once it hears of it);
@@ -22,7 +22,7 @@ process like an HTTP worker (metaquorum/http_workers.py), over one link
   channel): the worker's writes come on it, and the answers go back on it,
   each with the offset its write ends at.
 
-Run as ``python -m metaquorum.orderer_process CONFIG_JSON`` by the serve process only.
+Run as ``python -m voter.orderer_process CONFIG_JSON`` by the serve process only.
 """
 
 from __future__ import annotations
@@ -38,12 +38,19 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON
 
-from api.batch_ring import RingFollower, RingReader
-from api.worker_link import (
+from controller.config import ControllerConfig
+from metadata_records.codec import encode_batch
+from metadata_records.delta import ImageDelta
+from metadata_records.image import MetadataImage
+from metadata_records.records import Batch, Voter
+from quorum.node_errors import NodeError, UnavailableError, not_controller, refusal
+from quorum.orderer import Orderer, OrderingConfig
+from quorum.runtime_tuning import gc_report
+
+from .batch_ring import RingFollower
+from .link import (
     ANSWER,
     BATCHES,
-    CATCH_UP,
-    IDLE,
     IMAGE,
     NOTHING_TO_PROPOSE,
     ORDERER,
@@ -58,16 +65,7 @@ from api.worker_link import (
     LinkInbox,
     encode_error,
 )
-from api.worker_node import apply_batches, load_image
-from controller.config import ControllerConfig
-from metadata_records.codec import encode_batch
-from metadata_records.delta import ImageDelta
-from metadata_records.image import MetadataImage
-from metadata_records.records import Batch, Voter
-from quorum.node_errors import NodeError, UnavailableError, not_controller, refusal
-from quorum.orderer import Orderer, OrderingConfig
-from quorum.runtime_tuning import gc_report
-from quorum.state_machine import MetadataStateMachine
+from .log_follower import LogFollower
 
 log = logging.getLogger("metaquorum.orderer")
 
@@ -179,7 +177,16 @@ class _CoreReply(_WorkerReply):
 
 class OrdererProcess:
     def __init__(self, config: dict[str, Any]) -> None:
-        self.sm = MetadataStateMachine(ORDERER_LOG_RETENTION)
+        # Its image: the committed log followed, its own batches adopted.
+        self.follower = LogFollower(
+            ORDERER_LOG_RETENTION,
+            "the orderer",
+            "the orderer",
+            self.to_core,
+            self._on_lost,
+            loaded=self._follow_leadership,
+        )
+        self.sm = self.follower.sm
         self.state: dict[str, Any] = {}
         self.lost: str | None = None
         self.protocol = FrameProtocol(self._on_items, self._on_lost)
@@ -201,11 +208,9 @@ class OrdererProcess:
         # leave): a term is started once, whatever the state says after.
         self._term_seen: int | None = None
         self._leading = False  # the serve process led, as last heard
-        self._has_image = asyncio.Event()
         self._done = asyncio.Event()
         self._status_sent: tuple | None = None
         self.submitted: dict[int, int] = {}  # writes sent to it, by worker
-        self.ring: RingFollower | None = None  # the committed batches, from shared memory
 
     async def run(
         self,
@@ -215,19 +220,11 @@ class OrdererProcess:
     ) -> int:
         """``sock``: the link to the serve process; ``channel``: the fd channel
         the workers' links come over (none: no worker writes here);
-        ``ring_fd``: the serve process's batch ring (api/batch_ring.py)."""
+        ``ring_fd``: the serve process's batch ring (voter/batch_ring.py)."""
         loop = asyncio.get_running_loop()
         self.orderer.loop = loop
-        if ring_fd is not None:  # before the link: its image comes at once
-            self.ring = RingFollower(
-                RingReader(ring_fd),
-                lambda: self.sm.image.next_offset,
-                self._apply,
-                lambda offset: self.to_core((CATCH_UP, offset)),
-                lambda offset: self.to_core((IDLE, offset)),
-                "the orderer",
-            )
-            self.ring.start()
+        if ring_fd is not None:
+            self.follower.follow_ring(ring_fd)
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
         if channel is not None:
             self._inbox = LinkInbox(channel, self._on_worker_link)
@@ -237,13 +234,16 @@ class OrdererProcess:
             await self._done.wait()
         finally:
             reporter.cancel()
-            if self.ring is not None:
-                self.ring.stop()
+            self.follower.stop()
             self.orderer.step_down("this voter's orderer is stopping")
         return EXIT_LINK_LOST if self.lost is not None else 0
 
     def stop(self) -> None:
         self._done.set()
+
+    @property
+    def ring(self) -> RingFollower | None:
+        return self.follower.ring
 
     # ---------------------------------------------------------------- out
 
@@ -320,12 +320,9 @@ class OrdererProcess:
         for item in items:
             kind = item[0]
             if kind == BATCHES:
-                self._apply(item[1])
-                if self.ring is not None:  # a catch-up's answer
-                    self.ring.caught_up()
+                self.follower.batches(item[1])
             elif kind == ANSWER or kind == REFUSED:
-                if self.ring is not None:
-                    self.ring.poll()  # a proposal is answered once its batch is in the ring
+                self.follower.poll()  # a proposal is answered once its batch is in the ring
                 future = self._calls.pop(item[1], None)
                 if future is not None and not future.done():
                     # A proposal's (result, error); a refusal means it was not proposed.
@@ -335,14 +332,14 @@ class OrdererProcess:
                 self.sm.fatal = item[1].get("fatal")
                 self._follow_leadership()
             elif kind == IMAGE:
-                self._load_image(item[1], item[2])
+                self.follower.load(item[1], item[2])
             elif kind == SUBMIT:
                 self._submit(item[2], _CoreReply(self, None, item[1]))
                 submitted = True
             elif kind == STEP_DOWN:
                 self.orderer.step_down(item[1])
-            elif kind == WAKE and self.ring is not None:
-                self.ring.wake()
+            elif kind == WAKE:
+                self.follower.wake()
             elif kind == TRANSFERRING:
                 self.orderer.transferring = item[1]
                 if not item[1]:
@@ -396,7 +393,7 @@ class OrdererProcess:
         leading = bool(state.get("leading")) and not state.get("stopping")
         was, self._leading = self._leading, leading
         if leading:
-            if self._term_seen != term and self._has_image.is_set():
+            if self._term_seen != term and self.follower.has_image.is_set():
                 self._term_seen = term
                 asyncio.ensure_future(self.orderer.become_active(term))
         elif was:
@@ -405,18 +402,6 @@ class OrdererProcess:
                 if state.get("leaderId") is not None
                 else "this voter stopped leading and no other leader is known yet"
             )
-
-    def _load_image(self, encoded: bytes, retained: tuple) -> None:
-        load_image(self.sm, encoded, retained)
-        if self.ring is not None:
-            self.ring.caught_up()
-        self._has_image.set()
-        self._follow_leadership()
-
-    def _apply(self, batches: list) -> None:
-        gap = apply_batches(self.sm, batches, "the orderer")
-        if gap is not None:
-            self._on_lost(gap)
 
     def _on_lost(self, why: str) -> None:
         if self.lost is not None:
@@ -438,7 +423,7 @@ class OrdererProcess:
 
 
 def orderer_main(config: dict[str, Any]) -> int:
-    from .http_workers import _die_with_parent  # noqa: PLC0415
+    from .worker_pool import _die_with_parent  # noqa: PLC0415
 
     _die_with_parent(config["parentPid"])
     logging.basicConfig(
@@ -467,7 +452,7 @@ def orderer_main(config: dict[str, Any]) -> int:
         channel = config.get("fdChannelFd")
         collector = asyncio.ensure_future(
             manage_collector(
-                process._has_image.is_set, lambda: long_lived_entries(process.sm.image)
+                process.follower.has_image.is_set, lambda: long_lived_entries(process.sm.image)
             )
         )
         try:

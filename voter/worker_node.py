@@ -1,11 +1,14 @@
-"""An HTTP worker's view of its voter (the worker's end of api/worker_link.py).
+"""An HTTP worker's view of its voter (the worker's end of voter/link.py).
 
 The worker's app (``create_app``) takes a ``WorkerNode`` where a single
 process gives it the ``QuorumNode``: writes and linearizable barriers go to
 the core over the link, reads come from the image this worker follows (the
 committed batches the core streams to it, as an observer follows a leader),
 and what needs the core's own state (status, metrics, probes, voter changes)
-is forwarded to the core's app whole (``FORWARDED``).
+is forwarded to the core's app whole (``FORWARDED``), by ``ForwardToCore``:
+the innermost middleware of the worker's app (``create_app``'s
+``inner_middleware``, voter/worker_pool.py), so that api/ knows nothing of
+workers. The image is followed by voter/log_follower.py.
 """
 
 from __future__ import annotations
@@ -18,19 +21,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from metadata_records.snapshot import decode_image
-from quorum.node_errors import OutcomeUnknownError, UnavailableError
-from quorum.offset_waiters import OffsetWaiters
-from quorum.state_machine import MetadataStateMachine
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .batch_ring import RingFollower, RingReader
-from .worker_link import (
+from api.errors import JsonResponse, node_error_response, retry_after
+from api.tls import PEER_CERT, peer_certificate
+from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
+from quorum.offset_waiters import OffsetWaiters
+
+from .batch_ring import RingFollower
+from .link import (
     ANSWER,
     BARRIER,
     BATCHES,
-    CATCH_UP,
     FORWARD,
-    IDLE,
     IMAGE,
     REFUSED,
     STATE,
@@ -41,6 +46,7 @@ from .worker_link import (
     LinkInbox,
     decode_error,
 )
+from .log_follower import LogFollower
 
 log = logging.getLogger(__name__)
 
@@ -73,27 +79,6 @@ CORE_SILENT_S = 3.0
 DEADLINE_SWEEP_S = 0.25
 
 
-def load_image(sm: MetadataStateMachine, encoded: bytes, retained: tuple) -> None:
-    """The core's IMAGE item into ``sm``: the image, and the retained log below it."""
-    base, batches, next_offset = retained
-    sm.image = decode_image(encoded)
-    sm.log.load(base, batches, next_offset)
-
-
-def apply_batches(sm: MetadataStateMachine, batches: list, who: str) -> str | None:
-    """The core's committed batches into ``sm``, in order; a batch that does
-    not follow (it cannot happen while the core sends in order: never serve
-    a gap) stops it, and the gap is returned, described."""
-    for first_offset, _count, payload in batches:
-        if first_offset != sm.image.next_offset:
-            return (
-                f"batch at offset {first_offset} does not follow {who}'s image "
-                f"(next offset {sm.image.next_offset})"
-            )
-        sm.apply_batch(payload, _doApply=True)
-    return None
-
-
 class WorkerNode:
     """Quacks like QuorumNode where the app reads it: ``image``, ``sm``
     (the followed image's state machine and log), ``submit``, ``barrier``,
@@ -106,7 +91,17 @@ class WorkerNode:
         # process over a link of their own, instead of to the core.
         self._inbox: LinkInbox | None = None
         self.orderer_link: FrameProtocol | None = None  # None: none yet, or it closed
-        self.sm = MetadataStateMachine(log_retention)
+        # The image this worker's reads come from: the committed log, followed.
+        self.follower = LogFollower(
+            log_retention,
+            "this worker",
+            f"HTTP worker {index}",
+            self._send_core,
+            self._on_lost,
+            applied=self._applied,
+            loaded=self._loaded,
+        )
+        self.sm = self.follower.sm
         self.protocol = FrameProtocol(self._on_items, self._on_lost)
         self.state: dict[str, Any] = {
             "ready": False,
@@ -132,9 +127,7 @@ class WorkerNode:
         # Answers whose write ends past this image: (offset, future, value,
         # deadline), answered as the image reaches them.
         self._early: list[tuple[int, asyncio.Future, object, float]] = []
-        self._has_image: asyncio.Event | None = None
         self._waiters = OffsetWaiters()
-        self.ring: RingFollower | None = None  # the committed batches, from shared memory
 
     async def connect(
         self,
@@ -144,19 +137,10 @@ class WorkerNode:
     ) -> None:
         """``sock``: this worker's end of its link to the core; ``channel``:
         its fd channel, with an orderer process (its links to it come there);
-        ``ring_fd``: the core's batch ring (api/batch_ring.py), if it has one."""
+        ``ring_fd``: the core's batch ring (voter/batch_ring.py), if it has one."""
         loop = asyncio.get_running_loop()
-        self._has_image = asyncio.Event()
-        if ring_fd is not None:  # before the link: its image comes at once
-            self.ring = RingFollower(
-                RingReader(ring_fd),
-                lambda: self.sm.image.next_offset,
-                self._apply,
-                self._catch_up,
-                lambda offset: self._send_core((IDLE, offset)),
-                f"HTTP worker {self.index}",
-            )
-            self.ring.start()
+        if ring_fd is not None:
+            self.follower.follow_ring(ring_fd)
         await loop.create_unix_connection(lambda: self.protocol, sock=sock)
         self._sweeper = loop.call_later(DEADLINE_SWEEP_S, self._sweep_deadlines)
         if channel is not None:
@@ -165,7 +149,7 @@ class WorkerNode:
 
     async def wait_for_image(self, timeout_s: float) -> bool:
         try:
-            await asyncio.wait_for(self._has_image.wait(), timeout_s)
+            await asyncio.wait_for(self.follower.has_image.wait(), timeout_s)
             return True
         except TimeoutError:
             return False
@@ -177,8 +161,12 @@ class WorkerNode:
         return self.sm.image
 
     @property
+    def ring(self) -> RingFollower | None:
+        return self.follower.ring
+
+    @property
     def replaying(self) -> bool:
-        return not self._has_image.is_set() or bool(self.state["replaying"])
+        return not self.follower.has_image.is_set() or bool(self.state["replaying"])
 
     @property
     def raft_alive(self) -> bool:
@@ -197,7 +185,7 @@ class WorkerNode:
         worker's own (its link, its image)."""
         if self.lost is not None:
             return f"this HTTP worker lost its link to the voter's core: {self.lost}"
-        if not self._has_image.is_set():
+        if not self.follower.has_image.is_set():
             return "this HTTP worker is still loading the image from its voter's core"
         if (silent := self._core_silent()) is not None:
             return (
@@ -334,34 +322,22 @@ class WorkerNode:
 
     async def wait_for_offset(self, offset: int, timeout_s: float) -> bool:
         """Waits until this worker's image reaches ``offset`` (exclusive end)."""
-        if self.ring is not None and offset > self.sm.image.next_offset:
-            self.ring.poll()  # a barrier's answer: its batch is in the ring already
+        if offset > self.sm.image.next_offset:
+            self.follower.poll()  # a barrier's answer: its batch is in the ring already
         return await self._waiters.wait(
             offset, timeout_s, lambda: self.sm.image.next_offset, lambda: self.lost is not None
         )
 
-    def _load_image(self, encoded: bytes, retained: tuple) -> None:
-        load_image(self.sm, encoded, retained)
-        self._has_image.set()
+    def _loaded(self) -> None:
         self._waiters.wake()
         if self._early:  # answers whose writes an image sent again now holds
             self._answer_reached()
-        if self.ring is not None:
-            self.ring.caught_up()
-
-    def _catch_up(self, offset: int) -> None:
-        """The ring lacks the batch at ``offset``: the core sends it down the link."""
-        self._send_core((CATCH_UP, offset))
 
     def _send_core(self, item: tuple) -> None:
         if self.lost is None:
             self.protocol.send([item])
 
-    def _apply(self, batches: list) -> None:
-        gap = apply_batches(self.sm, batches, "this worker")
-        if gap is not None:
-            self._on_lost(gap)
-            return
+    def _applied(self) -> None:
         self._waiters.wake()
         if self._early:
             self._answer_reached()
@@ -385,18 +361,16 @@ class WorkerNode:
         for item in items:
             kind = item[0]
             if kind == BATCHES:
-                self._apply(item[1])
-                if self.ring is not None:  # a catch-up's answer
-                    self.ring.caught_up()
+                self.follower.batches(item[1])
             elif kind == ANSWER or kind == REFUSED:
                 self._settle(item)
             elif kind == STATE:
                 self.state = item[1]
                 self.sm.fatal = item[1]["fatal"]
             elif kind == IMAGE:
-                self._load_image(item[1], item[2])
-            elif kind == WAKE and self.ring is not None:
-                self.ring.wake()
+                self.follower.load(item[1], item[2])
+            elif kind == WAKE:
+                self.follower.wake()
 
     def _settle(self, item: tuple) -> None:
         """An answer from the core, or from the orderer (with the offset its
@@ -407,11 +381,10 @@ class WorkerNode:
         if item[0] == REFUSED:
             waiting[0].set_exception(decode_error(item[2]))
         elif len(item) > 3 and item[3] > self.sm.image.next_offset:
-            if self.ring is not None:
-                self.ring.poll()  # the orderer answers once its batch is in the ring
-                if item[3] <= self.sm.image.next_offset:
-                    waiting[0].set_result(item[2])
-                    return
+            self.follower.poll()  # the orderer answers once its batch is in the ring
+            if item[3] <= self.sm.image.next_offset:
+                waiting[0].set_result(item[2])
+                return
             self._early.append((item[3], waiting[0], item[2], waiting[2]))
         else:
             waiting[0].set_result(item[2])
@@ -497,8 +470,7 @@ class WorkerNode:
         self._early = []
         if self._sweeper is not None:
             self._sweeper.cancel()
-        if self.ring is not None:
-            self.ring.stop()
+        self.follower.stop()
         self._waiters.wake()
         if self.protocol.transport is not None:
             self.protocol.transport.close()
@@ -510,3 +482,60 @@ class WorkerNode:
         self._to_orderer = []
         if self.on_lost is not None:
             self.on_lost(why)
+
+
+class ForwardToCore:
+    """ASGI middleware of an HTTP worker: the paths that read the core's own
+    state (FORWARDED) are answered by the core's app, with the
+    request as it arrived (its token, its certificate's subject, its body,
+    already read and limited by the edge)."""
+
+    def __init__(self, app: ASGIApp, *, node: WorkerNode, routes: list) -> None:
+        self.app = app
+        self.node = node
+        self.routes = routes  # the app's (filled once its endpoints exist)
+        self._by_path: dict[str, Any] | None = None  # the metrics' route label, by path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path")
+        if scope["type"] != "http" or path not in FORWARDED:
+            await self.app(scope, receive, send)
+            return
+        if self._by_path is None:
+            self._by_path = {getattr(r, "path", None): r for r in self.routes}
+        scope["route"] = self._by_path.get(path)
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        certificate = peer_certificate(scope)
+        head = {
+            "method": scope["method"],
+            "scheme": scope.get("scheme", "http"),
+            "path": path,
+            "raw_path": scope.get("raw_path") or path.encode(),
+            "query_string": scope.get("query_string", b""),
+            "headers": list(scope.get("headers", ())),
+            "client": scope.get("client"),
+            "server": scope.get("server"),
+            "extensions": {"tls": {PEER_CERT: certificate}} if certificate else {},
+        }
+        try:
+            status, headers, body = await self.node.forward(head, b"".join(chunks))
+        except NodeError as e:
+            if path in ("/livez", "/readyz"):
+                response: Response = JsonResponse(
+                    {"status": "dead" if path == "/livez" else "not ready", "reason": str(e)},
+                    status_code=503,
+                    headers=retry_after(1.0),
+                )
+            else:
+                response = node_error_response(e, Request(scope))
+            await response(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -1,8 +1,8 @@
-"""The core's end of its HTTP workers' links (api/worker_link.py says what
-crosses them; metaquorum/http_workers.py starts the workers).
+"""The core's end of its HTTP workers' links (voter/link.py says what
+crosses them; voter/worker_pool.py starts the workers).
 
 The core keeps the QuorumNode (Raft) and, with an orderer process
-(metaquorum/orderer_process.py), links it as it links a worker: the orderer
+(voter/orderer_process.py), links it as it links a worker: the orderer
 follows the committed batches, proposes its batches (PROPOSE) and reports
 its status; each worker sends its writes to the orderer over a link of its
 own, whose socket pair the core makes and hands to both (decision 122), so
@@ -26,6 +26,9 @@ import socket
 import time
 from typing import Any
 
+from api.connections import ConnectionStats
+from api.metrics import add_request_totals
+from api.reads import not_ready_reason
 from metadata_records.snapshot import encode_image
 from quorum.node import QuorumNode
 from quorum.node_errors import OutcomeUnknownError, UnavailableError
@@ -33,10 +36,7 @@ from quorum.orderer import BatchStats, Reply, fail, settle
 from quorum.record_log import OffsetTooOld
 
 from .batch_ring import BatchRing
-from .connections import ConnectionStats
-from .metrics import add_request_totals
-from .reads import not_ready_reason
-from .worker_link import (
+from .link import (
     ANSWER,
     BARRIER,
     BATCHES,
@@ -72,7 +72,7 @@ BATCHES_GATHERED_S = 0.005
 
 def core_state(node: QuorumNode) -> dict[str, Any]:
     """What a worker needs to know of the core to answer reads and probes,
-    and an orderer process to order writes (metaquorum/orderer_process.RemoteRaft)."""
+    and an orderer process to order writes (voter/orderer_process.RemoteRaft)."""
     raft = node.status()
     leading = raft.leading
     return {

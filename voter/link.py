@@ -27,7 +27,7 @@ core -> worker:
   retained log below it (``RecordLog.export``), on connect and after a gap;
 * ``(BATCHES, [(first_offset, count, payload), ...])``: committed batches in
   order, always sent before the answers that depend on them. With a batch
-  ring (api/batch_ring.py, decision 125: the serve process's layout with
+  ring (voter/batch_ring.py, decision 125: the serve process's layout with
   workers) the batches are read from shared memory instead, and BATCHES
   only answers a CATCH_UP;
 * ``(WAKE,)``: a batch past the offset an IDLE named is in the ring;
@@ -35,7 +35,7 @@ core -> worker:
 * ``(ANSWER, id, value)`` / ``(REFUSED, id, error)``: an answer, or a
   NodeError as ``encode_error`` spells it.
 
-With an orderer process (metaquorum/orderer_process.py), each worker also
+With an orderer process (voter/orderer_process.py), each worker also
 has a link of its own to the orderer, frames as above (decision 122): the
 core makes the socket pair and hands one end to each process over its *fd
 channel* (a datagram socket pair inherited at start, ``send_link`` and
