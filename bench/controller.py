@@ -1,6 +1,6 @@
 """Benchmarks of the pure controller: no Raft, no HTTP, one core.
 
-    .venv/bin/python bench/controller.py            # full sizes (about a minute)
+    .venv/bin/python bench/controller.py            # full sizes (about 13 minutes here: the 1M-partition image)
     .venv/bin/python bench/controller.py --quick    # reduced sizes (a smoke run)
     .venv/bin/python bench/controller.py --json     # the figures as one JSON object
 
