@@ -216,7 +216,7 @@ class RaftHost:
     def leader(self) -> str | None:
         """The leader's Raft address as pysyncobj names it, or None."""
         leader = self._syncobj._getLeader()
-        return None if leader is None else getattr(leader, "id", str(leader))
+        return None if leader is None else internals.node_name(leader)
 
     @property
     def term(self) -> int:
@@ -248,29 +248,18 @@ class RaftHost:
         return raft_status(self._syncobj)
 
     def status_dict(self) -> dict:
-        """pysyncobj's status; it reads internal dicts without a lock, so retry."""
-        for _ in range(3):
-            try:
-                return self._syncobj.getStatus()
-            except RuntimeError:
-                continue
-        return {}
+        """pysyncobj's status ({} if the tick thread kept changing it)."""
+        return internals.read_racing(self._syncobj.getStatus) or {}
 
     def answer_ages(self) -> dict[str, float]:
         """Seconds since each peer (by Raft address) last answered this
         leader's AppendEntries; empty unless this voter leads. A peer not
-        heard since the election is absent (leader_liveness.remember_election_answers).
-        pysyncobj's dict is read without a lock, so retry."""
+        heard since the election is absent (leader_liveness.remember_election_answers)."""
         syncobj = self._syncobj
         if not syncobj._isLeader():
             return {}
-        for _ in range(3):
-            try:
-                answered = internals.last_response_times(syncobj)
-                break
-            except RuntimeError:
-                continue
-        else:
+        answered = internals.read_racing(lambda: internals.last_response_times(syncobj))
+        if answered is None:
             return {}
         counted = getattr(syncobj, "_mq_counted_at_election", {})
         now = monotonic()

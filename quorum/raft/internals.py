@@ -5,6 +5,11 @@ attribute."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
 # pysyncobj 0.3.17's _RAFT_STATE.FOLLOWER
 _FOLLOWER = 0
 # The logger of pysyncobj's SyncObj: its tick tracebacks, its failed snapshots.
@@ -63,3 +68,20 @@ def last_response_times(syncobj) -> dict:
     """Each other voter's last answer to this leader (a copy; raises
     RuntimeError if the tick thread changed the dict meanwhile)."""
     return dict(syncobj._SyncObj__lastResponseTime)
+
+
+def read_racing(read: Callable[[], T]) -> T | None:
+    """``read()`` of a pysyncobj dict or set the tick thread changes without a
+    lock: iterating it may raise RuntimeError (changed size), so try three
+    times; None if every try raced."""
+    for _ in range(3):
+        try:
+            return read()
+        except RuntimeError:
+            continue
+    return None
+
+
+def node_name(node) -> str:
+    """A pysyncobj node as it names itself: its Raft address."""
+    return getattr(node, "id", str(node))

@@ -50,7 +50,7 @@ PATCHES: tuple[Patch, ...] = (
         "pysyncobj.syncobj.createJournal",
         durability.journal_factory,
         "journals that fsync their entries and .meta, checksum them, and report failed "
-        "writes to DiskHealth (pysyncobj never syncs: PYSYNCOBJ.md 0.1)",
+        "writes to DiskHealth (pysyncobj never syncs: docs/pysyncobj.md 0.1)",
         "SyncObj.__init__ calls the module global createJournal(conf.journalFile) once, "
         "on the constructing thread, and uses only the Journal interface of "
         "pysyncobj.journal (add, clear, deleteEntriesFrom/To, __getitem__, __len__, "

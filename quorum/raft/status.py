@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import internals
+
 # pysyncobj 0.3.17's _RAFT_STATE: FOLLOWER 0, CANDIDATE 1, LEADER 2.
 FOLLOWER, CANDIDATE, LEADER = "follower", "candidate", "leader"
 _ROLES = (FOLLOWER, CANDIDATE, LEADER)
@@ -31,7 +33,7 @@ def raft_status(syncobj) -> RaftStatus:
     return RaftStatus(
         role=_ROLES[syncobj._SyncObj__raftState],
         term=syncobj.raftCurrentTerm,
-        leader=None if leader is None else getattr(leader, "id", str(leader)),
+        leader=None if leader is None else internals.node_name(leader),
         commit_index=syncobj.raftCommitIndex,
         last_applied=syncobj.raftLastApplied,
         members=_members(syncobj),
@@ -39,11 +41,6 @@ def raft_status(syncobj) -> RaftStatus:
 
 
 def _members(syncobj) -> tuple[str, ...]:
-    # The tick thread may change the set meanwhile (a membership change): retry.
-    for _ in range(3):
-        try:
-            nodes = tuple(syncobj._SyncObj__otherNodes)
-        except RuntimeError:
-            continue
-        return tuple(sorted(getattr(n, "id", str(n)) for n in nodes))
-    return ()
+    # The tick thread may change the set meanwhile (a membership change).
+    nodes = internals.read_racing(lambda: tuple(syncobj._SyncObj__otherNodes))
+    return () if nodes is None else tuple(sorted(internals.node_name(n) for n in nodes))
