@@ -20,7 +20,7 @@ from metadata_records.snapshot import decode_image
 from quorum.state_machine import MetadataStateMachine
 
 from .batch_ring import RingFollower, RingReader
-from .link import CATCH_UP, IDLE
+from .link import BATCHES, CATCH_UP, IDLE, IMAGE, WAKE
 
 
 def load_image(sm: MetadataStateMachine, encoded: bytes, retained: tuple) -> None:
@@ -94,6 +94,20 @@ class LogFollower:
             self.ring.poll()
 
     # ---------------------------------------------------------------- the core's items
+
+    def take(self, item: tuple) -> bool:
+        """One item from the core's link: True if it was the follower's
+        (BATCHES, IMAGE or WAKE), now handled; False for its owner to handle."""
+        kind = item[0]
+        if kind == BATCHES:
+            self.batches(item[1])
+        elif kind == IMAGE:
+            self.load(item[1], item[2])
+        elif kind == WAKE:
+            self.wake()
+        else:
+            return False
+        return True
 
     def load(self, encoded: bytes, retained: tuple) -> None:
         """IMAGE: the image to start from (on connect, or after a catch-up)."""

@@ -50,8 +50,6 @@ from quorum.runtime_tuning import gc_report
 from .batch_ring import RingFollower
 from .link import (
     ANSWER,
-    BATCHES,
-    IMAGE,
     NOTHING_TO_PROPOSE,
     ORDERER,
     PROPOSE,
@@ -60,7 +58,6 @@ from .link import (
     STEP_DOWN,
     SUBMIT,
     TRANSFERRING,
-    WAKE,
     FrameProtocol,
     LinkInbox,
     encode_error,
@@ -319,9 +316,9 @@ class OrdererProcess:
         submitted = False
         for item in items:
             kind = item[0]
-            if kind == BATCHES:
-                self.follower.batches(item[1])
-            elif kind == ANSWER or kind == REFUSED:
+            if self.follower.take(item):
+                continue
+            if kind == ANSWER or kind == REFUSED:
                 self.follower.poll()  # a proposal is answered once its batch is in the ring
                 future = self._calls.pop(item[1], None)
                 if future is not None and not future.done():
@@ -331,15 +328,11 @@ class OrdererProcess:
                 self.state = item[1]
                 self.sm.fatal = item[1].get("fatal")
                 self._follow_leadership()
-            elif kind == IMAGE:
-                self.follower.load(item[1], item[2])
             elif kind == SUBMIT:
                 self._submit(item[2], _CoreReply(self, None, item[1]))
                 submitted = True
             elif kind == STEP_DOWN:
                 self.orderer.step_down(item[1])
-            elif kind == WAKE:
-                self.follower.wake()
             elif kind == TRANSFERRING:
                 self.orderer.transferring = item[1]
                 if not item[1]:

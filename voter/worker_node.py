@@ -34,14 +34,11 @@ from .batch_ring import RingFollower
 from .link import (
     ANSWER,
     BARRIER,
-    BATCHES,
     FORWARD,
-    IMAGE,
     REFUSED,
     STATE,
     STATS,
     SUBMIT,
-    WAKE,
     FrameProtocol,
     LinkInbox,
     decode_error,
@@ -360,17 +357,13 @@ class WorkerNode:
         self.heard_at = time.monotonic()
         for item in items:
             kind = item[0]
-            if kind == BATCHES:
-                self.follower.batches(item[1])
-            elif kind == ANSWER or kind == REFUSED:
+            if kind == ANSWER or kind == REFUSED:
                 self._settle(item)
             elif kind == STATE:
                 self.state = item[1]
                 self.sm.fatal = item[1]["fatal"]
-            elif kind == IMAGE:
-                self.follower.load(item[1], item[2])
-            elif kind == WAKE:
-                self.follower.wake()
+            else:
+                self.follower.take(item)
 
     def _settle(self, item: tuple) -> None:
         """An answer from the core, or from the orderer (with the offset its
