@@ -34,6 +34,8 @@ def _env(flag: str) -> str:
 
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    from quorum.node_config import DEFAULT_ELECTION_TIMEOUT_MS
+
     def flag(name: str, **kw) -> None:
         env = _env(name)
         kw["help"] = f"{kw.get('help', '')} [env {env}]".strip()
@@ -115,6 +117,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     )
     flag("--raft-secret-file", help="shared secret of the Raft port (required with >1 voter)")
     flag("--session-timeout-ms", type=int, default=9000, help="broker session timeout")
+    flag(
+        "--election-timeout-ms",
+        type=int,
+        default=DEFAULT_ELECTION_TIMEOUT_MS,
+        help="a leader not heard from this long is replaced (heartbeats every tenth of "
+        "it); raise it on a network or machines slower than a LAN (docs/durability.md)",
+    )
     flag(
         "--metadata-max-idle-interval-ms",
         type=int,
@@ -315,6 +324,8 @@ def build_config(args: argparse.Namespace):
         raft_secret=secret,
         fsync=args.fsync == "always",
         session_timeout_ms=int(args.session_timeout_ms),
+        raft_min_timeout=_election_timeout_ms(args.election_timeout_ms) / 1000,
+        raft_max_timeout=_election_timeout_ms(args.election_timeout_ms) * 1.6 / 1000,
         metadata_max_idle_interval_ms=int(args.metadata_max_idle_interval_ms),
         leader_imbalance_check_interval_ms=(
             int(args.leader_imbalance_check_interval_seconds) * 1000
@@ -330,6 +341,17 @@ def build_config(args: argparse.Namespace):
         own_raft_address=own,
         observer=observer,
     )
+
+
+def _election_timeout_ms(value: int) -> int:
+    from quorum.node_config import DEFAULT_ELECTION_TIMEOUT_MS
+
+    if not 100 <= value <= 60_000:
+        raise ValueError(
+            f"--election-timeout-ms {value} must be between 100 and 60000 (default "
+            f"{DEFAULT_ELECTION_TIMEOUT_MS}; every voter should use the same)"
+        )
+    return value
 
 
 def _os_problem(e: OSError, data_dir: str) -> str:

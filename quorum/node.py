@@ -163,8 +163,9 @@ class QuorumNode:
         self.raft.stop_on_divergence(self._on_diverged)
         self.pre_vote: PreVote | None = None
         if config.pre_vote:
-            self.pre_vote = PreVote(lease_s=config.raft_min_timeout)
-            self.raft.use_pre_vote(self.pre_vote, self.guard, self.node_id)
+            timeouts = config.election_timeouts
+            self.pre_vote = PreVote(lease_s=timeouts.lease_s)
+            self.raft.use_pre_vote(self.pre_vote, self.guard, self.node_id, timeouts)
         self.raft.report_to(self.leadership)
         self.raft.defer_commit_push(held_batches=lambda: self.sm.record_batches)
         if config.startup_election_delay_s > 0 and others:

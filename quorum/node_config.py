@@ -10,6 +10,12 @@ import orjson
 from controller.config import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
 from metadata_records.uuids import random_uuid
 
+from .raft.election_timing import ElectionTimeouts
+
+# serve --election-timeout-ms: a hung leader is replaced about this long after its
+# last heartbeat (docs/durability.md "Elections" says how it was chosen).
+DEFAULT_ELECTION_TIMEOUT_MS = 500
+
 IDENTITY_FILE = "metaquorum.json"
 
 
@@ -76,9 +82,11 @@ class NodeConfig:
     log_retention: int = 200_000
     compaction_entries: int = 20_000
     raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port
-    # Election timing with headroom for the GIL shared with uvicorn (docs/pysyncobj.md 2.4).
-    raft_min_timeout: float = 0.7
-    raft_max_timeout: float = 1.5
+    # Election timing (quorum/raft/election_timing.py; docs/durability.md "Elections"):
+    # a follower of a silent leader stands after raft_min_timeout (in turns), a
+    # voter with no leader at a random point up to raft_max_timeout.
+    raft_min_timeout: float = DEFAULT_ELECTION_TIMEOUT_MS / 1000
+    raft_max_timeout: float = DEFAULT_ELECTION_TIMEOUT_MS * 1.6 / 1000
     # A restarted voter waits this long before its first election: the others
     # must reconnect to it first (pysyncobj dials from the higher address to the
     # lower one, on Kubernetes also after DNS shows the pod's new IP), and
@@ -137,12 +145,15 @@ class NodeConfig:
                 f"--startup-election-delay-ms {self.startup_election_delay_s * 1000:.0f} "
                 "must be between 0 and 600000"
             )
-        # pysyncobj requires the election timeout above 3 heartbeat periods (0.1 s).
-        if not 0.3 < self.raft_min_timeout < self.raft_max_timeout:
+        if not 0.1 <= self.raft_min_timeout < self.raft_max_timeout:
             raise ConfigError(
                 f"Raft election timeouts {self.raft_min_timeout}-{self.raft_max_timeout} s: "
-                "the minimum must exceed 0.3 s and be below the maximum"
+                "the minimum must be 0.1 s or more and below the maximum"
             )
+
+    @property
+    def election_timeouts(self) -> ElectionTimeouts:
+        return ElectionTimeouts(self.raft_min_timeout, self.raft_max_timeout)
 
     @property
     def raft_address(self) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from quorum.raft.election_timing import leader_lost_delay
 from quorum.raft.pre_vote import (
     PRE_VOTE,
     TERM_AHEAD,
@@ -12,7 +13,6 @@ from quorum.raft.pre_vote import (
     LogPosition,
     PreVote,
     at_least_as_up_to_date,
-    leader_lost_delay,
     mark_transfer_vote,
     term_ahead,
 )

@@ -46,7 +46,7 @@ def test_install_puts_the_outermost_wrapper_of_each_chain_in_place():
     installed = patches.installed()
     assert sorted(installed) == list(range(len(PATCHES)))
     chains = _chains()
-    assert len(chains["pysyncobj.syncobj.SyncObj._onTick"]) == 3
+    assert len(chains["pysyncobj.syncobj.SyncObj._onTick"]) == 4
     assert len(chains["pysyncobj.syncobj.SyncObj._SyncObj__onMessageReceived"]) == 2
     for target, indexes in chains.items():
         assert patches.current(target) is installed[indexes[-1]], target
@@ -99,6 +99,7 @@ def test_chained_wrappers_run_in_the_table_order():
     tick(_Tick(), 0.0)
     assert seen == [p.name for p in reversed(chain)] + ["pysyncobj"]
     assert seen == [
+        "leader_liveness.tick_on_time",
         "leader_liveness.check_quorum",
         "leader_liveness.forget_silent_leader",
         "raft_port.listen_before_electing",

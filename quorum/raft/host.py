@@ -17,6 +17,7 @@ lock); those that walk a dict the tick thread changes retry.
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Callable
 
 from pysyncobj import SyncObj, SyncObjConf
@@ -31,6 +32,8 @@ from ..voter_guard import VoterGuard
 from . import internals
 from .divergence import watch_divergence
 from .durability import MetaquorumJournal
+from .election_timing import ElectionTimeouts, silent_leader_timeout
+from .leader_liveness import TURNS_ATTR
 from .membership_port import check_port, set_members
 from .pre_vote import PreVote, attach_pre_vote, leader_lost_hook, mark_transfer_vote
 from .raft_port import (
@@ -81,6 +84,7 @@ class RaftHost:
             logCompactionMinTime=3600,
             raftMinTimeout=config.raft_min_timeout,
             raftMaxTimeout=config.raft_max_timeout,
+            appendEntriesPeriod=config.election_timeouts.heartbeat_s,
             connectionTimeout=max(4.0, config.raft_max_timeout + 0.5),
             # pysyncobj's own step-down, a backstop: check_quorum steps down
             # after two raft_max_timeouts without a majority (leader_liveness.py).
@@ -160,14 +164,23 @@ class RaftHost:
         diverged from the leader's (quorum/raft/divergence.py); it must not raise."""
         watch_divergence(self._syncobj, on_diverged)
 
-    def use_pre_vote(self, pre_vote: PreVote, guard: VoterGuard, node_id: int) -> None:
+    def use_pre_vote(
+        self, pre_vote: PreVote, guard: VoterGuard, node_id: int, timeouts: ElectionTimeouts
+    ) -> None:
         """Pre-vote and the leader lease (quorum/raft/pre_vote.py): a voter that lost
         contact asks before it raises its term, and one that hears a leader
-        refuses it."""
+        refuses it; the followers of a silent leader ask in turns (rule 6)."""
         transport = self.transport
         transport.on_pre_vote_message = attach_pre_vote(self._syncobj, pre_vote, guard)
         transport.mark_vote_request = functools.partial(mark_transfer_vote, pre_vote)
         transport.on_node_disconnected = leader_lost_hook(self._syncobj, pre_vote, guard, node_id)
+
+        def turns(leader_node) -> float:  # tick thread, at each AppendEntries
+            leader = guard.node_id_of(getattr(leader_node, "id", ""))
+            voters = guard.voter_set().keys()
+            return silent_leader_timeout(voters, node_id, leader, timeouts, random.random())
+
+        setattr(self._syncobj, TURNS_ATTR, turns)
 
     def report_to(self, events: LeadershipEvents) -> None:
         """Elections, step-downs and heartbeat gaps are counted in ``events``."""

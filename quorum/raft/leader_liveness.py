@@ -86,6 +86,59 @@ def _silent_leader(syncobj, follower: int):
     return None
 
 
+def silent_leader_turns(original: Callable) -> Callable:
+    """A follower's election deadline after each AppendEntries is its turn
+    (quorum/raft/election_timing.py, rule 6 of quorum/raft/pre_vote.py), not
+    pysyncobj's random point in [raftMinTimeout, raftMaxTimeout].
+
+    pysyncobj draws a new timeout whenever it moves the deadline: after each
+    AppendEntries (the leader it names is the sender, except for a new
+    leader's first message), after granting a vote and when it stands. Only a
+    follower that names a leader and has turns set (``_mq_silent_turns``, by
+    ``RaftHost.use_pre_vote``) gets its turn; a candidate, a voter with no
+    leader, and a voter without pre-vote keep Raft's random timeout.
+    Replaces ``SyncObj.__generateRaftTimeout`` (quorum/raft/patches.py)."""
+    from pysyncobj.syncobj import _RAFT_STATE
+
+    def generate(self) -> float:
+        turns = getattr(self, TURNS_ATTR, None)
+        leader = self._SyncObj__raftLeader
+        if turns is None or leader is None or self._SyncObj__raftState != _RAFT_STATE.FOLLOWER:
+            return original(self)
+        return turns(leader)
+
+    return generate
+
+
+TURNS_ATTR = "_mq_silent_turns"
+
+
+def tick_on_time(original: Callable) -> Callable:
+    """A tick that would sleep past a deadline wakes at the deadline instead.
+
+    pysyncobj's tick ends by waiting on its sockets for the whole tick period
+    (50 ms) and checks its deadlines only at the start of the next tick: a
+    follower noticed a silent leader up to a tick late, and a leader sent its
+    heartbeat up to a tick after it was due (every 50-100 ms for a 50 ms
+    period). The wait is cut to the follower's election deadline, or the
+    leader's next AppendEntries, when that comes first. A deadline already
+    past keeps the whole period (a voter that may not stand would spin).
+    Wraps ``SyncObj._onTick`` (quorum/raft/patches.py)."""
+    from pysyncobj.syncobj import _RAFT_STATE
+
+    def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
+        if self._SyncObj__raftState == _RAFT_STATE.LEADER:
+            due = self._SyncObj__newAppendEntriesTime
+        else:
+            due = self._SyncObj__raftElectionDeadline
+        now = monotonic()
+        if now < due < now + timeToWait:
+            timeToWait = due - now + 0.001  # pysyncobj compares with >: just past it
+        original(self, timeToWait)
+
+    return on_tick
+
+
 def majority_heard(answered_at: list[float], within_s: float, now: float) -> bool:
     """Whether a leader and the other voters that answered it within
     ``within_s`` (``answered_at``: each other voter's last answer) are a

@@ -10,8 +10,8 @@ table's order, once per process, before the first ``SyncObj`` is built.
 
 A target listed more than once is a chain: each entry wraps what the target
 held when it was installed, so the entry listed last is the outermost and is
-entered first (``SyncObj._onTick``: check_quorum, then forget_silent_leader,
-then listen_before_electing, then pysyncobj's own tick).
+entered first (``SyncObj._onTick``: tick_on_time, then check_quorum, then
+forget_silent_leader, then listen_before_electing, then pysyncobj's own tick).
 
 Each wrapper is a factory ``wrap(original) -> replacement``; the modules of
 this package define them and install nothing themselves.
@@ -127,6 +127,23 @@ PATCHES: tuple[Patch, ...] = (
         "__lastResponseTime holds each other voter's last answer (reset to now by "
         "__onBecomeLeader); __setState(FOLLOWER) with __raftLeader None is pysyncobj's "
         "own fallback",
+    ),
+    Patch(
+        _SYNCOBJ + "_onTick",
+        leader_liveness.tick_on_time,
+        "a tick wakes at a follower's election deadline or the leader's next heartbeat "
+        "instead of sleeping the whole tick past it",
+        "_onTick(timeToWait) ends with _poller.poll(timeToWait); a follower's deadline is "
+        "__raftElectionDeadline, a leader sends AppendEntries once monotonic() > "
+        "__newAppendEntriesTime",
+    ),
+    Patch(
+        _SYNCOBJ + "_SyncObj__generateRaftTimeout",
+        leader_liveness.silent_leader_turns,
+        "a follower of a silent leader stands in its turn, not at a random point "
+        "(no split votes after a leader hangs)",
+        "every move of __raftElectionDeadline adds __generateRaftTimeout(); on "
+        "append_entries it is called before __raftLeader is set to the sender",
     ),
     Patch(
         _SYNCOBJ + "_SyncObj__onBecomeLeader",

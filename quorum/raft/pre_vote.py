@@ -45,9 +45,16 @@ The rules (``PreVote``, pure: the clock is an argument):
    tick each granted the other's pre-vote, stood in the same term and split
    the vote (10 of 50 failovers took 0.9-1.4 s). It is still a pre-vote: a
    voter whose own connection to a live leader stays up refuses it, and one
-   that reconnects and hears the leader meanwhile does not ask. A leader that
-   hangs without closing its sockets is found at the election deadline as
-   before.
+   that reconnects and hears the leader meanwhile does not ask.
+6. A leader that hangs without closing its sockets (frozen, or its packets
+   dropped) is found by its silence: a follower that has read no
+   AppendEntries for the minimum election timeout asks for a pre-vote, in
+   the same turns as rule 5 (``silent_leader_timeout``: 0.5 s, then 0.65 s
+   by default). Random deadlines put two followers in the same term in a few
+   percent of hangs, a split vote that cost a whole timeout more (issue 42);
+   turns do not, and the first in turn is refused only by a voter that heard
+   the leader within its lease, two heartbeats shorter than the timeout. A
+   candidate and a voter that knows no leader keep Raft's random timeout.
 
 What it changes in pysyncobj (``may_stand``, installed with the other
 replacements of quorum/raft/patches.py): where pysyncobj would start an election (its
@@ -67,15 +74,11 @@ from dataclasses import dataclass, field
 
 from ..leadership_events import forget_heartbeats_of, say_step_down
 from ..log_limiter import RateLimitedLog
+from .election_timing import leader_lost_delay
 
 log = logging.getLogger(__name__)
 # A peer can make this voter refuse as often as it likes: a few lines a minute.
 refusal_log = RateLimitedLog(log, period_s=60.0, burst=3)
-
-# Rule 5: how soon after its leader's connection closed a follower asks.
-LEADER_LOST_FIRST_S = 0.05  # the first in turn
-LEADER_LOST_TURN_S = 0.25  # each next one: several 50 ms ticks apart
-LEADER_LOST_JITTER_S = 0.05
 
 PRE_VOTE = "metaquorum_pre_vote"
 PRE_VOTE_ANSWER = "metaquorum_pre_vote_answer"
@@ -95,15 +98,6 @@ class LogPosition:
 def at_least_as_up_to_date(last_term: int, last_index: int, mine: LogPosition) -> bool:
     """Raft's vote rule (thesis 3.6.1): a later last term wins, then a longer log."""
     return (last_term, last_index) >= (mine.last_term, mine.last_index)
-
-
-def leader_lost_delay(voters: set[int], me: int, lost: int | None, jitter: float) -> float:
-    """Rule 5: this voter's turn among the voters that lost the leader ``lost``
-    (by node id), as a delay; ``jitter`` in [0, 1) spreads voters of one turn
-    (a voter set this node does not know yet)."""
-    others = sorted(v for v in voters if v != lost)
-    turn = others.index(me) if me in others else len(others)
-    return LEADER_LOST_FIRST_S + turn * LEADER_LOST_TURN_S + jitter * LEADER_LOST_JITTER_S
 
 
 def term_ahead(entries_term: object, my_term: int, admitted: bool) -> dict | None:
