@@ -14,8 +14,11 @@ processes, each in its own network namespace (as tests/faults: needs root and
    and clients still reach it), as a silent network fault would.
 3. Measured: the time from the fault to the **first write acknowledged by
    another voter**. Writers ask every voter at once, each on its own
-   connection, with a 0.3 s deadline per request and redirects followed, so
-   the figure is the cluster's, not one client's retry policy.
+   connection with a 0.3 s deadline per request: one per voter follows
+   redirects, as a broker does, and one per voter does not (it sees the
+   moment that voter takes writes itself, not a request it sent on to the
+   old leader and waits out), so the figure is the cluster's, not one
+   client's retry policy.
 4. The leader is resumed (SIGCONT) or its links healed, and the round ends
    when the cluster is steady again.
 
@@ -104,7 +107,7 @@ class Writers:
         self._next_id += 1
         return self._next_id
 
-    async def _write(self, http: httpx.AsyncClient, url: str) -> None:
+    async def _write(self, http: httpx.AsyncClient, url: str, follow: bool) -> None:
         broker_id = self._broker_id()
         body = {
             "brokerId": broker_id,
@@ -125,7 +128,7 @@ class Writers:
             except httpx.HTTPError:
                 await asyncio.sleep(0.01)
                 return
-            if r.status_code == 307:
+            if r.status_code == 307 and follow:
                 target = r.headers["location"].split("/v1/", 1)[0]
                 continue
             if r.status_code == 200 and r.json().get("errorCode") == 0:
@@ -134,14 +137,16 @@ class Writers:
                 await asyncio.sleep(0.01)  # 503: no leader yet; the next write asks again
             return
 
-    async def _loop(self, url: str) -> None:
+    async def _loop(self, url: str, follow: bool) -> None:
         async with httpx.AsyncClient(trust_env=False) as http:
             while not self._stop.is_set():
-                await self._write(http, url)
+                await self._write(http, url, follow)
                 await asyncio.sleep(0.005)
 
     async def run(self) -> None:
-        await asyncio.gather(*(self._loop(u) for u in self.urls))
+        await asyncio.gather(
+            *(self._loop(u, follow) for u in self.urls for follow in (True, False))
+        )
 
     def stop(self) -> None:
         self._stop.set()

@@ -166,6 +166,12 @@ class QuorumNode:
             timeouts = config.election_timeouts
             self.pre_vote = PreVote(lease_s=timeouts.lease_s)
             self.raft.use_pre_vote(self.pre_vote, self.guard, self.node_id, timeouts)
+            bind = config.raft_bind or config.raft_address
+            if config.raft_secret and bind:
+                self.raft.use_beacons(
+                    self.pre_vote, self.guard, self.node_id, timeouts, config.raft_secret, bind,
+                    peers=lambda: [a for n, a in self.voter_addresses().items() if n != self.node_id],
+                )  # fmt: skip
         self.raft.report_to(self.leadership)
         self.raft.defer_commit_push(held_batches=lambda: self.sm.record_batches)
         if config.startup_election_delay_s > 0 and others:

@@ -732,12 +732,13 @@ def test_a_commit_index_waits_for_the_orderers_next_batch_and_goes_once_it_has_n
     and sends it alone ``delay_s`` after the orderer says it has nothing to
     propose (raft_port.defer_commit_push). Here the hold (80 ms) is close to
     the leader's heartbeat period (100 ms), so a push that waited for the
-    hold or a heartbeat instead of the orderer's word would be late."""
+    hold or a heartbeat instead of the orderer's word would be late (these
+    voters' 1 s election timeout gives that period: a tenth of it)."""
     import time
 
     from controller.controller import Controller
 
-    nodes = three_voters(tmp_path, fsync=False)
+    nodes = three_voters(tmp_path, fsync=False, timeouts=(1.0, 1.6))
     rounds = 10
     deciding = []  # set while the controller decides (a test's slow decision)
     real_handle = Controller.handle

@@ -51,6 +51,14 @@ class ElectionTimeouts:
     def jitter_s(self) -> float:
         return 0.1 * self.min_s
 
+    @property
+    def beacon_stall_s(self) -> float:
+        """A leader whose Raft thread has not begun a tick for this long sends
+        no liveness beacon (quorum/raft/beacon.py): its followers then replace
+        it one timeout later. Check-quorum's window: a leader stuck longer
+        could not have kept its majority anyway."""
+        return 2 * self.max_s
+
 
 def turn(voters: set[int], me: int, lost: int | None) -> int:
     """This voter's place among the voters that lost the leader ``lost`` (by

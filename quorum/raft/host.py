@@ -30,10 +30,11 @@ from ..startup_checks import refuse_unbound_port
 from ..state_machine import MetadataStateMachine
 from ..voter_guard import VoterGuard
 from . import internals
+from .beacon import BeaconBook, BeaconPort, BeaconThread, beacon_key
 from .divergence import watch_divergence
 from .durability import MetaquorumJournal
 from .election_timing import ElectionTimeouts, silent_leader_timeout
-from .leader_liveness import TURNS_ATTR
+from .leader_liveness import BEACONS_ATTR, TURNS_ATTR, BeaconHooks
 from .membership_port import check_port, set_members
 from .pre_vote import PreVote, attach_pre_vote, leader_lost_hook, mark_transfer_vote
 from .raft_port import (
@@ -106,6 +107,7 @@ class RaftHost:
             onStateChanged=lambda old, new: on_leading_changed(old == _LEADER, new == _LEADER),
             maxBindRetries=30,
         )
+        self.beacons: BeaconThread | None = None  # use_beacons
         self._pushed_deadline: float | None = None  # never_stand's last push
         self._heard_at = 0.0
         self._syncobj = SyncObj(
@@ -181,6 +183,39 @@ class RaftHost:
             return silent_leader_timeout(voters, node_id, leader, timeouts, random.random())
 
         setattr(self._syncobj, TURNS_ATTR, turns)
+
+    def use_beacons(
+        self,
+        pre_vote: PreVote,
+        guard: VoterGuard,
+        node_id: int,
+        timeouts: ElectionTimeouts,
+        secret: str,
+        bind: str,
+        peers: Callable[[], list[str]],
+    ) -> BeaconThread:
+        """Liveness beacons (quorum/raft/beacon.py) on UDP ``bind`` ("host:port",
+        the Raft port's): sent every heartbeat while this voter leads and its
+        tick thread ticks, counted from the leader it follows."""
+        host, _, port = bind.rpartition(":")
+        book = BeaconBook()
+        syncobj = self._syncobj
+
+        def leading_term() -> int | None:
+            return syncobj._SyncObj__raftCurrentTerm if self.is_leader else None
+
+        beacon_port = BeaconPort(
+            node_id=node_id,
+            bind=(host.strip("[]"), int(port)),
+            peers=peers,
+            leading_term=leading_term,
+            ticked_at=lambda: getattr(syncobj, "_mq_ticked_at", 0.0),
+        )
+        self.beacons = BeaconThread(
+            beacon_port, beacon_key(secret), timeouts.heartbeat_s, timeouts.beacon_stall_s, book
+        )
+        setattr(syncobj, BEACONS_ATTR, BeaconHooks(book, guard.node_id_of, pre_vote))
+        return self.beacons.start()
 
     def report_to(self, events: LeadershipEvents) -> None:
         """Elections, step-downs and heartbeat gaps are counted in ``events``."""
@@ -341,5 +376,7 @@ class RaftHost:
         self._syncobj.forceLogCompaction()
 
     def destroy(self) -> None:
-        """Stops the tick thread and closes the journal; returns once done."""
+        """Stops the tick thread and the beacons, closes the journal; returns once done."""
+        if self.beacons is not None:
+            self.beacons.stop()
         self._syncobj.destroy_synchronous()

@@ -23,10 +23,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from pysyncobj.monotonic import monotonic
 
 from ..leadership_events import forget_heartbeats_of, say_step_down
+from .beacon import BeaconBook
+
+
+class PreVoteLease(Protocol):
+    def heard_leader(self, at: float | None = None) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -127,16 +135,55 @@ def tick_on_time(original: Callable) -> Callable:
     from pysyncobj.syncobj import _RAFT_STATE
 
     def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
+        now = self._mq_ticked_at = monotonic()  # the beacon thread's sign of life
         if self._SyncObj__raftState == _RAFT_STATE.LEADER:
             due = self._SyncObj__newAppendEntriesTime
         else:
+            heard_by_beacon(self)
             due = self._SyncObj__raftElectionDeadline
-        now = monotonic()
         if now < due < now + timeToWait:
             timeToWait = due - now + 0.001  # pysyncobj compares with >: just past it
         original(self, timeToWait)
 
     return on_tick
+
+
+@dataclass
+class BeaconHooks:
+    """What a follower needs to count the leader's liveness beacons
+    (quorum/raft/beacon.py); set by ``RaftHost.use_beacons``."""
+
+    book: BeaconBook
+    node_id_of: Callable[[str], int | None]  # a Raft address -> its node id
+    pre_vote: PreVoteLease
+    counted_at: float = float("-inf")  # the latest beacon already counted
+
+
+BEACONS_ATTR = "_mq_beacons"
+
+
+def heard_by_beacon(syncobj) -> None:
+    """A follower counts its leader's latest beacon as word from it: the
+    election deadline and the lease move on as for an AppendEntries.
+    Only the leader this follower names, at the term it follows it in, and
+    not while a transfer asked it to stand (tick thread)."""
+    hooks: BeaconHooks | None = getattr(syncobj, BEACONS_ATTR, None)
+    leader = syncobj._SyncObj__raftLeader
+    if hooks is None or leader is None or syncobj._SyncObj__transferInProgress:
+        return
+    at = hooks.book.heard(
+        hooks.node_id_of(getattr(leader, "id", "")), syncobj._SyncObj__raftCurrentTerm
+    )
+    if at is None or at <= hooks.counted_at:
+        return
+    hooks.counted_at = at
+    turns = getattr(syncobj, TURNS_ATTR, None)
+    deadline = at + (
+        turns(leader) if turns is not None else syncobj._SyncObj__generateRaftTimeout()
+    )
+    if deadline > syncobj._SyncObj__raftElectionDeadline:
+        syncobj._SyncObj__raftElectionDeadline = deadline
+    hooks.pre_vote.heard_leader(at)
 
 
 def majority_heard(answered_at: list[float], within_s: float, now: float) -> bool:

@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from ..leadership_events import forget_heartbeats_of, say_step_down
 from ..log_limiter import RateLimitedLog
 from .election_timing import leader_lost_delay
+from .leader_liveness import heard_by_beacon
 
 log = logging.getLogger(__name__)
 # A peer can make this voter refuse as often as it likes: a few lines a minute.
@@ -182,9 +183,12 @@ class PreVote:
 
     # ------------------------------------------------------------ the asked
 
-    def heard_leader(self) -> None:
-        self.heard_leader_at = self.clock()
-        self.leader_connection_closed = False
+    def heard_leader(self, at: float | None = None) -> None:
+        """Word from the leader now, or at ``at`` (a liveness beacon's arrival)."""
+        at = self.clock() if at is None else at
+        if at > self.heard_leader_at:
+            self.heard_leader_at = at
+            self.leader_connection_closed = False
 
     def leader_lost(self) -> None:
         """The connection to the leader closed: no lease is held any more."""
@@ -350,6 +354,7 @@ def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
                 )
             return None
         if kind == "request_vote":
+            heard_by_beacon(syncobj)
             if pre_vote.allows_vote(message, is_leader()):
                 return message
             refusal_log.info(
@@ -364,6 +369,7 @@ def attach_pre_vote(syncobj, pre_vote: PreVote, guard) -> Callable:
                 pre_vote.transfer_term = syncobj._SyncObj__raftCurrentTerm + 1
             return message
         if kind == PRE_VOTE:
+            heard_by_beacon(syncobj)
             mine = _position(syncobj)
             granted, why = pre_vote.answer(
                 message,
