@@ -87,7 +87,7 @@ def _leadership_won_line(won: dict, now: int, human: bool) -> str:
 
     previous = won.get("previousLeaderId")
     since = (
-        "since it stood (no leader heard)"
+        "since it stood (no leader heard):"
         if previous is None
         else f"after node {previous} last heard: stood {ms('silenceMs')},"
     )

@@ -196,6 +196,10 @@ def test_real_voters_say_why_leadership_moved(tmp_path):
         started = elections(new)["electionsStarted"]
         # Pre-vote's rule 5: the killed leader's connection closed under it.
         assert started["leader_connection_closed"] >= 1, started
+        won = elections(new)["leadershipsWon"][-1]  # how it took over, as it knows it
+        assert won["previousLeaderId"] == target and won["activeMs"] is not None, won
+        assert won["cause"] in ("leader_connection_closed", "leader_silent"), won
+        assert elections(first)["leadershipsWon"], "the first leader lists its leadership"
         for i in survivors:
             e = elections(i)
             assert e["leaderChanges"] >= 3, e  # first, target, new
@@ -203,4 +207,5 @@ def test_real_voters_say_why_leadership_moved(tmp_path):
         metrics = c.get(new, "/metrics").text
         assert 'metaquorum_elections_started_total{cause="transfer"}' in metrics
         assert "metaquorum_leader_heartbeat_gap_seconds_bucket" in metrics
+        assert "metaquorum_leader_change_first_write_seconds_bucket" in metrics
         assert 'metaquorum_leadership_lost_total{cause="check_quorum"}' in metrics
