@@ -231,6 +231,7 @@ class LeadershipEvents:
             self._record_gap(now - self._heard_at)
         self._heard_from, self._heard_at = sender, now
         self._last_heard = (sender, now)
+        self._stood = None  # a leader heard since: that stand (lost) explains no later win
         self.leader_is(sender)
 
     def forget_heartbeats(self) -> None:

@@ -143,6 +143,18 @@ def test_a_stand_told_after_the_win_of_the_same_tick_is_that_wins():
     assert e.as_dict()["leadershipsWon"][-1]["cause"] == "leader_silent"
 
 
+def test_a_stand_lost_to_another_leader_explains_no_later_win():
+    e = LeadershipEvents()
+    e.election_started("no_leader_yet", 1.0)  # lost: "a" leads
+    e.heard("a", 1.5)
+    e.heard("a", 2.0)  # "a" is killed
+    e.leadership_won(3, 2.2, 0, NODE_IDS)  # stood and won within one tick
+    e.election_started("leader_connection_closed", 2.2)
+    won = e.as_dict()["leadershipsWon"][-1]
+    assert won["cause"] == "leader_connection_closed", won
+    assert won["silenceMs"] == won["electedMs"] == pytest.approx(200.0)
+
+
 def test_a_transfer_names_the_leader_that_handed_over_and_only_the_last_are_kept():
     e = LeadershipEvents()
     for term in range(1, CHANGES_KEPT + 3):
