@@ -181,7 +181,8 @@ class LeadershipWonOut(ResponseModel):
     )
     first_write_ms: float | None = Field(
         description="to the first batch of its term beyond LEADER_CHANGE and NoOps applied: "
-        "the write outage a client saw; null until a write came"
+        "the write outage a client saw; null until a write came (a client still waiting on a "
+        "hung old leader makes it late: activeMs says when writes could be taken)"
     )
 
 
@@ -357,7 +358,11 @@ class QuorumStatusOut(ResponseModel):
     directory_id: str | None = Field(None, description="this node's data dir (KIP-853)")
     role: str = Field("voter", description="this node's role, as in voters[].role")
     leader_id: int | None = Field(description="the Raft leader's node id, null if none known")
-    leader_url: str | None = Field(description="the active controller's HTTP URL, if known")
+    leader_url: str | None = Field(
+        description="the leader's HTTP URL, as its LEADER_CHANGE announced it (just after an "
+        "election, before that applied here: as it announced it when it led before); null "
+        "if not known. Writes sent here are redirected there (307)"
+    )
     controller_epoch: int = Field(description="the controller epoch of the applied image")
     raft_term: int = Field(description="this node's Raft term")
     high_watermark: int = Field(description="the next offset this node will apply")
