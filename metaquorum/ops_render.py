@@ -188,11 +188,17 @@ def print_status(console: Console, s: dict, leader: dict | None, human: bool) ->
         console.print("elections: plain Raft (serve --no-pre-vote)")
     if "leaderChanges" in elections:
         console.print(_leadership_line(elections), markup=False)
-    won = elections.get("leadershipsWon") or []
-    if won:
-        console.print(f"leaderships won by node {s.get('nodeId')} (oldest first):", markup=False)
-        for one in won:
-            console.print(_leadership_won_line(one, now, human), markup=False, highlight=False)
+    # The leader's own record says how the last change went: shown too when
+    # the node at --url is a follower.
+    for node in (s, leader) if leader is not None and leader is not s else (s,):
+        won = (node.get("elections") or {}).get("leadershipsWon") or []
+        if won:
+            whose = " (the leader)" if node is not s else ""
+            console.print(
+                f"leaderships won by node {node.get('nodeId')}{whose} (oldest first):", markup=False
+            )
+            for one in won:
+                console.print(_leadership_won_line(one, now, human), markup=False, highlight=False)
 
 
 def max_follower_lag(status: dict) -> tuple[int | None, int | None]:

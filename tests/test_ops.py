@@ -228,6 +228,8 @@ def test_status_from_a_follower_shows_the_leaders_view(tmp_path):
         r = mq("status", url=c.url(follower))
         assert r.returncode == 0, r.stderr
         assert f"as the leader (node {leader}) sees it" in r.stdout
+        # How the leader took over, from its own record (issue 42).
+        assert f"leaderships won by node {leader} (the leader) (oldest first):" in r.stdout
         rows = replication_rows(r.stdout)
         assert sorted(row["Status"] for row in rows) == ["Follower", "Follower", "Leader"]
         assert all(row["LastFetchTimestamp"] != "-" for row in rows)
