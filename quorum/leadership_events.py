@@ -224,6 +224,10 @@ class LeadershipEvents:
         if leader is not None and leader != self._leader:
             self._leader = leader
             self.leader_changes += 1
+            # Another leader won: a stand of this voter (lost) explains no later
+            # win. Not on the old leader's heartbeats after a stand: a transfer's
+            # target still reads them until its win.
+            self._stood = None
 
     def heard(self, sender: object, now: float) -> None:
         """AppendEntries from ``sender`` read at ``now`` (monotonic seconds)."""
@@ -231,7 +235,6 @@ class LeadershipEvents:
             self._record_gap(now - self._heard_at)
         self._heard_from, self._heard_at = sender, now
         self._last_heard = (sender, now)
-        self._stood = None  # a leader heard since: that stand (lost) explains no later win
         self.leader_is(sender)
 
     def forget_heartbeats(self) -> None:

@@ -155,6 +155,17 @@ def test_a_stand_lost_to_another_leader_explains_no_later_win():
     assert won["silenceMs"] == won["electedMs"] == pytest.approx(200.0)
 
 
+def test_the_old_leaders_heartbeats_after_a_transfers_stand_keep_its_cause():
+    e = LeadershipEvents()
+    e.heard("a", 1.0)
+    e.forget_heartbeats()
+    e.election_started("transfer", 1.01)
+    e.heard("a", 1.02)  # "a" has not seen the new term yet
+    e.leadership_won(5, 1.03, 0, NODE_IDS)
+    won = e.as_dict()["leadershipsWon"][-1]
+    assert won["cause"] == "transfer" and won["previousLeaderId"] == 0, won
+
+
 def test_a_transfer_names_the_leader_that_handed_over_and_only_the_last_are_kept():
     e = LeadershipEvents()
     for term in range(1, CHANGES_KEPT + 3):
