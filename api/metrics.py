@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from metadata_records.image import MetadataImage
-from quorum.leadership_events import LeadershipEvents
+from quorum.leadership_events import FIRST_WRITE_BUCKETS, LeadershipEvents, cumulative
 from quorum.node import QuorumNode
 from quorum.orderer import wall_clock_ms
 from quorum.raft.durability import SyncStats
@@ -99,8 +99,8 @@ _PRE_VOTE_COUNTERS = (
 
 
 def _leadership_metrics(events: LeadershipEvents):
-    """Elections and step-downs by cause, leader changes, heartbeat gaps
-    (quorum/leadership_events.py)."""
+    """Elections and step-downs by cause, leader changes, heartbeat gaps, time
+    to the first write after a leadership won here (quorum/leadership_events.py)."""
     started = CounterMetricFamily(
         "metaquorum_elections_started",
         "elections this voter started, by cause",
@@ -126,6 +126,14 @@ def _leadership_metrics(events: LeadershipEvents):
         "(the jitter the election timeout must outlast)",
         buckets=events.cumulative_buckets(),
         sum_value=events.gap_sum_s,
+    )
+    yield HistogramMetricFamily(
+        "metaquorum_leader_change_first_write_seconds",
+        "for each leadership this voter won: seconds from its previous leader's last "
+        "AppendEntries (from when it stood, if it had heard none) to the first write of "
+        "its term applied (the write outage of the leader change)",
+        buckets=cumulative(FIRST_WRITE_BUCKETS, events.first_write_counts),
+        sum_value=events.first_write_sum_s,
     )
 
 

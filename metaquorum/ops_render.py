@@ -77,6 +77,27 @@ def _leadership_line(elections: dict) -> str:
     )
 
 
+def _leadership_won_line(won: dict, now: int, human: bool) -> str:
+    """One leadership the node won: from whom, why, and the write outage
+    measured from the old leader's last AppendEntries (issue 42)."""
+
+    def ms(key: str) -> str:
+        value = won.get(key)
+        return "-" if value is None else f"{value:g} ms"
+
+    previous = won.get("previousLeaderId")
+    since = (
+        "since it stood (no leader heard):"
+        if previous is None
+        else f"after node {previous} last heard: stood {ms('silenceMs')},"
+    )
+    return (
+        f"  term {won.get('term')} won {_when(won.get('atMs'), now, human)}, cause "
+        f"{str(won.get('cause') or 'unknown').replace('_', ' ')}; {since} elected "
+        f"{ms('electedMs')}, active {ms('activeMs')}, first write {ms('firstWriteMs')}"
+    )
+
+
 def print_status(console: Console, s: dict, leader: dict | None, human: bool) -> None:
     """kafka-metadata-quorum describe --status, then --replication, from the
     leader's answer (``leader``; the node's own when that is unknown), then
@@ -167,6 +188,17 @@ def print_status(console: Console, s: dict, leader: dict | None, human: bool) ->
         console.print("elections: plain Raft (serve --no-pre-vote)")
     if "leaderChanges" in elections:
         console.print(_leadership_line(elections), markup=False)
+    # The leader's own record says how the last change went: shown too when
+    # the node at --url is a follower.
+    for node in (s, leader) if leader is not None and leader is not s else (s,):
+        won = (node.get("elections") or {}).get("leadershipsWon") or []
+        if won:
+            whose = " (the leader)" if node is not s else ""
+            console.print(
+                f"leaderships won by node {node.get('nodeId')}{whose} (oldest first):", markup=False
+            )
+            for one in won:
+                console.print(_leadership_won_line(one, now, human), markup=False, highlight=False)
 
 
 def max_follower_lag(status: dict) -> tuple[int | None, int | None]:

@@ -27,6 +27,7 @@ from metadata_records.delta import ImageDelta
 from metadata_records.image import MetadataImage
 from metadata_records.records import (
     Batch,
+    NoOpRecord,
     Voter,
 )
 from metadata_records.snapshot import image_digest
@@ -60,6 +61,7 @@ from .orderer import (
 from .raft import patches
 from .raft.durability import use_journal
 from .raft.host import RaftHost
+from .raft.internals import node_name
 from .raft.pre_vote import PreVote
 from .raft.status import RaftStatus
 from .startup_checks import check_journal_holds_what_was_committed, check_snapshot_covers_journal
@@ -151,6 +153,11 @@ class QuorumNode:
         # the orderer process then hear at once how to redirect a write.
         self.leader_watchers: list[Callable[[], None]] = []
         self._leader_seen: tuple[int | None, str | None] = (None, None)
+        # node id -> the URL its last LEADER_CHANGE seen here announced (_leader_url_of).
+        self._leader_urls: dict[int, str] = {}
+        # While a leadership won here awaits its first write: the offset the
+        # next batch to look at starts at, once its LEADER_CHANGE applied.
+        self._writes_from: int | None = None
         self.raft = RaftHost(config, others, self.sm, self.guard, self._on_leading_changed)
         self.raft.add_tick_callback(self._guard_tick)
         self._members_of: tuple = (None, None, None)  # (voters, learners, heard) followed
@@ -294,6 +301,9 @@ class QuorumNode:
         self._watch_leader()
 
     def _watch_leader(self) -> None:  # tick thread, every tick: one leader lookup
+        image = self.image
+        if image.leader_id >= 0 and image.leader_url:
+            self._leader_urls[image.leader_id] = image.leader_url
         leader = self.raft_leader_id
         seen = (leader, self._leader_url_of(leader))
         if seen != self._leader_seen:
@@ -429,7 +439,10 @@ class QuorumNode:
         image = self.image
         if image.leader_id >= 0 and image.leader_id == leader:
             return image.leader_url
-        return None
+        # Raft elected ``leader`` before its LEADER_CHANGE applied here: the URL
+        # it announced when it led before still reaches it, so a write sent
+        # here is redirected there rather than refused (issue 42).
+        return None if leader is None else self._leader_urls.get(leader)
 
     @property
     def caught_up(self) -> bool:
@@ -471,11 +484,19 @@ class QuorumNode:
         self._call(self.orderer.step_down, "this voter's log diverged from the leader's")
 
     def _on_leading_changed(self, was_leading: bool, leading: bool) -> None:  # tick thread
+        now = time.monotonic()
         if was_leading:
-            self.leadership.leadership_lost(self.raft.step_down_cause(time.monotonic()))
+            self.leadership.leadership_lost(self.raft.step_down_cause(now))
+        if leading:
+            self._writes_from = None
+            self.leadership.leadership_won(
+                self.raft.term, now, int(time.time() * 1000), self._node_id_of
+            )
         self._call(self._leading_changed, leading)
 
     def _on_applied_threadsafe(self) -> None:  # tick thread, after the image moved
+        if self.leadership.awaiting_term is not None:
+            self._watch_first_write()
         # A waiter counts itself before it reads the image (wait_for_offset), so
         # either it sees the new image or this sees it waiting: no lost wakeup.
         if self._applied_wakeup_pending:
@@ -483,6 +504,28 @@ class QuorumNode:
         if self._waiters.count or any(w.needs_wakeup() for w in self.apply_watchers):
             self._applied_wakeup_pending = True
             self._call(self._on_applied)
+
+    def _node_id_of(self, raft_node) -> int | None:
+        """The node id of a pysyncobj node (one that sent AppendEntries)."""
+        return self.guard.node_id_of(node_name(raft_node))
+
+    def _watch_first_write(self) -> None:  # tick thread, after an apply
+        """Times a leadership won here to its LEADER_CHANGE applied, then to
+        the first batch of its term that is more than NoOps: the failover a
+        client saw (quorum/leadership_events.py)."""
+        term, image, now = self.leadership.awaiting_term, self.image, time.monotonic()
+        if image.controller_epoch != term or image.leader_id != self.node_id:
+            return  # its LEADER_CHANGE has not applied yet
+        if self._writes_from is None:
+            self.leadership.became_active(term, now)
+            self._writes_from = image.next_offset
+            return
+        # Called after each entry: one batch to look at, and its first record
+        # tells (a NoOp is a batch of its own).
+        entries = self.sm.log.read(self._writes_from, 1)
+        self._writes_from = image.next_offset
+        if entries and not isinstance(entries[0].record, NoOpRecord):
+            self.leadership.first_write(term, now)
 
     # ------------------------------------------------------------ the orderer's side (RaftSide)
 

@@ -73,6 +73,17 @@ def not_controller(
             "after Retry-After",
             0.25,
         )
-    if leader_url is None or leader_id == node_id:
-        return UnavailableError(f"no active controller is known yet ({why})", 0.25)
+    if leader_id == node_id:
+        return UnavailableError(
+            f"this voter was just elected and is not the active controller yet: its "
+            f"LEADER_CHANGE is being committed ({why}); retry after Retry-After",
+            0.25,
+        )
+    if leader_url is None:
+        return UnavailableError(
+            f"no active controller is known yet: the leader is node {leader_id}, whose URL "
+            "this voter has not learned (its LEADER_CHANGE has not applied here, and this "
+            f"voter has not seen it lead before) ({why}); retry after Retry-After",
+            0.25,
+        )
     return NotControllerError(leader_id, leader_url, why)

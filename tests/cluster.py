@@ -223,9 +223,10 @@ class Cluster:
     def takes_writes(self, i: int) -> bool:
         """Ready, and a write sent to it now is taken or redirected: it has
         applied the active controller's LEADER_CHANGE, so it knows its URL. A
-        voter that knows a new Raft leader but not yet that record is ready
-        (caught up within a few entries) and answers writes 503 NOT_CONTROLLER
-        with Retry-After, as a broker expects during an election. With auth on
+        voter that knows a new Raft leader but not yet that record, nor the
+        URL of an earlier one of that leader, is ready (caught up within a few
+        entries) and answers writes 503 NOT_CONTROLLER with Retry-After, as a
+        broker expects during an election. With auth on
         and no token here, /readyz is all it can see."""
         if not self.ready(i):
             return False

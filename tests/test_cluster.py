@@ -205,8 +205,9 @@ def test_an_operator_moves_leadership_to_a_chosen_voter(cluster):
     assert cluster.leader(timeout_s=30) == target
 
     # The new active controller takes writes; the old one redirects to it once
-    # it has applied the new leader's LEADER_CHANGE (a 503 with Retry-After
-    # until then: the new leader can commit it without the old one).
+    # it knows the new leader's URL: from its LEADER_CHANGE, or from the one it
+    # wrote when it led before (a 503 with Retry-After until then: the new
+    # leader can commit that record without the old one).
     def redirected():
         r = cluster.post(leader, "/v1/brokers/register", register_body(cluster, 3))
         assert r.status_code in (307, 503), (r.status_code, r.text)

@@ -71,6 +71,8 @@ def test_status_for_people_and_scripts(voter):
     assert r.returncode == 0, r.stderr
     assert "leader" in r.stdout and voter.cluster_id in r.stdout
     assert "elections (pre-vote on): rounds " in r.stdout  # a lone voter wins its own
+    assert "leaderships won by node 0 (oldest first):" in r.stdout, r.stdout
+    assert "  term 1 won " in r.stdout and "since it stood (no leader heard): elected " in r.stdout
     r = mq("status", "--json", url=voter.url(0))
     assert r.returncode == 0 and r.stderr == ""
     body = json.loads(r.stdout)
@@ -79,6 +81,9 @@ def test_status_for_people_and_scripts(voter):
     elections = body["elections"]
     assert elections["preVote"] is True and elections["preVoteRoundsWon"] >= 1, elections
     assert elections["preVoteRounds"] >= elections["preVoteRoundsWon"]
+    (won,) = elections["leadershipsWon"]  # its bootstrap records are its first write
+    assert won["term"] == 1 and won["previousLeaderId"] is None, won
+    assert won["electedMs"] <= won["activeMs"] <= won["firstWriteMs"], won
     (me,) = body["voters"]
     assert me["logEndOffset"] == body["highWatermark"] and me["lagRecords"] == 0
     assert me["lastFetchMs"] is not None and me["directoryId"] == body["directoryId"]
@@ -223,6 +228,8 @@ def test_status_from_a_follower_shows_the_leaders_view(tmp_path):
         r = mq("status", url=c.url(follower))
         assert r.returncode == 0, r.stderr
         assert f"as the leader (node {leader}) sees it" in r.stdout
+        # How the leader took over, from its own record (issue 42).
+        assert f"leaderships won by node {leader} (the leader) (oldest first):" in r.stdout
         rows = replication_rows(r.stdout)
         assert sorted(row["Status"] for row in rows) == ["Follower", "Follower", "Leader"]
         assert all(row["LastFetchTimestamp"] != "-" for row in rows)

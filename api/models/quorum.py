@@ -158,6 +158,34 @@ class HeartbeatGapsOut(ResponseModel):
     max_ms: float | None = Field(None, description="the longest gap")
 
 
+class LeadershipWonOut(ResponseModel):
+    """One leadership this voter won, as it knows it. The ``*Ms`` are
+    milliseconds since the previous leader's last AppendEntries read here (since
+    this voter stood, when it had heard no leader since it last led)."""
+
+    at_ms: int = Field(description="when it won (ms since the epoch, this voter's clock)")
+    term: int = Field(description="the Raft term (the controller epoch) it won")
+    previous_leader_id: int | None = Field(
+        description="the leader whose AppendEntries it read last; null if none since it last led"
+    )
+    cause: str | None = Field(
+        description="why it stood: no_leader_yet, leader_silent, leader_connection_closed, "
+        "transfer (electionsStarted's causes)"
+    )
+    silence_ms: float | None = Field(
+        description="the previous leader's silence before this voter stood; null if none heard"
+    )
+    elected_ms: float = Field(description="to winning the election")
+    active_ms: float | None = Field(
+        description="to its LEADER_CHANGE applied: it takes writes from then; null until then"
+    )
+    first_write_ms: float | None = Field(
+        description="to the first batch of its term beyond LEADER_CHANGE and NoOps applied: "
+        "the write outage a client saw; null until a write came (a client still waiting on a "
+        "hung old leader makes it late: activeMs says when writes could be taken)"
+    )
+
+
 class ElectionsOut(ResponseModel):
     """This voter's election counters; only ``preVote`` when pre-vote is off."""
 
@@ -193,6 +221,11 @@ class ElectionsOut(ResponseModel):
     )
     heartbeat_gaps: HeartbeatGapsOut | None = Field(
         None, description="gaps between two AppendEntries from the same leader, as read here"
+    )
+    leaderships_won: list[LeadershipWonOut] | None = Field(
+        None,
+        description="the last 8 leaderships this voter won, oldest first: from which leader, "
+        "why, and how long until it took writes (metaquorum_leader_change_first_write_seconds)",
     )
 
 
@@ -262,15 +295,15 @@ class QuorumStatusOut(ResponseModel):
             "ordererProcess": {"pid": 40, "alive": True, "uptimeS": 5230.5, "restarts": 0},
             "elections": {
                 "preVote": True,
-                "preVoteRounds": 1,
-                "preVoteRoundsWon": 1,
+                "preVoteRounds": 2,
+                "preVoteRoundsWon": 2,
                 "preVotesGranted": 0,
                 "preVotesRefused": 0,
                 "votesRefusedInLease": 0,
                 "leaderConnectionsLost": 0,
                 "electionsStarted": {
                     "no_leader_yet": 1,
-                    "leader_silent": 0,
+                    "leader_silent": 1,
                     "leader_connection_closed": 0,
                     "transfer": 0,
                 },
@@ -281,8 +314,20 @@ class QuorumStatusOut(ResponseModel):
                     "disk_unwritable": 0,
                     "higher_term": 0,
                 },
-                "leaderChanges": 1,
-                "heartbeatGaps": {"count": 0, "p50Ms": None, "p99Ms": None, "maxMs": None},
+                "leaderChanges": 2,
+                "heartbeatGaps": {"count": 2610, "p50Ms": 100.0, "p99Ms": 150.0, "maxMs": 182.4},
+                "leadershipsWon": [
+                    {
+                        "atMs": 1795000003912,
+                        "term": 3,
+                        "previousLeaderId": 2,
+                        "cause": "leader_silent",
+                        "silenceMs": 512.3,
+                        "electedMs": 530.8,
+                        "activeMs": 548.1,
+                        "firstWriteMs": 561.7,
+                    }
+                ],
             },
             "voters": [
                 {
@@ -313,7 +358,11 @@ class QuorumStatusOut(ResponseModel):
     directory_id: str | None = Field(None, description="this node's data dir (KIP-853)")
     role: str = Field("voter", description="this node's role, as in voters[].role")
     leader_id: int | None = Field(description="the Raft leader's node id, null if none known")
-    leader_url: str | None = Field(description="the active controller's HTTP URL, if known")
+    leader_url: str | None = Field(
+        description="the leader's HTTP URL, as its LEADER_CHANGE announced it (just after an "
+        "election, before that applied here: as it announced it when it led before); null "
+        "if not known. Writes sent here are redirected there (307)"
+    )
     controller_epoch: int = Field(description="the controller epoch of the applied image")
     raft_term: int = Field(description="this node's Raft term")
     high_watermark: int = Field(description="the next offset this node will apply")
@@ -350,7 +399,9 @@ class QuorumStatusOut(ResponseModel):
     )
     elections: ElectionsOut | None = Field(
         None,
-        description="this voter's pre-vote counters since it started (quorum/raft/pre_vote.py)",
+        description="this voter's pre-vote counters, elections and leaderships lost by cause, "
+        "heartbeat gaps and the leaderships it won, since it started "
+        "(quorum/raft/pre_vote.py, quorum/leadership_events.py)",
     )
     voters: list[VoterOut] = Field(description="the voters and observers this node knows")
     http_workers: list[HttpWorkerOut] = Field(

@@ -413,7 +413,7 @@ def listen_before_electing(original: Callable) -> Callable:
         ):
             events = getattr(self, EVENTS_ATTR, None)
             if events is not None:
-                events.election_started(_election_cause(self, transfer))
+                events.election_started(_election_cause(self, transfer), time.monotonic())
                 events.forget_heartbeats()
             if transfer:
                 log.info(
