@@ -141,6 +141,7 @@ class QuorumNode:
             committed_voters=self._voters_in_force,
             persist_formation=self._persist_formation,
             joining=config.joining and not identity.formed,
+            applied=self._applied_voters,
         )
         self.guard.set_book(self._book(config.voters, {}))
         # Elections and step-downs by cause, heartbeat gaps (issue 25); made
@@ -400,6 +401,10 @@ class QuorumNode:
     def image(self) -> MetadataImage:
         return self.sm.image
 
+    def _applied_voters(self) -> tuple[int, tuple[Voter, ...]]:
+        image = self.image  # one image: the offset and the set agree
+        return image.last_offset, image.voters
+
     @property
     def raft_alive(self) -> bool:
         return self.raft.alive and self.sm.fatal is None
@@ -445,6 +450,7 @@ class QuorumNode:
             and self.caught_up
             and self.disk.writable
             and self.http_starting() is None
+            and self.guard.role() != "removed"
         )
 
     # ------------------------------------------------------------ tick-thread bridges

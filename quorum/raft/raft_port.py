@@ -44,6 +44,7 @@ from pysyncobj.transport import TCPTransport
 from ..leadership_events import EVENTS_ATTR, LeadershipEvents
 from ..log_limiter import RateLimitedLog
 from ..voter_guard import HELLO, VoterGuard
+from ..voter_set_notice import NOTICE
 from .pre_vote import PRE_VOTE_ANSWER, PRE_VOTE_ATTR, TERM_AHEAD
 
 log = logging.getLogger(__name__)
@@ -282,11 +283,30 @@ class GuardedTransport(TCPTransport):
             self.on_node_disconnected(node)
         super()._onNodeDisconnected(node)
 
+    def _onIncomingMessageReceived(self, conn, message):  # noqa: N802 - pysyncobj's name
+        guard = self.guard
+        if (
+            guard is not None
+            and isinstance(message, str)
+            and message != "readonly"
+            and message not in self._nodeAddrToNode
+            and (conn.sendRandKey or not self._syncObj.encryptor)  # past the key exchange
+        ):
+            # A node this voter does not list (pysyncobj drops it next): if it
+            # was removed while down, this tells it so (quorum/voter_set_notice.py).
+            notice = guard.notice()
+            if notice is not None:
+                conn.send(notice.to_message())
+        super()._onIncomingMessageReceived(conn, message)
+
     def _onMessageReceived(self, node, message):  # noqa: N802 - pysyncobj's name
         guard = self.guard
         node_id = None
         if guard is not None:
             node_id = guard.node_id_of(getattr(node, "id", ""))
+            if isinstance(message, dict) and message.get("type") == NOTICE:
+                guard.on_notice(node_id, message)
+                return
             if isinstance(message, dict) and message.get("type") == HELLO:
                 if not guard.on_hello(node_id, message):
                     conn = self._connections.get(node)
