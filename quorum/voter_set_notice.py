@@ -10,6 +10,9 @@ saying nothing, as ``role: voter``.
 So a voter that is reached from an address it does not list answers, before
 pysyncobj drops the connection, with a *voter-set notice*: the voter set of
 its applied image and the offset it has applied (quorum/raft/raft_port.py).
+pysyncobj dials only from the larger address to the smaller, so a node also
+asks for a notice, on a connection of its own, each voter it never dials
+while that voter is not connected to it and it holds itself a voter.
 The notice travels as every Raft message does, under the Raft secret: a peer
 without it cannot send one. The node believes it (``refusal`` is None) only if
 
@@ -35,6 +38,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 NOTICE = "metaquorum_voter_set"
+# A voter's question for a notice, on a connection of its own: pysyncobj dials
+# only from the larger address, so a removed voter with the smaller one would
+# otherwise never hear from the voters that no longer list it.
+NOTICE_REQUEST = "metaquorum_voter_set?"
 
 
 @dataclass(frozen=True)

@@ -38,13 +38,13 @@ import weakref
 from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
 from ..leadership_events import EVENTS_ATTR, LeadershipEvents
 from ..log_limiter import RateLimitedLog
 from ..voter_guard import HELLO, VoterGuard
-from ..voter_set_notice import NOTICE
+from ..voter_set_notice import NOTICE, NOTICE_REQUEST
 from .pre_vote import PRE_VOTE_ANSWER, PRE_VOTE_ATTR, TERM_AHEAD
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,12 @@ MAX_UNTRUSTED_FRAME_BYTES = 64 << 10
 MAX_FRAME_BYTES = 64 << 20
 
 _TRUSTED = "_metaquorum_trusted"
+
+# How often a voter asks a voter it never dials (pysyncobj's larger address
+# dials) for its voter set while that voter is not connected to it, and how
+# long one such question may take.
+PROBE_INTERVAL_S = 1.0
+PROBE_TIMEOUT_S = 5.0
 
 
 class InvalidRaftToken(ValueError):
@@ -252,6 +258,9 @@ class GuardedTransport(TCPTransport):
     guard: VoterGuard | None = None
 
     def __init__(self, *args, **kwargs) -> None:
+        # Voter-set questions in flight, by node: (connection, when asked).
+        self._probes: dict = {}
+        self._probed_at: dict = {}
         super().__init__(*args, **kwargs)
         if self.guard is not None:
             self.guard.send_hello = self._send_hellos  # tick thread, like every send
@@ -285,6 +294,15 @@ class GuardedTransport(TCPTransport):
 
     def _onIncomingMessageReceived(self, conn, message):  # noqa: N802 - pysyncobj's name
         guard = self.guard
+        if guard is not None and isinstance(message, list) and message[:1] == [NOTICE_REQUEST]:
+            # A voter's question (``_probe``), past the key exchange: the answer,
+            # then the asker closes; pysyncobj's state is not touched.
+            notice = guard.notice()
+            if notice is None:
+                conn.disconnect()
+            else:
+                conn.send(notice.to_message())
+            return
         if (
             guard is not None
             and isinstance(message, str)
@@ -298,6 +316,72 @@ class GuardedTransport(TCPTransport):
             if notice is not None:
                 conn.send(notice.to_message())
         super()._onIncomingMessageReceived(conn, message)
+
+    def _connectIfNecessary(self):  # noqa: N802 - pysyncobj's name; tick thread
+        super()._connectIfNecessary()
+        guard = self.guard
+        if guard is None or self._selfIsReadonlyNode or not guard.admitted:
+            return  # only a node that holds itself a voter can have missed its removal
+        now = time.monotonic()
+        for node in list(self._nodes):
+            if self._shouldConnect(node):
+                continue  # it dials: a voter that no longer lists it answers the dial
+            conn = self._connections.get(node)
+            if conn is not None and conn.state != CONNECTION_STATE.DISCONNECTED:
+                continue
+            probe = self._probes.get(node)
+            if probe is not None and now - probe[1] > PROBE_TIMEOUT_S:
+                probe[0].disconnect()
+            if (
+                node not in self._probes
+                and now - self._probed_at.get(node, -1e18) >= PROBE_INTERVAL_S
+            ):
+                self._probed_at[node] = now
+                self._probe(node, now)
+
+    def _probe(self, node, now: float) -> None:
+        """Asks a voter this node never dials, and that does not dial it, for
+        its voter set (quorum/voter_set_notice.py): a voter that was removed
+        while it was down is never dialled again, and pysyncobj only dials a
+        smaller address. A connection of its own, under the Raft secret, that
+        pysyncobj never sees; closed once answered."""
+        syncobj = self._syncObj
+        conn = TcpConnection(
+            poller=syncobj._poller,
+            timeout=syncobj.conf.connectionTimeout,
+            sendBufferSize=syncobj.conf.sendBufferSize,
+            recvBufferSize=syncobj.conf.recvBufferSize,
+            keepalive=syncobj.conf.tcp_keepalive,
+        )
+        conn.encryptor = syncobj.encryptor
+        sender = self.guard.node_id_of(node.address)
+
+        def connected() -> None:
+            if conn.encryptor:  # pysyncobj's key exchange, as its own dial does
+                conn.recvRandKey = os.urandom(32)
+                conn.send(conn.recvRandKey)
+            else:
+                conn.send([NOTICE_REQUEST])
+
+        def received(message) -> None:
+            if conn.encryptor and not conn.sendRandKey:
+                conn.sendRandKey = message
+                conn.send([NOTICE_REQUEST])
+                return
+            if isinstance(message, dict) and message.get("type") == NOTICE:
+                self.guard.on_notice(sender, message)
+            conn.disconnect()
+
+        def disconnected() -> None:
+            if self._probes.get(node, (None,))[0] is conn:
+                del self._probes[node]
+
+        conn.setOnConnectedCallback(connected)
+        conn.setOnMessageReceivedCallback(received)
+        conn.setOnDisconnectedCallback(disconnected)
+        self._probes[node] = (conn, now)
+        if not conn.connect(node.ip, node.port):
+            disconnected()
 
     def _onMessageReceived(self, node, message):  # noqa: N802 - pysyncobj's name
         guard = self.guard
