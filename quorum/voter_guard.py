@@ -175,6 +175,7 @@ class VoterGuard:
         # The voter-set notice that said this node was removed while it was
         # down, believed (quorum/voter_set_notice.py); void once applied past.
         self.removal: VoterSetNotice | None = None
+        self._said_removed = False
         self._complained: dict[tuple[int, str], float] = {}
         self.send_hello: Callable[[], None] | None = None  # set by the transport
         if lone and not formed:
@@ -258,13 +259,13 @@ class VoterGuard:
         removal = self.removal if self.removed_while_down() else None
         if removal is not None:
             why = (
-                f"node {self.node_id} was removed from the voter set while it was down "
-                f"(voter {removal.node_id} holds voters {removal.describe()} at offset "
-                f"{removal.offset})"
+                f"node {self.node_id} was removed from the voter set, as voter "
+                f"{removal.node_id} says (it has applied voters {removal.describe()} at "
+                f"offset {removal.offset}; this node's log, behind it, still names it)"
             )
         else:
             why = (
-                f"node {self.node_id} was removed from the voter set "
+                f"node {self.node_id} is no longer in the voter set "
                 f"({describe(self._committed_voters())})"
             )
         return (
@@ -373,11 +374,17 @@ class VoterGuard:
         if why is not None:
             log.debug("not believing node %s's voter set: %s", node_id, why)
             return
-        was_removed = self.removed_while_down()
-        if self.removal is None or notice.offset > self.removal.offset or not was_removed:
+        if self.removal is None or notice.offset > self.removal.offset:
             self.removal = notice
-        if not was_removed:  # one line per change, not one per notice
+        self.say_if_removed()
+
+    def say_if_removed(self) -> None:
+        """One log line when this node becomes removed (by a notice or by its
+        own log; the one after the other is no change), none per tick."""
+        removed = self.role() == "removed"
+        if removed and not self._said_removed:
             log.warning("%s", self.removed_reason())
+        self._said_removed = removed
 
     def forget(self, node_id: int | None) -> None:
         """A peer disconnected: the process that comes back may have a new disk."""

@@ -98,7 +98,7 @@ def test_a_voter_removed_while_down_says_so_once_and_never_votes(caplog):
     assert g.filter(0, {"type": "request_vote"}) is None  # it never votes
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1, lines  # one line per change, not one per notice
-    assert "removed from the voter set while it was down" in lines[0]
+    assert "was removed from the voter set, as voter 0 says" in lines[0], lines
     assert "stop it and clear its data dir" in lines[0]
     assert "metaquorum add-voter --node-id 2 --address h:3" in lines[0]
     assert "0@h:1, 1@h:2" in g.removed_reason()
@@ -118,6 +118,6 @@ def test_a_stale_or_foreign_notice_changes_nothing():
 def test_removed_by_its_own_log_says_what_to_do():
     g = guard([(50, THREE[:2])])
     assert g.role() == "removed"
-    assert "node 2 was removed from the voter set (0@h:1, 1@h:2)" in g.removed_reason()
+    assert "node 2 is no longer in the voter set (0@h:1, 1@h:2)" in g.removed_reason()
     g.on_notice(0, notice().to_message())  # its own log says so already
     assert g.removal is None
