@@ -172,8 +172,8 @@ class VoterGuard:
         self.progress: dict[int, int] = {}  # observers: highest index they hold
         # The applied image's last offset and voter set, read together.
         self._applied = applied
-        # The voter-set notice that said this node was removed while it was
-        # down, believed (quorum/voter_set_notice.py); void once applied past.
+        # The notice of a voter that said this node was removed (while it was
+        # down), believed (quorum/voter_set_notice.py); void once applied past.
         self.removal: VoterSetNotice | None = None
         self._said_removed = False
         self._complained: dict[tuple[int, str], float] = {}
@@ -231,7 +231,8 @@ class VoterGuard:
         up before a voter set names it; ``replaced``: a formed data dir the
         voter set no longer names; ``unknown``: a peer not heard from since
         this node started; ``removed``: a formed data dir whose node the voter
-        set no longer names (it never votes or stands again)."""
+        set no longer names, or (itself) one a voter says was removed while
+        it was down (it never votes or stands again)."""
         if node_id is None or node_id == self.node_id:
             if self.removed_while_down():
                 return "removed"

@@ -21,6 +21,12 @@ holes, closed here:
   (remote code execution): a lone voter without ``--raft-secret-file`` gets a
   random secret nobody else knows (no other voter needs to connect to it).
 
+The port also carries voter-set notices (quorum/voter_set_notice.py): a
+voter dialled from an address it does not list says which voter set it
+applied before pysyncobj drops the connection, and a voter asks the voters it
+never dials (pysyncobj dials only from the larger address) on a connection
+of its own, so one removed while it was down learns it.
+
 pysyncobj's TcpConnection keeps its buffer in name-mangled attributes, so this
 patches them by name; pinned to pysyncobj 0.3.17 (as quorum/raft/durability.py).
 """
@@ -433,6 +439,11 @@ class GuardedTransport(TCPTransport):
             and message.get("type") in types
             and not writable()
         )
+
+    def destroy(self):
+        for conn, _ in list(self._probes.values()):
+            conn.disconnect()
+        super().destroy()
 
     def setOnUtilityMessageCallback(self, message, callback):  # noqa: N802 - pysyncobj's name
         super().setOnUtilityMessageCallback(message, _refuse if callback else None)
