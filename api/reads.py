@@ -362,6 +362,8 @@ def not_ready_reason(node: QuorumNode) -> str | None:
     explain = getattr(node, "explain_not_ready", None)  # an HTTP worker (voter/worker_node.py)
     if explain is not None:
         return explain()
+    if (removed := node.guard.removed_reason()) is not None:
+        return removed
     if node.ready:
         return None
     if node.sm.fatal is not None:

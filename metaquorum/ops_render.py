@@ -154,6 +154,8 @@ def print_status(console: Console, s: dict, leader: dict | None, human: bool) ->
         markup=False,
         highlight=False,
     )
+    if s.get("role") == "removed":
+        console.print(removed_line(s.get("nodeId")), markup=False, highlight=False)
     orderer = s.get("ordererProcess")
     if orderer:
         console.print(
@@ -199,6 +201,16 @@ def print_status(console: Console, s: dict, leader: dict | None, human: bool) ->
             )
             for one in won:
                 console.print(_leadership_won_line(one, now, human), markup=False, highlight=False)
+
+
+def removed_line(node_id) -> str:
+    """What an operator does with a node the voter set no longer names (its
+    log line and /readyz say the same, with its voter set)."""
+    return (
+        f"node {node_id} was removed from the voter set: it never votes or stands for "
+        "election and is never ready; stop it and clear its data dir, or add it again "
+        f"with metaquorum add-voter --node-id {node_id} --address HOST:PORT"
+    )
 
 
 def max_follower_lag(status: dict) -> tuple[int | None, int | None]:

@@ -143,6 +143,7 @@ class QuorumNode:
             committed_voters=self._voters_in_force,
             persist_formation=self._persist_formation,
             joining=config.joining and not identity.formed,
+            applied=self._applied_voters,
         )
         self.guard.set_book(self._book(config.voters, {}))
         # Elections and step-downs by cause, heartbeat gaps (issue 25); made
@@ -161,7 +162,6 @@ class QuorumNode:
         self.raft = RaftHost(config, others, self.sm, self.guard, self._on_leading_changed)
         self.raft.add_tick_callback(self._guard_tick)
         self._members_of: tuple = (None, None, None)  # (voters, learners, heard) followed
-        self._said_removed = False
         self._said_flag_differs: tuple[Voter, ...] = ()
         # add-voter and remove-voter, one at a time (quorum/voter_changes.py).
         self.voter_changes = VoterChanges(self)
@@ -341,16 +341,7 @@ class QuorumNode:
             )
         if voters and book != self.config.voters and not self.config.joining:
             self._say_flag_differs(voters)
-        removed = bool(voters) and self.guard.formed and self.node_id not in book
-        if removed and not self._said_removed:
-            log.warning(
-                "node %d is no longer in the voter set (%s): it no longer votes or stands "
-                "for election; stop it (and clear its data dir), or add it again with "
-                "metaquorum add-voter",
-                self.node_id,
-                describe(voters),
-            )
-        self._said_removed = removed
+        self.guard.say_if_removed()
 
     def _say_flag_differs(self, voters: tuple[Voter, ...]) -> None:
         """Once per voter set: --voters disagrees with the set in the log, which
@@ -417,6 +408,10 @@ class QuorumNode:
     def image(self) -> MetadataImage:
         return self.sm.image
 
+    def _applied_voters(self) -> tuple[int, tuple[Voter, ...]]:
+        image = self.image  # one image: the offset and the set agree
+        return image.last_offset, image.voters
+
     @property
     def raft_alive(self) -> bool:
         return self.raft.alive and self.sm.fatal is None
@@ -465,6 +460,7 @@ class QuorumNode:
             and self.caught_up
             and self.disk.writable
             and self.http_starting() is None
+            and self.guard.role() != "removed"
         )
 
     # ------------------------------------------------------------ tick-thread bridges

@@ -36,6 +36,9 @@ messages that reach it; ``GuardedTransport`` calls ``filter``):
    outside ``--voters`` (a joiner) never forms a cluster: it is an observer
    until a committed voter set names it (``metaquorum add-voter``). A formed
    node the committed set no longer names is ``removed``: never admitted.
+   So is one a voter tells it was removed while it was down (a voter-set
+   notice, believed only from a voter that counts and has applied past it:
+   quorum/voter_set_notice.py).
 7. A node that is not admitted also stays connected to every voter its formed
    peers' hellos name (``heard_of``). The set it holds may predate its leader:
    a replaced voter's empty disk knows only ``--voters``, and a joiner catching
@@ -57,7 +60,8 @@ from dataclasses import dataclass, field
 
 from metadata_records.records import Voter
 
-from .membership import address_of
+from .membership import address_of, describe
+from .voter_set_notice import VoterSetNotice, refusal
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +137,7 @@ class VoterGuard:
         persist_formation: Callable[[dict[int, str | None]], None],
         clock: Callable[[], float] = time.monotonic,
         joining: bool = False,
+        applied: Callable[[], tuple[int, tuple[Voter, ...]]] = lambda: (-1, ()),
     ) -> None:
         self.cluster_id = cluster_id
         self.node_id = node_id
@@ -165,6 +170,12 @@ class VoterGuard:
         # is replaced whole when it does.
         self.heard_of: dict[int, str] = {}
         self.progress: dict[int, int] = {}  # observers: highest index they hold
+        # The applied image's last offset and voter set, read together.
+        self._applied = applied
+        # The notice of a voter that said this node was removed (while it was
+        # down), believed (quorum/voter_set_notice.py); void once applied past.
+        self.removal: VoterSetNotice | None = None
+        self._said_removed = False
         self._complained: dict[tuple[int, str], float] = {}
         self.send_hello: Callable[[], None] | None = None  # set by the transport
         if lone and not formed:
@@ -206,7 +217,7 @@ class VoterGuard:
     @property
     def admitted(self) -> bool:
         """May vote and stand for election: formed, and named with this directory."""
-        if not self.formed:
+        if not self.formed or self.removed_while_down():
             return False
         voters = self.voter_set()
         if self.node_id not in voters:
@@ -220,8 +231,11 @@ class VoterGuard:
         up before a voter set names it; ``replaced``: a formed data dir the
         voter set no longer names; ``unknown``: a peer not heard from since
         this node started; ``removed``: a formed data dir whose node the voter
-        set no longer names (it never votes or stands again)."""
+        set no longer names, or (itself) one a voter says was removed while
+        it was down (it never votes or stands again)."""
         if node_id is None or node_id == self.node_id:
+            if self.removed_while_down():
+                return "removed"
             node_id, formed, counts = self.node_id, self.formed, self.admitted
         else:
             hello = self.peers.get(node_id)
@@ -233,6 +247,33 @@ class VoterGuard:
         if not formed:
             return "observer"
         return "replaced" if node_id in self.voter_set() else "removed"
+
+    def removed_while_down(self) -> bool:
+        """A voter told it that it was removed, and its log has not caught up."""
+        removal = self.removal
+        return removal is not None and self._applied()[0] < removal.offset
+
+    def removed_reason(self) -> str | None:
+        """Why this node is removed and what to do, or None (for /readyz)."""
+        if self.role() != "removed":
+            return None
+        removal = self.removal if self.removed_while_down() else None
+        if removal is not None:
+            why = (
+                f"node {self.node_id} was removed from the voter set, as voter "
+                f"{removal.node_id} says (it has applied voters {removal.describe()} at "
+                f"offset {removal.offset}; this node's log, behind it, still names it)"
+            )
+        else:
+            why = (
+                f"node {self.node_id} is no longer in the voter set "
+                f"({describe(self._committed_voters())})"
+            )
+        return (
+            f"{why}: it never votes or stands for election; stop it and clear its data "
+            f"dir, or add it again with metaquorum add-voter --node-id {self.node_id} "
+            f"--address {self.addresses.get(self.node_id, '<its Raft address>')}"
+        )
 
     def directory_of(self, node_id: int) -> str | None:
         """The directory id of the data dir now running as ``node_id``."""
@@ -298,6 +339,53 @@ class VoterGuard:
                 self.heard_of = heard
         self._maybe_form()
         return True
+
+    def notice(self) -> VoterSetNotice | None:
+        """What this node tells a peer it no longer lists (one removed while it
+        was down): the applied voter set and offset; None before it has one."""
+        offset, voters = self._applied()
+        if not self.formed or not voters:
+            return None
+        return VoterSetNotice(
+            self.cluster_id,
+            self.node_id,
+            self.directory_id,
+            offset,
+            {v.voter_id: v.voter_directory_id for v in voters},
+            {v.voter_id: address_of(v) for v in voters},
+        )
+
+    def on_notice(self, node_id: int | None, message: dict) -> None:
+        """A peer says which voter set it applied: believed or not (refusal)."""
+        try:
+            notice = VoterSetNotice.from_message(message)
+        except ValueError as e:
+            self._complain(node_id, "notice", "a peer sent %s; ignoring it", e)
+            return
+        why = refusal(
+            notice,
+            node_id,
+            cluster_id=self.cluster_id,
+            node_id=self.node_id,
+            directory_id=self.directory_id,
+            formed=self.formed,
+            voters=self.voter_set(),
+            applied_offset=self._applied()[0],
+        )
+        if why is not None:
+            log.debug("not believing node %s's voter set: %s", node_id, why)
+            return
+        if self.removal is None or notice.offset > self.removal.offset:
+            self.removal = notice
+        self.say_if_removed()
+
+    def say_if_removed(self) -> None:
+        """One log line when this node becomes removed (by a notice or by its
+        own log; the one after the other is no change), none per tick."""
+        removed = self.role() == "removed"
+        if removed and not self._said_removed:
+            log.warning("%s", self.removed_reason())
+        self._said_removed = removed
 
     def forget(self, node_id: int | None) -> None:
         """A peer disconnected: the process that comes back may have a new disk."""

@@ -141,7 +141,8 @@ class VoterOut(ResponseModel):
         description="voter: counts toward elections and commits; observer: a new data dir "
         "catching up (a joiner, or a voter whose disk was replaced), not yet named by the "
         "voter set; replaced: a data dir the voter set no longer names; removed: a node the "
-        "voter set no longer names; unknown: not heard from",
+        "voter set no longer names (as its log says, or as a voter told one that was down "
+        "when it was removed); unknown: not heard from",
     )
     voter: bool = Field(True, description="named by the voter set (false: an observer/joiner)")
 
@@ -422,4 +423,8 @@ class HealthOut(ResponseModel):
     model_config = example({"status": "ready", "reason": None}, {"status": "alive", "reason": None})
 
     status: str = Field(description='"alive", "dead", "ready" or "not ready"')
-    reason: str | None = Field(None, description="why not, when it is not")
+    reason: str | None = Field(
+        None,
+        description="why not, when it is not; on a node the voter set no longer names "
+        "(removed while running or while down), that it was removed and what to do",
+    )

@@ -21,6 +21,12 @@ holes, closed here:
   (remote code execution): a lone voter without ``--raft-secret-file`` gets a
   random secret nobody else knows (no other voter needs to connect to it).
 
+The port also carries voter-set notices (quorum/voter_set_notice.py): a
+voter dialled from an address it does not list says which voter set it
+applied before pysyncobj drops the connection, and a voter asks the voters it
+never dials (pysyncobj dials only from the larger address) on a connection
+of its own, so one removed while it was down learns it.
+
 pysyncobj's TcpConnection keeps its buffer in name-mangled attributes, so this
 patches them by name; pinned to pysyncobj 0.3.17 (as quorum/raft/durability.py).
 """
@@ -38,12 +44,13 @@ import weakref
 from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
 from ..leadership_events import EVENTS_ATTR, LeadershipEvents
 from ..log_limiter import RateLimitedLog
 from ..voter_guard import HELLO, VoterGuard
+from ..voter_set_notice import NOTICE, NOTICE_REQUEST
 from .pre_vote import PRE_VOTE_ANSWER, PRE_VOTE_ATTR, TERM_AHEAD
 
 log = logging.getLogger(__name__)
@@ -58,6 +65,12 @@ MAX_UNTRUSTED_FRAME_BYTES = 64 << 10
 MAX_FRAME_BYTES = 64 << 20
 
 _TRUSTED = "_metaquorum_trusted"
+
+# How often a voter asks a voter it never dials (pysyncobj's larger address
+# dials) for its voter set while that voter is not connected to it, and how
+# long one such question may take.
+PROBE_INTERVAL_S = 1.0
+PROBE_TIMEOUT_S = 5.0
 
 
 class InvalidRaftToken(ValueError):
@@ -251,6 +264,9 @@ class GuardedTransport(TCPTransport):
     guard: VoterGuard | None = None
 
     def __init__(self, *args, **kwargs) -> None:
+        # Voter-set questions in flight, by node: (connection, when asked).
+        self._probes: dict = {}
+        self._probed_at: dict = {}
         super().__init__(*args, **kwargs)
         if self.guard is not None:
             self.guard.send_hello = self._send_hellos  # tick thread, like every send
@@ -282,11 +298,105 @@ class GuardedTransport(TCPTransport):
             self.on_node_disconnected(node)
         super()._onNodeDisconnected(node)
 
+    def _onIncomingMessageReceived(self, conn, message):  # noqa: N802 - pysyncobj's name
+        guard = self.guard
+        if guard is not None and isinstance(message, list) and message[:1] == [NOTICE_REQUEST]:
+            # A voter's question (``_probe``), past the key exchange: the answer,
+            # then the asker closes; pysyncobj's state is not touched.
+            notice = guard.notice()
+            if notice is None:
+                conn.disconnect()
+            else:
+                conn.send(notice.to_message())
+            return
+        if (
+            guard is not None
+            and isinstance(message, str)
+            and message != "readonly"
+            and message not in self._nodeAddrToNode
+            and (conn.sendRandKey or not self._syncObj.encryptor)  # past the key exchange
+        ):
+            # A node this voter does not list (pysyncobj drops it next): if it
+            # was removed while down, this tells it so (quorum/voter_set_notice.py).
+            notice = guard.notice()
+            if notice is not None:
+                conn.send(notice.to_message())
+        super()._onIncomingMessageReceived(conn, message)
+
+    def _connectIfNecessary(self):  # noqa: N802 - pysyncobj's name; tick thread
+        super()._connectIfNecessary()
+        guard = self.guard
+        if guard is None or self._selfIsReadonlyNode or not guard.admitted:
+            return  # only a node that holds itself a voter can have missed its removal
+        now = time.monotonic()
+        for node in list(self._nodes):
+            if self._shouldConnect(node):
+                continue  # it dials: a voter that no longer lists it answers the dial
+            conn = self._connections.get(node)
+            if conn is not None and conn.state != CONNECTION_STATE.DISCONNECTED:
+                continue
+            probe = self._probes.get(node)
+            if probe is not None and now - probe[1] > PROBE_TIMEOUT_S:
+                probe[0].disconnect()
+            if (
+                node not in self._probes
+                and now - self._probed_at.get(node, -1e18) >= PROBE_INTERVAL_S
+            ):
+                self._probed_at[node] = now
+                self._probe(node, now)
+
+    def _probe(self, node, now: float) -> None:
+        """Asks a voter this node never dials, and that does not dial it, for
+        its voter set (quorum/voter_set_notice.py): a voter that was removed
+        while it was down is never dialled again, and pysyncobj only dials a
+        smaller address. A connection of its own, under the Raft secret, that
+        pysyncobj never sees; closed once answered."""
+        syncobj = self._syncObj
+        conn = TcpConnection(
+            poller=syncobj._poller,
+            timeout=syncobj.conf.connectionTimeout,
+            sendBufferSize=syncobj.conf.sendBufferSize,
+            recvBufferSize=syncobj.conf.recvBufferSize,
+            keepalive=syncobj.conf.tcp_keepalive,
+        )
+        conn.encryptor = syncobj.encryptor
+        sender = self.guard.node_id_of(node.address)
+
+        def connected() -> None:
+            if conn.encryptor:  # pysyncobj's key exchange, as its own dial does
+                conn.recvRandKey = os.urandom(32)
+                conn.send(conn.recvRandKey)
+            else:
+                conn.send([NOTICE_REQUEST])
+
+        def received(message) -> None:
+            if conn.encryptor and not conn.sendRandKey:
+                conn.sendRandKey = message
+                conn.send([NOTICE_REQUEST])
+                return
+            if isinstance(message, dict) and message.get("type") == NOTICE:
+                self.guard.on_notice(sender, message)
+            conn.disconnect()
+
+        def disconnected() -> None:
+            if self._probes.get(node, (None,))[0] is conn:
+                del self._probes[node]
+
+        conn.setOnConnectedCallback(connected)
+        conn.setOnMessageReceivedCallback(received)
+        conn.setOnDisconnectedCallback(disconnected)
+        self._probes[node] = (conn, now)
+        if not conn.connect(node.ip, node.port):
+            disconnected()
+
     def _onMessageReceived(self, node, message):  # noqa: N802 - pysyncobj's name
         guard = self.guard
         node_id = None
         if guard is not None:
             node_id = guard.node_id_of(getattr(node, "id", ""))
+            if isinstance(message, dict) and message.get("type") == NOTICE:
+                guard.on_notice(node_id, message)
+                return
             if isinstance(message, dict) and message.get("type") == HELLO:
                 if not guard.on_hello(node_id, message):
                     conn = self._connections.get(node)
@@ -329,6 +439,11 @@ class GuardedTransport(TCPTransport):
             and message.get("type") in types
             and not writable()
         )
+
+    def destroy(self):
+        for conn, _ in list(self._probes.values()):
+            conn.disconnect()
+        super().destroy()
 
     def setOnUtilityMessageCallback(self, message, callback):  # noqa: N802 - pysyncobj's name
         super().setOnUtilityMessageCallback(message, _refuse if callback else None)
