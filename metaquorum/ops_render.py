@@ -186,6 +186,14 @@ def print_status(console: Console, s: dict, leader: dict | None, human: bool) ->
             f"leader connections lost {elections.get('leaderConnectionsLost')}",
             markup=False,
         )
+        beacons = elections.get("beacons")
+        if beacons:
+            console.print(
+                f"liveness beacons: sent {beacons['sent']}, withheld {beacons['withheld']} "
+                f"(Raft thread stuck), received {beacons['received']}, dropped "
+                f"{beacons['dropped']}",
+                markup=False,
+            )
     elif elections:
         console.print("elections: plain Raft (serve --no-pre-vote)")
     if "leaderChanges" in elections:

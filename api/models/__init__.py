@@ -130,6 +130,7 @@ from .features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from .log import LogOut, RecordOut, SnapshotOut
 from .quorum import (
     AddVoterRequest,
+    BeaconsOut,
     ElectionsOut,
     HealthOut,
     HeartbeatGapsOut,
@@ -308,6 +309,7 @@ __all__ = [
     "QuotaEntityComponentOut",
     "QuotaValueOut",
     "AddVoterRequest",
+    "BeaconsOut",
     "ElectionsOut",
     "HealthOut",
     "HeartbeatGapsOut",

@@ -187,6 +187,22 @@ class LeadershipWonOut(ResponseModel):
     )
 
 
+class BeaconsOut(ResponseModel):
+    """The leader's liveness beacons (UDP on the Raft port's number), as this
+    voter sent and took them: a follower that receives none while it follows
+    a leader has its UDP blocked (elections then go by AppendEntries alone)."""
+
+    sent: int = Field(description="beacons this voter sent while it led (one per voter)")
+    withheld: int = Field(
+        description="periods it sent none because its Raft thread was stuck (then its "
+        "followers may replace it)"
+    )
+    received: int = Field(description="beacons it took from a leader")
+    dropped: int = Field(
+        description="datagrams it dropped: not sealed with this cluster's Raft secret, or replayed"
+    )
+
+
 class ElectionsOut(ResponseModel):
     """This voter's election counters; only ``preVote`` when pre-vote is off."""
 
@@ -222,6 +238,9 @@ class ElectionsOut(ResponseModel):
     )
     heartbeat_gaps: HeartbeatGapsOut | None = Field(
         None, description="gaps between two AppendEntries from the same leader, as read here"
+    )
+    beacons: BeaconsOut | None = Field(
+        None, description="the leader's liveness beacons (absent on a voter without them)"
     )
     leaderships_won: list[LeadershipWonOut] | None = Field(
         None,
@@ -302,6 +321,7 @@ class QuorumStatusOut(ResponseModel):
                 "preVotesRefused": 0,
                 "votesRefusedInLease": 0,
                 "leaderConnectionsLost": 0,
+                "beacons": {"sent": 209440, "withheld": 0, "received": 3120, "dropped": 0},
                 "electionsStarted": {
                     "no_leader_yet": 1,
                     "leader_silent": 1,

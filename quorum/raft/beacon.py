@@ -145,6 +145,15 @@ class BeaconThread:
         self._sock.bind(port.bind)
         self._thread = threading.Thread(target=self._run, name="mq-beacon", daemon=True)
 
+    def counters(self) -> dict[str, int]:
+        """For the status's ``elections.beacons`` (any thread: plain int reads)."""
+        return {
+            "sent": self.sent,
+            "withheld": self.withheld,
+            "received": self.book.received,
+            "dropped": self.book.dropped,
+        }
+
     def start(self) -> BeaconThread:
         self._thread.start()
         return self

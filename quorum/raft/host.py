@@ -215,6 +215,7 @@ class RaftHost:
             beacon_port, beacon_key(secret), timeouts.heartbeat_s, timeouts.beacon_stall_s, book
         )
         setattr(syncobj, BEACONS_ATTR, BeaconHooks(book, guard.node_id_of, pre_vote))
+        pre_vote.stats.beacons = self.beacons.counters
         return self.beacons.start()
 
     def report_to(self, events: LeadershipEvents) -> None:

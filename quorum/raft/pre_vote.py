@@ -117,8 +117,10 @@ class PreVoteStats:
     refused: int = 0  # ... and refused
     votes_refused_in_lease: int = 0  # real vote requests dropped in a leader's lease
     leader_connections_lost: int = 0  # the leader's connection closed under a follower
+    # The liveness beacons' counters (quorum/raft/beacon.py), when they run.
+    beacons: Callable[[], dict[str, int]] | None = None
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict:
         return {
             "preVoteRounds": self.rounds,
             "preVoteRoundsWon": self.rounds_won,
@@ -126,6 +128,7 @@ class PreVoteStats:
             "preVotesRefused": self.refused,
             "votesRefusedInLease": self.votes_refused_in_lease,
             "leaderConnectionsLost": self.leader_connections_lost,
+            **({} if self.beacons is None else {"beacons": self.beacons()}),
         }
 
 
