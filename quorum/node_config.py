@@ -79,11 +79,6 @@ class NodeConfig:
     # Election timing with headroom for the GIL shared with uvicorn (docs/pysyncobj.md 2.4).
     raft_min_timeout: float = 0.7
     raft_max_timeout: float = 1.5
-    # A restarted voter waits this long before its first election: the others
-    # must reconnect to it first (pysyncobj dials from the higher address to the
-    # lower one, on Kubernetes also after DNS shows the pod's new IP), and
-    # without pre-vote an early election would depose a healthy leader.
-    startup_election_delay_s: float = 0.0
     # Pre-vote and the leader lease on votes (quorum/raft/pre_vote.py); off only to
     # measure what they change.
     pre_vote: bool = True
@@ -131,11 +126,6 @@ class NodeConfig:
             raise ConfigError(
                 "--leader-imbalance-check-interval-seconds must be positive "
                 "(to turn leader balancing off: --auto-leader-rebalance-enable false)"
-            )
-        if not 0 <= self.startup_election_delay_s <= 600:
-            raise ConfigError(
-                f"--startup-election-delay-ms {self.startup_election_delay_s * 1000:.0f} "
-                "must be between 0 and 600000"
             )
         # pysyncobj requires the election timeout above 3 heartbeat periods (0.1 s).
         if not 0.3 < self.raft_min_timeout < self.raft_max_timeout:

@@ -252,7 +252,9 @@ def may_stand(connected: Callable) -> Callable:
         if pre_vote is None:
             return connected(self)
         if not connected(self):
-            _wait(self, monotonic, "no voter is reachable")
+            # Nobody to ask: ask in turn as soon as someone is reachable, not a
+            # whole election timeout later (a restarted cluster, issue 42).
+            _wait(self, monotonic, "no voter is reachable", retry_s=turn_delay(self))
             return False
         if self._SyncObj__transferInProgress:
             return True  # TimeoutNow: the leader asked this voter to stand at once
@@ -281,9 +283,17 @@ def _position(syncobj) -> LogPosition:
     )
 
 
-def _wait(syncobj, monotonic, why: str) -> None:
+def turn_delay(syncobj) -> float:
+    """How long this voter waits before it asks, once it can, when no voter
+    has a leader to lose: rule 5's turns with no voter lost, so that voters
+    that become reachable at the same moment do not ask in the same tick."""
+    guard = getattr(syncobj, _GUARD_ATTR)
+    return leader_lost_delay(set(guard.voter_set()), guard.node_id, None, random.random())
+
+
+def _wait(syncobj, monotonic, why: str, retry_s: float | None = None) -> None:
     """Forgets a silent leader (saying ``why`` this node does not stand now)
-    and pushes the election deadline on."""
+    and pushes the election deadline on: ``retry_s`` on, else an election timeout."""
     leader = syncobj._SyncObj__raftLeader
     if leader is not None:
         syncobj._SyncObj__raftLeader = None
@@ -295,7 +305,8 @@ def _wait(syncobj, monotonic, why: str) -> None:
             getattr(leader, "id", leader),
             why,
         )
-    syncobj._SyncObj__raftElectionDeadline = monotonic() + syncobj._SyncObj__generateRaftTimeout()
+    wait_s = syncobj._SyncObj__generateRaftTimeout() if retry_s is None else retry_s
+    syncobj._SyncObj__raftElectionDeadline = monotonic() + wait_s
 
 
 def _open_round(syncobj, pre_vote: PreVote, monotonic) -> bool:
