@@ -8,7 +8,10 @@ round. Printed per round and as p50/p99/max over the rounds, from **majority
 up** (the moment the Raft port of the second voter to bind is listening, read
 from /proc/net/tcp, so nothing connects to it early):
 
-- to the first leader: a voter whose status names itself as Raft leader;
+- to the election: when the winner stood (its log line, so also while its
+  HTTP server is not up yet);
+- to the first leader: a voter whose status names itself as Raft leader
+  (its HTTP server answering);
 - to the first acknowledged write: a broker registration sent to any voter
   (307s followed) answered 200 NONE;
 
@@ -23,6 +26,7 @@ start-up ones, and a run takes minutes, not seconds.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import sys
@@ -110,7 +114,7 @@ def one_round(c: Cluster, voters: list[int], broker_id: int, timeout_s: float = 
         if time.monotonic() > deadline:
             raise RuntimeError(f"Raft ports not listening within {timeout_s} s")
         time.sleep(0.002)
-    majority_up = time.monotonic()
+    majority_up, majority_up_wall = time.monotonic(), time.time()
     found: dict[str, float | tuple[int, int]] = {}
 
     def watch_leader() -> None:
@@ -134,13 +138,29 @@ def one_round(c: Cluster, voters: list[int], broker_id: int, timeout_s: float = 
     watcher.join(timeout_s)
     leader_at = found.get("leader", acked)  # a leader found only after the ack: the ack bounds it
     led = found.get("leader_of", (None, None))
+    stood = stood_at(c, voters, led[1])
     return {
         "started": len(voters),
+        "electedSeconds": None if stood is None else stood - majority_up_wall,
         "leaderSeconds": min(leader_at, acked) - majority_up,
         "writeSeconds": acked - majority_up,
         "leader": led[0],
         "term": led[1],
     }
+
+
+def stood_at(c: Cluster, voters: list[int], term: int | None) -> float | None:
+    """When the winner of ``term`` stood for election, from its log (wall clock):
+    the election itself, before its HTTP server answers."""
+    if term is None:
+        return None
+    mark = f"stands for election at Raft term {term}"
+    for i in voters:
+        for line in reversed(c.logs[i].read_text(errors="replace").splitlines()):
+            if mark in line:
+                stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                return stamp.timestamp()
+    return None
 
 
 def pct(values: list[float], q: float) -> float:
@@ -177,8 +197,10 @@ def main() -> int:
                 )
                 r["lost"] = sorted(acked - seen)
                 results.append(r)
+                elected = r["electedSeconds"]
                 progress(
-                    f"round {n + 1}: {r['started']} of 3 started, leader "
+                    f"round {n + 1}: {r['started']} of 3 started, stood "
+                    f"{'?' if elected is None else f'{elected * 1000:.0f}'} ms, leader "
                     f"{r['leaderSeconds'] * 1000:.0f} ms, first write "
                     f"{r['writeSeconds'] * 1000:.0f} ms after majority up "
                     f"(term {r['term']}, lost {len(r['lost'])})"
@@ -192,8 +214,14 @@ def main() -> int:
         print(json.dumps(results, indent=2))
         return 0
     print(f"full-cluster restarts, {len(results)} rounds (3 voters, fsync always, loopback):")
-    for key, name in (("leaderSeconds", "first leader"), ("writeSeconds", "first write")):
-        values = [r[key] for r in results]
+    for key, name in (
+        ("electedSeconds", "winner stood"),
+        ("leaderSeconds", "first leader"),
+        ("writeSeconds", "first write"),
+    ):
+        values = [r[key] for r in results if r[key] is not None]
+        if not values:
+            continue
         print(
             f"  majority up -> {name:<13} p50 {statistics.median(values) * 1000:5.0f} ms  "
             f"p99 {pct(values, 0.99) * 1000:5.0f} ms  max {max(values) * 1000:5.0f} ms"

@@ -47,7 +47,10 @@ The rules (``PreVote``, pure: the clock is an argument):
    voter whose own connection to a live leader stays up refuses it, and one
    that reconnects and hears the leader meanwhile does not ask. A leader that
    hangs without closing its sockets is found at the election deadline as
-   before.
+   before. A voter that starts, or reaches no voter, takes its turn the same
+   way (``turn_delay``) once it reaches one: a restarted cluster elects as
+   soon as a majority is up, with no start-up delay, and a voter restarted
+   under a live leader is refused by the voters that hear it (issue 42).
 
 What it changes in pysyncobj (``may_stand``, installed with the other
 replacements of quorum/raft/patches.py): where pysyncobj would start an election (its
