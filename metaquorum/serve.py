@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import socket
 import sys
 
 from voter.http_server import build_tls
-from voter.wiring import EXIT_CONFIG, EXIT_REFUSED, serve_voter
+from voter.wiring import EXIT_CONFIG, EXIT_REFUSED, import_http_stack, serve_voter
 from voter.worker_pool import parse_workers
 
 log = logging.getLogger("metaquorum")
@@ -193,12 +194,13 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         default=20_000,
         help="take a snapshot and compact the Raft log after this many entries",
     )
-    flag(
+    # Removed (issue 42): pre-vote keeps a restarted voter from deposing the
+    # leader. Still accepted, and ignored with a warning (build_config), so an
+    # old manifest that passes it does not stop a voter from starting.
+    parser.add_argument(
         "--startup-election-delay-ms",
-        type=int,
-        default=0,
-        help="a restarted voter waits this long before its first election, so that a "
-        "rolling restart does not depose the leader (Kubernetes: 5000)",
+        default=os.environ.get(_env("--startup-election-delay-ms")),
+        help=argparse.SUPPRESS,
     )
     flag(
         "--no-pre-vote",
@@ -280,6 +282,12 @@ def build_config(args: argparse.Namespace):
     else:
         node_id = int(args.node_id)
     voters = parse_voters(args.voters)
+    if getattr(args, "startup_election_delay_ms", None) is not None:
+        log.warning(
+            "--startup-election-delay-ms (METAQUORUM_STARTUP_ELECTION_DELAY_MS) is ignored: "
+            "a restarted voter asks for a pre-vote, which the voters that hear the leader "
+            "refuse, so it needs no delay (docs/kubernetes.md); remove it"
+        )
     own = getattr(args, "raft_address", None) or None
     if own is not None:
         from quorum.membership import parse_address
@@ -335,7 +343,6 @@ def build_config(args: argparse.Namespace):
         max_queued_requests=_positive(args.max_queued_requests, "--max-queued-requests"),
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
         max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),
-        startup_election_delay_s=int(args.startup_election_delay_ms) / 1000,
         pre_vote=bool(args.pre_vote),
         raft_bind=f"{bind}:{raft_port}" if raft_port else None,
         own_raft_address=own,
@@ -436,6 +443,14 @@ def run_serve(args: argparse.Namespace) -> int:
     from quorum.node import QuorumNode
     from quorum.runtime_tuning import tune_runtime, watch_pauses
 
+    # The HTTP stack is imported before the Raft port opens, and with the collector
+    # still off: imported after, it held the loop for 1-2 s (and its collections
+    # 0.1-0.4 s) in which this voter could win an election but take no write.
+    import_http_stack()
+    # What the imports built lives as long as the process: frozen, it is not
+    # walked by the collections of the start either (gen-2 ones took 0.1-0.4 s
+    # of the loop a newly elected leader needs; runtime_tuning freezes the rest).
+    gc.freeze()
     tune_runtime()
     watch_pauses()
     nofile = raise_open_file_limit()

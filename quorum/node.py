@@ -181,8 +181,6 @@ class QuorumNode:
                 )  # fmt: skip
         self.raft.report_to(self.leadership)
         self.raft.defer_commit_push(held_batches=lambda: self.sm.record_batches)
-        if config.startup_election_delay_s > 0 and others:
-            self.raft.delay_first_election(config.startup_election_delay_s)
         # Replay gate: not ready before the commit index found on disk is applied.
         self.replay_target = self.raft.commit_index
         self.loop: asyncio.AbstractEventLoop | None = None

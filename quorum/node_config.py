@@ -87,11 +87,6 @@ class NodeConfig:
     # voter with no leader at a random point up to raft_max_timeout.
     raft_min_timeout: float = DEFAULT_ELECTION_TIMEOUT_MS / 1000
     raft_max_timeout: float = DEFAULT_ELECTION_TIMEOUT_MS * 1.6 / 1000
-    # A restarted voter waits this long before its first election: the others
-    # must reconnect to it first (pysyncobj dials from the higher address to the
-    # lower one, on Kubernetes also after DNS shows the pod's new IP), and
-    # without pre-vote an early election would depose a healthy leader.
-    startup_election_delay_s: float = 0.0
     # Pre-vote and the leader lease on votes (quorum/raft/pre_vote.py); off only to
     # measure what they change.
     pre_vote: bool = True
@@ -139,11 +134,6 @@ class NodeConfig:
             raise ConfigError(
                 "--leader-imbalance-check-interval-seconds must be positive "
                 "(to turn leader balancing off: --auto-leader-rebalance-enable false)"
-            )
-        if not 0 <= self.startup_election_delay_s <= 600:
-            raise ConfigError(
-                f"--startup-election-delay-ms {self.startup_election_delay_s * 1000:.0f} "
-                "must be between 0 and 600000"
             )
         if not 0.1 <= self.raft_min_timeout < self.raft_max_timeout:
             raise ConfigError(

@@ -437,8 +437,7 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))')"
     leader=$(wait_leader 120 none 0 1 2)
     local start_s
     start_s=$(elapsed "$booted")
-    say "voter $leader leads, ${start_s} s after the containers started" \
-        "(METAQUORUM_STARTUP_ELECTION_DELAY_MS=5000 of config.env is part of it)"
+    say "voter $leader leads, ${start_s} s after the containers started"
 
     # A broker registers through the API, on any voter (307 to the leader).
     local incarnation body reply epoch

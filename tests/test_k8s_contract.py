@@ -98,6 +98,10 @@ def test_three_rendered_voters_form_a_quorum_and_survive_a_rolling_restart(base_
         assert r["preStopExit"] == 0, r["preStopOutput"]
         expected = "leadership moved" if r["wasLeader"] else "not the leader"
         assert expected in r["preStopOutput"], r
+        if not r["wasLeader"]:
+            # With no start-up delay, a restarted follower's pre-vote is refused
+            # while the others hear the leader: no leader change, no new term.
+            assert r["leaderAfter"] == r["leaderBefore"] and r["terms"] == 0, r
     assert not writer.failed, writer.failed[:5]
 
     # No acknowledged write lost: every voter has every acked registration.

@@ -152,6 +152,15 @@ async def _serve_with_workers(
     return code
 
 
+def import_http_stack() -> None:
+    """Imports what ``serve_voter`` builds the HTTP server from, so that a
+    caller can do it before the voter's Raft port opens."""
+    import uvicorn  # noqa: F401, PLC0415
+
+    import api.app  # noqa: F401, PLC0415
+    import api.connections  # noqa: F401, PLC0415
+
+
 async def serve_voter(
     node, args, tokens, nofile: int, ring_mib: int, tls=None, principals=None
 ) -> int:

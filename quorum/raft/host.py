@@ -36,7 +36,13 @@ from .durability import MetaquorumJournal
 from .election_timing import ElectionTimeouts, silent_leader_timeout
 from .leader_liveness import BEACONS_ATTR, TURNS_ATTR, BeaconHooks
 from .membership_port import check_port, set_members
-from .pre_vote import PreVote, attach_pre_vote, leader_lost_hook, mark_transfer_vote
+from .pre_vote import (
+    PreVote,
+    attach_pre_vote,
+    leader_lost_hook,
+    mark_transfer_vote,
+    turn_delay,
+)
 from .raft_port import (
     COMMIT_PUSH_DELAY_S,
     COMMIT_PUSH_HOLD_S,
@@ -176,6 +182,11 @@ class RaftHost:
         transport.on_pre_vote_message = attach_pre_vote(self._syncobj, pre_vote, guard)
         transport.mark_vote_request = functools.partial(mark_transfer_vote, pre_vote)
         transport.on_node_disconnected = leader_lost_hook(self._syncobj, pre_vote, guard, node_id)
+        # A voter that starts knows no leader: it asks in its turn once it reaches
+        # a voter, not after a whole election timeout, so a restarted cluster
+        # elects as soon as a majority is up. No start-up delay is needed for a
+        # rolling restart: the voters that hear the leader refuse the pre-vote.
+        internals.set_election_deadline(self._syncobj, monotonic() + turn_delay(self._syncobj))
 
         def turns(leader_node) -> float:  # tick thread, at each AppendEntries
             leader = guard.node_id_of(getattr(leader_node, "id", ""))
@@ -235,17 +246,6 @@ class RaftHost:
     def commit_push_may_go(self) -> None:
         """The orderer proposes nothing more for now (raft_port.commit_push_may_go)."""
         commit_push_may_go(self._syncobj)
-
-    def delay_first_election(self, delay_s: float) -> None:
-        """Pushes this voter's first election deadline ``delay_s`` away
-        (NodeConfig.startup_election_delay_s says why). pysyncobj has no
-        option for it: this sets its private deadline, checked to exist."""
-        if not internals.has_election_deadline(self._syncobj):
-            raise RuntimeError(
-                "this pysyncobj has no election deadline to delay: run with "
-                "--startup-election-delay-ms 0, or pin the pysyncobj of pyproject.toml"
-            )
-        internals.set_election_deadline(self._syncobj, monotonic() + delay_s)
 
     # ------------------------------------------------------------ reads
 

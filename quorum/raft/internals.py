@@ -26,10 +26,6 @@ def journal(syncobj):
     return getattr(syncobj, "_SyncObj__raftLog", None)
 
 
-def has_election_deadline(syncobj) -> bool:
-    return isinstance(getattr(syncobj, "_SyncObj__raftElectionDeadline", None), float)
-
-
 def election_deadline(syncobj) -> float:
     return syncobj._SyncObj__raftElectionDeadline
 

@@ -45,7 +45,11 @@ The rules (``PreVote``, pure: the clock is an argument):
    tick each granted the other's pre-vote, stood in the same term and split
    the vote (10 of 50 failovers took 0.9-1.4 s). It is still a pre-vote: a
    voter whose own connection to a live leader stays up refuses it, and one
-   that reconnects and hears the leader meanwhile does not ask.
+   that reconnects and hears the leader meanwhile does not ask. A voter that
+   starts, or reaches no voter, takes its turn the same way (``turn_delay``)
+   once it reaches one: a restarted cluster elects as soon as a majority is
+   up, with no start-up delay, and a voter restarted under a live leader is
+   refused by the voters that hear it (issue 42).
 6. A leader that hangs without closing its sockets (frozen, or its packets
    dropped) is found by its silence: a follower that has read no
    AppendEntries for the minimum election timeout asks for a pre-vote, in
@@ -253,7 +257,9 @@ def may_stand(connected: Callable) -> Callable:
         if pre_vote is None:
             return connected(self)
         if not connected(self):
-            _wait(self, monotonic, "no voter is reachable")
+            # Nobody to ask: ask in turn as soon as someone is reachable, not a
+            # whole election timeout later (a restarted cluster, issue 42).
+            _wait(self, monotonic, "no voter is reachable", retry_s=turn_delay(self))
             return False
         if self._SyncObj__transferInProgress:
             return True  # TimeoutNow: the leader asked this voter to stand at once
@@ -282,9 +288,17 @@ def _position(syncobj) -> LogPosition:
     )
 
 
-def _wait(syncobj, monotonic, why: str) -> None:
+def turn_delay(syncobj) -> float:
+    """How long this voter waits before it asks, once it can, when no voter
+    has a leader to lose: rule 5's turns with no voter lost, so that voters
+    that become reachable at the same moment do not ask in the same tick."""
+    guard = getattr(syncobj, _GUARD_ATTR)
+    return leader_lost_delay(set(guard.voter_set()), guard.node_id, None, random.random())
+
+
+def _wait(syncobj, monotonic, why: str, retry_s: float | None = None) -> None:
     """Forgets a silent leader (saying ``why`` this node does not stand now)
-    and pushes the election deadline on."""
+    and pushes the election deadline on: ``retry_s`` on, else an election timeout."""
     leader = syncobj._SyncObj__raftLeader
     if leader is not None:
         syncobj._SyncObj__raftLeader = None
@@ -296,7 +310,8 @@ def _wait(syncobj, monotonic, why: str) -> None:
             getattr(leader, "id", leader),
             why,
         )
-    syncobj._SyncObj__raftElectionDeadline = monotonic() + syncobj._SyncObj__generateRaftTimeout()
+    wait_s = syncobj._SyncObj__generateRaftTimeout() if retry_s is None else retry_s
+    syncobj._SyncObj__raftElectionDeadline = monotonic() + wait_s
 
 
 def _open_round(syncobj, pre_vote: PreVote, monotonic) -> bool:
