@@ -18,7 +18,11 @@ import pytest
 from pysyncobj.monotonic import monotonic
 
 from metaquorum.serve import add_serve_flags, build_config
-from quorum.raft.pre_vote import LEADER_LOST_FIRST_S, LEADER_LOST_JITTER_S, LEADER_LOST_TURN_S
+from quorum.raft.election_timing import (
+    LEADER_LOST_FIRST_S,
+    LEADER_LOST_JITTER_S,
+    LEADER_LOST_TURN_S,
+)
 
 from .cluster import Cluster
 from .nodes import build_node
