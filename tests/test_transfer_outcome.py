@@ -1,0 +1,104 @@
+"""A leadership handover that does not move leadership holds no write back
+(issue 42): the old leader that leads again in a newer term takes writes at
+once, and one whose target never stood takes them again after the handover
+window, not after the 5 s wait; either way the caller hears the outcome
+(TransferNotWon: who leads, in which term).
+
+Three real voters in this process on loopback (pysyncobj and all). Two
+things are arranged, never faked away: the TimeoutNow is lost (the leader's
+send is replaced by "sent"), and, for the newer term, the followers do not
+stand (their election deadline is pushed on at every tick of their own), so
+that the old leader is the one the next election elects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pysyncobj import FAIL_REASON
+
+from metadata_records.errors import Errors
+from quorum.node_errors import TransferNotWon
+
+from .nodes import wait_until
+from .test_node import register, start_and_lead, three_voters
+
+
+def lose_timeout_now(leader, then=lambda: None) -> None:
+    """The leader's TimeoutNow never reaches its target; ``then`` runs on the
+    tick thread where it would have been sent."""
+
+    def sent_but_lost(address=None):
+        then()
+        return FAIL_REASON.SUCCESS
+
+    leader.raft.transfer_leadership = sent_but_lost
+
+
+def never_stand(node) -> None:
+    """``node`` does not stand for election: its deadline is pushed on at the
+    end of each of its ticks (a heartbeat moves it back to 0.4-0.8 s away,
+    still far beyond the next tick)."""
+    node.raft.add_tick_callback(lambda: node.raft.stand_no_sooner_than(10.0))
+
+
+def test_an_old_leader_elected_again_during_a_handover_takes_writes_at_once(tmp_path):
+    nodes = three_voters(tmp_path, fsync=False)
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            term = leader.raft.term
+            for n in nodes:
+                if n is not leader:
+                    never_stand(n)
+            lose_timeout_now(leader, then=leader.raft.step_down)
+            seen: dict[str, object] = {}
+
+            async def first_write_of_the_new_term():
+                await wait_until(
+                    lambda: leader.active and leader.orderer.term > term,
+                    timeout_s=30,
+                    what="the old leader active again in a newer term",
+                )
+                seen["transferring"] = leader.orderer.transferring
+                seen["answer"] = await register(leader, 7)
+
+            writer = asyncio.ensure_future(first_write_of_the_new_term())
+            with pytest.raises(TransferNotWon) as lost:
+                await leader.transfer_leadership(None, timeout_s=30)
+            assert lost.value.leader_id == leader.node_id and lost.value.term > term
+            assert f"leads again in term {lost.value.term}" in str(lost.value)
+            await asyncio.wait_for(writer, 30)
+            # Active in the new term with nothing held back: the handover of
+            # the old term ended when the new term began, not when it timed out.
+            assert seen["transferring"] is False
+            assert seen["answer"].error is Errors.NONE
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
+
+
+def test_a_handover_whose_target_never_stands_ends_within_the_window(tmp_path):
+    nodes = three_voters(tmp_path, fsync=False)
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            term = leader.raft.term
+            lose_timeout_now(leader)
+            held_back = asyncio.ensure_future(register(leader, 8))  # queued meanwhile
+            with pytest.raises(TransferNotWon) as lost:
+                await leader.transfer_leadership(None, timeout_s=30)
+            assert (lost.value.leader_id, lost.value.term) == (leader.node_id, term)
+            assert "did not stand for election" in str(lost.value)
+            assert not leader.orderer.transferring and leader.raft.term == term
+            assert (await asyncio.wait_for(held_back, 10)).error is Errors.NONE
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
