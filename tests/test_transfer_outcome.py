@@ -102,3 +102,50 @@ def test_a_handover_whose_target_never_stands_ends_within_the_window(tmp_path):
                 await n.stop(transfer=False)
 
     asyncio.run(main())
+
+
+def test_the_cli_reports_a_handover_that_did_not_move_and_removes_nothing(tmp_path, capsys):
+    """transfer-leadership and remove-voter of the leader, through the real
+    app: each handover answers 409 PREFERRED_LEADER_NOT_AVAILABLE naming who
+    leads; remove-voter tries HANDOVER_ATTEMPTS times, saying so, then stops
+    with exit 1 and removes nothing; writes went on all along."""
+    import argparse
+
+    import httpx
+
+    from api.app import create_app
+    from brokers.client import MetaquorumClient
+    from metaquorum import ops
+
+    nodes = three_voters(tmp_path, fsync=False)
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            term = leader.raft.term
+            lose_timeout_now(leader)
+            http = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=create_app(leader)),
+                base_url="http://metaquorum.test",
+            )
+            console = ops.make_console()
+            async with MetaquorumClient(["http://metaquorum.test"], http=http) as client:
+                moved = argparse.Namespace(target=None, json=False)
+                assert await ops._transfer_leadership(client, moved, console, None) == 1
+                removal = argparse.Namespace(node_id=leader.node_id, json=False)
+                assert await ops._remove_voter(client, removal, console, None) == 1
+            await http.aclose()
+            assert (await register(leader, 9)).error is Errors.NONE
+            assert {v.voter_id for v in leader.image.voters} == {0, 1, 2}
+            assert leader.raft.term == term
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
+    err = capsys.readouterr().err
+    assert "PREFERRED_LEADER_NOT_AVAILABLE: the target did not stand for election" in err
+    for attempt in range(1, ops.HANDOVER_ATTEMPTS + 1):
+        assert f"handover {attempt} of {ops.HANDOVER_ATTEMPTS}: the target did not stand" in err
+    assert f"in {ops.HANDOVER_ATTEMPTS} handovers; it still leads and takes writes" in err
+    assert "nothing was removed" in err
