@@ -36,7 +36,7 @@ class TransferLeadershipResponse(ErrorFields):
     """Another voter leads now (200); or, with PREFERRED_LEADER_NOT_AVAILABLE
     (409), leadership did not move and ``leaderId`` leads ``term``."""
 
-    model_config = example({**NONE, "leaderId": 2})
+    model_config = example({**NONE, "leaderId": 2, "term": None})
 
     leader_id: int | None = Field(None, description="the new leader (409: the voter that leads)")
     term: int | None = Field(
