@@ -75,7 +75,10 @@ def one_round(c: Cluster, writer: Writer, n: int) -> dict:
     ended = time.monotonic()
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     others = [i for i in range(c.n) if i != leader]
-    new_leader = c.leader(among=others, timeout_s=60)
+    try:
+        new_leader = c.leader(among=others, timeout_s=60)
+    except AssertionError as e:
+        raise SystemExit(f"round {n}: no other voter leads after {lines}:\n{e}") from None
     c.wait(lambda: leader not in voters_of(c, new_leader), 30, "the removal committed")
     # Give the writer a moment past the command so a gap that ends after it shows.
     c.wait(lambda: writer.acked and writer.acked[-1][1] > ended, 30, "a write after the removal")

@@ -612,23 +612,25 @@ async def _remove_voter(
     # times as an operator would try (each handover that does not move it
     # leaves it leading and taking writes).
     leader = (await client.status()).body.get("leaderId")
-    for attempt in range(1, HANDOVER_ATTEMPTS + 1):
-        if leader != args.node_id:
-            break
+    attempts = 0
+    while leader == args.node_id:
+        if attempts == HANDOVER_ATTEMPTS:
+            return fail(
+                f"PREFERRED_LEADER_NOT_AVAILABLE: leadership did not move off node "
+                f"{args.node_id} in {HANDOVER_ATTEMPTS} handovers; it still leads and takes "
+                "writes, and nothing was removed: run remove-voter again, or move leadership "
+                "first with transfer-leadership --to <another voter>"
+            )
+        attempts += 1
         moved, body = await _hand_over(client, None)
         client.leader = None  # ask again who leads
         if moved is not None:
             _progress(f"node {leader} led: leadership moved to node {moved} first")
-            break
-        _progress(f"handover {attempt} of {HANDOVER_ATTEMPTS}: {body.get('errorMessage')}")
-        leader = body.get("leaderId")
-    else:
-        return fail(
-            f"PREFERRED_LEADER_NOT_AVAILABLE: leadership did not move off node {args.node_id} "
-            f"in {HANDOVER_ATTEMPTS} handovers; it still leads and takes writes, and nothing "
-            "was removed: run remove-voter again, or move leadership first with "
-            "transfer-leadership --to <another voter>"
-        )
+            leader = moved
+        else:
+            _progress(f"handover {attempts} of {HANDOVER_ATTEMPTS}: {body.get('errorMessage')}")
+            # The answer names who leads: asked again only while that is the node to remove.
+            leader = body.get("leaderId")
     answer = await client.remove_voter(args.node_id)
     return report(answer, args.json, console, lambda: _voters_now(answer))
 

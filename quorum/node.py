@@ -191,6 +191,9 @@ class QuorumNode:
         # to listen would take every early connection (decision 136).
         self.http_starting: Callable[[], str | None] = _nothing_starting
         self._digest: tuple[MetadataImage, str] | None = None
+        # The Raft term this voter last began to lead (_leading_changed): how a
+        # handover tells that it leads again in a newer term (transfer_leadership).
+        self._led_term = 0
 
     def _wire_disk_health(self) -> None:
         """A voter that cannot write its data dir takes no entries, casts no
@@ -542,6 +545,8 @@ class QuorumNode:
     # ------------------------------------------------------------ leadership
 
     def _leading_changed(self, leading: bool) -> None:
+        if leading:
+            self._led_term = self.raft.term
         if leading and self.orderer.transferring:
             # A handover of an earlier term is over: this voter leads a newer
             # one (its target lost), so its writes flow at once (issue 42).
@@ -741,24 +746,31 @@ class QuorumNode:
         if sent_at is None:
             if error is None and state["denied"]:
                 error = FAIL_REASON.REQUEST_DENIED
+            why = f"no answer within {window_s:.1f} s" if error is None else reason(error, None)
             raise UnavailableError(
-                f"the transfer was refused ({reason(error, None)}): the target must be "
+                f"the transfer was refused ({why}): the target must be "
                 "connected and fully caught up; writes went on (retry the transfer)",
                 1.0,
             )
+        # Leading again is read from the leadership change (_led_term), never
+        # from is_leader and term read one after the other: a vote request
+        # raises pysyncobj's term before it makes the leader a follower.
+        still_leading = 0
         while True:
             leader = self.raft_leader_id
             if leader is not None and leader != self.node_id:
                 return leader
             raft, now = self.raft, time.monotonic()
-            if raft.is_leader and raft.term != term:
+            if self._led_term > term and raft.is_leader:
                 raise TransferNotWon(
                     f"the target did not win its election; node {self.node_id} leads "
-                    f"again in term {raft.term} and takes writes (retry the transfer)",
+                    f"again in term {self._led_term} and takes writes (retry the transfer)",
                     self.node_id,
-                    raft.term,
+                    self._led_term,
                 )
-            if raft.is_leader and now - sent_at > window_s:
+            # Twice in a row: not a read between those two steps.
+            still_leading = still_leading + 1 if raft.is_leader and raft.term == term else 0
+            if still_leading >= 2 and now - sent_at > window_s:
                 raise TransferNotWon(
                     f"the target did not stand for election within {window_s:.1f} s; node "
                     f"{self.node_id} still leads in term {term} and takes writes (retry the "
