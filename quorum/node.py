@@ -194,6 +194,8 @@ class QuorumNode:
         # The Raft term this voter last began to lead (_leading_changed): how a
         # handover tells that it leads again in a newer term (transfer_leadership).
         self._led_term = 0
+        # The orderer process's batches held while a handover runs (propose_payload).
+        self._held: list[tuple[bytes, asyncio.Future]] | None = None
 
     def _wire_disk_health(self) -> None:
         """A voter that cannot write its data dir takes no entries, casts no
@@ -492,10 +494,34 @@ class QuorumNode:
         it was rebased on (MetadataStateMachine.expect)."""
         payload = encode_batch(batch)
         self.sm.expect(payload, batch, known, view)
-        return self.propose_payload(payload)
+        return self._append(payload)
 
     def propose_payload(self, payload: bytes) -> asyncio.Future:
-        """``propose`` for a batch encoded already (an orderer process's)."""
+        """``propose`` for a batch encoded already (an orderer process's).
+        Held while a handover runs: the orderer process hears of it over its
+        link, after batches it proposed meanwhile, which must not enter the
+        log after TimeoutNow (transfer_leadership)."""
+        if self._held is not None:
+            future = self.loop.create_future()
+            self._held.append((payload, future))
+            return future
+        return self._append(payload)
+
+    def _release_held(self, term: int) -> None:
+        """The handover is over: the batches held meanwhile go to the log if
+        this voter still leads ``term``; else they were not proposed (the
+        answer the orderer process knows for that)."""
+        held, self._held = self._held or [], None
+        leads = self.raft.is_leader and self.raft.term == term and self._led_term <= term
+        for payload, future in held:
+            if not leads:
+                future.set_result((None, FAIL_REASON.DISCARDED))
+                continue
+            self._append(payload).add_done_callback(
+                lambda done, future=future: future.done() or future.set_result(done.result())
+            )
+
+    def _append(self, payload: bytes) -> asyncio.Future:
         loop = self.loop
         future = loop.create_future()
 
@@ -719,9 +745,14 @@ class QuorumNode:
         # Held back no longer than a handover takes (_await_transfer), and
         # never once this voter leads a newer term (_leading_changed).
         self.orderer.transferring = True
+        holding = self._held is None  # the first of overlapping handovers holds
+        if holding:
+            self._held = []
         try:
             return await self._await_transfer(done, state, on_tick, term, timeout_s)
         finally:
+            if holding:
+                self._release_held(term)
             self.orderer.transferring = False
             self.orderer.pump()  # still leading (the transfer failed): the queue goes on
 

@@ -149,3 +149,43 @@ def test_the_cli_reports_a_handover_that_did_not_move_and_removes_nothing(tmp_pa
         assert f"handover {attempt} of {ops.HANDOVER_ATTEMPTS}: the target did not stand" in err
     assert f"in {ops.HANDOVER_ATTEMPTS} handovers; it still leads and takes writes" in err
     assert "nothing was removed" in err
+
+
+def test_an_orderer_processs_batches_wait_out_a_handover_and_never_follow_timeout_now(tmp_path):
+    """A batch the orderer process proposes while a handover runs (it hears
+    of the handover over its link, after such batches) is held: appended if
+    this voter still leads the same term afterwards, else answered "not
+    proposed". Appended after TimeoutNow it left the target's log behind the
+    leader's, and the target lost (bench/leader_removal.py --http-workers 1)."""
+    from metadata_records.codec import encode_batch
+    from metadata_records.records import Batch
+
+    nodes = three_voters(tmp_path, fsync=False)
+
+    def empty_batch(node) -> bytes:
+        return encode_batch(Batch(node.image.controller_epoch, 0, ()))
+
+    async def main():
+        leader = await start_and_lead(nodes)
+        try:
+            lose_timeout_now(leader)  # it still leads once the handover is over
+            handover = asyncio.ensure_future(leader.transfer_leadership(None, timeout_s=30))
+            await asyncio.sleep(0)  # the handover has begun: it holds
+            held = leader.propose_payload(empty_batch(leader))
+            with pytest.raises(TransferNotWon):
+                await handover
+            result, error = await asyncio.wait_for(held, 10)
+            assert error == FAIL_REASON.SUCCESS and result is not None and result >= 0
+
+            target = next(n for n in nodes if n is not leader)
+            del leader.raft.transfer_leadership  # TimeoutNow is sent again
+            handover = asyncio.ensure_future(leader.transfer_leadership(target.node_id))
+            await asyncio.sleep(0)
+            held = leader.propose_payload(empty_batch(leader))
+            assert await handover == target.node_id
+            assert await asyncio.wait_for(held, 10) == (None, FAIL_REASON.DISCARDED)
+        finally:
+            for n in nodes:
+                await n.stop(transfer=False)
+
+    asyncio.run(main())
