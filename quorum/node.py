@@ -515,13 +515,15 @@ class QuorumNode:
         leads = self.raft.is_leader and self.raft.term == term and self._led_term <= term
         for payload, future in held:
             if not leads:
-                future.set_result((None, FAIL_REASON.DISCARDED))
+                if not future.done():
+                    future.set_result((None, FAIL_REASON.DISCARDED))
                 continue
             self._append(payload).add_done_callback(
                 lambda done, future=future: future.done() or future.set_result(done.result())
             )
 
     def _append(self, payload: bytes) -> asyncio.Future:
+        """Hands ``payload`` to pysyncobj; the future gets (result, error)."""
         loop = self.loop
         future = loop.create_future()
 
