@@ -84,8 +84,10 @@ Where docs/api.md is silent, this package decides (and its tests pin it):
   text. /openapi.json, /docs and /redoc need a token (any role) unless
   ``public_docs`` (``serve --public-docs``).
 * POST /v1/quorum/transfer-leadership: 400 when there is no other voter or
-  ``targetNodeId`` is not one; 200 ``{leaderId}`` once another voter leads; 503
-  ``REQUEST_TIMED_OUT`` if it did not move in time.
+  ``targetNodeId`` is not one; 200 ``{leaderId}`` once another voter leads; 409
+  ``PREFERRED_LEADER_NOT_AVAILABLE`` with ``{leaderId, term}`` when it did not
+  move (the target lost or did not stand; that voter leads and takes writes);
+  503 ``REQUEST_TIMED_OUT`` if no leader is known in time.
 """
 
 from importlib import import_module

@@ -283,6 +283,27 @@ ERR_409 = {
     )
 }
 
+ERR_409_TRANSFER = {
+    409: answer(
+        M.TransferLeadershipResponse,
+        "PREFERRED_LEADER_NOT_AVAILABLE (80): the handover was sent but leadership did not "
+        "move: the target lost its election (or did not stand) and leaderId leads term, "
+        "taking writes; nothing is held back: retry the transfer",
+        {
+            "notWon": (
+                "the target lost; the old leader won the next term",
+                error_body(
+                    Errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                    "the target did not win its election; node 1 leads again in term 7 and "
+                    "takes writes (retry the transfer)",
+                    leaderId=1,
+                    term=7,
+                ),
+            ),
+        },
+    )
+}
+
 
 def not_found(error: Errors, message: str, what: str) -> dict[int | str, dict[str, Any]]:
     return {

@@ -549,8 +549,32 @@ async def _transfer_leadership(
     client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
 ) -> int:
     # --if-leader (the preStop hook) never gets here: run_op hands it to prestop.py.
-    answer = await client.transfer_leadership(args.target)
-    return report(answer, args.json, console, lambda: f"leadership moved: {answer.body}")
+    moved, body = await _hand_over(client, args.target)
+    if args.json:
+        dump(body)
+    if moved is None:
+        return fail(f"{body.get('errorName')}: {body.get('errorMessage')}")
+    if not args.json:
+        console.print(f"leadership moved to node [bold]{moved}[/]")
+    return 0
+
+
+# remove-voter of the leader asks for a handover this many times: a target
+# that loses its election is usually elected at the next attempt.
+HANDOVER_ATTEMPTS = 3
+
+
+async def _hand_over(client: MetaquorumClient, target: int | None) -> tuple[int | None, dict]:
+    """One handover: (the new leader, the answer), or (None, the answer)
+    when leadership did not move (409 PREFERRED_LEADER_NOT_AVAILABLE: the
+    voter that leads takes writes, so asking again is safe)."""
+    try:
+        answer = await client.transfer_leadership(target)
+    except RequestRejected as e:
+        if e.status != 409 or e.body.get("errorName") != "PREFERRED_LEADER_NOT_AVAILABLE":
+            raise
+        return None, e.body
+    return answer.body.get("leaderId"), answer.body
 
 
 def _add_voter_flags(p: argparse.ArgumentParser) -> None:
@@ -584,19 +608,36 @@ def _remove_voter_flags(p: argparse.ArgumentParser) -> None:
 async def _remove_voter(
     client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
 ) -> int:
-    # The active controller is not removed: it hands over first.
+    # The active controller is not removed: it hands over first, as many
+    # times as an operator would try (each handover that does not move it
+    # leaves it leading and taking writes).
     leader = (await client.status()).body.get("leaderId")
-    if leader == args.node_id:
-        moved = await client.transfer_leadership(None)
-        if not moved.ok:
-            return fail(f"{moved.error_name}: {moved.error_message}")
-        if not args.json:
-            console.print(
-                f"node {leader} led: leadership moved to node {moved.body.get('leaderId')} first"
+    attempts = 0
+    while leader == args.node_id:
+        if attempts == HANDOVER_ATTEMPTS:
+            return fail(
+                f"PREFERRED_LEADER_NOT_AVAILABLE: leadership did not move off node "
+                f"{args.node_id} in {HANDOVER_ATTEMPTS} handovers; it still leads and takes "
+                "writes, and nothing was removed: run remove-voter again, or move leadership "
+                "first with transfer-leadership --to <another voter>"
             )
+        attempts += 1
+        moved, body = await _hand_over(client, None)
         client.leader = None  # ask again who leads
+        if moved is not None:
+            _progress(f"node {leader} led: leadership moved to node {moved} first")
+            leader = moved
+        else:
+            _progress(f"handover {attempts} of {HANDOVER_ATTEMPTS}: {body.get('errorMessage')}")
+            # The answer names who leads: asked again only while that is the node to remove.
+            leader = body.get("leaderId")
     answer = await client.remove_voter(args.node_id)
     return report(answer, args.json, console, lambda: _voters_now(answer))
+
+
+def _progress(line: str) -> None:
+    """A step of a command that takes several (stderr: --json keeps stdout to the answer)."""
+    print(f"metaquorum: {line}", file=sys.stderr)
 
 
 def _voters_now(answer) -> str:

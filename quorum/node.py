@@ -43,6 +43,7 @@ from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .node_errors import (
     NodeError,
     OutcomeUnknownError,
+    TransferNotWon,
     UnavailableError,
     not_controller,
     refusal,
@@ -202,6 +203,11 @@ class QuorumNode:
         # to listen would take every early connection (decision 136).
         self.http_starting: Callable[[], str | None] = _nothing_starting
         self._digest: tuple[MetadataImage, str] | None = None
+        # The Raft term this voter last began to lead (_leading_changed): how a
+        # handover tells that it leads again in a newer term (transfer_leadership).
+        self._led_term = 0
+        # The orderer process's batches held while a handover runs (propose_payload).
+        self._held: list[tuple[bytes, asyncio.Future]] | None = None
 
     def _wire_disk_health(self) -> None:
         """A voter that cannot write its data dir takes no entries, casts no
@@ -532,10 +538,36 @@ class QuorumNode:
         it was rebased on (MetadataStateMachine.expect)."""
         payload = encode_batch(batch)
         self.sm.expect(payload, batch, known, view)
-        return self.propose_payload(payload)
+        return self._append(payload)
 
     def propose_payload(self, payload: bytes) -> asyncio.Future:
-        """``propose`` for a batch encoded already (an orderer process's)."""
+        """``propose`` for a batch encoded already (an orderer process's).
+        Held while a handover runs: the orderer process hears of it over its
+        link, after batches it proposed meanwhile, which must not enter the
+        log after TimeoutNow (transfer_leadership)."""
+        if self._held is not None:
+            future = self.loop.create_future()
+            self._held.append((payload, future))
+            return future
+        return self._append(payload)
+
+    def _release_held(self, term: int) -> None:
+        """The handover is over: the batches held meanwhile go to the log if
+        this voter still leads ``term``; else they were not proposed (the
+        answer the orderer process knows for that)."""
+        held, self._held = self._held or [], None
+        leads = self.raft.is_leader and self.raft.term == term and self._led_term <= term
+        for payload, future in held:
+            if not leads:
+                if not future.done():
+                    future.set_result((None, FAIL_REASON.DISCARDED))
+                continue
+            self._append(payload).add_done_callback(
+                lambda done, future=future: future.done() or future.set_result(done.result())
+            )
+
+    def _append(self, payload: bytes) -> asyncio.Future:
+        """Hands ``payload`` to pysyncobj; the future gets (result, error)."""
         loop = self.loop
         future = loop.create_future()
 
@@ -585,6 +617,12 @@ class QuorumNode:
     # ------------------------------------------------------------ leadership
 
     def _leading_changed(self, leading: bool) -> None:
+        if leading:
+            self._led_term = self.raft.term
+        if leading and self.orderer.transferring:
+            # A handover of an earlier term is over: this voter leads a newer
+            # one (its target lost), so its writes flow at once (issue 42).
+            self.orderer.transferring = False
         if leading and not self.stopping:
             asyncio.ensure_future(self.orderer.become_active(self.raft.term))
         elif not leading:
@@ -705,7 +743,12 @@ class QuorumNode:
 
     async def transfer_leadership(self, target: int | None, timeout_s: float = 5.0) -> int | None:
         """Asks Raft to hand leadership to ``target`` (or the most caught-up
-        voter); returns the new leader's id, or None if it did not move in time."""
+        voter); returns the new leader's id, or None if no leader is known
+        ``timeout_s`` after the handover was sent. Raises UnavailableError
+        when it was refused (the target is not caught up), and its
+        TransferNotWon when leadership did not move: this voter leads again
+        (the target lost its election, in a newer term) or still (it did not
+        stand), and takes writes at once."""
         if not self.raft.is_leader:
             raise self.not_controller("only the leader can transfer leadership")
         if target is not None:
@@ -715,8 +758,9 @@ class QuorumNode:
             address = voters[target]
         else:
             address = None
+        term = self.raft.term
         done = self.loop.create_future()
-        state = {"settled": False, "denied": 0}
+        state = {"settled": False, "denied": 0, "sent_at": None}
 
         def on_tick():  # transferLeadership is only safe on the tick thread
             # Runs under pysyncobj's tick-callback lock: removing itself here
@@ -732,7 +776,8 @@ class QuorumNode:
             if error is None:  # pysyncobj answers every call; none reads as sent
                 error = FAIL_REASON.SUCCESS
             if error == FAIL_REASON.SUCCESS:
-                self.raft.say_step_down("transfer", time.monotonic())
+                state["sent_at"] = time.monotonic()
+                self.raft.say_step_down("transfer", state["sent_at"])
             if error == FAIL_REASON.REQUEST_DENIED:
                 # Denied while the target is not fully caught up: under steady
                 # writes it lags by the batch in flight, so try again next tick.
@@ -743,37 +788,76 @@ class QuorumNode:
 
         # As Raft's leadership transfer asks: propose nothing new meanwhile, so
         # the target catches up with the batch in flight and wins its election.
+        # Held back no longer than a handover takes (_await_transfer), and
+        # never once this voter leads a newer term (_leading_changed).
         self.orderer.transferring = True
+        holding = self._held is None  # the first of overlapping handovers holds
+        if holding:
+            self._held = []
         try:
-            return await self._await_transfer(done, state, on_tick, timeout_s)
+            return await self._await_transfer(done, state, on_tick, term, timeout_s)
         finally:
+            if holding:
+                self._release_held(term)
             self.orderer.transferring = False
             self.orderer.pump()  # still leading (the transfer failed): the queue goes on
 
-    async def _await_transfer(self, done, state, on_tick, timeout_s: float) -> int | None:
+    async def _await_transfer(
+        self, done, state, on_tick, term: int, timeout_s: float
+    ) -> int | None:
+        # A handover needs the target caught up (one round trip: nothing new
+        # is proposed), then TimeoutNow and one election, which the target
+        # starts at its next tick: each well within the minimum election
+        # timeout. Writes are held back no longer than that while this voter
+        # still leads ``term``.
+        window_s = self.config.raft_min_timeout
         self.raft.add_tick_callback(on_tick)
         try:
-            error = await asyncio.wait_for(done, timeout_s)
+            error = await asyncio.wait_for(done, window_s)
         except TimeoutError:
-            if not state["denied"]:
-                return None
-            error = FAIL_REASON.REQUEST_DENIED
+            error = None
         finally:
             state["settled"] = True
             self.raft.remove_tick_callback(on_tick)
-        if error != FAIL_REASON.SUCCESS:
+        sent_at = state["sent_at"]
+        if sent_at is None:
+            if error is None and state["denied"]:
+                error = FAIL_REASON.REQUEST_DENIED
+            why = f"no answer within {window_s:.1f} s" if error is None else reason(error, None)
             raise UnavailableError(
-                f"the transfer was refused ({reason(error, None)}): the target must be "
-                "connected and fully caught up",
+                f"the transfer was refused ({why}): the target must be "
+                "connected and fully caught up; writes went on (retry the transfer)",
                 1.0,
             )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        # Leading again is read from the leadership change (_led_term), never
+        # from is_leader and term read one after the other: a vote request
+        # raises pysyncobj's term before it makes the leader a follower.
+        still_leading = 0
+        while True:
             leader = self.raft_leader_id
             if leader is not None and leader != self.node_id:
                 return leader
-            await asyncio.sleep(0.05)
-        return None
+            raft, now = self.raft, time.monotonic()
+            if self._led_term > term and raft.is_leader:
+                raise TransferNotWon(
+                    f"the target did not win its election; node {self.node_id} leads "
+                    f"again in term {self._led_term} and takes writes (retry the transfer)",
+                    self.node_id,
+                    self._led_term,
+                )
+            # Twice in a row: not a read between those two steps.
+            still_leading = still_leading + 1 if raft.is_leader and raft.term == term else 0
+            if still_leading >= 2 and now - sent_at > window_s:
+                raise TransferNotWon(
+                    f"the target did not stand for election within {window_s:.1f} s; node "
+                    f"{self.node_id} still leads in term {term} and takes writes (retry the "
+                    "transfer)",
+                    self.node_id,
+                    term,
+                )
+            if now - sent_at > timeout_s:
+                return None  # an election without a winner yet: who leads is unknown
+            await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------ voter changes
 

@@ -28,6 +28,17 @@ class UnavailableError(NodeError):
         self.retry_after_s = retry_after_s
 
 
+class TransferNotWon(UnavailableError):
+    """A leadership handover that did not move leadership: the target did not
+    win (or did not stand), and ``leader_id`` leads in ``term`` and takes
+    writes. Nothing is held back; asking again is the remedy."""
+
+    def __init__(self, why: str, leader_id: int, term: int) -> None:
+        super().__init__(why, 0.0)
+        self.leader_id = leader_id
+        self.term = term
+
+
 class ThrottledError(NodeError):
     """Admission control: too much is queued; nothing was written."""
 

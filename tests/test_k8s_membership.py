@@ -61,10 +61,10 @@ def three_voters_and_a_writer(pods) -> Writer:
 def lead_moved(pods, wanted, *transfer_args: str) -> None:
     """``metaquorum transfer-leadership [ARGS]`` on the leader until ``wanted``
     holds of the leader's id. Asked again when it did not happen: under steady
-    writes the target may lag the batch in flight past the server's 5 s, and a
-    transfer to the voter whose disk was just replaced sometimes loses its
-    election (the old leader wins the next one; noted in the session's
-    closing note)."""
+    writes the target may still lag the batch in flight when the handover
+    window ends (503), and a transfer to the voter whose disk was just
+    replaced sometimes loses its election (the old leader leads again and
+    the command exits 1 saying so: docs/cli.md)."""
 
     def moved() -> bool:
         leader = (pods.status(0, pods.admin) or {}).get("leaderId")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -424,3 +425,40 @@ def test_a_voter_set_past_the_stored_commit_index_counts_at_restart(cluster):
     leader = c.leader()
     c.wait(lambda: set(voters_of(c, leader)) == {0, 1, 2, j}, 30, "four voters")
     c.wait(lambda: c.ready(0) and set(voters_of(c, 0)) == {0, 1, 2, j}, 60, "0 applied it")
+
+
+def test_removing_the_leader_under_a_writer_again_and_again_loses_no_write(cluster, capsys):
+    """remove-voter of the leader (the CLI hands over first), three rounds
+    under a writer; after each the removed node is wiped and added back. Every
+    acknowledged write survives; the longest gap between acknowledged writes
+    around each removal is printed (figures: bench/leader_removal.py)."""
+    from .k8s_rolling import Writer as BrokerWriter
+
+    c = cluster
+    urls = ",".join(c.url(i) for i in range(3))
+    writer = BrokerWriter([c.url(i) for i in range(3)], "", c.cluster_id, eager=True).start()
+    gaps = []
+    try:
+        c.wait(lambda: len(writer.acked) > 10, 30, "the writer writing")
+        for _ in range(3):
+            leader = c.leader()
+            started = time.monotonic()
+            done = mq("remove-voter", "--url", urls, "--node-id", str(leader))
+            ended = time.monotonic()
+            assert done.returncode == 0, done.stderr
+            assert f"node {leader} led: leadership moved to node" in done.stderr
+            assert leader not in {v["nodeId"] for v in json.loads(done.stdout)["voters"]}
+            c.wait(lambda t=ended: writer.acked[-1][1] > t, 30, "a write after the removal")
+            gaps.append(writer.window(started, ended))
+            c.stop(leader)
+            shutil.rmtree(c.data_dir(leader))
+            c.start(leader)
+            add(c, leader)
+            c.wait(lambda: set(voters_of(c, c.leader())) == {0, 1, 2}, 30, "three voters")
+            c.wait_ready()
+    finally:
+        writer.stop()
+    with capsys.disabled():
+        print(f"\nwrite gaps around the leader removals: {', '.join(f'{g:.3f} s' for g in gaps)}")
+    acked = {b for b, _ in writer.acked}
+    assert acked and acked <= set(brokers(c, c.leader())), "an acknowledged write was lost"

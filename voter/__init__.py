@@ -44,7 +44,8 @@ The life of a write, an AlterPartition sent to the leader, with workers:
    to adopt later (``MetadataStateMachine.expect``) and sends it to the core
    (PROPOSE, on the orderer's link).
 5. The core's end (core_link.py's ``OrdererLink``) calls
-   ``QuorumNode.propose_payload`` (quorum/node.py): pysyncobj's one
+   ``QuorumNode.propose_payload`` (quorum/node.py; held while a leadership
+   handover runs, so that nothing follows its TimeoutNow): pysyncobj's one
    replicated method, ``apply_batch``, appends the entry to the leader's log
    and sends it to the followers over the Raft port (quorum/raft/).
 6. Every voter syncs the entry to its journal before it counts as stored

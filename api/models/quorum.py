@@ -33,11 +33,15 @@ class TransferLeadershipRequest(RequestModel):
 
 
 class TransferLeadershipResponse(ErrorFields):
-    """Another voter leads now."""
+    """Another voter leads now (200); or, with PREFERRED_LEADER_NOT_AVAILABLE
+    (409), leadership did not move and ``leaderId`` leads ``term``."""
 
-    model_config = example({**NONE, "leaderId": 2})
+    model_config = example({**NONE, "leaderId": 2, "term": None})
 
-    leader_id: int | None = Field(None, description="the new leader")
+    leader_id: int | None = Field(None, description="the new leader (409: the voter that leads)")
+    term: int | None = Field(
+        None, description="409 only: the Raft term that voter leads, taking writes"
+    )
 
 
 # ---------------------------------------------------------------- voter changes (KIP-853)

@@ -16,12 +16,20 @@ from fastapi import FastAPI, Query, Request
 from starlette.responses import Response
 
 from metadata_records.errors import Errors
-from quorum.node_errors import OutcomeUnknownError
+from quorum.node_errors import OutcomeUnknownError, TransferNotWon
 
 from .. import models as M
 from ..bodies import parse_body
-from ..errors import JsonResponse, bad_request
-from ..openapi_doc import ERR_400, ERR_409, ERR_429, ERR_AUTH, READ_RESPONSES, WRITE_RESPONSES
+from ..errors import JsonResponse, bad_request, error_body
+from ..openapi_doc import (
+    ERR_400,
+    ERR_409,
+    ERR_409_TRANSFER,
+    ERR_429,
+    ERR_AUTH,
+    READ_RESPONSES,
+    WRITE_RESPONSES,
+)
 from ..reads import quorum_status_obj
 from .context import RouteContext, answer, with_offset
 from .params import AdminCaller, ReadCaller, body_doc
@@ -59,12 +67,14 @@ def membership(app: FastAPI, ctx: RouteContext) -> None:
         tags=["admin"],
         summary="Transfer Raft leadership",
         response_model=M.TransferLeadershipResponse,
-        responses=WRITE_RESPONSES,
+        responses={**WRITE_RESPONSES, **ERR_409_TRANSFER},
         openapi_extra=body_doc(M.TransferLeadershipRequest, required=False),
     )
     async def transfer_leadership(request: Request, caller: AdminCaller) -> Response:
         """Hands leadership to ``targetNodeId`` (or the most caught-up voter);
-        answers once another voter leads. Used before a planned restart."""
+        answers once another voter leads, or 409 once it is clear that it did
+        not move (this voter leads again and takes writes). Used before a
+        planned restart and by remove-voter of the leader."""
         body = await request.body()
         req = parse_body(M.TransferLeadershipRequest, body if body.strip() else b"{}")
         target = req.target_node_id
@@ -78,6 +88,16 @@ def membership(app: FastAPI, ctx: RouteContext) -> None:
             new_leader = await node.transfer_leadership(target)
         except ValueError as e:
             raise bad_request(str(e)) from None
+        except TransferNotWon as e:
+            # An outcome, not a failure to wait out: the voter named leads and
+            # takes writes; the client decides whether to ask again (409, not
+            # a 503 its retries would repeat unseen).
+            return JsonResponse(
+                error_body(
+                    Errors.PREFERRED_LEADER_NOT_AVAILABLE, str(e), leaderId=e.leader_id, term=e.term
+                ),
+                status_code=409,
+            )
         if new_leader is None:
             raise OutcomeUnknownError(
                 "leadership did not move in time; it may still move (check /v1/quorum/status)"

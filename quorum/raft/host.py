@@ -20,7 +20,7 @@ import functools
 import random
 from collections.abc import Callable
 
-from pysyncobj import SyncObj, SyncObjConf
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf
 from pysyncobj.monotonic import monotonic
 from pysyncobj.node import TCPNode
 
@@ -325,7 +325,15 @@ class RaftHost:
     def transfer_leadership(self, address: str | None = None) -> int | None:
         """Asks pysyncobj to hand leadership to the voter at ``address`` (None:
         the most caught-up one); returns its answer (a FAIL_REASON), or None
-        if it gave none. Only safe on the tick thread."""
+        if it gave none; REQUEST_DENIED also while proposed commands wait to
+        enter the log. Only safe on the tick thread."""
+        if internals.commands_queued(self._syncobj):
+            # A batch proposed just before the handover, not in the log yet,
+            # would be appended after TimeoutNow: the target's log would end
+            # before this leader's, no voter holding that entry would vote for
+            # it, and it would lose its election (issue 42). Denied, so the
+            # caller asks again at the next tick, once the queue is in the log.
+            return FAIL_REASON.REQUEST_DENIED
         answers = []  # pysyncobj answers through the callback, synchronously
         self._syncobj.transferLeadership(node=address, callback=lambda r, e: answers.append(e))
         return answers[0] if answers else None

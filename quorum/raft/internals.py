@@ -60,6 +60,12 @@ def leader_commit_index(syncobj) -> int:
     return getattr(syncobj, "_SyncObj__leaderCommitIndex", None) or 0
 
 
+def commands_queued(syncobj) -> bool:
+    """Commands proposed but not yet in the log: the tick thread appends them
+    at its next tick (the queue's deque, read without its lock: one len())."""
+    return len(syncobj._SyncObj__commandsQueue._FastQueue__queue) > 0
+
+
 def last_response_times(syncobj) -> dict:
     """Each other voter's last answer to this leader (a copy; raises
     RuntimeError if the tick thread changed the dict meanwhile)."""
