@@ -81,8 +81,9 @@ def step_down_cause(syncobj, now: float) -> str:
 
 
 # Upper bounds (seconds) of the heartbeat-gap buckets; the last bucket is open.
-# The leader sends every 0.1 s (pysyncobj's appendEntriesPeriod) and the
-# minimum election timeout is 0.7 s: the buckets resolve the range between.
+# The leader sends every 0.05 s (a tenth of the minimum election timeout,
+# 0.5 s by default; quorum/raft/election_timing.py): the buckets resolve the
+# range between, and a longer timeout's too.
 GAP_BUCKETS = (0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5)
 
 

@@ -36,7 +36,7 @@ The rules (``PreVote``, pure: the clock is an argument):
    brings every voter to one term.
 5. A follower whose connection to its leader closes (a crashed or killed
    leader's kernel closes its sockets at once) gives up the lease and runs a
-   pre-vote round soon after instead of at its election deadline (0.7-1.5 s):
+   pre-vote round soon after instead of at its election deadline (rule 6):
    failover after a crash is that much shorter (issue 25). The surviving
    voters take turns by node id (``leader_lost_delay``): the first asks after
    50-100 ms, the next 250 ms later, and so on. Random delays alone collided:
