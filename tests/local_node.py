@@ -49,7 +49,16 @@ def registration_body(
 
 
 class LocalNode:
-    def __init__(self, data_dir: str, *, node_id: int = 0, **config: Any) -> None:
+    def __init__(
+        self,
+        data_dir: str,
+        *,
+        node_id: int = 0,
+        other_voters: dict[int, str] | None = None,
+        **config: Any,
+    ) -> None:
+        """``other_voters``: node id -> Raft address of voters that are not
+        started (none by default: a lone voter, which elects itself at once)."""
         raft_port = free_port()
         # No periodic NoOpRecord unless a test asks: the API tests check what a
         # request wrote (often nothing) by the node's next offset, and the loop
@@ -57,7 +66,7 @@ class LocalNode:
         config.setdefault("metadata_max_idle_interval_ms", 0)
         self.config = NodeConfig(
             node_id=node_id,
-            voters={node_id: f"127.0.0.1:{raft_port}"},
+            voters={node_id: f"127.0.0.1:{raft_port}", **(other_voters or {})},
             data_dir=data_dir,
             advertised_url=f"http://127.0.0.1:{free_port()}",
             **config,

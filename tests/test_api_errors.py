@@ -26,6 +26,7 @@ from quorum.node_errors import (
 )
 
 from .local_node import LocalNode, registration_body
+from .nodes import free_port
 
 JSON = {"Content-Type": "application/json"}
 
@@ -480,8 +481,14 @@ def test_admission_control_is_429_and_writes_nothing(local, app, broker1):
 
 @pytest.fixture
 def leaderless(tmp_path):
-    """A real single voter whose election timeout is far away: no leader yet."""
-    node = LocalNode(str(tmp_path / "idle"), raft_min_timeout=120.0, raft_max_timeout=130.0)
+    """A real voter of two whose peer never starts: no majority, so no leader
+    (a lone voter elects itself in its turn, within 0.1 s of starting)."""
+    node = LocalNode(
+        str(tmp_path / "idle"),
+        other_voters={1: f"127.0.0.1:{free_port()}"},
+        raft_secret="0123456789abcdef0123",
+        cluster_id="leaderless",
+    )
     try:
         yield node
     finally:
