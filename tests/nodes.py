@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import socket
 import time
@@ -19,6 +20,20 @@ from quorum.node_config import NodeConfig, claim_data_dir
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST_PORT = 10000
 _handed_out: set[int] = set()
+
+
+def _my_share(low: int, high: int) -> tuple[int, int]:
+    """This pytest-xdist worker's slice of ``low..high``: each worker process
+    remembers only its own ports, and two workers that drew the same free port
+    for voters not started yet both failed to bind it later."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        index = int(worker.removeprefix("gw"))
+        count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    except (KeyError, ValueError):
+        return low, high
+    size = (high - low) // max(count, 1)
+    return low + index * size, low + (index + 1) * size
 
 
 def bindable(port: int, ip: str = "127.0.0.1") -> bool:
@@ -42,9 +57,10 @@ def free_port(span: int = 1) -> int:
             f"no room for test ports below the ephemeral range ({ephemeral_low}): "
             f"lower {_EPHEMERAL_RANGE} or raise it"
         )
+    low, high = _my_share(_LOWEST_PORT, ephemeral_low)
     rng = random.Random()
     for _ in range(2000):
-        first = rng.randrange(_LOWEST_PORT, ephemeral_low - span)
+        first = rng.randrange(low, high - span)
         ports = range(first, first + span)
         if any(p in _handed_out for p in ports):
             continue

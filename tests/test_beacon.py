@@ -80,12 +80,22 @@ def test_a_leader_beacons_while_its_raft_thread_ticks_and_stops_when_it_is_stuck
             time.sleep(0.01)
         assert books[0].received == 0  # a follower sends none
         ticked["at"] = time.monotonic() - 1.0  # the Raft thread stuck past stall_s
-        sent = threads[0].sent
-        time.sleep(0.1)
-        assert threads[0].withheld > 0 and threads[0].sent == sent
+        # A round that read the clock before the change may still send: count
+        # from the first withheld round, then see several more send nothing.
+        _wait_for(lambda: threads[0].withheld > 0, "a withheld beacon")
+        sent, withheld = threads[0].sent, threads[0].withheld
+        _wait_for(lambda: threads[0].withheld >= withheld + 5, "five more withheld rounds")
+        assert threads[0].sent == sent
     finally:
         for t in threads:
             t.stop()
+
+
+def _wait_for(predicate, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
 
 
 def _hold_the_tick_thread(node, seconds: float) -> threading.Event:

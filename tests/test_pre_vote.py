@@ -195,6 +195,23 @@ def test_a_closed_leader_connection_gives_up_the_lease_at_once(clock):
     assert not grant(pv, request(5))[0]
 
 
+def test_a_beacon_that_arrived_before_the_close_does_not_bring_the_lease_back(clock):
+    """A liveness beacon received just before the leader's connection closed
+    but counted by a later tick is older news than the close: the lease stays
+    given up and the election's cause stays the closed connection."""
+    pv = pre_vote(clock)
+    pv.heard_leader()
+    arrived = clock.now + 0.01
+    clock.now += 0.02
+    pv.leader_lost()
+    assert pv.heard_leader(arrived) is False
+    assert pv.leader_connection_closed
+    assert grant(pv, request(5)) == (True, "")
+    clock.now += 0.01
+    assert pv.heard_leader(clock.now) is True  # a beacon sent after: it lives
+    assert not pv.leader_connection_closed
+
+
 def test_voters_that_lost_the_leader_take_turns_by_node_id():
     """Rule 5: a closed connection wakes every follower at once, so random
     delays alone put two of them in one tick, where each granted the other's

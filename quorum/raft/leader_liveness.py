@@ -33,7 +33,7 @@ from .beacon import BeaconBook
 
 
 class PreVoteLease(Protocol):
-    def heard_leader(self, at: float | None = None) -> None: ...
+    def heard_leader(self, at: float | None = None) -> bool: ...
 
 
 log = logging.getLogger(__name__)
@@ -177,13 +177,14 @@ def heard_by_beacon(syncobj) -> None:
     if at is None or at <= hooks.counted_at:
         return
     hooks.counted_at = at
+    if not hooks.pre_vote.heard_leader(at):
+        return  # sent before the leader's connection closed: the close is newer
     turns = getattr(syncobj, TURNS_ATTR, None)
     deadline = at + (
         turns(leader) if turns is not None else syncobj._SyncObj__generateRaftTimeout()
     )
     if deadline > syncobj._SyncObj__raftElectionDeadline:
         syncobj._SyncObj__raftElectionDeadline = deadline
-    hooks.pre_vote.heard_leader(at)
 
 
 def majority_heard(answered_at: list[float], within_s: float, now: float) -> bool:

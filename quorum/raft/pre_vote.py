@@ -143,6 +143,9 @@ class PreVote:
     lease_s: float  # the minimum election timeout
     clock: Callable[[], float] = time.monotonic
     heard_leader_at: float = float("-inf")
+    # When the leader's connection last closed: a beacon that arrived before
+    # it, counted by the tick after, is older news than the close.
+    leader_lost_at: float = float("-inf")
     # Rule 5 cut the wait short: the leader's connection closed, and no leader
     # was heard since (the cause of the election that follows).
     leader_connection_closed: bool = False
@@ -190,16 +193,21 @@ class PreVote:
 
     # ------------------------------------------------------------ the asked
 
-    def heard_leader(self, at: float | None = None) -> None:
-        """Word from the leader now, or at ``at`` (a liveness beacon's arrival)."""
+    def heard_leader(self, at: float | None = None) -> bool:
+        """Word from the leader now, or at ``at`` (a liveness beacon's arrival);
+        False for word older than the last close of its connection."""
         at = self.clock() if at is None else at
+        if at < self.leader_lost_at:
+            return False
         if at > self.heard_leader_at:
             self.heard_leader_at = at
             self.leader_connection_closed = False
+        return True
 
     def leader_lost(self) -> None:
         """The connection to the leader closed: no lease is held any more."""
         self.heard_leader_at = float("-inf")
+        self.leader_lost_at = self.clock()
         self.leader_connection_closed = True
         self.stats.leader_connections_lost += 1
 
