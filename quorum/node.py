@@ -1,7 +1,7 @@
 """A voter: Raft underneath (pysyncobj, built and driven only through
 quorum/raft/host.py), the orderer (the controller and group commit,
 quorum/orderer.py) on top when it leads; add-voter and remove-voter in
-quorum/voter_changes.py.
+quorum/voter_changes.py; leadership handed over in quorum/handover.py.
 
 Threads: pysyncobj's tick thread applies entries and fires callbacks; every
 controller decision is made on the asyncio loop. Callbacks cross over with
@@ -34,6 +34,7 @@ from metadata_records.snapshot import image_digest
 
 from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
+from .handover import Handover
 from .leadership_events import LeadershipEvents
 from .membership import (
     addresses,
@@ -43,7 +44,6 @@ from .node_config import DataDirIdentity, NodeConfig, record_formation
 from .node_errors import (
     NodeError,
     OutcomeUnknownError,
-    TransferNotWon,
     UnavailableError,
     not_controller,
     refusal,
@@ -54,9 +54,6 @@ from .orderer import (
     Orderer,
     OrderingConfig,
     Reply,
-    fail,
-    reason,
-    settle,
     wall_clock_ms,
 )
 from .raft import patches
@@ -203,11 +200,8 @@ class QuorumNode:
         # to listen would take every early connection (decision 136).
         self.http_starting: Callable[[], str | None] = _nothing_starting
         self._digest: tuple[MetadataImage, str] | None = None
-        # The Raft term this voter last began to lead (_leading_changed): how a
-        # handover tells that it leads again in a newer term (transfer_leadership).
-        self._led_term = 0
-        # The orderer process's batches held while a handover runs (propose_payload).
-        self._held: list[tuple[bytes, asyncio.Future]] | None = None
+        # Leadership handed to another voter (quorum/handover.py).
+        self.handover = Handover(self)
 
     def _wire_disk_health(self) -> None:
         """A voter that cannot write its data dir takes no entries, casts no
@@ -227,7 +221,7 @@ class QuorumNode:
         if journal.sync_failed is not None:
             if self.sm.fatal is None:  # what is on disk is unknown: stop (serve exits 3)
                 self.sm.fatal = journal.sync_failed
-                self._call(self.orderer.step_down, "this voter's journal sync failed")
+                self.call_on_loop(self.orderer.step_down, "this voter's journal sync failed")
             return
         disk = self.disk
         disk.check()
@@ -251,7 +245,7 @@ class QuorumNode:
         now = time.monotonic()
         if self._disk_leaving_since is None:
             self._disk_leaving_since = now
-            self._call(self.orderer.step_down, "this voter cannot write to its disk")
+            self.call_on_loop(self.orderer.step_down, "this voter cannot write to its disk")
         handed = self.raft.transfer_leadership() == FAIL_REASON.SUCCESS
         self.raft.say_step_down("disk_unwritable", now)
         if not handed and now - self._disk_leaving_since < DISK_HANDOVER_S:
@@ -313,7 +307,7 @@ class QuorumNode:
         if seen != self._leader_seen:
             self._leader_seen = seen
             if self.leader_watchers:
-                self._call(self._leader_moved)
+                self.call_on_loop(self._leader_moved)
 
     def _leader_moved(self) -> None:
         for watcher in list(self.leader_watchers):
@@ -469,7 +463,8 @@ class QuorumNode:
 
     # ------------------------------------------------------------ tick-thread bridges
 
-    def _call(self, fn, *args) -> None:
+    def call_on_loop(self, fn, *args) -> None:
+        """Runs ``fn(*args)`` on the loop thread, from the tick thread (none once the loop closed)."""
         loop = self.loop
         if loop is None or loop.is_closed():
             return
@@ -481,7 +476,7 @@ class QuorumNode:
     def _on_diverged(self, why: str) -> None:  # tick thread
         # Stops applies, writes, reads and readiness at once; serve exits with 3.
         self.sm.fatal = why
-        self._call(self.orderer.step_down, "this voter's log diverged from the leader's")
+        self.call_on_loop(self.orderer.step_down, "this voter's log diverged from the leader's")
 
     def _on_leading_changed(self, was_leading: bool, leading: bool) -> None:  # tick thread
         now = time.monotonic()
@@ -492,7 +487,7 @@ class QuorumNode:
             self.leadership.leadership_won(
                 self.raft.term, now, int(time.time() * 1000), self._node_id_of
             )
-        self._call(self._leading_changed, leading)
+        self.call_on_loop(self._leading_changed, leading)
 
     def _on_applied_threadsafe(self) -> None:  # tick thread, after the image moved
         if self.leadership.awaiting_term is not None:
@@ -503,7 +498,7 @@ class QuorumNode:
             return
         if self._waiters.count or any(w.needs_wakeup() for w in self.apply_watchers):
             self._applied_wakeup_pending = True
-            self._call(self._on_applied)
+            self.call_on_loop(self._on_applied)
 
     def _node_id_of(self, raft_node) -> int | None:
         """The node id of a pysyncobj node (one that sent AppendEntries)."""
@@ -538,35 +533,17 @@ class QuorumNode:
         it was rebased on (MetadataStateMachine.expect)."""
         payload = encode_batch(batch)
         self.sm.expect(payload, batch, known, view)
-        return self._append(payload)
+        return self.append(payload)
 
     def propose_payload(self, payload: bytes) -> asyncio.Future:
         """``propose`` for a batch encoded already (an orderer process's).
         Held while a handover runs: the orderer process hears of it over its
         link, after batches it proposed meanwhile, which must not enter the
-        log after TimeoutNow (transfer_leadership)."""
-        if self._held is not None:
-            future = self.loop.create_future()
-            self._held.append((payload, future))
-            return future
-        return self._append(payload)
+        log after TimeoutNow (quorum/handover.py)."""
+        held = self.handover.hold(payload)
+        return held if held is not None else self.append(payload)
 
-    def _release_held(self, term: int) -> None:
-        """The handover is over: the batches held meanwhile go to the log if
-        this voter still leads ``term``; else they were not proposed (the
-        answer the orderer process knows for that)."""
-        held, self._held = self._held or [], None
-        leads = self.raft.is_leader and self.raft.term == term and self._led_term <= term
-        for payload, future in held:
-            if not leads:
-                if not future.done():
-                    future.set_result((None, FAIL_REASON.DISCARDED))
-                continue
-            self._append(payload).add_done_callback(
-                lambda done, future=future: future.done() or future.set_result(done.result())
-            )
-
-    def _append(self, payload: bytes) -> asyncio.Future:
+    def append(self, payload: bytes) -> asyncio.Future:
         """Hands ``payload`` to pysyncobj; the future gets (result, error)."""
         loop = self.loop
         future = loop.create_future()
@@ -618,11 +595,7 @@ class QuorumNode:
 
     def _leading_changed(self, leading: bool) -> None:
         if leading:
-            self._led_term = self.raft.term
-        if leading and self.orderer.transferring:
-            # A handover of an earlier term is over: this voter leads a newer
-            # one (its target lost), so its writes flow at once (issue 42).
-            self.orderer.transferring = False
+            self.handover.leading(self.raft.term)
         if leading and not self.stopping:
             asyncio.ensure_future(self.orderer.become_active(self.raft.term))
         elif not leading:
@@ -742,122 +715,8 @@ class QuorumNode:
     # ------------------------------------------------------------ operations
 
     async def transfer_leadership(self, target: int | None, timeout_s: float = 5.0) -> int | None:
-        """Asks Raft to hand leadership to ``target`` (or the most caught-up
-        voter); returns the new leader's id, or None if no leader is known
-        ``timeout_s`` after the handover was sent. Raises UnavailableError
-        when it was refused (the target is not caught up), and its
-        TransferNotWon when leadership did not move: this voter leads again
-        (the target lost its election, in a newer term) or still (it did not
-        stand), and takes writes at once."""
-        if not self.raft.is_leader:
-            raise self.not_controller("only the leader can transfer leadership")
-        if target is not None:
-            voters = self.voter_addresses()
-            if target not in voters or target == self.node_id:
-                raise ValueError(f"targetNodeId {target} is not another voter")
-            address = voters[target]
-        else:
-            address = None
-        term = self.raft.term
-        done = self.loop.create_future()
-        state = {"settled": False, "denied": 0, "sent_at": None}
-
-        def on_tick():  # transferLeadership is only safe on the tick thread
-            # Runs under pysyncobj's tick-callback lock: removing itself here
-            # would deadlock the tick thread, so it settles once and is removed later.
-            if state["settled"]:
-                return
-            try:
-                error = self.raft.transfer_leadership(address)
-            except Exception as e:
-                state["settled"] = True
-                self._call(fail, done, e)
-                return
-            if error is None:  # pysyncobj answers every call; none reads as sent
-                error = FAIL_REASON.SUCCESS
-            if error == FAIL_REASON.SUCCESS:
-                state["sent_at"] = time.monotonic()
-                self.raft.say_step_down("transfer", state["sent_at"])
-            if error == FAIL_REASON.REQUEST_DENIED:
-                # Denied while the target is not fully caught up: under steady
-                # writes it lags by the batch in flight, so try again next tick.
-                state["denied"] += 1
-                return
-            state["settled"] = True
-            self._call(settle, done, error)
-
-        # As Raft's leadership transfer asks: propose nothing new meanwhile, so
-        # the target catches up with the batch in flight and wins its election.
-        # Held back no longer than a handover takes (_await_transfer), and
-        # never once this voter leads a newer term (_leading_changed).
-        self.orderer.transferring = True
-        holding = self._held is None  # the first of overlapping handovers holds
-        if holding:
-            self._held = []
-        try:
-            return await self._await_transfer(done, state, on_tick, term, timeout_s)
-        finally:
-            if holding:
-                self._release_held(term)
-            self.orderer.transferring = False
-            self.orderer.pump()  # still leading (the transfer failed): the queue goes on
-
-    async def _await_transfer(
-        self, done, state, on_tick, term: int, timeout_s: float
-    ) -> int | None:
-        # A handover needs the target caught up (one round trip: nothing new
-        # is proposed), then TimeoutNow and one election, which the target
-        # starts at its next tick: each well within the minimum election
-        # timeout. Writes are held back no longer than that while this voter
-        # still leads ``term``.
-        window_s = self.config.raft_min_timeout
-        self.raft.add_tick_callback(on_tick)
-        try:
-            error = await asyncio.wait_for(done, window_s)
-        except TimeoutError:
-            error = None
-        finally:
-            state["settled"] = True
-            self.raft.remove_tick_callback(on_tick)
-        sent_at = state["sent_at"]
-        if sent_at is None:
-            if error is None and state["denied"]:
-                error = FAIL_REASON.REQUEST_DENIED
-            why = f"no answer within {window_s:.1f} s" if error is None else reason(error, None)
-            raise UnavailableError(
-                f"the transfer was refused ({why}): the target must be "
-                "connected and fully caught up; writes went on (retry the transfer)",
-                1.0,
-            )
-        # Leading again is read from the leadership change (_led_term), never
-        # from is_leader and term read one after the other: a vote request
-        # raises pysyncobj's term before it makes the leader a follower.
-        still_leading = 0
-        while True:
-            leader = self.raft_leader_id
-            if leader is not None and leader != self.node_id:
-                return leader
-            raft, now = self.raft, time.monotonic()
-            if self._led_term > term and raft.is_leader:
-                raise TransferNotWon(
-                    f"the target did not win its election; node {self.node_id} leads "
-                    f"again in term {self._led_term} and takes writes (retry the transfer)",
-                    self.node_id,
-                    self._led_term,
-                )
-            # Twice in a row: not a read between those two steps.
-            still_leading = still_leading + 1 if raft.is_leader and raft.term == term else 0
-            if still_leading >= 2 and now - sent_at > window_s:
-                raise TransferNotWon(
-                    f"the target did not stand for election within {window_s:.1f} s; node "
-                    f"{self.node_id} still leads in term {term} and takes writes (retry the "
-                    "transfer)",
-                    self.node_id,
-                    term,
-                )
-            if now - sent_at > timeout_s:
-                return None  # an election without a winner yet: who leads is unknown
-            await asyncio.sleep(0.02)
+        """Hands leadership to ``target`` or the most caught-up voter (Handover.transfer)."""
+        return await self.handover.transfer(target, timeout_s)
 
     # ------------------------------------------------------------ voter changes
 

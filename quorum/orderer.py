@@ -243,7 +243,7 @@ class Orderer:
         # When the next NoOpRecord is due (session clock); None while one is
         # queued, while not active, or with the interval at 0.
         self._noop_due: int | None = None
-        # No new batch while leadership is handed over (QuorumNode.transfer_leadership).
+        # No new batch while leadership is handed over (quorum/handover.py).
         self.transferring = False
         self.voters_change_pending = False  # a VotersRecord queued by maybe_change_voters
         self.stats = BatchStats()
