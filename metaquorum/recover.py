@@ -46,12 +46,12 @@ from metadata_records.image import MetadataImage
 from metadata_records.records import Voter
 from metadata_records.snapshot import image_digest
 from metadata_records.uuids import random_uuid
-from quorum.data_dir_reader import DataDirError, read_data_dir
+from quorum.data_dir_reader import JOURNAL_FILE, DataDirError, read_data_dir
 from quorum.membership import address_of
 from quorum.node_config import IDENTITY_FILE, ConfigError, parse_voters
 from quorum.raft.durability import fsync_dir
 from quorum.seeded_data_dir import SeedError, seeded_raft_index, write_seeded_data_dir
-from quorum.startup_checks import lock_data_dir, unlock_data_dir
+from quorum.startup_checks import explain_os_error, lock_data_dir, unlock_data_dir
 
 from .ops_command import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_REFUSED, fail
 
@@ -98,6 +98,11 @@ def run_recover(args: argparse.Namespace) -> int:
             unlock_data_dir(lock)
     except RecoverError as e:
         return fail(str(e), EXIT_BAD_INPUT)
+    except OSError as e:  # before anything changed: seed_in_place says its own
+        where = e.filename or data_dir
+        return fail(
+            f"--data-dir {where}: {explain_os_error(e)}; nothing was changed", EXIT_BAD_INPUT
+        )
     except KeyboardInterrupt:
         return fail("interrupted", EXIT_INTERRUPTED)
 
@@ -173,6 +178,12 @@ def read_survivor(data_dir: str) -> Survivor:
             pass
     except DataDirError as e:
         raise RecoverError(f"{e}; nothing was changed") from None
+    if committed.commit_index is None and os.path.exists(os.path.join(data_dir, JOURNAL_FILE)):
+        raise RecoverError(
+            f"{os.path.join(data_dir, JOURNAL_FILE)}.meta, which stores the commit index, is "
+            "missing or unreadable: nothing tells the committed entries from the others; "
+            "nothing was changed (choose another survivor, or restore from a backup)"
+        )
     image = committed.image()
     tail, problem = [], None
     if committed.held_back:

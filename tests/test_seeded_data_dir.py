@@ -116,7 +116,10 @@ def test_three_voters_seeded_from_one_image_serve_it_and_grow_by_a_snapshot(tmp_
     image, epochs = source_image(tmp_path / "source")
     assert image.next_offset > 0 and len(image.topics) == 2
     (tmp_path / "seeded").mkdir()
-    c = Cluster(tmp_path / "seeded", voters=3, fsync="always")
+    # Brokers of the image that never heartbeat are not fenced meanwhile.
+    c = Cluster(
+        tmp_path / "seeded", voters=3, fsync="always", extra=["--session-timeout-ms", "600000"]
+    )
     try:
         voters = tuple(Voter(i, None, "127.0.0.1", c.raft[i]) for i in range(3))
         index = seeded_raft_index()
