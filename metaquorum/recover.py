@@ -151,6 +151,7 @@ class Survivor:
     cluster_id: str
     directory_id: str
     image: MetadataImage  # at the stored commit index
+    digest: str  # its image digest (a full encoding: computed once)
     commit_index: int | None
     last_index: int  # the highest Raft index in the dir, committed or not
     held_back: int  # Raft entries past the commit index
@@ -197,6 +198,7 @@ def read_survivor(data_dir: str) -> Survivor:
         cluster_id,
         directory_id,
         image,
+        image_digest(image),
         committed.commit_index,
         committed.last_index,
         committed.held_back,
@@ -248,7 +250,7 @@ def describe_loss(data_dir: str, survivor: Survivor, own: Voter) -> list[str]:
         f"recover {data_dir}: node {survivor.node_id} of cluster {survivor.cluster_id} "
         f"(directory {survivor.directory_id})",
         f"  keeps: every record it committed, offsets 0 to {image.last_offset} "
-        f"(Raft commit index {survivor.commit_index}), image digest {image_digest(image)}",
+        f"(Raft commit index {survivor.commit_index}), image digest {survivor.digest}",
         f"  becomes: a cluster of one voter, node {own.voter_id} at {address_of(own)}",
         "  may be lost:",
     ]
@@ -319,7 +321,11 @@ def seed_in_place(data_dir: str, survivor: Survivor, own: Voter) -> str:
     except SeedError as e:
         raise RecoverError(f"{e}; nothing was changed") from None
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    marker = {"backup": BACKUP_PREFIX + stamp, "phase": "old files out"}
+    backup, n = BACKUP_PREFIX + stamp, 1
+    while os.path.lexists(os.path.join(data_dir, backup)):  # never into an earlier backup
+        n += 1
+        backup = f"{BACKUP_PREFIX}{stamp}-{n}"
+    marker = {"backup": backup, "phase": "old files out"}
     _write_marker(data_dir, marker)
     _finish(data_dir, marker)
     return os.path.join(data_dir, marker["backup"])
@@ -350,14 +356,15 @@ def _finish(data_dir: str, marker: dict) -> None:
 
 
 def _files(directory: str, leave: tuple[str, ...]) -> list[str]:
-    """The regular files of ``directory`` (its subdirectories, earlier backups
-    and a volume's lost+found among them, stay where they are)."""
+    """The files and symbolic links of ``directory`` (a journal linked to
+    another disk moves as a link); its subdirectories, earlier backups and a
+    volume's lost+found among them, stay where they are."""
     if not os.path.isdir(directory):
         return []
     return [
         e.name
         for e in os.scandir(directory)
-        if e.is_file(follow_symlinks=False) and e.name not in leave
+        if (e.is_symlink() or e.is_file()) and e.name not in leave
     ]
 
 
@@ -429,7 +436,7 @@ def _done(data_dir: str, backup: str, survivor: Survivor, own: Voter) -> None:
     print(
         f"recovered {data_dir}: node {own.voter_id} is now the only voter of cluster "
         f"{survivor.cluster_id}, holding offsets 0 to {image.last_offset} (image digest "
-        f"{image_digest(image)} as committed here); the next record gets offset "
+        f"{survivor.digest} as committed here); the next record gets offset "
         f"{image.next_offset}"
     )
     dropped = f"; its uncommitted {_entries(survivor.held_back)} not served" * bool(

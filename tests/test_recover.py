@@ -117,6 +117,10 @@ def test_typed_cluster_id_confirms_and_old_files_move_aside(tmp_path, capsys, mo
         "raft.journal.meta",
         "raft.snapshot",
     ]
+    # Again (within the same second, as a script may): a backup of its own.
+    assert main(["recover", "--data-dir", d, "--yes"]) == 0
+    backups = sorted(n for n in os.listdir(d) if n.startswith("pre-recover-"))
+    assert len(backups) == 2 and files(tmp_path / "d" / backup) == old
 
 
 @pytest.mark.parametrize("crash_at", range(12))
