@@ -231,12 +231,13 @@ def read_data_dir(data_dir: str, include_uncommitted: bool = False) -> DataDirLo
                 payload = _batch_payload(entry.command)
                 if payload is None:
                     continue
-                decode_batch(payload)  # apply_batch would skip a bad entry: name it instead
+                batch = decode_batch(payload)  # apply_batch would skip a bad entry: name it
             except DecodeError as e:
                 raise DataDirError(
                     f"{journal}: Raft entry {entry.raft_index} (at metadata offset "
                     f"{next_offset}) is not a metadata batch: {e}"
                 ) from None
+            sm.expect(payload, batch)  # decoded once: apply_batch takes it as it is
             first = sm.apply_batch(payload, _doApply=True)
             if first in (STALE, INVALID):
                 continue
