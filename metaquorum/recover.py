@@ -23,8 +23,8 @@ Unsafe by nature, so what it keeps true is what can still be kept:
   first (a run cut short there changed nothing: the next one starts over);
   then ``DIR/recover-in-progress.json`` records the move (old files out,
   ``metaquorum.json`` first; new files in, ``metaquorum.json`` last), so a
-  second run finishes it, and meanwhile ``serve`` refuses the dir (files but
-  no ``metaquorum.json``).
+  second run finishes it; ``serve`` refuses a dir holding that marker, which
+  goes last.
 * The data dir's lock (quorum/startup_checks.py) is held throughout: a voter
   still running on it refuses recover, and serve refuses while it runs.
 """
@@ -48,7 +48,7 @@ from metadata_records.snapshot import image_digest
 from metadata_records.uuids import random_uuid
 from quorum.data_dir_reader import JOURNAL_FILE, DataDirError, read_data_dir
 from quorum.membership import address_of
-from quorum.node_config import IDENTITY_FILE, ConfigError, parse_voters
+from quorum.node_config import IDENTITY_FILE, RECOVER_MARKER, ConfigError, parse_voters
 from quorum.raft.durability import fsync_dir
 from quorum.seeded_data_dir import SeedError, seeded_raft_index, write_seeded_data_dir
 from quorum.startup_checks import explain_os_error, lock_data_dir, unlock_data_dir
@@ -56,7 +56,7 @@ from quorum.startup_checks import explain_os_error, lock_data_dir, unlock_data_d
 from .ops_command import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_REFUSED, fail
 
 STAGING = "recover-staging"
-MARKER = "recover-in-progress.json"
+MARKER = RECOVER_MARKER  # serve refuses a data dir holding it
 BACKUP_PREFIX = "pre-recover-"
 EXIT_CUT_SHORT = 3  # an error halfway (named): run recover again to finish
 TAIL_TYPES_SHOWN = 8  # record types listed for the dropped tail, the most frequent first

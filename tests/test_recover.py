@@ -22,6 +22,7 @@ from metaquorum import recover as recover_module
 from metaquorum.cli import main
 from quorum import journal_format
 from quorum.data_dir_reader import DataDirError, _commit_index, read_data_dir, read_journal_tail
+from quorum.node_config import ConfigError, NodeConfig, inspect_data_dir
 from quorum.seeded_data_dir import RAFT_INDEX_MARGIN, write_seeded_data_dir
 
 from .cluster import Cluster, holds_for
@@ -146,10 +147,15 @@ def test_a_run_cut_short_at_any_rename_is_refused_by_serve_and_finished_by_the_n
     assert code == 3
     assert "run recover again to finish" in capsys.readouterr().err
     now = files(tmp_path / "d")
-    now.pop(recover_module.MARKER, None)
+    marked = now.pop(recover_module.MARKER, None) is not None
     now.pop(recover_module.MARKER + ".tmp", None)
-    # Either the dir is as it was, or it has no identity (serve refuses it).
-    assert now == old or "metaquorum.json" not in now, sorted(now)
+    # Either the dir is as it was, or serve refuses it, naming recover.
+    config = NodeConfig(0, {0: "127.0.0.1:9093"}, d, "http://127.0.0.1:1")
+    if marked or now != old:
+        with pytest.raises(ConfigError, match="a metaquorum recover was cut short here"):
+            inspect_data_dir(config)
+    else:
+        assert inspect_data_dir(config)[0].cluster_id == "the-cluster"
     assert main(["recover", "--data-dir", d, "--yes"]) == 0
     (backup,) = [n for n in os.listdir(d) if n.startswith("pre-recover-")]
     assert files(tmp_path / "d" / backup) == old
