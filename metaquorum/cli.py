@@ -1,9 +1,9 @@
 """``metaquorum``: the operator's command line.
 
 Every command is an entry of a table: this module's own (``COMMANDS``: demo,
-serve, dev, sim, broker, hash-token), the operator commands' (ops.OPS) and the
-pipeline's (pipeline_cli.PIPELINE_COMMANDS); ``completion`` prints the whole
-parser's. A command's parser imports only what its flags need, so that
+serve, dev, sim, broker, hash-token, recover), the operator commands'
+(ops.OPS) and the pipeline's (pipeline_cli.PIPELINE_COMMANDS); ``completion``
+prints the whole parser's. A command's parser imports only what its flags need, so that
 ``metaquorum status`` starts without the server's or the simulator's imports.
 """
 
@@ -110,6 +110,20 @@ COMMANDS: dict[str, Command] = {
         "Prints a tokens-file line that holds the salted scrypt hash of a "
         "token of the form ID.SECRET: a new one (shown once on stderr), or "
         "--token-file's. Exit code 2 on a bad flag or token.",
+    ),
+    "recover": Command(
+        "after a lost majority: make a surviving voter's data dir a one-voter cluster",
+        _later(".recover", "add_recover_flags"),
+        _later(".recover", "run_recover"),
+        "Unsafe by nature (docs/durability.md, Recovering from a lost majority): "
+        "keeps what the stopped survivor committed, drops its entries past the "
+        "commit index, moves its old files to DIR/pre-recover-<UTC>/ and writes a "
+        "data dir from which serve starts it as the only voter; then add voters "
+        "with add-voter. Asks for the cluster id unless --yes. Exit codes: 0 "
+        "recovered (or a recovery cut short finished), 1 not confirmed (nothing "
+        "changed), 2 a bad flag or data dir (missing, empty, in use, unreadable) "
+        "or no terminal and no --yes, 3 cut short by an error (named): run it "
+        "again to finish.",
     ),
 }
 LOCAL_COMMANDS = tuple(COMMANDS)

@@ -17,6 +17,8 @@ from .raft.election_timing import ElectionTimeouts
 DEFAULT_ELECTION_TIMEOUT_MS = 500
 
 IDENTITY_FILE = "metaquorum.json"
+# Left by a ``metaquorum recover`` until it is finished (metaquorum/recover.py).
+RECOVER_MARKER = "recover-in-progress.json"
 
 
 class ConfigError(Exception):
@@ -190,6 +192,12 @@ def inspect_data_dir(config: NodeConfig) -> tuple[DataDirIdentity, bool]:
     calls it before anything is written, so that a refused start leaves the
     data dir as it was."""
     path = os.path.join(config.data_dir, IDENTITY_FILE)
+    if os.path.exists(os.path.join(config.data_dir, RECOVER_MARKER)):
+        raise ConfigError(
+            f"--data-dir {config.data_dir}: a metaquorum recover was cut short here "
+            f"({RECOVER_MARKER}): run metaquorum recover --data-dir {config.data_dir} "
+            "again to finish it, or undo it (docs/durability.md)"
+        )
     if os.path.exists(path):
         try:
             with open(path, "rb") as f:
@@ -256,6 +264,12 @@ def record_formation(data_dir: str, identity: DataDirIdentity, voters: dict) -> 
     )
     _write_identity(os.path.join(data_dir, IDENTITY_FILE), out)
     return out
+
+
+def store_identity(data_dir: str, identity: DataDirIdentity) -> None:
+    """Writes ``metaquorum.json`` of ``data_dir`` (a seeded data dir's:
+    quorum/seeded_data_dir.py)."""
+    _write_identity(os.path.join(data_dir, IDENTITY_FILE), identity)
 
 
 def _write_identity(path: str, identity: DataDirIdentity) -> None:
