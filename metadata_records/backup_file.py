@@ -199,6 +199,8 @@ class BackupCheck:
                 f"header digest mismatch: the header hashes to {header_sha}, the trailer "
                 f"says {trailer['headerSha256']} (the header was changed or corrupted)"
             )
+        assert self.header is not None
+        _check_header_fields(self.header)
         image_sha = self._image_digest.hexdigest()
         if trailer["imageBytes"] != self._image_bytes:
             raise BackupError(
@@ -210,7 +212,6 @@ class BackupCheck:
                 f"image digest mismatch: the image hashes to {image_sha}, the trailer says "
                 f"{trailer['imageSha256']} (corrupted)"
             )
-        assert self.header is not None
         return BackupSummary(self.header, self._image_bytes, image_sha, self.received)
 
 
@@ -229,6 +230,11 @@ def _parse_header(line: bytes) -> dict[str, Any]:
             f"a newer backup format ({fmt}; this metaquorum reads {BACKUP_FORMAT}): "
             "use the metaquorum release that wrote it, or a newer one"
         )
+    return header
+
+
+def _check_header_fields(header: dict[str, Any]) -> None:
+    """After the header's digest matched: its fields, each of its type."""
     expected = {
         "imageFormat": int, "clusterId": str, "nextOffset": int, "lastOffset": int,
         "controllerEpoch": int, "voters": list, "metadataVersion": int,
@@ -247,7 +253,6 @@ def _parse_header(line: bytes) -> dict[str, Any]:
         _decode_value(Kind.VOTERS, header["voters"], "header.voters")
     except DecodeError as e:
         raise BackupError(f"corrupt header: {e}") from None
-    return header
 
 
 def _parse_trailer(line: bytes) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """``metaquorum``: the operator's command line.
 
 Every command is an entry of a table: this module's own (``COMMANDS``: demo,
-serve, dev, sim, broker, hash-token), the operator commands' (ops.OPS) and the
+serve, dev, sim, broker, backup, hash-token), the operator commands' (ops.OPS) and the
 pipeline's (pipeline_cli.PIPELINE_COMMANDS); ``completion`` prints the whole
 parser's. A command's parser imports only what its flags need, so that
 ``metaquorum status`` starts without the server's or the simulator's imports.
@@ -102,6 +102,17 @@ COMMANDS: dict[str, Command] = {
         "partitions until SIGTERM or Ctrl-C, then asks for a controlled shutdown and "
         "waits for it. Exit codes: 0 clean stop, 1 the controlled shutdown timed out, "
         "2 no cluster.",
+    ),
+    "backup": Command(
+        "a consistent copy of the committed metadata, streamed from any voter to a file",
+        _later(".backup", "add_backup_flags"),
+        _later(".backup", "run_backup"),
+        "Writes the image as of one committed offset (after a read barrier, with the "
+        "cluster id, voter set and features) from any voter's GET /v1/backup to FILE.part, "
+        "checks its digests, fsyncs and renames it to FILE; --verify FILE checks a backup "
+        "whole. Needs an admin token: the file holds sensitive config values. Exit codes: "
+        "0 done; 1 refused, broken off or a damaged file; 2 a bad flag or file, or no voter "
+        "answered.",
     ),
     "hash-token": Command(
         "a tokens-file line with a token's salted hash (scrypt) instead of the token",
