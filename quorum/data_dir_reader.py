@@ -17,11 +17,11 @@ import mmap
 import os
 import pickle
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from metadata_records.codec import DecodeError, decode_batch
-from metadata_records.image import MetadataImage
+from metadata_records.image import EMPTY_IMAGE, MetadataImage
 from metadata_records.records import Voter, VotersRecord
 
 from .record_log import LogEntry
@@ -180,6 +180,12 @@ class DataDirLog:
     journal_entries: int  # Raft entries in the journal (for progress)
     commit_index: int | None
     held_back: int  # Raft entries after the stored commit index (not read)
+    # The highest Raft index the dir holds (the journal's last entry, or the
+    # snapshot's), committed or not.
+    last_index: int = 0
+    # The image as replayed so far: the snapshot's, then after each batch
+    # ``entries`` yielded (all of them read: the image at the commit index).
+    image: Callable[[], MetadataImage] = lambda: EMPTY_IMAGE
 
 
 def read_data_dir(data_dir: str, include_uncommitted: bool = False) -> DataDirLog:
@@ -243,4 +249,7 @@ def read_data_dir(data_dir: str, include_uncommitted: bool = False) -> DataDirLo
                 f"the next would be {sm.image.next_offset})"
             )
 
-    return DataDirLog(image, batches(), len(entries), commit, held_back)
+    last_index = max([snapshot_last_index] + [e.raft_index for e in entries[-1:]])
+    return DataDirLog(
+        image, batches(), len(entries), commit, held_back, last_index, lambda: sm.image
+    )

@@ -258,6 +258,12 @@ def record_formation(data_dir: str, identity: DataDirIdentity, voters: dict) -> 
     return out
 
 
+def store_identity(data_dir: str, identity: DataDirIdentity) -> None:
+    """Writes ``metaquorum.json`` of ``data_dir`` (a seeded data dir's:
+    quorum/seeded_data_dir.py)."""
+    _write_identity(os.path.join(data_dir, IDENTITY_FILE), identity)
+
+
 def _write_identity(path: str, identity: DataDirIdentity) -> None:
     """Atomically and durably: written, synced, renamed, directory synced."""
     obj = {

@@ -239,7 +239,7 @@ class MetadataStateMachine(SyncObjConsumer):
         if pid == 0:  # the child: write, sync, rename, exit; never return into pysyncobj
             code = 1
             try:
-                _write_snapshot_file(final, image, last, prev, cluster)
+                write_snapshot_file(final, image, last, prev, cluster)
                 code = 0
             except OSError as e:
                 code = SNAPSHOT_EXIT_NO_SPACE if e.errno in SPACE_ERRNOS else 1
@@ -470,7 +470,11 @@ def _size(path: str | None) -> int:
         return 0
 
 
-def _write_snapshot_file(final: str, image: MetadataImage, last, prev, cluster) -> None:
+def write_snapshot_file(final: str, image: MetadataImage, last, prev, cluster) -> None:
+    """Our snapshot file at ``final``, whole or not at all (a part file, fsync,
+    rename, directory fsync): the snapshot writer's child, and a seeded data
+    dir (quorum/seeded_data_dir.py). ``last``, ``prev``: pysyncobj's entries
+    (command, index, term); ``cluster``: its nodes, or their Raft addresses."""
     image_bytes = encode_image(image)
     header = {
         "format": SNAPSHOT_FORMAT,

@@ -401,7 +401,7 @@ def test_a_snapshot_newer_than_the_journal_start_does_not_drop_the_journal(tmp_p
     """A snapshot renamed into place, then a stop before pysyncobj compacted the
     journal: pysyncobj would clear the journal down to the snapshot's two
     entries and lose everything written after it; metaquorum replays it."""
-    from quorum.state_machine import _write_snapshot_file
+    from quorum.state_machine import write_snapshot_file
 
     config = single_voter_config(tmp_path, compaction_entries=100_000)
     node = build_node(config)
@@ -414,7 +414,7 @@ def test_a_snapshot_newer_than_the_journal_start_does_not_drop_the_journal(tmp_p
         applied = node.raft.last_applied
         base = journal[0][1]
         last, prev = journal[applied - base], journal[applied - base - 1]
-        _write_snapshot_file(config.dump_file, node.image, last, prev, [config.raft_address])
+        write_snapshot_file(config.dump_file, node.image, last, prev, [config.raft_address])
         for b in range(4, 7):  # written after the snapshot, only in the journal
             await register(node, b)
         await wait_until(lambda: node.queue_depth == 0)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metadata_records.snapshot import image_digest
-from quorum.state_machine import MetadataStateMachine, SnapshotError, _write_snapshot_file
+from quorum.state_machine import MetadataStateMachine, SnapshotError, write_snapshot_file
 
 from .test_snapshot import sample_image
 
@@ -25,7 +25,7 @@ CLUSTER = ["127.0.0.1:7071", "127.0.0.1:7073"]
 @pytest.fixture(scope="module")
 def snapshot_bytes(tmp_path_factory) -> bytes:
     path = tmp_path_factory.mktemp("snap") / "raft.snapshot"
-    _write_snapshot_file(str(path), IMAGE, LAST, PREV, CLUSTER)
+    write_snapshot_file(str(path), IMAGE, LAST, PREV, CLUSTER)
     return path.read_bytes()
 
 
