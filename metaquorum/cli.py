@@ -1,9 +1,9 @@
 """``metaquorum``: the operator's command line.
 
 Every command is an entry of a table: this module's own (``COMMANDS``: demo,
-serve, dev, sim, broker, backup, hash-token), the operator commands' (ops.OPS) and the
-pipeline's (pipeline_cli.PIPELINE_COMMANDS); ``completion`` prints the whole
-parser's. A command's parser imports only what its flags need, so that
+serve, dev, sim, broker, backup, restore, hash-token), the operator commands'
+(ops.OPS) and the pipeline's (pipeline_cli.PIPELINE_COMMANDS); ``completion``
+prints the whole parser's. A command's parser imports only what its flags need, so that
 ``metaquorum status`` starts without the server's or the simulator's imports.
 """
 
@@ -113,6 +113,18 @@ COMMANDS: dict[str, Command] = {
         "whole. Needs an admin token: the file holds sensitive config values. Exit codes: "
         "0 done; 1 refused, broken off or a damaged file; 2 a bad flag or file, or no voter "
         "answered.",
+    ),
+    "restore": Command(
+        "a voter's data dir written from a backup file, to start a new cluster from it",
+        _later(".restore", "add_restore_flags"),
+        _later(".restore", "run_restore"),
+        "Checks the backup whole (as backup --verify), then writes --data-dir (empty or "
+        "new) so that serve starts voter --node-id of a cluster of --voters holding exactly "
+        "the backup's image, under a new cluster id (--cluster-id, required for more than "
+        "one voter) or the backup's (--keep-cluster-id). Restore every voter from the same "
+        "file. Exit codes: 0 written; 1 a damaged file or a newer metadata.version; 2 a bad "
+        "flag, an unreadable file or a data dir that is not empty. Nothing is written on a "
+        "refusal.",
     ),
     "hash-token": Command(
         "a tokens-file line with a token's salted hash (scrypt) instead of the token",
