@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -314,13 +315,13 @@ def describe(summary: BackupSummary) -> list[str]:
     """The header, as lines for people."""
     h = summary.header
     voters = ", ".join(f"{v['voterId']}@{v['host']}:{v['port']}" for v in h["voters"])
+    taken = datetime.fromtimestamp(h["createdAtMs"] / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return [
-        f"cluster id {h['clusterId']}, taken from node {h['sourceNodeId']} at "
-        f"{h['createdAtMs']} ms (epoch)",
+        f"cluster id {h['clusterId']}, taken from node {h['sourceNodeId']} at {taken}",
         f"as of offset {h['lastOffset']} (next offset {h['nextOffset']}), "
         f"{METADATA_VERSION} {h['metadataVersion']}",
         f"{h['brokers']:,} brokers, {h['topics']:,} topics, {h['partitions']:,} partitions; "
-        f"voters {voters or 'none recorded'}",
+        f"voter set {voters or 'none written yet'}",
         f"image {summary.image_bytes:,} bytes, SHA-256 {summary.image_sha256}; "
         f"file {summary.file_bytes:,} bytes",
     ]

@@ -170,7 +170,7 @@ def _report(args, summary, voters, cluster_id, old_id, directory_id, raft_index)
     print(f"restored node {args.node_id} into {args.data_dir} from {args.source}:")
     for line in describe(summary):
         print(f"  {line}")
-    print(f"  voters {describe_voters(voters)}; this voter's directory id {directory_id}")
+    print(f"  new voter set {describe_voters(voters)}; this voter's directory id {directory_id}")
     print(f"  Raft index {raft_index} (the same for every voter restored from a backup)")
     if cluster_id == old_id:
         print(

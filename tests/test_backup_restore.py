@@ -386,3 +386,18 @@ def test_restore_refusals_write_nothing(voters, tmp_path):
     (tmp_path / "same").write_bytes(_crafted(blob, MAX_METADATA_VERSION))
     ok = _restore(tmp_path / "same", tmp_path / "ok", 0, one)
     assert ok.returncode == 0, ok.stderr
+
+
+def test_a_voter_with_http_workers_serves_its_backup(tmp_path):
+    """A worker (voter/worker_node.py) answers GET /v1/backup from its own
+    image after a barrier through its core, with the voter's cluster id."""
+    with running(Cluster(tmp_path, voters=1, extra=["--http-workers", "2"])) as c:
+        leader = c.leader()
+        register(c, leader, 1)
+        out = tmp_path / "w.backup"
+        for _ in range(4):  # the workers share the port: more than one answers
+            run = cli("backup", "--url", c.url(0), "--out", str(out), "--force")
+            assert run.returncode == 0, run.stderr
+            summary, image = load_backup([out.read_bytes()])
+            assert summary.header["clusterId"] == c.cluster_id
+            assert 1 in image.brokers
