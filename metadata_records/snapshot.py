@@ -2,7 +2,9 @@
 
 The encoding is canonical (brokers, topics and partitions sorted), so two voters
 hold the same image exactly when their digests match. It is our own JSON, made
-with the codec's value shapes, never pickled classes.
+with the codec's value shapes, never pickled classes. ``encode_image_chunks``
+writes the same bytes in pieces (a backup, metadata_records/backup_file.py),
+from the same parts of the object ``image_to_obj`` builds.
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ def encode_image_chunks(
 ) -> Iterator[bytes]:
     """``encode_image(image)``, byte for byte, in pieces of about
     ``partitions_per_chunk`` partitions each: a backup of 2,000,000
-    partitions (about 150 MB encoded) never sits whole in memory as bytes.
+    partitions (about 80 MB encoded) never sits whole in memory as bytes.
     Every piece is orjson's own output of a part of ``image_to_obj``'s
     object, cut at the brackets and commas orjson writes with no spaces."""
     head = orjson.dumps(_head_obj(image))
