@@ -79,6 +79,14 @@ def _replayed_digest(c: Cluster, i: int, next_offset: int) -> str:
     return image_digest(invariants.delta.apply())
 
 
+def _at_rest(c: Cluster, i: int) -> bool:
+    """Voter ``i``'s last applied offset stays put for half a second (no
+    writer, no periodic NoOp: only a new leader's own writes move it)."""
+    before = (c.status(i) or {}).get("lastAppliedOffset")
+    time.sleep(0.5)
+    return before is not None and (c.status(i) or {}).get("lastAppliedOffset") == before
+
+
 def _follower(c: Cluster) -> int:
     leader = c.leader()
     return next(i for i in range(c.n) if i != leader)
@@ -109,7 +117,11 @@ def test_a_backup_under_writes_is_the_image_at_its_offset(voters, tmp_path):
     assert summary.image_sha256 in run.stdout
     # Every write acknowledged before the backup started is in it; the cluster went on after.
     assert acked_before and acked_before <= set(image.brokers)
-    assert c.status(follower)["highWatermark"] > h["nextOffset"]
+    c.wait(
+        lambda: (c.status(follower) or {}).get("highWatermark", 0) > h["nextOffset"],
+        30,
+        "writes after the backup applied on the follower",
+    )
     # The file's digest is the image a replay of the log to its offset gives.
     assert summary.image_sha256 == image_digest(image)
     assert summary.image_sha256 == _replayed_digest(c, c.leader(), h["nextOffset"])
@@ -193,6 +205,7 @@ def test_backup_over_tls_with_a_token(tmp_path):
     with running(Cluster(tmp_path, voters=1, tls=tls, extra=["--tokens-file", str(tokens)])) as c:
         out = tmp_path / "tls.backup"
         base = ["backup", "--url", c.url(0), "--out", str(out), "--token", "tok-admin"]
+        c.wait(lambda: _at_rest(c, 0), 30, "the new leader's own writes applied")
         unknown_ca = cli(*base)
         assert unknown_ca.returncode == 2, unknown_ca.stderr
         assert not out.exists() and not Path(f"{out}.part").exists()
