@@ -22,6 +22,7 @@ from quorum.state_machine import MetadataStateMachine
 
 class ServedNode(Protocol):
     node_id: int
+    cluster_id: str  # what a backup (GET /v1/backup) is of
     # The followed image's state machine: its retained log (/v1/log) and
     # ``fatal`` (why the node refuses to serve).
     sm: MetadataStateMachine

@@ -2,12 +2,15 @@
 
 The encoding is canonical (brokers, topics and partitions sorted), so two voters
 hold the same image exactly when their digests match. It is our own JSON, made
-with the codec's value shapes, never pickled classes.
+with the codec's value shapes, never pickled classes. ``encode_image_chunks``
+writes the same bytes in pieces (a backup, metadata_records/backup_file.py),
+from the same parts of the object ``image_to_obj`` builds.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -21,6 +24,8 @@ from .partition_map import PartitionMap
 from .records import Kind
 
 SNAPSHOT_FORMAT = 1
+# About this many partitions a piece of encode_image_chunks (about 0.5 MB).
+CHUNK_PARTITIONS = 8_192
 
 _BROKER_FIELDS = (
     ("brokerId", Kind.INT32),
@@ -77,7 +82,16 @@ _IMAGE_KEYS = (
 
 
 def image_to_obj(image: MetadataImage) -> dict[str, Any]:
-    obj = {
+    return {
+        **_head_obj(image),
+        "topics": [_topic_obj(t, _partition_rows(t)) for _, t in sorted(image.topics.items())],
+        **_tail_obj(image),
+    }
+
+
+def _head_obj(image: MetadataImage) -> dict[str, Any]:
+    """The keys before "topics", in the order they are written."""
+    return {
         "format": SNAPSHOT_FORMAT,
         "nextOffset": image.next_offset,
         "controllerEpoch": image.controller_epoch,
@@ -89,16 +103,25 @@ def image_to_obj(image: MetadataImage) -> dict[str, Any]:
             [_encode_value(kind, value) for (_, kind), value in zip(_BROKER_FIELDS, b, strict=True)]
             for _, b in sorted(image.brokers.items())
         ],
-        "topics": [
-            {
-                "name": t.name,
-                "topicId": t.topic_id,
-                "configs": dict(sorted(t.configs.items())),
-                "partitions": [_partition_row(pid, p) for pid, p in sorted(t.partitions.items())],
-            }
-            for _, t in sorted(image.topics.items())
-        ],
     }
+
+
+def _topic_obj(t: TopicImage, partitions: list) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "topicId": t.topic_id,
+        "configs": dict(sorted(t.configs.items())),
+        "partitions": partitions,
+    }
+
+
+def _partition_rows(t: TopicImage) -> list[list]:
+    return [_partition_row(pid, p) for pid, p in sorted(t.partitions.items())]
+
+
+def _tail_obj(image: MetadataImage) -> dict[str, Any]:
+    """The keys after "topics", each written only when set."""
+    obj: dict[str, Any] = {}
     # Only once a voter set was written, so images (and digests) from before
     # voter sets existed are unchanged.
     if image.voters:
@@ -155,6 +178,45 @@ def _partition_row(pid: int, p: PartitionRegistration) -> list:
 
 def encode_image(image: MetadataImage) -> bytes:
     return orjson.dumps(image_to_obj(image))
+
+
+def encode_image_chunks(
+    image: MetadataImage, partitions_per_chunk: int = CHUNK_PARTITIONS
+) -> Iterator[bytes]:
+    """``encode_image(image)``, byte for byte, in pieces of about
+    ``partitions_per_chunk`` partitions each: a backup of 2,000,000
+    partitions (about 80 MB encoded) never sits whole in memory as bytes.
+    Every piece is orjson's own output of a part of ``image_to_obj``'s
+    object, cut at the brackets and commas orjson writes with no spaces."""
+    head = orjson.dumps(_head_obj(image))
+    yield head[:-1] + b',"topics":['  # without its closing brace
+    pending: list[bytes] = []
+    rows = 0
+    for n, (_, t) in enumerate(sorted(image.topics.items())):
+        empty = orjson.dumps(_topic_obj(t, []))  # ...,"partitions":[]}
+        pending.append((b"," if n else b"") + empty[:-2])  # open: ...,"partitions":[
+        first = True
+        partitions = t.partitions
+        pids = sorted(partitions)
+        for start in range(0, len(pids), partitions_per_chunk):
+            batch = [
+                _partition_row(pid, partitions[pid])
+                for pid in pids[start : start + partitions_per_chunk]
+            ]
+            pending.append((b"" if first else b",") + orjson.dumps(batch)[1:-1])
+            first = False
+            rows += len(batch)
+            if rows >= partitions_per_chunk:
+                yield b"".join(pending)
+                pending, rows = [], 0
+        pending.append(b"]}")
+        rows += 1  # topics of no partitions still add up to a piece
+        if rows >= partitions_per_chunk:
+            yield b"".join(pending)
+            pending, rows = [], 0
+    tail = orjson.dumps(_tail_obj(image))
+    pending.append(b"]" + (b"," + tail[1:] if len(tail) > 2 else b"}"))
+    yield b"".join(pending)
 
 
 def image_digest(image: MetadataImage) -> str:

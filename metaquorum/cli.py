@@ -1,7 +1,7 @@
 """``metaquorum``: the operator's command line.
 
 Every command is an entry of a table: this module's own (``COMMANDS``: demo,
-serve, dev, sim, broker, hash-token, recover), the operator commands'
+serve, dev, sim, broker, backup, restore, recover, hash-token), the operator commands'
 (ops.OPS) and the pipeline's (pipeline_cli.PIPELINE_COMMANDS); ``completion``
 prints the whole parser's. A command's parser imports only what its flags need, so that
 ``metaquorum status`` starts without the server's or the simulator's imports.
@@ -102,6 +102,29 @@ COMMANDS: dict[str, Command] = {
         "partitions until SIGTERM or Ctrl-C, then asks for a controlled shutdown and "
         "waits for it. Exit codes: 0 clean stop, 1 the controlled shutdown timed out, "
         "2 no cluster.",
+    ),
+    "backup": Command(
+        "a consistent copy of the committed metadata, streamed from any voter to a file",
+        _later(".backup", "add_backup_flags"),
+        _later(".backup", "run_backup"),
+        "Writes the image as of one committed offset (after a read barrier, with the "
+        "cluster id, voter set and features) from any voter's GET /v1/backup to FILE.part, "
+        "checks its digests, fsyncs and renames it to FILE; --verify FILE checks a backup "
+        "whole. Needs an admin token: the file holds sensitive config values. Exit codes: "
+        "0 done; 1 refused, broken off or a damaged file; 2 a bad flag or file, or no voter "
+        "answered.",
+    ),
+    "restore": Command(
+        "a voter's data dir written from a backup file, to start a new cluster from it",
+        _later(".restore", "add_restore_flags"),
+        _later(".restore", "run_restore"),
+        "Checks the backup whole (as backup --verify), then writes --data-dir (empty or "
+        "new) so that serve starts voter --node-id of a cluster of --voters holding exactly "
+        "the backup's image, under a new cluster id (--cluster-id, required for more than "
+        "one voter) or the backup's (--keep-cluster-id). Restore every voter from the same "
+        "file. Exit codes: 0 written; 1 a damaged file or a newer metadata.version; 2 a bad "
+        "flag, an unreadable file or a data dir that is not empty. Nothing is written on a "
+        "refusal.",
     ),
     "hash-token": Command(
         "a tokens-file line with a token's salted hash (scrypt) instead of the token",

@@ -35,6 +35,7 @@ API_MD_OPERATIONS = {
     ("get", "/v1/topics/{name}"),
     ("get", "/v1/log"),
     ("get", "/v1/snapshot"),
+    ("get", "/v1/backup"),
     ("get", "/v1/quorum/status"),
     ("get", "/livez"),
     ("get", "/readyz"),
@@ -132,7 +133,7 @@ def test_errors_are_documented_and_every_reference_resolves(schema):
     }
     for path, item in schema["paths"].items():
         for method, operation in item.items():
-            if path != "/metrics":
+            if path not in ("/metrics", "/v1/backup"):  # text and a file: no JSON
                 assert "$ref" in str(
                     operation["responses"]["200"]["content"]["application/json"]
                 ), (method, path)

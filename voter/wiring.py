@@ -95,6 +95,7 @@ async def _serve_with_workers(
     }
     config = {
         "nodeId": node.node_id,
+        "clusterId": node.cluster_id,
         "logRetention": node.config.log_retention,
         "host": args.http_host,
         "port": int(args.http_port),

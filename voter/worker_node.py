@@ -81,8 +81,11 @@ class WorkerNode:
     (the followed image's state machine and log), ``submit``, ``barrier``,
     ``wait_for_offset``, ``replaying``, ``raft_alive``, ``node_id``."""
 
-    def __init__(self, node_id: int, index: int, log_retention: int = 200_000) -> None:
+    def __init__(
+        self, node_id: int, index: int, log_retention: int = 200_000, cluster_id: str = ""
+    ) -> None:
         self.node_id = node_id
+        self.cluster_id = cluster_id
         self.index = index
         # With an fd channel (``connect``), writes go to the voter's orderer
         # process over a link of their own, instead of to the core.

@@ -420,7 +420,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     from .worker_node import ForwardToCore, WorkerNode
 
     index = config["index"]
-    node = WorkerNode(config["nodeId"], index, config["logRetention"])
+    node = WorkerNode(config["nodeId"], index, config["logRetention"], config["clusterId"])
     channel = config.get("fdChannelFd")
     await node.connect(
         socket.socket(fileno=config["linkFd"]),

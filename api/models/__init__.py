@@ -127,7 +127,7 @@ from .configs import (
     IncrementalAlterConfigsResponse,
 )
 from .features import UpdateFeaturesRequest, UpdateFeaturesResponse
-from .log import LogOut, RecordOut, SnapshotOut
+from .log import BackupHeader, BackupVoterOut, LogOut, RecordOut, SnapshotOut
 from .quorum import (
     AddVoterRequest,
     BeaconsOut,
@@ -326,4 +326,6 @@ __all__ = [
     "LogOut",
     "RecordOut",
     "SnapshotOut",
+    "BackupHeader",
+    "BackupVoterOut",
 ]

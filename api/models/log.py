@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .common import FEATURES_EXAMPLE, LISTENER_EXAMPLE, ResponseModel, example
+from .common import CLUSTER_ID, FEATURES_EXAMPLE, LISTENER_EXAMPLE, ResponseModel, example
 
 
 class RecordOut(ResponseModel):
@@ -92,3 +92,60 @@ class SnapshotOut(ResponseModel):
     offset: int = Field(description="the image's last offset")
     next_offset: int = Field(description="the offset to follow the log from")
     records: list[RecordOut] = Field(description="records that recreate the image")
+
+
+class BackupVoterOut(ResponseModel):
+    """A voter of the image's voter set (its KRAFT_VOTERS record)."""
+
+    voter_id: int = Field(description="its node id")
+    voter_directory_id: str = Field(description="the directory id of the data dir it votes with")
+    host: str = Field(description="its Raft host")
+    port: int = Field(description="its Raft port")
+
+
+class BackupHeader(ResponseModel):
+    """The first line of GET /v1/backup's body and of a `metaquorum backup`
+    file (metadata_records/backup_file.py): what the image that follows is."""
+
+    model_config = example(
+        {
+            "magic": "metaquorum-backup",
+            "format": 1,
+            "imageFormat": 1,
+            "clusterId": CLUSTER_ID,
+            "nextOffset": 42,
+            "lastOffset": 41,
+            "controllerEpoch": 3,
+            "voters": [
+                {
+                    "voterId": 0,
+                    "voterDirectoryId": "b4Qu2DxXQvWv1CK6Rnh0Zw",
+                    "host": "metaquorum-0.metaquorum",
+                    "port": 9093,
+                }
+            ],
+            "metadataVersion": 12,
+            "finalizedFeatures": {"metadata.version": 12},
+            "brokers": 2,
+            "topics": 1,
+            "partitions": 3,
+            "createdAtMs": 1795000004000,
+            "sourceNodeId": 0,
+        }
+    )
+
+    magic: str = Field(description='always "metaquorum-backup", first in the line')
+    format: int = Field(description="the backup file's format (1)")
+    image_format: int = Field(description="the image's snapshot format (1)")
+    cluster_id: str = Field(description="the cluster id of the cluster it was taken from")
+    next_offset: int = Field(description="the image's next offset: it holds every offset below")
+    last_offset: int = Field(description="the last offset the image holds (nextOffset - 1)")
+    controller_epoch: int = Field(description="the image's controller epoch")
+    voters: list[BackupVoterOut] = Field(description="the image's voter set")
+    metadata_version: int = Field(description="the image's finalized metadata.version level")
+    finalized_features: dict[str, int] = Field(description="the image's finalized features")
+    brokers: int = Field(description="registered brokers in the image")
+    topics: int = Field(description="topics in the image")
+    partitions: int = Field(description="partitions in the image")
+    created_at_ms: int = Field(description="the serving node's wall clock when it was taken")
+    source_node_id: int = Field(description="the node that served it")

@@ -2,7 +2,8 @@
 tags and the schemas of every request body.
 
 The app parses bodies itself (api/bodies.py), so FastAPI sees no body
-models: api/openapi_doc.py ``finish`` adds REQUEST_MODELS' schemas to the
+models: api/openapi_doc.py ``finish`` adds REQUEST_MODELS' schemas (and
+DESCRIBED_MODELS', the body of no JSON answer) to the
 document, drops FastAPI's 422 (a bad request is 400 here) and gives every
 nested schema an example. Built once, on first ask.
 """
@@ -37,6 +38,8 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.AddVoterRequest,
     M.RemoveVoterRequest,
 )
+# Models that no route returns as JSON: GET /v1/backup's header line.
+DESCRIBED_MODELS: tuple[type[BaseModel], ...] = (M.BackupHeader,)
 
 DESCRIPTION = """\
 A Raft-replicated cluster-metadata service in the style of Apache Kafka's KRaft
@@ -90,7 +93,7 @@ def serve_document(app: FastAPI) -> None:
             routes=app.routes,
             tags=TAGS,
         )
-        finish(schema, REQUEST_MODELS)
+        finish(schema, REQUEST_MODELS + DESCRIBED_MODELS)
         app.openapi_schema = schema
         return schema
 
