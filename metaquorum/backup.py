@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -54,9 +55,22 @@ def add_backup_flags(p: argparse.ArgumentParser) -> None:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--out", metavar="FILE", help="write the backup to FILE")
     what.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="write it into DIR as metaquorum-<cluster id>-<offset>-<UTC time>.backup "
+        "(a CronJob's volume: no shell needed to name it)",
+    )
+    what.add_argument(
         "--verify", metavar="FILE", help="check FILE whole (digests, image, counts); no --url"
     )
     p.add_argument("--force", action="store_true", help="replace an existing --out FILE")
+    p.add_argument(
+        "--keep",
+        type=int,
+        metavar="N",
+        help="with --out-dir: after a good backup, delete the oldest of DIR's backups "
+        "beyond the newest N (this cluster's only; never a .part or another file)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -100,11 +114,20 @@ def _verify(path: str) -> int:
 def _backup(args: argparse.Namespace) -> int:
     from brokers.tls import ClientTlsError, client_context
 
-    out = os.path.abspath(args.out)
-    directory = os.path.dirname(out)
+    if args.keep is not None and (args.out_dir is None or args.keep < 1):
+        raise _Failed("--keep N needs --out-dir and N of 1 or more", EXIT_BAD_INPUT)
+    if args.out_dir is not None:
+        directory = os.path.abspath(args.out_dir)
+        if not os.path.isdir(directory):
+            raise _Failed(f"--out-dir {args.out_dir}: no such directory", EXIT_BAD_INPUT)
+        # Named once the header says the cluster and offset (_named).
+        out = os.path.join(directory, f".metaquorum-backup-{os.getpid()}-{time.time_ns()}")
+    else:
+        out = os.path.abspath(args.out)
+        directory = os.path.dirname(out)
     if not os.path.isdir(directory):
         raise _Failed(f"--out {args.out}: no directory {directory}", EXIT_BAD_INPUT)
-    if os.path.exists(out) and not args.force:
+    if args.out and os.path.exists(out) and not args.force:
         raise _Failed(
             f"--out {args.out} exists; choose another name, or --force to replace it",
             EXIT_BAD_INPUT,
@@ -120,6 +143,8 @@ def _backup(args: argparse.Namespace) -> int:
     with httpx.Client(timeout=httpx.Timeout(60.0), headers=headers, verify=verify) as client:
         try:
             url, summary = _download(client, urls, part, args.quiet)
+            if args.out_dir is not None:
+                out = _named(directory, summary)
             _publish(part, out)
         except BaseException:
             _remove(part)
@@ -129,9 +154,42 @@ def _backup(args: argparse.Namespace) -> int:
         f"backup of cluster {h['clusterId']} as of offset {h['lastOffset']} (next offset "
         f"{h['nextOffset']}), from node {h['sourceNodeId']} at {url}"
     )
-    print(f"wrote {args.out}: {summary.file_bytes:,} bytes")
+    print(f"wrote {args.out or out}: {summary.file_bytes:,} bytes")
     print(f"image SHA-256 {summary.image_sha256} (the image digest voters report at that offset)")
+    if args.keep is not None:
+        for old in _beyond_newest(directory, h["clusterId"], args.keep):
+            _remove(old)
+            print(f"deleted {old} (--keep {args.keep})")
     return 0
+
+
+BACKUP_NAME = "metaquorum-{cluster}-{offset:012d}-{stamp}.backup"
+_TAIL = re.compile(r"\d{12}-\d{8}T\d{6}Z(-\d{9})?\.backup")  # after the cluster id
+
+
+def _named(directory: str, summary: BackupSummary) -> str:
+    """DIR/metaquorum-<cluster id>-<next offset>-<UTC time>.backup: sorted by
+    name is sorted by offset within a cluster, and a second backup at the same
+    offset (an idle cluster) gets its own time."""
+    h = summary.header
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = BACKUP_NAME.format(cluster=h["clusterId"], offset=h["nextOffset"], stamp=stamp)
+    out = os.path.join(directory, name)
+    if os.path.exists(out):  # two in one second
+        out = out.replace(".backup", f"-{time.time_ns() % 10**9:09d}.backup")
+    return out
+
+
+def _beyond_newest(directory: str, cluster_id: str, keep: int) -> list[str]:
+    """This cluster's backups in ``directory`` but the newest ``keep``, by
+    offset then time (the names sort so)."""
+    prefix = f"metaquorum-{cluster_id}-"
+    mine = sorted(
+        name
+        for name in os.listdir(directory)
+        if name.startswith(prefix) and _TAIL.fullmatch(name[len(prefix) :])
+    )
+    return [os.path.join(directory, name) for name in mine[: max(len(mine) - keep, 0)]]
 
 
 def _token(args: argparse.Namespace) -> str | None:

@@ -152,6 +152,33 @@ def test_refused_for_a_read_token_and_for_an_existing_file(voters, tmp_path):
     assert oct(out.stat().st_mode & 0o777) == "0o600"  # it holds sensitive values
 
 
+def test_out_dir_names_each_backup_and_keep_deletes_only_this_clusters_oldest(voters, tmp_path):
+    """What a CronJob runs (no shell to name the file): each backup gets its
+    cluster, offset and time in its name; ``--keep 2`` leaves the newest two
+    and never touches another file."""
+    c = voters
+    out = tmp_path / "backups"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "metaquorum-other-cluster-000000000001-20260101T000000Z.backup").write_text("x")
+    args = ["backup", "--url", c.url(0), "--token", "tok-admin", "--out-dir", str(out)]
+    made = []
+    for k in range(3):
+        register(c, c.leader(), 6100 + k)  # a new offset each time
+        run = cli(*args, "--keep", "2")
+        assert run.returncode == 0, run.stderr
+        made.append(next(line.split()[1].rstrip(":") for line in run.stdout.splitlines()
+                         if line.startswith("wrote ")))  # fmt: skip
+    left = sorted(os.listdir(out))
+    assert [os.path.basename(m) for m in made[1:]] == [
+        n for n in left if n.startswith(f"metaquorum-{c.cluster_id}-")
+    ]
+    assert "notes.txt" in left and len(left) == 4, left
+    assert all(cli("backup", "--verify", m).returncode == 0 for m in made[1:])
+    bad = cli(*args[:-2], "--out", str(tmp_path / "x"), "--keep", "1")
+    assert bad.returncode == 2 and "--keep N needs --out-dir" in bad.stderr
+
+
 def test_no_voter_answering_leaves_nothing(tmp_path):
     from tests.cluster import free_port  # noqa: PLC0415
 

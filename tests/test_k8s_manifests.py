@@ -53,8 +53,10 @@ def _labels(objects):
 def test_every_overlay_validates_against_the_kubernetes_schemas(rendered):
     name, objects = rendered
     kinds = sorted(o["kind"] for o in objects)
+    backups = ["CronJob", "PersistentVolumeClaim"] if name == "prod" else []
     assert kinds == sorted(
         [
+            *backups,
             "ConfigMap",
             "NetworkPolicy",
             "PodDisruptionBudget",
@@ -92,7 +94,8 @@ def test_the_validate_cli_passes_every_overlay_offline(k8s_copy, tmp_path):
             timeout=120,
         )
         assert r.returncode == 0, r.stdout + r.stderr
-        assert r.stdout.count("passed for resource") == 9, r.stdout
+        objects = 11 if overlay == "prod" else 9  # prod: the backup CronJob and its volume
+        assert r.stdout.count("passed for resource") == objects, r.stdout
 
 
 def test_overlays_differ_where_they_should(k8s_copy):
@@ -292,3 +295,33 @@ def test_prometheus_scrapes_the_metrics_port(rendered):
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/path"] == "/metrics"
     assert annotations["prometheus.io/port"] == str(http["containerPort"])
+
+
+def test_prod_backs_up_on_a_schedule_with_the_overlays_own_secrets(k8s_copy):
+    """The backup CronJob (k8s/components/backup): its command parses as the
+    CLI's, it reads the generated token Secret by its hashed name and the CA,
+    writes to its own volume, and no Service or PDB selects its pods."""
+    from metaquorum.cli import _parser
+
+    objects = render(k8s_copy, "prod")
+    cron = one(objects, "CronJob", "metaquorum-backup")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]
+    c = pod["spec"]["containers"][0]
+    assert c["image"] == _container(objects)["image"]
+    args = _parser("backup").parse_args([*c["command"][1:], *c["args"]])
+    assert args.out_dir == "/backups" and args.keep >= 1
+    assert args.url == "https://metaquorum:8080"
+    secrets = {
+        v["name"]: v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v
+    }
+    assert secrets["tokens"] == named(objects, "Secret", "metaquorum-tokens")["metadata"]["name"]
+    assert secrets["tls"] == "metaquorum-tls"
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["METAQUORUM_TOKEN_FILE"] == "/etc/metaquorum/auth/admin-token"
+    assert env["METAQUORUM_CACERT"] == "/etc/metaquorum/tls/ca.crt"
+    claim = next(v for v in pod["spec"]["volumes"] if v["name"] == "backups")
+    one(objects, "PersistentVolumeClaim", claim["persistentVolumeClaim"]["claimName"])
+    labels = pod["metadata"]["labels"]
+    assert labels.items() & _labels(objects).items() != _labels(objects).items()
+    assert cron["metadata"]["namespace"] == one(objects, "StatefulSet")["metadata"]["namespace"]
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
