@@ -54,14 +54,10 @@ class BackupError(Exception):
     """The file is not a whole, good backup; the message says what is wrong."""
 
 
-def backup_header(
-    image: MetadataImage, *, cluster_id: str, source_node_id: int, created_at_ms: int
-) -> dict[str, Any]:
+def image_facts(image: MetadataImage) -> dict:
+    """What the header says of the image, and what a check holds the decoded
+    image against."""
     return {
-        "magic": MAGIC,
-        "format": BACKUP_FORMAT,
-        "imageFormat": SNAPSHOT_FORMAT,
-        "clusterId": cluster_id,
         "nextOffset": image.next_offset,
         "lastOffset": image.last_offset,
         "controllerEpoch": image.controller_epoch,
@@ -71,6 +67,18 @@ def backup_header(
         "brokers": len(image.brokers),
         "topics": len(image.topics),
         "partitions": image.partition_count,
+    }
+
+
+def backup_header(
+    image: MetadataImage, *, cluster_id: str, source_node_id: int, created_at_ms: int
+) -> dict[str, Any]:
+    return {
+        "magic": MAGIC,
+        "format": BACKUP_FORMAT,
+        "imageFormat": SNAPSHOT_FORMAT,
+        "clusterId": cluster_id,
+        **image_facts(image),
         "createdAtMs": created_at_ms,
         "sourceNodeId": source_node_id,
     }
@@ -291,17 +299,7 @@ def load_backup(pieces: Iterable[bytes]) -> tuple[BackupSummary, MetadataImage]:
         raise BackupError(f"the image does not decode: {e}") from None
     del data
     header = summary.header
-    found = {
-        "nextOffset": image.next_offset,
-        "lastOffset": image.last_offset,
-        "controllerEpoch": image.controller_epoch,
-        "voters": _encode_value(Kind.VOTERS, image.voters),
-        "metadataVersion": image.metadata_version,
-        "finalizedFeatures": dict(sorted(image.features.items())),
-        "brokers": len(image.brokers),
-        "topics": len(image.topics),
-        "partitions": image.partition_count,
-    }
+    found = image_facts(image)
     for key, value in found.items():
         if orjson.dumps(header[key]) != orjson.dumps(value):
             raise BackupError(
