@@ -12,6 +12,8 @@ import base64
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,6 +180,66 @@ def test_backup_by_snapshot_download_and_restore_from_volume_copies(base_pods, t
     kept = {key(r) for r in restored["records"] if r["type"] != "LEADER_CHANGE"}
     assert kept == {key(r) for r in backup["records"] if r["type"] != "LEADER_CHANGE"}
     acked = {b for b, _ in writer.acked}
+    assert acked <= registered_brokers(pods, 2, token)
+
+
+def test_backup_by_command_and_restore_into_new_volumes(base_pods, tmp_path):
+    """docs/kubernetes.md's other procedure: ``metaquorum backup`` run with a
+    voter's environment (the CronJob's flags), every volume lost, each
+    voter's new volume written by ``metaquorum restore`` from that one file
+    (``--keep-cluster-id``: the rendered cluster.env is unchanged), then the
+    StatefulSet started again: it serves the backup's records and every
+    write acknowledged before the backup."""
+    objects, pods = base_pods
+    token = _secret(objects, "metaquorum-tokens", "admin-token")
+    cluster_id = named(objects, "ConfigMap", "metaquorum-config")["data"]["METAQUORUM_CLUSTER_ID"]
+    pods.start_all()
+    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "all three ready")
+    writer = Writer([pods.url(i) for i in range(3)], token, cluster_id, tls=pods.client_tls).start()
+    try:
+        pods.wait(lambda: len(writer.acked) >= 30, 60, "some writes")
+    finally:
+        writer.stop()
+    acked = {b for b, _ in writer.acked}
+    headers = {"authorization": f"Bearer {token}"}
+    made = pods.exec(1, ["metaquorum", "backup", "--out-dir", "/tmp", "--keep", "28", "--quiet"])
+    assert made.returncode == 0, made.stderr
+    (file,) = pods.pods[1].mounts["/tmp"].glob(f"metaquorum-{cluster_id}-*.backup")
+    saved = tmp_path / file.name
+    shutil.copy(file, saved)
+    backup = pods.http.get(pods.url(1) + "/v1/snapshot", headers=headers, timeout=30).json()
+
+    for i in reversed(range(3)):
+        assert pods.terminate(i)["exitCode"] == 0
+    shutil.rmtree(pods.root / "pvc")  # every volume lost
+    for i in range(3):
+        r = subprocess.run(
+            [shutil.which("metaquorum", path=os.path.dirname(sys.executable)) or "metaquorum",
+             "restore", "--from", str(saved), "--data-dir", pods.pods[i].env["METAQUORUM_DATA_DIR"],
+             "--node-id", str(i), "--voters", pods.pods[i].env["METAQUORUM_VOTERS"],
+             "--keep-cluster-id"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    pods.start_all()
+    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "the restored voters ready")
+    after = pods.wait(lambda: converged(pods, token), 60, "the restored voters to converge")
+    assert len({s["imageDigest"] for s in after}) == 1
+    restored = pods.http.get(pods.url(0) + "/v1/snapshot", headers=headers, timeout=30).json()
+
+    # What the new cluster's first leader writes aside: its LEADER_CHANGE, the
+    # voter set with the new volumes' directory ids, and the fencing of the
+    # writer's brokers, which stopped heartbeating (their sessions begin
+    # again with the new leader and expire).
+    def key(r):
+        data = {k: v for k, v in r["data"].items() if k != "fenced"}
+        return r["type"], json.dumps(data, sort_keys=True)
+
+    mine = {"LEADER_CHANGE", "KRAFT_VOTERS"}
+    kept = {key(r) for r in restored["records"] if r["type"] not in mine}
+    wanted = {key(r) for r in backup["records"] if r["type"] not in mine}
+    assert kept >= wanted, sorted(wanted - kept)[:3]
     assert acked <= registered_brokers(pods, 2, token)
 
 

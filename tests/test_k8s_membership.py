@@ -170,3 +170,42 @@ def test_a_node_lost_during_a_rolling_update(pods):
     for i in range(3):
         lost = acked - registered_brokers(pods, i, pods.admin)
         assert not lost, f"metaquorum-{i} lost acknowledged writes {sorted(lost)[:10]}"
+
+
+def test_a_lost_majority_is_recovered_from_the_survivors_volume(pods):
+    """docs/durability.md's lost-majority procedure on Kubernetes: two pods
+    lost with their claims; the survivor stopped, ``metaquorum recover`` run
+    on its volume with the pod's own mounts, the survivor started alone, the
+    two pods started empty and added with ``add-voter``. Every write
+    acknowledged before the loss (all committed on the survivor: the writer
+    stopped and the voters converged first) is kept, and all three end with
+    one image."""
+    writer = three_voters_and_a_writer(pods)
+    try:
+        pods.wait(lambda: len(writer.acked) >= 20, 60, "some writes")
+    finally:
+        writer.stop()
+    acked = {b for b, _ in writer.acked}
+    pods.wait(lambda: converged(pods, pods.admin), 60, "the voters to converge")
+    for j in (1, 2):  # their nodes and their volumes are gone
+        pods.lose(j)
+        shutil.rmtree(pods.claim_dir(j))
+    pods.terminate(0, prestop=False)  # kubectl scale statefulset metaquorum --replicas=0
+
+    done = pods.exec(
+        0, ["metaquorum", "recover", "--data-dir", "/var/lib/metaquorum/data", "--yes"]
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    pods.start(0)
+    pods.wait(lambda: pods.ready(0), 90, "the recovered voter ready alone")
+    assert voter_ids(pods, 0) == {0}
+    for j in (1, 2):
+        pods.start(j)
+        pods.wait(lambda j=j: role(pods, j) == "observer", 60, f"metaquorum-{j} up empty")
+        address = f"metaquorum-{j}.metaquorum-headless:9093"
+        body = mq(pods, 0, "add-voter", "--node-id", str(j), "--address", address)
+        assert j in {v["nodeId"] for v in body["voters"]}
+    pods.wait(lambda: all(pods.ready(i) for i in range(3)), 90, "three voters ready")
+    assert voter_ids(pods, 0) == {0, 1, 2}
+    pods.wait(lambda: converged(pods, pods.admin), 60, "one image on all three")
+    assert acked <= registered_brokers(pods, 2, pods.admin)
