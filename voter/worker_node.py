@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.errors import JsonResponse, node_error_response, retry_after
 from api.tls import PEER_CERT, peer_certificate
+from quorum.callers import Caller
 from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
 from quorum.offset_waiters import OffsetWaiters
 
@@ -264,7 +265,9 @@ class WorkerNode:
             items, self._to_orderer = self._to_orderer, []
             self.orderer_link.send(items)  # not None: losing it cleared the list
 
-    async def submit(self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S) -> object:
+    async def submit(
+        self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S, caller: Caller | None = None
+    ) -> object:
         if (silent := self._core_silent()) is not None:  # refused before it is sent
             raise UnavailableError(
                 f"this voter's core has not answered for {silent:.1f} s (frozen or "
@@ -274,6 +277,7 @@ class WorkerNode:
         return await self._call(
             SUBMIT,
             request,
+            caller,
             what="submit",
             timeout_s=timeout_s,
             late=lambda: OutcomeUnknownError(
