@@ -5,16 +5,28 @@ media type, the caller's budget of bytes in hand) and only then lets a write
 take an admission slot (api/admission.py): a request refused here has cost
 nothing but its head, and nothing of it was parsed or written. Every request
 is timed for /metrics here, so that refusals are counted too.
+
+It also says who asks, for the log's who (quorum/callers.py): the request id
+(the caller's ``X-Request-Id``, checked, else one made here, and answered in
+``X-Request-Id`` on every response) and, for a write, the ``Caller`` a route
+submits with (``caller_of``): the principal the credential maps to and the
+client address the connection came from, never anything the request claims
+(an ``X-Forwarded-For`` is the caller's word, not the voter's).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import secrets
 import time
 from collections.abc import Hashable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from metadata_records.errors import Errors
+from metadata_records.limits import MAX_REQUEST_ID_LENGTH, MAX_WHO_PRINCIPAL_LENGTH
+from quorum.callers import Caller
 
 from .admission import Admission, BodyBytes
 from .auth import Authenticator, Principal
@@ -25,6 +37,10 @@ from .tls import peer_certificate
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Where EdgeMiddleware leaves the body it read whole (an extension key of the scope).
 BODY_KEY = "metaquorum.body"
+
+# Where EdgeMiddleware leaves the request id and, for a write, its Caller.
+REQUEST_ID_KEY = "metaquorum.request_id"
+CALLER_KEY = "metaquorum.caller"
 
 OPEN_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
 DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
@@ -82,6 +98,12 @@ class EdgeMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                request_id = scope.get(REQUEST_ID_KEY)
+                if request_id is not None:  # a copy: a response's own list may be reused
+                    message = {
+                        **message,
+                        "headers": [*message.get("headers", ()), (b"x-request-id", request_id)],
+                    }
             await send(message)
 
         try:
@@ -96,7 +118,7 @@ class EdgeMiddleware:
         if self.require_certificate and peer_certificate(scope) is None:
             await _certificate_required().response()(scope, receive, send)
             return
-        authorization = content_type = length = None
+        authorization = content_type = length = request_id = None
         chunked = False
         for key, value in scope.get("headers", ()):
             if key == b"authorization":
@@ -107,6 +129,18 @@ class EdgeMiddleware:
                 length = value
             elif key == b"transfer-encoding":
                 chunked = True
+            elif key == b"x-request-id":
+                request_id = value
+        if request_id is None:
+            request_id = new_request_id()
+        else:
+            problem = request_id_problem(request_id)
+            if problem is not None:
+                await _before_body(bad_request(problem), length, chunked).response()(
+                    scope, receive, send
+                )
+                return
+        scope[REQUEST_ID_KEY] = request_id
         principal = None
         if scope["path"] not in self.open_paths:
             header = None if authorization is None else authorization.decode("latin-1")
@@ -142,6 +176,12 @@ class EdgeMiddleware:
         if scope.get("method") not in WRITE_METHODS:
             await self.app(scope, receive, send)
             return
+        if principal is not None:
+            scope[CALLER_KEY] = Caller(
+                principal_name(principal),
+                client_address(scope),
+                scope[REQUEST_ID_KEY].decode("ascii"),
+            )
         pool = self.admission.pool(scope["path"])
         key = principal  # None for the open paths (no writes there)
         share = self.admission.share(
@@ -238,6 +278,71 @@ class EdgeMiddleware:
             f"request body too large: {what}; the limit is {self.limit} bytes (see docs/limits.md)",
             headers={"Connection": "close"},
         )
+
+
+def caller_of(scope: Scope) -> Caller | None:
+    """Who asked for this write, as the edge saw it (None off the edge: a
+    test's app without it)."""
+    return scope.get(CALLER_KEY)
+
+
+def principal_name(principal: Principal) -> str:
+    """The principal's name in the log, within its bound (a longer certificate
+    name is cut, marked with "...")."""
+    name = principal.name
+    if len(name) > MAX_WHO_PRINCIPAL_LENGTH:
+        name = name[: MAX_WHO_PRINCIPAL_LENGTH - 3] + "..."
+    return name
+
+
+def client_address(scope: Scope) -> str:
+    """``host:port`` of the connection as the voter saw it ("" for a Unix socket)."""
+    client = scope.get("client")
+    if not client:
+        return ""
+    host, port = client[0], client[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def request_id_problem(value: bytes) -> str | None:
+    """Why an X-Request-Id cannot be taken, or None: 1 to 64 printable ASCII
+    characters (docs/limits.md)."""
+    if not value:
+        return "X-Request-Id is empty: send 1 to 64 printable ASCII characters, or none"
+    if len(value) > MAX_REQUEST_ID_LENGTH:
+        return (
+            f"X-Request-Id is {len(value)} bytes, more than {MAX_REQUEST_ID_LENGTH}: send "
+            "a shorter one, or none (the voter then makes one)"
+        )
+    if not all(32 <= c < 127 for c in value):
+        return (
+            "X-Request-Id holds a character that is not printable ASCII: send 1 to "
+            f"{MAX_REQUEST_ID_LENGTH} of ' ' to '~', or none"
+        )
+    return None
+
+
+class _RequestIds:
+    """Request ids made by this process: a random prefix and a counter
+    (cheap: no uuid4 per request); a new prefix in a forked child."""
+
+    def __init__(self) -> None:
+        self.renew()
+
+    def renew(self) -> None:
+        self.prefix = secrets.token_hex(6)
+        self.counter = itertools.count(1)
+
+    def next(self) -> bytes:
+        return f"{self.prefix}-{next(self.counter):x}".encode("ascii")
+
+
+_IDS = _RequestIds()
+os.register_at_fork(after_in_child=_IDS.renew)
+
+
+def new_request_id() -> bytes:
+    return _IDS.next()
 
 
 def _before_body(problem: ApiProblem, length: bytes | None, chunked: bool) -> ApiProblem:

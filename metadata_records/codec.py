@@ -135,11 +135,18 @@ def record_to_obj(record: Record) -> dict[str, Any]:
 
 
 def log_record_to_obj(
-    offset: int, timestamp_ms: int, controller_epoch: int, record: Record, batch_offset: int
+    offset: int,
+    timestamp_ms: int,
+    controller_epoch: int,
+    record: Record,
+    batch_offset: int,
+    who: Who | None = None,
 ) -> dict[str, Any]:
     """A record as the log, export and snapshot endpoints show it. ``batch_offset``
-    is the offset of the first record of the batch it was committed in."""
-    return {
+    is the offset of the first record of the batch it was committed in;
+    ``who`` the Who of its batch that covers it, shown without its count
+    (none for batches written before who was recorded, and snapshots)."""
+    obj = {
         "offset": offset,
         "type": record.TYPE,
         "version": record.version,
@@ -148,6 +155,9 @@ def log_record_to_obj(
         "batchOffset": batch_offset,
         "data": record_data(record),
     }
+    if who is not None:
+        obj["who"] = who_obj(who, with_records=False)
+    return obj
 
 
 def who_obj(who: Who, with_records: bool = True) -> dict[str, Any]:
