@@ -38,6 +38,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from metadata_records.errors import Errors
+from metadata_records.limits import MAX_WHO_PRINCIPAL_LENGTH
 
 from .errors import ApiProblem
 from .failure_limit import FAILURE_BURST, FAILURES_PER_S, FailureLimit
@@ -98,19 +99,24 @@ class Principal:
     # A token's name in the log's who (``token/<id>``, ``token/line-<N>``):
     # never any part of its secret. "" for a certificate's or auth off.
     token: str = field(default="", compare=False)  # named by line or id: both compared
+    # ``<role>:<identity>``, as the log's who names the caller (docs/security.md
+    # "What the who shows"): identity ``token/<id>`` (a hashed token's id, or
+    # the id of an ``ID.SECRET`` token), ``token/line-<N>`` (a plain token, by
+    # its line in the tokens file), ``cert/<name>`` (the certificate name a
+    # rule matched) or ``anonymous`` (auth off). Made once, here: a write
+    # reads it on every request. A name past the log's bound is cut, marked
+    # with "...".
+    name: str = field(default="", compare=False, init=False)
 
-    @property
-    def name(self) -> str:
-        """``<role>:<identity>``, as the log's who names the caller
-        (docs/security.md "What the who shows"): ``token/<id>`` (a hashed
-        token's id, or the id of an ``ID.SECRET`` token), ``token/line-<N>``
-        (a plain token, by its line in the tokens file), ``cert/<name>`` (the
-        certificate name a rule matched) or ``anonymous`` (auth off)."""
+    def __post_init__(self) -> None:
         if self.certificate is not None:
             identity = f"cert/{self.certificate}"
         else:
             identity = self.token or "anonymous"
-        return f"{self.role.value}:{identity}"
+        name = f"{self.role.value}:{identity}"
+        if len(name) > MAX_WHO_PRINCIPAL_LENGTH:
+            name = name[: MAX_WHO_PRINCIPAL_LENGTH - 3] + "..."
+        object.__setattr__(self, "name", name)
 
     def describe(self) -> str:
         bound = f" for broker {self.broker_id}" if self.broker_id is not None else ""

@@ -25,7 +25,7 @@ from collections.abc import Hashable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from metadata_records.errors import Errors
-from metadata_records.limits import MAX_REQUEST_ID_LENGTH, MAX_WHO_PRINCIPAL_LENGTH
+from metadata_records.limits import MAX_REQUEST_ID_LENGTH
 from quorum.callers import Caller
 
 from .admission import Admission, BodyBytes
@@ -177,10 +177,13 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
         if principal is not None:
-            scope[CALLER_KEY] = Caller(
-                principal_name(principal),
+            # quorum/callers.asked_by's tuple, spelled out: every write builds one.
+            scope[CALLER_KEY] = (
+                principal.name,
                 client_address(scope),
                 scope[REQUEST_ID_KEY].decode("ascii"),
+                "",
+                "",
             )
         pool = self.admission.pool(scope["path"])
         key = principal  # None for the open paths (no writes there)
@@ -286,22 +289,25 @@ def caller_of(scope: Scope) -> Caller | None:
     return scope.get(CALLER_KEY)
 
 
-def principal_name(principal: Principal) -> str:
-    """The principal's name in the log, within its bound (a longer certificate
-    name is cut, marked with "...")."""
-    name = principal.name
-    if len(name) > MAX_WHO_PRINCIPAL_LENGTH:
-        name = name[: MAX_WHO_PRINCIPAL_LENGTH - 3] + "..."
-    return name
-
-
 def client_address(scope: Scope) -> str:
     """``host:port`` of the connection as the voter saw it ("" for a Unix socket)."""
     client = scope.get("client")
     if not client:
         return ""
-    host, port = client[0], client[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    address = _ADDRESSES.get(client)
+    if address is None:
+        host, port = client[0], client[1]
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if len(_ADDRESSES) >= ADDRESSES_KEPT:
+            _ADDRESSES.clear()
+        _ADDRESSES[client] = address
+    return address
+
+
+# Client addresses as the who spells them, by the scope's (host, port): a
+# connection's requests share it. Bounded: cleared when full.
+_ADDRESSES: dict[tuple, str] = {}
+ADDRESSES_KEPT = 4096
 
 
 def request_id_problem(value: bytes) -> str | None:
@@ -330,11 +336,11 @@ class _RequestIds:
         self.renew()
 
     def renew(self) -> None:
-        self.prefix = secrets.token_hex(6)
+        self.prefix = secrets.token_hex(6).encode("ascii") + b"-"
         self.counter = itertools.count(1)
 
     def next(self) -> bytes:
-        return f"{self.prefix}-{next(self.counter):x}".encode("ascii")
+        return b"%b%x" % (self.prefix, next(self.counter))
 
 
 _IDS = _RequestIds()

@@ -126,7 +126,7 @@ class LogFilter:
         """The filters of the query; FilterError naming the first bad one."""
         if principal is not None:
             if len(principal) > limits.MAX_WHO_PRINCIPAL_LENGTH or not (
-                principal in (CONTROLLER, INTERNAL.principal) or principal.startswith(_ROLES)
+                principal in (CONTROLLER, INTERNAL[0]) or principal.startswith(_ROLES)
             ):
                 raise FilterError(
                     f"principal={principal[:60]!r} is no principal: 'controller', or "

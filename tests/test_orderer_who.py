@@ -13,14 +13,14 @@ from controller.messages import (
 from metadata_records.records import Batch, NoOpRecord, Who
 from quorum import callers
 from quorum import orderer as orderer_module
-from quorum.callers import Caller, WhoRuns
+from quorum.callers import Caller, WhoRuns, asked_by
 from quorum.orderer import _FENCE, _NOOP
 
 from .harness import ControllerHarness
 from .test_orderer import active_orderer, until
 
-OPS = Caller("admin:token/ops", "10.0.0.7:41000", "req-ops-1")
-BROKER_2 = Caller("broker:cert/CN=kafka-2", "10.0.0.2:39000", "b2-0001")
+OPS = asked_by("admin:token/ops", "10.0.0.7:41000", "req-ops-1")
+BROKER_2 = asked_by("broker:cert/CN=kafka-2", "10.0.0.2:39000", "b2-0001")
 
 
 def submit(orderer, request, caller: Caller | None) -> asyncio.Future:
