@@ -15,14 +15,14 @@ What a filter matches, exactly:
   BROKER_REGISTRATION_CHANGE_RECORD (fencing, unfencing, controlled
   shutdown) and PRODUCER_IDS_RECORD of broker N; a PARTITION_RECORD naming N
   as leader, replica, ISR, ELR or last known ELR member (or adding or
-  removing it); a PARTITION_CHANGE_RECORD naming N in its new leader, ISR,
-  ELR, last known ELR or replicas (N moved in), or changing the leader, ISR,
-  ELR or replicas of a partition N was in before (N moved out): "before" is
-  the partition as an earlier record of the same scan left it, else, when
-  the scan has not seen it, its replicas, leader, ISR and ELR in the image
-  now (so a change of a partition N hosts matches even if N stayed);
-  the records a broker asks for itself (its registration, heartbeats,
-  AlterPartition as leader, producer ids) all name it so;
+  removing it); a PARTITION_CHANGE_RECORD naming N in any of those (N moved
+  in, or stays named), or taking from N a role it had before (N moved out):
+  "before" is the partition as an earlier record of the same scan left it;
+  for a partition the scan has not seen yet, a change of its leader, ISR,
+  ELR or replicas matches if N is one of its replicas in the image now (the
+  change may have moved N out: conservative). The records a
+  broker asks for itself (its registration, heartbeats, AlterPartition as
+  leader, producer ids) all name it so;
 * ``topic=T``: TOPIC_RECORD named T, and PARTITION_RECORD,
   PARTITION_CHANGE_RECORD and REMOVE_TOPIC_RECORD of a topic id T had: its id
   in the image now, or the id of a TOPIC_RECORD named T met earlier in the
@@ -36,7 +36,8 @@ What a filter matches, exactly:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from metadata_records import limits
 from metadata_records.image import MetadataImage
@@ -74,6 +75,9 @@ _BROKER_RECORDS = (
 )
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 class FilterError(ValueError):
     """A filter value that cannot be used; the message names it (400)."""
 
@@ -93,7 +97,7 @@ def parse_time(value: str, name: str) -> int:
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
+    return (parsed - _EPOCH) // timedelta(milliseconds=1)  # exact: no float on the way
 
 
 @dataclass
@@ -110,7 +114,7 @@ class LogFilter:
     # What the scan learned: ids of TOPIC_RECORDs named ``topic``, and each
     # partition's brokers as its last record in the scan left them.
     _topic_ids: set[str] = field(default_factory=set)
-    _members: dict[tuple[str, int], frozenset[int]] = field(default_factory=dict)
+    _states: dict[tuple[str, int], _State] = field(default_factory=dict)
 
     @classmethod
     def parse(
@@ -204,70 +208,100 @@ class LogFilter:
         if kind in _BROKER_RECORDS:
             return record.broker_id == n
         if kind is PartitionRecord:
-            members = _members_of(
-                record.leader,
+            state = _State(
                 record.replicas,
                 record.isr,
-                record.eligible_leader_replicas,
-                record.last_known_elr,
-                record.adding_replicas,
-                record.removing_replicas,
+                record.leader,
+                record.eligible_leader_replicas or (),
+                record.last_known_elr or (),
             )
-            self._members[(record.topic_id, record.partition_id)] = members
-            return n in members
+            self._states[(record.topic_id, record.partition_id)] = state
+            return n in _named(record)
         if kind is PartitionChangeRecord:
             key = (record.topic_id, record.partition_id)
-            before = self._members.get(key)
-            if before is None:
-                before = self._image_members(key)
-            named = _members_of(
-                record.leader,
-                record.replicas,
-                record.isr,
-                record.eligible_leader_replicas,
-                record.last_known_elr,
-                record.adding_replicas,
-                record.removing_replicas,
-            )
-            changes = (
-                record.leader != NO_LEADER_CHANGE
-                or record.isr is not None
-                or record.replicas is not None
-                or record.eligible_leader_replicas is not None
-            )
-            self._members[key] = _after(before, record)
-            return n in named or (changes and n in before)
+            before = self._states.get(key)
+            if n in _named(record):
+                named = True
+            elif before is not None:
+                named = before.lost(n, before.after(record))
+            else:
+                # Not seen in this scan: the partition as the image holds it
+                # now may have lost N to this very change, so a change of
+                # its leader, ISR, ELR or replicas matches if N hosts it.
+                part = None if self.image is None else self.image.partition(*key)
+                named = part is not None and n in part.replicas and _moves(record)
+            if before is not None:
+                self._states[key] = before.after(record)
+            return named
         return False
 
-    def _image_members(self, key: tuple[str, int]) -> frozenset[int]:
-        part = None if self.image is None else self.image.partition(*key)
-        if part is None:
-            return frozenset()
-        return _members_of(part.leader, part.replicas, part.isr, part.elr, part.last_known_elr)
+
+class _State(NamedTuple):
+    """A partition's brokers as a scan last saw them."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    elr: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+
+    def roles(self, n: int) -> tuple[bool, ...]:
+        """Whether N is a replica, in the ISR, the leader, in the ELR, in the last known ELR."""
+        return (
+            n in self.replicas,
+            n in self.isr,
+            self.leader == n,
+            n in self.elr,
+            n in self.last_known_elr,
+        )
+
+    def lost(self, n: int, after: _State) -> bool:
+        """Whether N had a role here that it has not in ``after`` (moved out)."""
+        return any(
+            then and not now for then, now in zip(self.roles(n), after.roles(n), strict=True)
+        )
+
+    def after(self, change: PartitionChangeRecord) -> _State:
+        """The fields ``change`` sets replace what they held."""
+        return _State(
+            self.replicas if change.replicas is None else change.replicas,
+            self.isr if change.isr is None else change.isr,
+            self.leader if change.leader == NO_LEADER_CHANGE else change.leader,
+            self.elr
+            if change.eligible_leader_replicas is None
+            else change.eligible_leader_replicas,
+            self.last_known_elr if change.last_known_elr is None else change.last_known_elr,
+        )
 
 
-def _members_of(leader: int, *lists: tuple[int, ...] | None) -> frozenset[int]:
-    members = {b for values in lists if values for b in values}
-    if leader not in (NO_LEADER, NO_LEADER_CHANGE):
-        members.add(leader)
+def _named(record: PartitionRecord | PartitionChangeRecord) -> frozenset[int]:
+    """The brokers a partition record names in any role."""
+    members = {
+        b
+        for values in (
+            record.replicas,
+            record.isr,
+            record.eligible_leader_replicas,
+            record.last_known_elr,
+            record.adding_replicas,
+            record.removing_replicas,
+        )
+        if values
+        for b in values
+    }
+    if record.leader not in (NO_LEADER, NO_LEADER_CHANGE):
+        members.add(record.leader)
     return frozenset(members)
 
 
-def _after(before: frozenset[int], change: PartitionChangeRecord) -> frozenset[int]:
-    """The partition's brokers after ``change``, as far as a scan can tell:
-    the fields it sets replace what they held; the others keep ``before``'s."""
-    named = _members_of(
-        change.leader,
-        change.replicas,
-        change.isr,
-        change.eligible_leader_replicas,
-        change.last_known_elr,
-        change.adding_replicas,
-        change.removing_replicas,
+def _moves(change: PartitionChangeRecord) -> bool:
+    return (
+        change.leader != NO_LEADER_CHANGE
+        or change.isr is not None
+        or change.replicas is not None
+        or change.eligible_leader_replicas is not None
+        or change.last_known_elr is not None
     )
-    if change.replicas is not None:
-        return named  # the replicas hold every broker of the partition
-    return before | named
 
 
 def scan(
