@@ -7,6 +7,12 @@ against the new image and becomes the next batch. The queue is bounded: past
 it a request is refused at once (THROTTLING_QUOTA_EXCEEDED), because
 pysyncobj collapses instead of slowing down when overloaded.
 
+Each batch says who asked for its records (``Batch.who``): every request
+comes with its caller (quorum/callers.py), and ``_pump`` counts each
+decided request's records into one Who; the controller's own work (the
+sweeps, the NoOp, bootstrap, LEADER_CHANGE, voter sets) is the
+``controller``'s, with the rule that made it act.
+
 The orderer knows Raft only through ``RaftSide``: the committed image, a way
 to propose a batch and hear whether it committed, whether this voter still
 leads a term, and why it refuses. ``QuorumNode`` is that side in the same

@@ -1,8 +1,9 @@
 """The metadata as records: the decoded log from an offset (long-poll) and
 the image as a snapshot, in JSON or NDJSON.
 
-What these show never runs ahead of the image their X-Metadata-Offset
-names, and a sensitive config's value is `(redacted)` unless the caller's
+The log's records say who asked for them (``who``), and a read may filter
+them by who, broker, topic and time (api/log_filter.py). What these show
+never runs ahead of the image their X-Metadata-Offset names, and a sensitive config's value is `(redacted)` unless the caller's
 role sees it (docs/security.md "Who sees what"). (api/reads.py builds the
 other reads' answers; these two are built here, from the log and the image.)
 """
