@@ -140,12 +140,13 @@ def log_record_to_obj(
     controller_epoch: int,
     record: Record,
     batch_offset: int,
-    who: Who | None = None,
+    who: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A record as the log, export and snapshot endpoints show it. ``batch_offset``
     is the offset of the first record of the batch it was committed in;
-    ``who`` the Who of its batch that covers it, shown without its count
-    (none for batches written before who was recorded, and snapshots)."""
+    ``who`` the Who of its batch that covers it, as ``who_obj(who, False)``
+    renders it (once per Who: its records share it), None for batches
+    written before who was recorded, and for snapshots."""
     obj = {
         "offset": offset,
         "type": record.TYPE,
@@ -156,7 +157,7 @@ def log_record_to_obj(
         "data": record_data(record),
     }
     if who is not None:
-        obj["who"] = who_obj(who, with_records=False)
+        obj["who"] = who
     return obj
 
 

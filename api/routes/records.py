@@ -17,8 +17,9 @@ import orjson
 from fastapi import FastAPI, Header, Query
 from starlette.responses import Response
 
-from metadata_records.codec import log_record_to_obj
+from metadata_records.codec import log_record_to_obj, who_obj
 from metadata_records.errors import Errors
+from metadata_records.records import Who
 from metadata_records.redaction import redacted
 from quorum.record_log import OffsetTooOld
 
@@ -197,6 +198,16 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         if not log_filter.asked:
             entries = [e for e in entries if e.offset < image.next_offset]
             next_offset = entries[-1].offset + 1 if entries else from_offset
+        shown: dict[int, dict] = {}  # each Who rendered once: its records share it
+
+        def who_of(who: Who | None) -> dict | None:
+            if who is None:
+                return None
+            obj = shown.get(id(who))
+            if obj is None:
+                obj = shown[id(who)] = who_obj(who, with_records=False)
+            return obj
+
         records = [
             log_record_to_obj(
                 e.offset,
@@ -204,7 +215,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
                 e.controller_epoch,
                 e.record if sensitive else redacted(e.record),
                 e.batch_offset,
-                e.who,
+                who_of(e.who),
             )
             for e in entries
         ]
