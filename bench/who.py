@@ -7,7 +7,8 @@ A leader pays for the who of an AlterPartition in these steps, each timed
 alone and then summed per partition change:
 
 * edge: the request's Caller from its principal, address and request id
-  (api/edge.py), and a request id made by the voter when the caller sent none;
+  (api/edge.py), a request id made by the voter when the caller sent none,
+  and the answer's X-Request-Id (in the HTTP worker, with workers);
 * link: the Caller pickled into the worker's SUBMIT frame and out again in
   the orderer process (voter/link.py; with HTTP workers only);
 * orderer: ``WhoRuns.add`` per decided request and the batch's who tuple
@@ -89,9 +90,17 @@ def measure(requests: int, changes_per_request: int) -> dict[str, float]:
             r.add(c, REQUEST, changes_per_request)
         return r.who()
 
+    start = {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-length", b"80"), (b"content-type", b"application/json")],
+    }
+
     def edge() -> None:
         for _ in range(requests):
             caller()
+            # EdgeMiddleware's answer: X-Request-Id added to a copy of its headers.
+            {**start, "headers": [*start["headers"], (b"x-request-id", b"3f9a1c2e4b01-1a")]}
 
     # One frame of the loop turn's SUBMIT items, with the caller and without.
     items = [("submit", i, REQUEST, c) for i, c in enumerate(callers)]
