@@ -99,11 +99,13 @@ class EdgeMiddleware:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 request_id = scope.get(REQUEST_ID_KEY)
-                if request_id is not None:  # a copy: a response's own list may be reused
-                    message = {
-                        **message,
-                        "headers": [*message.get("headers", ()), (b"x-request-id", request_id)],
-                    }
+                if request_id is not None:
+                    # The message is the sender's, made for this send; its list may be
+                    # a response's own: a new one.
+                    message["headers"] = [
+                        *message.get("headers", ()),
+                        (b"x-request-id", request_id),
+                    ]
             await send(message)
 
         try:
