@@ -10,7 +10,8 @@ Kafka names the API. The controller's own work carries the principal
 ``controller`` and the rule that made it act (the table below; docs/history.md).
 
 Pure: no clocks, no I/O. The orderer calls ``WhoRuns.add`` once per decided
-request; consecutive requests with the same Caller and API share one Who.
+request; consecutive work of one caller object (a sweep repeated) shares
+one Who.
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ class WhoRuns:
         if not api:
             api = API_NAMES.get(type(request)) or type(request).__name__
         runs = self.runs
-        if runs and api == self._api and caller == self._caller:
+        # The same caller object: the controller's sweeps, repeated. Requests
+        # each carry their own (their request ids differ): never compared.
+        if runs and caller is self._caller and api == self._api:
             last = runs[-1]
             runs[-1] = Who(last.records + records, principal, api, address, request_id, rule)
             return
