@@ -100,6 +100,8 @@ def test_the_who_of_every_offset_is_the_same_on_every_voter(tmp_path):
         for n in range(70):
             write(c, "/v1/brokers/heartbeat", {**beat, "wantFence": n % 2 == 0}, BROKER)
         restarted = others(c, c.leader())[0]
+        snapshot = c.data_dir(restarted) / "raft.snapshot"
+        c.wait(snapshot.exists, 30, "a snapshot on the voter to restart")
         assert c.stop(restarted) == 0
         c.start(restarted)
         c.wait_ready([restarted])
