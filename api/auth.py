@@ -26,16 +26,19 @@ start with ``$``): a hash of a kind this server does not check
 from __future__ import annotations
 
 import asyncio
+import collections
+import dataclasses
 import hashlib
 import math
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
 from metadata_records.errors import Errors
+from metadata_records.limits import MAX_WHO_PRINCIPAL_LENGTH
 
 from .errors import ApiProblem
 from .failure_limit import FAILURE_BURST, FAILURES_PER_S, FailureLimit
@@ -93,6 +96,27 @@ class Principal:
     broker_id: int | None = None  # a broker token bound to one broker
     line: int = 0  # where the token or rule is defined: tells them apart, never shown
     certificate: str | None = None  # the client certificate's name that a rule matched
+    # A token's name in the log's who (``token/<id>``, ``token/line-<N>``):
+    # never any part of its secret. "" for a certificate's or auth off.
+    token: str = field(default="", compare=False)  # named by line or id: both compared
+    # ``<role>:<identity>``, as the log's who names the caller (docs/security.md
+    # "What the who shows"): identity ``token/<id>`` (a hashed token's id, or
+    # the id of an ``ID.SECRET`` token), ``token/line-<N>`` (a plain token, by
+    # its line in the tokens file), ``cert/<name>`` (the certificate name a
+    # rule matched) or ``anonymous`` (auth off). Made once, here: a write
+    # reads it on every request. A name past the log's bound is cut, marked
+    # with "...".
+    name: str = field(default="", compare=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.certificate is not None:
+            identity = f"cert/{self.certificate}"
+        else:
+            identity = self.token or "anonymous"
+        name = f"{self.role.value}:{identity}"
+        if len(name) > MAX_WHO_PRINCIPAL_LENGTH:
+            name = name[: MAX_WHO_PRINCIPAL_LENGTH - 3] + "..."
+        object.__setattr__(self, "name", name)
 
     def describe(self) -> str:
         bound = f" for broker {self.broker_id}" if self.broker_id is not None else ""
@@ -256,19 +280,40 @@ def parse_tokens(text: str, source: str = "<tokens>") -> TokenTable:
                     f"{where}: a hashed token with id {entry.id} is already defined on line "
                     f"{hashed[entry.id][1].line}"
                 )
-            hashed[entry.id] = (entry, Principal(role, broker_id, number))
+            hashed[entry.id] = (
+                entry,
+                Principal(role, broker_id, number, token=f"token/{entry.id}"),
+            )
             continue
         digest = _digest(token)
         if digest in principals:
             raise TokensFileError(
                 f"{where}: this token is already defined on line {principals[digest].line}"
             )
-        principals[digest] = Principal(role, broker_id, number)
+        principals[digest] = Principal(role, broker_id, number, token=token_id(token) or "")
     if not principals and not hashed:
         raise TokensFileError(
             f"{source}: no tokens (a tokens file with none would refuse everyone)"
         )
-    return TokenTable(principals, source, hashed)
+    return TokenTable(_named(principals, hashed), source, hashed)
+
+
+def _named(
+    principals: dict[bytes, Principal], hashed: dict[str, tuple[TokenHash, Principal]]
+) -> dict[bytes, Principal]:
+    """The plain tokens with their names in the log's who: ``token/<id>`` for
+    an ``ID.SECRET`` token whose id no other token of the file has, else
+    ``token/line-<N>`` (parse_tokens left the id, or "", in ``token``)."""
+    ids = collections.Counter(p.token for p in principals.values() if p.token)
+    for ident in hashed:
+        ids[ident] += 1
+    return {
+        digest: dataclasses.replace(
+            p,
+            token=f"token/{p.token}" if p.token and ids[p.token] == 1 else f"token/line-{p.line}",
+        )
+        for digest, p in principals.items()
+    }
 
 
 def read_rule_file(path: str | os.PathLike, what: str, error: type[Exception]) -> str:

@@ -5,16 +5,28 @@ media type, the caller's budget of bytes in hand) and only then lets a write
 take an admission slot (api/admission.py): a request refused here has cost
 nothing but its head, and nothing of it was parsed or written. Every request
 is timed for /metrics here, so that refusals are counted too.
+
+It also says who asks, for the log's who (quorum/callers.py): the request id
+(the caller's ``X-Request-Id``, checked, else one made here, and answered in
+``X-Request-Id`` on every response) and, for a write, the ``Caller`` a route
+submits with (``caller_of``): the principal the credential maps to and the
+client address the connection came from, never anything the request claims
+(an ``X-Forwarded-For`` is the caller's word, not the voter's).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import secrets
 import time
 from collections.abc import Hashable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from metadata_records.errors import Errors
+from metadata_records.limits import MAX_REQUEST_ID_LENGTH
+from quorum.callers import Caller
 
 from .admission import Admission, BodyBytes
 from .auth import Authenticator, Principal
@@ -25,6 +37,10 @@ from .tls import peer_certificate
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Where EdgeMiddleware leaves the body it read whole (an extension key of the scope).
 BODY_KEY = "metaquorum.body"
+
+# Where EdgeMiddleware leaves the request id and, for a write, its Caller.
+REQUEST_ID_KEY = "metaquorum.request_id"
+CALLER_KEY = "metaquorum.caller"
 
 OPEN_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
 DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
@@ -82,6 +98,14 @@ class EdgeMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                request_id = scope.get(REQUEST_ID_KEY)
+                if request_id is not None:
+                    # The message is the sender's, made for this send; its list may be
+                    # a response's own: a new one.
+                    message["headers"] = [
+                        *message.get("headers", ()),
+                        (b"x-request-id", request_id),
+                    ]
             await send(message)
 
         try:
@@ -96,7 +120,7 @@ class EdgeMiddleware:
         if self.require_certificate and peer_certificate(scope) is None:
             await _certificate_required().response()(scope, receive, send)
             return
-        authorization = content_type = length = None
+        authorization = content_type = length = request_id = None
         chunked = False
         for key, value in scope.get("headers", ()):
             if key == b"authorization":
@@ -107,6 +131,18 @@ class EdgeMiddleware:
                 length = value
             elif key == b"transfer-encoding":
                 chunked = True
+            elif key == b"x-request-id":
+                request_id = value
+        if request_id is None:
+            request_id = new_request_id()
+        else:
+            problem = request_id_problem(request_id)
+            if problem is not None:
+                await _before_body(bad_request(problem), length, chunked).response()(
+                    scope, receive, send
+                )
+                return
+        scope[REQUEST_ID_KEY] = request_id
         principal = None
         if scope["path"] not in self.open_paths:
             header = None if authorization is None else authorization.decode("latin-1")
@@ -142,6 +178,15 @@ class EdgeMiddleware:
         if scope.get("method") not in WRITE_METHODS:
             await self.app(scope, receive, send)
             return
+        if principal is not None:
+            # quorum/callers.asked_by's tuple, spelled out: every write builds one.
+            scope[CALLER_KEY] = (
+                principal.name,
+                client_address(scope),
+                scope[REQUEST_ID_KEY].decode("ascii"),
+                "",
+                "",
+            )
         pool = self.admission.pool(scope["path"])
         key = principal  # None for the open paths (no writes there)
         share = self.admission.share(
@@ -238,6 +283,74 @@ class EdgeMiddleware:
             f"request body too large: {what}; the limit is {self.limit} bytes (see docs/limits.md)",
             headers={"Connection": "close"},
         )
+
+
+def caller_of(scope: Scope) -> Caller | None:
+    """Who asked for this write, as the edge saw it (None off the edge: a
+    test's app without it)."""
+    return scope.get(CALLER_KEY)
+
+
+def client_address(scope: Scope) -> str:
+    """``host:port`` of the connection as the voter saw it ("" for a Unix socket)."""
+    client = scope.get("client")
+    if not client:
+        return ""
+    address = _ADDRESSES.get(client)
+    if address is None:
+        host, port = client[0], client[1]
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if len(_ADDRESSES) >= ADDRESSES_KEPT:
+            _ADDRESSES.clear()
+        _ADDRESSES[client] = address
+    return address
+
+
+# Client addresses as the who spells them, by the scope's (host, port): a
+# connection's requests share it. Bounded: cleared when full.
+_ADDRESSES: dict[tuple, str] = {}
+ADDRESSES_KEPT = 4096
+
+
+def request_id_problem(value: bytes) -> str | None:
+    """Why an X-Request-Id cannot be taken, or None: 1 to 64 printable ASCII
+    characters (docs/limits.md)."""
+    if not value:
+        return "X-Request-Id is empty: send 1 to 64 printable ASCII characters, or none"
+    if len(value) > MAX_REQUEST_ID_LENGTH:
+        return (
+            f"X-Request-Id is {len(value)} bytes, more than {MAX_REQUEST_ID_LENGTH}: send "
+            "a shorter one, or none (the voter then makes one)"
+        )
+    if not all(32 <= c < 127 for c in value):
+        return (
+            "X-Request-Id holds a character that is not printable ASCII: send 1 to "
+            f"{MAX_REQUEST_ID_LENGTH} of ' ' to '~', or none"
+        )
+    return None
+
+
+class _RequestIds:
+    """Request ids made by this process: a random prefix and a counter
+    (cheap: no uuid4 per request); a new prefix in a forked child."""
+
+    def __init__(self) -> None:
+        self.renew()
+
+    def renew(self) -> None:
+        self.prefix = secrets.token_hex(6).encode("ascii") + b"-"
+        self.counter = itertools.count(1)
+
+    def next(self) -> bytes:
+        return b"%b%x" % (self.prefix, next(self.counter))
+
+
+_IDS = _RequestIds()
+os.register_at_fork(after_in_child=_IDS.renew)
+
+
+def new_request_id() -> bytes:
+    return _IDS.next()
 
 
 def _before_body(problem: ApiProblem, length: bytes | None, chunked: bool) -> ApiProblem:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from metadata_records.image import MetadataImage
+from quorum.callers import Caller
 from quorum.state_machine import MetadataStateMachine
 
 
@@ -39,8 +40,11 @@ class ServedNode(Protocol):
     @property
     def ready(self) -> bool: ...
 
-    async def submit(self, request: object, timeout_s: float = ...) -> object:
-        """A controller request, decided by the active controller; its response."""
+    async def submit(
+        self, request: object, timeout_s: float = ..., caller: Caller | None = None
+    ) -> object:
+        """A controller request, decided by the active controller; its response.
+        ``caller``: who asked, written with its records (quorum/callers.py)."""
 
     async def barrier(self, timeout_s: float = ...) -> int:
         """A linearizable read's barrier: an offset this node's image now holds."""

@@ -540,9 +540,18 @@ class MetaquorumClient:
     async def status(self) -> Answer:
         return await self._read("/v1/quorum/status")
 
-    async def log(self, from_offset: int, max_records: int = 1000, wait_ms: int = 0) -> Answer:
-        """One page of the metadata log; 410 (``oldestOffset``) means load the snapshot."""
+    async def log(
+        self,
+        from_offset: int,
+        max_records: int = 1000,
+        wait_ms: int = 0,
+        filters: dict[str, str | int] | None = None,
+    ) -> Answer:
+        """One page of the metadata log; 410 (``oldestOffset``) means load the
+        snapshot. ``filters``: GET /v1/log's (principal, api, brokerId, topic,
+        since, until); then ``nextOffset`` is where the server's scan stopped."""
         params = {"fromOffset": from_offset, "maxRecords": max_records, "waitMs": wait_ms}
+        params.update(filters or {})
         r = await self.request("GET", "/v1/log", params=params)
         body = r.json()
         body.setdefault("errorCode", 0 if r.status_code == 200 else body.get("errorCode", -1))

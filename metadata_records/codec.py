@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from . import codec_fast
+from . import codec_fast, limits
 from .records import (
     INT_RANGES,
     RECORD_TYPES,
@@ -30,6 +30,7 @@ from .records import (
     Kind,
     Record,
     Voter,
+    Who,
 )
 from .uuids import InvalidUuid, parse_uuid
 
@@ -134,11 +135,19 @@ def record_to_obj(record: Record) -> dict[str, Any]:
 
 
 def log_record_to_obj(
-    offset: int, timestamp_ms: int, controller_epoch: int, record: Record, batch_offset: int
+    offset: int,
+    timestamp_ms: int,
+    controller_epoch: int,
+    record: Record,
+    batch_offset: int,
+    who: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A record as the log, export and snapshot endpoints show it. ``batch_offset``
-    is the offset of the first record of the batch it was committed in."""
-    return {
+    is the offset of the first record of the batch it was committed in;
+    ``who`` the Who of its batch that covers it, as ``who_obj(who, False)``
+    renders it (once per Who: its records share it), None for batches
+    written before who was recorded, and for snapshots."""
+    obj = {
         "offset": offset,
         "type": record.TYPE,
         "version": record.version,
@@ -147,6 +156,24 @@ def log_record_to_obj(
         "batchOffset": batch_offset,
         "data": record_data(record),
     }
+    if who is not None:
+        obj["who"] = who
+    return obj
+
+
+def who_obj(who: Who, with_records: bool = True) -> dict[str, Any]:
+    """A Who as a batch's JSON holds it (``records`` first), or as GET /v1/log
+    shows it beside each record (without ``records``); empty strings left out."""
+    obj: dict[str, Any] = {"records": who.records} if with_records else {}
+    obj["principal"] = who.principal
+    obj["api"] = who.api
+    if who.address:
+        obj["address"] = who.address
+    if who.request_id:
+        obj["requestId"] = who.request_id
+    if who.rule:
+        obj["rule"] = who.rule
+    return obj
 
 
 def encode_batch(batch: Batch) -> bytes:
@@ -154,15 +181,16 @@ def encode_batch(batch: Batch) -> bytes:
         encoded = _ENCODER.encode(batch)
         if encoded is not None:
             return encoded
-    return orjson.dumps(
-        {
-            "format": BATCH_FORMAT,
-            "controllerEpoch": batch.controller_epoch,
-            "timestampMs": batch.timestamp_ms,
-            "baseOffset": batch.base_offset,
-            "records": [record_to_obj(r) for r in batch.records],
-        }
-    )
+    obj = {
+        "format": BATCH_FORMAT,
+        "controllerEpoch": batch.controller_epoch,
+        "timestampMs": batch.timestamp_ms,
+        "baseOffset": batch.base_offset,
+        "records": [record_to_obj(r) for r in batch.records],
+    }
+    if batch.who:  # left out when empty: a batch from before who reads the same
+        obj["who"] = [who_obj(w) for w in batch.who]
+    return orjson.dumps(obj)
 
 
 # ---------------------------------------------------------------- decoding
@@ -401,7 +429,57 @@ def decode_batch(data: Any) -> Batch:
         decoded = _GENERATED.decode_records(records, record_from_obj)
     else:
         decoded = [record_from_obj(r, f"batch.records[{i}]") for i, r in enumerate(records)]
-    return Batch(epoch, ts, tuple(decoded), base)
+    who = _decode_who(obj["who"], len(decoded)) if "who" in obj else ()
+    return Batch(epoch, ts, tuple(decoded), base, who)
+
+
+_WHO_KEYS = ("records", "principal", "api", "address", "requestId", "rule")
+_WHO_STRINGS = (
+    ("principal", limits.MAX_WHO_PRINCIPAL_LENGTH, True),
+    ("api", limits.MAX_WHO_API_LENGTH, True),
+    ("address", limits.MAX_WHO_ADDRESS_LENGTH, False),
+    ("requestId", limits.MAX_REQUEST_ID_LENGTH, False),
+    ("rule", limits.MAX_WHO_RULE_LENGTH, False),
+)
+
+
+def _decode_who(value: Any, records: int) -> tuple[Who, ...]:
+    """A batch's ``who``: runs of at least one record each, covering the
+    batch's ``records`` exactly, every string within its bound."""
+    out = []
+    covered = 0
+    for i, item in enumerate(_list(value, "batch.who")):
+        where = f"batch.who[{i}]"
+        if type(item) is not dict:
+            raise DecodeError(f"{where}: expected object, got {type(item).__name__}")
+        extra = [k for k in item if k not in _WHO_KEYS]
+        if extra:
+            raise DecodeError(f"{where}: unknown field {brief(extra[0])}")
+        if "records" not in item:
+            raise DecodeError(f"{where}: missing field 'records'")
+        count = _int(item["records"], Kind.INT32, f"{where}.records")
+        if count < 1:
+            raise DecodeError(f"{where}.records: {count}; a who covers at least one record")
+        fields = []
+        for key, bound, required in _WHO_STRINGS:
+            if key not in item:
+                if required:
+                    raise DecodeError(f"{where}: missing field {key!r}")
+                fields.append("")
+                continue
+            text = _str(item[key], f"{where}.{key}")
+            if len(text) > bound:
+                raise DecodeError(
+                    f"{where}.{key}: {len(text)} characters, more than {bound} (docs/limits.md)"
+                )
+            if required and not text:
+                raise DecodeError(f"{where}.{key}: empty")
+            fields.append(text)
+        covered += count
+        out.append(Who(count, *fields))
+    if out and covered != records:
+        raise DecodeError(f"batch.who: its runs cover {covered} records, the batch holds {records}")
+    return tuple(out)
 
 
 def decode_record(data: Any) -> Record:

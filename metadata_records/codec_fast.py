@@ -44,7 +44,8 @@ from typing import Annotated, Any, Union
 
 import msgspec
 
-from .records import INT_RANGES, RECORD_TYPES, Batch, Endpoint, FeatureRange, Kind, Record
+from . import limits
+from .records import INT_RANGES, RECORD_TYPES, Batch, Endpoint, FeatureRange, Kind, Record, Who
 from .uuids import InvalidUuid, parse_uuid
 
 _INF = float("inf")
@@ -352,6 +353,7 @@ class BatchDecoder:
                 ("timestampMs", _int_type(Kind.INT64)),
                 ("records", list[Union[tuple(envelopes)]]),  # noqa: UP007 - a runtime tuple
                 ("baseOffset", _int_type(Kind.INT64), -1),
+                ("who", tuple[Who, ...], ()),
             ],
             kw_only=True,
         )
@@ -375,7 +377,33 @@ class BatchDecoder:
             if record is None:
                 return None
             append(record)
-        return Batch(obj.controllerEpoch, obj.timestampMs, tuple(records), obj.baseOffset)
+        who = obj.who
+        if who and not who_vouched(who, len(records)):
+            return None
+        return Batch(obj.controllerEpoch, obj.timestampMs, tuple(records), obj.baseOffset, who)
+
+
+_INT32_RANGE = INT_RANGES[Kind.INT32]
+
+
+def who_vouched(who: tuple[Who, ...], records: int) -> bool:
+    """Whether a batch's who, as msgspec decoded it, is what the plain
+    decoder takes: runs of 1..int32 records covering the batch, strings
+    within their bounds, principal and api not empty."""
+    covered = 0
+    for w in who:
+        if not 1 <= w.records <= _INT32_RANGE[1]:
+            return False
+        if (
+            not 0 < len(w.principal) <= limits.MAX_WHO_PRINCIPAL_LENGTH
+            or not 0 < len(w.api) <= limits.MAX_WHO_API_LENGTH
+            or len(w.address) > limits.MAX_WHO_ADDRESS_LENGTH
+            or len(w.request_id) > limits.MAX_REQUEST_ID_LENGTH
+            or len(w.rule) > limits.MAX_WHO_RULE_LENGTH
+        ):
+            return False
+        covered += w.records
+    return covered == records
 
 
 # ---------------------------------------------------------------- whole batches out (msgspec)
@@ -434,7 +462,9 @@ class BatchEncoder:
                 ("timestampMs", int),
                 ("baseOffset", int),
                 ("records", list),
+                ("who", tuple, ()),
             ],
+            omit_defaults=True,  # no "who" when empty, as the plain encoder
         )
         self._encoder = msgspec.json.Encoder()
 
@@ -449,7 +479,12 @@ class BatchEncoder:
             append(coder(record))
         return self._encoder.encode(
             self._batch(
-                self._format, batch.controller_epoch, batch.timestamp_ms, batch.base_offset, records
+                self._format,
+                batch.controller_epoch,
+                batch.timestamp_ms,
+                batch.base_offset,
+                records,
+                batch.who,
             )
         )
 

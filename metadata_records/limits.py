@@ -60,3 +60,15 @@ MAX_BODY_BYTES_PER_CALLER = 64 << 20
 MAX_HEADERS = 100
 MAX_HEADER_BYTES = 64 << 10  # all header names and values together
 MAX_URL_BYTES = 8 << 10
+
+# Who asked for a batch's records (records.Who), replicated with every batch:
+# bounded so that a batch's who stays small beside its records. A principal is
+# ``role:identity``; a certificate's name (a DNS SAN is at most 253
+# characters) fits, a longer one is cut at the bound with "...". An address is
+# an IPv6 host in brackets and a port (at most 53 characters). A request id is
+# the caller's X-Request-Id: at most 64 printable ASCII characters, else 400.
+MAX_WHO_PRINCIPAL_LENGTH = 320
+MAX_WHO_API_LENGTH = 64
+MAX_WHO_ADDRESS_LENGTH = 64
+MAX_REQUEST_ID_LENGTH = 64
+MAX_WHO_RULE_LENGTH = 64

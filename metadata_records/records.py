@@ -396,6 +396,35 @@ Record = (
 )
 
 
+class Who(
+    msgspec.Struct,
+    frozen=True,
+    gc=False,
+    omit_defaults=True,
+    forbid_unknown_fields=True,
+    rename={"request_id": "requestId"},
+):
+    """Who asked for a run of a batch's records: ``records`` of them, counted
+    on from where the previous Who of the batch ended (docs/api-additions.md
+    "Who changed what").
+
+    ``principal`` is ``<role>:<identity>`` (``admin:token/ops``,
+    ``broker:cert/CN=kafka-3``, ``admin:anonymous``) or ``controller`` for the
+    controller's own work, with ``rule`` saying why; ``api`` is Kafka's API
+    name of the request (or the controller's sweep); ``address`` the client
+    address the voter saw; ``request_id`` the caller's X-Request-Id or one the
+    voter made. Never any part of a secret. The struct's options are its JSON
+    shape in a batch (empty strings left out); the codec checks the bounds of
+    limits.py on decode."""
+
+    records: int
+    principal: str
+    api: str
+    address: str = ""
+    request_id: str = ""
+    rule: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     """What one Raft entry carries: records decided together under one controller
@@ -405,12 +434,17 @@ class Batch:
     (broker epochs are offsets, so a batch is only right where it was decided);
     -1 when the batch does not depend on its position (LEADER_CHANGE, which a
     new leader proposes before it has applied its whole log, and the empty
-    barrier batches of linearizable reads)."""
+    barrier batches of linearizable reads).
+
+    ``who`` says who asked for the records (``Who``), replicated with them."""
 
     controller_epoch: int
     timestamp_ms: int
     records: tuple[Record, ...]
     base_offset: int = -1
+    # Who asked for which of the records, in order, covering them all; empty
+    # for batches written before who was recorded and for empty batches.
+    who: tuple[Who, ...] = ()
 
 
 # Kafka's topic name rule (org.apache.kafka.common.internals.Topic).

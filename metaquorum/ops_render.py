@@ -14,6 +14,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -375,7 +376,8 @@ def quota_entity_text(components: list) -> str:
 
 
 def print_log_record(console: Console, record: dict, as_json: bool) -> None:
-    """One record of the metadata log: an NDJSON line, or a line for people."""
+    """One record of the metadata log: an NDJSON line, or a line for people
+    (who asked for it at its end: ``by principal API``)."""
     if as_json:
         sys.stdout.write(orjson.dumps(record).decode() + "\n")
     else:
@@ -384,4 +386,72 @@ def print_log_record(console: Console, record: dict, as_json: bool) -> None:
             f"epoch={record.get('controllerEpoch')} batch={record.get('batchOffset')} ",
             end="",
         )
-        console.print(orjson.dumps(record["data"]).decode(), markup=False, soft_wrap=True)
+        who = record.get("who")
+        by = f" by {who['principal']} {who['api']}" if who else ""
+        console.print(orjson.dumps(record["data"]).decode() + by, markup=False, soft_wrap=True)
+
+
+def log_time(timestamp_ms: int) -> str:
+    """A batch's timestamp as an operator reads it: UTC, to the millisecond."""
+    stamp = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{timestamp_ms % 1000:03d}Z"
+
+
+class WhoLines:
+    """``metaquorum log --who``: one line per run of consecutive records one
+    Who covers in one batch (time, offsets, principal, address, API, request
+    id, rule), or one NDJSON object per run with ``--json``. Records of
+    batches from before who was recorded show as ``(unknown)``."""
+
+    def __init__(self, console: Console, as_json: bool) -> None:
+        self.console = console
+        self.as_json = as_json
+        self.run: dict | None = None
+
+    def add(self, record: dict) -> None:
+        who = record.get("who") or {}
+        key = (record.get("batchOffset"), tuple(sorted(who.items())))
+        run = self.run
+        if run is not None and run["key"] == key and run["lastOffset"] + 1 == record["offset"]:
+            run["lastOffset"] = record["offset"]
+            run["records"] += 1
+            return
+        self.flush()
+        self.run = {
+            "key": key,
+            "timestampMs": record["timestampMs"],
+            "batchOffset": record.get("batchOffset"),
+            "firstOffset": record["offset"],
+            "lastOffset": record["offset"],
+            "records": 1,
+            "who": who,
+        }
+
+    def flush(self) -> None:
+        run, self.run = self.run, None
+        if run is None:
+            return
+        who = run["who"]
+        if self.as_json:
+            obj = {
+                "time": log_time(run["timestampMs"]),
+                **{k: run[k] for k in ("timestampMs", "batchOffset", "firstOffset", "lastOffset")},
+                "records": run["records"],
+                **who,
+            }
+            sys.stdout.write(orjson.dumps(obj).decode() + "\n")
+            return
+        first, last = run["firstOffset"], run["lastOffset"]
+        offsets = f"{first}" if first == last else f"{first}-{last}"
+        parts = [
+            log_time(run["timestampMs"]),
+            f"{offsets:>15}",
+            who.get("principal", "(unknown)"),
+            who.get("address") or "-",
+            who.get("api", "-"),
+        ]
+        if who.get("requestId"):
+            parts.append(f"request={who['requestId']}")
+        if who.get("rule"):
+            parts.append(f"rule={who['rule']}")
+        self.console.print("  ".join(parts), markup=False, soft_wrap=True)

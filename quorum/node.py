@@ -32,6 +32,7 @@ from metadata_records.records import (
 )
 from metadata_records.snapshot import image_digest
 
+from .callers import Caller
 from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
 from .handover import Handover
@@ -629,10 +630,13 @@ class QuorumNode:
     def queue_depth(self) -> int:
         return self.orderer.queue_depth
 
-    async def submit(self, request: object, timeout_s: float = 10.0) -> object:
+    async def submit(
+        self, request: object, timeout_s: float = 10.0, caller: Caller | None = None
+    ) -> object:
         """Decides ``request`` as the active controller and returns its response
-        once the records are applied. Raises a NodeError otherwise."""
-        future = self.submit_future(request)
+        once the records are applied. Raises a NodeError otherwise. ``caller``:
+        who asked (quorum/callers.py), written with the records."""
+        future = self.submit_future(request, caller=caller)
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except TimeoutError:
@@ -640,21 +644,25 @@ class QuorumNode:
                 f"no answer within {timeout_s:.1f} s; the write may still commit"
             ) from None
 
-    def submit_future(self, request: object, pump: bool = True) -> asyncio.Future:
+    def submit_future(
+        self, request: object, pump: bool = True, caller: Caller | None = None
+    ) -> asyncio.Future:
         """``submit`` without the wait: raises the NodeError at once, or
         returns the future that gets the response (or the NodeError) once the
         records are applied. A caller that gives up leaves it alone (the
         orderer still decides it: only a future that is done is skipped)."""
         future = self.loop.create_future()
-        self.orderer.submit_to(request, future, pump)
+        self.orderer.submit_to(request, future, pump, caller)
         return future
 
-    def submit_to(self, request: object, reply: Reply, pump: bool = True) -> None:
+    def submit_to(
+        self, request: object, reply: Reply, pump: bool = True, caller: Caller | None = None
+    ) -> None:
         """``submit_future`` into ``reply``: a Future, or anything with its
         ``done``, ``set_result`` and ``set_exception``, called on the loop (the
         HTTP workers' link answers straight into its outbox, with no Future
         and callback per write: voter/core_link.py). Orderer.submit_to says more."""
-        self.orderer.submit_to(request, reply, pump)
+        self.orderer.submit_to(request, reply, pump, caller)
 
     def pump(self) -> None:
         """Decides what ``submit_to(..., pump=False)`` queued."""

@@ -7,6 +7,12 @@ against the new image and becomes the next batch. The queue is bounded: past
 it a request is refused at once (THROTTLING_QUOTA_EXCEEDED), because
 pysyncobj collapses instead of slowing down when overloaded.
 
+Each batch says who asked for its records (``Batch.who``): every request
+comes with its caller (quorum/callers.py), and ``_pump`` counts each
+decided request's records into one Who; the controller's own work (the
+sweeps, the NoOp, bootstrap, LEADER_CHANGE, voter sets) is the
+``controller``'s, with the rule that made it act.
+
 The orderer knows Raft only through ``RaftSide``: the committed image, a way
 to propose a batch and hear whether it committed, whether this voter still
 leads a term, and why it refuses. ``QuorumNode`` is that side in the same
@@ -59,6 +65,8 @@ from metadata_records.records import (
     VotersRecord,
 )
 
+from . import callers
+from .callers import Caller, WhoRuns
 from .node_config import NodeConfig
 from .node_errors import NodeError, OutcomeUnknownError, ThrottledError
 from .state_machine import STALE
@@ -144,6 +152,7 @@ class RaftSide(Protocol):
 class _Pending:
     request: object  # a controller request, or one of the queue items below
     future: Reply | None
+    caller: Caller | None = None  # who asked (quorum/callers.py); None: in-process
     enqueued: float = field(default_factory=time.monotonic)
 
 
@@ -268,7 +277,8 @@ class Orderer:
             image = raft.image
             if image.controller_epoch == term and image.leader_id == raft.node_id:
                 break  # an orderer started again under the same leader: written already
-            result, error = await raft.propose(Batch(term, wall_clock_ms(), (record,)))
+            who = callers.controller_who(callers.LEADER_CHANGE, 1)
+            result, error = await raft.propose(Batch(term, wall_clock_ms(), (record,), -1, who))
             image = raft.image
             if image.controller_epoch == term and image.leader_id == raft.node_id:
                 break
@@ -300,7 +310,7 @@ class Orderer:
                     MIN_METADATA_VERSION,
                     MAX_METADATA_VERSION,
                 )
-            self._queue.append(_Pending(_BOOTSTRAP, None))
+            self._queue.append(_Pending(_BOOTSTRAP, None, callers.BOOTSTRAP))
         self.maybe_change_voters()
         self._schedule_timer(self.controller.next_fence_check_ms())
         self._pump()
@@ -331,12 +341,14 @@ class Orderer:
 
     # ------------------------------------------------------------ writes
 
-    def submit_to(self, request: object, reply: Reply, pump: bool = True) -> None:
+    def submit_to(
+        self, request: object, reply: Reply, pump: bool = True, caller: Caller | None = None
+    ) -> None:
         """Queues ``request`` for the next batch; its response (or a NodeError)
         goes to ``reply`` once the records are applied. Raises the NodeError
         at once when this voter takes no write. ``pump`` False: the caller
         queues more first, then calls ``pump``, so that one batch holds them
-        all."""
+        all. ``caller``: who asked, written with its records (quorum/callers.py)."""
         if (refusal := self.raft.refusal()) is not None:
             raise refusal
         if not self.active:
@@ -355,7 +367,7 @@ class Orderer:
                 f"{len(self._queue)} requests are queued (the limit is "
                 f"{self.config.max_queued_requests}); nothing was written"
             )
-        self._queue.append(_Pending(request, reply))
+        self._queue.append(_Pending(request, reply, caller))
         if pump:
             self._pump()
 
@@ -363,10 +375,11 @@ class Orderer:
         """Decides what ``submit_to(..., pump=False)`` queued."""
         self._pump()
 
-    def enqueue(self, request: object, reply: Reply | None) -> None:
+    def enqueue(self, request: object, reply: Reply | None, caller: Caller | None = None) -> None:
         """Queues work of the voter's own (a voter set, a periodic sweep)
-        past the admission limit, and pumps."""
-        self._queue.append(_Pending(request, reply))
+        past the admission limit, and pumps; ``caller`` says which
+        (quorum/callers.py)."""
+        self._queue.append(_Pending(request, reply, caller))
         self._pump()
 
     @property
@@ -404,6 +417,11 @@ class Orderer:
         records: list[Record] = []
         noops = balanced = 0
         known: dict = {}  # ControllerResult.merged of every result in the batch
+        # Who asked for which records: each request's are counted once the
+        # next is taken (the branches below leave by ``continue``).
+        runs = WhoRuns()
+        asked: _Pending | None = None
+        mark = 0
         while self._queue and len(records) < self.config.max_batch_records:
             pending = self._queue[0]
             if pending.future is not None and pending.future.done():
@@ -416,6 +434,9 @@ class Orderer:
                 self._decide_off_loop(controller, pending, now, base_offset)
                 return
             self._queue.popleft()
+            if asked is not None:
+                runs.add(asked.caller, asked.request, len(records) - mark)
+            asked, mark = pending, len(records)
             try:
                 if pending.request is _FENCE:
                     while (result := controller.maybe_fence_stale_broker(now)) is not None:
@@ -476,6 +497,8 @@ class Orderer:
             if result.merged:
                 known.update(result.merged)
             decided.append((pending, result.response))
+        if asked is not None:
+            runs.add(asked.caller, asked.request, len(records) - mark)
         if not records:
             if self._in_flight:
                 # Rejections decided on a view that holds uncommitted records:
@@ -486,20 +509,21 @@ class Orderer:
                     settle(pending.future, response)
             self._pump()
             return
-        self._propose(controller, records, decided, known, base_offset, noops, balanced)
+        self._propose(controller, records, runs.who(), decided, known, base_offset, noops, balanced)
         self._pump()
 
     def _propose(
         self,
         controller: Controller,
         records: list[Record],
+        who: tuple,
         decided: list[tuple[_Pending, object]],
         known: dict,
         base_offset: int,
         noops: int = 0,
         balanced: int = 0,
     ) -> None:
-        batch = Batch(self.term, wall_clock_ms(), tuple(records), base_offset)
+        batch = Batch(self.term, wall_clock_ms(), tuple(records), base_offset, who)
         entry = _InFlight(decided, len(records), noops, balanced)
         self._in_flight.append(entry)
         self.stats.most_in_flight = max(self.stats.most_in_flight, len(self._in_flight))
@@ -548,9 +572,12 @@ class Orderer:
         if not result.records:
             settle(pending.future, result.response)
         else:
+            runs = WhoRuns()
+            runs.add(pending.caller, pending.request, len(result.records))
             self._propose(
                 controller,
                 list(result.records),
+                runs.who(),
                 [(pending, result.response)],
                 dict(result.merged or {}),
                 base_offset,
@@ -634,16 +661,16 @@ class Orderer:
         now = session_clock_ms()
         next_check = self.controller.next_fence_check_ms()
         if next_check is not None and next_check <= now:
-            self.enqueue(_FENCE, None)
+            self.enqueue(_FENCE, None, callers.FENCE)
         next_sweep = self.controller.next_unclean_election_ms()
         if next_sweep is not None and next_sweep <= now:
-            self.enqueue(_UNCLEAN, None)
+            self.enqueue(_UNCLEAN, None, callers.UNCLEAN)
         next_balance = self.controller.next_balance_ms()
         if next_balance is not None and next_balance <= now:
-            self.enqueue(_BALANCE, None)
+            self.enqueue(_BALANCE, None, callers.BALANCE)
         if self._noop_due is not None and self._noop_due <= now:
             self._noop_due = None  # one queued at a time (Kafka's noOpRecordScheduled)
-            self.enqueue(_NOOP, None)
+            self.enqueue(_NOOP, None, callers.NOOP)
         # A fence queued above makes this one early, never late: the tick
         # then comes in 50 ms and reads it again.
         self._schedule_timer(next_check)
@@ -672,7 +699,7 @@ class Orderer:
                 log.warning("the voter set was not written: %s", f.exception())
 
         future.add_done_callback(done)
-        self._queue.append(_Pending(VotersRecord(voters=wanted), future))
+        self._queue.append(_Pending(VotersRecord(voters=wanted), future, callers.VOTER_SET))
 
 
 def settle(future: Reply | None, value) -> None:

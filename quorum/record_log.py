@@ -22,7 +22,7 @@ import threading
 from typing import NamedTuple
 
 from metadata_records.codec import decode_batch
-from metadata_records.records import Batch, Record
+from metadata_records.records import Batch, Record, Who
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ class LogEntry(NamedTuple):
     controller_epoch: int
     record: Record
     batch_offset: int  # the offset of the first record of its batch
+    who: Who | None = None  # who asked for it (its batch's Who that covers it)
 
 
 class OffsetTooOld(LookupError):
@@ -155,9 +156,11 @@ class RecordLog:
         with self._lock:
             return self._base + self._records
 
-    def read(self, from_offset: int, max_records: int) -> list[LogEntry]:
+    def read(self, from_offset: int, max_records: int, remember: bool = True) -> list[LogEntry]:
         """Up to ``max_records`` entries from ``from_offset`` (empty at the end);
-        OffsetTooOld when it is below the oldest retained offset."""
+        OffsetTooOld when it is below the oldest retained offset. ``remember``
+        False: the batches decoded are not kept (a filtered scan of old
+        batches would push out the tail that followers read)."""
         with self._lock:
             if from_offset < self._base:
                 raise OffsetTooOld(from_offset, self._base)
@@ -171,9 +174,11 @@ class RecordLog:
                 batch = self._decoded.get(stored.first_offset)
             if batch is None:  # older than the batches kept decoded: decode it (off the lock)
                 batch = decode_batch(stored.payload)
-                with self._lock:
-                    self._remember(stored.first_offset, batch)
+                if remember:
+                    with self._lock:
+                        self._remember(stored.first_offset, batch)
             start = max(0, from_offset - stored.first_offset)
+            whos = who_by_record(batch)
             for k in range(start, min(stored.count, start + max_records - len(entries))):
                 entries.append(
                     LogEntry(
@@ -182,6 +187,17 @@ class RecordLog:
                         batch.controller_epoch,
                         batch.records[k],
                         stored.first_offset,
+                        None if whos is None else whos[k],
                     )
                 )
         return entries
+
+
+def who_by_record(batch: Batch) -> list[Who] | None:
+    """The Who covering each record of ``batch``, by index; None without a who."""
+    if not batch.who:
+        return None
+    out: list[Who] = []
+    for who in batch.who:
+        out += [who] * who.records
+    return out

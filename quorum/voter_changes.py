@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from metadata_records.errors import ApiError, Errors
 from metadata_records.records import Voter, VotersRecord
 
+from . import callers
+from .callers import Caller
 from .membership import (
     addresses,
     already_added,
@@ -152,7 +154,7 @@ class VoterChanges:
             target = raft.commit_index
             await asyncio.sleep(0.05)
         voter = Voter(node_id, hello.directory_id, host, port)
-        await self._write_voters(with_voter(node.image.voters, voter), timeout_s)
+        await self._write_voters(with_voter(node.image.voters, voter), timeout_s, callers.ADD_VOTER)
         return voter, True
 
     async def _remove(self, node_id: int, address: str) -> tuple[Voter, ...]:
@@ -161,7 +163,7 @@ class VoterChanges:
         # Still streamed to once the set without it applies here, until it holds it.
         guard.learners = {**guard.learners, node_id: address}
         wanted = without_voter(node.image.voters, node_id)
-        await self._write_voters(wanted, 10.0)
+        await self._write_voters(wanted, 10.0, callers.REMOVE_VOTER)
         index = node.raft.last_applied  # the record's entry is at or below it
         deadline = time.monotonic() + LEAVE_GRACE_S
         while time.monotonic() < deadline and guard.peers.get(node_id) is not None:
@@ -172,11 +174,13 @@ class VoterChanges:
             await asyncio.sleep(0.05)
         return wanted
 
-    async def _write_voters(self, wanted: tuple[Voter, ...], timeout_s: float) -> None:
+    async def _write_voters(
+        self, wanted: tuple[Voter, ...], timeout_s: float, caller: Caller
+    ) -> None:
         """Commits a VotersRecord through group commit; returns once it is applied here."""
         log.info("writing the voter set %s", describe(wanted))
         future = self.node.loop.create_future()
-        self.node.orderer.enqueue(VotersRecord(voters=wanted), future)
+        self.node.orderer.enqueue(VotersRecord(voters=wanted), future, caller)
         try:
             await asyncio.wait_for(asyncio.shield(future), max(timeout_s, 5.0))
         except TimeoutError:

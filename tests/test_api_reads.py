@@ -155,8 +155,10 @@ def test_log_pages_and_headers(local, app, cluster):
         "timestampMs": first["records"][1]["timestampMs"],
         "controllerEpoch": first["records"][0]["controllerEpoch"],
         "batchOffset": first["records"][1]["batchOffset"],
+        "who": {"principal": "controller", "api": "Bootstrap", "rule": "cluster.bootstrap"},
         "data": {"name": "metadata.version", "featureLevel": 12},
     }
+    assert first["records"][0]["who"]["api"] == "LeaderChange"
     assert first["nextOffset"] == 2
     assert first["highWatermark"] == local.node.image.next_offset
     assert first["oldestOffset"] == 0

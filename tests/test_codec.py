@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import MISSING
 
 import msgspec
@@ -48,6 +49,7 @@ from metadata_records.records import (
     UnregisterBrokerRecord,
     Voter,
     VotersRecord,
+    Who,
 )
 from metadata_records.uuids import to_standard, uuid_from_bytes
 
@@ -168,7 +170,35 @@ RECORD_STRATEGIES = {
     ).map(lambda voters: VotersRecord(voters=tuple(voters))),
 }
 any_record = st.one_of(*RECORD_STRATEGIES.values())
-batches = st.builds(Batch, int32, int64, st.lists(any_record, max_size=6).map(tuple))
+
+
+def _who(count: int) -> st.SearchStrategy[Who]:
+    return st.builds(
+        Who,
+        st.just(count),
+        st.sampled_from(["admin:token/ops", "broker:cert/CN=kafka-3", "controller", "ü:x"]),
+        st.sampled_from(["AlterPartition", "CreateTopics", "FenceExpiredSessions"]),
+        st.sampled_from(["", "127.0.0.1:50312", "[::1]:8080"]),
+        st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=64),
+        st.sampled_from(["", "kip-631.session-expired"]),
+    )
+
+
+@st.composite
+def _batch(draw: st.DrawFn) -> Batch:
+    """A batch, with or without a who: runs that cover its records."""
+    records = tuple(draw(st.lists(any_record, max_size=6)))
+    who: list[Who] = []
+    if records and draw(st.booleans()):
+        left = len(records)
+        while left:
+            count = draw(st.integers(1, left))
+            who.append(draw(_who(count)))
+            left -= count
+    return Batch(draw(int32), draw(int64), records, -1, tuple(who))
+
+
+batches = _batch()
 
 json_scalars = (
     st.none()
@@ -1037,3 +1067,32 @@ def test_deep_nesting_in_message_values_shallow_or_too_deep(fn, template, depth)
 def test_deep_nesting_in_message_values_near_orjson_limit(fn, template, kind):
     with pytest.raises(DecodeError):
         fn(template.format(_nested(1020, kind)).encode())
+
+
+def test_a_batch_from_before_who_decodes_as_before_and_a_bad_who_is_named():
+    """A payload without "who" (every batch written before it) decodes to a
+    batch with an empty who; a who whose runs do not cover the records, or
+    with a field past its bound, is a DecodeError naming it."""
+    old = orjson.dumps(
+        {
+            "format": 1,
+            "controllerEpoch": 2,
+            "timestampMs": 5,
+            "baseOffset": 9,
+            "records": [{"type": "NO_OP_RECORD", "version": 0, "data": {}}],
+        }
+    )
+    assert decode_batch(old) == Batch(2, 5, (NoOpRecord(),), 9)
+    assert encode_batch(decode_batch(old)) == old
+    who = Who(1, "admin:token/ops", "CreateTopics", "127.0.0.1:1", "req-1")
+    batch = Batch(2, 5, (NoOpRecord(),), 9, (who,))
+    assert decode_batch(encode_batch(batch)) == batch
+    obj = orjson.loads(encode_batch(batch))
+    for bad, named in (
+        ([{**obj["who"][0], "records": 2}], "cover 2 records, the batch holds 1"),
+        ([{**obj["who"][0], "requestId": "x" * 65}], "batch.who[0].requestId: 65 characters"),
+        ([{**obj["who"][0], "token": "s3cret"}], "batch.who[0]: unknown field 'token'"),
+        ("admin", "batch.who: expected array"),
+    ):
+        with pytest.raises(DecodeError, match=re.escape(named)):
+            decode_batch(orjson.dumps({**obj, "who": bad}))

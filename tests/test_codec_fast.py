@@ -110,7 +110,7 @@ def test_the_msgspec_encoder_writes_what_orjson_writes_or_declines(batch, base_o
     with a float64 field (ClientQuotaRecord: msgspec writes 1e16 where
     orjson writes 1e+16), and writes the very bytes orjson writes of the
     records' dicts."""
-    batch = Batch(batch.controller_epoch, batch.timestamp_ms, batch.records, base_offset)
+    batch = Batch(batch.controller_epoch, batch.timestamp_ms, batch.records, base_offset, batch.who)
     encoded = codec._ENCODER.encode(batch)
     floats = any(type(r).__name__ == "ClientQuotaRecord" for r in batch.records)
     assert (encoded is None) == floats
@@ -261,6 +261,42 @@ def test_the_batch_decoder_leaves_what_it_cannot_vouch_for_to_the_plain_decoder(
     assert BATCHES.decode(raw) is None
     generated, plain = both(decode_batch, raw)
     assert generated == plain
+
+
+_WHO_MUTATIONS = [
+    lambda w: {**w, "records": w["records"] + 1},  # covers more than the batch
+    lambda w: {**w, "records": 0},
+    lambda w: {**w, "records": True},
+    lambda w: {**w, "principal": ""},
+    lambda w: {**w, "principal": 7},
+    lambda w: {**w, "api": "x" * 65},
+    lambda w: {**w, "requestId": "r" * 65},
+    lambda w: {**w, "address": None},
+    lambda w: {**w, "rule": "y" * 65},
+    lambda w: {**w, "secret": "no"},
+    lambda w: {k: v for k, v in w.items() if k != "api"},
+    lambda w: [w],
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches, st.integers(0, len(_WHO_MUTATIONS) - 1), st.data())
+def test_a_batch_who_decodes_alike_or_fails_alike_naming_the_who(batch, which, data):
+    """Both decoders take a good who and give the same Who runs; a bad one
+    (a count that does not add up, a string past its bound, an unknown key)
+    is the plain decoder's DecodeError naming batch.who, either way."""
+    obj = orjson.loads(encode_batch(batch))
+    if "who" not in obj:
+        generated, plain = both(decode_batch, _dumps(obj))
+        assert generated == plain == ("ok", Batch, repr(batch))
+        return
+    i = data.draw(st.integers(0, len(obj["who"]) - 1))
+    obj["who"][i] = _WHO_MUTATIONS[which](obj["who"][i])
+    raw = orjson.dumps(obj)
+    generated, plain = both(decode_batch, raw)
+    assert generated == plain
+    assert plain[0] == "error" and "batch.who" in plain[2], plain
+    assert BATCHES.decode(raw) is None
 
 
 def test_an_empty_batch_and_a_batch_of_non_objects_agree():

@@ -129,6 +129,13 @@ def test_writes_reads_redirects_status_and_metrics_through_workers(cluster):
         {"topics": [{"name": "t", "numPartitions": 2, "replicationFactor": 3}]},
     )
     assert created["topics"][0]["errorName"] == "NONE", created
+    # Who asked, through the workers (issue 43): the write's who is in the log,
+    # and a request id is answered once, also where the core's app answers.
+    log = cluster.get(follower, "/v1/log?api=CreateTopics&consistency=linearizable").json()
+    who = log["records"][0]["who"]
+    assert who["principal"] == "admin:anonymous" and who["address"].startswith("127.0.0.1:")
+    r = cluster.get(follower, "/v1/quorum/status", headers={"X-Request-Id": "fwd-1"})
+    assert r.status_code == 200 and r.headers.get_list("x-request-id") == ["fwd-1"]
     # Every worker of every voter answers a linearizable read with the writes.
     for i in range(cluster.n):
         for _ in range(4 * WORKERS):  # new connections land on either worker

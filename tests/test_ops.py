@@ -279,6 +279,40 @@ def test_create_topic_then_list_it_and_read_the_log(voter):
     assert any(rec["type"] == "TOPIC_RECORD" for rec in records)
 
 
+def test_log_who_and_its_filters_as_an_operator_reads_them(voter):
+    """``metaquorum log --who`` prints who asked for each run of records
+    (auth is off here: admin:anonymous), the filters reach GET /v1/log, and
+    a bad one is one clear line naming it (exit 1, as the server refused it)."""
+    reg = voter.post(0, "/v1/brokers/register", register_body(voter, 2)).json()
+    voter.post(
+        0,
+        "/v1/brokers/heartbeat",
+        {"brokerId": 2, "brokerEpoch": reg["brokerEpoch"], "currentMetadataOffset": 10**9},
+    )
+    r = mq(
+        "create-topic", "who-t", "--partitions", "2", "--replication-factor", "1", url=voter.url(0)
+    )
+    assert r.returncode == 0, r.stderr
+    r = mq("log", "--who", "--api", "CreateTopics", url=voter.url(0))
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    assert lines and all("admin:anonymous" in line and "CreateTopics" in line for line in lines)
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z +\d+(-\d+)? ", lines[-1])
+    assert re.search(r"127\.0\.0\.1:\d+ +CreateTopics +request=\S+", lines[-1]), lines[-1]
+    r = mq("log", "--who", "--json", "--topic", "who-t", url=voter.url(0))
+    runs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(runs) == 1 and runs[0]["records"] == 3, runs  # its TOPIC_RECORD, 2 partitions
+    assert runs[0]["principal"] == "admin:anonymous" and runs[0]["api"] == "CreateTopics"
+    r = mq("log", "--who", "--principal", "controller", "--json", url=voter.url(0))
+    apis = {json.loads(line)["api"] for line in r.stdout.splitlines()}
+    assert "LeaderChange" in apis and "Bootstrap" in apis, apis
+    r = mq("log", "--api", "CreateTopic", url=voter.url(0))  # refused by the server: 1
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert "api='CreateTopic' is not an API the log names" in r.stderr
+    r = mq("log", "--since", "yesterday", url=voter.url(0))
+    assert r.returncode == 1 and "since='yesterday'" in r.stderr
+
+
 def test_failures_are_one_clear_line(voter):
     r = mq("topics", "no-such-topic", url=voter.url(0))
     assert r.returncode == 1 and r.stderr.count("\n") == 1

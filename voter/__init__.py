@@ -33,13 +33,15 @@ The life of a write, an AlterPartition sent to the leader, with workers:
    route in api/direct_routes.py, which parses the body (api/models_fast.py)
    and calls ``node.submit`` (api/served_node.py).
 2. ``WorkerNode.submit`` (worker_node.py) gathers the requests of one loop
-   turn into one frame (link.py) on its link to the orderer process.
+   turn into one frame (link.py) on its link to the orderer process, each
+   with who asked (the edge's caller: quorum/callers.py).
 3. The orderer process (orderer_process.py) hands each to
    ``Orderer.submit_to`` (quorum/orderer.py): queued, or refused past its
    bound (429). While no batch is in flight, the orderer decides the whole
    queue with ``Controller.handle(request, now_ms)`` (controller/), which
    returns the records and the response and commits nothing; the queue's
-   records are the next batch.
+   records are the next batch, with one ``Who`` per request that wrote
+   (who asked for which records, replicated with them).
 4. ``RemoteRaft.propose`` (orderer_process.py) encodes the batch, keeps it
    to adopt later (``MetadataStateMachine.expect``) and sends it to the core
    (PROPOSE, on the orderer's link).

@@ -30,6 +30,7 @@ from api.connections import ConnectionStats
 from api.metrics import add_request_totals
 from api.reads import not_ready_reason
 from metadata_records.snapshot import encode_image
+from quorum.callers import Caller
 from quorum.node import QuorumNode
 from quorum.node_errors import OutcomeUnknownError, UnavailableError
 from quorum.orderer import BatchStats, Reply, fail, settle
@@ -415,10 +416,10 @@ class WorkerLink:
         for item in items:
             kind = item[0]
             if kind == SUBMIT:
-                _, request_id, request = item
+                _, request_id, request, caller = item
                 self.requests += 1
                 try:
-                    node.submit_to(request, _LinkReply(self, request_id), pump=False)
+                    node.submit_to(request, _LinkReply(self, request_id), False, caller)
                 except Exception as e:  # noqa: BLE001 - a NodeError, answered as such
                     self._refuse(request_id, e)
                     continue
@@ -735,15 +736,17 @@ class RemoteOrderer:
         self._transferring = value
         self._send((TRANSFERRING, value))
 
-    def submit_to(self, request: object, reply: Reply, pump: bool = True) -> None:
+    def submit_to(
+        self, request: object, reply: Reply, pump: bool = True, caller: Caller | None = None
+    ) -> None:
         node = self.links.node
         if (refusal := node.refusal()) is not None:
             raise refusal
         if not self.active:
             raise node.not_controller("this node is not the active controller")
-        self.enqueue(request, reply)
+        self.enqueue(request, reply, caller)
 
-    def enqueue(self, request: object, reply: Reply | None) -> None:
+    def enqueue(self, request: object, reply: Reply | None, caller: Caller | None = None) -> None:
         """The core's own writes (voter sets): to the orderer, answered on its link."""
         orderer = self.links.orderer
         if orderer is None or orderer.lost is not None:
@@ -757,7 +760,7 @@ class RemoteOrderer:
         self._ids += 1
         if reply is not None:
             self._waiting[self._ids] = reply
-        orderer.post((SUBMIT, self._ids, request))
+        orderer.post((SUBMIT, self._ids, request, caller))
 
     def pump(self) -> None:
         pass  # the orderer pumps what it is sent

@@ -10,7 +10,8 @@ they inherited), never reachable from another process.
 
 Items, worker -> core:
 
-* ``(SUBMIT, id, request)``: a controller request, as ``QuorumNode.submit``;
+* ``(SUBMIT, id, request, caller)``: a controller request and who asked
+  (quorum/callers.py's ``Caller``), as ``QuorumNode.submit``;
 * ``(BARRIER, id)``: a linearizable read's barrier, as ``QuorumNode.barrier``;
 * ``(FORWARD, id, head, body)``: an HTTP request for the core's own app
   (status, metrics, probes, voter changes: what needs the core's state);
@@ -40,7 +41,7 @@ has a link of its own to the orderer, frames as above (decision 122): the
 core makes the socket pair and hands one end to each process over its *fd
 channel* (a datagram socket pair inherited at start, ``send_link`` and
 ``LinkInbox``), again whenever either of them is started again. A worker
-sends ``(SUBMIT, id, request)`` on it; the orderer answers ``(ANSWER, id,
+sends ``(SUBMIT, id, request, caller)`` on it; the orderer answers ``(ANSWER, id,
 value, offset)`` (the worker answers once its image, which the ring feeds,
 reaches ``offset``) or ``(REFUSED, id, error)``. So the core never touches
 a write's request or its answer. A worker whose orderer link closes fails
@@ -58,8 +59,8 @@ sends):
 * ``(NOTHING_TO_PROPOSE,)``: a batch was done and no other followed it
   (``RaftSide.nothing_to_propose``).
 
-core -> orderer: ``(SUBMIT, id, request)`` (the core's own writes: voter
-sets), ``(STEP_DOWN, why)`` and ``(TRANSFERRING, bool)``.
+core -> orderer: ``(SUBMIT, id, request, caller)`` (the core's own writes:
+voter sets), ``(STEP_DOWN, why)`` and ``(TRANSFERRING, bool)``.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ from metadata_records.codec import encode_batch
 from metadata_records.delta import ImageDelta
 from metadata_records.image import MetadataImage
 from metadata_records.records import Batch, Voter
+from quorum.callers import Caller
 from quorum.node_errors import NodeError, UnavailableError, not_controller, refusal
 from quorum.orderer import Orderer, OrderingConfig
 from quorum.runtime_tuning import gc_report
@@ -329,7 +330,7 @@ class OrdererProcess:
                 self.sm.fatal = item[1].get("fatal")
                 self._follow_leadership()
             elif kind == SUBMIT:
-                self._submit(item[2], _CoreReply(self, None, item[1]))
+                self._submit(item[2], _CoreReply(self, None, item[1]), item[3])
                 submitted = True
             elif kind == STEP_DOWN:
                 self.orderer.step_down(item[1])
@@ -368,13 +369,13 @@ class OrdererProcess:
         for item in items:
             if item[0] == SUBMIT:
                 submitted += 1
-                self._submit(item[2], _WorkerReply(self, link, item[1]))
+                self._submit(item[2], _WorkerReply(self, link, item[1]), item[3])
         self.submitted[worker] = self.submitted.get(worker, 0) + submitted
         self.orderer.pump()
 
-    def _submit(self, request: object, reply: _WorkerReply) -> None:
+    def _submit(self, request: object, reply: _WorkerReply, caller: Caller | None) -> None:
         try:
-            self.orderer.submit_to(request, reply, pump=False)
+            self.orderer.submit_to(request, reply, False, caller)
         except Exception as e:  # noqa: BLE001 - a NodeError, answered as such
             reply.set_exception(e)
 

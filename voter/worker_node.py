@@ -25,8 +25,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.edge import REQUEST_ID_KEY
 from api.errors import JsonResponse, node_error_response, retry_after
 from api.tls import PEER_CERT, peer_certificate
+from quorum.callers import Caller
 from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
 from quorum.offset_waiters import OffsetWaiters
 
@@ -264,7 +266,9 @@ class WorkerNode:
             items, self._to_orderer = self._to_orderer, []
             self.orderer_link.send(items)  # not None: losing it cleared the list
 
-    async def submit(self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S) -> object:
+    async def submit(
+        self, request: object, timeout_s: float = SUBMIT_TIMEOUT_S, caller: Caller | None = None
+    ) -> object:
         if (silent := self._core_silent()) is not None:  # refused before it is sent
             raise UnavailableError(
                 f"this voter's core has not answered for {silent:.1f} s (frozen or "
@@ -274,6 +278,7 @@ class WorkerNode:
         return await self._call(
             SUBMIT,
             request,
+            caller,
             what="submit",
             timeout_s=timeout_s,
             late=lambda: OutcomeUnknownError(
@@ -515,7 +520,7 @@ class ForwardToCore:
             "path": path,
             "raw_path": scope.get("raw_path") or path.encode(),
             "query_string": scope.get("query_string", b""),
-            "headers": list(scope.get("headers", ())),
+            "headers": _with_request_id(scope),
             "client": scope.get("client"),
             "server": scope.get("server"),
             "extensions": {"tls": {PEER_CERT: certificate}} if certificate else {},
@@ -533,5 +538,17 @@ class ForwardToCore:
                 response = node_error_response(e, Request(scope))
             await response(scope, receive, send)
             return
+        # The core's app answered with this request's id too: the edge adds it once.
+        headers = [h for h in headers if h[0] != b"x-request-id"]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _with_request_id(scope: Scope) -> list:
+    """The request's headers for the core's app, ``X-Request-Id`` the one the
+    edge took or made: the core's app sees the id the caller is answered with."""
+    request_id = scope.get(REQUEST_ID_KEY)
+    headers = list(scope.get("headers", ()))
+    if request_id is None:
+        return headers
+    return [h for h in headers if h[0] != b"x-request-id"] + [(b"x-request-id", request_id)]

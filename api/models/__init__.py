@@ -127,7 +127,7 @@ from .configs import (
     IncrementalAlterConfigsResponse,
 )
 from .features import UpdateFeaturesRequest, UpdateFeaturesResponse
-from .log import BackupHeader, BackupVoterOut, LogOut, RecordOut, SnapshotOut
+from .log import BackupHeader, BackupVoterOut, LogOut, RecordOut, SnapshotOut, WhoOut
 from .quorum import (
     AddVoterRequest,
     BeaconsOut,
@@ -325,6 +325,7 @@ __all__ = [
     "VoterOut",
     "LogOut",
     "RecordOut",
+    "WhoOut",
     "SnapshotOut",
     "BackupHeader",
     "BackupVoterOut",

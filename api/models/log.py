@@ -6,13 +6,56 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from .common import CLUSTER_ID, FEATURES_EXAMPLE, LISTENER_EXAMPLE, ResponseModel, example
 
 
+class WhoOut(ResponseModel):
+    """Who asked for a record (docs/api-additions.md "Who changed what"):
+    replicated with its batch, the same on every voter. Never any part of a
+    secret (docs/security.md "What the who shows"). ``address``,
+    ``requestId`` and ``rule`` are left out when empty: the one model whose
+    fields may be absent (the issue 43 contract; decisions.md 84 otherwise)."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
+
+    principal: str = Field(
+        examples=["broker:cert/CN=kafka-7"],
+        description="`<role>:<identity>`: identity `token/<id>`, `token/line-<N>` (a plain "
+        "token's line in the tokens file), `cert/<name>` (the certificate name a rule "
+        "matched) or `anonymous` (auth off); `controller` for the controller's own work",
+    )
+    api: str = Field(
+        examples=["AlterPartition"],
+        description="Kafka's API name of the request (RegisterBroker, BrokerHeartbeat, "
+        "AlterPartition, CreateTopics, ...), or the controller's sweep (FenceExpiredSessions, "
+        "ElectUncleanLeaders, ElectPreferredLeaders, WriteNoOp, Bootstrap, LeaderChange, ...)",
+    )
+    address: str | None = Field(
+        default=None,
+        examples=["10.0.3.7:51234"],
+        description="the client address (host:port) the voter saw the request come from; "
+        "absent for the controller's own work",
+    )
+    request_id: str | None = Field(
+        default=None,
+        examples=["deploy-42-step-3"],
+        description="the request's X-Request-Id: the caller's, else one the voter made "
+        "(returned in the answer's X-Request-Id)",
+    )
+    rule: str | None = Field(
+        default=None,
+        examples=["kip-631.session-expired"],
+        description="why the controller did it (its own work only; docs/history.md)",
+    )
+
+
 class RecordOut(ResponseModel):
-    """A record as the log, export and snapshot show it (docs/api.md "A record")."""
+    """A record as the log, export and snapshot show it (docs/api.md "A record").
+    ``who`` is left out where there is none (a snapshot, a batch from before)."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
 
     offset: int = Field(description="its offset (dense from 0)")
     type: str = Field(examples=["REGISTER_BROKER_RECORD"], description="Kafka's record type")
@@ -26,6 +69,11 @@ class RecordOut(ResponseModel):
         description="the record's fields, with Kafka's names; a CONFIG_RECORD's value of a "
         "sensitive config (a PASSWORD, or of unknown type) is `(redacted)` unless the caller's "
         "role sees it (admin, broker; includeSensitive)"
+    )
+    who: WhoOut | None = Field(
+        default=None,
+        description="who asked for it: GET /v1/log only, for batches written since who is "
+        "recorded (absent before, and in a snapshot)",
     )
 
 
@@ -42,6 +90,12 @@ class LogOut(ResponseModel):
                     "timestampMs": 1795000000000,
                     "controllerEpoch": 3,
                     "batchOffset": 17,
+                    "who": {
+                        "principal": "broker:cert/CN=kafka-1",
+                        "api": "RegisterBroker",
+                        "address": "10.0.3.7:51234",
+                        "requestId": "9f2c1a7e4b01-1a",
+                    },
                     "data": {
                         "brokerId": 1,
                         "isMigratingZkBroker": False,
@@ -62,7 +116,9 @@ class LogOut(ResponseModel):
     )
 
     records: list[RecordOut] = Field(description="the records, by offset")
-    next_offset: int = Field(description="the offset to ask for next")
+    next_offset: int = Field(
+        description="the offset to ask for next (with a filter: where the scan stopped)"
+    )
     high_watermark: int = Field(description="this node's log end (the next offset it will apply)")
     oldest_offset: int = Field(description="the oldest offset this node still serves")
 

@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from .. import models as M
 from ..bodies import parse_message
+from ..edge import caller_of
 from ..openapi_doc import WRITE_RESPONSES
 from .context import RouteContext, answer, answer_large
 from .params import AdminCaller, BrokerIdPath, TopicName, body_doc
@@ -60,16 +61,15 @@ class AdminWrite:
 
         async def endpoint(**values: Any) -> Response:
             args = () if path_name is None else (values[path_name],)
-            return await self.handle(ctx, values.get("request"), args)
+            return await self.handle(ctx, values["request"], args)
 
         # FastAPI reads the parameters off the signature: the path's, the
-        # request (its body parsed by hand, so not in the document) and the
-        # caller's role.
+        # request (its body parsed by hand, so not in the document; its scope
+        # says who asked) and the caller's role.
         parameters = []
         if path_name is not None:
             parameters.append(_keyword(path_name, PATH_PARAMETERS[path_name]))
-        if self.request is not None:
-            parameters.append(_keyword("request", Request))
+        parameters.append(_keyword("request", Request))
         parameters.append(_keyword("caller", AdminCaller))
         endpoint.__signature__ = inspect.Signature(parameters, return_annotation=Response)  # type: ignore[attr-defined]
         endpoint.__doc__ = self.doc
@@ -86,17 +86,17 @@ class AdminWrite:
             openapi_extra=None if self.request is None else body_doc(self.request),
         )
 
-    async def handle(self, ctx: RouteContext, request: Request | None, args: tuple) -> Response:
+    async def handle(self, ctx: RouteContext, request: Request, args: tuple) -> Response:
         if self.request is None:
             message = self.message(*args)
         else:
-            assert request is not None
             build = self.message or self.request.to_message
             message = await parse_message(self.request, request, build, *args)
+        caller = caller_of(request.scope)
         if self.entries is None:
-            return answer(self.response.from_message(await ctx.submit(message)))
+            return answer(self.response.from_message(await ctx.submit(message, caller)))
         message, problems = message
-        response = await ctx.submit(message)
+        response = await ctx.submit(message, caller)
         return await answer_large(
             self.response.obj_from_message,
             response,

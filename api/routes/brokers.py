@@ -28,6 +28,7 @@ from ..bodies import (
     registration_request,
 )
 from ..direct_routes import DirectRoute, query_param
+from ..edge import caller_of
 from ..errors import JsonResponse
 from ..openapi_doc import READ_RESPONSES, WRITE_RESPONSES, not_found
 from ..reads import broker_obj, brokers_obj
@@ -41,10 +42,10 @@ VERSION_QUERY = TypeAdapter(Annotated[int, Field(ge=0, le=3)])
 def writes(app: FastAPI, ctx: RouteContext) -> None:
     auth, submit = ctx.auth, ctx.submit
 
-    async def submit_for(caller: Principal, message: Any) -> Any:
+    async def submit_for(request: Request, caller: Principal, message: Any) -> Any:
         # A broker token acts only for its own broker id: checked before submitting.
         auth.check_broker(caller, message.broker_id)
-        return await submit(message)
+        return await submit(message, caller_of(request.scope))
 
     @app.post(
         "/v1/brokers/register",
@@ -58,7 +59,7 @@ def writes(app: FastAPI, ctx: RouteContext) -> None:
     async def register_broker(request: Request, caller: BrokerCaller) -> Response:
         """Registers a broker incarnation (docs/kafka-rules.md §3): a new incarnation gets
         epoch = the offset of its RegisterBrokerRecord and starts fenced."""
-        response = await submit_for(caller, registration_request(await body_of(request)))
+        response = await submit_for(request, caller, registration_request(await body_of(request)))
         return JsonResponse(MF.registration_response_obj(response))
 
     @app.post(
@@ -73,7 +74,7 @@ def writes(app: FastAPI, ctx: RouteContext) -> None:
     async def broker_heartbeat(request: Request, caller: BrokerCaller) -> Response:
         """Keeps the broker's session; fences, unfences and runs controlled
         shutdown (docs/kafka-rules.md §4)."""
-        response = await submit_for(caller, heartbeat_request(await body_of(request)))
+        response = await submit_for(request, caller, heartbeat_request(await body_of(request)))
         return JsonResponse(MF.heartbeat_response_obj(response))
 
     @app.post(
@@ -89,7 +90,7 @@ def writes(app: FastAPI, ctx: RouteContext) -> None:
         """The next block of 1,000 producer ids for the broker's idempotent and
         transactional producers; no id is ever handed out twice."""
         req = parse_body(M.AllocateProducerIdsRequest, await request.body())
-        response = await submit_for(caller, req.to_message())
+        response = await submit_for(request, caller, req.to_message())
         return answer(M.AllocateProducerIdsResponse.from_message(response))
 
     @app.post(
@@ -109,7 +110,7 @@ def writes(app: FastAPI, ctx: RouteContext) -> None:
         """A partition leader's ISR change (docs/kafka-rules.md §2), decided atomically
         against one image."""
         response = await submit_for(
-            caller, alter_partition_request(await body_of(request), version)
+            request, caller, alter_partition_request(await body_of(request), version)
         )
         return JsonResponse(MF.alter_partition_response_obj(response))
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from metadata_records.codec import brief
 from metadata_records.errors import Errors
 from metadata_records.image import MetadataImage, TopicImage
+from quorum.callers import Caller
 from quorum.node_errors import NodeError, UnavailableError
 
 from .. import models as M
@@ -51,9 +52,11 @@ class RouteContext:
     # by path; None when they are off (create_app(direct_routes=False)).
     direct: dict[str, DirectRoute] | None
 
-    async def submit(self, message: object) -> Any:
+    async def submit(self, message: object, caller: Caller | None) -> Any:
+        """``message`` decided by the active controller; ``caller`` (the edge's
+        ``caller_of`` the request) is written with its records as who asked."""
         try:
-            return await self.node.submit(message)
+            return await self.node.submit(message, caller=caller)
         except NodeError:
             raise
         except Exception as e:  # a controller bug: nothing of this request was written

@@ -70,6 +70,10 @@ controller. The contract is docs/api.md.
   docs/limits.md.
 * Reads carry `X-Metadata-Offset` (the serving node's last applied offset) and
   take `?consistency=linearizable` (a barrier through the log first).
+* Every answer carries `X-Request-Id`: the request's own (1 to 64 printable
+  ASCII characters; anything else is a 400, nothing written), else one the
+  voter made. A write's records say who asked for them in `GET /v1/log`
+  (`who`: principal, API, client address, request id; docs/history.md).
 """
 
 TAGS = [

@@ -1,31 +1,86 @@
 """The metadata as records: the decoded log from an offset (long-poll) and
 the image as a snapshot, in JSON or NDJSON.
 
-What these show never runs ahead of the image their X-Metadata-Offset
-names, and a sensitive config's value is `(redacted)` unless the caller's
+The log's records say who asked for them (``who``), and a read may filter
+them by who, broker, topic and time (api/log_filter.py). What these show
+never runs ahead of the image their X-Metadata-Offset names, and a sensitive config's value is `(redacted)` unless the caller's
 role sees it (docs/security.md "Who sees what"). (api/reads.py builds the
 other reads' answers; these two are built here, from the log and the image.)
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 import orjson
 from fastapi import FastAPI, Header, Query
 from starlette.responses import Response
 
-from metadata_records.codec import log_record_to_obj
+from metadata_records.codec import log_record_to_obj, who_obj
 from metadata_records.errors import Errors
+from metadata_records.records import Who
 from metadata_records.redaction import redacted
 from quorum.record_log import OffsetTooOld
 
 from .. import models as M
-from ..errors import JsonResponse
+from ..errors import JsonResponse, bad_request
+from ..log_filter import FilterError, LogFilter, scan
 from ..openapi_doc import HEADERS, OFFSET_TOO_OLD, READ_RESPONSES
 from ..reads import snapshot_record_objs, snapshot_timestamp
 from .context import RouteContext, build, with_offset
-from .params import INT64_MAX, Consistency, IncludeSensitive, ReadCaller
+from .params import INT32_MAX, INT64_MAX, Consistency, IncludeSensitive, ReadCaller
+
+PrincipalFilter = Annotated[
+    str | None,
+    Query(
+        description="only records asked for by this principal (their `who.principal`): "
+        "`<role>:<identity>` or `controller`",
+        examples=["broker:cert/CN=kafka-7", "admin:token/ops", "controller"],
+    ),
+]
+ApiFilter = Annotated[
+    str | None,
+    Query(
+        description="only records written by this API (their `who.api`): Kafka's API name, "
+        "or the controller's sweep",
+        examples=["AlterPartition", "FenceExpiredSessions"],
+    ),
+]
+BrokerFilter = Annotated[
+    int | None,
+    Query(
+        alias="brokerId",
+        ge=0,
+        le=INT32_MAX,
+        description="only records that name this broker: its registration, fencing, "
+        "shutdown and producer ids, and partition records and changes that move it in or "
+        "out of a partition's leader, ISR, ELR or replicas (docs/api-additions.md)",
+        examples=[7],
+    ),
+]
+TopicFilter = Annotated[
+    str | None,
+    Query(
+        description="only records of this topic: by name, and by the topic id it had",
+        examples=["orders"],
+    ),
+]
+SinceFilter = Annotated[
+    str | None,
+    Query(
+        description="only records of batches built at or after this time (ISO-8601; UTC "
+        "if no zone) or epoch milliseconds",
+        examples=["2026-12-04T03:00:00Z"],
+    ),
+]
+UntilFilter = Annotated[
+    str | None,
+    Query(
+        description="only records of batches built before this time (ISO-8601 or epoch ms)",
+        examples=["2026-12-04T03:15:00Z"],
+    ),
+]
 
 MAX_LOG_RECORDS = 10_000
 DEFAULT_LOG_RECORDS = 1_000
@@ -92,17 +147,39 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         consistency: Consistency = None,
         accept: Annotated[str | None, Header()] = None,
         include_sensitive: IncludeSensitive = None,
+        principal: PrincipalFilter = None,
+        api: ApiFilter = None,
+        broker_id: BrokerFilter = None,
+        topic: TopicFilter = None,
+        since: SinceFilter = None,
+        until: UntilFilter = None,
     ) -> Response:
-        """The records from ``fromOffset`` on; a sensitive config's value is
-        `(redacted)` unless the caller's role sees it (docs/security.md "Who
-        sees what")."""
+        """The records from ``fromOffset`` on, each with who asked for it
+        (``who``); a sensitive config's value is `(redacted)` unless the
+        caller's role sees it (docs/security.md "Who sees what").
+
+        With any of ``principal``, ``api``, ``brokerId``, ``topic``, ``since``,
+        ``until``, only the records every one of them matches
+        (docs/api-additions.md "Who changed what"), scanning at most
+        100,000 records from ``fromOffset``; ``nextOffset`` is where the scan
+        stopped: ask again from there for more."""
         sensitive = auth.shows_sensitive(caller, include_sensitive)
         image = await ctx.read_image(consistency)
+        try:
+            log_filter = LogFilter.parse(image, principal, api, broker_id, topic, since, until)
+        except FilterError as e:
+            raise bad_request(str(e)) from None
         if from_offset >= image.next_offset and wait_ms > 0:
             await node.wait_for_offset(from_offset, wait_ms / 1000)
         record_log = node.sm.log
         try:
-            entries = record_log.read(from_offset, max_records)
+            if log_filter.asked:
+                below = node.image.next_offset
+                entries, next_offset = await asyncio.to_thread(
+                    scan, record_log.read, log_filter, from_offset, max_records, below
+                )
+            else:
+                entries = record_log.read(from_offset, max_records)
         except OffsetTooOld as e:
             return JsonResponse(
                 {
@@ -118,8 +195,19 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         # The log is appended just before the image is published: never show
         # records beyond the image the headers describe.
         image = node.image
-        entries = [e for e in entries if e.offset < image.next_offset]
-        next_offset = entries[-1].offset + 1 if entries else from_offset
+        if not log_filter.asked:
+            entries = [e for e in entries if e.offset < image.next_offset]
+            next_offset = entries[-1].offset + 1 if entries else from_offset
+        shown: dict[int, dict] = {}  # each Who rendered once: its records share it
+
+        def who_of(who: Who | None) -> dict | None:
+            if who is None:
+                return None
+            obj = shown.get(id(who))
+            if obj is None:
+                obj = shown[id(who)] = who_obj(who, with_records=False)
+            return obj
+
         records = [
             log_record_to_obj(
                 e.offset,
@@ -127,6 +215,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
                 e.controller_epoch,
                 e.record if sensitive else redacted(e.record),
                 e.batch_offset,
+                who_of(e.who),
             )
             for e in entries
         ]
