@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from metadata_records.image import MetadataImage
+from quorum.history_images import HistoryReader
 from quorum.state_machine import MetadataStateMachine
 
 
@@ -26,6 +27,8 @@ class ServedNode(Protocol):
     # The followed image's state machine: its retained log (/v1/log) and
     # ``fatal`` (why the node refuses to serve).
     sm: MetadataStateMachine
+    # The voter's history store (GET /v1/image?atOffset=); None: none kept.
+    history: HistoryReader | None
 
     @property
     def image(self) -> MetadataImage: ...
