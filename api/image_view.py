@@ -116,8 +116,10 @@ def image_chunks(
     """The answer's JSON object in pieces: ``head``, then each part asked for
     (``topics``: only these topics, in topics and configs)."""
     yield orjson.dumps(head)[:-1]
+    comma = bool(head)
     for part in parts:
-        yield b',"' + part.encode() + b'":'
+        yield (b',"' if comma else b'"') + part.encode() + b'":'
+        comma = True
         if part == "topics":
             yield b"["
             first = True

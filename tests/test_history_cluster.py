@@ -1,0 +1,196 @@
+"""GET /v1/image?atOffset= and /v1/image/diff on a real 3-voter cluster:
+equal to a replay of GET /v1/log up to the offset, from the leader, from a
+follower (voter 1 with an HTTP worker process: the worker reads the store
+itself) and from a restarted voter; atTime; 410 beyond the window."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import orjson
+import pytest
+
+from api.image_view import PARTS, diff, image_chunks
+from brokers.client import MetaquorumClient
+from metadata_records.codec import record_from_obj
+from metadata_records.delta import apply_records
+from metadata_records.image import EMPTY_IMAGE
+
+from .cluster import Cluster
+from .pipeline_scenario import broker_scenario
+
+WINDOW = 60  # --history-retention-records: the window is the last 60 records
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("history")
+    c = Cluster(
+        root,
+        voters=3,
+        extra=["--compaction-entries", "5", "--history-retention-records", str(WINDOW)],
+    )
+    plain_args = c.args
+    c.args = lambda i: plain_args(i) + (["--http-workers", "1"] if i == 1 else [])
+    try:
+        c.start()
+        c.wait_ready()
+        leader = c.leader()
+        asyncio.run(writes(c.url(leader), c.cluster_id))
+        # Every voter has snapshotted (checkpoints) and applied everything.
+        end = c.get(leader, "/v1/log", params={"fromOffset": 0}).json()["highWatermark"]
+        for i in range(3):
+            c.wait(
+                lambda i=i: (
+                    any((c.data_dir(i) / "history").glob("ckpt-*.snap"))
+                    and c.get(i, "/v1/image", params={"only": "features"}).json()["nextOffset"]
+                    >= end
+                ),
+                30,
+                f"voter {i}: a checkpoint and offset {end}",
+            )
+        yield c
+    finally:
+        c.close()
+
+
+async def writes(url: str, cluster_id: str) -> None:
+    await broker_scenario(url, cluster_id)
+    async with MetaquorumClient([url]) as client:
+        for n in range(12):
+            created = await client.create_topics(
+                [
+                    {
+                        "name": f"t{n}",
+                        "assignments": [
+                            {"partitionIndex": 0, "brokerIds": [1, 2]},
+                            {"partitionIndex": 1, "brokerIds": [2, 3]},
+                        ],
+                    }
+                ]
+            )
+            assert created.body["topics"][0]["errorName"] == "NONE", created.body
+            configs = [{"name": "retention.ms", "configOperation": 0, "value": str(1000 + n)}]
+            answer = await client.alter_configs(
+                [{"resourceType": 2, "resourceName": f"t{n}", "configs": configs}]
+            )
+            assert answer.ok, answer
+        answer = await client.create_acls(
+            [
+                {
+                    "resourceType": "TOPIC",
+                    "resourceName": "t1",
+                    "resourcePatternType": "LITERAL",
+                    "principal": "User:alice",
+                    "host": "*",
+                    "operation": "READ",
+                    "permissionType": "ALLOW",
+                }
+            ]
+        )
+        assert answer.ok, answer
+        answer = await client.alter_client_quotas(
+            [
+                {
+                    "entity": [{"entityType": "user", "entityName": "alice"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}],
+                }
+            ]
+        )
+        assert answer.ok, answer
+
+
+def log_of(c: Cluster, i: int) -> list[dict]:
+    records, offset = [], 0
+    while True:
+        page = c.get(i, "/v1/log", params={"fromOffset": offset, "maxRecords": 10_000}).json()
+        records += page["records"]
+        if page["nextOffset"] >= page["highWatermark"]:
+            return records
+        offset = page["nextOffset"]
+
+
+def replay(log: list[dict], offset: int):
+    return apply_records(EMPTY_IMAGE, [record_from_obj(r) for r in log[: offset + 1]])
+
+
+def parts_of(image) -> dict:
+    return {
+        k: v for k, v in orjson.loads(b"".join(image_chunks(image, {}, PARTS, None, True))).items()
+    }
+
+
+def image_at(c: Cluster, i: int, **params) -> dict:
+    r = c.get(i, "/v1/image", params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_images_at_offsets_equal_a_replay_of_the_log(cluster) -> None:
+    c = cluster
+    leader = c.leader()
+    log = log_of(c, leader)
+    assert [r["offset"] for r in log] == list(range(len(log)))
+    oldest = image_at(c, leader, only="features")["oldestOffset"]
+    assert len(log) - WINDOW <= oldest < len(log) - WINDOW // 2
+    follower = 1 if leader != 1 else 2
+    rng = random.Random(43)
+    offsets = sorted({oldest, len(log) - 1, *rng.sample(range(oldest, len(log)), 4)})
+    for offset in offsets:
+        want = parts_of(replay(log, offset))
+        for i in (leader, follower, 1):
+            got = image_at(c, i, atOffset=offset)
+            assert got["offset"] == offset and got["nextOffset"] == offset + 1
+            assert got["timestampMs"] == log[offset]["timestampMs"]
+            assert {k: got[k] for k in PARTS} == want, (i, offset)
+    # Parts, and topics narrowed.
+    got = image_at(c, follower, atOffset=len(log) - 1, only="topics,configs", topics="t3")
+    assert [t["name"] for t in got["topics"]] == ["t3"] and "brokers" not in got
+    assert got["configs"] == [
+        {"resourceType": 2, "resourceName": "t3", "configs": {"retention.ms": "1003"}}
+    ]
+
+
+def test_at_time_diff_and_the_window(cluster) -> None:
+    c = cluster
+    leader = c.leader()
+    log = log_of(c, leader)
+    oldest = image_at(c, leader, only="features")["oldestOffset"]
+    # atTime: the image after the last batch stamped at or before it.
+    stamp = log[oldest + 10]["timestampMs"]
+    last = max(r["offset"] for r in log if r["timestampMs"] <= stamp)
+    got = image_at(c, 2, atTime=str(stamp), only="brokers")
+    assert got["offset"] == last
+    # diff: equal to the diff of two replays.
+    a, b = oldest + 3, len(log) - 1
+    r = c.get(1, "/v1/image/diff", params={"from": a, "to": b})
+    assert r.status_code == 200, r.text
+    want = orjson.loads(orjson.dumps(diff(replay(log, a), replay(log, b), True)))
+    assert r.json()["changes"] == want and r.json()["total"] == len(want) > 0
+    kinds = {change["kind"] for change in want}
+    assert {"topic", "partition", "config"} <= kinds
+    # Beyond the window: 410 naming the oldest; beyond the log: 404 naming its end.
+    r = c.get(0, "/v1/image", params={"atOffset": 0})
+    assert r.status_code == 410 and r.json()["oldestOffset"] >= oldest, r.text
+    r = c.get(0, "/v1/image", params={"atOffset": 10**9})
+    assert r.status_code == 404 and r.json()["highWatermark"] >= len(log), r.text
+    r = c.get(0, "/v1/image", params={"atTime": "yesterday"})
+    assert r.status_code == 400 and "ISO-8601" in r.text
+
+
+def test_a_restarted_voter_still_serves_its_window(cluster) -> None:
+    c = cluster
+    leader = c.leader()
+    log = log_of(c, leader)
+    voter = 2 if leader != 2 else 0
+    oldest = image_at(c, voter, only="features")["oldestOffset"]
+    assert c.stop(voter) == 0
+    c.start(voter)
+    c.wait_ready([voter])
+    # The same window (brokers' sessions may expire meanwhile: a few records more).
+    assert oldest <= image_at(c, voter, only="features")["oldestOffset"] <= oldest + 10
+    oldest = image_at(c, voter, only="features")["oldestOffset"]
+    for offset in (oldest, (oldest + len(log)) // 2, len(log) - 1):
+        got = image_at(c, voter, atOffset=offset)
+        assert {k: got[k] for k in PARTS} == parts_of(replay(log, offset)), offset
