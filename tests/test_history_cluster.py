@@ -6,7 +6,11 @@ itself) and from a restarted voter; atTime; 410 beyond the window."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
+import subprocess
+import sys
 
 import orjson
 import pytest
@@ -194,3 +198,40 @@ def test_a_restarted_voter_still_serves_its_window(cluster) -> None:
     for offset in (oldest, (oldest + len(log)) // 2, len(log) - 1):
         got = image_at(c, voter, atOffset=offset)
         assert {k: got[k] for k in PARTS} == parts_of(replay(log, offset)), offset
+
+
+def cli(c: Cluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "metaquorum.cli", *args, "--url", c.url(0)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def test_the_cli_reads_the_past_and_diffs(cluster) -> None:
+    c = cluster
+    log = log_of(c, c.leader())
+    oldest = image_at(c, 0, only="features")["oldestOffset"]
+    created = next(r["offset"] for r in log if r["type"] == "TOPIC_RECORD" and r["offset"] > oldest)
+    name = log[created]["data"]["name"]
+    before, after = created - 1, created + 2  # the topic and its two partitions
+    done = cli(c, "topics", name, "--at-offset", str(before), "--json")
+    assert done.returncode == 1 and "did not exist after offset" in done.stderr, done
+    done = cli(c, "topics", name, "--at-offset", str(after), "--json")
+    assert done.returncode == 0, done.stderr
+    assert [p["partitionIndex"] for p in json.loads(done.stdout)["partitions"]] == [0, 1]
+    done = cli(c, "brokers", "--at-offset", str(after))
+    assert done.returncode == 0 and f"brokers at offset {after}" in done.stdout, done
+    done = cli(c, "configs", "--topic", name, "--at-time", str(log[-1]["timestampMs"]))
+    assert done.returncode == 0 and "retention.ms" in done.stdout, done
+    done = cli(c, "acls", "--at-offset", str(len(log) - 1), "--principal", "User:alice")
+    assert done.returncode == 0 and "User:alice" in done.stdout, done
+    done = cli(c, "diff", str(before), str(after))
+    assert done.returncode == 0, done.stderr
+    assert f"+ topic {name}" in done.stdout and f"+ partition {name}-1" in done.stdout
+    done = cli(c, "diff", str(before), str(after), "--json")
+    assert {ch["kind"] for ch in json.loads(done.stdout)["changes"]} == {"topic", "partition"}
+    done = cli(c, "topics", "--at-offset", "0")
+    assert done.returncode == 1 and f"--at-offset {oldest}" in done.stderr, done
