@@ -13,8 +13,9 @@ core), read by any process of the voter (HTTP workers open the files):
   it on start; a reader stops before it).
 * ``ckpt-<next offset>.snap``: pysyncobj's snapshot files (our format,
   quorum/state_machine.py), hard-linked when written or loaded, so a
-  checkpoint costs no write of its own (decisions: dec43-a). The empty image
-  at offset 0 is an implicit checkpoint.
+  checkpoint costs no write of its own; one is kept per 1/8 of the window
+  at most (``Retention.checkpoint_spacing``), so an image replays at most
+  that many records. The empty image at offset 0 is an implicit checkpoint.
 
 Writes never hold the apply: ``append`` queues the bytes the apply already
 has (a C-level ``SimpleQueue.put``, no syscall) and a thread writes them.
@@ -86,6 +87,11 @@ class Retention:
     @property
     def segment_records(self) -> int:
         return max(1, self.records // SEGMENTS_PER_WINDOW)
+
+    @property
+    def checkpoint_spacing(self) -> int:
+        """Records between two checkpoints kept (HistoryWriter._redundant)."""
+        return self.segment_records
 
 
 def segment_name(first_offset: int) -> str:
@@ -443,6 +449,10 @@ class HistoryWriter:
         self._trim()
 
     def _publish(self, pending: str, target: str) -> None:
+        if self._redundant(int(CHECKPOINT_NAME.match(os.path.basename(target)).group(1))):
+            with contextlib.suppress(OSError):
+                os.unlink(pending)
+            return
         try:
             if self._file is not None:
                 self._file.flush()  # readers see the batches before it first
@@ -453,6 +463,23 @@ class HistoryWriter:
                 os.unlink(pending)
             return
         self._trim()
+
+    def _redundant(self, offset: int) -> bool:
+        """Whether a checkpoint at ``offset`` adds nothing worth its disk: one
+        kept in the same run is fewer than ``checkpoint_spacing`` records
+        older. Snapshots come every --compaction-entries Raft entries, which
+        with small batches is many per window (each a whole image on disk);
+        with this, at most about SEGMENTS_PER_WINDOW + 1 are kept, and an
+        image replays at most ``checkpoint_spacing`` records. A checkpoint
+        past the segments' end starts a run: always kept."""
+        if self._end is None or offset > self._end:
+            return False
+        _, checkpoints = list_files(self.path)
+        run_start = coverage(self._segments, []).start
+        return any(
+            run_start <= c < offset and offset - c < self.retention.checkpoint_spacing
+            for c, _ in checkpoints
+        )
 
     def _copy_checkpoint(self, source, target: str) -> None:
         part = target + ".part"

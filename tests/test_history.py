@@ -203,3 +203,14 @@ def test_a_full_disk_fails_history_soft(tmp_path, caplog) -> None:
     # Offset 4 was lost: with no checkpoint after it, nothing is servable past the gap.
     with pytest.raises(LookupError):
         reader.image_after(5)
+
+
+def test_checkpoints_are_thinned_to_one_per_eighth_of_the_window(tmp_path) -> None:
+    """Window 80 records: a checkpoint fewer than 10 records after a kept one
+    is dropped; images still equal a replay."""
+    path = str(tmp_path / "history")
+    log = write_log(path, topics(30), checkpoints={5, 8, 12, 20}, retention=Retention(records=80))
+    assert [c for c, _ in list_files(path)[1]] == [5, 20]
+    reader = HistoryReader(path, Retention(records=80), clock_ms=lambda: T0)
+    for offset in (0, 7, 13, 29):
+        assert image_digest(reader.image_after(offset)[0]) == plain_digest(log, offset)
