@@ -261,6 +261,10 @@ class HistoryWriter:
         self.retention = retention
         self.clock_ms = clock_ms
         os.makedirs(path, exist_ok=True)
+        # Leftovers of a run that stopped midway; before any checkpoint links one.
+        for name in os.listdir(path):
+            if name.endswith((".part", PENDING)):
+                os.unlink(os.path.join(path, name))
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self.write_failures = 0  # batches or checkpoints lost to a failed write
         self.dropped = 0  # batches dropped because the writer fell behind
@@ -371,9 +375,6 @@ class HistoryWriter:
                 os.unlink(path)
                 continue
             self._segments.append(seg)
-        for name in os.listdir(self.path):
-            if name.endswith((".part", PENDING)):
-                os.unlink(os.path.join(self.path, name))
         if self._segments:
             self._end = self._segments[-1].end
         self._trim()

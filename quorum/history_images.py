@@ -12,7 +12,8 @@ up to N gives).
 Never across a gap: a base and the offsets replayed on it lie in the run of
 batches after the last gap (``history.coverage``). Built images are kept in
 a small cache (they share all but what changed with each other, as images
-do), so reads near one another replay only the records between them.
+do), so reads near one another replay only the records between them; the
+decoded checkpoints in one of their own.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .history import (
 from .state_machine import read_snapshot_file
 
 IMAGES_CACHED = 4
+CHECKPOINTS_CACHED = 2
 
 
 class HistoryUnavailable(LookupError):
@@ -80,6 +82,9 @@ class HistoryReader:
         self._lock = threading.Lock()  # the index and the cache: one build at a time
         # next offset -> image, the newest used last
         self._images: collections.OrderedDict[int, MetadataImage] = collections.OrderedDict()
+        # Decoded checkpoints, kept apart: a build never has to decode one
+        # again because newer builds pushed it out (seconds at 1M partitions).
+        self._checkpoints: collections.OrderedDict[int, MetadataImage] = collections.OrderedDict()
         self.builds = 0
         self.cache_hits = 0
 
@@ -181,13 +186,19 @@ class HistoryReader:
         return image
 
     def _load_checkpoint(self, path: str, next_offset: int) -> MetadataImage:
+        image = self._checkpoints.get(next_offset)
+        if image is not None:
+            self._checkpoints.move_to_end(next_offset)
+            return image
         _, image = read_snapshot_file(path)
         if image.next_offset != next_offset:
             raise HistoryUnavailable(
                 f"the checkpoint {os.path.basename(path)} holds the image at offset "
                 f"{image.next_offset}, not {next_offset}: remove it"
             )
-        self._remember(image)
+        self._checkpoints[next_offset] = image
+        while len(self._checkpoints) > CHECKPOINTS_CACHED:
+            self._checkpoints.popitem(last=False)
         return image
 
     def _remember(self, image: MetadataImage) -> None:
