@@ -18,7 +18,8 @@ hands them over. Then:
   checkpoints beyond the current snapshot (which they share, hard-linked);
 * image after a random offset: cold (a new reader: the checkpoint decoded,
   then the records replayed) and cached (a reader that built images
-  before: replayed from the nearest one), p50 and max.
+  before: replayed from the nearest one), p50 and max, with the collector
+  tuned as in a voter's processes (quorum/runtime_tuning.py).
 
     python bench/history.py [--partitions 100000,1000000] [--records 100000] [--json]
 """
@@ -52,6 +53,7 @@ from quorum.history import (  # noqa: E402
     list_files,
 )
 from quorum.history_images import HistoryReader  # noqa: E402
+from quorum.runtime_tuning import tune_runtime  # noqa: E402
 from quorum.state_machine import write_snapshot_file  # noqa: E402
 
 NO_RAFT = ((b"", 1, 1), (b"", 0, 1), [])
@@ -151,6 +153,7 @@ def mib(n: float) -> str:
 
 
 def main() -> None:
+    tune_runtime()  # the collector's thresholds of a voter's processes
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", default="100000,1000000")
     parser.add_argument("--records", type=int, default=100_000)

@@ -43,7 +43,14 @@ from .ops_command import (
     OpCommand,
     fail,
 )
-from .ops_history import HISTORY_COMMANDS, add_at_flags, at_given, config_entries, image_at
+from .ops_history import (
+    HISTORY_COMMANDS,
+    add_at_flags,
+    at_given,
+    config_entries,
+    history_timeout_s,
+    image_at,
+)
 from .ops_render import (
     dump,
     print_brokers,
@@ -702,8 +709,15 @@ OPS: dict[str, OpCommand] = {
         _status_flags,
         _status,
     ),
-    "brokers": OpCommand("registered brokers and their state", _brokers_flags, _brokers),
-    "topics": OpCommand("topics and their partitions", _topics_flags, _topics),
+    "brokers": OpCommand(
+        "registered brokers and their state",
+        _brokers_flags,
+        _brokers,
+        http_timeout_s=history_timeout_s,
+    ),
+    "topics": OpCommand(
+        "topics and their partitions", _topics_flags, _topics, http_timeout_s=history_timeout_s
+    ),
     "log": OpCommand(
         "the decoded metadata log (like kafka-dump-log --cluster-metadata-decoder)",
         _log_flags,
@@ -715,6 +729,7 @@ OPS: dict[str, OpCommand] = {
         "does (like kafka-configs --describe): what is set, or every config with --all",
         _configs_flags,
         _configs,
+        http_timeout_s=history_timeout_s,
     ),
     "alter-configs": OpCommand(
         "set, delete, append to or subtract from the configs of a topic, a broker or "

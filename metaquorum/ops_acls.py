@@ -16,7 +16,7 @@ from brokers.client import MetaquorumClient
 from brokers.tls import ClientTls
 
 from .ops_command import WRITE_EXITS, OpCommand, fail
-from .ops_history import acl_resources, add_at_flags, at_given, image_at
+from .ops_history import acl_resources, add_at_flags, at_given, history_timeout_s, image_at
 from .ops_render import dump, print_acls
 
 
@@ -208,6 +208,7 @@ ACL_COMMANDS = {
         "resource (--resource-pattern-type MATCH: every pattern that applies to it)",
         _acls_flags,
         _acls,
+        http_timeout_s=history_timeout_s,
     ),
     "create-acl": OpCommand(
         "create ACLs (like kafka-acls --add): each principal x host x operation on the "

@@ -17,7 +17,7 @@ from rich.markup import escape
 from brokers.client import Answer, MetaquorumClient
 from brokers.tls import ClientTls
 
-from .ops_command import OpCommand, fail
+from .ops_command import OpCommand, default_http_timeout_s, fail
 from .ops_render import dump
 
 CONFIG_SOURCES = {2: "DYNAMIC_TOPIC_CONFIG", 4: "DYNAMIC_BROKER_CONFIG"}
@@ -36,6 +36,19 @@ def add_at_flags(p: argparse.ArgumentParser) -> None:
         metavar="T",
         help="as it stood at time T: ISO-8601 (2026-12-04T03:12:00Z) or epoch ms",
     )
+
+
+HISTORY_HTTP_TIMEOUT_S = (
+    120.0  # a process's first image of a million partitions decodes a checkpoint
+)
+
+
+def history_timeout_s(args: argparse.Namespace) -> float:
+    """How long a call may take: building a past image (``--at-offset``,
+    ``diff``) can take seconds; everything else is answered at once."""
+    if at_given(args) or args.command == "diff":
+        return HISTORY_HTTP_TIMEOUT_S
+    return default_http_timeout_s(args)
 
 
 def at_given(args: argparse.Namespace) -> bool:
@@ -199,5 +212,6 @@ HISTORY_COMMANDS = {
         "voter's history window)",
         _diff_flags,
         _diff,
+        http_timeout_s=history_timeout_s,
     ),
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -214,3 +215,17 @@ def test_checkpoints_are_thinned_to_one_per_eighth_of_the_window(tmp_path) -> No
     reader = HistoryReader(path, Retention(records=80), clock_ms=lambda: T0)
     for offset in (0, 7, 13, 29):
         assert image_digest(reader.image_after(offset)[0]) == plain_digest(log, offset)
+
+
+def test_the_caches_are_let_go_when_idle(tmp_path) -> None:
+    path = str(tmp_path / "history")
+    log = write_log(path, topics(10), checkpoints={4})
+    reader = HistoryReader(path, Retention(), clock_ms=lambda: T0)
+    reader.idle_s = 0.05
+    assert image_digest(reader.image_after(8)[0]) == plain_digest(log, 8)
+    assert reader._images and reader._checkpoints
+    deadline = time.monotonic() + 10
+    while (reader._images or reader._checkpoints) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not reader._images and not reader._checkpoints
+    assert image_digest(reader.image_after(8)[0]) == plain_digest(log, 8)
