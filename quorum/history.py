@@ -33,6 +33,7 @@ keeping the newest checkpoint at or below the window's start as its base.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import logging
@@ -381,7 +382,12 @@ class HistoryWriter:
 
     def _write_batch(self, first: int, count: int, stamp: int, payload: bytes) -> None:
         if self._end is not None and first < self._end:
-            return  # held already: the journal replayed after a restart
+            if self._holds(first, count, payload):
+                return  # held already: the journal replayed after a restart
+            # Another batch at this offset: what the store held past here was
+            # never the cluster's (a recover dropped entries its voter had
+            # applied but not stored as committed): cut it.
+            self._cut_from(first)
         seg = self._segments[-1] if self._segments and self._file is not None else None
         if (
             seg is None
@@ -408,6 +414,53 @@ class HistoryWriter:
         seg.scanned = seg.end_pos
         self._end = first + count
         self.batches_written += 1
+
+    def _holds(self, first: int, count: int, payload: bytes) -> bool:
+        for seg in self._segments:
+            if seg.firsts and seg.first <= first < seg.end:
+                i = bisect.bisect_left(seg.firsts, first)
+                if i == len(seg.firsts) or seg.firsts[i] != first or seg.counts[i] != count:
+                    return False
+                if self._file is not None:
+                    self._file.flush()
+                with open(seg.path, "rb") as f:
+                    return seg.read_payload(i, f) == payload
+        return False
+
+    def _cut_from(self, offset: int) -> None:
+        """Forgets every batch from the one holding ``offset`` on, and every
+        checkpoint past ``offset``."""
+        log.warning(
+            "history store: the batches it holds from offset %d differ from the log's; "
+            "dropped from there",
+            offset,
+        )
+        self._close_segment_file()
+        for seg in list(self._segments):
+            if not seg.firsts or seg.end <= offset:
+                continue
+            i = max(0, bisect.bisect_right(seg.firsts, offset) - 1)
+            if i == 0:
+                self._remove(seg.path)
+                self._segments.remove(seg)
+                continue
+            with open(seg.path, "r+b") as f:
+                f.truncate(seg.positions[i])
+                os.fsync(f.fileno())
+            for column in (seg.firsts, seg.counts, seg.stamps, seg.positions):
+                del column[i:]
+            seg.end_pos = seg.scanned = os.path.getsize(seg.path)
+        _, checkpoints = list_files(self.path)
+        for c, path in checkpoints:
+            if c > offset:
+                self._remove(path)
+        self._end = self._segments[-1].end if self._segments else None
+
+    def _close_segment_file(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
 
     def _new_segment(self, first: int) -> SegmentIndex | None:
         path = os.path.join(self.path, segment_name(first))

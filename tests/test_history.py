@@ -229,3 +229,25 @@ def test_the_caches_are_let_go_when_idle(tmp_path) -> None:
         time.sleep(0.01)
     assert not reader._images and not reader._checkpoints
     assert image_digest(reader.image_after(8)[0]) == plain_digest(log, 8)
+
+
+def test_batches_that_differ_from_the_log_are_cut(tmp_path) -> None:
+    """A recover drops entries its voter had applied (and kept in history):
+    the new batches at those offsets replace them, and checkpoints past the
+    cut go."""
+    path = str(tmp_path / "history")
+    write_log(path, topics(10), checkpoints={8})
+    writer = HistoryWriter(path, Retention(), clock_ms=lambda: T0)
+    writer.start()
+    image = apply_records(EMPTY_IMAGE, [r for b in topics(6) for r in b])
+    write_snapshot_file(str(tmp_path / "seeded"), image, *NO_RAFT)
+    writer.checkpoint(str(tmp_path / "seeded"), 6)
+    new = topics(4, start=20)
+    for i, batch in enumerate(new, start=6):
+        writer.append(i, 1, T0 + i, encode_batch(Batch(0, T0 + i, tuple(batch))))
+    writer.close()
+    log = [r for b in topics(6) + new for r in b]
+    assert [c for c, _ in list_files(path)[1]] == [6]
+    reader = HistoryReader(path, Retention(), clock_ms=lambda: T0)
+    for offset in (3, 6, 9):
+        assert image_digest(reader.image_after(offset)[0]) == plain_digest(log, offset)
