@@ -145,6 +145,12 @@ class HistoryReader:
                 raise OffsetBeyondWindow(-1 if found is None else found, oldest)
             return found
 
+    def timestamp_of(self, offset: int) -> int | None:
+        """The timestamp of the batch holding ``offset`` (None: not held)."""
+        with self._lock:
+            segments, _, _ = self._refresh()
+            return _stamp_of(segments, offset)
+
     # ------------------------------------------------------------ images
 
     def image_after(self, offset: int) -> tuple[MetadataImage, int]:

@@ -135,6 +135,12 @@ async def image_at(
             return current, None
         raise _not_yet("this voter keeps no history (serve --history-retention-*)", current)
     deadline = time.monotonic() + STORE_CATCH_UP_S
+    if offset == current.last_offset:  # now: nothing to build, only its batch's time
+        while True:
+            stamp = await asyncio.to_thread(history.timestamp_of, offset)
+            if stamp is not None or time.monotonic() >= deadline:
+                return current, stamp
+            await asyncio.sleep(0.02)
     while True:
         try:
             image, stamp = await asyncio.to_thread(history.image_after, offset)
@@ -239,7 +245,8 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         if offset < 0:
             image, stamp = current, None  # the empty log
         elif at_offset is None and at_time is None:
-            image, stamp = current, None
+            stamp = None if store is None else await asyncio.to_thread(store.timestamp_of, offset)
+            image = current
         else:
             image, stamp = await image_at(store, offset, current)
         oldest = None
