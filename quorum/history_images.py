@@ -156,6 +156,14 @@ class HistoryReader:
     def image_after(self, offset: int) -> tuple[MetadataImage, int]:
         """The image after ``offset`` (holding every record up to it) and the
         timestamp of the batch holding ``offset``."""
+        for _ in range(3):
+            try:
+                return self._image_after(offset)
+            except FileNotFoundError:
+                continue  # trimmed while we read it: the next look sees the window without it
+        return self._image_after(offset)
+
+    def _image_after(self, offset: int) -> tuple[MetadataImage, int]:
         with self._lock:
             segments, checkpoint_files, cover = self._refresh()
             if offset >= cover.end:
