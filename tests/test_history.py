@@ -251,3 +251,14 @@ def test_batches_that_differ_from_the_log_are_cut(tmp_path) -> None:
     reader = HistoryReader(path, Retention(), clock_ms=lambda: T0)
     for offset in (3, 6, 9):
         assert image_digest(reader.image_after(offset)[0]) == plain_digest(log, offset)
+
+
+def test_at_time_takes_epoch_ms_and_iso_8601() -> None:
+    from api.routes.history import parse_time_ms
+
+    assert parse_time_ms("1795000000000") == 1_795_000_000_000
+    assert parse_time_ms("2026-12-04T03:12:00Z") == parse_time_ms("2026-12-04T03:12:00+00:00")
+    assert parse_time_ms("2026-12-04T03:12:00") == parse_time_ms("2026-12-04T03:12:00Z")
+    assert parse_time_ms("2026-12-04T04:12:00+01:00") == parse_time_ms("2026-12-04T03:12:00Z")
+    with pytest.raises(ValueError, match="ISO-8601"):
+        parse_time_ms("yesterday")
