@@ -269,13 +269,10 @@ class HistoryWriter:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self.write_failures = 0  # batches or checkpoints lost to a failed write
         self.dropped = 0  # batches dropped because the writer fell behind
-        self.batches_written = 0
-        self.checkpoints_kept = 0
         self._warnings = RateLimitedLog(log, period_s=60.0, burst=1)
         self._segments: list[SegmentIndex] = []
         self._file = None  # the open segment
         self._end: int | None = None  # the end of what the segments hold
-        self._lock = threading.Lock()  # flush() against the thread
         self._thread = threading.Thread(target=self._run, name="history-writer", daemon=True)
         self._started = False
 
@@ -413,7 +410,6 @@ class HistoryWriter:
         seg.end_pos += len(data)
         seg.scanned = seg.end_pos
         self._end = first + count
-        self.batches_written += 1
 
     def _holds(self, first: int, count: int, payload: bytes) -> bool:
         for seg in self._segments:
@@ -536,6 +532,9 @@ class HistoryWriter:
         )
 
     def _copy_checkpoint(self, source, target: str) -> None:
+        if self._redundant(int(CHECKPOINT_NAME.match(os.path.basename(target)).group(1))):
+            source.close()
+            return
         part = target + ".part"
         try:
             with source, open(part, "wb") as out:
@@ -564,7 +563,6 @@ class HistoryWriter:
         for offset, path in checkpoints:
             if offset < base or offset < cover.start:
                 self._remove(path)
-        self.checkpoints_kept = sum(1 for c in offsets if c >= base and c >= cover.start)
         keep_from = max(base, cover.start) if cover.bases else cover.start
         open_seg = self._segments[-1] if self._file is not None else None
         for seg in list(self._segments):

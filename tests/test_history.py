@@ -262,3 +262,16 @@ def test_at_time_takes_epoch_ms_and_iso_8601() -> None:
     assert parse_time_ms("2026-12-04T04:12:00+01:00") == parse_time_ms("2026-12-04T03:12:00Z")
     with pytest.raises(ValueError, match="ISO-8601"):
         parse_time_ms("yesterday")
+
+
+def test_without_hard_links_a_checkpoint_is_copied(tmp_path, monkeypatch) -> None:
+    def no_links(*_):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    path = str(tmp_path / "history")
+    log = write_log(path, topics(10), checkpoints={4})
+    assert [c for c, _ in list_files(path)[1]] == [4]
+    assert not [n for n in os.listdir(path) if n.endswith((".part", ".pending"))]
+    reader = HistoryReader(path, Retention(), clock_ms=lambda: T0)
+    assert image_digest(reader.image_after(7)[0]) == plain_digest(log, 7)
