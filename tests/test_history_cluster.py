@@ -1,7 +1,8 @@
 """GET /v1/image?atOffset= and /v1/image/diff on a real 3-voter cluster:
 equal to a replay of GET /v1/log up to the offset, from the leader, from a
 follower (voter 1 with an HTTP worker process: the worker reads the store
-itself) and from a restarted voter; atTime; 410 beyond the window."""
+itself), from a restarted voter and from an observer started late; atTime;
+the diff; 410 beyond the window; the CLI."""
 
 from __future__ import annotations
 
@@ -246,3 +247,34 @@ def test_the_cli_reads_the_past_and_diffs(cluster) -> None:
     assert {ch["kind"] for ch in json.loads(done.stdout)["changes"]} == {"topic", "partition"}
     done = cli(c, "topics", "--at-offset", "0")
     assert done.returncode == 1 and f"--at-offset {oldest}" in done.stderr, done
+
+
+def test_an_observer_serves_the_window_it_holds(cluster) -> None:
+    """Started late, it holds the history from the snapshot it was sent (or
+    the log it replayed) on: its images equal a replay too."""
+    c = cluster
+    leader = c.leader()
+    log = log_of(c, leader)
+    o = c.add_observer()
+    c.start(o)
+    c.wait(
+        lambda: (c.status(o) or {}).get("highWatermark") == len(log),
+        30,
+        "the observer caught up",
+    )
+    got = c.wait(
+        lambda: (
+            (r := c.get(o, "/v1/image", params={"only": "features"})).status_code == 200
+            and r.json()["oldestOffset"] is not None
+            and r.json()
+        ),
+        30,
+        "the observer's history",
+    )
+    oldest = got["oldestOffset"]
+    assert oldest < len(log)
+    for offset in sorted({oldest, (oldest + len(log)) // 2, len(log) - 1}):
+        got = image_at(c, o, atOffset=offset)
+        assert {k: got[k] for k in PARTS} == parts_of(replay(log, offset)), offset
+    r = c.get(o, "/v1/image", params={"atOffset": max(oldest - 1, 0)})
+    assert oldest == 0 or r.status_code == 410, r.text
