@@ -207,7 +207,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         topics: Annotated[
             str | None,
             Query(
-                max_length=100_000,
+                max_length=4_000,  # within the 8 KiB URL (docs/limits.md), encoded
                 description="only these topics (comma-separated names) in topics and configs",
             ),
         ] = None,
