@@ -232,6 +232,19 @@ class _NodeCollector(Collector):
             "snapshots not written: no room found before the attempt, or the writer failed",
             node.sm.snapshot_failures,
         )
+        history = node.sm.history
+        if history is not None:
+            yield counter(
+                "history_write_failures",
+                "history store writes that failed (no space, I/O error): batches skipped, "
+                "images served from after them (docs/durability.md 'History')",
+                history.write_failures,
+            )
+            yield counter(
+                "history_dropped_batches",
+                "batches the history store skipped because its writer fell behind",
+                history.dropped,
+            )
         yield counter("throttled_requests", "requests refused by admission control", node.throttled)
         yield counter(
             "committed_batches", "batches this node committed as leader", node.stats.batches

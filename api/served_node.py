@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from metadata_records.image import MetadataImage
 from quorum.callers import Caller
+from quorum.history_images import HistoryReader
 from quorum.state_machine import MetadataStateMachine
 
 
@@ -27,6 +28,8 @@ class ServedNode(Protocol):
     # The followed image's state machine: its retained log (/v1/log) and
     # ``fatal`` (why the node refuses to serve).
     sm: MetadataStateMachine
+    # The voter's history store (GET /v1/image?atOffset=); None: none kept.
+    history: HistoryReader | None
 
     @property
     def image(self) -> MetadataImage: ...

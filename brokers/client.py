@@ -560,6 +560,24 @@ class MetaquorumClient:
     async def snapshot(self) -> Answer:
         return await self._read("/v1/snapshot")
 
+    async def image(
+        self,
+        at_offset: int | None = None,
+        at_time: str | None = None,
+        only: str | None = None,
+        topics: str | None = None,
+    ) -> Answer:
+        """GET /v1/image: the cluster after ``at_offset`` (or at ``at_time``;
+        neither: now), the parts ``only`` names; 410 (``oldestOffset``) beyond
+        the voter's history window."""
+        given = {"atOffset": at_offset, "atTime": at_time, "only": only, "topics": topics}
+        return await self._read("/v1/image", {k: v for k, v in given.items() if v is not None})
+
+    async def image_diff(self, from_offset: int, to_offset: int, max_changes: int) -> Answer:
+        """GET /v1/image/diff: every entity that changed between two offsets."""
+        params = {"from": from_offset, "to": to_offset, "maxChanges": max_changes}
+        return await self._read("/v1/image/diff", params)
+
 
 def _is_json(r: Response) -> bool:
     return r.headers.get("content-type", "").startswith("application/json")

@@ -124,6 +124,19 @@ class PartitionMap(Mapping):
 
     __hash__ = None  # type: ignore[assignment] - mutable-looking, as a dict
 
+    def differing(self, other: Mapping[int, Any]) -> Iterator[int]:
+        """The ids whose value is not the same object in both (an image's
+        diff): chunks the two share are skipped whole."""
+        if not isinstance(other, PartitionMap):
+            other = PartitionMap(other)
+        mine, theirs = self._chunks, other._chunks
+        for key in mine.keys() | theirs.keys():
+            a, b = mine.get(key, _EMPTY_CHUNK), theirs.get(key, _EMPTY_CHUNK)
+            if a is not b:
+                for pid in a.keys() | b.keys():
+                    if a.get(pid) is not b.get(pid):
+                        yield pid
+
     def __repr__(self) -> str:
         return f"PartitionMap({dict(self.items())!r})"
 
@@ -132,6 +145,7 @@ class PartitionMap(Mapping):
 
 
 _MISSING = object()
+_EMPTY_CHUNK: dict[int, Any] = {}
 
 
 def _from_chunks(chunks: dict[int, dict[int, Any]], size: int) -> PartitionMap:

@@ -2,7 +2,7 @@
 ``create-topic``, ``configs``, ``alter-configs``, ``acls``, ``create-acl``,
 ``delete-acls``, ``client-quotas``, ``alter-client-quotas``,
 ``update-features``, ``unregister-broker``, ``transfer-leadership``,
-``add-voter``, ``remove-voter``.
+``add-voter``, ``remove-voter``, ``diff``.
 
 They are one table, ``OPS``: each command's entry names its help, how its own
 flags are added and the call that does it, so that one command is read in one
@@ -42,6 +42,14 @@ from .ops_command import (
     WRITE_EXITS,
     OpCommand,
     fail,
+)
+from .ops_history import (
+    HISTORY_COMMANDS,
+    add_at_flags,
+    at_given,
+    config_entries,
+    history_timeout_s,
+    image_at,
 )
 from .ops_render import (
     WhoLines,
@@ -202,10 +210,20 @@ async def _leader_status(
 # ---------------------------------------------------------------- brokers, topics, log
 
 
+def _brokers_flags(p: argparse.ArgumentParser) -> None:
+    _linearizable_flag(p)
+    add_at_flags(p)
+
+
 async def _brokers(
     client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
 ) -> int:
-    answer = await client.brokers(linearizable=args.linearizable)
+    if at_given(args):
+        answer = await image_at(client, args, "brokers")
+        if isinstance(answer, int):
+            return answer
+    else:
+        answer = await client.brokers(linearizable=args.linearizable)
     items = _items(answer.body, "brokers")
     if args.json:
         dump(items)
@@ -217,12 +235,23 @@ async def _brokers(
 def _topics_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="one topic")
     _linearizable_flag(p)
+    add_at_flags(p)
 
 
 async def _topics(
     client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
 ) -> int:
-    if args.name:
+    if at_given(args):
+        answer = await image_at(client, args, "topics", args.name)
+        if isinstance(answer, int):
+            return answer
+        items = answer.body.get("topics", [])
+        if args.name and not items:
+            return fail(
+                f"UNKNOWN_TOPIC_OR_PARTITION: topic {args.name!r} did not exist after offset "
+                f"{answer.body.get('offset')}"
+            )
+    elif args.name:
         answer = await client.topic(args.name, linearizable=args.linearizable)
         if answer.body.get("errorCode", 0) != 0 and "name" not in answer.body:
             return fail(f"{answer.error_name}: {answer.error_message}")
@@ -369,11 +398,14 @@ def _configs_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="every config, defaults included")
     p.add_argument("--synonyms", action="store_true", help="every level that sets each config")
     _linearizable_flag(p)
+    add_at_flags(p)
 
 
 async def _configs(
     client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
 ) -> int:
+    if at_given(args):
+        return await _configs_at(client, args, console)
     answer = await client.describe_configs(
         args.topic, args.broker, args.synonyms, linearizable=args.linearizable
     )
@@ -387,6 +419,25 @@ async def _configs(
     else:
         _, _, what = _resource(args)
         print_configs(console, what, args.synonyms, configs, answer.metadata_offset)
+    return 0
+
+
+async def _configs_at(client: MetaquorumClient, args: argparse.Namespace, console: Console) -> int:
+    """The dynamic configs set on the resource at --at-offset / --at-time."""
+    if args.all or args.synonyms:
+        raise ValueError(
+            "--all and --synonyms resolve every level now: with --at-offset / --at-time "
+            "the configs set on the resource are shown"
+        )
+    kind, name, what = _resource(args)
+    answer = await image_at(client, args, "configs", args.topic)
+    if isinstance(answer, int):
+        return answer
+    configs = config_entries(answer.body, kind, name)
+    if args.json:
+        dump({"resourceType": kind, "resourceName": name, "configs": configs})
+    else:
+        print_configs(console, what, False, configs, answer.body.get("offset"))
     return 0
 
 
@@ -699,8 +750,15 @@ OPS: dict[str, OpCommand] = {
         _status_flags,
         _status,
     ),
-    "brokers": OpCommand("registered brokers and their state", _linearizable_flag, _brokers),
-    "topics": OpCommand("topics and their partitions", _topics_flags, _topics),
+    "brokers": OpCommand(
+        "registered brokers and their state",
+        _brokers_flags,
+        _brokers,
+        http_timeout_s=history_timeout_s,
+    ),
+    "topics": OpCommand(
+        "topics and their partitions", _topics_flags, _topics, http_timeout_s=history_timeout_s
+    ),
     "log": OpCommand(
         "the decoded metadata log (like kafka-dump-log --cluster-metadata-decoder)",
         _log_flags,
@@ -712,6 +770,7 @@ OPS: dict[str, OpCommand] = {
         "does (like kafka-configs --describe): what is set, or every config with --all",
         _configs_flags,
         _configs,
+        http_timeout_s=history_timeout_s,
     ),
     "alter-configs": OpCommand(
         "set, delete, append to or subtract from the configs of a topic, a broker or "
@@ -721,6 +780,7 @@ OPS: dict[str, OpCommand] = {
         WRITE_EXITS,
     ),
     **ACL_COMMANDS,
+    **HISTORY_COMMANDS,
     "client-quotas": OpCommand(
         "client quotas of users, client ids and ips (like kafka-configs --describe "
         "--entity-type users/clients/ips): every entity the filter matches",

@@ -16,6 +16,7 @@ from brokers.client import MetaquorumClient
 from brokers.tls import ClientTls
 
 from .ops_command import WRITE_EXITS, OpCommand, fail
+from .ops_history import acl_resources, add_at_flags, at_given, history_timeout_s, image_at
 from .ops_render import dump, print_acls
 
 
@@ -81,12 +82,15 @@ def _acls_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--operation", help="only this operation (READ, WRITE, ...)")
     p.add_argument("--permission-type", help="only ALLOW or DENY")
     p.add_argument("--linearizable", action="store_true", help="read through the log first")
+    add_at_flags(p)
 
 
 async def _acls(
     client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
 ) -> int:
     kind, name = _acl_resource(args)
+    if at_given(args):
+        return await _acls_at(client, args, console, kind, name)
     answer = await client.describe_acls(
         linearizable=args.linearizable, resourceType=kind, resourceName=name,
         patternType=args.resource_pattern_type, principal=args.principal, host=args.host,
@@ -98,6 +102,34 @@ async def _acls(
         dump(answer.body)
     else:
         print_acls(console, answer.body.get("resources", []), answer.metadata_offset)
+    return 0
+
+
+async def _acls_at(
+    client: MetaquorumClient,
+    args: argparse.Namespace,
+    console: Console,
+    kind: str | None,
+    name: str | None,
+) -> int:
+    """The bindings at --at-offset / --at-time; the filter's values match
+    exactly (ANY pattern type: any)."""
+    answer = await image_at(client, args, "acls")
+    if isinstance(answer, int):
+        return answer
+    pattern = args.resource_pattern_type.upper()
+    wanted = {
+        "resourceType": kind and kind.upper(), "resourceName": name,
+        "patternType": None if pattern in ("ANY", "MATCH") else pattern,
+        "principal": args.principal, "host": args.host,
+        "operation": args.operation and args.operation.upper(),
+        "permissionType": args.permission_type and args.permission_type.upper(),
+    }  # fmt: skip
+    resources = acl_resources(answer.body.get("acls", []), wanted)
+    if args.json:
+        dump({"resources": resources, "offset": answer.body.get("offset")})
+    else:
+        print_acls(console, resources, answer.body.get("offset"))
     return 0
 
 
@@ -176,6 +208,7 @@ ACL_COMMANDS = {
         "resource (--resource-pattern-type MATCH: every pattern that applies to it)",
         _acls_flags,
         _acls,
+        http_timeout_s=history_timeout_s,
     ),
     "create-acl": OpCommand(
         "create ACLs (like kafka-acls --add): each principal x host x operation on the "

@@ -194,6 +194,19 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         default=20_000,
         help="take a snapshot and compact the Raft log after this many entries",
     )
+    flag(
+        "--history-retention-ms",
+        type=int,
+        default=24 * 3600 * 1000,
+        help="GET /v1/image?atOffset= serves images of the last this many ms of batches "
+        "(or of --history-retention-records, whichever is less; docs/durability.md)",
+    )
+    flag(
+        "--history-retention-records",
+        type=int,
+        default=1_000_000,
+        help="... and of the last this many records (the history kept in the data dir)",
+    )
     # Removed (issue 42): pre-vote keeps a restarted voter from deposing the
     # leader. Still accepted, and ignored with a warning (build_config), so an
     # old manifest that passes it does not stop a voter from starting.
@@ -273,6 +286,7 @@ def node_id_from_hostname(hostname: str | None = None) -> int:
 
 def build_config(args: argparse.Namespace):
     """NodeConfig from flags; ValueError/ConfigError messages name the flag."""
+    from quorum.history import Retention
     from quorum.node_config import NodeConfig, parse_voters
 
     if args.node_id_from_hostname in (True, "1", "true", "True"):
@@ -342,6 +356,10 @@ def build_config(args: argparse.Namespace):
         ),
         max_queued_requests=_positive(args.max_queued_requests, "--max-queued-requests"),
         compaction_entries=_positive(args.compaction_entries, "--compaction-entries"),
+        history=Retention(
+            _positive(args.history_retention_ms, "--history-retention-ms"),
+            _positive(args.history_retention_records, "--history-retention-records"),
+        ),
         max_batches_in_flight=_positive(args.max_batches_in_flight, "--max-batches-in-flight"),
         pre_vote=bool(args.pre_vote),
         raft_bind=f"{bind}:{raft_port}" if raft_port else None,

@@ -36,6 +36,8 @@ from .callers import Caller
 from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
 from .handover import Handover
+from .history import HistoryWriter
+from .history_images import HistoryReader
 from .leadership_events import LeadershipEvents
 from .membership import (
     addresses,
@@ -107,6 +109,13 @@ class QuorumNode:
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_ms,
         )
         self.sm = MetadataStateMachine(config.log_retention)
+        # The cluster as it was (quorum/history.py): written here, read by
+        # whichever process serves GET /v1/image (history_images.py).
+        self.history: HistoryReader | None = None
+        if config.history is not None:
+            self.sm.history = HistoryWriter(config.history_dir, config.history)
+            self.sm.history.start()
+            self.history = HistoryReader(config.history_dir, config.history)
         # Entries on no file would hang the node or be dropped silently (refused, exit 3).
         check_snapshot_covers_journal(config.journal_file, config.dump_file)
         check_journal_holds_what_was_committed(config.journal_file, config.dump_file)
@@ -402,6 +411,8 @@ class QuorumNode:
         self.sm.on_applied = None
         self.raft.destroy()
         await asyncio.get_running_loop().run_in_executor(None, self.sm.finish_snapshot)
+        if self.sm.history is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.sm.history.close)
 
     @property
     def image(self) -> MetadataImage:

@@ -10,6 +10,7 @@ import orjson
 from controller.config import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
 from metadata_records.uuids import random_uuid
 
+from .history import HISTORY_DIR, Retention
 from .raft.election_timing import ElectionTimeouts
 
 # serve --election-timeout-ms: a hung leader is replaced about this long after its
@@ -83,6 +84,9 @@ class NodeConfig:
     leader_imbalance_check_interval_ms: int | None = DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS
     log_retention: int = 200_000
     compaction_entries: int = 20_000
+    # The history window GET /v1/image?atOffset= serves (quorum/history.py);
+    # None: no history kept.
+    history: Retention | None = Retention()
     raft_bind: str | None = None  # default: 0.0.0.0 on the voter's port
     # Election timing (quorum/raft/election_timing.py; docs/durability.md "Elections"):
     # a follower of a silent leader stands after raft_min_timeout (in turns), a
@@ -166,6 +170,10 @@ class NodeConfig:
     @property
     def dump_file(self) -> str:
         return os.path.join(self.data_dir, "raft.snapshot")
+
+    @property
+    def history_dir(self) -> str:
+        return os.path.join(self.data_dir, HISTORY_DIR)
 
 
 @dataclass(frozen=True)

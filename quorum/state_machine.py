@@ -40,6 +40,7 @@ from .disk_health import (
     snapshot_no_room_message,
     snapshot_room_needed,
 )
+from .history import HistoryWriter
 from .log_limiter import RateLimitedLog
 from .raft import internals
 from .raft.durability import fsync_dir
@@ -104,6 +105,10 @@ class MetadataStateMachine(SyncObjConsumer):
         # room) is reported FAILED once, or compaction would stop for good.
         self._snapshot_declined = False
         self._snapshot_reminders = RateLimitedLog(log, period_s=60.0, burst=1)
+        # The core's history store (quorum/history.py): every applied batch
+        # and every snapshot written or loaded; None elsewhere.
+        self.history: HistoryWriter | None = None
+        self._snapshot_offset = 0  # the next offset of the image being written
         # Called on the apply thread after each applied entry; must not raise.
         self.on_applied: Callable[[], None] | None = None
         # Raft index -> next record offset after it, for recent entries: voter
@@ -173,6 +178,10 @@ class MetadataStateMachine(SyncObjConsumer):
                 else:
                     delta.replay_records(batch.records)
             self.log.append(batch, image.next_offset, payload)
+            if self.history is not None and batch.records:
+                self.history.append(
+                    image.next_offset, len(batch.records), batch.timestamp_ms, payload
+                )
             self.image = delta.apply()
             if batch.records:
                 self.last_applied_timestamp_ms = batch.timestamp_ms
@@ -234,6 +243,7 @@ class MetadataStateMachine(SyncObjConsumer):
             self._snapshot_declined = True
             return
         image, (last, prev, cluster) = self.image, raft_data
+        self._snapshot_offset = image.next_offset
         started = time.perf_counter()
         pid = os.fork()
         if pid == 0:  # the child: write, sync, rename, exit; never return into pysyncobj
@@ -360,6 +370,8 @@ class MetadataStateMachine(SyncObjConsumer):
         if code == 0:
             self.snapshots_written += 1
             log.info("snapshot written in %.1f s", time.monotonic() - self._snapshot_started)
+            if self.history is not None:
+                self.history.checkpoint(self._snapshot_path, self._snapshot_offset)
             self._snapshot_succeeded()
             return SERIALIZER_STATE.SUCCESS
         self.snapshot_failures += 1
@@ -388,28 +400,8 @@ class MetadataStateMachine(SyncObjConsumer):
         Any doubt about the file sets ``fatal`` and raises: pysyncobj would
         otherwise carry on with an empty image as a normal member."""
         try:
-            with open(file_name, "rb") as f:
-                header_line = f.readline(1 << 20)
-                image_bytes = f.read()
-            try:
-                header = orjson.loads(header_line)
-                raft = header["raft"]
-                expected = header["imageSha256"]
-                if type(header["format"]) is not int or header["format"] not in SNAPSHOT_FORMATS:
-                    raise SnapshotError(f"unsupported snapshot format {header['format']!r}")
-            except (orjson.JSONDecodeError, KeyError, TypeError) as e:
-                raise SnapshotError(f"unreadable snapshot header ({e})") from None
-            if header["format"] >= 2 and header.get("headerSha256") != _header_sha256(header):
-                raise SnapshotError("the snapshot header does not match its checksum")
-            if hashlib.sha256(image_bytes).hexdigest() != expected:
-                raise SnapshotError(
-                    f"the image in the snapshot does not match its checksum "
-                    f"({len(image_bytes)} bytes, {header.get('imageBytes')} expected)"
-                )
-            try:
-                image = decode_image(image_bytes)
-            except DecodeError as e:
-                raise SnapshotError(f"the image in the snapshot is invalid: {e}") from None
+            header, image = read_snapshot_file(file_name)
+            raft = header["raft"]
             result = (
                 _entry_from_json(raft["last"]),
                 _entry_from_json(raft["prev"]),
@@ -423,6 +415,8 @@ class MetadataStateMachine(SyncObjConsumer):
             raise SnapshotError(self.fatal) from e
         self.image = image
         self.log.reset(image.next_offset)
+        if self.history is not None:  # the image it holds is history's checkpoint
+            self.history.checkpoint(file_name, image.next_offset)
         self._notify()
         return self._keep_journal(result)
 
@@ -468,6 +462,34 @@ def _size(path: str | None) -> int:
         return os.path.getsize(path) if path else 0
     except OSError:
         return 0
+
+
+def read_snapshot_file(file_name: str) -> tuple[dict, MetadataImage]:
+    """The header and the image of our snapshot file, checked against their
+    checksums; SnapshotError (or OSError) for any doubt."""
+    with open(file_name, "rb") as f:
+        header_line = f.readline(1 << 20)
+        image_bytes = f.read()
+    try:
+        header = orjson.loads(header_line)
+        header["raft"]
+        expected = header["imageSha256"]
+        if type(header["format"]) is not int or header["format"] not in SNAPSHOT_FORMATS:
+            raise SnapshotError(f"unsupported snapshot format {header['format']!r}")
+    except (orjson.JSONDecodeError, KeyError, TypeError) as e:
+        raise SnapshotError(f"unreadable snapshot header ({e})") from None
+    if header["format"] >= 2 and header.get("headerSha256") != _header_sha256(header):
+        raise SnapshotError("the snapshot header does not match its checksum")
+    if hashlib.sha256(image_bytes).hexdigest() != expected:
+        raise SnapshotError(
+            f"the image in the snapshot does not match its checksum "
+            f"({len(image_bytes)} bytes, {header.get('imageBytes')} expected)"
+        )
+    try:
+        image = decode_image(image_bytes)
+    except DecodeError as e:
+        raise SnapshotError(f"the image in the snapshot is invalid: {e}") from None
+    return header, image
 
 
 def write_snapshot_file(final: str, image: MetadataImage, last, prev, cluster) -> None:

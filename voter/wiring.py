@@ -97,6 +97,14 @@ async def _serve_with_workers(
         "nodeId": node.node_id,
         "clusterId": node.cluster_id,
         "logRetention": node.config.log_retention,
+        # The history store the core writes, read by each worker itself.
+        "history": None
+        if node.config.history is None
+        else {
+            "path": node.config.history_dir,
+            "retentionMs": node.config.history.ms,
+            "retentionRecords": node.config.history.records,
+        },
         "host": args.http_host,
         "port": int(args.http_port),
         "tokensFile": args.tokens_file or None,

@@ -29,6 +29,7 @@ from api.edge import REQUEST_ID_KEY
 from api.errors import JsonResponse, node_error_response, retry_after
 from api.tls import PEER_CERT, peer_certificate
 from quorum.callers import Caller
+from quorum.history_images import HistoryReader
 from quorum.node_errors import NodeError, OutcomeUnknownError, UnavailableError
 from quorum.offset_waiters import OffsetWaiters
 
@@ -104,6 +105,8 @@ class WorkerNode:
             loaded=self._loaded,
         )
         self.sm = self.follower.sm
+        # The voter's history store, read from its files (GET /v1/image?atOffset=).
+        self.history: HistoryReader | None = None
         self.protocol = FrameProtocol(self._on_items, self._on_lost)
         self.state: dict[str, Any] = {
             "ready": False,

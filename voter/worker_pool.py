@@ -421,6 +421,14 @@ async def _serve_worker(config: dict[str, Any]) -> int:
 
     index = config["index"]
     node = WorkerNode(config["nodeId"], index, config["logRetention"], config["clusterId"])
+    if config.get("history"):
+        from quorum.history import Retention
+        from quorum.history_images import HistoryReader
+
+        history = config["history"]
+        node.history = HistoryReader(
+            history["path"], Retention(history["retentionMs"], history["retentionRecords"])
+        )
     channel = config.get("fdChannelFd")
     await node.connect(
         socket.socket(fileno=config["linkFd"]),

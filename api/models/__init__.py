@@ -40,6 +40,7 @@ One module per area, each importing its types from ``common``:
 * ``quotas``: AlterClientQuotas, DescribeClientQuotas
 * ``quorum``: leadership transfer, voter changes, quorum status, probes
 * ``log``: the log and snapshot reads
+* ``history``: the image at an offset or a time, and the diff of two
 
 Every public name is re-exported here, so ``from api import models as M`` and
 ``M.AlterPartitionRequest`` stay the way to name them.
@@ -127,6 +128,16 @@ from .configs import (
     IncrementalAlterConfigsResponse,
 )
 from .features import UpdateFeaturesRequest, UpdateFeaturesResponse
+from .history import (
+    ImageAclOut,
+    ImageChangeOut,
+    ImageConfigsOut,
+    ImageDiffOut,
+    ImageNotYetResponse,
+    ImageOut,
+    ImageQuotaOut,
+    ImageVoterOut,
+)
 from .log import BackupHeader, BackupVoterOut, LogOut, RecordOut, SnapshotOut, WhoOut
 from .quorum import (
     AddVoterRequest,
@@ -192,6 +203,14 @@ from .topics import (
 )
 
 __all__ = [
+    "ImageAclOut",
+    "ImageChangeOut",
+    "ImageConfigsOut",
+    "ImageDiffOut",
+    "ImageNotYetResponse",
+    "ImageOut",
+    "ImageQuotaOut",
+    "ImageVoterOut",
     "BrokerId",
     "CLUSTER_ID",
     "ErrorFields",

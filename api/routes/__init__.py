@@ -16,7 +16,7 @@ from collections.abc import Callable
 from fastapi import FastAPI
 
 from .. import models as M
-from . import acls, backup, brokers, configs, health, quorum, quotas, records, topics
+from . import acls, backup, brokers, configs, health, history, quorum, quotas, records, topics
 from .admin_writes import AdminWrite
 from .context import RouteContext
 
@@ -90,6 +90,7 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
     ),
     quotas.reads,
     records.reads,
+    history.reads,
     backup.backup,
     quorum.status,
     health.probes,
