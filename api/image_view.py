@@ -24,12 +24,12 @@ import orjson
 from metadata_records.acls import acl_obj
 from metadata_records.client_quotas import sort_key
 from metadata_records.config_schema import is_sensitive
-from metadata_records.image import MetadataImage, PartitionRegistration, TopicImage
+from metadata_records.image import MetadataImage, TopicImage
 from metadata_records.partition_map import PartitionMap
 from metadata_records.records import BROKER_RESOURCE, TOPIC_RESOURCE
 from metadata_records.redaction import REDACTED
 
-from .reads import broker_obj, topic_obj
+from .reads import broker_obj, partition_obj, topic_obj
 
 PARTS = ("brokers", "topics", "configs", "acls", "clientQuotas", "features", "voters")
 
@@ -43,22 +43,6 @@ def parse_parts(only: str | None) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"only={','.join(unknown)}: the parts are {', '.join(PARTS)}")
     return wanted
-
-
-def partition_obj(pid: int, p: PartitionRegistration) -> dict[str, Any]:
-    return {
-        "partitionIndex": pid,
-        "replicas": list(p.replicas),
-        "isr": list(p.isr),
-        "leader": p.leader,
-        "leaderEpoch": p.leader_epoch,
-        "partitionEpoch": p.partition_epoch,
-        "leaderRecoveryState": p.leader_recovery_state,
-        "addingReplicas": list(p.adding_replicas),
-        "removingReplicas": list(p.removing_replicas),
-        "eligibleLeaderReplicas": list(p.elr),
-        "lastKnownElr": list(p.last_known_elr),
-    }
 
 
 def _value(resource_type: int, name: str, value: str, sensitive: bool) -> str:

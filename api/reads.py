@@ -16,7 +16,12 @@ from metadata_records.codec import log_record_to_obj
 from metadata_records.config_schema import ConfigEntry, is_sensitive
 from metadata_records.errors import ApiError
 from metadata_records.features import elr_enabled, register_broker_record_version
-from metadata_records.image import BrokerRegistration, MetadataImage, TopicImage
+from metadata_records.image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
 from metadata_records.records import (
     BROKER_RESOURCE,
     IN_CONTROLLED_SHUTDOWN,
@@ -77,6 +82,22 @@ def brokers_obj(image: MetadataImage) -> dict[str, Any]:
     return {"brokers": [broker_obj(b) for _, b in sorted(image.brokers.items())]}
 
 
+def partition_obj(pid: int, p: PartitionRegistration) -> dict[str, Any]:
+    return {
+        "partitionIndex": pid,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "leader": p.leader,
+        "leaderEpoch": p.leader_epoch,
+        "partitionEpoch": p.partition_epoch,
+        "leaderRecoveryState": p.leader_recovery_state,
+        "addingReplicas": list(p.adding_replicas),
+        "removingReplicas": list(p.removing_replicas),
+        "eligibleLeaderReplicas": list(p.elr),
+        "lastKnownElr": list(p.last_known_elr),
+    }
+
+
 def topic_obj(t: TopicImage) -> dict[str, Any]:
     return {
         "name": t.name,
@@ -85,22 +106,7 @@ def topic_obj(t: TopicImage) -> dict[str, Any]:
             {"name": k, "value": None if is_sensitive(TOPIC_RESOURCE, k) else v}
             for k, v in sorted(t.configs.items())
         ],
-        "partitions": [
-            {
-                "partitionIndex": pid,
-                "replicas": list(p.replicas),
-                "isr": list(p.isr),
-                "leader": p.leader,
-                "leaderEpoch": p.leader_epoch,
-                "partitionEpoch": p.partition_epoch,
-                "leaderRecoveryState": p.leader_recovery_state,
-                "addingReplicas": list(p.adding_replicas),
-                "removingReplicas": list(p.removing_replicas),
-                "eligibleLeaderReplicas": list(p.elr),
-                "lastKnownElr": list(p.last_known_elr),
-            }
-            for pid, p in sorted(t.partitions.items())
-        ],
+        "partitions": [partition_obj(pid, p) for pid, p in sorted(t.partitions.items())],
     }
 
 

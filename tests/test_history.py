@@ -254,14 +254,20 @@ def test_batches_that_differ_from_the_log_are_cut(tmp_path) -> None:
 
 
 def test_at_time_takes_epoch_ms_and_iso_8601() -> None:
-    from api.routes.history import parse_time_ms
+    from api.log_filter import parse_time
 
-    assert parse_time_ms("1795000000000") == 1_795_000_000_000
-    assert parse_time_ms("2026-12-04T03:12:00Z") == parse_time_ms("2026-12-04T03:12:00+00:00")
-    assert parse_time_ms("2026-12-04T03:12:00") == parse_time_ms("2026-12-04T03:12:00Z")
-    assert parse_time_ms("2026-12-04T04:12:00+01:00") == parse_time_ms("2026-12-04T03:12:00Z")
+    assert parse_time("1795000000000", "atTime") == 1_795_000_000_000
+    assert parse_time("2026-12-04T03:12:00Z", "atTime") == parse_time(
+        "2026-12-04T03:12:00+00:00", "atTime"
+    )
+    assert parse_time("2026-12-04T03:12:00", "atTime") == parse_time(
+        "2026-12-04T03:12:00Z", "atTime"
+    )
+    assert parse_time("2026-12-04T04:12:00+01:00", "atTime") == parse_time(
+        "2026-12-04T03:12:00Z", "atTime"
+    )
     with pytest.raises(ValueError, match="ISO-8601"):
-        parse_time_ms("yesterday")
+        parse_time("yesterday", "atTime")
 
 
 def test_without_hard_links_a_checkpoint_is_copied(tmp_path, monkeypatch) -> None:

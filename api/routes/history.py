@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import FastAPI, Query
@@ -31,6 +30,7 @@ from quorum.history_images import (
 from .. import models as M
 from ..errors import ApiProblem, JsonResponse
 from ..image_view import diff, image_chunks, parse_parts
+from ..log_filter import parse_time
 from ..openapi_doc import READ_RESPONSES, answer, error_body
 from .context import RouteContext
 from .params import INT64_MAX, Consistency, IncludeSensitive, ReadCaller
@@ -74,23 +74,6 @@ NOT_YET = {
         },
     )
 }
-
-
-def parse_time_ms(value: str) -> int:
-    """``atTime``: epoch milliseconds, or an ISO-8601 time (UTC when it names no zone)."""
-    text = value.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"atTime={value!r} is neither epoch milliseconds nor an ISO-8601 time "
-            "(e.g. 2026-12-04T03:12:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def _bad(message: str, image: MetadataImage) -> ApiProblem:
@@ -231,7 +214,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         offset = current.last_offset if at_offset is None else at_offset
         if at_time is not None:
             try:
-                time_ms = parse_time_ms(at_time)
+                time_ms = parse_time(at_time, "atTime")
             except ValueError as e:
                 raise _bad(str(e), current) from None
             if store is None:
