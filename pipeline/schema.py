@@ -67,6 +67,12 @@ _ARROW = {
     Kind.QUOTA_ENTITY: pa.list_(QUOTA_ENTITY_TYPE),
 }
 
+# The who of a record, as a tuple in this order (``who_row``).
+WHO_COLUMNS = ("who_principal", "who_api", "who_address", "who_request_id", "who_rule")
+# GET /v1/log's "who" keys, in WHO_COLUMNS order.
+WHO_KEYS = ("principal", "api", "address", "requestId", "rule")
+NO_WHO = (None,) * len(WHO_COLUMNS)
+
 ENVELOPE = [
     ("offset", pa.int64()),
     ("timestamp_ms", pa.int64()),
@@ -82,6 +88,10 @@ ENVELOPE = [
     # written before batchOffset existed): readers take each such record as
     # its own batch.
     ("batch_offset", pa.int64()),
+    # Who asked for the record (the batch's Who covering it, GET /v1/log's
+    # "who"): null for records of batches without one (written before it
+    # existed, or exported from such a server) and for snapshot rows.
+    *((column, pa.string()) for column in WHO_COLUMNS),
 ]
 
 # (record type, attribute) -> column, where the Kafka name alone would clash.
@@ -173,11 +183,20 @@ _ABSENT: dict[tuple[type, int], list[str]] = {
 }
 
 
+def who_row(who: dict | None) -> tuple:
+    """The who columns of a record from its ``"who"`` as GET /v1/log shows it
+    (None: the record has none); a field left out or empty is null."""
+    if who is None:
+        return NO_WHO
+    return tuple(who.get(key) or None for key in WHO_KEYS)
+
+
 class ColumnBuffer:
     """Rows collected column by column (what pyarrow builds a table from fastest)."""
 
     def __init__(self) -> None:
         self.columns: dict[str, list] = {name: [] for name in COLUMN_NAMES}
+        self._who = [self.columns[name] for name in WHO_COLUMNS]
         self.rows = 0
         self.first_offset: int | None = None
         self.last_offset: int | None = None
@@ -192,7 +211,9 @@ class ColumnBuffer:
         seq: int = 0,
         *,
         batch_offset: int | None,
+        who: tuple = NO_WHO,
     ) -> None:
+        """``who``: the record's who columns, a tuple in WHO_COLUMNS order (``who_row``)."""
         cols = self.columns
         key = (type(record), record.version)
         cols["offset"].append(offset)
@@ -203,6 +224,12 @@ class ColumnBuffer:
         cols["from_snapshot"].append(from_snapshot)
         cols["seq"].append(seq)
         cols["batch_offset"].append(batch_offset)
+        principal, api, address, request_id, rule = self._who
+        principal.append(who[0])
+        api.append(who[1])
+        address.append(who[2])
+        request_id.append(who[3])
+        rule.append(who[4])
         for column, attr, convert in _GETTERS[key]:
             if column == "controller_epoch":
                 cols[column][-1] = getattr(record, attr)
