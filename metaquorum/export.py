@@ -6,7 +6,10 @@ a voter's data dir read offline (its snapshot, then its journal replayed by
 the service's own apply code). Either way a record keeps the offset the
 service gave it, and every record is decoded and checked before it is written:
 a corrupt or truncated source stops the export with the offset it broke at,
-and only complete files are ever left in the output.
+and only complete files are ever left in the output. A record keeps who asked
+for it (``"who"`` of GET /v1/log, the retained log entry's ``who`` in a data
+dir) in the who columns; a source from before who leaves them null, as it
+leaves ``batch_offset``.
 
 The values of sensitive configs (PASSWORDs, configs of unknown type) are
 written as Kafka's marker, ``(redacted)``, unless ``include_sensitive`` (the

@@ -125,35 +125,56 @@ def urp_chart(data: ReportData) -> bytes:
     return _png(fig)
 
 
-CHART_PRINCIPALS = 8  # drawn each on its own; the rest as "others"
+CHART_SERIES = 8  # principals (or APIs) drawn each on its own; the rest as "others"
 
 
-def who_chart(data: ReportData) -> bytes:
-    """Records written per principal per time bucket, stacked."""
+def _stack(ax, data: ReportData, column: int, title: str) -> None:
+    """Records per time bucket, stacked by ``data.writes[column]`` (1 the
+    principal, 2 the API)."""
     totals: dict[str, int] = {}
-    for _b, principal, _api, n, _r in data.writes:
-        totals[principal] = totals.get(principal, 0) + n
-    top = sorted(totals, key=lambda p: (-totals[p], p))[:CHART_PRINCIPALS]
+    for row in data.writes:
+        totals[row[column]] = totals.get(row[column], 0) + row[3]
+    top = sorted(totals, key=lambda k: (-totals[k], k))[:CHART_SERIES]
     names = top + (["others"] if len(totals) > len(top) else [])
     buckets = sorted({w[0] for w in data.writes})
     index = {b: i for i, b in enumerate(buckets)}
     series = {name: [0] * len(buckets) for name in names}
-    for b, principal, _api, n, _r in data.writes:
-        series[principal if principal in top else "others"][index[b]] += n
-    fig, ax = plt.subplots(figsize=(11, 3.6))
+    for row in data.writes:
+        series[row[column] if row[column] in top else "others"][index[row[0]]] += row[3]
     xs = [_minutes(b, data.first_ms) for b in buckets]
     width = data.bucket_ms / 60_000 * 0.9
     bottom = [0] * len(buckets)
     for name in names:
         ax.bar(xs, series[name], width, bottom=bottom, label=name, align="edge", linewidth=0)
         bottom = [a + b for a, b in zip(bottom, series[name], strict=True)]
-    minutes = data.bucket_ms // 60_000
-    ax.set_xlabel(f"minutes since {_when(data.first_ms)} UTC ({minutes}-minute buckets)")
     ax.set_ylabel("records written")
-    ax.set_title("Writes by principal")
+    ax.set_title(title)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     ax.grid(alpha=0.3, axis="y")
+
+
+def who_chart(data: ReportData) -> bytes:
+    """Records written per time bucket, by principal and by API."""
+    fig, (by_principal, by_api) = plt.subplots(2, 1, figsize=(11, 6.4), sharex=True)
+    _stack(by_principal, data, 1, "Writes by principal")
+    _stack(by_api, data, 2, "Writes by API")
+    minutes = data.bucket_ms // 60_000
+    by_api.set_xlabel(f"minutes since {_when(data.first_ms)} UTC ({minutes}-minute buckets)")
     return _png(fig)
+
+
+def who_totals(writes: list[tuple]) -> list[dict]:
+    """Records and requests per principal and API (summed over the time
+    buckets of ``who.writes``), most records first."""
+    totals: dict[tuple[str, str], list[int]] = {}
+    for _bucket, principal, api, n, requests in writes:
+        t = totals.setdefault((principal, api), [0, 0])
+        t[0] += n
+        t[1] += min(requests, n)  # an estimate; a request writes one record at least
+    return [
+        {"principal": p, "api": a, "records": n, "requests": r}
+        for (p, a), (n, r) in sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    ]
 
 
 def _batch_link(batch: int | None, text: str) -> str:
@@ -184,22 +205,19 @@ def _who_section(data: ReportData) -> list[str]:
         )
         return out
     b64 = base64.b64encode(data.images["who"]).decode()
-    out.append(f"<img alt='Writes by principal' src='data:image/png;base64,{b64}'>")
-    totals: dict[tuple[str, str], list[int]] = {}
-    for _b, principal, api, n, requests in data.writes:
-        t = totals.setdefault((principal, api), [0, 0])
-        t[0] += n
-        t[1] += requests
-    everything = sum(t[0] for t in totals.values())
+    out.append(f"<img alt='Writes by principal and by API' src='data:image/png;base64,{b64}'>")
+    totals = who_totals(data.writes)
+    everything = sum(t["records"] for t in totals)
     out.append(
         "<table><tr><th>principal</th><th>API</th><th>records</th><th>share</th>"
         "<th>requests (approx.)</th></tr>"
     )
-    for (principal, api), (n, requests) in sorted(totals.items(), key=lambda kv: -kv[1][0]):
+    for t in totals:
         out.append(
-            f"<tr><td>{e(principal)}</td><td>{e(api)}</td><td class='num'>{n:,}</td>"
-            f"<td class='num'>{100 * n / everything:.1f}%</td>"
-            f"<td class='num'>{requests:,}</td></tr>"
+            f"<tr><td>{e(t['principal'])}</td><td>{e(t['api'])}</td>"
+            f"<td class='num'>{t['records']:,}</td>"
+            f"<td class='num'>{100 * t['records'] / everything:.1f}%</td>"
+            f"<td class='num'>{t['requests']:,}</td></tr>"
         )
     out.append("</table>")
     behind: dict[tuple[str, str], int] = {}

@@ -24,7 +24,7 @@ from .cluster import (
     wait_for_executors,
 )
 from .export_files import input_format
-from .report import ReportData, render
+from .report import ReportData, render, who_totals
 from .spark import build_session, is_url, listing, read_export, submitted_master, write_text
 from .timelines import (
     broker_intervals,
@@ -228,19 +228,6 @@ def audit_export(
         report = report_path
     echo(f"done in {time.perf_counter() - clock:.1f} s; results in {output_dir}")
     return AuditResult(records, total, counts, first_rows[:TABLE_ROWS], output_dir, report, summary)
-
-
-def who_totals(by_who: list[tuple]) -> list[dict]:
-    """Records and requests per principal and API, most records first."""
-    totals: dict[tuple[str, str], list[int]] = {}
-    for _bucket, principal, api, n, requests in by_who:
-        t = totals.setdefault((principal, api), [0, 0])
-        t[0] += n
-        t[1] += requests
-    return [
-        {"principal": p, "api": a, "records": n, "requests": r}
-        for (p, a), (n, r) in sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))
-    ]
 
 
 def _secs(stats: dict) -> str:

@@ -196,10 +196,23 @@ class ColumnBuffer:
 
     def __init__(self) -> None:
         self.columns: dict[str, list] = {name: [] for name in COLUMN_NAMES}
-        self._who = [self.columns[name] for name in WHO_COLUMNS]
+        self._envelope = [self.columns[name] for name, _ in ENVELOPE]
+        # Per (record type, version): the lists its fields append to, and the
+        # lists it leaves null (looked up once, not per record).
+        self._plans: dict[tuple[type, int], tuple[list, list, str | None]] = {}
         self.rows = 0
         self.first_offset: int | None = None
         self.last_offset: int | None = None
+
+    def _plan(self, key: tuple[type, int]) -> tuple[list, list, str | None]:
+        cols = self.columns
+        fields = [
+            (cols[c], attr, conv) for c, attr, conv in _GETTERS[key] if c != "controller_epoch"
+        ]
+        epoch_attr = next((attr for c, attr, _ in _GETTERS[key] if c == "controller_epoch"), None)
+        plan = (fields, [cols[c] for c in _ABSENT[key]], epoch_attr)
+        self._plans[key] = plan
+        return plan
 
     def add(
         self,
@@ -214,29 +227,28 @@ class ColumnBuffer:
         who: tuple = NO_WHO,
     ) -> None:
         """``who``: the record's who columns, a tuple in WHO_COLUMNS order (``who_row``)."""
-        cols = self.columns
         key = (type(record), record.version)
-        cols["offset"].append(offset)
-        cols["timestamp_ms"].append(timestamp_ms)
-        cols["controller_epoch"].append(controller_epoch)
-        cols["type"].append(record.TYPE)
-        cols["version"].append(record.version)
-        cols["from_snapshot"].append(from_snapshot)
-        cols["seq"].append(seq)
-        cols["batch_offset"].append(batch_offset)
-        principal, api, address, request_id, rule = self._who
-        principal.append(who[0])
-        api.append(who[1])
-        address.append(who[2])
-        request_id.append(who[3])
-        rule.append(who[4])
-        for column, attr, convert in _GETTERS[key]:
-            if column == "controller_epoch":
-                cols[column][-1] = getattr(record, attr)
-            else:
-                cols[column].append(convert(getattr(record, attr)))
-        for column in _ABSENT[key]:
-            cols[column].append(None)
+        fields, absent, epoch_attr = self._plans.get(key) or self._plan(key)
+        if epoch_attr is not None:  # LEADER_CHANGE: the record's own epoch
+            controller_epoch = getattr(record, epoch_attr)
+        o, t, e, ty, v, fs, sq, b, wp, wa, wad, wr, wru = self._envelope
+        o.append(offset)
+        t.append(timestamp_ms)
+        e.append(controller_epoch)
+        ty.append(record.TYPE)
+        v.append(record.version)
+        fs.append(from_snapshot)
+        sq.append(seq)
+        b.append(batch_offset)
+        wp.append(who[0])
+        wa.append(who[1])
+        wad.append(who[2])
+        wr.append(who[3])
+        wru.append(who[4])
+        for values, attr, convert in fields:
+            values.append(convert(getattr(record, attr)))
+        for values in absent:
+            values.append(None)
         self.rows += 1
         if self.first_offset is None:
             self.first_offset = offset

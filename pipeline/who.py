@@ -36,7 +36,10 @@ def writes(df: DataFrame, first_ms: int, bucket: int) -> list[tuple]:
     start = F.lit(first_ms) + F.floor((F.col("timestamp_ms") - F.lit(first_ms)) / bucket) * bucket
     rows = (
         log.groupBy(start.cast("long").alias("bucket"), "who_principal", "who_api")
-        .agg(F.count("*").alias("n"), F.approx_count_distinct("who_request_id").alias("requests"))
+        .agg(
+            F.count("*").alias("n"),
+            F.approx_count_distinct("who_request_id", 0.01).alias("requests"),
+        )
         .collect()
     )
     return sorted(tuple(r) for r in rows)
