@@ -9,14 +9,15 @@ elections, NoOps, its first batches) is principal ``controller`` with the rule
 that made it. Request ids are made as a voter makes them for a caller that
 sent none.
 
-Drawn from a random stream of its own, seeded by the log's seed: the log's
-records are the same with or without it, and each seed gives the same who.
+Drawn from a random stream of its own, seeded by the log's seed, so it never
+changes which records a seed gives, and each seed gives the same who.
 A who is a tuple in ``pipeline.schema.WHO_COLUMNS`` order (empty fields
 None), as the export writes it.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 
 CONTROLLER = "controller"
@@ -24,13 +25,13 @@ CONTROLLER = "controller"
 TOPIC_ADMIN = ("admin:token/ops-alice", "10.1.0.5")
 CONFIG_ADMIN = ("admin:cert/CN=ops-bob", "10.1.0.9")
 
-# The controller's rules, by the sweep's API name.
+# The controller's rules, by the sweep's API name (the voters' own: quorum/callers.py).
 RULES = {
-    "Bootstrap": "the first leader of an empty log writes the bootstrap features",
-    "LeaderChange": "a new controller leader writes its LeaderChange first",
-    "FenceExpiredSessions": "broker session expired: no heartbeat within broker.session.timeout.ms",
-    "ElectUncleanLeaders": "unclean.leader.election.enable: no ISR member left",
-    "WriteNoOp": "metadata.max.idle.interval.ms elapsed: the leader's NoOp",
+    "Bootstrap": "cluster.bootstrap",
+    "LeaderChange": "raft.leader-elected",
+    "FenceExpiredSessions": "kip-631.session-expired",
+    "ElectUncleanLeaders": "kip-966.unclean-election",
+    "WriteNoOp": "metadata.max.idle.interval.noop",
 }
 
 
@@ -39,6 +40,9 @@ class SynthWho:
         self.rng = random.Random(f"who-{seed}")
         self._ports: dict[int, int] = {}  # broker id -> its connection's source port
         self._admin_requests = 0
+        # A voter's request ids: a random prefix and a counter (api/edge.py).
+        self._id_prefix = f"{self.rng.getrandbits(48):012x}"
+        self._ids = itertools.count(1)
 
     @staticmethod
     def broker_principal(broker_id: int) -> str:
@@ -48,7 +52,7 @@ class SynthWho:
         return f"broker:cert/CN=kafka-{broker_id}"
 
     def _request_id(self) -> str:
-        return f"{self.rng.getrandbits(64):016x}"
+        return f"{self._id_prefix}-{next(self._ids):x}"
 
     def connect(self, broker_id: int) -> None:
         """The broker (re)connects: a new source port."""
