@@ -40,7 +40,7 @@ from metaquorum.export import ExportError, _records, run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.export_files import OffsetRangeWriter, export_files
 from pipeline.replay_audit import read_records, read_rows, replay_audit, replay_checker, who_at
-from pipeline.schema import COLUMN_NAMES, RENAMED, WHO_COLUMNS, WHO_KEYS
+from pipeline.schema import COLUMN_NAMES, RENAMED, WHO_COLUMNS, WHO_KEYS, who_row
 
 from .cluster import Cluster
 from .conftest import running
@@ -48,6 +48,7 @@ from .invariant_corpus import corpus, legacy, write_export
 from .pipeline_scenario import broker_scenario
 
 CORPUS = corpus()
+REGISTER = "REGISTER_BROKER_RECORD"
 
 TID = "fPZv1VBsRFmnlRvmGcOW9w"
 EVERY_TYPE = [
@@ -143,6 +144,13 @@ def test_a_data_dir_export_has_the_offsets_the_service_serves(voter, tmp_path):
         (rec["timestampMs"], rec["controllerEpoch"], rec["type"]) for rec in served
     ]
     assert replay_audit(str(by_url))[0] == []
+    # Who asked for each record: what the node serves, by URL and from the data dir alike.
+    whos = [tuple(r[c] for c in WHO_COLUMNS) for r in read_records(str(by_url))]
+    assert whos == [who_row(rec.get("who")) for rec in served]
+    dir_whos = [tuple(r[c] for c in WHO_COLUMNS) for r in read_records(str(by_dir))]
+    assert dir_whos[: len(whos)] == whos
+    registered = [w for w, rec in zip(whos, served, strict=True) if rec["type"] == REGISTER]
+    assert registered and all(w[1] == "RegisterBroker" and w[0] and w[3] for w in registered)
 
     # More records, then the same command again: only the new ones are appended.
     asyncio.run(broker_scenario(voter.url(0), voter.cluster_id, "more", (11, 12, 13), alive))

@@ -20,7 +20,7 @@ from metaquorum.export import run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.audit import run_audit
 from pipeline.export_files import ExportDirError, export_files
-from pipeline.replay_audit import read_rows, replay_audit
+from pipeline.replay_audit import read_records, read_rows, replay_audit
 from pipeline.run import audit_export
 from pipeline.schema import WHO_COLUMNS, WHO_KEYS
 from pipeline.spark import read_export
@@ -135,6 +135,9 @@ def test_a_log_exported_from_a_real_three_voter_cluster_audits_clean(spark, tmp_
     assert result.violations == 0, result.first_rows
     assert result.summary["controller failovers"] >= 1
     assert result.summary["controlled shutdowns"] == 2
+    # The voters' who, counted by the audit: every record that carries one.
+    with_who = sum(1 for r in read_records(str(exported)) if r["who_principal"])
+    assert with_who > 0 and result.summary["records with a who"] == with_who
     summary = orjson.loads((tmp_path / "out" / "summary.json").read_bytes())
     assert summary["summary"]["records"] == len(rows)
 
