@@ -6,7 +6,10 @@ a voter's data dir read offline (its snapshot, then its journal replayed by
 the service's own apply code). Either way a record keeps the offset the
 service gave it, and every record is decoded and checked before it is written:
 a corrupt or truncated source stops the export with the offset it broke at,
-and only complete files are ever left in the output.
+and only complete files are ever left in the output. A record keeps who asked
+for it (``"who"`` of GET /v1/log, the retained log entry's ``who`` in a data
+dir) in the who columns; a source from before who leaves them null, as it
+leaves ``batch_offset``.
 
 The values of sensitive configs (PASSWORDs, configs of unknown type) are
 written as Kafka's marker, ``(redacted)``, unless ``include_sensitive`` (the
@@ -31,6 +34,7 @@ from api.reads import snapshot_records
 from metadata_records.codec import DecodeError, brief, record_from_obj
 from metadata_records.redaction import redacted
 from pipeline.export_files import ExportDirError, OffsetRangeWriter
+from pipeline.schema import NO_WHO, WHO_KEYS, who_row
 from quorum.data_dir_reader import DataDirError, read_data_dir
 
 PAGE = 10_000  # GET /v1/log's maxRecords limit
@@ -185,9 +189,28 @@ def _records(body: bytes, expected: int | None, what: str):
                 f"{what}: the record at offset {obj['offset']} has batchOffset "
                 f"{brief(batch_offset)}, which is not an offset at or before its own"
             )
-        yield obj["offset"], ts, epoch, record, batch_offset
+        yield obj["offset"], ts, epoch, record, batch_offset, _who(obj, what)
         if expected is not None:
             expected += 1
+
+
+def _who(obj: dict, what: str) -> tuple:
+    """The record's who columns; a server from before who (or a batch without
+    one) leaves it out: null columns, as for batch_offset."""
+    who = obj.get("who")
+    if who is None:
+        return NO_WHO
+    if (
+        type(who) is not dict
+        or not all(type(who.get(key, "")) is str for key in WHO_KEYS)
+        or not who.get("principal")
+        or not who.get("api")
+    ):
+        raise ExportError(
+            f"{what}: the record at offset {obj['offset']} has who {brief(who)}, which is not "
+            "an object of strings with a principal and an api"
+        )
+    return who_row(who)
 
 
 def _from_url(writer, url, start, token, progress, out, verify=True, sensitive=False) -> None:
@@ -226,8 +249,8 @@ def _from_url(writer, url, start, token, progress, out, verify=True, sensitive=F
                 )
             hw = int(r.headers.get("X-High-Watermark", "0"))
             progress.update(task, total=max(hw - start, 0))
-            for off, ts, epoch, record, batch in _records(r.content, offset, f"{url}/v1/log"):
-                writer.add(off, ts, epoch, record, batch_offset=batch)
+            for off, ts, epoch, record, batch, who in _records(r.content, offset, f"{url}/v1/log"):
+                writer.add(off, ts, epoch, record, batch_offset=batch, who=who)
                 offset = off + 1
             progress.update(task, completed=offset - start)
             if offset >= hw:
@@ -246,7 +269,9 @@ def _snapshot_from_url(writer, client, url) -> int:
     if r.status_code != 200:
         raise ExportError(f"GET {url}/v1/snapshot answered {r.status_code}: {r.text[:200]}")
     records = _records(r.content, None, f"{url}/v1/snapshot")
-    for seq, (off, ts, epoch, record, batch) in enumerate(records):
+    for seq, (off, ts, epoch, record, batch, _who) in enumerate(records):
+        # A snapshot restates the image: its rows have no who (the batches
+        # that made it are gone).
         writer.add(off, ts, epoch, record, from_snapshot=True, seq=seq, batch_offset=batch)
     return int(r.headers["X-Next-Offset"])
 
@@ -277,7 +302,7 @@ def _from_data_dir(writer, data_dir, start, include_uncommitted, progress) -> st
                 if e.offset >= start:
                     writer.add(
                         e.offset, e.timestamp_ms, e.controller_epoch, e.record,
-                        batch_offset=e.batch_offset,
+                        batch_offset=e.batch_offset, who=_entry_who(e),
                     )  # fmt: skip
             progress.advance(task)
     except DataDirError as e:
@@ -289,3 +314,14 @@ def _from_data_dir(writer, data_dir, start, include_uncommitted, progress) -> st
             "--uncommitted exports them too"
         )
     return None
+
+
+def _entry_who(entry) -> tuple:
+    """The who columns of a retained log entry: its ``who`` (a
+    ``metadata_records.records.Who``) where the entry carries one."""
+    who = getattr(entry, "who", None)
+    if not who:
+        return NO_WHO
+    return tuple(
+        getattr(who, attr) or None for attr in ("principal", "api", "address", "request_id", "rule")
+    )

@@ -234,12 +234,13 @@ def _audit(args: argparse.Namespace) -> int:
         )
         return 0
     table = Table(title=f"{result.violations} violation(s)", title_justify="left")
-    for column in ("offset", "time (UTC)", "check", "entity", "explanation"):
+    for column in ("offset", "time (UTC)", "check", "entity", "explanation", "who"):
         table.add_column(column, overflow="fold")
     from pipeline.report import _when
 
-    for offset, ts, check, entity, explanation in result.first_rows:
-        table.add_row(str(offset), _when(ts), check, entity, explanation)
+    for offset, ts, check, entity, explanation, principal, api, *_ in result.first_rows:
+        who = f"{principal} {api}" if principal else ""
+        table.add_row(str(offset), _when(ts), check, entity, explanation, who)
     console.print(table)
     if result.violations > len(result.first_rows):
         console.print(

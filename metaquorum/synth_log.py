@@ -11,7 +11,11 @@ offsets, epochs and timestamps are the ones a real cluster would have written.
 
 ``--plant KIND`` then appends records the real controller would refuse to
 write, one per kind, so tests can check the audit finds exactly those; where
-they went is written to ``PLANTED.json`` in the output directory.
+they went, and who each batch names, is written to ``PLANTED.json`` in the
+output directory.
+
+Each record carries the who of the request (or controller sweep) that wrote
+it, as a real cluster's voters record it (``synth_who.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.messages import (
+    AlterableConfig,
+    AlterConfigsResource,
     AlterPartitionPartition,
     AlterPartitionRequest,
     AlterPartitionTopic,
@@ -36,6 +42,7 @@ from controller.messages import (
     BrokerState,
     CreatableTopic,
     CreateTopicsRequest,
+    IncrementalAlterConfigsRequest,
 )
 from metadata_records.delta import apply
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
@@ -52,6 +59,7 @@ from metadata_records.records import (
     Record,
     RegisterBrokerRecord,
 )
+from metaquorum.synth_who import CONFIG_ADMIN, TOPIC_ADMIN, SynthWho, as_json
 
 if TYPE_CHECKING:  # imported where it writes: the parser reads PLANT_KINDS without pyarrow
     from pipeline.export_files import OffsetRangeWriter
@@ -116,10 +124,12 @@ class Simulation:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.who = SynthWho(self.seed)
         self.config = ControllerConfig(CLUSTER_ID, session_timeout_ms=SESSION_TIMEOUT_MS)
         self.controller_id = 0
         self._new_controller()
         self.pending: list[Record] = []
+        self.pending_who: list[tuple] = []  # the who of each pending record
         self.expansions: list[tuple[int, str, int, int]] = []  # (due, topic id, partition, broker)
         self.topic_ids: list[str] = []
         self.next_rolling_ms = self.now_ms + ROLLING_RESTART_MS // 3
@@ -140,35 +150,46 @@ class Simulation:
         delta = self.controller.view
         delta.replay(records[0])
         records += self.controller.bootstrap_records()
-        self._commit(Batch(epoch, self.now_ms, tuple(records)))
+        who = SynthWho.controller
+        whos = [who("LeaderChange")] + [who("Bootstrap")] * (len(records) - 1)
+        self._commit(Batch(epoch, self.now_ms, tuple(records)), whos)
 
-    def _commit(self, batch: Batch) -> None:
+    def _commit(self, batch: Batch, whos: list[tuple]) -> None:
+        """``whos``: the who of each of the batch's records."""
         first = self.image.next_offset
         self.image = apply(self.image, batch)
         if self.image.next_offset != first + len(batch.records):
             raise SynthError(f"a batch did not apply at offset {first}")  # a controller bug
-        for i, record in enumerate(batch.records):
-            self.writer.add(
-                first + i, batch.timestamp_ms, batch.controller_epoch, record, batch_offset=first
-            )
+        add, ts, epoch = self.writer.add, batch.timestamp_ms, batch.controller_epoch
+        for i, (record, who) in enumerate(zip(batch.records, whos, strict=True)):
+            add(first + i, ts, epoch, record, batch_offset=first, who=who)
         self.controller.committed(self.image)
 
     def _flush_tick(self) -> None:
         if self.pending:
-            records = tuple(self.pending)
-            self.pending = []
+            records, whos = tuple(self.pending), self.pending_who
+            self.pending, self.pending_who = [], []
             self._commit(
-                Batch(self.image.controller_epoch, self.now_ms, records, self.image.next_offset)
+                Batch(self.image.controller_epoch, self.now_ms, records, self.image.next_offset),
+                whos,
             )
 
-    def _handle(self, request: object):
+    def _handle(self, request: object, api: str, broker_id: int | None = None, admin=None):
+        """``request`` from broker ``broker_id``, else from the ``admin`` (synth_who)."""
         result = self.controller.handle(request, self.now_ms)
-        self.pending.extend(result.records)
+        if result.records:
+            self.pending.extend(result.records)
+            if broker_id is not None:
+                who = self.who.broker(broker_id, api)
+            else:
+                who = self.who.admin(admin, api)
+            self.pending_who.extend([who] * len(result.records))
         return result.response
 
     # ------------------------------------------------------------ brokers
 
     def _register(self, b: SimBroker) -> None:
+        self.who.connect(b.broker_id)  # a (re)started broker: a new connection
         resp = self._handle(
             BrokerRegistrationRequest(
                 b.broker_id,
@@ -178,7 +199,9 @@ class Simulation:
                 features=(FeatureRange("metadata.version", 6, 12),),
                 rack=f"rack-{b.broker_id % 3}",
                 previous_broker_epoch=b.epoch,
-            )
+            ),
+            "RegisterBroker",
+            b.broker_id,
         )
         if resp.error == 0:
             b.epoch, b.up, b.shutting_down, b.fenced = resp.broker_epoch, True, False, True
@@ -190,7 +213,9 @@ class Simulation:
         # registration will have once committed.
         offset = self.controller.view.next_offset
         resp = self._handle(
-            BrokerHeartbeatRequest(b.broker_id, b.epoch, offset, want_shut_down=b.shutting_down)
+            BrokerHeartbeatRequest(b.broker_id, b.epoch, offset, want_shut_down=b.shutting_down),
+            "BrokerHeartbeat",
+            b.broker_id,
         )
         b.next_heartbeat_ms = self.now_ms + HEARTBEAT_MS + self.rng.randrange(-200, 200)
         if resp.error == 0 and b.fenced and not resp.is_fenced:
@@ -225,7 +250,9 @@ class Simulation:
                     ),
                 ),
                 3,
-            )
+            ),
+            "AlterPartition",
+            leader.broker_id,
         )
 
     def _leader_ok(self, part) -> bool:
@@ -286,10 +313,23 @@ class Simulation:
         self._flush_tick()
         for t in range(self.topics):
             self._handle(
-                CreateTopicsRequest((CreatableTopic(f"topic-{t:03d}", self.partitions, 3),))
+                CreateTopicsRequest((CreatableTopic(f"topic-{t:03d}", self.partitions, 3),)),
+                "CreateTopics",
+                admin=TOPIC_ADMIN,
             )
         self._flush_tick()
         self.topic_ids = sorted(self.image.topics)
+        # A second operator tunes a few topics (a config write of its own).
+        for t in range(min(self.topics, 3)):
+            setting = AlterableConfig("min.insync.replicas", 0, "2")
+            self._handle(
+                IncrementalAlterConfigsRequest(
+                    (AlterConfigsResource(2, f"topic-{t:03d}", (setting,)),)
+                ),
+                "IncrementalAlterConfigs",
+                admin=CONFIG_ADMIN,
+            )
+        self._flush_tick()
 
     def tick(self) -> None:
         self.now_ms += TICK_MS
@@ -301,6 +341,9 @@ class Simulation:
                 self._register(b)
         while (fenced := self.controller.maybe_fence_stale_broker(self.now_ms)) is not None:
             self.pending.extend(fenced.records)
+            self.pending_who.extend(
+                [SynthWho.controller("FenceExpiredSessions")] * len(fenced.records)
+            )
         self._due_expansions()
         for _ in range(5):  # about 20 ISR shrinks a second
             self._shrink_one()
@@ -385,6 +428,7 @@ def plant(sim: Simulation, kinds: list[str]) -> list[dict]:
             offset += 1
             record: Record = NoOpRecord()
             why = f"offset {offset - 1} is missing"
+            who = SynthWho.controller("WriteNoOp")
         elif kind == "broker-epoch":
             new_id = max(image.brokers) + 100
             record = RegisterBrokerRecord(
@@ -394,6 +438,8 @@ def plant(sim: Simulation, kinds: list[str]) -> list[dict]:
                 fenced=True,
             )
             why = f"broker {new_id} registered with epoch {offset - 1} at offset {offset}"
+            sim.who.connect(new_id)
+            who = sim.who.broker(new_id, "RegisterBroker")
         elif kind == "change-epoch":
             record = BrokerRegistrationChangeRecord(
                 broker_id=active.broker_id,
@@ -403,33 +449,40 @@ def plant(sim: Simulation, kinds: list[str]) -> list[dict]:
                 version=1,
             )
             why = f"broker {active.broker_id} change record with a stale epoch"
+            who = sim.who.broker(active.broker_id, "BrokerHeartbeat")
         elif kind == "kip841":
             record = PartitionChangeRecord(
                 partition_id=pid, topic_id=topic_id, isr=p.isr + (victim.broker_id,)
             )
             why = f"broker {victim.broker_id} (in controlled shutdown) put into an ISR"
+            who = sim.who.broker(p.leader, "AlterPartition")
         elif kind == "leader":
             record = PartitionChangeRecord(
                 partition_id=pid, topic_id=topic_id, leader=victim.broker_id
             )
             why = f"broker {victim.broker_id} (not in the ISR, in controlled shutdown) made leader"
+            who = sim.who.admin(CONFIG_ADMIN, "ElectLeaders")
         elif kind in ("partition-epoch", "leader-epoch"):
             record = p._replace(
                 leader_epoch=p.leader_epoch - 1 if kind == "leader-epoch" else p.leader_epoch,
                 partition_epoch=p.partition_epoch + (1 if kind == "leader-epoch" else 3),
             ).to_record(topic_id, pid)
             why = f"partition restated with a wrong {kind.split('-')[0]} epoch"
+            who = sim.who.admin(TOPIC_ADMIN, "AlterPartitionReassignments")
         elif kind == "controller-epoch":
             record = NoOpRecord()
             record_epoch = epoch - 1
             why = f"a record of controller epoch {epoch - 1} after epoch {epoch}"
+            who = SynthWho.controller("WriteNoOp")
         else:  # empty-isr
             record = PartitionChangeRecord(
                 partition_id=pid, topic_id=topic_id, isr=(), leader=NO_LEADER
             )
             why = "an ISR emptied"
-        sim.writer.add(offset, ts, record_epoch, record, batch_offset=offset)  # a batch each
-        planted.append({"kind": kind, "offset": offset, "what": why})
+            who = SynthWho.controller("ElectUncleanLeaders")
+        # A batch each, with the who of whoever a broken controller took it from.
+        sim.writer.add(offset, ts, record_epoch, record, batch_offset=offset, who=who)
+        planted.append({"kind": kind, "offset": offset, "what": why, "who": as_json(who)})
         offset += 1
         ts += 1
     return planted

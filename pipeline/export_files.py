@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from metadata_records.records import Record
 
-from .schema import ColumnBuffer
+from .schema import NO_WHO, ColumnBuffer
 
 FORMATS = ("parquet", "jsonl")
 _NAME = re.compile(r"^records-(\d{20})-(\d{20})\.(parquet|jsonl)$")
@@ -104,10 +104,11 @@ class OffsetRangeWriter:
         seq: int = 0,
         *,
         batch_offset: int | None,
+        who: tuple = NO_WHO,
     ) -> None:
         self._buffer.add(
             offset, timestamp_ms, controller_epoch, record, from_snapshot, seq,
-            batch_offset=batch_offset,
+            batch_offset=batch_offset, who=who,
         )  # fmt: skip
         if self._buffer.rows >= self.records_per_file and not from_snapshot:
             self.flush()

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from metadata_records.log_invariants import LogInvariants
 
 from .export_files import export_files, input_format
-from .schema import COLUMN_NAMES, record_from_row
+from .schema import COLUMN_NAMES, NO_WHO, WHO_COLUMNS, record_from_row
 
 COLUMNS = [
     "offset",
@@ -95,12 +95,63 @@ def replay_checker(directory: str) -> LogInvariants:
     return checker
 
 
-def replay_audit(directory: str) -> tuple[list[tuple], int]:
-    """(violations as (offset, timestamp_ms, check, entity, explanation), rows read)."""
+def replay_audit(directory: str, with_who: bool = False) -> tuple[list[tuple], int]:
+    """(violations as (offset, timestamp_ms, check, entity, explanation), rows
+    read); ``with_who``: each followed by the who of the record at its offset
+    and its batch (``who.VIOLATION_WHO``), as the Spark audit writes them."""
     checker = replay_checker(directory)
     violations = checker.finish()
     rows = checker.records + checker.restored
-    return [(v.offset, v.timestamp_ms, v.rule, v.entity, v.message) for v in violations], rows
+    found = [(v.offset, v.timestamp_ms, v.rule, v.entity, v.message) for v in violations]
+    if with_who:
+        whos = who_at(directory, {v[0] for v in found})
+        found = [v + whos.get(v[0], _NO_VIOLATION_WHO) for v in found]
+    return found, rows
+
+
+_WHO_READ = ("offset", "from_snapshot", "batch_offset", *WHO_COLUMNS)
+_NO_VIOLATION_WHO = (*NO_WHO, None)
+
+
+def _nulls_first(values: tuple) -> tuple:
+    """Spark's order of structs: field by field, a null before any value."""
+    return tuple((v is not None, v) for v in values)
+
+
+def who_at(directory: str, offsets: set[int]) -> dict[int, tuple]:
+    """The who of the log record at each of ``offsets``, then its batch (the
+    offset itself without batch_offset); of several records at one offset (a
+    corrupt log), the least, as Spark's ``min`` takes it. A second pass over
+    the export, reading only these columns."""
+    out: dict[int, tuple] = {}
+    if not offsets:
+        return out
+    for row in _columns(directory, _WHO_READ):
+        offset = row["offset"]
+        if offset not in offsets or row["from_snapshot"]:
+            continue
+        batch = row.get("batch_offset")
+        who = (*(row.get(c) for c in WHO_COLUMNS), offset if batch is None else batch)
+        if offset not in out or _nulls_first(who) < _nulls_first(out[offset]):
+            out[offset] = who
+    return out
+
+
+def _columns(directory: str, columns: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """Rows as dicts of those of ``columns`` each file has, in offset order."""
+    fmt = input_format(directory)
+    for f in export_files(directory):
+        if fmt == "parquet":
+            source = pq.ParquetFile(f.path)
+            present = [c for c in columns if c in source.schema_arrow.names]
+            for batch in source.iter_batches(batch_size=65536, columns=present):
+                values = (batch.column(c).to_pylist() for c in present)
+                for row in zip(*values, strict=True):
+                    yield dict(zip(present, row, strict=True))
+        else:
+            with open(f.path, "rb") as fh:
+                for line in fh:
+                    yield orjson.loads(line)
 
 
 def main() -> None:  # python -m pipeline.replay_audit DIR

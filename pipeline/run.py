@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from .audit import run_audit
@@ -23,7 +24,7 @@ from .cluster import (
     wait_for_executors,
 )
 from .export_files import input_format
-from .report import ReportData, render
+from .report import ReportData, render, who_totals
 from .spark import build_session, is_url, listing, read_export, submitted_master, write_text
 from .timelines import (
     broker_intervals,
@@ -33,6 +34,7 @@ from .timelines import (
     partition_timeline,
     per_minute,
 )
+from .who import batch_whos, bucket_ms, with_who, writes
 
 TABLE_ROWS = 50  # violations printed on the terminal
 REPORT_ROWS = 1000  # violations listed in the report
@@ -106,7 +108,12 @@ def audit_export(
     if frames.legacy_records:
         echo(legacy_note(frames.legacy_records))
     viol_dir = os.path.join(output_dir, "violations")
-    frames.violations.orderBy("offset", "check", "entity").write.mode("overwrite").parquet(viol_dir)
+    # Kept once computed: with_who reads the violations twice (their offsets, then them).
+    found = frames.violations.persist(StorageLevel.MEMORY_AND_DISK)
+    with_who(found, df).orderBy("offset", "check", "entity").write.mode("overwrite").parquet(
+        viol_dir
+    )
+    found.unpersist()
     written = spark.read.parquet(viol_dir)
     first_rows = [
         tuple(r) for r in written.orderBy("offset", "check", "entity").limit(REPORT_ROWS).collect()
@@ -136,9 +143,11 @@ def audit_export(
     minutes = sorted(tuple(r) for r in per_minute(pt).collect())
     controller_changes(df).write.mode("overwrite").parquet(path("controller_elections"))
     changes = sorted(
-        (r["offset"], r["timestamp_ms"], r["controller_epoch"], r["leader_id"])
+        (r["offset"], r["timestamp_ms"], r["controller_epoch"], r["leader_id"], r["batch_offset"])
         for r in spark.read.parquet(path("controller_elections")).collect()
     )
+    bucket = bucket_ms(first_ms, last_ms)
+    by_who = writes(df, first_ms, bucket)
     brokers = [
         tuple(r)
         for r in spark.read.parquet(path("broker_states"))
@@ -180,12 +189,22 @@ def audit_export(
         "offline p50 / p99 / max (s)": _secs(off_stats),
         "violations": total,
         "records without batch_offset": frames.legacy_records,
+        "records with a who": sum(w[3] for w in by_who),
+        "principals": len({w[1] for w in by_who}),
     }
-    figures = {"summary": summary, "violations": counts, "recordTypes": kinds}
+    figures = {
+        "summary": summary,
+        "violations": counts,
+        "recordTypes": kinds,
+        "writesByPrincipal": who_totals(by_who),
+    }
     write_text(spark, os.path.join(output_dir, "summary.json"), json.dumps(figures, indent=2))
     report = None
     if report_path:
         stage(4, f"writing the report {report_path}")
+        # The batches the report's events link to: its violations' and elections'.
+        linked = {row[-1] for row in first_rows if row[-1] is not None}
+        linked |= {change[-1] for change in changes}
         data = ReportData(
             input_dir=input_dir,
             summary=summary,
@@ -197,6 +216,9 @@ def audit_export(
             total_violations=total,
             first_ms=first_ms,
             last_ms=last_ms,
+            writes=by_who,
+            bucket_ms=bucket,
+            batches=batch_whos(df, sorted(linked)),
         )
         page = render(data)
         tmp = report_path + ".tmp"

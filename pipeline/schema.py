@@ -67,6 +67,12 @@ _ARROW = {
     Kind.QUOTA_ENTITY: pa.list_(QUOTA_ENTITY_TYPE),
 }
 
+# The who of a record, as a tuple in this order (``who_row``).
+WHO_COLUMNS = ("who_principal", "who_api", "who_address", "who_request_id", "who_rule")
+# GET /v1/log's "who" keys, in WHO_COLUMNS order.
+WHO_KEYS = ("principal", "api", "address", "requestId", "rule")
+NO_WHO = (None,) * len(WHO_COLUMNS)
+
 ENVELOPE = [
     ("offset", pa.int64()),
     ("timestamp_ms", pa.int64()),
@@ -82,6 +88,10 @@ ENVELOPE = [
     # written before batchOffset existed): readers take each such record as
     # its own batch.
     ("batch_offset", pa.int64()),
+    # Who asked for the record (the batch's Who covering it, GET /v1/log's
+    # "who"): null for records of batches without one (written before it
+    # existed, or exported from such a server) and for snapshot rows.
+    *((column, pa.string()) for column in WHO_COLUMNS),
 ]
 
 # (record type, attribute) -> column, where the Kafka name alone would clash.
@@ -173,14 +183,36 @@ _ABSENT: dict[tuple[type, int], list[str]] = {
 }
 
 
+def who_row(who: dict | None) -> tuple:
+    """The who columns of a record from its ``"who"`` as GET /v1/log shows it
+    (None: the record has none); a field left out or empty is null."""
+    if who is None:
+        return NO_WHO
+    return tuple(who.get(key) or None for key in WHO_KEYS)
+
+
 class ColumnBuffer:
     """Rows collected column by column (what pyarrow builds a table from fastest)."""
 
     def __init__(self) -> None:
         self.columns: dict[str, list] = {name: [] for name in COLUMN_NAMES}
+        self._envelope = [self.columns[name] for name, _ in ENVELOPE]
+        # Per (record type, version): the lists its fields append to, and the
+        # lists it leaves null (looked up once, not per record).
+        self._plans: dict[tuple[type, int], tuple[list, list, str | None]] = {}
         self.rows = 0
         self.first_offset: int | None = None
         self.last_offset: int | None = None
+
+    def _plan(self, key: tuple[type, int]) -> tuple[list, list, str | None]:
+        cols = self.columns
+        fields = [
+            (cols[c], attr, conv) for c, attr, conv in _GETTERS[key] if c != "controller_epoch"
+        ]
+        epoch_attr = next((attr for c, attr, _ in _GETTERS[key] if c == "controller_epoch"), None)
+        plan = (fields, [cols[c] for c in _ABSENT[key]], epoch_attr)
+        self._plans[key] = plan
+        return plan
 
     def add(
         self,
@@ -192,24 +224,31 @@ class ColumnBuffer:
         seq: int = 0,
         *,
         batch_offset: int | None,
+        who: tuple = NO_WHO,
     ) -> None:
-        cols = self.columns
+        """``who``: the record's who columns, a tuple in WHO_COLUMNS order (``who_row``)."""
         key = (type(record), record.version)
-        cols["offset"].append(offset)
-        cols["timestamp_ms"].append(timestamp_ms)
-        cols["controller_epoch"].append(controller_epoch)
-        cols["type"].append(record.TYPE)
-        cols["version"].append(record.version)
-        cols["from_snapshot"].append(from_snapshot)
-        cols["seq"].append(seq)
-        cols["batch_offset"].append(batch_offset)
-        for column, attr, convert in _GETTERS[key]:
-            if column == "controller_epoch":
-                cols[column][-1] = getattr(record, attr)
-            else:
-                cols[column].append(convert(getattr(record, attr)))
-        for column in _ABSENT[key]:
-            cols[column].append(None)
+        fields, absent, epoch_attr = self._plans.get(key) or self._plan(key)
+        if epoch_attr is not None:  # LEADER_CHANGE: the record's own epoch
+            controller_epoch = getattr(record, epoch_attr)
+        o, t, e, ty, v, fs, sq, b, wp, wa, wad, wr, wru = self._envelope
+        o.append(offset)
+        t.append(timestamp_ms)
+        e.append(controller_epoch)
+        ty.append(record.TYPE)
+        v.append(record.version)
+        fs.append(from_snapshot)
+        sq.append(seq)
+        b.append(batch_offset)
+        wp.append(who[0])
+        wa.append(who[1])
+        wad.append(who[2])
+        wr.append(who[3])
+        wru.append(who[4])
+        for values, attr, convert in fields:
+            values.append(convert(getattr(record, attr)))
+        for values in absent:
+            values.append(None)
         self.rows += 1
         if self.first_offset is None:
             self.first_offset = offset

@@ -123,7 +123,9 @@ def duration_summaries(spells: DataFrame) -> dict[str, dict]:
 
 
 def controller_changes(df: DataFrame) -> DataFrame:
-    """LEADER_CHANGE records: the controller's elections (the first is not a failover)."""
+    """LEADER_CHANGE records: the controller's elections (the first is not a
+    failover), each with its batch (the report links to it)."""
     return df.filter(F.col("type") == "LEADER_CHANGE").select(
-        "offset", "timestamp_ms", "controller_epoch", "leader_id", "leader_url"
-    )
+        "offset", "timestamp_ms", "controller_epoch", "leader_id", "leader_url",
+        F.coalesce("batch_offset", "offset").alias("batch_offset"),
+    )  # fmt: skip

@@ -5,6 +5,7 @@ import asyncio
 import os
 import shutil
 import struct
+from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
@@ -38,8 +39,8 @@ from metaquorum.cli import main
 from metaquorum.export import ExportError, _records, run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.export_files import OffsetRangeWriter, export_files
-from pipeline.replay_audit import read_rows, replay_audit, replay_checker
-from pipeline.schema import COLUMN_NAMES, RENAMED
+from pipeline.replay_audit import read_records, read_rows, replay_audit, replay_checker, who_at
+from pipeline.schema import COLUMN_NAMES, RENAMED, WHO_COLUMNS, WHO_KEYS, who_row
 
 from .cluster import Cluster
 from .conftest import running
@@ -47,6 +48,7 @@ from .invariant_corpus import corpus, legacy, write_export
 from .pipeline_scenario import broker_scenario
 
 CORPUS = corpus()
+REGISTER = "REGISTER_BROKER_RECORD"
 
 TID = "fPZv1VBsRFmnlRvmGcOW9w"
 EVERY_TYPE = [
@@ -142,6 +144,13 @@ def test_a_data_dir_export_has_the_offsets_the_service_serves(voter, tmp_path):
         (rec["timestampMs"], rec["controllerEpoch"], rec["type"]) for rec in served
     ]
     assert replay_audit(str(by_url))[0] == []
+    # Who asked for each record: what the node serves, by URL and from the data dir alike.
+    whos = [tuple(r[c] for c in WHO_COLUMNS) for r in read_records(str(by_url))]
+    assert whos == [who_row(rec.get("who")) for rec in served]
+    dir_whos = [tuple(r[c] for c in WHO_COLUMNS) for r in read_records(str(by_dir))]
+    assert dir_whos[: len(whos)] == whos
+    registered = [w for w, rec in zip(whos, served, strict=True) if rec["type"] == REGISTER]
+    assert registered and all(w[1] == "RegisterBroker" and w[0] and w[3] for w in registered)
 
     # More records, then the same command again: only the new ones are appended.
     asyncio.run(broker_scenario(voter.url(0), voter.cluster_id, "more", (11, 12, 13), alive))
@@ -227,10 +236,77 @@ def test_a_corrupt_or_truncated_page_names_the_offset():
             list(_records(good[0] + b"\n" + bad, 5, "log"))
     older = orjson.loads(good[1])
     del older["batchOffset"]  # a server from before batchOffset: kept as unknown
-    assert [b for *_, b in _records(good[0] + b"\n" + orjson.dumps(older), 5, "log")] == [5, None]
+    read = list(_records(good[0] + b"\n" + orjson.dumps(older), 5, "log"))
+    assert [r[4] for r in read] == [5, None]
     bad = orjson.dumps({**orjson.loads(good[1]), "type": "NO_SUCH_RECORD"})
     with pytest.raises(ExportError, match="offset 6: unknown record type 'NO_SUCH_RECORD'"):
         list(_records(good[0] + b"\n" + bad, 5, "log"))
+
+
+WHO = {
+    "principal": "broker:cert/CN=kafka-3",
+    "api": "AlterPartition",
+    "address": "10.0.0.3:51234",
+    "requestId": "req-1",
+}
+FENCING = {"principal": "controller", "api": "FenceExpiredSessions", "rule": "session expired"}
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_records_with_a_who_are_exported_with_the_who_columns(tmp_path, fmt):
+    """GET /v1/log's "who" (issue 43's contract) read by the export's own
+    parsing into the five who columns; a record without one (a server or a
+    batch from before it) has them null, as a file written before they existed
+    reads back; a who of the wrong shape stops the export at its offset."""
+    lines = [
+        {**log_record_to_obj(0, 1, 1, NoOpRecord(), 0), "who": WHO},
+        {**log_record_to_obj(1, 1, 1, NoOpRecord(), 0), "who": WHO},
+        {**log_record_to_obj(2, 2, 1, NoOpRecord(), 2), "who": FENCING},
+        log_record_to_obj(3, 3, 1, NoOpRecord(), 3),
+    ]
+    body = b"\n".join(orjson.dumps(obj) for obj in lines)
+    old = tmp_path / "old"  # as written before the who columns: files without them
+    writer = OffsetRangeWriter(str(old), fmt, records_per_file=2)
+    for off, ts, epoch, record, batch, who in _records(body, 0, "log"):
+        writer.add(off, ts, epoch, record, batch_offset=batch, who=who)
+    writer.flush()
+    first = export_files(str(old))[0].path
+    if fmt == "parquet":
+        pq.write_table(pq.read_table(first).drop_columns(list(WHO_COLUMNS)), first)
+    else:
+        rows = [orjson.loads(line) for line in Path(first).read_bytes().splitlines()]
+        Path(first).write_bytes(
+            b"".join(
+                orjson.dumps({k: v for k, v in r.items() if k not in WHO_COLUMNS}) + b"\n"
+                for r in rows
+            )
+        )
+    got = [tuple(r[c] for c in WHO_COLUMNS) for r in read_records(str(old))]
+    assert got == [
+        (None,) * 5,  # the old file's two
+        (None,) * 5,
+        ("controller", "FenceExpiredSessions", None, None, "session expired"),
+        (None,) * 5,
+    ]
+    new = tmp_path / "new"
+    writer = OffsetRangeWriter(str(new), fmt)
+    for off, ts, epoch, record, batch, who in _records(body, 0, "log"):
+        writer.add(off, ts, epoch, record, batch_offset=batch, who=who)
+    writer.flush()
+    rows = list(read_records(str(new)))
+    assert [tuple(r[c] for c in WHO_COLUMNS) for r in rows][:2] == [
+        ("broker:cert/CN=kafka-3", "AlterPartition", "10.0.0.3:51234", "req-1", None)
+    ] * 2
+    if fmt == "parquet":  # the columns are in the file, as strings
+        schema = pq.read_schema(export_files(str(new))[0].path)
+        assert all(str(schema.field(c).type) == "string" for c in WHO_COLUMNS)
+    # The replay reads the who of a record by offset, old files and new alike.
+    assert who_at(str(old), {0, 2})[2][:5] == (*got[2],)[:5]
+    assert who_at(str(old), {0})[0] == (None,) * 5 + (0,)
+    for wrong in ("alice", {"api": "AlterPartition"}, {**WHO, "address": 7}, {**WHO, "api": ""}):
+        bad = orjson.dumps({**lines[1], "who": wrong})
+        with pytest.raises(ExportError, match="offset 1 has who .* not an object of strings"):
+            list(_records(orjson.dumps(lines[0]) + b"\n" + bad, 0, "log"))
 
 
 def test_export_refuses_what_it_cannot_read(tmp_path, capsys):
@@ -267,9 +343,13 @@ def test_each_planted_violation_is_found_once_at_its_offset(tmp_path, kind):
     summary = run_synth_log(8_000, str(tmp_path), plant_kinds=[kind], quiet=True)
     (planted,) = summary["planted"]
     assert orjson.loads((tmp_path / "PLANTED.json").read_bytes()) == [planted]
-    violations, _ = replay_audit(str(tmp_path))
+    violations, _ = replay_audit(str(tmp_path), with_who=True)
     check = {"gap": "offsets-dense", "kip841": "kip-841", "empty-isr": "isr-empty"}.get(kind, kind)
     assert [(v[0], v[2]) for v in violations] == [(planted["offset"], check)], violations
+    # The replay names who synth-log wrote on the planted batch (a batch of its own).
+    (v,) = violations
+    assert {k: w for k, w in zip(WHO_KEYS, v[5:10], strict=True) if w} == planted["who"]
+    assert v[10] == planted["offset"]
 
 
 def test_synth_log_refuses_bad_input(tmp_path, capsys):

@@ -5,6 +5,7 @@ clean, and the report renders with its charts."""
 
 import asyncio
 import base64
+import html
 import re
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +19,10 @@ from metaquorum.cli import main
 from metaquorum.export import run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.audit import run_audit
-from pipeline.export_files import ExportDirError
-from pipeline.replay_audit import read_rows, replay_audit
+from pipeline.export_files import ExportDirError, export_files
+from pipeline.replay_audit import read_records, read_rows, replay_audit
 from pipeline.run import audit_export
+from pipeline.schema import WHO_COLUMNS, WHO_KEYS
 from pipeline.spark import read_export
 
 from .cluster import Cluster
@@ -46,7 +48,7 @@ def test_a_clean_log_passes(spark, tmp_path):
 
 
 def test_every_planted_violation_is_found_once_at_its_offset_and_the_report_renders(
-    spark, tmp_path, capsys
+    spark, tmp_path, capsys, monkeypatch
 ):
     log = tmp_path / "planted"
     summary = run_synth_log(8_000, str(log), plant_kinds=list(PLANT_KINDS), quiet=True)
@@ -63,27 +65,50 @@ def test_every_planted_violation_is_found_once_at_its_offset_and_the_report_rend
     ]
     found = pq.read_table(tmp_path / "out" / "violations").to_pylist()
     assert sorted((v["offset"], v["check"]) for v in found) == expected
-    # The single-process replay of the same checks says exactly the same, word for word.
-    replayed, _ = replay_audit(str(log))
+    # The single-process replay of the same checks says exactly the same, word
+    # for word, who included.
+    replayed, _ = replay_audit(str(log), with_who=True)
     assert [tuple(v.values()) for v in found] == replayed
+    # Each violation names the who synth-log wrote on the planted batch.
+    planted_who = {p["offset"]: p["who"] for p in summary["planted"]}
+    for v in found:
+        who = {k: v[c] for k, c in zip(WHO_KEYS, WHO_COLUMNS, strict=True) if v[c]}
+        assert who == planted_who[v["offset"]] and v["batch_offset"] == v["offset"], v
 
     page = report.read_text()
     images = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
-    assert len(images) == 3
+    assert len(images) == 4  # the three timelines and the writes by principal
     for b64 in images:
         png = base64.b64decode(b64)
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         width, height = struct.unpack(">II", png[16:24])
         assert width > 600 and height > 200
-    for v in found:
-        assert f"<td class='num'>{v['offset']}</td>" in page
+    for v in found:  # each links to its batch, whose row names who asked for it
+        assert f"<a href='#batch-{v['offset']}'>{v['offset']}</a>" in page
+        assert f"id='batch-{v['offset']}'" in page
+        assert f"<td>{html.escape(v['who_principal'])}" in page
     assert f"{len(expected)} violation(s) found" in page
+    who_section = page.split("<h2 id='who'>Who changed what</h2>")[1].split("<h2>")[0]
+    for principal, api in (
+        ("broker:cert/CN=kafka-1", "AlterPartition"),
+        ("admin:token/ops-alice", "CreateTopics"),
+        ("admin:cert/CN=ops-bob", "IncrementalAlterConfigs"),
+        ("controller", "FenceExpiredSessions"),
+    ):
+        assert f"<tr><td>{html.escape(principal)}</td><td>{api}</td>" in who_section
+    assert "Behind the violations" in who_section
+    figures = orjson.loads((tmp_path / "out" / "summary.json").read_bytes())
+    writes = figures["writesByPrincipal"]
+    assert sum(w["records"] for w in writes) == summary["records"]  # every record has a who
+    assert figures["summary"]["records with a who"] == summary["records"]
 
-    # The command: a table on the terminal, and exit code 1.
+    # The command: a table on the terminal (wide enough not to fold), and exit code 1.
+    monkeypatch.setenv("COLUMNS", "300")
     code = main(["audit", "--input", str(log), "--output", str(tmp_path / "cli")])
     out = capsys.readouterr().out
     assert code == 1
     assert f"{len(expected)} violation(s)" in out and "by check: broker-epoch 1," in out
+    assert "controller WriteNoOp" in out
 
 
 def test_a_log_exported_from_a_real_three_voter_cluster_audits_clean(spark, tmp_path):
@@ -110,6 +135,9 @@ def test_a_log_exported_from_a_real_three_voter_cluster_audits_clean(spark, tmp_
     assert result.violations == 0, result.first_rows
     assert result.summary["controller failovers"] >= 1
     assert result.summary["controlled shutdowns"] == 2
+    # The voters' who, counted by the audit: every record that carries one.
+    with_who = sum(1 for r in read_records(str(exported)) if r["who_principal"])
+    assert with_who > 0 and result.summary["records with a who"] == with_who
     summary = orjson.loads((tmp_path / "out" / "summary.json").read_bytes())
     assert summary["summary"]["records"] == len(rows)
 
@@ -195,9 +223,15 @@ def test_an_unregistered_broker_has_an_unregistered_span_and_the_report_renders(
     states (until it registers again), and the report draws the span."""
     log = next(log for log in CORPUS if log.name == "unregistered-and-back")
     export = write_export(log, str(tmp_path / "log"))
+    # As an export from before the who columns: files without them.
+    for f in export_files(export):
+        pq.write_table(pq.read_table(f.path).drop_columns(list(WHO_COLUMNS)), f.path)
+    assert not set(WHO_COLUMNS) & set(pq.read_schema(export_files(export)[0].path).names)
     report = tmp_path / "report.html"
     result = audit_export(spark, export, str(tmp_path / "out"), str(report), echo=lambda _: None)
     assert result.violations == 0
+    assert result.summary["records with a who"] == 0
+    assert "No record of this export carries a who" in report.read_text()
     unregistered = [r for r in log.records if r["type"] == "UNREGISTER_BROKER_RECORD"]
     gone = unregistered[0]["data"]["brokerId"]
     states = pq.read_table(tmp_path / "out" / "broker_states").to_pylist()
@@ -206,3 +240,9 @@ def test_an_unregistered_broker_has_an_unregistered_span_and_the_report_renders(
     assert [state for _, state in spans][-1] == "active"  # registered again, and unfenced
     # Drawn with the state's colour (an unknown state would fail the chart).
     assert report.read_text().count("data:image/png;base64,") == 3
+    # Its elections link to their batches, listed without a who.
+    page = report.read_text()
+    elections = [r for r in log.records if r["type"] == "LEADER_CHANGE"]
+    assert elections and all(f"<a href='#batch-{r['batchOffset']}'>" in page for r in elections)
+    assert all(f"id='batch-{r['batchOffset']}'" in page for r in elections)
+    assert "(no who)" in page
