@@ -20,6 +20,7 @@ without a read of the past.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
 import time
@@ -37,6 +38,7 @@ from .history import (
     list_files,
     window_start,
 )
+from .record_log import LogEntry, OffsetTooOld, RecordLog, batch_entries
 from .state_machine import read_snapshot_file
 
 IMAGES_CACHED = 4
@@ -144,6 +146,61 @@ class HistoryReader:
             if found is None or found < oldest:
                 raise OffsetBeyondWindow(-1 if found is None else found, oldest)
             return found
+
+    def oldest_record(self) -> int | None:
+        """The oldest offset whose record the window holds (None: none):
+        what ``read_entries`` serves from. A record needs no base image, so
+        this is older than what ``window`` says an image can be built after."""
+        with self._lock:
+            segments, _, cover = self._refresh()
+            if cover.end <= cover.start:
+                return None
+            return max(
+                cover.start, window_start(segments, cover.end, self.retention, self.clock_ms())
+            )
+
+    def read_entries(self, from_offset: int, max_records: int, below: int) -> list[LogEntry]:
+        """Up to ``max_records`` log entries from ``from_offset``, none at or
+        past ``below``, read from the segments (``GET /v1/log`` past the
+        retained log: ``log_reader``); OffsetTooOld before the window."""
+        for _ in range(3):
+            try:
+                return self._read_entries(from_offset, max_records, below)
+            except FileNotFoundError:
+                continue  # trimmed while we read it: the next look sees the window without it
+        return self._read_entries(from_offset, max_records, below)
+
+    def _read_entries(self, from_offset: int, max_records: int, below: int) -> list[LogEntry]:
+        with self._lock:
+            segments, _, cover = self._refresh()
+        oldest = None
+        if cover.end > cover.start:
+            oldest = max(
+                cover.start, window_start(segments, cover.end, self.retention, self.clock_ms())
+            )
+        if oldest is None or from_offset < oldest:
+            raise OffsetTooOld(from_offset, cover.end if oldest is None else oldest)
+        entries: list[LogEntry] = []
+        at = from_offset
+        for seg in segments:
+            if not seg.firsts or seg.end <= at or seg.first > at:
+                continue  # only contiguous from ``at``: a gap ends the read
+            with open(seg.path, "rb") as f:
+                i = max(0, bisect_right(seg.firsts, at) - 1)
+                while i < len(seg.firsts) and len(entries) < max_records:
+                    first, count = seg.firsts[i], seg.counts[i]
+                    if first >= below or first > at:
+                        return entries
+                    start = at - first
+                    stop = min(count, start + max_records - len(entries), below - first)
+                    entries += batch_entries(
+                        decode_batch(seg.read_payload(i, f)), first, start, stop
+                    )
+                    at = first + stop
+                    i += 1
+            if len(entries) >= max_records:
+                break
+        return entries
 
     def timestamp_of(self, offset: int) -> int | None:
         """The timestamp of the batch holding ``offset`` (None: not held)."""
@@ -281,3 +338,30 @@ def _stamp_of(segments: list[SegmentIndex], offset: int) -> int | None:
             i = bisect_right(seg.firsts, offset) - 1
             return seg.stamps[i]
     return None
+
+
+def log_reader(record_log: RecordLog, history: HistoryReader | None):
+    """``RecordLog.read``, reaching back into ``history`` for offsets the
+    retained log no longer holds (it keeps ``--log-retention`` records in
+    memory; the history window is larger): who changed what can be asked of
+    the whole window. OffsetTooOld only before both."""
+    if history is None:
+        return record_log.read
+
+    def read(from_offset: int, max_records: int, remember: bool = True) -> list[LogEntry]:
+        try:
+            return record_log.read(from_offset, max_records, remember)
+        except OffsetTooOld as too_old:
+            try:
+                entries = history.read_entries(from_offset, max_records, too_old.oldest)
+            except OffsetTooOld as e:
+                raise OffsetTooOld(from_offset, min(e.oldest, too_old.oldest)) from None
+            if not entries:  # a gap in the history just before the retained log
+                raise
+            after = entries[-1].offset + 1
+            if len(entries) < max_records and after == too_old.oldest:
+                with contextlib.suppress(OffsetTooOld):  # trimmed meanwhile: a short page
+                    entries += record_log.read(after, max_records - len(entries), remember)
+            return entries
+
+    return read

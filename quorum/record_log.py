@@ -178,19 +178,26 @@ class RecordLog:
                     with self._lock:
                         self._remember(stored.first_offset, batch)
             start = max(0, from_offset - stored.first_offset)
-            whos = who_by_record(batch)
-            for k in range(start, min(stored.count, start + max_records - len(entries))):
-                entries.append(
-                    LogEntry(
-                        stored.first_offset + k,
-                        batch.timestamp_ms,
-                        batch.controller_epoch,
-                        batch.records[k],
-                        stored.first_offset,
-                        None if whos is None else whos[k],
-                    )
-                )
+            stop = min(stored.count, start + max_records - len(entries))
+            entries += batch_entries(batch, stored.first_offset, start, stop)
         return entries
+
+
+def batch_entries(batch: Batch, first_offset: int, start: int, stop: int) -> list[LogEntry]:
+    """The entries of records [``start``, ``stop``) of ``batch``, applied at
+    ``first_offset``."""
+    whos = who_by_record(batch)
+    return [
+        LogEntry(
+            first_offset + k,
+            batch.timestamp_ms,
+            batch.controller_epoch,
+            batch.records[k],
+            first_offset,
+            None if whos is None else whos[k],
+        )
+        for k in range(start, stop)
+    ]
 
 
 def who_by_record(batch: Batch) -> list[Who] | None:

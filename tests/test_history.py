@@ -281,3 +281,41 @@ def test_without_hard_links_a_checkpoint_is_copied(tmp_path, monkeypatch) -> Non
     assert not [n for n in os.listdir(path) if n.endswith((".part", ".pending"))]
     reader = HistoryReader(path, Retention(), clock_ms=lambda: T0)
     assert image_digest(reader.image_after(7)[0]) == plain_digest(log, 7)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batches=st.lists(st.lists(random_records, min_size=1, max_size=5), min_size=2, max_size=20),
+    data=st.data(),
+)
+def test_the_log_is_read_past_its_retention_from_the_history(batches, data) -> None:
+    """GET /v1/log's reader: the retained log in memory for what it holds,
+    the history for what it no longer holds, the same entries either way."""
+    from quorum.history_images import log_reader
+    from quorum.record_log import OffsetTooOld, RecordLog
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "history")
+        write_log(path, batches)
+        whole = RecordLog(10_000)
+        short = RecordLog(1)  # keeps little: most reads go to the history
+        offset = 0
+        for i, batch in enumerate(batches):
+            b = Batch(0, T0 + 1000 * i, tuple(batch))
+            for kept in (whole, short):
+                kept.append(b, offset, encode_batch(b))
+            offset += len(batch)
+        read = log_reader(short, HistoryReader(path, Retention(), clock_ms=lambda: T0))
+        start = data.draw(st.integers(0, offset - 1))
+        size = data.draw(st.integers(1, 7))
+        got, at = [], start
+        while at < offset:
+            page = read(at, size)
+            assert page and len(page) <= size
+            got += page
+            at = page[-1].offset + 1
+        assert got == whole.read(start, offset)
+        # Without a history, the same read is refused below what is retained.
+        if start < short.oldest_offset:
+            with pytest.raises(OffsetTooOld):
+                log_reader(short, None)(start, size)

@@ -210,6 +210,15 @@ def test_a_restarted_voter_still_serves_its_window(cluster) -> None:
     for offset in (oldest, (oldest + len(log)) // 2, len(log) - 1):
         got = image_at(c, voter, atOffset=offset)
         assert {k: got[k] for k in PARTS} == parts_of(replay(log, offset)), offset
+    # Its log in memory starts at the snapshot it loaded; GET /v1/log reads
+    # what comes before from the history, the same records (and who) as the leader's.
+    page = c.get(voter, "/v1/log", params={"fromOffset": oldest, "maxRecords": 10_000}).json()
+    assert page["oldestOffset"] > oldest
+    assert page["records"][: len(log) - oldest] == log[oldest:]
+    filtered = c.get(voter, "/v1/log", params={"fromOffset": oldest, "api": "CreateTopics"}).json()[
+        "records"
+    ]
+    assert filtered == [r for r in log[oldest:] if r.get("who", {}).get("api") == "CreateTopics"]
 
 
 def cli(c: Cluster, *args: str) -> subprocess.CompletedProcess:

@@ -120,7 +120,10 @@ class LogOut(ResponseModel):
         description="the offset to ask for next (with a filter: where the scan stopped)"
     )
     high_watermark: int = Field(description="this node's log end (the next offset it will apply)")
-    oldest_offset: int = Field(description="the oldest offset this node still serves")
+    oldest_offset: int = Field(
+        description="the oldest offset of the log this node keeps in memory; older offsets of "
+        "its history window are read from disk (docs/api-additions.md)"
+    )
 
 
 class SnapshotOut(ResponseModel):

@@ -21,6 +21,7 @@ from metadata_records.codec import log_record_to_obj, who_obj
 from metadata_records.errors import Errors
 from metadata_records.records import Who
 from metadata_records.redaction import redacted
+from quorum.history_images import log_reader
 from quorum.record_log import OffsetTooOld
 
 from .. import models as M
@@ -172,14 +173,18 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         if from_offset >= image.next_offset and wait_ms > 0:
             await node.wait_for_offset(from_offset, wait_ms / 1000)
         record_log = node.sm.log
+        history = getattr(node, "history", None)
+        read = log_reader(record_log, history)
         try:
             if log_filter.asked:
                 below = node.image.next_offset
                 entries, next_offset = await asyncio.to_thread(
-                    scan, record_log.read, log_filter, from_offset, max_records, below
+                    scan, read, log_filter, from_offset, max_records, below
                 )
+            elif history is not None and from_offset < record_log.oldest_offset:
+                entries = await asyncio.to_thread(read, from_offset, max_records)
             else:
-                entries = record_log.read(from_offset, max_records)
+                entries = read(from_offset, max_records)
         except OffsetTooOld as e:
             return JsonResponse(
                 {
