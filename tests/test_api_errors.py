@@ -18,6 +18,7 @@ from starlette.requests import Request
 
 from api import TokensFileError, create_app, load_tokens, parse_tokens
 from api.errors import node_error_response
+from quorum.history import Retention
 from quorum.node_errors import (
     NotControllerError,
     OutcomeUnknownError,
@@ -42,7 +43,12 @@ reader       read
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
     # A tiny queue (429) and a tiny log (410); the tests are sequential otherwise.
-    node = LocalNode(str(tmp_path_factory.mktemp("errors")), max_queued_requests=1, log_retention=8)
+    node = LocalNode(
+        str(tmp_path_factory.mktemp("errors")),
+        max_queued_requests=1,
+        log_retention=8,
+        history=Retention(records=16),
+    )
     try:
         node.wait_active()
         yield node
@@ -399,14 +405,20 @@ def test_log_below_the_oldest_offset_is_410(local, app, broker1):
         }
         assert local.request(app, "POST", "/v1/topics", json=create).status_code == 200
         local.request(app, "POST", "/v1/brokers/heartbeat", json=hb)
+    # The history (16 records) holds more than the log in memory (8): what is
+    # in neither is 410, naming the oldest either holds.
+    end = local.node.image.next_offset
+    local.wait_until(
+        lambda: local.node.history.window()[1] == end, 10, "the history at the log end"
+    )
     r = local.request(app, "GET", "/v1/log?fromOffset=0")
     body = expect(r, 410, 1, "/v1/snapshot")
     assert body["errorName"] == "OFFSET_OUT_OF_RANGE"
     oldest = body["oldestOffset"]
-    assert oldest > 0
+    assert 0 < oldest < local.node.sm.log.oldest_offset
     page = local.request(app, "GET", f"/v1/log?fromOffset={oldest}").json()
-    assert page["records"][0]["offset"] == oldest
-    assert page["oldestOffset"] == oldest
+    assert [r["offset"] for r in page["records"]] == list(range(oldest, end))
+    assert page["oldestOffset"] == local.node.sm.log.oldest_offset  # the log in memory
 
 
 # ---------------------------------------------------------------- 413

@@ -221,6 +221,6 @@ def test_the_app_serves_a_quorum_node_and_a_workers_node_alike():
     assert {"image", "submit", "barrier", "wait_for_offset", "sm"} <= names
     worker = WorkerNode(node_id=0, index=0)
     assert [n for n in sorted(names) if not hasattr(worker, n)] == []
-    instance_attrs = {"node_id", "cluster_id", "sm"}  # set by QuorumNode.__init__
+    instance_attrs = {"node_id", "cluster_id", "sm", "history"}  # set by QuorumNode.__init__
     assert [n for n in sorted(names - instance_attrs) if not hasattr(QuorumNode, n)] == []
     assert isinstance(worker, ForwardingNode) and not hasattr(QuorumNode, "forward")
