@@ -301,8 +301,12 @@ def test_log_who_and_its_filters_as_an_operator_reads_them(voter):
     assert re.search(r"127\.0\.0\.1:\d+ +CreateTopics +request=\S+", lines[-1]), lines[-1]
     r = mq("log", "--who", "--json", "--topic", "who-t", url=voter.url(0))
     runs = [json.loads(line) for line in r.stdout.splitlines()]
-    assert len(runs) == 1 and runs[0]["records"] == 3, runs  # its TOPIC_RECORD, 2 partitions
-    assert runs[0]["principal"] == "admin:anonymous" and runs[0]["api"] == "CreateTopics"
+    # Its creation; on a loaded machine broker 2's session may lapse after it,
+    # and the controller's fencing changes the topic's partitions too.
+    created = [run for run in runs if run["api"] == "CreateTopics"]
+    assert len(created) == 1 and created[0]["records"] == 3, runs  # TOPIC_RECORD, 2 partitions
+    assert created[0]["principal"] == "admin:anonymous" and runs[0] == created[0], runs
+    assert all(run["principal"] == "controller" for run in runs[1:]), runs
     r = mq("log", "--who", "--principal", "controller", "--json", url=voter.url(0))
     apis = {json.loads(line)["api"] for line in r.stdout.splitlines()}
     assert "LeaderChange" in apis and "Bootstrap" in apis, apis
