@@ -43,6 +43,9 @@ EP = (Endpoint("PLAINTEXT", "localhost", 9092, 0),)
 MV = (FeatureRange("metadata.version", 6, 12),)
 
 
+_INTEGRAL_MAX = {"SHORT": 2**15 - 1, "INT": 2**31 - 1, "LONG": 2**63 - 1}
+
+
 def reg(broker_id, epoch, *, inc=INC_A, fenced=True, ics=False, version=1, rack=None):
     return RegisterBrokerRecord(
         broker_id=broker_id,
@@ -985,7 +988,15 @@ def model_replay(recs) -> dict:
                 and r.key in allowed
                 and (
                     r.remove
-                    or (r.value > 0 and (allowed[r.key] == "DOUBLE" or r.value == int(r.value)))
+                    or (
+                        r.value > 0
+                        and (
+                            allowed[r.key] == "DOUBLE"
+                            # an integral key's value fits its type (Kafka's range check)
+                            or r.value == int(r.value)
+                            and r.value <= _INTEGRAL_MAX[allowed[r.key]]
+                        )
+                    )
                 )
             )
             if ok:
