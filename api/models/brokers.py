@@ -46,6 +46,20 @@ from .common import (
 # ---------------------------------------------------------------- BrokerRegistration
 
 
+# One registered broker, as GET /v1/brokers and GET /v1/image show it.
+BROKER_EXAMPLE = {
+    "brokerId": 1,
+    "brokerEpoch": 17,
+    "incarnationId": "zBTExEswSU63HSkHIAXA_A",
+    "fenced": False,
+    "inControlledShutdown": False,
+    "rack": "eu-west-1a",
+    "listeners": [LISTENER_EXAMPLE],
+    "features": [FEATURES_EXAMPLE],
+    "registrationOffset": 17,
+}
+
+
 class Listener(RequestModel):
     """One of the broker's endpoints, as clients reach it."""
 
@@ -577,22 +591,6 @@ class BrokerOut(ResponseModel):
 class BrokersOut(ResponseModel):
     """Every registered broker."""
 
-    model_config = example(
-        {
-            "brokers": [
-                {
-                    "brokerId": 1,
-                    "brokerEpoch": 17,
-                    "incarnationId": "zBTExEswSU63HSkHIAXA_A",
-                    "fenced": False,
-                    "inControlledShutdown": False,
-                    "rack": "eu-west-1a",
-                    "listeners": [LISTENER_EXAMPLE],
-                    "features": [FEATURES_EXAMPLE],
-                    "registrationOffset": 17,
-                }
-            ]
-        }
-    )
+    model_config = example({"brokers": [BROKER_EXAMPLE]})
 
     brokers: list[BrokerOut] = Field(description="by broker id")

@@ -8,10 +8,8 @@ from typing import Any
 from pydantic import Field
 
 from .acls import AclBindingOut
-from .brokers import BrokerOut
+from .brokers import BROKER_EXAMPLE, BrokerOut
 from .common import (
-    FEATURES_EXAMPLE,
-    LISTENER_EXAMPLE,
     ORDERS_ID,
     ErrorFields,
     ResponseModel,
@@ -68,19 +66,7 @@ class ImageOut(ResponseModel):
             "highWatermark": 120,
             "controllerEpoch": 3,
             "leaderId": 0,
-            "brokers": [
-                {
-                    "brokerId": 1,
-                    "brokerEpoch": 17,
-                    "incarnationId": "zBTExEswSU63HSkHIAXA_A",
-                    "fenced": False,
-                    "inControlledShutdown": False,
-                    "rack": "eu-west-1a",
-                    "listeners": [LISTENER_EXAMPLE],
-                    "features": [FEATURES_EXAMPLE],
-                    "registrationOffset": 17,
-                }
-            ],
+            "brokers": [BROKER_EXAMPLE],
             "topics": [
                 {
                     "name": "orders",
