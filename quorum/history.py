@@ -339,7 +339,7 @@ class HistoryWriter:
                         item = False
                         break
                 if self._file is not None:
-                    self._file.flush()  # readers in other processes see whole frames
+                    self._flush()
             except Exception:
                 log.exception("the history writer failed on an item; history goes on after it")
             if item is None:
@@ -451,6 +451,26 @@ class HistoryWriter:
             if c > offset:
                 self._remove(path)
         self._end = self._segments[-1].end if self._segments else None
+
+    def _flush(self) -> None:
+        """Readers in other processes see whole frames. A flush that fails (a
+        full disk) may have written part of the buffer: the segment then ends
+        at its last whole frame on disk, and what follows is a gap."""
+        seg = self._segments[-1]
+        try:
+            self._file.flush()
+        except OSError as e:
+            self._failed(f"writing to {seg.path}", e)
+            self._close_segment_file()
+            on_disk = SegmentIndex(seg.path)
+            on_disk.scan()
+            with contextlib.suppress(OSError), open(seg.path, "r+b") as f:
+                f.truncate(on_disk.end_pos)
+            self._segments[-1] = on_disk
+            if not on_disk.firsts:
+                self._remove(seg.path)
+                self._segments.pop()
+            self._end = self._segments[-1].end if self._segments else None
 
     def _close_segment_file(self) -> None:
         f, self._file = self._file, None

@@ -25,7 +25,9 @@ from metaquorum.synth_log import run_synth_log
 from .nodes import free_port
 from .spark_cluster import SparkCluster, can_hide_directories, spark_home
 
-pytestmark = pytest.mark.slow
+# Setup (a Spark cluster, a local audit) and the first audit share the first
+# test's budget: about 140 s here, and twice that on a loaded CI machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTS = ["gap", "kip841", "leader", "partition-epoch"]

@@ -19,7 +19,7 @@ from metadata_records.image import EMPTY_IMAGE
 from metadata_records.records import Batch, NoOpRecord, TopicRecord
 from metadata_records.snapshot import image_digest
 from metadata_records.uuids import uuid_from_bytes
-from quorum.history import HistoryWriter, Retention, list_files
+from quorum.history import HistoryWriter, Retention, SegmentIndex, list_files
 from quorum.history_images import HistoryReader, OffsetBeyondWindow, OffsetNotCommitted
 from quorum.state_machine import write_snapshot_file
 from tests.test_delta import records as random_records
@@ -204,6 +204,46 @@ def test_a_full_disk_fails_history_soft(tmp_path, caplog) -> None:
     # Offset 4 was lost: with no checkpoint after it, nothing is servable past the gap.
     with pytest.raises(LookupError):
         reader.image_after(5)
+
+
+def test_a_flush_cut_short_by_a_full_disk_leaves_whole_frames(tmp_path, caplog) -> None:
+    """The buffered writes land on disk only at the flush: a full disk there
+    may write part of a frame. The segment is cut at its last whole frame,
+    and the next batch starts a new segment after the gap."""
+    path = str(tmp_path / "history")
+    noop = encode_batch(Batch(0, T0, (NoOpRecord(),)))
+
+    class PartialFlush:
+        def __init__(self, f) -> None:
+            self.f, self.pending = f, b""
+
+        def write(self, data):
+            self.pending += data
+
+        def flush(self):
+            self.f.write(self.pending[: len(self.pending) - 5])
+            self.f.flush()
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    writer = HistoryWriter(path, Retention(), clock_ms=lambda: T0)
+    writer._open()
+    writer._write_batch(0, 1, T0, noop)
+    writer._flush()
+    writer._file = PartialFlush(writer._file)
+    writer._write_batch(1, 1, T0, noop)
+    writer._write_batch(2, 1, T0, noop)
+    writer._flush()
+    assert writer.write_failures == 1 and "disk full" in caplog.text
+    assert writer._end == 2, "batch 1 reached the disk whole, batch 2 did not"
+    ((_, segment),) = list_files(path)[0]
+    on_disk = SegmentIndex(segment)
+    assert on_disk.scan() and list(on_disk.firsts) == [0, 1], "cut at the last whole frame"
+    writer._write_batch(3, 1, T0, noop)
+    writer._close_segment()
+    assert [first for first, _ in list_files(path)[0]] == [3], "a new run after the gap"
 
 
 def test_checkpoints_are_thinned_to_one_per_eighth_of_the_window(tmp_path) -> None:

@@ -242,7 +242,7 @@ def test_a_lost_voter_that_comes_back_with_its_log_is_not_let_in(tmp_path):
     further) that it was removed: it never votes or stands again."""
     c = Cluster(tmp_path, voters=3, fsync="always")
     try:
-        c.start()
+        c.start().wait_ready()  # every voter answers HTTP before it is read
         s = c.leader()
         acked = {b: register(c, s, b) for b in (1, 2, 3)}
         back, wiped = [i for i in range(3) if i != s]
