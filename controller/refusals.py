@@ -109,7 +109,6 @@ def refusals_of(
                 yield Refusal(now_ms, api, r.rule, r.error, r.error_message, resource=f"#{i}")
 
 
-_ACCEPTED = (Errors.NONE, None)
 # Responses whose entries may be refused while the whole request is not.
 _WITH_ENTRIES = frozenset(
     {
@@ -152,8 +151,10 @@ class RefusalRing:
         """Keeps the refusals of one settled response. An accepted one without
         entries costs a type test and an attribute read; ``clock_ms`` (the
         wall clock) is read only when something was refused."""
-        if type(response) not in _WITH_ENTRIES and getattr(response, "error", None) in _ACCEPTED:
-            return
+        if type(response) not in _WITH_ENTRIES:
+            error = getattr(response, "error", None)
+            if error is None or error is Errors.NONE:
+                return
         now_ms = clock_ms()
         for refusal in refusals_of(request, response, now_ms, topic_name):
             self.add(refusal)

@@ -364,8 +364,7 @@ class Orderer:
             result = self.controller.quiet_heartbeat(request, session_clock_ms(), self.raft.image)
             if result is not None:
                 self.stats.quiet_heartbeats += 1
-                self.refusals.note(request, result.response, wall_clock_ms)
-                reply.set_result(result.response)
+                reply.set_result(result.response)  # never a refusal: not noted
                 return
         if len(self._queue) >= self.config.max_queued_requests:
             self.throttled += 1

@@ -415,3 +415,10 @@ def test_every_rule_id_in_the_controller_is_in_the_table_and_used():
                 ):
                     raise AssertionError(f"{path.name}: rule id {value!r} is not in the table")
     assert used == set(RULES), set(RULES) - used
+
+
+def test_docs_rules_md_lists_every_rule():
+    """docs/rules.md is the table for people: one row per id, in the table's order."""
+    text = (CONTROLLER.parent / "docs" / "rules.md").read_text()
+    rows = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `")]
+    assert rows == list(RULES)
