@@ -3,7 +3,8 @@ by which rule (``controller/rules.py``), so ``explain`` can say why a broker
 is fenced or a partition's ISR does not grow.
 
 Pure: the orderer feeds it each response it settles (``note``) with the wall
-time; nothing here reads a clock or the log. Bounded twice: the ring keeps
+clock to call when one was refused; nothing here reads a clock of its own or
+the log. Bounded twice: the ring keeps
 the last ``capacity`` refusals, and each broker id, topic and topic-partition
 keeps the last ``per_key`` of its own, in a map of at most ``capacity`` keys
 (the least recently refused key goes first), so a flood of refusals for one
@@ -12,7 +13,9 @@ broker does not push another's few out of reach.
 The accepting path pays one attribute read per response (and per entry of a
 response that has entries, where an accepted entry's ``rule`` is None); a
 refusal is worked out only when there is one. A ring is this controller's:
-a new leader starts empty (refusals are not in the log).
+a new leader starts empty (refusals are not in the log). It is read with a
+``RefusalsQuery`` submitted as a write is, which the orderer answers at once
+(GET /v1/refusals), so the read finds the ring wherever the orderer runs.
 """
 
 from __future__ import annotations
@@ -43,6 +46,21 @@ class Refusal(msgspec.Struct, frozen=True, gc=False):
     topic: str | None = None
     partition: int | None = None
     resource: str | None = None  # what else the entry names: a config resource, an entity, an ACL
+
+
+class RefusalsQuery(msgspec.Struct, frozen=True, gc=False):
+    """A read of the ring, sent to the orderer as a write is (so it reaches the
+    active controller wherever its orderer runs) and answered at once."""
+
+    broker_id: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+    limit: int = 100
+
+
+class RefusalsAnswer(msgspec.Struct, frozen=True, gc=False):
+    noted: int  # refusals noted since this controller became active
+    refusals: tuple[Refusal, ...]  # newest first
 
 
 def _api(request: object) -> str:
@@ -205,6 +223,10 @@ class RefusalRing:
                 break
             out.append(r)
         return out
+
+    def answer(self, query: RefusalsQuery) -> RefusalsAnswer:
+        found = self.recent(query.broker_id, query.topic, query.partition, query.limit)
+        return RefusalsAnswer(self.noted, tuple(found))
 
     def __len__(self) -> int:
         return len(self._ring)

@@ -46,7 +46,7 @@ from controller.messages import (
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
 )
-from controller.refusals import RefusalRing
+from controller.refusals import RefusalRing, RefusalsQuery
 from metadata_records.delta import ImageDelta
 from metadata_records.features import (
     LEGACY_LEVELS,
@@ -358,6 +358,9 @@ class Orderer:
             raise refusal
         if not self.active:
             raise self.raft.not_controller("this node is not the active controller")
+        if type(request) is RefusalsQuery:  # a read of the ring: nothing to decide
+            reply.set_result(self.refusals.answer(request))
+            return
         if type(request) is BrokerHeartbeatRequest and not self.transferring:
             # One that changes nothing is answered now from the committed
             # image, not after the batches in flight (decisions.md 139).

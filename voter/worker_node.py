@@ -61,7 +61,6 @@ FORWARDED = frozenset(
         "/v1/quorum/transfer-leadership",
         "/v1/quorum/add-voter",
         "/v1/quorum/remove-voter",
-        "/v1/refusals",  # the ring is the orderer's (api/routes/refusals.py)
     }
 )
 # A write the core has not answered within this long may still commit; the

@@ -1,11 +1,11 @@
 """GET /v1/refusals: the active controller's ring of recent refusals
 (controller/refusals.py), read-only, for ``explain``.
 
-The ring lives with the orderer, so only the active controller has one: a
-follower answers 307 to the leader (or 503 while none is known), as a write
-would. With HTTP workers the request is forwarded to the core
-(voter/worker_node.py FORWARDED); with an orderer process of its own the ring
-is in that process and this answers 503 saying so.
+The ring lives with the orderer, so the read travels as a write does
+(``RefusalsQuery`` through ``submit``) and the orderer answers it at once:
+it reaches the active controller in its own process or in an orderer
+process, from the core or from an HTTP worker, and a follower answers 307 to
+the leader (503 while none is known), as it would a write.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from typing import Annotated
 from fastapi import FastAPI, Query
 from starlette.responses import Response
 
-from controller.refusals import CAPACITY
+from controller.refusals import CAPACITY, RefusalsQuery
 from metadata_records.errors import Errors
-from quorum.node_errors import UnavailableError
 
 from .. import models as M
 from ..errors import ApiProblem, JsonResponse
@@ -28,8 +27,6 @@ from .params import ReadCaller
 
 
 def reads(app: FastAPI, ctx: RouteContext) -> None:
-    node = ctx.node
-
     @app.get(
         "/v1/refusals",
         operation_id="listRefusals",
@@ -57,18 +54,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         the broker, topic-partition or resource it names (docs/rules.md)."""
         if partition is not None and topic is None:
             raise ApiProblem(400, Errors.INVALID_REQUEST, "partition needs topic: add topic=<name>")
-        orderer = getattr(node, "orderer", None)
-        refusal = node.refusal() if hasattr(node, "refusal") else None
-        if refusal is not None:
-            raise refusal
-        if orderer is None or not orderer.active:
-            raise node.not_controller("the refusals are kept by the active controller")
-        ring = getattr(orderer, "refusals", None)
-        if ring is None:
-            raise UnavailableError(
-                "the refusals are kept in this voter's orderer process, which does not serve "
-                "them yet; run the voter without --http-workers to read GET /v1/refusals",
-                60.0,
-            )
-        kept = ring.recent(broker_id, topic, partition, limit)
-        return JsonResponse({"noted": ring.noted, "refusals": [refusal_obj(r) for r in kept]})
+        answer = await ctx.submit(RefusalsQuery(broker_id, topic, partition, limit), None)
+        return JsonResponse(
+            {"noted": answer.noted, "refusals": [refusal_obj(r) for r in answer.refusals]}
+        )
