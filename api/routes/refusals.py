@@ -21,7 +21,7 @@ from metadata_records.errors import Errors
 from .. import models as M
 from ..errors import ApiProblem, JsonResponse
 from ..models.refusals import refusal_obj
-from ..openapi_doc import ERR_307, READ_RESPONSES
+from ..openapi_doc import ERR_307, ERR_400, ERR_429, ERR_503_READ, ERR_AUTH, ERR_SERVER
 from .context import RouteContext
 from .params import ReadCaller
 
@@ -33,7 +33,8 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         tags=["reads"],
         summary="What the active controller refused lately, and by which rule",
         response_model=M.RefusalsOut,
-        responses={**READ_RESPONSES, **ERR_307},
+        # No X-Metadata-Offset: the ring is the controller's memory, not the image's.
+        responses={**ERR_307, **ERR_400, **ERR_AUTH, **ERR_429, **ERR_503_READ, **ERR_SERVER},
     )
     async def list_refusals(
         caller: ReadCaller,
