@@ -51,9 +51,14 @@ QUICK = True
 
 
 def _error_obj(r: Any) -> dict[str, Any]:
-    """The error fields of a controller response (anything with ``error`` and
-    ``error_message``) as JSON."""
-    return {"errorCode": int(r.error), "errorName": r.error.name, "errorMessage": r.error_message}
+    """The error fields of a controller response (anything with ``error``,
+    ``error_message`` and ``rule``) as JSON."""
+    return {
+        "errorCode": int(r.error),
+        "errorName": r.error.name,
+        "errorMessage": r.error_message,
+        "rule": r.rule,
+    }
 
 
 def quick_registration_response_obj(r: m.BrokerRegistrationResponse) -> dict[str, Any]:
@@ -82,6 +87,7 @@ def quick_alter_partition_response_obj(r: m.AlterPartitionResponse) -> dict[str,
                 "errorCode": int(p.error),
                 "errorName": p.error.name,
                 "errorMessage": p.error_message,
+                "rule": p.rule,
                 "partitionIndex": p.partition_index,
                 "leaderId": p.leader_id,
                 "leaderEpoch": p.leader_epoch,

@@ -49,7 +49,7 @@ class AclControlManager:
         for acl in req.creations:
             problem = acl_problem(acl)
             if problem is not None:
-                results.append(AclCreationResult(Errors.INVALID_REQUEST, problem))
+                results.append(AclCreationResult(Errors.INVALID_REQUEST, problem, "acl.invalid"))
                 continue
             if acl not in created and view.acl_id_of(acl) is None:
                 acl_id = self._new_acl_id(taken)
@@ -70,7 +70,9 @@ class AclControlManager:
 
     @staticmethod
     def _too_many(count: int) -> ControllerResult:
-        error = AclCreationResult(TOO_MANY_RECORDS.error, TOO_MANY_RECORDS.message)
+        error = AclCreationResult(
+            TOO_MANY_RECORDS.error, TOO_MANY_RECORDS.message, TOO_MANY_RECORDS.rule
+        )
         return ControllerResult((), CreateAclsResponse(tuple(error for _ in range(count))))
 
     def delete_acls(self, req: DeleteAclsRequest, now_ms: int) -> ControllerResult:
@@ -80,12 +82,18 @@ class AclControlManager:
         for f in req.filters:
             unknown = f.unknown()
             if unknown is not None:
-                results.append(DeleteAclsFilterResult(Errors.INVALID_REQUEST, unknown))
+                results.append(
+                    DeleteAclsFilterResult(
+                        Errors.INVALID_REQUEST, unknown, rule="acl.filter-invalid"
+                    )
+                )
                 continue
             matched = acls.matching(f)
             removed.update(dict.fromkeys(acl_id for acl_id, _ in matched))
             if over_cap(removed):
-                failed = DeleteAclsFilterResult(TOO_MANY_RECORDS.error, TOO_MANY_RECORDS.message)
+                failed = DeleteAclsFilterResult(
+                    TOO_MANY_RECORDS.error, TOO_MANY_RECORDS.message, rule=TOO_MANY_RECORDS.rule
+                )
                 return ControllerResult((), DeleteAclsResponse(tuple(failed for _ in req.filters)))
             results.append(DeleteAclsFilterResult(matching_acls=tuple(acl for _, acl in matched)))
         records = tuple(RemoveAccessControlEntryRecord(id=acl_id) for acl_id in removed)

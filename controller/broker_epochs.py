@@ -13,11 +13,14 @@ def check_broker_epoch(view: ImageDelta, broker_id: int, broker_epoch: int) -> A
     reg = view.broker(broker_id)
     if reg is None:
         return ApiError(
-            Errors.STALE_BROKER_EPOCH, f"No broker registration found for broker {broker_id}"
+            Errors.STALE_BROKER_EPOCH,
+            f"No broker registration found for broker {broker_id}",
+            "kip-380.broker-not-registered",
         )
     if reg.epoch != broker_epoch:
         return ApiError(
             Errors.STALE_BROKER_EPOCH,
             f"Expected broker epoch {reg.epoch}, but got broker epoch {broker_epoch}",
+            "kip-380.broker-epoch-mismatch",
         )
     return None

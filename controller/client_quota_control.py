@@ -71,6 +71,7 @@ class ClientQuotaControlManager:
                     Errors.INVALID_REQUEST,
                     f"Ignoring duplicate entity {entity_text(entry.entity)}: "
                     "an entity may appear once in a request",
+                    "quota.entity-duplicate",
                 )
             else:
                 refused = self._alter(entry, records)
@@ -79,6 +80,7 @@ class ClientQuotaControlManager:
                     entry.entity,
                     Errors.NONE if refused is None else refused.error,
                     None if refused is None else refused.message,
+                    None if refused is None else refused.rule,
                 )
             )
             if over_cap(records):
@@ -87,7 +89,7 @@ class ClientQuotaControlManager:
                     (),
                     AlterClientQuotasResponse(
                         tuple(
-                            ClientQuotaEntryResponse(e.entity, cap.error, cap.message)
+                            ClientQuotaEntryResponse(e.entity, cap.error, cap.message, cap.rule)
                             for e in _first_of_each(req.entries)
                         )
                     ),
@@ -105,7 +107,7 @@ class ClientQuotaControlManager:
         if problem is None:
             problem = ip_problem(dict(entry.entity).get(IP))
         if problem is not None:
-            return ApiError(Errors.INVALID_REQUEST, problem)
+            return ApiError(Errors.INVALID_REQUEST, problem, "quota.entity-invalid")
         entity: Entity = entity_key(entry.entity)
         keys = keys_for(entity)
         twice = sorted(k for k, n in Counter(op.key for op in entry.ops).items() if n > 1)
@@ -114,6 +116,7 @@ class ClientQuotaControlManager:
                 Errors.INVALID_REQUEST,
                 f"Duplicate quota key {twice[0]} not updating quota for this entity "
                 f"{entity_text(entity)}",
+                "quota.key-duplicate",
             )
         current = self._view().client_quotas(entity)
         records = []
@@ -125,7 +128,7 @@ class ClientQuotaControlManager:
                 continue
             problem = value_problem(keys, op.key, op.value)
             if problem is not None:
-                return ApiError(Errors.INVALID_REQUEST, problem)
+                return ApiError(Errors.INVALID_REQUEST, problem, "quota.value-invalid")
             if current.get(op.key) != op.value:
                 records.append(_record(entity, op.key, op.value, remove=False))
         out += records

@@ -55,12 +55,14 @@ class ClusterControlManager:
                     Errors.INVALID_REQUEST,
                     f"Unknown security protocol {listener.security_protocol} in listener "
                     f"{listener.name} (known: {known})",
+                    "registration.listener-protocol-unknown",
                 )
             if listener.name in seen:
                 raise Rejected(
                     Errors.INVALID_REQUEST,
                     f"Duplicate listener name {listener.name}: a broker's listeners are keyed "
                     "by name",
+                    "registration.listener-name-duplicate",
                 )
             seen.add(listener.name)
 
@@ -88,13 +90,14 @@ class ClusterControlManager:
                     f"Unable to register because the broker does not support finalized version "
                     f"{level} of {name}. The broker wants a version between "
                     f"{r.min_supported_version} and {r.max_supported_version}, inclusive.",
+                    "registration.feature-unsupported",
                 )
 
     def register_broker(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult:
         try:
             return self._register(req, now_ms)
         except Rejected as r:
-            return ControllerResult((), BrokerRegistrationResponse(r.code, r.message))
+            return ControllerResult((), BrokerRegistrationResponse(r.code, r.message, rule=r.rule))
 
     def _register(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult:
         view = self._view()
@@ -103,6 +106,7 @@ class ClusterControlManager:
                 Errors.INCONSISTENT_CLUSTER_ID,
                 f"Expected cluster ID {self._config.cluster_id}, but got cluster ID "
                 f"{req.cluster_id}",
+                "registration.cluster-id-mismatch",
             )
         existing = view.broker(req.broker_id)
         if (
@@ -115,11 +119,13 @@ class ClusterControlManager:
                 f"Another broker is registered with that broker id {req.broker_id} "
                 f"(incarnation {existing.incarnation_id}) and its session is still valid; "
                 f"retry after {self._config.session_timeout_ms} ms without heartbeats",
+                "registration.session-still-valid",
             )
         if req.is_migrating_zk_broker:
             raise Rejected(
                 Errors.BROKER_ID_NOT_REGISTERED,
                 "Controller does not support registering ZK brokers.",
+                "registration.zk-broker",
             )
         # Kafka's position: the listeners are read after the ZooKeeper and
         # log-directory checks, before the features.

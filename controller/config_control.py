@@ -38,8 +38,8 @@ from .record_cap import TOO_MANY_RECORDS, over_cap
 from .rejected import Rejected
 
 
-def _invalid(message: str) -> Rejected:
-    return Rejected(Errors.INVALID_REQUEST, message)
+def _invalid(message: str, rule: str) -> Rejected:
+    return Rejected(Errors.INVALID_REQUEST, message, rule)
 
 
 class ConfigurationControlManager:
@@ -71,10 +71,10 @@ class ConfigurationControlManager:
             answer = AlterConfigsResourceResponse(*key)
             try:
                 if counts[key] > 1:
-                    raise _invalid("Duplicate resource.")
+                    raise _invalid("Duplicate resource.", "config.resource-duplicate")
                 records += self._alter(resource)
             except Rejected as r:
-                answer.error, answer.error_message = r.code, r.message
+                answer.error, answer.error_message, answer.rule = r.code, r.message, r.rule
             answers.append(answer)
             if over_cap(records):
                 refused = TOO_MANY_RECORDS
@@ -82,7 +82,9 @@ class ConfigurationControlManager:
                     (),
                     IncrementalAlterConfigsResponse(
                         tuple(
-                            AlterConfigsResourceResponse(t, n, refused.error, refused.message)
+                            AlterConfigsResourceResponse(
+                                t, n, refused.error, refused.message, refused.rule
+                            )
                             for t, n in dict.fromkeys(
                                 (r.resource_type, r.resource_name) for r in req.resources
                             )
@@ -103,14 +105,18 @@ class ConfigurationControlManager:
         names = Counter(c.name for c in resource.configs)
         twice = sorted(n for n, k in names.items() if k > 1)
         if twice:
-            raise _invalid(f"Error due to duplicate config keys: {', '.join(twice)}")
+            raise _invalid(
+                f"Error due to duplicate config keys: {', '.join(twice)}", "config.key-duplicate"
+            )
         nulls = [
             c.name
             for c in resource.configs
             if c.value is None and c.config_operation != OpType.DELETE
         ]
         if nulls:
-            raise _invalid(f"Null value not supported for : {', '.join(nulls)}")
+            raise _invalid(
+                f"Null value not supported for : {', '.join(nulls)}", "config.value-null"
+            )
 
         current = self.current(kind, name)
         after = dict(current)
@@ -136,9 +142,13 @@ class ConfigurationControlManager:
             else broker_configs_problem({c.name: after.get(c.name) for c in resource.configs})
         )
         if problem is not None:
-            raise Rejected(Errors.INVALID_CONFIG, problem)
+            raise Rejected(Errors.INVALID_CONFIG, problem, "config.value-invalid")
         if kind == ResourceType.TOPIC and self._view().topic_id(name) is None:
-            raise Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise Rejected(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                f"The topic '{name}' does not exist.",
+                "topic.unknown",
+            )
         return records
 
     @staticmethod
@@ -146,7 +156,7 @@ class ConfigurationControlManager:
         """``ControllerConfigurationValidator.validate(resource)``."""
         if kind == ResourceType.TOPIC:
             if not name:
-                raise _invalid("Default topic resources are not allowed.")
+                raise _invalid("Default topic resources are not allowed.", "config.default-topic")
         elif kind == ResourceType.BROKER:
             # Kafka takes any Integer.valueOf; "007" or "+7" would be stored
             # under a name broker 7 never reads, so only the plain form passes.
@@ -155,17 +165,19 @@ class ConfigurationControlManager:
                 or str(int(name)) != name
                 or int(name) >= 2**31
             ):
-                raise _invalid(f"Unable to parse broker name {name}")
+                raise _invalid(f"Unable to parse broker name {name}", "config.broker-name-invalid")
             if name and int(name) < 0:
-                raise _invalid("Invalid negative broker ID.")
+                raise _invalid("Invalid negative broker ID.", "config.broker-id-negative")
         elif kind == ResourceType.BROKER_LOGGER:
             raise _invalid(
                 "BROKER_LOGGER configs are not kept in the metadata log: "
-                "send them to the broker itself."
+                "send them to the broker itself.",
+                "config.broker-logger",
             )
         else:
             raise _invalid(
-                f"Unknown resource type {kind} (metaquorum keeps TOPIC = 2 and BROKER = 4)"
+                f"Unknown resource type {kind} (metaquorum keeps TOPIC = 2 and BROKER = 4)",
+                "config.resource-type-unknown",
             )
 
     @staticmethod
@@ -179,6 +191,7 @@ class ConfigurationControlManager:
                 raise Rejected(
                     Errors.INVALID_CONFIG,
                     f"Can't {OpType(op).name} to key {name} because its type is not LIST.",
+                    "config.not-list",
                 )
             parts = list_parts(kind, name, old)
             for part in value.split(","):
@@ -187,4 +200,7 @@ class ConfigurationControlManager:
                 elif op == OpType.SUBTRACT and part in parts:
                     parts.remove(part)
             return ",".join(parts)
-        raise _invalid(f"Unknown config operation {op} (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)")
+        raise _invalid(
+            f"Unknown config operation {op} (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT)",
+            "config.op-unknown",
+        )

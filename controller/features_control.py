@@ -92,6 +92,7 @@ class FeatureControlManager:
                     r.code,
                     "The update failed for all features since the following feature had an "
                     f"error: {r.message}",
+                    r.rule,
                 ),
             )
         if req.validate_only:
@@ -105,42 +106,49 @@ class FeatureControlManager:
         name, level = req.name, req.level
         view = self._view()
 
-        def invalid(reason: str) -> Rejected:
+        def invalid(reason: str, rule: str) -> Rejected:
             return Rejected(
                 Errors.INVALID_UPDATE_VERSION,
                 f"Invalid update version {level} for feature {name}. {reason}",
+                rule,
             )
 
         if req.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
-            raise invalid("The controller does not support the given upgrade type.")
+            raise invalid(
+                "The controller does not support the given upgrade type.",
+                "feature.upgrade-type-unknown",
+            )
         current = view.feature(name, 0)
         if name == METADATA_VERSION:
             current = view.metadata_version
         if level < 0:
-            raise invalid("A feature version cannot be less than 0.")
+            raise invalid("A feature version cannot be less than 0.", "feature.level-negative")
         reason = self._not_supported_anywhere(name, level)
         if reason is not None:
-            raise invalid(reason)
+            raise invalid(reason, "feature.level-unsupported")
         if level < current and req.upgrade_type == UPGRADE:
             raise invalid(
                 "Can't downgrade the version of this feature without setting the upgrade type "
-                "to either safe or unsafe downgrade."
+                "to either safe or unsafe downgrade.",
+                "feature.downgrade-without-type",
             )
         if level > current and req.upgrade_type != UPGRADE:
-            raise invalid("Can't downgrade to a newer version.")
+            raise invalid("Can't downgrade to a newer version.", "feature.downgrade-to-newer")
         if name == ELR_VERSION:
             problem = feature_dependency_problem(name, level, view.metadata_version)
             if problem is not None:
-                raise invalid(problem)
+                raise invalid(problem, "kip-966.feature-dependency")
             return
         if name != METADATA_VERSION:
             # Only level 0 of an unknown feature gets here (the feature is
             # supported nowhere above it); Kafka's Features.featureFromName.
-            raise invalid(f"Feature {name} not found.")
+            raise invalid(f"Feature {name} not found.", "feature.unknown")
         elr = view.feature(ELR_VERSION, 0)
         problem = feature_dependency_problem(ELR_VERSION, elr, level)
         if problem is not None:
-            raise invalid(f"{ELR_VERSION} is at level {elr}: {problem}.")
+            raise invalid(
+                f"{ELR_VERSION} is at level {elr}: {problem}.", "kip-966.feature-dependency"
+            )
         self._check_metadata_version(current, level, req.upgrade_type)
 
     def _not_supported_anywhere(self, name: str, level: int) -> str | None:
@@ -177,4 +185,8 @@ class FeatureControlManager:
                 "Refusing to perform the requested downgrade because it might delete metadata "
                 "information."
             )
-        raise Rejected(Errors.INVALID_UPDATE_VERSION, f"Invalid metadata.version {level}. {reason}")
+        raise Rejected(
+            Errors.INVALID_UPDATE_VERSION,
+            f"Invalid metadata.version {level}. {reason}",
+            "metadata-version.downgrade-lossy",
+        )

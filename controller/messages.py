@@ -35,6 +35,7 @@ class BrokerRegistrationResponse(msgspec.Struct, gc=False):
     error: Errors
     error_message: str | None = None
     broker_epoch: int = -1
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class BrokerHeartbeatRequest(msgspec.Struct, frozen=True, gc=False):
@@ -51,6 +52,7 @@ class BrokerHeartbeatResponse(msgspec.Struct, gc=False):
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class UnregisterBrokerRequest(msgspec.Struct, frozen=True, gc=False):
@@ -60,6 +62,7 @@ class UnregisterBrokerRequest(msgspec.Struct, frozen=True, gc=False):
 class UnregisterBrokerResponse(msgspec.Struct, gc=False):
     error: Errors
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class AllocateProducerIdsRequest(msgspec.Struct, frozen=True, gc=False):
@@ -72,6 +75,7 @@ class AllocateProducerIdsResponse(msgspec.Struct, gc=False):
     error_message: str | None = None
     producer_id_start: int = 0  # Kafka's defaults on an error: 0 and 0
     producer_id_len: int = 0
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 # ------------------------------------------------------------------ AlterPartition
@@ -116,6 +120,7 @@ class AlterPartitionPartitionResult(msgspec.Struct, gc=False):
     isr: tuple[int, ...] = ()
     leader_recovery_state: int = 0
     partition_epoch: int = 0
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class AlterPartitionTopicResult(msgspec.Struct, gc=False):
@@ -128,6 +133,7 @@ class AlterPartitionResponse(msgspec.Struct, gc=False):
     error: Errors
     error_message: str | None = None
     topics: tuple[AlterPartitionTopicResult, ...] = ()
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 # ------------------------------------------------------------------ topics
@@ -153,12 +159,14 @@ class CreatableTopicResult(msgspec.Struct, gc=False):
     topic_id: str | None = None
     num_partitions: int = -1
     replication_factor: int = -1
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class CreateTopicsResponse(msgspec.Struct, gc=False):
     topics: tuple[CreatableTopicResult, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class DeleteTopicsRequest(msgspec.Struct, frozen=True, gc=False):
@@ -170,12 +178,14 @@ class DeletableTopicResult(msgspec.Struct, gc=False):
     error: Errors = Errors.NONE
     error_message: str | None = None
     topic_id: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class DeleteTopicsResponse(msgspec.Struct, gc=False):
     topics: tuple[DeletableTopicResult, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class CreatePartitionsRequest(msgspec.Struct, frozen=True, gc=False):
@@ -188,6 +198,7 @@ class CreatePartitionsResponse(msgspec.Struct, gc=False):
     name: str
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 # ------------------------------------------------------------------ reassignments, elections
@@ -211,6 +222,7 @@ class PartitionResult(msgspec.Struct, gc=False):
     partition_index: int
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class TopicPartitionsResult(msgspec.Struct, gc=False):
@@ -222,6 +234,7 @@ class AlterPartitionReassignmentsResponse(msgspec.Struct, gc=False):
     topics: tuple[TopicPartitionsResult, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 PREFERRED = 0
@@ -238,6 +251,7 @@ class ElectLeadersResponse(msgspec.Struct, gc=False):
     topics: tuple[TopicPartitionsResult, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 # ------------------------------------------------------------------ features
@@ -260,6 +274,7 @@ class UpdateFeaturesRequest(msgspec.Struct, frozen=True, gc=False):
 class UpdateFeaturesResponse(msgspec.Struct, gc=False):
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 # ------------------------------------------------------------------ configs
@@ -287,12 +302,14 @@ class AlterConfigsResourceResponse(msgspec.Struct, gc=False):
     resource_name: str
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class IncrementalAlterConfigsResponse(msgspec.Struct, gc=False):
     responses: tuple[AlterConfigsResourceResponse, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 # ------------------------------------------------------------------ AlterClientQuotas
@@ -323,12 +340,14 @@ class ClientQuotaEntryResponse(msgspec.Struct, gc=False):
     entity: tuple[tuple[str, str | None], ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class AlterClientQuotasResponse(msgspec.Struct, gc=False):
     entries: tuple[ClientQuotaEntryResponse, ...]
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 # ------------------------------------------------------------------ ACLs
@@ -341,6 +360,7 @@ class CreateAclsRequest(msgspec.Struct, frozen=True, gc=False):
 class AclCreationResult(msgspec.Struct, gc=False):
     error: Errors = Errors.NONE
     error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class CreateAclsResponse(msgspec.Struct, gc=False):
@@ -359,6 +379,7 @@ class DeleteAclsFilterResult(msgspec.Struct, gc=False):
     error: Errors = Errors.NONE
     error_message: str | None = None
     matching_acls: tuple[StandardAcl, ...] = ()
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
 class DeleteAclsResponse(msgspec.Struct, gc=False):

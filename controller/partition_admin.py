@@ -84,13 +84,17 @@ class PartitionAdminManager:
             for p in topic.partitions:
                 if topic_id is None:
                     error = ApiError(
-                        Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic.name}' does not exist."
+                        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"Topic '{topic.name}' does not exist.",
+                        "topic.unknown",
                     )
                 else:
                     error = self._reassign(topic.name, topic_id, p, records)
                     if over_cap(records):
                         return _reassignments_refused(req, TOO_MANY_RECORDS)
-                results.append(PartitionResult(p.partition_index, error.error, error.message))
+                results.append(
+                    PartitionResult(p.partition_index, error.error, error.message, error.rule)
+                )
             topics.append(TopicPartitionsResult(topic.name, tuple(results)))
         return ControllerResult(tuple(records), AlterPartitionReassignmentsResponse(tuple(topics)))
 
@@ -101,14 +105,18 @@ class PartitionAdminManager:
         part = self._view().partition(topic_id, p.partition_index)
         tp = f"{name}-{p.partition_index}"
         if part is None:
-            return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {tp} does not exist.")
+            return ApiError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Partition {tp} does not exist.",
+                "partition.unknown",
+            )
         try:
             if p.replicas is None:
                 builder = self._cancel_reassignment(tp, topic_id, p.partition_index, part)
             else:
                 builder = self._change_reassignment(topic_id, p.partition_index, part, p.replicas)
         except Rejected as r:
-            return ApiError(r.code, r.message)
+            return ApiError(r.code, r.message, r.rule)
         record = builder.build()
         if record is not None:
             records.append(record)
@@ -120,7 +128,11 @@ class PartitionAdminManager:
         """Kafka's ``cancelPartitionReassignment``: back to the replicas before
         the move, elected as the topic allows (uncleanly if it says so)."""
         if not part.is_reassigning:
-            raise Rejected(Errors.NO_REASSIGNMENT_IN_PROGRESS, f"No ongoing reassignment for {tp}.")
+            raise Rejected(
+                Errors.NO_REASSIGNMENT_IN_PROGRESS,
+                f"No ongoing reassignment for {tp}.",
+                "reassignment.none-in-progress",
+            )
         election = self._replication.election_for(topic_id)
         # Revert (Kafka's PartitionReassignmentRevert): drop what the
         # reassignment was adding, keep what it was removing.
@@ -138,6 +150,7 @@ class PartitionAdminManager:
                     f"Unable to revert partition assignment for {tp} because it would "
                     "require an unclean leader election (unclean.leader.election.enable "
                     "is false for the topic).",
+                    "reassignment.revert-unclean",
                 )
             isr = replicas[:1]
         builder = self._builder(part, topic_id, pid, election)
@@ -175,6 +188,7 @@ class PartitionAdminManager:
                 ApiError(
                     Errors.INVALID_REQUEST,
                     f"Unknown election type {req.election_type} (0 = preferred, 1 = unclean)",
+                    "election.type-unknown",
                 ),
             )
         records: list[Record] = []
@@ -217,7 +231,7 @@ class PartitionAdminManager:
                 if over_cap(records):
                     return None
                 if error.error is not Errors.ELECTION_NOT_NEEDED:
-                    results.append(PartitionResult(pid, error.error, error.message))
+                    results.append(PartitionResult(pid, error.error, error.message, error.rule))
             topics.append(TopicPartitionsResult(name, tuple(results)))
         return topics
 
@@ -231,12 +245,16 @@ class PartitionAdminManager:
             results = []
             for pid in pids:
                 if topic_id is None:
-                    error = ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}")
+                    error = ApiError(
+                        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"No such topic as {name}",
+                        "topic.unknown",
+                    )
                 else:
                     error = self._elect(req.election_type, name, topic_id, pid, records)
                     if over_cap(records):
                         return None
-                results.append(PartitionResult(pid, error.error, error.message))
+                results.append(PartitionResult(pid, error.error, error.message, error.rule))
             topics.append(TopicPartitionsResult(name, tuple(results)))
         return topics
 
@@ -247,15 +265,23 @@ class PartitionAdminManager:
         part = view.partition(topic_id, pid)
         tp = f"{name}-{pid}"
         if part is None:
-            return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {tp}")
+            return ApiError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {tp}", "partition.unknown"
+            )
         if election_type == PREFERRED:
             if part.replicas and part.leader == part.replicas[0]:
-                return ApiError(Errors.ELECTION_NOT_NEEDED, f"{tp} is led by its preferred replica")
+                return ApiError(
+                    Errors.ELECTION_NOT_NEEDED,
+                    f"{tp} is led by its preferred replica",
+                    "election.not-needed",
+                )
             election = Election.PREFERRED
         else:
             if part.leader != NO_LEADER:
                 return ApiError(
-                    Errors.ELECTION_NOT_NEEDED, f"{tp} already has leader {part.leader}"
+                    Errors.ELECTION_NOT_NEEDED,
+                    f"{tp} already has leader {part.leader}",
+                    "election.not-needed",
                 )
             election = Election.UNCLEAN
         record = self._builder(part, topic_id, pid, election).build()
@@ -265,10 +291,12 @@ class PartitionAdminManager:
                     Errors.PREFERRED_LEADER_NOT_AVAILABLE,
                     f"Failed to elect the preferred replica {part.replicas[0]} for {tp}: it is "
                     "not in the ISR or not active",
+                    "election.preferred-unavailable",
                 )
             return ApiError(
                 Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                 f"Failed to elect a leader for {tp}: no replica is active",
+                "election.no-eligible-leader",
             )
         records.append(record)
         return ApiError(Errors.NONE)
@@ -286,13 +314,14 @@ def _reassignments_refused(
         TopicPartitionsResult(
             t.name,
             tuple(
-                PartitionResult(p.partition_index, error.error, error.message) for p in t.partitions
+                PartitionResult(p.partition_index, error.error, error.message, error.rule)
+                for p in t.partitions
             ),
         )
         for t in req.topics
     )
     return ControllerResult(
-        (), AlterPartitionReassignmentsResponse(topics, error.error, error.message)
+        (), AlterPartitionReassignmentsResponse(topics, error.error, error.message, error.rule)
     )
 
 
@@ -301,8 +330,11 @@ def _elections_refused(req: ElectLeadersRequest, error: ApiError) -> ControllerR
     every requested partition (none when the request named none)."""
     topics = tuple(
         TopicPartitionsResult(
-            name, tuple(PartitionResult(pid, error.error, error.message) for pid in pids)
+            name,
+            tuple(PartitionResult(pid, error.error, error.message, error.rule) for pid in pids),
         )
         for name, pids in req.topic_partitions or ()
     )
-    return ControllerResult((), ElectLeadersResponse(topics, error.error, error.message))
+    return ControllerResult(
+        (), ElectLeadersResponse(topics, error.error, error.message, error.rule)
+    )

@@ -36,7 +36,9 @@ class ProducerIdControlManager:
         view = self._view()
         refused = check_broker_epoch(view, req.broker_id, req.broker_epoch)
         if refused is not None:
-            return ControllerResult((), AllocateProducerIdsResponse(refused.error, refused.message))
+            return ControllerResult(
+                (), AllocateProducerIdsResponse(refused.error, refused.message, rule=refused.rule)
+            )
         first = view.next_producer_id
         if first > LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
             return ControllerResult(
@@ -45,6 +47,7 @@ class ProducerIdControlManager:
                     Errors.UNKNOWN_SERVER_ERROR,
                     "Exhausted all producerIds as the next block's end producerId "
                     "has exceeded the int64 type limit",
+                    rule="producer-ids.exhausted",
                 ),
             )
         record = ProducerIdsRecord(

@@ -27,6 +27,7 @@ TOO_MANY_RECORDS = ApiError(
     Errors.POLICY_VIOLATION,
     "Unable to perform excessively large batch operation: it would write more than "
     f"{MAX_RECORDS_PER_USER_OP} records (Kafka's MAX_RECORDS_PER_USER_OP); split the request.",
+    "user-op.too-many-records",
 )
 
 

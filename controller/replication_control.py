@@ -79,7 +79,8 @@ class _Members:
     def __init__(self, states: tuple[BrokerState, ...], new_isr: tuple[int, ...]) -> None:
         self.states = states
         self.new_isr = new_isr
-        self.reasons: list[str] | None = None  # why members are ineligible, once checked
+        # (rule, why) for each ineligible member, once checked
+        self.reasons: list[tuple[str, str]] | None = None
         # No negative id and no duplicate: what _validate's ISR loop checks
         # besides membership in the replicas (_alter_quick's precondition).
         self.plain = len(set(new_isr)) == len(new_isr) and all(b >= 0 for b in new_isr)
@@ -277,6 +278,7 @@ class ReplicationControlManager:
                 UnregisterBrokerResponse(
                     Errors.BROKER_ID_NOT_REGISTERED,
                     f"Broker ID {req.broker_id} is not currently registered",
+                    rule="unregister.broker-not-registered",
                 ),
             )
         records = self.handle_broker_unregistered(req.broker_id, reg.epoch)
@@ -297,11 +299,14 @@ class ReplicationControlManager:
                 BrokerHeartbeatResponse(
                     Errors.STALE_BROKER_EPOCH,
                     f"Receive a heartbeat from broker {req.broker_id} before registration",
+                    rule="heartbeat.broker-not-registered",
                 ),
             )
         error = check_broker_epoch(view, req.broker_id, req.broker_epoch)
         if error is not None:
-            return ControllerResult((), BrokerHeartbeatResponse(error.error, error.message))
+            return ControllerResult(
+                (), BrokerHeartbeatResponse(error.error, error.message, rule=error.rule)
+            )
 
         caught_up, current, nxt = self._heartbeat_transition(req, reg, now_ms)
         records: list[Record] = []
@@ -383,8 +388,11 @@ class ReplicationControlManager:
             error = ApiError(
                 Errors.REQUEST_TIMED_OUT,
                 "the heartbeat waited too long in the controller's queue; send the next one",
+                "heartbeat.expired-in-queue",
             )
-        return ControllerResult((), BrokerHeartbeatResponse(error.error, error.message))
+        return ControllerResult(
+            (), BrokerHeartbeatResponse(error.error, error.message, rule=error.rule)
+        )
 
     def maybe_fence_stale_broker(self, now_ms: int) -> ControllerResult | None:
         """Fences at most one broker whose session expired (the one heard from
@@ -479,7 +487,9 @@ class ReplicationControlManager:
         view = self._view()
         error = check_broker_epoch(view, req.broker_id, req.broker_epoch)
         if error is not None:
-            return ControllerResult((), AlterPartitionResponse(error.error, error.message))
+            return ControllerResult(
+                (), AlterPartitionResponse(error.error, error.message, rule=error.rule)
+            )
         version = req.version
         records: list[Record] = []
         merged: dict[int, tuple[PartitionRegistration, PartitionRegistration]] = {}
@@ -508,7 +518,12 @@ class ReplicationControlManager:
                         else Errors.UNKNOWN_TOPIC_OR_PARTITION
                     )
                     results = tuple(
-                        AlterPartitionPartitionResult(p.partition_index, error, f"unknown {label}")
+                        AlterPartitionPartitionResult(
+                            p.partition_index,
+                            error,
+                            f"unknown {label}",
+                            rule="alter-partition.topic-unknown",
+                        )
                         for p in topic.partitions
                     )
                 else:
@@ -541,7 +556,7 @@ class ReplicationControlManager:
             # An invalid leaderRecoveryState fails the whole request: Kafka
             # throws here and answers UNKNOWN_SERVER_ERROR (and resigns); it is
             # the request that is wrong, so say so and write nothing.
-            return ControllerResult((), AlterPartitionResponse(r.code, r.message))
+            return ControllerResult((), AlterPartitionResponse(r.code, r.message, rule=r.rule))
         return ControllerResult(
             tuple(records),
             AlterPartitionResponse(Errors.NONE, None, tuple(topic_results)),
@@ -680,7 +695,7 @@ class ReplicationControlManager:
         new_isr = known.new_isr
         error = self._validate(req, topic_id, p, part, known)
         if error is not None:
-            return AlterPartitionPartitionResult(pid, error.error, error.message)
+            return AlterPartitionPartitionResult(pid, error.error, error.message, rule=error.rule)
 
         record = NOT_QUICK
         if partition_change.QUICK_ISR_CHANGE and not bump_on_isr_shrink and not elr[0]:
@@ -710,6 +725,7 @@ class ReplicationControlManager:
                     error,
                     f"the ISR change was applied and completed a reassignment; the new leader "
                     f"is {record.leader} at leader epoch {merged.leader_epoch}",
+                    rule="alter-partition.new-leader-elected",
                 )
         return AlterPartitionPartitionResult(
             pid,
@@ -738,35 +754,44 @@ class ReplicationControlManager:
             return f"{self._view().topic_name(topic_id)}-{p.partition_index}"
 
         if part is None:
-            return ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name()} does not exist")
+            return ApiError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                f"partition {name()} does not exist",
+                "alter-partition.partition-unknown",
+            )
         if p.leader_epoch > part.leader_epoch:
             return ApiError(
                 Errors.NOT_CONTROLLER,
                 f"leader epoch {p.leader_epoch} of {name()} is newer than this controller's "
                 f"{part.leader_epoch}",
+                "kip-497.leader-epoch-newer",
             )
         if p.partition_epoch > part.partition_epoch:
             return ApiError(
                 Errors.NOT_CONTROLLER,
                 f"partition epoch {p.partition_epoch} of {name()} is newer than this controller's "
                 f"{part.partition_epoch}",
+                "kip-497.partition-epoch-newer",
             )
         if p.leader_epoch < part.leader_epoch:
             return ApiError(
                 Errors.FENCED_LEADER_EPOCH,
                 f"leader epoch {p.leader_epoch} of {name()} is stale; the current leader epoch is "
                 f"{part.leader_epoch}",
+                "kip-497.leader-epoch-stale",
             )
         if req.broker_id != part.leader:
             return ApiError(
                 Errors.INVALID_REQUEST,
                 f"broker {req.broker_id} is not the leader of {name()} (the leader is {part.leader})",
+                "kip-497.not-leader",
             )
         if p.partition_epoch < part.partition_epoch:
             return ApiError(
                 Errors.INVALID_UPDATE_VERSION,
                 f"partition epoch {p.partition_epoch} of {name()} is stale; the current partition "
                 f"epoch is {part.partition_epoch}",
+                "kip-497.partition-epoch-stale",
             )
         replicas = part.replicas
         seen: list[int] = []
@@ -780,57 +805,79 @@ class ReplicationControlManager:
                     else f"is not a replica of {name()} (replicas {list(part.replicas)})"
                 )
                 return ApiError(
-                    Errors.INVALID_REQUEST, f"invalid ISR {list(new_isr)}: broker {broker} {why}"
+                    Errors.INVALID_REQUEST,
+                    f"invalid ISR {list(new_isr)}: broker {broker} {why}",
+                    "alter-partition.isr-invalid",
                 )
             seen.append(broker)
         if part.leader not in seen:
             return ApiError(
                 Errors.INVALID_REQUEST,
                 f"invalid ISR {list(new_isr)}: it does not contain the leader {part.leader}",
+                "alter-partition.isr-without-leader",
             )
         if p.leader_recovery_state not in (LRS_RECOVERED, LRS_RECOVERING):
             raise Rejected(
                 Errors.INVALID_REQUEST,
                 f"leaderRecoveryState {p.leader_recovery_state} for {name()} is not valid "
                 "(0 = RECOVERED, 1 = RECOVERING)",
+                "kip-704.recovery-state-invalid",
             )
         if p.leader_recovery_state == LRS_RECOVERING and len(new_isr) > 1:
             return ApiError(
                 Errors.INVALID_REQUEST,
                 f"a RECOVERING partition ({name()}) must have an ISR of one broker, got {list(new_isr)}",
+                "kip-704.recovering-isr-not-single",
             )
         if (
             part.leader_recovery_state == LRS_RECOVERED
             and p.leader_recovery_state == LRS_RECOVERING
         ):
             return ApiError(
-                Errors.INVALID_REQUEST, f"{name()} is RECOVERED and cannot go back to RECOVERING"
+                Errors.INVALID_REQUEST,
+                f"{name()} is RECOVERED and cannot go back to RECOVERING",
+                "kip-704.recovered-to-recovering",
             )
         reasons = members.reasons
         if reasons is None:  # the view's brokers do not change during a request
             reasons = members.reasons = self._ineligible(members.states)
         if reasons:
             error = Errors.INELIGIBLE_REPLICA if req.version > 1 else Errors.OPERATION_NOT_ATTEMPTED
-            return ApiError(error, "; ".join(reasons))
+            # The first ineligible member names the rule (Kafka names only that one).
+            return ApiError(error, "; ".join(why for _, why in reasons), reasons[0][0])
         return None
 
-    def _ineligible(self, states: tuple[BrokerState, ...]) -> list[str]:
-        """KIP-841 and KIP-903: why each ISR member may not be in it, checked in
-        Kafka's order (registered, controlled shutdown, fenced, epoch)."""
+    def _ineligible(self, states: tuple[BrokerState, ...]) -> list[tuple[str, str]]:
+        """KIP-841 and KIP-903: (rule, why) for each ISR member that may not be
+        in it, checked in Kafka's order (registered, controlled shutdown,
+        fenced, epoch)."""
         view = self._view()
         reasons = []
         for state in states:
             reg = view.broker(state.broker_id)
             if reg is None:
-                reasons.append(f"broker {state.broker_id} is not registered")
+                reasons.append(
+                    (
+                        "kip-841.replica-not-registered",
+                        f"broker {state.broker_id} is not registered",
+                    )
+                )
             elif reg.in_controlled_shutdown:
-                reasons.append(f"broker {state.broker_id} is in controlled shutdown")
+                reasons.append(
+                    (
+                        "kip-841.replica-in-controlled-shutdown",
+                        f"broker {state.broker_id} is in controlled shutdown",
+                    )
+                )
             elif reg.fenced:
-                reasons.append(f"broker {state.broker_id} is fenced")
+                reasons.append(("kip-841.replica-fenced", f"broker {state.broker_id} is fenced"))
             elif state.broker_epoch != -1 and state.broker_epoch != reg.epoch:
                 reasons.append(
-                    f"broker {state.broker_id} epoch mismatch: requested={state.broker_epoch} "
-                    f"expected={reg.epoch}"
+                    (
+                        "kip-903.stale-broker-epoch",
+                        f"broker {state.broker_id} epoch mismatch: "
+                        f"requested={state.broker_epoch} expected={reg.epoch}",
+                    )
                 )
         return reasons
 

@@ -56,7 +56,10 @@ def _create_topics_refused(req: CreateTopicsRequest, error: ApiError) -> Control
     return ControllerResult(
         (),
         CreateTopicsResponse(
-            tuple(CreatableTopicResult(t.name, error.error, error.message) for t in req.topics)
+            tuple(
+                CreatableTopicResult(t.name, error.error, error.message, rule=error.rule)
+                for t in req.topics
+            )
         ),
     )
 
@@ -96,6 +99,7 @@ class TopicControlManager:
             raise Rejected(
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 "The manual partition assignment includes an empty replica list.",
+                "assignment.empty",
             )
         previous = None
         for broker in sorted(replicas):
@@ -104,11 +108,13 @@ class TopicControlManager:
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes broker {broker}, but no such "
                     "broker is registered.",
+                    "assignment.broker-not-registered",
                 )
             if broker == previous:
                 raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment includes the broker {broker} more than once.",
+                    "assignment.broker-repeated",
                 )
             previous = broker
         if expected_rf is not None and len(replicas) != expected_rf:
@@ -117,6 +123,7 @@ class TopicControlManager:
                 f"The manual partition assignment includes a partition with {len(replicas)} "
                 f"replica(s), but this is not consistent with previous partitions, which have "
                 f"{expected_rf} replica(s).",
+                "assignment.replication-factor-inconsistent",
             )
 
     def _active(self, replicas: tuple[int, ...]) -> tuple[int, ...]:
@@ -131,6 +138,7 @@ class TopicControlManager:
                 Errors.INVALID_REPLICA_ASSIGNMENT,
                 f"All brokers specified in the manual partition assignment for partition "
                 f"{pid} are fenced or in controlled shutdown.",
+                "assignment.all-replicas-inactive",
             )
         return isr
 
@@ -142,6 +150,7 @@ class TopicControlManager:
                 Errors.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): All brokers are currently "
                 "fenced or in controlled shutdown.",
+                "placement.all-brokers-inactive",
             )
         return isr
 
@@ -171,6 +180,7 @@ class TopicControlManager:
             raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {rf} time(s): {e}",
+                "placement.not-enough-brokers",
             ) from None
 
     # ------------------------------------------------------------ CreateTopics
@@ -190,7 +200,12 @@ class TopicControlManager:
         )
         if requested > MAX_PARTITIONS_PER_REQUEST:
             return _create_topics_refused(
-                req, ApiError(Errors.POLICY_VIOLATION, _too_many_partitions(requested))
+                req,
+                ApiError(
+                    Errors.POLICY_VIOLATION,
+                    _too_many_partitions(requested),
+                    "topic.too-many-partitions",
+                ),
             )
         counts: dict[str, int] = {}
         for t in req.topics:
@@ -201,13 +216,18 @@ class TopicControlManager:
         for t in req.topics:
             if counts[t.name] > 1:
                 results.append(
-                    CreatableTopicResult(t.name, Errors.INVALID_REQUEST, "Duplicate topic name.")
+                    CreatableTopicResult(
+                        t.name,
+                        Errors.INVALID_REQUEST,
+                        "Duplicate topic name.",
+                        rule="topic.name-duplicate",
+                    )
                 )
                 continue
             try:
                 topic_records, result = self._create_topic(t, taken)
             except Rejected as r:
-                results.append(CreatableTopicResult(t.name, r.code, r.message))
+                results.append(CreatableTopicResult(t.name, r.code, r.message, rule=r.rule))
                 continue
             records += topic_records
             if over_cap(records):
@@ -226,19 +246,24 @@ class TopicControlManager:
         view = self._view()
         problem = topic_name_problem(t.name)
         if problem is not None:
-            raise Rejected(Errors.INVALID_TOPIC_EXCEPTION, problem)
+            raise Rejected(Errors.INVALID_TOPIC_EXCEPTION, problem, "topic.name-invalid")
         if view.topic_id(t.name) is not None or taken.get(_normalized(t.name)) == t.name:
-            raise Rejected(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+            raise Rejected(
+                Errors.TOPIC_ALREADY_EXISTS,
+                f"Topic '{t.name}' already exists.",
+                "topic.already-exists",
+            )
         other = taken.get(_normalized(t.name))
         if other is not None:
             raise Rejected(
                 Errors.INVALID_TOPIC_EXCEPTION,
                 f"Topic '{t.name}' collides with existing topic: {other}",
+                "topic.name-collides",
             )
         configs = dict(t.configs)  # a key given twice: the last value, as Kafka
         problem = topic_configs_problem(configs)
         if problem is not None:
-            raise Rejected(Errors.INVALID_CONFIG, problem)
+            raise Rejected(Errors.INVALID_CONFIG, problem, "topic.config-invalid")
 
         partitions = self._manual_partitions(t) if t.assignments else self._placed_partitions(t)
 
@@ -269,11 +294,13 @@ class TopicControlManager:
                 Errors.INVALID_REQUEST,
                 "A manual partition assignment was specified, but replication factor was not "
                 "set to -1.",
+                "assignment.replication-factor-set",
             )
         if t.num_partitions != -1:
             raise Rejected(
                 Errors.INVALID_REQUEST,
                 "A manual partition assignment was specified, but numPartitions was not set to -1.",
+                "assignment.num-partitions-set",
             )
         by_index: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         rf = None
@@ -282,6 +309,7 @@ class TopicControlManager:
                 raise Rejected(
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"Found multiple manual partition assignments for partition {pid}",
+                    "assignment.partition-repeated",
                 )
             replicas = tuple(brokers)
             self._validate_manual(replicas, rf)
@@ -293,6 +321,7 @@ class TopicControlManager:
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     "partitions should be a consecutive 0-based integer sequence; got "
                     f"{sorted(by_index)}",
+                    "assignment.not-consecutive",
                 )
         return [by_index[pid] for pid in range(len(by_index))]
 
@@ -306,11 +335,13 @@ class TopicControlManager:
             raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0, or -1 to use the default value.",
+                "placement.replication-factor-invalid",
             )
         if t.num_partitions < -1 or t.num_partitions == 0:
             raise Rejected(
                 Errors.INVALID_PARTITIONS,
                 f"Number of partitions was set to an invalid non-positive value {t.num_partitions}.",
+                "placement.partitions-invalid",
             )
         count = self._config.default_num_partitions if t.num_partitions == -1 else t.num_partitions
         rf = (
@@ -322,6 +353,7 @@ class TopicControlManager:
             raise Rejected(
                 Errors.INVALID_REPLICATION_FACTOR,
                 "Unable to replicate the partition: no brokers are registered.",
+                "placement.no-brokers",
             )
         return [(replicas, self._placed_isr(replicas, rf)) for replicas in self._placed(count, rf)]
 
@@ -338,12 +370,20 @@ class TopicControlManager:
             topic_id = view.topic_id(name)
             if counts[name] > 1:
                 results.append(
-                    DeletableTopicResult(name, Errors.INVALID_REQUEST, "Duplicate topic name.")
+                    DeletableTopicResult(
+                        name,
+                        Errors.INVALID_REQUEST,
+                        "Duplicate topic name.",
+                        rule="topic.name-duplicate",
+                    )
                 )
             elif topic_id is None:
                 results.append(
                     DeletableTopicResult(
-                        name, Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+                        name,
+                        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"Topic '{name}' does not exist.",
+                        rule="topic.unknown",
                     )
                 )
             else:
@@ -357,14 +397,20 @@ class TopicControlManager:
         try:
             records = self._create_partitions(req)
         except Rejected as r:
-            return ControllerResult((), CreatePartitionsResponse(req.name, r.code, r.message))
+            return ControllerResult(
+                (), CreatePartitionsResponse(req.name, r.code, r.message, r.rule)
+            )
         return ControllerResult(tuple(records), CreatePartitionsResponse(req.name))
 
     def _create_partitions(self, req: CreatePartitionsRequest) -> list[Record]:
         view = self._view()
         topic_id = view.topic_id(req.name)
         if topic_id is None:
-            raise Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{req.name}' does not exist.")
+            raise Rejected(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Topic '{req.name}' does not exist.",
+                "topic.unknown",
+            )
         existing = view.partition_ids(topic_id)
         current = len(existing)
         if req.count < current:
@@ -372,14 +418,21 @@ class TopicControlManager:
                 Errors.INVALID_PARTITIONS,
                 f"The topic {req.name} currently has {current} partition(s); {req.count} would "
                 "not be an increase.",
+                "partitions.not-an-increase",
             )
         if req.count == current:
-            raise Rejected(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+            raise Rejected(
+                Errors.INVALID_PARTITIONS,
+                f"Topic already has {current} partition(s).",
+                "partitions.not-an-increase",
+            )
         added = req.count - current
         # One PartitionRecord per new partition: this is the record cap too,
         # checked before anything is built.
         if added > MAX_PARTITIONS_PER_REQUEST:
-            raise Rejected(Errors.POLICY_VIOLATION, _too_many_partitions(added))
+            raise Rejected(
+                Errors.POLICY_VIOLATION, _too_many_partitions(added), "topic.too-many-partitions"
+            )
         rf = len(view.partition(topic_id, existing[0]).replicas) if existing else 1
         if req.assignments is not None:
             if len(req.assignments) != added:
@@ -387,6 +440,7 @@ class TopicControlManager:
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                     f"Attempted to add {added} additional partition(s), but only "
                     f"{len(req.assignments)} assignment(s) were specified.",
+                    "assignment.count-mismatch",
                 )
             partitions = []
             for pid, brokers in enumerate(req.assignments, start=current):

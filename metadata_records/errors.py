@@ -63,6 +63,8 @@ class ApiError(msgspec.Struct, frozen=True, gc=False):
 
     error: Errors
     message: str | None = None
+    # The check that refused (an id of controller/rules.py), None on success.
+    rule: str | None = None
 
     @property
     def is_success(self) -> bool:

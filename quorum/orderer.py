@@ -46,6 +46,7 @@ from controller.messages import (
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
 )
+from controller.refusals import RefusalRing, RefusalsQuery
 from metadata_records.delta import ImageDelta
 from metadata_records.features import (
     LEGACY_LEVELS,
@@ -260,6 +261,9 @@ class Orderer:
         # A large admin write being decided in a thread (decided_off_loop):
         # nothing else is decided until it is done.
         self._deciding: _Pending | None = None
+        # What this controller refused lately (controller/refusals.py), for
+        # GET /v1/refusals; a new term starts it empty.
+        self.refusals = RefusalRing()
 
     # ------------------------------------------------------------ leadership
 
@@ -268,6 +272,7 @@ class Orderer:
         raft = self.raft
         self.step_down("a new term started")
         self.term = term
+        self.refusals = RefusalRing()
         record = LeaderChangeRecord(
             controller_epoch=term, leader_id=raft.node_id, leader_url=self.config.advertised_url
         )
@@ -353,13 +358,16 @@ class Orderer:
             raise refusal
         if not self.active:
             raise self.raft.not_controller("this node is not the active controller")
+        if type(request) is RefusalsQuery:  # a read of the ring: nothing to decide
+            reply.set_result(self.refusals.answer(request))
+            return
         if type(request) is BrokerHeartbeatRequest and not self.transferring:
             # One that changes nothing is answered now from the committed
             # image, not after the batches in flight (decisions.md 139).
             result = self.controller.quiet_heartbeat(request, session_clock_ms(), self.raft.image)
             if result is not None:
                 self.stats.quiet_heartbeats += 1
-                reply.set_result(result.response)
+                reply.set_result(result.response)  # never a refusal: not noted
                 return
         if len(self._queue) >= self.config.max_queued_requests:
             self.throttled += 1
@@ -506,7 +514,7 @@ class Orderer:
                 self._in_flight[-1].decided.extend(decided)
             else:
                 for pending, response in decided:
-                    settle(pending.future, response)
+                    self._settle(pending, response)
             self._pump()
             return
         self._propose(controller, records, runs.who(), decided, known, base_offset, noops, balanced)
@@ -570,7 +578,7 @@ class Orderer:
             self._rebuild_pending = True
             return
         if not result.records:
-            settle(pending.future, result.response)
+            self._settle(pending, result.response)
         else:
             runs = WhoRuns()
             runs.add(pending.caller, pending.request, len(result.records))
@@ -583,6 +591,16 @@ class Orderer:
                 base_offset,
             )
         self._pump()
+
+    def _settle(self, pending: _Pending, response: object) -> None:
+        """Answers one decided request, keeping what it refused."""
+        if response is not None:
+            self.refusals.note(pending.request, response, wall_clock_ms, self._topic_name)
+        settle(pending.future, response)
+
+    def _topic_name(self, topic_id: str) -> str | None:
+        controller = self.controller
+        return None if controller is None else controller.view.topic_name(topic_id)
 
     def _batch_done(self, entry: _InFlight, future: asyncio.Future) -> None:
         if not self._in_flight or self._in_flight[0] is not entry:
@@ -605,7 +623,7 @@ class Orderer:
             self.stats.sizes.append(entry.records)
             self.stats.latencies.append(time.monotonic() - entry.started)
             for pending, response in entry.decided:
-                settle(pending.future, response)
+                self._settle(pending, response)
             self._pump()
             return
         why = f"the batch did not commit ({reason(error, result)})"

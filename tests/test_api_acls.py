@@ -96,7 +96,7 @@ def test_create_describe_delete_with_names_in_any_case(local, app):
     )
     assert [len(f["matchingAcls"]) for f in results] == [2, 1, 0]
     assert results[1]["matchingAcls"][0] == {
-        "errorCode": 0, "errorName": "NONE", "errorMessage": None, "resourceType": "TOPIC",
+        "errorCode": 0, "errorName": "NONE", "errorMessage": None, "rule": None, "resourceType": "TOPIC",
         "resourceName": "ord", "patternType": "PREFIXED", "principal": "User:bob", "host": "*",
         "operation": "WRITE", "permissionType": "DENY",
     }  # fmt: skip

@@ -173,6 +173,7 @@ def test_delete_topic(local, app, brokers):
             "errorCode": 0,
             "errorName": "NONE",
             "errorMessage": None,
+            "rule": None,
         }
     ]
     assert local.request(app, "GET", "/v1/topics/doomed").status_code == 404
@@ -202,7 +203,7 @@ def test_create_partitions(local, app, brokers):
     body = post(local, app, "/v1/topics/grow/partitions", {"count": 3})
     assert body["errorName"] == "NONE"
     assert body["results"] == [
-        {"name": "grow", "errorCode": 0, "errorName": "NONE", "errorMessage": None}
+        {"name": "grow", "errorCode": 0, "errorName": "NONE", "errorMessage": None, "rule": None}
     ]
     assert len(topic(local, app, "grow")["partitions"]) == 3
     # Kafka's {"brokerIds": [...]} form, and a bare list, both work.
@@ -246,7 +247,13 @@ def test_reassignment_and_cancel(local, app, brokers):
     (result,) = body["responses"]
     assert result["name"] == "move"
     assert result["partitions"] == [
-        {"partitionIndex": 0, "errorCode": 0, "errorName": "NONE", "errorMessage": None}
+        {
+            "partitionIndex": 0,
+            "errorCode": 0,
+            "errorName": "NONE",
+            "errorMessage": None,
+            "rule": None,
+        }
     ]
     p = topic(local, app, "move")["partitions"][0]
     assert p["addingReplicas"] == [3] and p["removingReplicas"] == [1]
@@ -458,7 +465,7 @@ def test_unregister_broker_removes_it_and_moves_its_leaderships_in_one_batch(loc
     start = local.node.image.next_offset
     r = local.request(app, "DELETE", "/v1/brokers/7")
     assert r.status_code == 200, r.text
-    assert r.json() == {**NONE_BODY, "throttleTimeMs": 0}
+    assert r.json() == {**NONE_BODY, "rule": None, "throttleTimeMs": 0}
     (p,) = topic(local, app, "on7")["partitions"]
     assert (p["leader"], p["isr"]) == (1, [1])
     assert local.request(app, "GET", "/v1/brokers/7").status_code == 404
@@ -478,6 +485,7 @@ def test_unregister_broker_removes_it_and_moves_its_leaderships_in_one_batch(loc
         "errorCode": 102,
         "errorName": "BROKER_ID_NOT_REGISTERED",
         "errorMessage": "Broker ID 7 is not currently registered",
+        "rule": "unregister.broker-not-registered",
         "throttleTimeMs": 0,
     }
     assert local.node.image.next_offset == start + 2

@@ -50,6 +50,7 @@ def test_new_incarnation_gets_the_offset_of_its_record_as_epoch(local, app):
         "errorCode": 0,
         "errorName": "NONE",
         "errorMessage": None,
+        "rule": None,
         "throttleTimeMs": 0,
         "brokerEpoch": body["brokerEpoch"],
     }
@@ -170,6 +171,7 @@ def test_heartbeat_unfences_a_caught_up_broker(local, app):
         "errorCode": 0,
         "errorName": "NONE",
         "errorMessage": None,
+        "rule": None,
         "throttleTimeMs": 0,
         "isCaughtUp": True,
         "isFenced": False,

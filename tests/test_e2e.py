@@ -7,6 +7,7 @@ every acknowledged write."""
 import asyncio
 import uuid
 
+import httpx
 import pytest
 
 from brokers.client import MetaquorumClient
@@ -119,6 +120,18 @@ async def scenario(c: Cluster, leader: int, follower: int) -> None:
             fenced.error_name == "INELIGIBLE_REPLICA"
             and fenced.error_message == "broker 3 is fenced"
         )
+        # The active controller keeps both refusals by rule; a follower sends
+        # the read to it (307), as it would a write.
+        query = "/v1/refusals?topic=e2e&partition=0"
+        async with httpx.AsyncClient() as http:
+            moved = await http.get(c.url(follower) + query)
+            assert moved.status_code == 307, moved.text
+            assert moved.headers["location"] == c.url(leader) + query
+            kept = (await http.get(c.url(leader) + query)).json()["refusals"]
+        assert [(r["rule"], r["brokerId"]) for r in kept[:2]] == [
+            ("kip-841.replica-fenced", 1),
+            ("kip-903.stale-broker-epoch", 1),
+        ]
         hb = await client.heartbeat(3, epochs[3], 10**9)
         assert not hb.is_fenced
 

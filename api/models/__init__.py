@@ -89,6 +89,7 @@ from .brokers import (
     unregister_broker_message,
 )
 from .common import (
+    ACCEPTED,
     CLUSTER_ID,
     FEATURES_EXAMPLE,
     INT_KINDS,
@@ -105,6 +106,7 @@ from .common import (
     Name,
     NotControllerResponse,
     OffsetTooOldResponse,
+    RefusalFields,
     RequestModel,
     ResponseModel,
     RetryResponse,
@@ -116,6 +118,7 @@ from .common import (
     duplicate_key_problem,
     error_fields,
     example,
+    refusal_fields,
 )
 from .configs import (
     AlterableConfig,
@@ -170,6 +173,7 @@ from .quotas import (
     QuotaEntityComponentOut,
     QuotaValueOut,
 )
+from .refusals import RefusalOut, RefusalsOut
 from .topics import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -214,6 +218,7 @@ __all__ = [
     "BrokerId",
     "CLUSTER_ID",
     "ErrorFields",
+    "RefusalFields",
     "ErrorResponse",
     "FEATURES_EXAMPLE",
     "INT_KINDS",
@@ -222,6 +227,7 @@ __all__ = [
     "Int64",
     "Int8",
     "LISTENER_EXAMPLE",
+    "ACCEPTED",
     "NONE",
     "Name",
     "NotControllerResponse",
@@ -237,6 +243,7 @@ __all__ = [
     "Uuid",
     "duplicate_key_problem",
     "error_fields",
+    "refusal_fields",
     "example",
     "ALTER_PARTITION_VERSIONS",
     "AllocateProducerIdsRequest",
@@ -336,6 +343,8 @@ __all__ = [
     "LeadershipWonOut",
     "OrdererProcessOut",
     "QuorumStatusOut",
+    "RefusalOut",
+    "RefusalsOut",
     "RemoveVoterRequest",
     "TransferLeadershipRequest",
     "TransferLeadershipResponse",

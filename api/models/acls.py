@@ -24,9 +24,11 @@ from metadata_records.acls import (
 from metadata_records.errors import Errors
 
 from .common import (
+    ACCEPTED,
     NONE,
     ErrorFields,
     Int8,
+    RefusalFields,
     RequestModel,
     ResponseModel,
     ThrottleTimeMs,
@@ -141,15 +143,29 @@ class CreateAclsRequest(RequestModel):
         return m.CreateAclsRequest(tuple(acls)), problems
 
 
-class AclCreationResult(ErrorFields):
+_ACCEPTED_OBJ = {**error_obj(Errors.NONE), "rule": None}
+
+
+def _refused(problem: str, rule: str) -> dict[str, Any]:
+    """A binding or filter the HTTP layer refused before the controller saw
+    it: the controller's check (controller/rules.py), as the answer shows it."""
+    return {**error_obj(Errors.INVALID_REQUEST, problem), "rule": rule}
+
+
+def _decided(x: m.AclCreationResult | m.DeleteAclsFilterResult) -> dict[str, Any]:
+    """The controller's outcome of one binding or filter, as the answer shows it."""
+    return {**error_obj(x.error, x.error_message), "rule": x.rule}
+
+
+class AclCreationResult(RefusalFields):
     """One creation's outcome (INVALID_REQUEST names the problem)."""
 
 
-class CreateAclsResponse(ErrorFields):
+class CreateAclsResponse(RefusalFields):
     """One result per creation, in the request's order."""
 
     model_config = example(
-        {**NONE, "throttleTimeMs": 0, "results": [NONE]},
+        {**ACCEPTED, "throttleTimeMs": 0, "results": [ACCEPTED]},
     )
 
     throttle_time_ms: ThrottleTimeMs = 0
@@ -164,11 +180,11 @@ class CreateAclsResponse(ErrorFields):
         results = []
         for i in range(len(r.results) + len(problems)):
             if i in problems:
-                results.append(error_obj(Errors.INVALID_REQUEST, problems[i]))
+                results.append(_refused(problems[i], "acl.invalid"))
             else:
                 x = next(decided)
-                results.append(error_obj(x.error, x.error_message))
-        return {**error_obj(Errors.NONE), "throttleTimeMs": 0, "results": results}
+                results.append(_decided(x))
+        return {**_ACCEPTED_OBJ, "throttleTimeMs": 0, "results": results}
 
 
 class DeleteAclsFilter(RequestModel):
@@ -233,30 +249,30 @@ class AclBindingOut(ResponseModel):
     permission_type: str = Field(description='"ALLOW" or "DENY"')
 
 
-class DeleteAclsMatchingAcl(ErrorFields, AclBindingOut):
+class DeleteAclsMatchingAcl(RefusalFields, AclBindingOut):
     """A binding the filter matched, deleted."""
 
 
-class DeleteAclsFilterResult(ErrorFields):
+class DeleteAclsFilterResult(RefusalFields):
     """One filter's outcome: the bindings it matched (INVALID_REQUEST names a bad filter)."""
 
     matching_acls: list[DeleteAclsMatchingAcl] = Field(description="what the filter deleted")
 
 
-class DeleteAclsResponse(ErrorFields):
+class DeleteAclsResponse(RefusalFields):
     """One result per filter, in order; a binding two filters match is in both
     and deleted once."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
             "filterResults": [
                 {
-                    **NONE,
+                    **ACCEPTED,
                     "matchingAcls": [
                         {
-                            **NONE,
+                            **ACCEPTED,
                             "resourceType": "TOPIC",
                             "resourceName": "orders",
                             "patternType": "LITERAL",
@@ -281,17 +297,15 @@ class DeleteAclsResponse(ErrorFields):
         in tests/test_api_acls.py."""
         decided = iter(r.filter_results)
         results = []
-        none = error_obj(Errors.NONE)
+        none = _ACCEPTED_OBJ
         for i in range(len(r.filter_results) + len(problems)):
             if i in problems:
-                results.append(
-                    {**error_obj(Errors.INVALID_REQUEST, problems[i]), "matchingAcls": []}
-                )
+                results.append({**_refused(problems[i], "acl.filter-invalid"), "matchingAcls": []})
                 continue
             x = next(decided)
             results.append(
                 {
-                    **error_obj(x.error, x.error_message),
+                    **_decided(x),
                     "matchingAcls": [{**none, **acl_obj(a)} for a in x.matching_acls],
                 }
             )

@@ -18,18 +18,18 @@ from metadata_records import limits
 from metadata_records.records import Endpoint, FeatureRange
 
 from .common import (
+    ACCEPTED,
     CLUSTER_ID,
     FEATURES_EXAMPLE,
     LISTENER_EXAMPLE,
-    NONE,
     ORDERS_ID,
     BrokerId,
-    ErrorFields,
     Int8,
     Int16,
     Int32,
     Int64,
     Name,
+    RefusalFields,
     RequestModel,
     ResponseModel,
     StrictBool,
@@ -39,8 +39,8 @@ from .common import (
     Uuid,
     bounded_list,
     bounded_str,
-    error_fields,
     example,
+    refusal_fields,
 )
 
 # ---------------------------------------------------------------- BrokerRegistration
@@ -140,18 +140,18 @@ class BrokerRegistrationRequest(RequestModel):
         )
 
 
-class BrokerRegistrationResponse(ErrorFields):
+class BrokerRegistrationResponse(RefusalFields):
     """The registration's outcome and the broker's epoch (the offset of its
     RegisterBrokerRecord): the broker sends it with every later request."""
 
-    model_config = example({**NONE, "throttleTimeMs": 0, "brokerEpoch": 17})
+    model_config = example({**ACCEPTED, "throttleTimeMs": 0, "brokerEpoch": 17})
 
     throttle_time_ms: ThrottleTimeMs = 0
     broker_epoch: int = Field(-1, description="the broker's epoch; -1 on error")
 
     @classmethod
     def from_message(cls, r: m.BrokerRegistrationResponse) -> BrokerRegistrationResponse:
-        return cls(**error_fields(r.error, r.error_message), broker_epoch=r.broker_epoch)
+        return cls(**refusal_fields(r), broker_epoch=r.broker_epoch)
 
 
 # ---------------------------------------------------------------- BrokerHeartbeat
@@ -191,13 +191,13 @@ class BrokerHeartbeatRequest(RequestModel):
         )
 
 
-class BrokerHeartbeatResponse(ErrorFields):
+class BrokerHeartbeatResponse(RefusalFields):
     """The broker's state after the heartbeat (on an error: caught up false,
     fenced true, shut down false)."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
             "isCaughtUp": True,
             "isFenced": False,
@@ -217,7 +217,7 @@ class BrokerHeartbeatResponse(ErrorFields):
     @classmethod
     def from_message(cls, r: m.BrokerHeartbeatResponse) -> BrokerHeartbeatResponse:
         return cls(
-            **error_fields(r.error, r.error_message),
+            **refusal_fields(r),
             is_caught_up=r.is_caught_up,
             is_fenced=r.is_fenced,
             should_shut_down=r.should_shut_down,
@@ -391,7 +391,7 @@ def _check_partition_version(version: int, where: str, p: AlterPartitionPartitio
         _refuse(version, f"{where}.leaderRecoveryState", p.leader_recovery_state, "1-3")
 
 
-class AlterPartitionPartitionResult(ErrorFields):
+class AlterPartitionPartitionResult(RefusalFields):
     """One partition's outcome and its state after the request (on an error,
     Kafka's zeros and an empty ISR)."""
 
@@ -415,13 +415,13 @@ class AlterPartitionTopicResult(ResponseModel):
     partitions: list[AlterPartitionPartitionResult] = Field(description="by partition")
 
 
-class AlterPartitionResponse(ErrorFields):
+class AlterPartitionResponse(RefusalFields):
     """The request's outcome (a top-level error, such as STALE_BROKER_EPOCH,
     applies to every partition) and each partition's."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
             "topics": [
                 {
@@ -429,7 +429,7 @@ class AlterPartitionResponse(ErrorFields):
                     "partitions": [
                         {
                             "partitionIndex": 0,
-                            **NONE,
+                            **ACCEPTED,
                             "leaderId": 1,
                             "leaderEpoch": 4,
                             "isr": [1, 2],
@@ -448,14 +448,14 @@ class AlterPartitionResponse(ErrorFields):
     @classmethod
     def from_message(cls, r: m.AlterPartitionResponse) -> AlterPartitionResponse:
         return cls(
-            **error_fields(r.error, r.error_message),
+            **refusal_fields(r),
             topics=[
                 AlterPartitionTopicResult(
                     topic_name=t.topic_name,
                     topic_id=t.topic_id,
                     partitions=[
                         AlterPartitionPartitionResult(
-                            **error_fields(p.error, p.error_message),
+                            **refusal_fields(p),
                             partition_index=p.partition_index,
                             leader_id=p.leader_id,
                             leader_epoch=p.leader_epoch,
@@ -484,17 +484,18 @@ class AlterPartitionResponse(ErrorFields):
 # ---------------------------------------------------------------- UnregisterBroker
 
 
-class UnregisterBrokerResponse(ErrorFields):
+class UnregisterBrokerResponse(RefusalFields):
     """DELETE /v1/brokers/{id} (Kafka's UnregisterBroker): the registration is
     gone, and the broker left every ISR in the same batch; or
     BROKER_ID_NOT_REGISTERED."""
 
     model_config = example(
-        {**NONE, "throttleTimeMs": 0},
+        {**ACCEPTED, "throttleTimeMs": 0},
         {
             "errorCode": 102,
             "errorName": "BROKER_ID_NOT_REGISTERED",
             "errorMessage": "Broker ID 4 is not currently registered",
+            "rule": "unregister.broker-not-registered",
             "throttleTimeMs": 0,
         },
     )
@@ -503,7 +504,7 @@ class UnregisterBrokerResponse(ErrorFields):
 
     @classmethod
     def from_message(cls, r: m.UnregisterBrokerResponse) -> UnregisterBrokerResponse:
-        return cls(**error_fields(r.error, r.error_message))
+        return cls(**refusal_fields(r))
 
 
 def unregister_broker_message(broker_id: int) -> m.UnregisterBrokerRequest:
@@ -525,16 +526,17 @@ class AllocateProducerIdsRequest(RequestModel):
         return m.AllocateProducerIdsRequest(self.broker_id, self.broker_epoch)
 
 
-class AllocateProducerIdsResponse(ErrorFields):
+class AllocateProducerIdsResponse(RefusalFields):
     """A block of producer ids for this broker alone: ``producerIdStart`` to
     ``producerIdStart + producerIdLen - 1``; or STALE_BROKER_EPOCH."""
 
     model_config = example(
-        {**NONE, "throttleTimeMs": 0, "producerIdStart": 4000, "producerIdLen": 1000},
+        {**ACCEPTED, "throttleTimeMs": 0, "producerIdStart": 4000, "producerIdLen": 1000},
         {
             "errorCode": 77,
             "errorName": "STALE_BROKER_EPOCH",
             "errorMessage": "Expected broker epoch 17, but got broker epoch 16",
+            "rule": "kip-380.broker-epoch-mismatch",
             "throttleTimeMs": 0,
             "producerIdStart": 0,
             "producerIdLen": 0,
@@ -548,7 +550,7 @@ class AllocateProducerIdsResponse(ErrorFields):
     @classmethod
     def from_message(cls, r: m.AllocateProducerIdsResponse) -> AllocateProducerIdsResponse:
         return cls(
-            **error_fields(r.error, r.error_message),
+            **refusal_fields(r),
             producer_id_start=r.producer_id_start,
             producer_id_len=r.producer_id_len,
         )

@@ -130,6 +130,8 @@ def example(*values: dict[str, Any]) -> ConfigDict:
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
 ORDERS_ID = "Y2deagDaQ4yIul6RjJr5IA"
 NONE = {"errorCode": 0, "errorName": "NONE", "errorMessage": None}
+# A controller's answer that refused nothing (RefusalFields).
+ACCEPTED = {**NONE, "rule": None}
 # Broker 1's listener and features, as its registration example sends them.
 LISTENER_EXAMPLE = {
     "name": "PLAINTEXT",
@@ -180,8 +182,31 @@ class ErrorFields(ResponseModel):
     error_message: str | None = Field(None, description="what went wrong, for people")
 
 
+class RefusalFields(ErrorFields):
+    """The error fields of what the controller decides (the whole request, or
+    one entry of it), with the check that refused it."""
+
+    rule: str | None = Field(
+        None,
+        description="the check that refused, a stable id of the rules table (docs/rules.md), "
+        'e.g. "kip-841.replica-fenced"; null when nothing was refused',
+        examples=[None, "kip-841.replica-fenced", "kip-380.broker-epoch-mismatch"],
+    )
+
+
 def error_fields(error: Errors, message: str | None = None) -> dict[str, Any]:
     return {"error_code": int(error), "error_name": error.name, "error_message": message}
+
+
+def refusal_fields(r: Any) -> dict[str, Any]:
+    """A controller answer's (or entry's) ``error``, ``error_message`` and
+    ``rule`` as ``RefusalFields`` takes them."""
+    return {
+        "error_code": int(r.error),
+        "error_name": r.error.name,
+        "error_message": r.error_message,
+        "rule": r.rule,
+    }
 
 
 def error_obj(error: Errors, message: str | None = None) -> dict[str, Any]:

@@ -10,18 +10,18 @@ from controller import messages as m
 from metadata_records import limits
 
 from .common import (
-    NONE,
-    ErrorFields,
+    ACCEPTED,
     Int8,
     Name,
+    RefusalFields,
     RequestModel,
     ResponseModel,
     StrictBool,
     ThrottleTimeMs,
     bounded_list,
     bounded_str,
-    error_fields,
     example,
+    refusal_fields,
 )
 
 # ---------------------------------------------------------------- IncrementalAlterConfigs
@@ -104,27 +104,28 @@ class IncrementalAlterConfigsRequest(RequestModel):
         )
 
 
-class AlterConfigsResourceResult(ErrorFields):
+class AlterConfigsResourceResult(RefusalFields):
     """One resource's outcome (INVALID_CONFIG, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST)."""
 
     resource_type: int = Field(description="2 = TOPIC, 4 = BROKER")
     resource_name: str = Field(description="the resource")
 
 
-class IncrementalAlterConfigsResponse(ErrorFields):
+class IncrementalAlterConfigsResponse(RefusalFields):
     """Each resource's outcome, in the order each first appears in the request."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
             "responses": [
-                {**NONE, "resourceType": 2, "resourceName": "orders"},
+                {**ACCEPTED, "resourceType": 2, "resourceName": "orders"},
                 {
                     "errorCode": 40,
                     "errorName": "INVALID_CONFIG",
                     "errorMessage": "Invalid value yes for configuration "
                     "unclean.leader.election.enable: Expected value to be either true or false",
+                    "rule": "config.value-invalid",
                     "resourceType": 4,
                     "resourceName": "",
                 },
@@ -138,10 +139,10 @@ class IncrementalAlterConfigsResponse(ErrorFields):
     @classmethod
     def from_message(cls, r: m.IncrementalAlterConfigsResponse) -> IncrementalAlterConfigsResponse:
         return cls(
-            **error_fields(r.error, r.error_message),
+            **refusal_fields(r),
             responses=[
                 AlterConfigsResourceResult(
-                    **error_fields(x.error, x.error_message),
+                    **refusal_fields(x),
                     resource_type=x.resource_type,
                     resource_name=x.resource_name,
                 )

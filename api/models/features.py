@@ -7,16 +7,16 @@ from pydantic import Field
 from controller import messages as m
 
 from .common import (
-    NONE,
-    ErrorFields,
+    ACCEPTED,
     Int8,
     Int16,
+    RefusalFields,
     RequestModel,
     StrictBool,
     StrictStr,
     ThrottleTimeMs,
-    error_fields,
     example,
+    refusal_fields,
 )
 
 
@@ -49,13 +49,13 @@ class UpdateFeaturesRequest(RequestModel):
         )
 
 
-class UpdateFeaturesResponse(ErrorFields):
+class UpdateFeaturesResponse(RefusalFields):
     """The update's outcome (INVALID_UPDATE_VERSION for a refused level)."""
 
-    model_config = example({**NONE, "throttleTimeMs": 0})
+    model_config = example({**ACCEPTED, "throttleTimeMs": 0})
 
     throttle_time_ms: ThrottleTimeMs = 0
 
     @classmethod
     def from_message(cls, r: m.UpdateFeaturesResponse) -> UpdateFeaturesResponse:
-        return cls(**error_fields(r.error, r.error_message))
+        return cls(**refusal_fields(r))

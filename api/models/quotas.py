@@ -12,17 +12,19 @@ from controller import messages as m
 from metadata_records import limits
 
 from .common import (
+    ACCEPTED,
     NONE,
     ErrorFields,
     Name,
+    RefusalFields,
     RequestModel,
     ResponseModel,
     StrictBool,
     ThrottleTimeMs,
     bounded_list,
     bounded_str,
-    error_fields,
     example,
+    refusal_fields,
 )
 
 FiniteFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]
@@ -111,25 +113,26 @@ def _entity_out(entity: tuple[tuple[str, str | None], ...]) -> list[QuotaEntityC
     return [QuotaEntityComponentOut(entity_type=t, entity_name=n) for t, n in entity]
 
 
-class AlterClientQuotasEntryResult(ErrorFields):
+class AlterClientQuotasEntryResult(RefusalFields):
     """One entity's outcome (INVALID_REQUEST, POLICY_VIOLATION)."""
 
     entity: list[QuotaEntityComponentOut] = Field(description="the entity, as sent")
 
 
-class AlterClientQuotasResponse(ErrorFields):
+class AlterClientQuotasResponse(RefusalFields):
     """Each entity's outcome, in the order each first appears in the request."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
             "entries": [
-                {**NONE, "entity": [{"entityType": "user", "entityName": "alice"}]},
+                {**ACCEPTED, "entity": [{"entityType": "user", "entityName": "alice"}]},
                 {
                     "errorCode": 42,
                     "errorName": "INVALID_REQUEST",
                     "errorMessage": "producer_byte_rate cannot be a fractional value.",
+                    "rule": "quota.value-invalid",
                     "entity": [{"entityType": "client-id", "entityName": "app"}],
                 },
             ],
@@ -142,11 +145,9 @@ class AlterClientQuotasResponse(ErrorFields):
     @classmethod
     def from_message(cls, r: m.AlterClientQuotasResponse) -> AlterClientQuotasResponse:
         return cls(
-            **error_fields(r.error, r.error_message),
+            **refusal_fields(r),
             entries=[
-                AlterClientQuotasEntryResult(
-                    **error_fields(e.error, e.error_message), entity=_entity_out(e.entity)
-                )
+                AlterClientQuotasEntryResult(**refusal_fields(e), entity=_entity_out(e.entity))
                 for e in r.entries
             ],
         )

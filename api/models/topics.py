@@ -13,13 +13,13 @@ from metadata_records import limits
 from metadata_records.errors import Errors
 
 from .common import (
-    NONE,
+    ACCEPTED,
     ORDERS_ID,
-    ErrorFields,
     Int8,
     Int16,
     Int32,
     Name,
+    RefusalFields,
     RequestModel,
     ResponseModel,
     StrictBool,
@@ -27,8 +27,8 @@ from .common import (
     ThrottleTimeMs,
     bounded_list,
     bounded_str,
-    error_fields,
     example,
+    refusal_fields,
 )
 
 # ---------------------------------------------------------------- CreateTopics
@@ -121,7 +121,7 @@ class CreateTopicsRequest(RequestModel):
         )
 
 
-class CreatableTopicResult(ErrorFields):
+class CreatableTopicResult(RefusalFields):
     """One topic's outcome (e.g. TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR)."""
 
     name: str = Field(description="the topic")
@@ -130,18 +130,18 @@ class CreatableTopicResult(ErrorFields):
     replication_factor: int = Field(-1, description="its replication factor; -1 on an error")
 
 
-class CreateTopicsResponse(ErrorFields):
+class CreateTopicsResponse(RefusalFields):
     """Each topic's outcome."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
             "topics": [
                 {
                     "name": "orders",
                     "topicId": ORDERS_ID,
-                    **NONE,
+                    **ACCEPTED,
                     "numPartitions": 3,
                     "replicationFactor": 3,
                 }
@@ -155,10 +155,10 @@ class CreateTopicsResponse(ErrorFields):
     @classmethod
     def from_message(cls, r: m.CreateTopicsResponse) -> CreateTopicsResponse:
         return cls(
-            **error_fields(r.error, r.error_message),
+            **refusal_fields(r),
             topics=[
                 CreatableTopicResult(
-                    **error_fields(t.error, t.error_message),
+                    **refusal_fields(t),
                     name=t.name,
                     topic_id=t.topic_id,
                     num_partitions=t.num_partitions,
@@ -172,22 +172,22 @@ class CreateTopicsResponse(ErrorFields):
 # ---------------------------------------------------------------- DeleteTopics
 
 
-class DeletableTopicResult(ErrorFields):
+class DeletableTopicResult(RefusalFields):
     """The topic's outcome (UNKNOWN_TOPIC_OR_PARTITION if it does not exist)."""
 
     name: str = Field(description="the topic")
     topic_id: str | None = Field(None, description="its id; null if it did not exist")
 
 
-class DeleteTopicsResponse(ErrorFields):
+class DeleteTopicsResponse(RefusalFields):
     """DELETE /v1/topics/{name}. The top-level error repeats the topic's, since
     the request names exactly one topic."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
-            "responses": [{"name": "orders", "topicId": ORDERS_ID, **NONE}],
+            "responses": [{"name": "orders", "topicId": ORDERS_ID, **ACCEPTED}],
         }
     )
 
@@ -197,14 +197,12 @@ class DeleteTopicsResponse(ErrorFields):
     @classmethod
     def from_message(cls, r: m.DeleteTopicsResponse) -> DeleteTopicsResponse:
         results = [
-            DeletableTopicResult(
-                **error_fields(t.error, t.error_message), name=t.name, topic_id=t.topic_id
-            )
+            DeletableTopicResult(**refusal_fields(t), name=t.name, topic_id=t.topic_id)
             for t in r.topics
         ]
-        top = error_fields(r.error, r.error_message)
+        top = refusal_fields(r)
         if r.error is Errors.NONE and len(r.topics) == 1 and r.topics[0].error is not Errors.NONE:
-            top = error_fields(r.topics[0].error, r.topics[0].error_message)
+            top = refusal_fields(r.topics[0])
         return cls(**top, responses=results)
 
 
@@ -257,27 +255,29 @@ class CreatePartitionsRequest(RequestModel):
         )
 
 
-class CreatePartitionsTopicResult(ErrorFields):
+class CreatePartitionsTopicResult(RefusalFields):
     """The topic's outcome (the same as the top level's)."""
 
     name: str = Field(description="the topic")
 
 
-class CreatePartitionsResponse(ErrorFields):
+class CreatePartitionsResponse(RefusalFields):
     """The outcome, at the top level and for the one topic."""
 
     model_config = example(
-        {**NONE, "throttleTimeMs": 0, "results": [{**NONE, "name": "orders"}]},
+        {**ACCEPTED, "throttleTimeMs": 0, "results": [{**ACCEPTED, "name": "orders"}]},
         {
             "errorCode": 37,
             "errorName": "INVALID_PARTITIONS",
             "errorMessage": "topic orders has 6 partitions; the count must be larger",
+            "rule": "partitions.not-an-increase",
             "throttleTimeMs": 0,
             "results": [
                 {
                     "errorCode": 37,
                     "errorName": "INVALID_PARTITIONS",
                     "errorMessage": "topic orders has 6 partitions; the count must be larger",
+                    "rule": "partitions.not-an-increase",
                     "name": "orders",
                 }
             ],
@@ -289,7 +289,7 @@ class CreatePartitionsResponse(ErrorFields):
 
     @classmethod
     def from_message(cls, r: m.CreatePartitionsResponse) -> CreatePartitionsResponse:
-        fields = error_fields(r.error, r.error_message)
+        fields = refusal_fields(r)
         return cls(**fields, results=[CreatePartitionsTopicResult(**fields, name=r.name)])
 
 
@@ -352,7 +352,7 @@ class AlterPartitionReassignmentsRequest(RequestModel):
         )
 
 
-class ReassignablePartitionResponse(ErrorFields):
+class ReassignablePartitionResponse(RefusalFields):
     """One partition's outcome (e.g. NO_REASSIGNMENT_IN_PROGRESS for a cancel)."""
 
     partition_index: int = Field(description="the partition")
@@ -365,24 +365,25 @@ class ReassignableTopicResponse(ResponseModel):
     partitions: list[ReassignablePartitionResponse] = Field(description="by partition")
 
 
-class AlterPartitionReassignmentsResponse(ErrorFields):
+class AlterPartitionReassignmentsResponse(RefusalFields):
     """Each partition's outcome; the reassignment itself completes later, as
     the new replicas join the ISR."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
             "responses": [
                 {
                     "name": "orders",
                     "partitions": [
-                        {"partitionIndex": 0, **NONE},
+                        {"partitionIndex": 0, **ACCEPTED},
                         {
                             "partitionIndex": 1,
                             "errorCode": 85,
                             "errorName": "NO_REASSIGNMENT_IN_PROGRESS",
                             "errorMessage": "no reassignment of orders-1 is in progress",
+                            "rule": "reassignment.none-in-progress",
                         },
                     ],
                 }
@@ -398,13 +399,13 @@ class AlterPartitionReassignmentsResponse(ErrorFields):
         cls, r: m.AlterPartitionReassignmentsResponse
     ) -> AlterPartitionReassignmentsResponse:
         return cls(
-            **error_fields(r.error, r.error_message),
+            **refusal_fields(r),
             responses=[
                 ReassignableTopicResponse(
                     name=t.name,
                     partitions=[
                         ReassignablePartitionResponse(
-                            **error_fields(p.error, p.error_message),
+                            **refusal_fields(p),
                             partition_index=p.partition_index,
                         )
                         for p in t.partitions
@@ -450,7 +451,7 @@ class ElectLeadersRequest(RequestModel):
         )
 
 
-class PartitionResult(ErrorFields):
+class PartitionResult(RefusalFields):
     """One partition's outcome (ELECTION_NOT_NEEDED when its preferred leader already leads)."""
 
     partition_id: int = Field(description="the partition")
@@ -463,23 +464,24 @@ class ReplicaElectionResult(ResponseModel):
     partition_result: list[PartitionResult] = Field(description="by partition")
 
 
-class ElectLeadersResponse(ErrorFields):
+class ElectLeadersResponse(RefusalFields):
     """Each partition's outcome."""
 
     model_config = example(
         {
-            **NONE,
+            **ACCEPTED,
             "throttleTimeMs": 0,
             "replicaElectionResults": [
                 {
                     "topic": "orders",
                     "partitionResult": [
-                        {"partitionId": 0, **NONE},
+                        {"partitionId": 0, **ACCEPTED},
                         {
                             "partitionId": 1,
                             "errorCode": 84,
                             "errorName": "ELECTION_NOT_NEEDED",
-                            "errorMessage": None,
+                            "errorMessage": "orders-1 is led by its preferred replica",
+                            "rule": "election.not-needed",
                         },
                     ],
                 }
@@ -493,13 +495,13 @@ class ElectLeadersResponse(ErrorFields):
     @classmethod
     def from_message(cls, r: m.ElectLeadersResponse) -> ElectLeadersResponse:
         return cls(
-            **error_fields(r.error, r.error_message),
+            **refusal_fields(r),
             replica_election_results=[
                 ReplicaElectionResult(
                     topic=t.name,
                     partition_result=[
                         PartitionResult(
-                            **error_fields(p.error, p.error_message),
+                            **refusal_fields(p),
                             partition_id=p.partition_index,
                         )
                         for p in t.partitions

@@ -16,7 +16,19 @@ from collections.abc import Callable
 from fastapi import FastAPI
 
 from .. import models as M
-from . import acls, backup, brokers, configs, health, history, quorum, quotas, records, topics
+from . import (
+    acls,
+    backup,
+    brokers,
+    configs,
+    health,
+    history,
+    quorum,
+    quotas,
+    records,
+    refusals,
+    topics,
+)
 from .admin_writes import AdminWrite
 from .context import RouteContext
 
@@ -91,6 +103,7 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
     quotas.reads,
     records.reads,
     history.reads,
+    refusals.reads,
     backup.backup,
     quorum.status,
     health.probes,
