@@ -19,6 +19,7 @@ from .. import models as M
 from . import acls, backup, brokers, configs, health, history, quorum, quotas, records, topics
 from .admin_writes import AdminWrite
 from .context import RouteContext
+from .what_if import reads as what_if_reads
 
 ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
     brokers.writes,
@@ -91,6 +92,7 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
     quotas.reads,
     records.reads,
     history.reads,
+    what_if_reads,
     backup.backup,
     quorum.status,
     health.probes,
