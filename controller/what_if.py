@@ -126,10 +126,12 @@ def resolve_loss(image: MetadataImage, brokers: Iterable[int], racks: Iterable[s
 def what_if(image: MetadataImage, brokers: Iterable[int], now_ms: int) -> WhatIf:
     """What fencing ``brokers`` (registered ids) would do, by the controller's rules."""
     controller = Controller(image, ControllerConfig(cluster_id="what-if"), now_ms)
+    asked = sorted(set(brokers))
+    controller.index_only_for(asked)
     replication = controller.replication
     lost, already_fenced = [], []
     touched: set[tuple[str, int]] = set()
-    for broker_id in sorted(set(brokers)):
+    for broker_id in asked:
         reg = controller.view.broker(broker_id)
         if reg is None or reg.fenced:
             already_fenced.append(broker_id)
