@@ -573,6 +573,11 @@ class MetaquorumClient:
         given = {"atOffset": at_offset, "atTime": at_time, "only": only, "topics": topics}
         return await self._read("/v1/image", {k: v for k, v in given.items() if v is not None})
 
+    async def what_if(self, lose: Sequence[str], limit: int) -> Answer:
+        """GET /v1/what-if: what losing brokers (``brokers:3,4``) or racks
+        (``racks:r1``) would do, at most ``limit`` changed partitions listed."""
+        return await self._read("/v1/what-if", {"lose": list(lose), "limit": limit})
+
     async def image_diff(self, from_offset: int, to_offset: int, max_changes: int) -> Answer:
         """GET /v1/image/diff: every entity that changed between two offsets."""
         params = {"from": from_offset, "to": to_offset, "maxChanges": max_changes}

@@ -11,8 +11,10 @@ controller replays the records it decides, dropped with the leadership.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from metadata_records.delta import ImageDelta
-from metadata_records.image import PartitionRegistration
+from metadata_records.image import MetadataImage, PartitionRegistration
 from metadata_records.records import NO_LEADER
 
 TopicPartition = tuple[str, int]
@@ -37,6 +39,22 @@ class BrokersToIsrs:
         for topic_id in view.topic_ids():
             for pid in view.partition_ids(topic_id):
                 index.update(topic_id, pid, None, view.partition(topic_id, pid))
+        return index
+
+    @classmethod
+    def build_for(cls, image: MetadataImage, brokers: Iterable[int]) -> BrokersToIsrs:
+        """The index of only the partitions with one of ``brokers`` in their
+        ISR or ELR: what fencing those brokers reads of it (their ISR and ELR
+        lists), in one scan that skips every other partition
+        (controller/what_if.py). Its other answers cover those partitions only."""
+        index = cls()
+        wanted = frozenset(brokers)
+        for topic_id, topic in image.topics.items():
+            for pid, part in topic.partitions.items():
+                if not wanted.isdisjoint(part.isr) or (
+                    part.elr and not wanted.isdisjoint(part.elr)
+                ):
+                    index.update(topic_id, pid, None, part)
         return index
 
     @staticmethod

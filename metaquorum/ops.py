@@ -2,7 +2,7 @@
 ``create-topic``, ``configs``, ``alter-configs``, ``acls``, ``create-acl``,
 ``delete-acls``, ``client-quotas``, ``alter-client-quotas``,
 ``update-features``, ``unregister-broker``, ``transfer-leadership``,
-``add-voter``, ``remove-voter``, ``diff``.
+``add-voter``, ``remove-voter``, ``diff``, ``what-if``.
 
 They are one table, ``OPS``: each command's entry names its help, how its own
 flags are added and the call that does it, so that one command is read in one
@@ -64,6 +64,7 @@ from .ops_render import (
     report,
     report_entry,
 )
+from .ops_what_if import WHAT_IF_COMMANDS, offline_refusal
 from .output import make_console
 from .prestop import transfer_if_leader
 
@@ -614,11 +615,19 @@ async def _update_features(
 
 def _unregister_broker_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("broker_id", type=int, metavar="ID", help="the broker id")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="unregister even if that takes partitions offline (what-if is not asked)",
+    )
 
 
 async def _unregister_broker(
     client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
 ) -> int:
+    refusal = None if args.force else await offline_refusal(client, args.broker_id)
+    if refusal is not None:
+        return fail(f"REFUSED: {refusal}")
     answer = await client.unregister_broker(args.broker_id)
     return report(
         answer, args.json, console, lambda: f"unregistered broker [bold]{args.broker_id}[/]"
@@ -781,6 +790,7 @@ OPS: dict[str, OpCommand] = {
     ),
     **ACL_COMMANDS,
     **HISTORY_COMMANDS,
+    **WHAT_IF_COMMANDS,
     "client-quotas": OpCommand(
         "client quotas of users, client ids and ips (like kafka-configs --describe "
         "--entity-type users/clients/ips): every entity the filter matches",
@@ -804,7 +814,8 @@ OPS: dict[str, OpCommand] = {
     ),
     "unregister-broker": OpCommand(
         "decommission a broker id for good (Kafka's UnregisterBroker): its registration "
-        "is removed and it leaves every ISR; stop the broker first",
+        "is removed and it leaves every ISR; stop the broker first. Refused when that "
+        "would take partitions offline (what-if), unless --force",
         _unregister_broker_flags,
         _unregister_broker,
         WRITE_EXITS,

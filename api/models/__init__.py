@@ -41,6 +41,7 @@ One module per area, each importing its types from ``common``:
 * ``quorum``: leadership transfer, voter changes, quorum status, probes
 * ``log``: the log and snapshot reads
 * ``history``: the image at an offset or a time, and the diff of two
+* ``what_if``: what losing brokers or racks would do (GET /v1/what-if)
 
 Every public name is re-exported here, so ``from api import models as M`` and
 ``M.AlterPartitionRequest`` stay the way to name them.
@@ -205,6 +206,7 @@ from .topics import (
     TopicsOut,
     delete_topics_message,
 )
+from .what_if import WhatIfCountsOut, WhatIfOut, WhatIfPartitionOut
 
 __all__ = [
     "ImageAclOut",
@@ -215,6 +217,9 @@ __all__ = [
     "ImageOut",
     "ImageQuotaOut",
     "ImageVoterOut",
+    "WhatIfCountsOut",
+    "WhatIfOut",
+    "WhatIfPartitionOut",
     "BrokerId",
     "CLUSTER_ID",
     "ErrorFields",

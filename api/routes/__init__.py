@@ -28,6 +28,7 @@ from . import (
     records,
     refusals,
     topics,
+    what_if,
 )
 from .admin_writes import AdminWrite
 from .context import RouteContext
@@ -104,6 +105,7 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
     records.reads,
     history.reads,
     refusals.reads,
+    what_if.reads,
     backup.backup,
     quorum.status,
     health.probes,
