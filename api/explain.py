@@ -516,14 +516,16 @@ def _reasons(
 
     reasons = []
     if "offline" in status:
-        if part.elr:
-            hope = f"the ELR ({_names(part.elr)}) may be elected once one of them is unfenced"
+        in_isr = [r for r in replicas if r["inIsr"]]
+        if not in_isr:
+            why_not = "the ISR is empty"
         else:
-            hope = "no ISR member can lead"
-        reasons.append(
-            f"Offline: no leader; ISR [{_names(part.isr)}], {hope}. Replicas out of the ISR: "
-            f"{why_out()}."
-        )
+            why_not = "no ISR member can lead: " + "; ".join(
+                f"{r['brokerId']}: {r['why']}" for r in in_isr
+            )
+        if part.elr:
+            why_not += f"; the ELR ({_names(part.elr)}) may be elected once one is unfenced"
+        reasons.append(f"Offline: no leader; {why_not}.")
     if "underReplicated" in status:
         reasons.append(
             f"Under-replicated: ISR [{_names(part.isr)}] of replicas "

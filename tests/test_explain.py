@@ -308,7 +308,10 @@ def test_offline_with_its_fenced_replicas_and_their_rules():
     log.change(FENCER, 1, fenced=FENCE)
     answer = log.explain_partition(0)
     assert answer["status"] == ["offline", "underReplicated", "underMinIsr"]
-    assert answer["reasons"][0].startswith("Offline: no leader; ISR [1], no ISR member can lead")
+    assert answer["reasons"][0] == (
+        "Offline: no leader; no ISR member can lead: 1: broker 1 is fenced: it may not lead nor "
+        "join the ISR."
+    )
     assert len(answer["reasons"]) == 3
     assert {r["brokerId"]: r["rule"] for r in answer["replicaStates"]} == {
         1: "kip-841.replica-fenced", 2: "kip-841.replica-fenced", 3: "kip-841.replica-fenced",
