@@ -7,7 +7,9 @@ the voter's retained log (quorum/record_log.py) holding the last
 the newest 64 decoded): batches of 20 ISR shrinks and expansions of random
 partitions, with a fence or an unfence of a random broker in every tenth.
 
-Per endpoint, p50/p99 of ``--runs`` explains of random targets, timing what
+Per endpoint, p50/p99 of ``--runs`` explains of random targets (wall clock,
+and the p50 of this process's CPU time, the figure a loaded machine does not
+inflate), timing what
 the route does off the event loop: the look-back (``scan_back``: up to
 50,000 records read back from the image's offset, decoding the batches the
 log no longer keeps decoded), the answer (``explain_broker`` /
@@ -145,9 +147,10 @@ def measure(image, log, runs: int, rng: random.Random) -> dict:
     brokers = list(image.brokers)
     topics = list(image.topics.values())
     broker_s, partition_s, scanned = [], [], {"broker": [], "partition": []}
+    cpu = {"broker": [], "partition": []}
     for _ in range(runs):
         b = rng.choice(brokers)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         entries, look_back = X.scan_back(read, below, X.BrokerRecords(b), stored=log.stored_from)
         reg = image.brokers[b]
         registration = None
@@ -159,17 +162,19 @@ def measure(image, log, runs: int, rng: random.Random) -> dict:
         body = X.explain_broker(image, b, entries, look_back, registration, FACTS, 0)
         orjson.dumps(body)
         broker_s.append(time.perf_counter() - started)
+        cpu["broker"].append(time.process_time() - cpu_started)
         scanned["broker"].append(look_back.scanned)
 
         topic = rng.choice(topics)
         pid = rng.randrange(len(topic.partitions))
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         entries, look_back = X.scan_back(
             read, below, X.PartitionRecords(topic.topic_id, pid), stored=log.stored_from
         )
         body = X.explain_partition(image, topic.name, pid, 2, entries, look_back, FACTS)
         orjson.dumps(body)
         partition_s.append(time.perf_counter() - started)
+        cpu["partition"].append(time.process_time() - cpu_started)
         scanned["partition"].append(look_back.scanned)
 
     # One broker in controlled shutdown: the walk over every partition it may lead.
@@ -185,9 +190,11 @@ def measure(image, log, runs: int, rng: random.Random) -> dict:
     return {
         "brokerMsP50": pct(broker_s, 0.5),
         "brokerMsP99": pct(broker_s, 0.99),
+        "brokerCpuMsP50": statistics.median(cpu["broker"]) * 1000,
         "brokerScannedP50": statistics.median(scanned["broker"]),
         "partitionMsP50": pct(partition_s, 0.5),
         "partitionMsP99": pct(partition_s, 0.99),
+        "partitionCpuMsP50": statistics.median(cpu["partition"]) * 1000,
         "partitionScannedP50": statistics.median(scanned["partition"]),
         "shutdownWalkMs": shutdown_walk * 1000,
     }
@@ -200,7 +207,11 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--plain", action="store_true", help="decode every batch (PAYLOAD_FILTER off), to compare"
+    )
     args = parser.parse_args()
+    X.PAYLOAD_FILTER = not args.plain
     rng = random.Random(44)
     progress(f"building {args.brokers:,} brokers, {args.partitions:,} partitions")
     image = big_image(args.brokers, args.partitions)
@@ -223,11 +234,13 @@ def main() -> int:
     )
     print(
         f"  broker:    p50 {figures['brokerMsP50']:.1f} ms  p99 {figures['brokerMsP99']:.1f} ms  "
-        f"(records read, p50: {figures['brokerScannedP50']:,.0f})"
+        f"CPU p50 {figures['brokerCpuMsP50']:.1f} ms  (records read, p50: "
+        f"{figures['brokerScannedP50']:,.0f})"
     )
     print(
         f"  partition: p50 {figures['partitionMsP50']:.1f} ms  p99 {figures['partitionMsP99']:.1f} "
-        f"ms  (records read, p50: {figures['partitionScannedP50']:,.0f})"
+        f"ms  CPU p50 {figures['partitionCpuMsP50']:.1f} ms  (records read, p50: "
+        f"{figures['partitionScannedP50']:,.0f})"
     )
     print(f"  a broker in controlled shutdown, its walk over every partition: "
           f"{figures['shutdownWalkMs']:.1f} ms")  # fmt: skip

@@ -262,7 +262,8 @@ def test_look_back_stops_at_the_oldest_kept_record_and_at_enough():
 
 def test_payload_filter_finds_what_decoding_every_batch_finds(monkeypatch):
     """PAYLOAD_FILTER's twin: decoding every batch finds the same entries,
-    for every broker (ids 1, 10, 11: a needle is not a prefix of another)
+    for every broker (ids 1, 10, 11: a needle that is a prefix of another
+    id's)
     and partition, whole or cut short by the budget or the oldest kept."""
     log = three_brokers()
     for b in (10, 11):
