@@ -395,6 +395,10 @@ class MetaquorumClient:
         r = await self.request("DELETE", f"/v1/topics/{name}", write=True)
         return _answer(Answer, r.json())
 
+    async def delete_topics(self, names: Sequence[str]) -> Answer:
+        """DeleteTopics by several names: each one's outcome under ``responses``."""
+        return _answer(Answer, await self._post("/v1/topics/delete", {"topicNames": list(names)}))
+
     async def unregister_broker(self, broker_id: int) -> Answer:
         """Decommissions ``broker_id`` for good (Kafka's UnregisterBroker)."""
         r = await self.request("DELETE", f"/v1/brokers/{broker_id}", write=True)
@@ -577,6 +581,15 @@ class MetaquorumClient:
         """GET /v1/what-if: what losing brokers (``brokers:3,4``) or racks
         (``racks:r1``) would do, at most ``limit`` changed partitions listed."""
         return await self._read("/v1/what-if", {"lose": list(lose), "limit": limit})
+
+    async def list_reassignments(self, topics: Sequence[str] | None = None) -> Answer:
+        """GET /v1/reassignments: those in progress, of every topic or of the
+        ones given (``orders`` or ``orders:0,3``)."""
+        return await self._read("/v1/reassignments", {"topic": list(topics)} if topics else None)
+
+    async def describe_features(self) -> Answer:
+        """GET /v1/features: each feature's supported range and finalized level."""
+        return await self._read("/v1/features")
 
     async def image_diff(self, from_offset: int, to_offset: int, max_changes: int) -> Answer:
         """GET /v1/image/diff: every entity that changed between two offsets."""
