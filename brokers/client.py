@@ -582,14 +582,17 @@ class MetaquorumClient:
         (``racks:r1``) would do, at most ``limit`` changed partitions listed."""
         return await self._read("/v1/what-if", {"lose": list(lose), "limit": limit})
 
-    async def list_reassignments(self, topics: Sequence[str] | None = None) -> Answer:
+    async def list_reassignments(
+        self, topics: Sequence[str] | None = None, linearizable: bool = False
+    ) -> Answer:
         """GET /v1/reassignments: those in progress, of every topic or of the
         ones given (``orders`` or ``orders:0,3``)."""
-        return await self._read("/v1/reassignments", {"topic": list(topics)} if topics else None)
+        params = {"topic": list(topics)} if topics else None
+        return await self._read("/v1/reassignments", params, linearizable)
 
-    async def describe_features(self) -> Answer:
+    async def describe_features(self, linearizable: bool = False) -> Answer:
         """GET /v1/features: each feature's supported range and finalized level."""
-        return await self._read("/v1/features")
+        return await self._read("/v1/features", linearizable=linearizable)
 
     async def image_diff(self, from_offset: int, to_offset: int, max_changes: int) -> Answer:
         """GET /v1/image/diff: every entity that changed between two offsets."""
