@@ -15,7 +15,16 @@ from metadata_records.client_quotas import FilterComponent, describe, entity_dat
 from metadata_records.codec import log_record_to_obj
 from metadata_records.config_schema import ConfigEntry, is_sensitive
 from metadata_records.errors import ApiError
-from metadata_records.features import elr_enabled, register_broker_record_version
+from metadata_records.features import (
+    KRAFT_VERSION,
+    METADATA_VERSION,
+    SUPPORTED_FEATURES,
+    SUPPORTED_KRAFT_VERSIONS,
+    elr_enabled,
+    kraft_version,
+    level_name,
+    register_broker_record_version,
+)
 from metadata_records.image import (
     BrokerRegistration,
     MetadataImage,
@@ -546,3 +555,75 @@ def quorum_status_obj(node: QuorumNode, tracker: VoterTracker, auth_on: bool) ->
             for node_id, v in voters.items()
         ],
     }
+
+
+# ---------------------------------------------------------------- reassignments
+
+
+def reassignments_obj(
+    image: MetadataImage, wanted: list[tuple[str, tuple[int, ...] | None]] | None
+) -> dict[str, Any]:
+    """ListPartitionReassignments: the partitions with replicas being added or
+    removed (Kafka's ``isReassigning``), of every topic (``wanted`` None) or of
+    the topics and partitions asked for (None: all of that topic's). Kafka
+    leaves out what does not exist or is not reassigning; ``notFound`` names
+    what does not exist, so a typo is not read as "nothing in progress"."""
+    topics: list[dict[str, Any]] = []
+    not_found: list[str] = []
+    if wanted is None:
+        asked = [(t, None) for t in sorted(image.topics.values(), key=lambda t: t.name)]
+    else:
+        asked = []
+        for name, partitions in wanted:
+            topic = image.topic_by_name(name)
+            if topic is None:
+                not_found.append(name)
+            else:
+                asked.append((topic, partitions))
+    for topic, partitions in asked:
+        ongoing = []
+        for pid in sorted(topic.partitions) if partitions is None else partitions:
+            p = topic.partitions.get(pid)
+            if p is None:
+                not_found.append(f"{topic.name}:{pid}")
+            elif p.adding_replicas or p.removing_replicas:
+                ongoing.append(
+                    {
+                        "partitionIndex": pid,
+                        "replicas": list(p.replicas),
+                        "addingReplicas": list(p.adding_replicas),
+                        "removingReplicas": list(p.removing_replicas),
+                    }
+                )
+        if ongoing:
+            topics.append({"name": topic.name, "topicId": topic.topic_id, "partitions": ongoing})
+    return {"offset": image.last_offset, "topics": topics, "notFound": not_found}
+
+
+# ---------------------------------------------------------------- features
+
+
+def features_obj(image: MetadataImage) -> dict[str, Any]:
+    """DescribeFeatures (what ``kafka-features describe`` prints): each feature
+    this controller supports, its range and its finalized level, by number and
+    by Kafka's name. The epoch is the image's offset, as Kafka's
+    finalizedFeaturesEpoch is the committed offset it was read at."""
+    finalized = {**image.features, METADATA_VERSION: image.metadata_version}
+    finalized[KRAFT_VERSION] = kraft_version(bool(image.voters))
+    supported = {**SUPPORTED_FEATURES, KRAFT_VERSION: SUPPORTED_KRAFT_VERSIONS}
+    features = []
+    for name in sorted(supported.keys() | finalized.keys()):
+        low, high = supported.get(name, (0, 0))
+        level = finalized.get(name, 0)  # a feature never finalized is at level 0
+        features.append(
+            {
+                "name": name,
+                "supportedMinVersion": low,
+                "supportedMaxVersion": high,
+                "finalizedVersionLevel": level,
+                "supportedMinVersionName": level_name(name, low),
+                "supportedMaxVersionName": level_name(name, high),
+                "finalizedVersionLevelName": level_name(name, level),
+            }
+        )
+    return {"finalizedFeaturesEpoch": image.last_offset, "features": features}

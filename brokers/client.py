@@ -395,6 +395,10 @@ class MetaquorumClient:
         r = await self.request("DELETE", f"/v1/topics/{name}", write=True)
         return _answer(Answer, r.json())
 
+    async def delete_topics(self, names: Sequence[str]) -> Answer:
+        """DeleteTopics by several names: each one's outcome under ``responses``."""
+        return _answer(Answer, await self._post("/v1/topics/delete", {"topicNames": list(names)}))
+
     async def unregister_broker(self, broker_id: int) -> Answer:
         """Decommissions ``broker_id`` for good (Kafka's UnregisterBroker)."""
         r = await self.request("DELETE", f"/v1/brokers/{broker_id}", write=True)
@@ -585,6 +589,18 @@ class MetaquorumClient:
     async def explain_partition(self, topic: str, partition: int) -> Answer:
         """GET /v1/explain/partitions/{topic}/{partition}: why the partition is as it is."""
         return await self._read(f"/v1/explain/partitions/{topic}/{partition}")
+
+    async def list_reassignments(
+        self, topics: Sequence[str] | None = None, linearizable: bool = False
+    ) -> Answer:
+        """GET /v1/reassignments: those in progress, of every topic or of the
+        ones given (``orders`` or ``orders:0,3``)."""
+        params = {"topic": list(topics)} if topics else None
+        return await self._read("/v1/reassignments", params, linearizable)
+
+    async def describe_features(self, linearizable: bool = False) -> Answer:
+        """GET /v1/features: each feature's supported range and finalized level."""
+        return await self._read("/v1/features", linearizable=linearizable)
 
     async def image_diff(self, from_offset: int, to_offset: int, max_changes: int) -> Answer:
         """GET /v1/image/diff: every entity that changed between two offsets."""

@@ -65,6 +65,26 @@ ELR_MIN_METADATA_VERSION = MAX_METADATA_VERSION
 # The record version that carries EligibleLeaderReplicas and LastKnownElr.
 ELR_RECORD_VERSION = 2
 
+# KIP-853: Kafka's KRaftVersion. 0 is a static voter set (controller.quorum.voters);
+# 1 a dynamic one, kept as VotersRecords in the log. metaquorum's voter set is
+# dynamic (add-voter, remove-voter) and its first leader writes a VotersRecord,
+# so a log holding one is at level 1. Kafka keeps this feature in the Raft
+# log's control records, not in a FeatureLevelRecord: it is described, never
+# updated through UpdateFeatures (decisions.md).
+KRAFT_VERSION = "kraft.version"
+SUPPORTED_KRAFT_VERSIONS = (0, 1)
+
+
+def kraft_version(has_voters_record: bool) -> int:
+    return 1 if has_voters_record else 0
+
+
+def level_name(feature: str, level: int) -> str:
+    """A level as kafka-features describe prints it: metadata.version by its
+    release ("3.6-IV0"), every other feature by its number."""
+    return release_name(level) if feature == METADATA_VERSION else str(level)
+
+
 SUPPORTED_FEATURES = {
     METADATA_VERSION: (MIN_METADATA_VERSION, MAX_METADATA_VERSION),
     ELR_VERSION: (0, MAX_ELR_VERSION),

@@ -52,6 +52,7 @@ from .ops_history import (
     history_timeout_s,
     image_at,
 )
+from .ops_partitions import PARTITION_COMMANDS
 from .ops_render import (
     WhoLines,
     dump,
@@ -775,6 +776,7 @@ OPS: dict[str, OpCommand] = {
         _log,
     ),
     "create-topic": OpCommand("create a topic", _create_topic_flags, _create_topic, WRITE_EXITS),
+    **PARTITION_COMMANDS,
     "configs": OpCommand(
         "the configs of a topic, a broker or the cluster-wide default, resolved as Kafka "
         "does (like kafka-configs --describe): what is set, or every config with --all",

@@ -12,6 +12,7 @@ from .common import (
     Int16,
     RefusalFields,
     RequestModel,
+    ResponseModel,
     StrictBool,
     StrictStr,
     ThrottleTimeMs,
@@ -59,3 +60,66 @@ class UpdateFeaturesResponse(RefusalFields):
     @classmethod
     def from_message(cls, r: m.UpdateFeaturesResponse) -> UpdateFeaturesResponse:
         return cls(**refusal_fields(r))
+
+
+class FeatureOut(ResponseModel):
+    """One feature: what this controller supports and where it is finalized."""
+
+    name: str = Field(description="the feature")
+    supported_min_version: int = Field(description="the lowest level this controller supports")
+    supported_max_version: int = Field(description="the highest level this controller supports")
+    finalized_version_level: int = Field(
+        description="the level the cluster runs at (0: never finalized, or off)"
+    )
+    supported_min_version_name: str = Field(
+        description='as kafka-features prints it: metadata.version by release ("3.3-IV2"), '
+        "other features by number"
+    )
+    supported_max_version_name: str = Field(description="likewise")
+    finalized_version_level_name: str = Field(description="likewise")
+
+
+class FeaturesOut(ResponseModel):
+    """GET /v1/features (Kafka's DescribeFeatures, what ``kafka-features
+    describe`` prints): ``kraft.version`` is 1, a dynamic voter set (KIP-853),
+    once the first leader has written the voters into the log."""
+
+    model_config = example(
+        {
+            "finalizedFeaturesEpoch": 41,
+            "features": [
+                {
+                    "name": "eligible.leader.replicas.version",
+                    "supportedMinVersion": 0,
+                    "supportedMaxVersion": 1,
+                    "finalizedVersionLevel": 0,
+                    "supportedMinVersionName": "0",
+                    "supportedMaxVersionName": "1",
+                    "finalizedVersionLevelName": "0",
+                },
+                {
+                    "name": "kraft.version",
+                    "supportedMinVersion": 0,
+                    "supportedMaxVersion": 1,
+                    "finalizedVersionLevel": 1,
+                    "supportedMinVersionName": "0",
+                    "supportedMaxVersionName": "1",
+                    "finalizedVersionLevelName": "1",
+                },
+                {
+                    "name": "metadata.version",
+                    "supportedMinVersion": 6,
+                    "supportedMaxVersion": 12,
+                    "finalizedVersionLevel": 12,
+                    "supportedMinVersionName": "3.3-IV2",
+                    "supportedMaxVersionName": "3.6-IV0",
+                    "finalizedVersionLevelName": "3.6-IV0",
+                },
+            ],
+        }
+    )
+
+    finalized_features_epoch: int = Field(
+        description="the offset of the image read (Kafka: the committed offset)"
+    )
+    features: list[FeatureOut] = Field(description="by name")

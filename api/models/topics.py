@@ -180,8 +180,9 @@ class DeletableTopicResult(RefusalFields):
 
 
 class DeleteTopicsResponse(RefusalFields):
-    """DELETE /v1/topics/{name}. The top-level error repeats the topic's, since
-    the request names exactly one topic."""
+    """DELETE /v1/topics/{name} and POST /v1/topics/delete: a result per topic,
+    in the order asked. For one topic the top-level error repeats the topic's;
+    for several it is NONE and each result says its own (as Kafka's)."""
 
     model_config = example(
         {
@@ -192,7 +193,7 @@ class DeleteTopicsResponse(RefusalFields):
     )
 
     throttle_time_ms: ThrottleTimeMs = 0
-    responses: list[DeletableTopicResult] = Field(description="the one topic's outcome")
+    responses: list[DeletableTopicResult] = Field(description="each topic's outcome")
 
     @classmethod
     def from_message(cls, r: m.DeleteTopicsResponse) -> DeleteTopicsResponse:
@@ -584,3 +585,77 @@ class TopicsOut(ResponseModel):
     )
 
     topics: list[TopicOut] = Field(description="by name")
+
+
+# ---------------------------------------------------------------- ListPartitionReassignments
+
+
+class OngoingPartitionReassignmentOut(ResponseModel):
+    """A partition whose replicas are being changed."""
+
+    partition_index: int = Field(description="the partition")
+    replicas: list[int] = Field(
+        description="every replica now, the adding ones included (Kafka's merged list)"
+    )
+    adding_replicas: list[int] = Field(description="replicas being added")
+    removing_replicas: list[int] = Field(description="replicas being removed")
+
+
+class OngoingTopicReassignmentOut(ResponseModel):
+    """A topic with partitions being reassigned."""
+
+    name: str = Field(description="the topic")
+    topic_id: str = Field(description="its id")
+    partitions: list[OngoingPartitionReassignmentOut] = Field(description="by partition")
+
+
+class ReassignmentsOut(ResponseModel):
+    """GET /v1/reassignments (Kafka's ListPartitionReassignments): the
+    reassignments in progress, by topic name and partition."""
+
+    model_config = example(
+        {
+            "offset": 41,
+            "topics": [
+                {
+                    "name": "orders",
+                    "topicId": ORDERS_ID,
+                    "partitions": [
+                        {
+                            "partitionIndex": 0,
+                            "replicas": [1, 2, 3, 4],
+                            "addingReplicas": [4],
+                            "removingReplicas": [1],
+                        }
+                    ],
+                }
+            ],
+            "notFound": ["payments", "orders:7"],
+        }
+    )
+
+    offset: int = Field(description="the offset of the image read")
+    topics: list[OngoingTopicReassignmentOut] = Field(
+        description="topics with a reassignment in progress (Kafka leaves out the others)"
+    )
+    not_found: list[str] = Field(
+        description="the topics (`name`) and partitions (`name:partition`) asked for that "
+        "do not exist; Kafka's answer leaves them out silently"
+    )
+
+
+# ---------------------------------------------------------------- DeleteTopics (several)
+
+
+class DeleteTopicsRequest(RequestModel):
+    """POST /v1/topics/delete: Kafka's DeleteTopics by names. Each topic gets
+    its own result; the ones that can go are deleted in one batch."""
+
+    model_config = example({"topicNames": ["orders", "payments"]})
+
+    topic_names: bounded_list(StrictStr, limits.MAX_TOPICS_PER_REQUEST) = Field(
+        min_length=1, description="the topics to delete"
+    )
+
+    def to_message(self) -> m.DeleteTopicsRequest:
+        return m.DeleteTopicsRequest(names=tuple(self.topic_names))

@@ -26,6 +26,7 @@ from . import (
     history,
     quorum,
     quotas,
+    reassignments,
     records,
     refusals,
     topics,
@@ -43,6 +44,13 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
     AdminWrite(
         "DELETE", "/v1/topics/{name}", "deleteTopic", "DeleteTopics (one topic)",
         None, M.DeleteTopicsResponse, message=M.delete_topics_message,
+    ),
+    AdminWrite(
+        "POST", "/v1/topics/delete", "deleteTopics", "DeleteTopics (several topics)",
+        M.DeleteTopicsRequest, M.DeleteTopicsResponse,
+        doc="""Deletes the topics named, each with its own result in the order
+        asked (an unknown or repeated name is refused, the others go); the
+        ones deleted go in one batch.""",
     ),
     AdminWrite(
         "DELETE", "/v1/brokers/{id}", "unregisterBroker", "UnregisterBroker",
@@ -95,6 +103,7 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
     quorum.membership,
     brokers.reads,
     topics.reads,
+    reassignments.reads,
     configs.reads,
     AdminWrite(
         "POST", "/v1/client-quotas", "alterClientQuotas", "AlterClientQuotas",

@@ -25,6 +25,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.BrokerHeartbeatRequest,
     M.AlterPartitionRequest,
     M.CreateTopicsRequest,
+    M.DeleteTopicsRequest,
     M.CreatePartitionsRequest,
     M.AlterPartitionReassignmentsRequest,
     M.ElectLeadersRequest,

@@ -47,6 +47,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from api.reads import reassignments_obj
 from controller.isr_index import BrokersToIsrs
 from controller.messages import (
     PREFERRED,
@@ -880,6 +881,29 @@ class ControllerMachine(RuleBasedStateMachine):
                 )
                 assert unclean_revert or added <= active, (record, added, active)
                 isrs[key] = record.isr
+
+    @invariant()
+    def listed_reassignments_are_the_partitions_changing_replicas(self):
+        """ListPartitionReassignments over the image (api/reads.py), all topics
+        or each by name: exactly the partitions with replicas being added or
+        removed, the adding ones among the replicas, the removing ones too."""
+        image = self.h.image
+        listed = reassignments_obj(image, None)
+        ongoing = {
+            (t["name"], p["partitionIndex"]): p for t in listed["topics"] for p in t["partitions"]
+        }
+        expected = {
+            (topic.name, pid)
+            for topic in image.topics.values()
+            for pid, part in topic.partitions.items()
+            if part.adding_replicas or part.removing_replicas
+        }
+        assert ongoing.keys() == expected
+        for p in ongoing.values():
+            assert set(p["addingReplicas"]) | set(p["removingReplicas"]) <= set(p["replicas"])
+            assert not set(p["addingReplicas"]) & set(p["removingReplicas"])
+        by_name = reassignments_obj(image, [(t.name, None) for t in image.topics.values()])
+        assert by_name["topics"] == listed["topics"] and by_name["notFound"] == []
 
     @invariant()
     def unregistered_brokers_lead_nothing_and_hold_no_session(self):
