@@ -85,8 +85,8 @@ async function api(path) {
   return body;
 }
 
-function failed(view, error) {
-  draw(view, h("h1", {}, "Could not load"), h("p", { class: "error" }, String(error.message || error)));
+function failed(error) {
+  draw("error", h("h1", {}, "Could not load"), h("p", { class: "error", id: "error" }, String(error.message || error)));
 }
 
 // ------------------------------------------------------------ the views
@@ -428,7 +428,7 @@ async function refresh() {
     again = true;
     return;
   }
-  drawing = render().catch((e) => failed(section || "none", e));
+  drawing = render().catch(failed);
   await drawing;
   drawing = null;
   if (again) {
