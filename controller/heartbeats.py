@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 from metadata_records.delta import ImageDelta
 
 from .placement import UsableBroker
@@ -50,6 +52,17 @@ class BrokerSession:
     @property
     def shutting_down(self) -> bool:
         return self.controlled_shutdown_offset >= 0
+
+
+class SessionFacts(msgspec.Struct, frozen=True, gc=False):
+    """What the active controller knows of one broker's session, for
+    ``explain`` (it crosses to an HTTP worker: durations, not monotonic times)."""
+
+    since_contact_ms: int  # since the last heartbeat (or registration) this leader had
+    session_timeout_ms: int
+    heard: bool  # False: a session this leader granted on trust at its election
+    metadata_offset: int  # the offset its last heartbeat reported (-1: none yet)
+    controlled_shutdown_offset: int  # what its shutdown waits for (-1: not shutting down)
 
 
 class BrokerHeartbeatManager:
@@ -98,6 +111,19 @@ class BrokerHeartbeatManager:
             self._ordered = False
         else:
             self._latest_ms = now_ms
+
+    def facts(self, broker_id: int, now_ms: int) -> SessionFacts | None:
+        """The session of ``broker_id`` as ``explain`` shows it; None: none."""
+        s = self.sessions.get(broker_id)
+        if s is None:
+            return None
+        return SessionFacts(
+            now_ms - s.last_contact_ms,
+            self.session_timeout_ms,
+            s.heard,
+            s.metadata_offset,
+            s.controlled_shutdown_offset,
+        )
 
     def register(self, broker_id: int, now_ms: int) -> None:
         """A new incarnation: a fresh session, not shutting down."""

@@ -29,6 +29,7 @@ import msgspec
 from metadata_records.errors import Errors
 
 from . import messages as m
+from .heartbeats import SessionFacts
 
 CAPACITY = 10_000
 PER_KEY = 16
@@ -56,11 +57,14 @@ class RefusalsQuery(msgspec.Struct, frozen=True, gc=False):
     topic: str | None = None
     partition: int | None = None
     limit: int = 100
+    # Also this broker's session (explain): the heartbeats live beside the ring.
+    session_of: int | None = None
 
 
 class RefusalsAnswer(msgspec.Struct, frozen=True, gc=False):
     noted: int  # refusals noted since this controller became active
     refusals: tuple[Refusal, ...]  # newest first
+    session: SessionFacts | None = None  # the session asked for (``session_of``), if any
 
 
 def _api(request: object) -> str:
@@ -224,9 +228,9 @@ class RefusalRing:
             out.append(r)
         return out
 
-    def answer(self, query: RefusalsQuery) -> RefusalsAnswer:
+    def answer(self, query: RefusalsQuery, session: SessionFacts | None = None) -> RefusalsAnswer:
         found = self.recent(query.broker_id, query.topic, query.partition, query.limit)
-        return RefusalsAnswer(self.noted, tuple(found))
+        return RefusalsAnswer(self.noted, tuple(found), session)
 
     def __len__(self) -> int:
         return len(self._ring)

@@ -155,7 +155,7 @@ def what_if(image: MetadataImage, brokers: Iterable[int], now_ms: int) -> WhatIf
         if before is None or after is None or after == before:
             continue
         if topic_id not in min_isrs:
-            min_isrs[topic_id] = _min_isr(image, topic_id)
+            min_isrs[topic_id] = min_insync_replicas(image, topic_id)
         min_isr = min_isrs[topic_id]
         outcomes.append(
             PartitionOutcome(
@@ -182,7 +182,7 @@ def _outcome(before: PartitionRegistration, after: PartitionRegistration, min_is
     return ISR_SHRUNK
 
 
-def _min_isr(image: MetadataImage, topic_id: str) -> int:
+def min_insync_replicas(image: MetadataImage, topic_id: str) -> int:
     """min.insync.replicas as a broker checks it (not capped at the
     replication factor, as the ELR's effective min ISR is)."""
     value = topic_config_value(

@@ -359,7 +359,11 @@ class Orderer:
         if not self.active:
             raise self.raft.not_controller("this node is not the active controller")
         if type(request) is RefusalsQuery:  # a read of the ring: nothing to decide
-            reply.set_result(self.refusals.answer(request))
+            session = None
+            if request.session_of is not None:
+                heartbeats = self.controller.heartbeats
+                session = heartbeats.facts(request.session_of, session_clock_ms())
+            reply.set_result(self.refusals.answer(request, session))
             return
         if type(request) is BrokerHeartbeatRequest and not self.transferring:
             # One that changes nothing is answered now from the committed

@@ -42,6 +42,7 @@ One module per area, each importing its types from ``common``:
 * ``log``: the log and snapshot reads
 * ``history``: the image at an offset or a time, and the diff of two
 * ``what_if``: what losing brokers or racks would do (GET /v1/what-if)
+* ``explain``: why a broker or a partition is as it is (GET /v1/explain/...)
 
 Every public name is re-exported here, so ``from api import models as M`` and
 ``M.AlterPartitionRequest`` stay the way to name them.
@@ -130,6 +131,20 @@ from .configs import (
     DescribedConfigOut,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+)
+from .explain import (
+    BrokerEventOut,
+    BrokerExplainOut,
+    BrokerRegistrationOut,
+    ControlledShutdownOut,
+    LookBackOut,
+    OffsetTimeOut,
+    PartitionChangeOut,
+    PartitionExplainOut,
+    ReplicaStateOut,
+    ServedByOut,
+    SessionOut,
+    TopicPartitionOut,
 )
 from .features import UpdateFeaturesRequest, UpdateFeaturesResponse
 from .history import (
@@ -220,6 +235,18 @@ __all__ = [
     "WhatIfCountsOut",
     "WhatIfOut",
     "WhatIfPartitionOut",
+    "BrokerEventOut",
+    "BrokerExplainOut",
+    "BrokerRegistrationOut",
+    "ControlledShutdownOut",
+    "LookBackOut",
+    "OffsetTimeOut",
+    "PartitionChangeOut",
+    "PartitionExplainOut",
+    "ReplicaStateOut",
+    "ServedByOut",
+    "SessionOut",
+    "TopicPartitionOut",
     "BrokerId",
     "CLUSTER_ID",
     "ErrorFields",
