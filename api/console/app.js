@@ -243,7 +243,8 @@ async function partitionsView(params) {
 }
 
 function summary(sentences) {
-  return h("ul", { class: "summary", id: "summary" }, (sentences || []).map((s) => h("li", {}, s)));
+  const items = Array.isArray(sentences) ? sentences : sentences ? [sentences] : [];
+  return h("ul", { class: "summary", id: "summary" }, items.map((s) => h("li", {}, s)));
 }
 
 function whoText(who) {
@@ -251,55 +252,86 @@ function whoText(who) {
   return [who.principal, who.api, who.requestId && `request ${who.requestId}`, who.rule && `rule ${who.rule}`].filter(Boolean).join(" · ");
 }
 
-function refusalsTable(refusals) {
-  if (!refusals || !refusals.length) return h("p", { class: "muted" }, "no recent refusals");
-  return table(
-    ["time", "API", "rule", "message"],
-    refusals.map((r) => h("tr", {}, h("td", {}, time(r.timeMs)), h("td", {}, r.api || ""), h("td", {}, h("code", {}, r.rule || "")), h("td", {}, r.message || r.errorMessage || ""))),
-  );
+function refusalsTable(refusals, from) {
+  const note = from ? h("p", { class: "muted" }, from) : null;
+  if (!refusals || !refusals.length) return [h("p", { class: "muted" }, "no recent refusals"), note];
+  return [
+    table(
+      ["time", "API", "error", "rule", "message"],
+      refusals.map((r) => h("tr", {}, h("td", {}, time(r.timeMs)), h("td", {}, r.api), h("td", {}, r.errorName), h("td", {}, h("code", {}, r.rule || "")), h("td", {}, r.errorMessage || ""))),
+    ),
+    note,
+  ];
 }
 
 function servedBy(s) {
   if (!s) return "";
-  return `voter ${s.nodeId}` + (s.activeController ? " (the active controller)" : ` (a follower; the leader is ${s.leaderId ?? "unknown"})`);
+  return `voter ${s.nodeId}` + (s.activeController ? " (the active controller)" : ` (a follower; the active controller is ${s.leaderId ?? "unknown"})`);
 }
+
+const lookBack = (l) => (l ? h("p", { class: "muted" }, l.why) : null);
 
 async function brokerExplainView(id) {
   const b = await api(`/v1/explain/brokers/${encodeURIComponent(id)}`);
-  const reg = b.registration || {};
+  const reg = b.registration;
   const cs = b.controlledShutdown;
+  const session = b.session;
   draw(
     "broker-explain",
-    h("h1", {}, `Broker ${b.brokerId} `, tag(b.state)),
+    h("h1", {}, `Broker ${b.brokerId} `, tag(b.state, b.state === "unfenced" ? "active" : b.state === "controlledShutdown" ? "shutdown" : b.state)),
     summary(b.summary),
     h("h2", {}, "Registration"),
-    facts([
-      ["registered at offset", reg.offset],
-      ["at", time(reg.timeMs)],
-      ["broker epoch", reg.brokerEpoch],
-      ["incarnation", reg.incarnationId],
-      ["rack", reg.rack ?? "none"],
-      ["by", whoText(reg.who)],
-      ["answered by", servedBy(b.servedBy)],
-      ["as of offset", b.offset],
-    ]),
-    cs ? [h("h2", {}, "Controlled shutdown"), facts([["since", time(cs.since)], ["still leads", `${cs.leaderOfCount} partitions`], ["why", cs.why || ""]])] : null,
+    reg
+      ? facts([
+          ["registered at offset", reg.offset ?? "before the look-back"],
+          ["at", time(reg.timeMs)],
+          ["broker epoch", reg.brokerEpoch],
+          ["incarnation", reg.incarnationId],
+          ["rack", reg.rack ?? "none"],
+          ["by", whoText(reg.who)],
+          ["answered by", servedBy(b.servedBy)],
+          ["as of offset", b.offset],
+        ])
+      : h("p", { class: "muted" }, "not registered"),
+    session
+      ? [
+          h("h2", {}, "Session"),
+          facts([
+            ["last heartbeat", `${time(session.lastHeartbeatMs)} (${session.sinceLastHeartbeatMs} ms ago)`],
+            ["session timeout", `${session.sessionTimeoutMs} ms`],
+            ["expires in", `${session.expiresInMs} ms`],
+            ["reported offset", session.metadataOffset ?? ""],
+          ]),
+        ]
+      : null,
+    cs
+      ? [
+          h("h2", {}, "Controlled shutdown"),
+          facts([
+            ["since", cs.since ? `offset ${cs.since.offset}, ${time(cs.since.timeMs)}` : "before the look-back"],
+            ["still leads", `${cs.leaderOfCount} partitions`],
+            ["why", cs.why],
+          ]),
+        ]
+      : null,
     h("h2", {}, "How it got here"),
     table(
       ["offset", "time", "event", "cause", "rule", "by"],
       (b.events || []).map((e) => h("tr", {}, h("td", { class: "num" }, e.offset), h("td", {}, time(e.timeMs)), h("td", {}, e.event), h("td", {}, e.cause || ""), h("td", {}, h("code", {}, e.rule || "")), h("td", {}, whoText(e.who)))),
     ),
+    lookBack(b.lookBack),
     h("h2", {}, "Recent refusals"),
-    refusalsTable(b.refusals),
+    refusalsTable(b.refusals, b.refusalsFrom),
   );
 }
 
 async function partitionExplainView(topic, partition) {
   const p = await api(`/v1/explain/partitions/${encodeURIComponent(topic)}/${encodeURIComponent(partition)}`);
+  const refused = p.lastRefusedAlterPartition;
   draw(
     "partition-explain",
     h("h1", {}, `${p.topic} / ${p.partition} `, (p.status || []).map((s) => tag(s))),
-    summary(p.reasons),
+    summary(p.reasons && p.reasons.length ? p.reasons : ["online, with every replica in the ISR"]),
     facts([
       ["leader", `${p.leader} (epoch ${p.leaderEpoch})`],
       ["replicas", list(p.replicas)],
@@ -308,6 +340,7 @@ async function partitionExplainView(topic, partition) {
       ["last known ELR", list(p.lastKnownElr)],
       ["min ISR", p.minIsr],
       ["adding / removing", `${list(p.addingReplicas)} / ${list(p.removingReplicas)}`],
+      ["last refused AlterPartition", refused ? `${time(refused.timeMs)} ${refused.errorName} (${refused.rule || "no rule"}): ${refused.errorMessage || ""}` : "none"],
       ["answered by", servedBy(p.servedBy)],
       ["as of offset", p.offset],
     ]),
@@ -320,11 +353,12 @@ async function partitionExplainView(topic, partition) {
     ),
     h("h2", {}, "History"),
     table(
-      ["offset", "time", "leader", "leader epoch", "ISR", "ELR", "by"],
-      (p.history || []).map((x) => h("tr", {}, h("td", { class: "num" }, x.offset), h("td", {}, time(x.timeMs)), h("td", { class: "num" }, x.leader), h("td", { class: "num" }, x.leaderEpoch), h("td", {}, list(x.isr)), h("td", {}, list(x.elr)), h("td", {}, whoText(x.who)))),
+      ["offset", "time", "change", "leader", "leader epoch", "ISR", "ELR", "by"],
+      (p.history || []).map((x) => h("tr", {}, h("td", { class: "num" }, x.offset), h("td", {}, time(x.timeMs)), h("td", {}, x.change), h("td", { class: "num" }, x.leader ?? ""), h("td", { class: "num" }, x.leaderEpoch ?? ""), h("td", {}, x.isr ? list(x.isr) : ""), h("td", {}, x.elr ? list(x.elr) : ""), h("td", {}, whoText(x.who)))),
     ),
+    lookBack(p.lookBack),
     h("h2", {}, "Recent refusals"),
-    refusalsTable(p.refusals),
+    refusalsTable(p.refusals, p.refusalsFrom),
   );
 }
 
