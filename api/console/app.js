@@ -23,7 +23,7 @@ function h(tag, attrs, ...children) {
     else if (key === "dataset") Object.assign(el.dataset, value);
     else el.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -56,7 +56,7 @@ function facts(pairs) {
 }
 
 function draw(view, ...children) {
-  main.replaceChildren(...children);
+  main.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   document.body.dataset.loaded = view;
   // When the first data was drawn, in ms since navigation began (bench/console.py).
   if (!document.body.dataset.drawnMs) document.body.dataset.drawnMs = performance.now().toFixed(1);
@@ -65,9 +65,10 @@ function draw(view, ...children) {
 // ------------------------------------------------------------ the API
 
 class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, body) {
     super(message);
     this.status = status;
+    this.body = body || {};
   }
 }
 
@@ -83,7 +84,7 @@ async function api(path) {
   } catch (e) {
     throw new ApiError(response.status, `${path}: ${response.status} ${response.statusText}`);
   }
-  if (!response.ok) throw new ApiError(response.status, body.errorMessage || `${path}: ${response.status}`);
+  if (!response.ok) throw new ApiError(response.status, body.errorMessage || `${path}: ${response.status}`, body);
   return body;
 }
 
@@ -136,6 +137,7 @@ async function quorumView() {
     ),
     h("h2", {}, "Voters"),
     table(["node", "role", "URL", "connected", "lag (records)", "log end"], voters),
+    s.leaderId !== s.nodeId ? h("p", { class: "muted" }, "Lag and log ends are measured by the leader; open its console for them.") : null,
     h("h2", {}, "Elections"),
     facts([
       ["elections started, by cause", counts(e.electionsStarted)],
@@ -379,10 +381,18 @@ function logRow(r) {
   );
 }
 
+// The log's end (the next offset to commit), from the status.
+const logEnd = async () => (await api("/v1/quorum/status")).highWatermark;
+
 async function logView() {
-  const head = await api("/v1/log?maxRecords=1");
-  const from = Math.max(head.oldestOffset || 0, head.highWatermark - TAIL);
-  const d = await api(`/v1/log?fromOffset=${from}&maxRecords=${TAIL}`);
+  const end = await logEnd();
+  let d;
+  try {
+    d = await api(`/v1/log?fromOffset=${Math.max(0, end - TAIL)}&maxRecords=${TAIL}`);
+  } catch (e) {
+    if (e.status !== 410) throw e; // compacted past it: from the oldest record kept
+    d = await api(`/v1/log?fromOffset=${e.body.oldestOffset}&maxRecords=${TAIL}`);
+  }
   logRows = h("tbody", {}, d.records.reverse().map(logRow));
   draw(
     "log",
@@ -492,7 +502,7 @@ async function follow() {
   let next = null;
   for (;;) {
     try {
-      if (next === null) next = (await api("/v1/log?maxRecords=1")).highWatermark;
+      if (next === null) next = await logEnd();
       const d = await api(`/v1/log?fromOffset=${next}&waitMs=${WAIT_MS}&maxRecords=500`);
       if (d.records.length) {
         next = d.nextOffset;
