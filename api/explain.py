@@ -508,9 +508,11 @@ _FIELDS = ("leader", "isr", "elr")
 
 
 def _history(part: PartitionRegistration, entries: Sequence[LogEntry]) -> list[dict[str, Any]]:
-    """The partition after each change, newest first, worked back from the
-    image: a field an older change did not set and a newer one did is not
-    known from the look-back (null); the epochs count back exactly."""
+    """The partition after each change, newest first: worked back from the
+    image (what a newer change set was something else before it, the epochs
+    one lower each), then forward from the oldest change found (what a change
+    did not set stays as the change before left it). A field set only before
+    the look-back and changed within it is not known: null."""
     state: dict[str, Any] = {
         "leader": part.leader,
         "isr": list(part.isr),
@@ -519,6 +521,7 @@ def _history(part: PartitionRegistration, entries: Sequence[LogEntry]) -> list[d
         "partitionEpoch": part.partition_epoch,
     }
     out = []
+    kept: list[dict[str, bool]] = []  # per change, the fields it did not set
     for entry in entries:
         r = entry.record
         full = type(r) is PartitionRecord
@@ -545,6 +548,7 @@ def _history(part: PartitionRegistration, entries: Sequence[LogEntry]) -> list[d
                 "who": _who(entry.who),
             }
         )
+        kept.append({name: not did for name, did in sets.items()})
         # Before this change: what it set is unknown, the epochs one lower.
         state = dict(after)
         for name in _FIELDS:
@@ -555,6 +559,10 @@ def _history(part: PartitionRegistration, entries: Sequence[LogEntry]) -> list[d
                 state["leaderEpoch"] -= 1
             if state["partitionEpoch"] is not None:
                 state["partitionEpoch"] -= 1
+    for i in range(len(out) - 2, -1, -1):  # forward, from the oldest change
+        for name in _FIELDS:
+            if out[i][name] is None and kept[i][name]:
+                out[i][name] = out[i + 1][name]
     return out
 
 

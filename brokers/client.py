@@ -578,6 +578,14 @@ class MetaquorumClient:
         (``racks:r1``) would do, at most ``limit`` changed partitions listed."""
         return await self._read("/v1/what-if", {"lose": list(lose), "limit": limit})
 
+    async def explain_broker(self, broker_id: int) -> Answer:
+        """GET /v1/explain/brokers/{id}: why the broker is in its state."""
+        return await self._read(f"/v1/explain/brokers/{broker_id}")
+
+    async def explain_partition(self, topic: str, partition: int) -> Answer:
+        """GET /v1/explain/partitions/{topic}/{partition}: why the partition is as it is."""
+        return await self._read(f"/v1/explain/partitions/{topic}/{partition}")
+
     async def image_diff(self, from_offset: int, to_offset: int, max_changes: int) -> Answer:
         """GET /v1/image/diff: every entity that changed between two offsets."""
         params = {"from": from_offset, "to": to_offset, "maxChanges": max_changes}

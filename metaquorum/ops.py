@@ -43,6 +43,7 @@ from .ops_command import (
     OpCommand,
     fail,
 )
+from .ops_explain import EXPLAIN_COMMANDS
 from .ops_history import (
     HISTORY_COMMANDS,
     add_at_flags,
@@ -791,6 +792,7 @@ OPS: dict[str, OpCommand] = {
     **ACL_COMMANDS,
     **HISTORY_COMMANDS,
     **WHAT_IF_COMMANDS,
+    **EXPLAIN_COMMANDS,
     "client-quotas": OpCommand(
         "client quotas of users, client ids and ips (like kafka-configs --describe "
         "--entity-type users/clients/ips): every entity the filter matches",
