@@ -126,6 +126,8 @@ PAGES = [
 
 
 def measure(browser: Browser, url: str, loads: int) -> list[dict]:
+    from selenium.common.exceptions import WebDriverException
+
     results = []
     for name, path, view in PAGES:
         times = []
@@ -134,7 +136,7 @@ def measure(browser: Browser, url: str, loads: int) -> list[dict]:
             browser.driver.get("about:blank")
             try:
                 browser.open(url + path, view)
-            except AssertionError as e:
+            except (AssertionError, WebDriverException) as e:
                 progress(f"{name}: {str(e).splitlines()[0]}")
                 break
             drawn = float(browser.js("return document.body.dataset.drawnMs"))

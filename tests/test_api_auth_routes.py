@@ -46,7 +46,11 @@ def endpoints(app) -> list[tuple[str, str]]:
     for route in app.routes:
         methods = getattr(route, "methods", None) or {"GET"}
         path = route.path.replace("{name}", "t").replace("{broker_id}", "1").replace("{id}", "1")
-        path = path.replace("{page:path}", "brokers")
+        path = (
+            path.replace("{page:path}", "brokers")
+            .replace("{topic}", "t")
+            .replace("{partition}", "0")
+        )
         assert "{" not in path, f"fill the path parameter of {route.path} in this test"
         found += [(m, path) for m in sorted(methods - {"HEAD", "OPTIONS"})]
     return found
