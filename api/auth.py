@@ -9,6 +9,8 @@ comment, blank lines are skipped. Roles:
 * ``read``: the GETs.
 
 Without a tokens file auth is off (``/v1/quorum/status`` says ``"auth": "off"``).
+The web console's sign-in cookie (api/console_session.py) stands for a token
+on GET and HEAD only, as the ``read`` role whatever the token's.
 ``/livez``, ``/readyz`` and ``/metrics`` need no token; the OpenAPI pages
 (``/docs``, ``/redoc``, ``/openapi.json``) need one unless the app is built with
 ``public_docs`` (``serve --public-docs``).

@@ -51,7 +51,9 @@ class EdgeMiddleware:
     """Every request, in this order, before anything is reserved for it:
 
     1. the caller is identified from its headers (401 for a missing or unknown
-       token; the role is checked later, by the route: 403);
+       token; the role is checked later, by the route: 403); a browser
+       navigating to a console page without a credential is sent to sign in
+       (303 to /ui/login), whose page and assets need none;
     2. a body must say ``Content-Type: application/json`` (415) and stay under
        the limit (413, by Content-Length and by counting what arrives);
     3. the body is read whole, under the connection's deadlines

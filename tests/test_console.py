@@ -105,6 +105,9 @@ def test_every_page_has_a_strict_csp_and_no_inline_script(local, app):
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
     assert r.headers["x-content-type-options"] == "nosniff"
+    for path in ("/ui/assets/nope.js", "/ui/assets/index.html"):
+        r = local.request(app, "GET", path)
+        assert r.status_code == 404 and "no such console asset" in r.json()["errorMessage"]
     for name in ("index.html", "login.html"):
         html = console.ASSETS[name][0].decode()
         assert not re.search(r"<script(?![^>]*\bsrc=)", html), name  # every script is a file

@@ -28,10 +28,11 @@ from typing import Annotated, Literal
 from fastapi import FastAPI, Query, Request
 from starlette.responses import RedirectResponse, Response
 
-from metadata_records.image import MetadataImage
+from metadata_records.errors import Errors
+from metadata_records.image import MetadataImage, TopicImage
 
 from .. import console_session
-from ..errors import JsonResponse
+from ..errors import ApiProblem, JsonResponse
 from .context import OFFLOAD_PARTITIONS, RouteContext, with_offset
 from .params import ReadCaller
 
@@ -119,7 +120,7 @@ class PartitionIndex:
     that paging through 100,000 partitions costs a slice, not a walk."""
 
     offset: int
-    topics: list  # TopicImage, by name
+    topics: list[TopicImage]  # by name
     starts: list[int]  # the index of each topic's first partition in the whole order
     problems: list[tuple[str, int]]  # (topic id, partition id)
     under_replicated: int
@@ -143,7 +144,7 @@ class PartitionIndex:
         return PartitionIndex(image.last_offset, topics, starts, problems, under, offline)
 
 
-def partition_row(topic, pid: int) -> dict:
+def partition_row(topic: TopicImage, pid: int) -> dict:
     p = topic.partitions[pid]
     status = []
     if p.leader < 0:
@@ -180,7 +181,7 @@ def partitions_page(
         t = image.topic_by_name(topic)
         pids = sorted(t.partitions) if t is not None else []
         total = len(pids)
-        rows = [partition_row(t, pid) for pid in pids[start : start + limit]]
+        rows = [] if t is None else [partition_row(t, pid) for pid in pids[start : start + limit]]
     else:
         total = image.partition_count
         rows = _slice_all(index, start, limit)
@@ -263,9 +264,8 @@ def pages(app: FastAPI, ctx: RouteContext) -> None:
     async def asset(name: str) -> Response:
         # The edge let only the sign-in page's assets through without a credential.
         if name not in ASSETS or name.endswith(".html"):
-            return JsonResponse(
-                {"errorCode": 42, "errorName": "INVALID_REQUEST", "errorMessage": "no such asset"},
-                status_code=404,
+            raise ApiProblem(
+                404, Errors.INVALID_REQUEST, f"no such console asset: {name[:60]!r} (see /ui)"
             )
         return _file(name, cache="no-cache")
 
