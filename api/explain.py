@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from controller.heartbeats import SessionFacts
 from controller.refusals import Refusal
-from metadata_records.codec import who_obj
+from metadata_records.codec import decode_batch, who_obj
 from metadata_records.image import (
     BrokerRegistration,
     MetadataImage,
@@ -48,7 +48,7 @@ from metadata_records.records import (
 )
 from quorum.callers import CONTROLLER
 from quorum.callers import FENCE as FENCE_WORK
-from quorum.record_log import LogEntry, OffsetTooOld
+from quorum.record_log import LogEntry, OffsetTooOld, batch_entries
 
 from .models.refusals import refusal_obj
 
@@ -56,6 +56,10 @@ HISTORY_LIMIT = 20  # events (broker) or changes (partition) shown, newest first
 MAX_SCANNED = 50_000  # records the look-back reads at most, back from the image's offset
 LEADS_LISTED = 100  # partitions a broker in controlled shutdown still leads, listed
 _CHUNK = 2_000
+# The switch of the look-back's fast path: decode only the retained batches
+# whose bytes name the target. False decodes every batch, as
+# tests/test_explain.py does to check both find the same entries.
+PAYLOAD_FILTER = True
 
 UNFENCED, FENCED, SHUTTING_DOWN, UNREGISTERED = (
     "unfenced",
@@ -107,17 +111,40 @@ class LookBack(NamedTuple):
 def scan_back(
     read: Callable[..., list[LogEntry]],
     below: int,
-    wanted: Callable[[object], bool],
+    wanted: Wanted,
     limit: int = HISTORY_LIMIT,
     max_scanned: int = MAX_SCANNED,
+    stored: Callable[[int, int], list[tuple[int, int, bytes]]] | None = None,
 ) -> tuple[list[LogEntry], LookBack]:
     """The newest ``limit`` entries before ``below`` whose record is ``wanted``,
     newest first, reading at most ``max_scanned`` records back; ``read`` is
-    RecordLog.read's shape (``log_reader``)."""
+    RecordLog.read's shape (``log_reader``).
+
+    ``stored`` (RecordLog.stored_from): the retained log's encoded batches,
+    of which only those whose bytes hold one of ``wanted.needles`` are decoded
+    (PAYLOAD_FILTER; a batch's JSON is written without spaces, so a record
+    that names the target holds its needle); what is older, in the history
+    store, is read and decoded through ``read``."""
     found: list[LogEntry] = []
     end = below
     floor = max(0, below - max_scanned)
     oldest = floor == 0  # reaching the floor is reaching the log's start
+    if stored is not None and PAYLOAD_FILTER:
+        try:
+            batches = stored(floor, below)
+        except OffsetTooOld as e:
+            batches = stored(e.oldest, below) if e.oldest < below else []
+        needles = wanted.needles
+        for first, count, payload in reversed(batches):
+            if any(n in payload for n in needles):
+                for entry in reversed(batch_entries(decode_batch(payload), first, 0, count)):
+                    if wanted(entry.record):
+                        found.append(entry)
+                        if len(found) >= limit:
+                            return found, LookBack(
+                                entry.offset, below, below - entry.offset, "enough"
+                            )
+            end = first
     while end > floor:
         start = max(floor, end - _CHUNK)
         try:
@@ -140,28 +167,49 @@ def scan_back(
     return found, LookBack(end, below, below - end, "oldest" if oldest else "budget")
 
 
-def about_broker(broker_id: int) -> Callable[[object], bool]:
-    def wanted(record: object) -> bool:
+class Wanted:
+    """Which records a look-back keeps (``__call__``), and byte strings one
+    of which the encoded batch of any such record holds (``needles``)."""
+
+    needles: tuple[bytes, ...]
+
+    def __call__(self, record: object) -> bool:
+        raise NotImplementedError
+
+
+class BrokerRecords(Wanted):
+    """A broker's registrations, changes and unregistration."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        # One needle (a byte search costs its bytes): it also finds ids it is a
+        # prefix of (7 in 70-79, ...), decoded and then left out.
+        self.needles = (f'"brokerId":{broker_id}'.encode(),)
+
+    def __call__(self, record: object) -> bool:
         kind = type(record)
         return (
             kind is BrokerRegistrationChangeRecord
             or kind is RegisterBrokerRecord
             or kind is UnregisterBrokerRecord
-        ) and record.broker_id == broker_id
-
-    return wanted
+        ) and record.broker_id == self.broker_id
 
 
-def about_partition(topic_id: str, partition: int) -> Callable[[object], bool]:
-    def wanted(record: object) -> bool:
+class PartitionRecords(Wanted):
+    """A partition's record and its changes."""
+
+    def __init__(self, topic_id: str, partition: int) -> None:
+        self.topic_id, self.partition = topic_id, partition
+        # The codec writes partitionId, then topicId (the records' field order).
+        self.needles = (f'"partitionId":{partition},"topicId":"{topic_id}"'.encode(),)
+
+    def __call__(self, record: object) -> bool:
         kind = type(record)
         return (
             (kind is PartitionChangeRecord or kind is PartitionRecord)
-            and record.partition_id == partition
-            and record.topic_id == topic_id
+            and record.partition_id == self.partition
+            and record.topic_id == self.topic_id
         )
-
-    return wanted
 
 
 def _who(who: Who | None) -> dict[str, Any] | None:
@@ -470,14 +518,16 @@ def _reasons(
 
     reasons = []
     if "offline" in status:
-        if part.elr:
-            hope = f"the ELR ({_names(part.elr)}) may be elected once one of them is unfenced"
+        in_isr = [r for r in replicas if r["inIsr"]]
+        if not in_isr:
+            why_not = "the ISR is empty"
         else:
-            hope = "no ISR member can lead"
-        reasons.append(
-            f"Offline: no leader; ISR [{_names(part.isr)}], {hope}. Replicas out of the ISR: "
-            f"{why_out()}."
-        )
+            why_not = "no ISR member can lead: " + "; ".join(
+                f"{r['brokerId']}: {r['why']}" for r in in_isr
+            )
+        if part.elr:
+            why_not += f"; the ELR ({_names(part.elr)}) may be elected once one is unfenced"
+        reasons.append(f"Offline: no leader; {why_not}.")
     if "underReplicated" in status:
         reasons.append(
             f"Under-replicated: ISR [{_names(part.isr)}] of replicas "

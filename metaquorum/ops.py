@@ -2,7 +2,7 @@
 ``create-topic``, ``configs``, ``alter-configs``, ``acls``, ``create-acl``,
 ``delete-acls``, ``client-quotas``, ``alter-client-quotas``,
 ``update-features``, ``unregister-broker``, ``transfer-leadership``,
-``add-voter``, ``remove-voter``, ``diff``, ``what-if``.
+``add-voter``, ``remove-voter``, ``diff``, ``what-if``, ``explain``.
 
 They are one table, ``OPS``: each command's entry names its help, how its own
 flags are added and the call that does it, so that one command is read in one

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from api import models as M
+from quorum.node_errors import NotControllerError
 
 from .local_node import registration_body
 from .test_api_openapi import conforms
@@ -136,3 +137,20 @@ def test_unknown_and_bad_ids(local, app, cluster):
     assert r.status_code == 400, r.text
     r = local.request(app, "GET", "/v1/explain/partitions/orders/-1")
     assert r.status_code == 400, r.text
+
+
+def test_a_node_that_is_not_the_active_controller_says_who_is(local, app, cluster, monkeypatch):
+    async def not_controller(request, timeout_s=0.0, caller=None):
+        raise NotControllerError(7, "http://voter-7:7070", "this node is not the active controller")
+
+    monkeypatch.setattr(local.node, "submit", not_controller)
+    body = get(local, app, "/v1/explain/brokers/3")
+    assert body["state"] == "fenced"  # from the image and the log all the same
+    assert (body["refusals"], body["session"]) == (None, None)
+    assert body["servedBy"]["activeController"] is False
+    assert body["refusalsFrom"] == (
+        f"node {local.node.node_id} is not the active controller: ask node 7 at http://voter-7:7070"
+    )
+    part = get(local, app, "/v1/explain/partitions/orders/0")
+    assert (part["refusals"], part["lastRefusedAlterPartition"]) == (None, None)
+    assert part["replicaStates"][2]["rule"] == "kip-841.replica-fenced"

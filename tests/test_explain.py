@@ -5,6 +5,7 @@ carries a rule of controller/rules.py)."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from api import explain as X
 from controller.heartbeats import SessionFacts
 from controller.refusals import Refusal
 from controller.rules import RULES
+from metadata_records.codec import encode_batch
 from metadata_records.delta import apply_records
 from metadata_records.errors import Errors
 from metadata_records.image import (
@@ -26,6 +28,7 @@ from metadata_records.records import (
     IN_CONTROLLED_SHUTDOWN,
     NO_LEADER,
     UNFENCE,
+    Batch,
     BrokerRegistrationChangeRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -34,8 +37,9 @@ from metadata_records.records import (
     UnregisterBrokerRecord,
     Who,
 )
+from metadata_records.uuids import uuid_from_bytes
 from quorum.callers import FENCE as FENCE_WORK
-from quorum.record_log import LogEntry, OffsetTooOld
+from quorum.record_log import LogEntry, OffsetTooOld, RecordLog
 
 TOPIC_ID = "Y2deagDaQ4yIul6RjJr5IA"
 T0 = 1_796_359_800_000  # the first batch's time; each batch a second later
@@ -59,15 +63,25 @@ class Log:
         self.image: MetadataImage = EMPTY_IMAGE
         self.entries: list[LogEntry] = []
         self.oldest = 0
+        self.record_log = RecordLog()  # the same batches, encoded as voters keep them
 
     def write(self, who: Who | None, *records) -> int:
         """The batch's first offset."""
         first = self.image.next_offset
         time_ms = T0 + 1000 * len({e.batch_offset for e in self.entries})
+        if who is not None:
+            who = msgspec.structs.replace(who, records=len(records))
         for k, r in enumerate(records):
             self.entries.append(LogEntry(first + k, time_ms, 1, r, first, who))
         self.image = apply_records(self.image, records)
+        batch = Batch(1, time_ms, records, first, () if who is None else (who,))
+        self.record_log.append(batch, first, encode_batch(batch))
         return first
+
+    def stored(self, offset: int, below: int) -> list[tuple[int, int, bytes]]:
+        if offset < self.oldest:
+            raise OffsetTooOld(offset, self.oldest)
+        return self.record_log.stored_from(offset, below)
 
     def read(self, from_offset: int, max_records: int, remember: bool = True) -> list[LogEntry]:
         if from_offset < self.oldest:
@@ -76,7 +90,10 @@ class Log:
 
     def register(self, b: int, rack: str | None = None) -> int:
         record = RegisterBrokerRecord(
-            broker_id=b, incarnation_id=f"AAAAAAAAAAAAAAAAAAAAA{b}", broker_epoch=b, rack=rack
+            broker_id=b,
+            incarnation_id=uuid_from_bytes(b.to_bytes(16, "big")),
+            broker_epoch=b,
+            rack=rack,
         )
         return self.write(broker_who(b, "RegisterBroker"), record)
 
@@ -88,7 +105,11 @@ class Log:
 
     def explain_broker(self, b: int, facts=CONTROLLER_FACTS, max_scanned=X.MAX_SCANNED):
         entries, look_back = X.scan_back(
-            self.read, self.image.next_offset, X.about_broker(b), max_scanned=max_scanned
+            self.read,
+            self.image.next_offset,
+            X.BrokerRecords(b),
+            max_scanned=max_scanned,
+            stored=self.stored,
         )
         reg = self.image.brokers.get(b)
         registration = None
@@ -98,7 +119,7 @@ class Log:
 
     def explain_partition(self, p: int, min_isr: int = 2, facts=CONTROLLER_FACTS):
         entries, look_back = X.scan_back(
-            self.read, self.image.next_offset, X.about_partition(TOPIC_ID, p)
+            self.read, self.image.next_offset, X.PartitionRecords(TOPIC_ID, p), stored=self.stored
         )
         return X.explain_partition(self.image, "orders", p, min_isr, entries, look_back, facts)
 
@@ -239,6 +260,43 @@ def test_look_back_stops_at_the_oldest_kept_record_and_at_enough():
     assert len(answer["events"]) == X.HISTORY_LIMIT and answer["lookBack"]["ended"] == "enough"
 
 
+def test_payload_filter_finds_what_decoding_every_batch_finds(monkeypatch):
+    """PAYLOAD_FILTER's twin: decoding every batch finds the same entries,
+    for every broker (ids 1, 10, 11: a needle that is a prefix of another
+    id's)
+    and partition, whole or cut short by the budget or the oldest kept."""
+    log = three_brokers()
+    for b in (10, 11):
+        log.register(b)
+    log.write(
+        None,
+        *(PartitionRecord(partition_id=p, topic_id=TOPIC_ID, replicas=(1, 10, 11), isr=(1,),
+                          leader=1) for p in range(1, 12)),
+    )  # fmt: skip
+    for p in (1, 10, 11, 0):
+        shrink_to = (1, 10) if p else (1, 2)
+        log.write(FENCER, PartitionChangeRecord(partition_id=p, topic_id=TOPIC_ID, isr=shrink_to))
+        log.change(FENCER, 11, fenced=FENCE)
+        log.change(broker_who(1, "BrokerHeartbeat"), 10, fenced=UNFENCE)
+
+    def scans(wanted):
+        for oldest, budget in ((0, X.MAX_SCANNED), (0, 7), (9, X.MAX_SCANNED), (9, 12)):
+            log.oldest = oldest
+            yield X.scan_back(log.read, log.image.next_offset, wanted, 3, budget, stored=log.stored)
+
+    targets = [X.BrokerRecords(b) for b in (1, 2, 3, 10, 11, 12)]
+    targets += [X.PartitionRecords(TOPIC_ID, p) for p in (0, 1, 10, 11, 12)]
+    found = 0
+    for wanted in targets:
+        fast = list(scans(wanted))
+        found += sum(len(entries) for entries, _ in fast)
+        monkeypatch.setattr(X, "PAYLOAD_FILTER", False)
+        plain = list(scans(wanted))
+        monkeypatch.setattr(X, "PAYLOAD_FILTER", True)
+        assert fast == plain, wanted.needles
+    assert found > 40  # not vacuous
+
+
 # ---------------------------------------------------------------- partitions
 
 
@@ -251,7 +309,10 @@ def test_offline_with_its_fenced_replicas_and_their_rules():
     log.change(FENCER, 1, fenced=FENCE)
     answer = log.explain_partition(0)
     assert answer["status"] == ["offline", "underReplicated", "underMinIsr"]
-    assert answer["reasons"][0].startswith("Offline: no leader; ISR [1], no ISR member can lead")
+    assert answer["reasons"][0] == (
+        "Offline: no leader; no ISR member can lead: 1: broker 1 is fenced: it may not lead nor "
+        "join the ISR."
+    )
     assert len(answer["reasons"]) == 3
     assert {r["brokerId"]: r["rule"] for r in answer["replicaStates"]} == {
         1: "kip-841.replica-fenced", 2: "kip-841.replica-fenced", 3: "kip-841.replica-fenced",

@@ -115,10 +115,12 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         image = await ctx.read_image(consistency)
         query = RefusalsQuery(broker_id=broker_id, limit=PER_KEY, session_of=broker_id)
         facts, active = await _controller_facts(ctx, image, query)
-        read = reader()
+        read, stored = reader(), node.sm.log.stored_from
 
         def work() -> dict:
-            entries, look_back = X.scan_back(read, image.next_offset, X.about_broker(broker_id))
+            entries, look_back = X.scan_back(
+                read, image.next_offset, X.BrokerRecords(broker_id), stored=stored
+            )
             reg = image.brokers.get(broker_id)
             registration = None
             if reg is not None and reg.registration_offset < look_back.from_offset:
@@ -162,12 +164,12 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
             raise problem_at(image, 404, Errors.UNKNOWN_TOPIC_OR_PARTITION, str(e)) from None
         query = RefusalsQuery(topic=topic, partition=partition, limit=PER_KEY)
         facts, active = await _controller_facts(ctx, image, query)
-        read = reader()
+        read, stored = reader(), node.sm.log.stored_from
         min_isr = min_insync_replicas(image, t.topic_id)
 
         def work() -> dict:
             entries, look_back = X.scan_back(
-                read, image.next_offset, X.about_partition(t.topic_id, partition)
+                read, image.next_offset, X.PartitionRecords(t.topic_id, partition), stored=stored
             )
             answer = X.explain_partition(
                 image, topic, partition, min_isr, entries, look_back, facts
