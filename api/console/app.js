@@ -486,7 +486,7 @@ async function refresh() {
 async function showLeader() {
   try {
     const s = await api("/v1/quorum/status");
-    statusBadge.textContent = `live · voter ${s.nodeId} · leader ${s.leaderId ?? "none"} · offset ${s.highWatermark}`;
+    statusBadge.textContent = `live · voter ${s.nodeId} · leader ${s.leaderId ?? "none"} · next offset ${s.highWatermark}`;
     statusBadge.className = "status live";
     statusBadge.dataset.leader = s.leaderId ?? "";
   } catch (e) {
