@@ -118,4 +118,11 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
             "test_broker_writes_answer_alike_with_the_quick_path_on_and_off",
         ),
     ),
+    SpeedSwitch(
+        "api.explain",
+        "PAYLOAD_FILTER",
+        "explain's look-back decodes only the retained batches whose bytes name the target",
+        "every batch of the look-back decoded (scan_back's read loop)",
+        ("tests/test_explain.py::test_payload_filter_finds_what_decoding_every_batch_finds",),
+    ),
 )

@@ -5,12 +5,15 @@ AlterPartition, the registration's who, the 404s and 400s."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from api import create_app
 from api import models as M
 from quorum.node_errors import NotControllerError
 
-from .local_node import registration_body
+from .local_node import LocalNode, registration_body
 from .test_api_openapi import conforms
 
 
@@ -154,3 +157,33 @@ def test_a_node_that_is_not_the_active_controller_says_who_is(local, app, cluste
     part = get(local, app, "/v1/explain/partitions/orders/0")
     assert (part["refusals"], part["lastRefusedAlterPartition"]) == (None, None)
     assert part["replicaStates"][2]["rule"] == "kip-841.replica-fenced"
+
+
+def test_the_look_back_reaches_into_the_history_store(tmp_path):
+    """A retained log of 8 records: the broker's registration and unfencing
+    are read from the history store (issue 43), with their who."""
+    small = LocalNode(str(tmp_path), log_retention=8)
+    try:
+        small.wait_active()
+        small_app = create_app(small.node)
+        reg = small.request(
+            small_app, "POST", "/v1/brokers/register", json=registration_body(small.cluster_id, 5)
+        ).json()
+        hb = {"brokerId": 5, "brokerEpoch": reg["brokerEpoch"], "currentMetadataOffset": 1 << 40}
+        small.request(small_app, "POST", "/v1/brokers/heartbeat", json=hb)
+        for b in range(10, 30):  # push both out of the retained log
+            small.request(small_app, "POST", "/v1/brokers/register",
+                          json=registration_body(small.cluster_id, b))  # fmt: skip
+        assert small.node.sm.log.oldest_offset > reg["brokerEpoch"]
+        deadline = time.monotonic() + 30
+        while True:  # the history store writes behind the apply: wait for it
+            body = small.request(small_app, "GET", "/v1/explain/brokers/5").json()
+            if [e["event"] for e in body["events"]] == ["unfenced", "registered"]:
+                break
+            assert time.monotonic() < deadline, body
+            time.sleep(0.05)
+        assert body["registration"]["who"]["api"] == "RegisterBroker"
+        assert body["registration"]["offset"] == reg["brokerEpoch"]
+        assert body["lookBack"]["ended"] == "oldest"
+    finally:
+        small.close()

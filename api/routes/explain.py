@@ -36,18 +36,33 @@ from .params import INT32_MAX, Consistency, ReadCaller, TopicName
 
 ASK_TIMEOUT_S = 2.0  # an explain without the controller's part beats one that waits
 
-NOT_FOUND = {
+BROKER_NOT_FOUND = {
     404: answer(
         M.ErrorResponse,
-        "nothing to explain: a broker neither registered nor named by the log's recent "
-        "records, or an unknown topic or partition",
+        "BROKER_ID_NOT_REGISTERED (102): a broker neither registered nor named by the "
+        "look-back's records",
         {
-            "broker": (
+            "unknown": (
                 "an unknown broker",
                 error_body(
                     Errors.BROKER_ID_NOT_REGISTERED,
                     "broker 9 is not registered, and the last 46 records do not name it: "
                     "check the id (GET /v1/brokers lists the registered ones)",
+                ),
+            ),
+        },
+    )
+}
+PARTITION_NOT_FOUND = {
+    404: answer(
+        M.ErrorResponse,
+        "UNKNOWN_TOPIC_OR_PARTITION (3): no such topic, or no such partition of it",
+        {
+            "partition": (
+                "a partition the topic has not",
+                error_body(
+                    Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                    "topic 'orders' has no partition 5: it has 3, 0-2",
                 ),
             ),
         },
@@ -65,9 +80,11 @@ async def _controller_facts(
         got = await ctx.node.submit(query, timeout_s=ASK_TIMEOUT_S, caller=None)
     except NotControllerError as e:
         leader = e.leader_id if e.leader_id is not None else image.leader_id
-        where = f"node {leader}" if leader is not None and leader >= 0 else "no node known yet"
-        url = f" at {e.leader_url}" if e.leader_url else ""
-        source = f"node {me} is not the active controller: ask {where}{url}"
+        if leader is not None and leader >= 0:
+            url = f" at {e.leader_url}" if e.leader_url else ""
+            source = f"node {me} is not the active controller: ask node {leader}{url}"
+        else:
+            source = f"node {me} is not the active controller, and none is known yet"
         return X.ControllerFacts(None, None, source), False
     except (NodeError, TimeoutError) as e:
         return X.ControllerFacts(None, None, f"the active controller did not answer: {e}"), False
@@ -99,7 +116,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         tags=["reads"],
         summary="Why a broker is fenced, unfenced, shutting down or gone",
         response_model=M.BrokerExplainOut,
-        responses={**READ_RESPONSES, **NOT_FOUND},
+        responses={**READ_RESPONSES, **BROKER_NOT_FOUND},
     )
     async def explain_broker(
         caller: ReadCaller,
@@ -144,7 +161,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         tags=["reads"],
         summary="Why a partition is under-replicated, under min ISR or offline",
         response_model=M.PartitionExplainOut,
-        responses={**READ_RESPONSES, **NOT_FOUND},
+        responses={**READ_RESPONSES, **PARTITION_NOT_FOUND},
     )
     async def explain_partition(
         caller: ReadCaller,
