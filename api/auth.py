@@ -9,6 +9,8 @@ comment, blank lines are skipped. Roles:
 * ``read``: the GETs.
 
 Without a tokens file auth is off (``/v1/quorum/status`` says ``"auth": "off"``).
+The web console's sign-in cookie (api/console_session.py) stands for a token
+on GET and HEAD only, as the ``read`` role whatever the token's.
 ``/livez``, ``/readyz`` and ``/metrics`` need no token; the OpenAPI pages
 (``/docs``, ``/redoc``, ``/openapi.json``) need one unless the app is built with
 ``public_docs`` (``serve --public-docs``).
@@ -31,6 +33,7 @@ import dataclasses
 import hashlib
 import math
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
@@ -40,12 +43,14 @@ from typing import Protocol
 from metadata_records.errors import Errors
 from metadata_records.limits import MAX_WHO_PRINCIPAL_LENGTH
 
+from . import console_session
 from .errors import ApiProblem
 from .failure_limit import FAILURE_BURST, FAILURES_PER_S, FailureLimit
 from .tls import describe_names, peer_certificate
 from .token_hashes import HASH_MARK, TokenHash, TokenHashError, parse_hash, token_id
 
 _MAPPED = "metaquorum.principal"  # the connection's certificate principal, once mapped
+_SESSION = "metaquorum.session"  # a request's console-cookie principal, once checked
 
 
 class CertMapper(Protocol):
@@ -156,6 +161,19 @@ class TokenTable:
         self._slots: asyncio.Semaphore | None = None
         self.failures = FailureLimit()
         self.source = source
+        self._session_keys: dict[str, tuple[bytes, Principal]] | None = None
+
+    def session_key(self, name: str) -> tuple[bytes, Principal] | None:
+        """What this table stores for the token named ``name`` (its
+        ``Principal.token``), and its principal: the key of its console
+        sessions (api/console_session.py). A plain token's SHA-256, a hashed
+        token's scrypt digest: never the secret itself."""
+        if self._session_keys is None:
+            keys = {p.token: (digest, p) for digest, p in self._by_digest.items()}
+            for hashed, p in self._hashed.values():
+                keys[p.token] = (hashed.digest, p)
+            self._session_keys = keys
+        return self._session_keys.get(name)
 
     def __len__(self) -> int:
         return len(self._by_digest) + len(self._hashed)
@@ -429,6 +447,10 @@ class Authenticator:
             return ANONYMOUS_ADMIN
         if authorization:
             return self._token(authorization)
+        if self.tokens is not None and scope is not None:
+            session = self.session(scope)
+            if session is not None:
+                return session
         if self.certificates is not None and scope is not None:
             peer = peer_certificate(scope)
             if peer is not None:
@@ -447,6 +469,46 @@ class Authenticator:
             )
         either = " or a client certificate" if self.certificates is not None else ""
         raise _unauthorized(f"missing bearer token (Authorization: Bearer <token>){either}")
+
+    def session(self, scope: dict) -> Principal | None:
+        """The caller of a GET or HEAD by its console cookie
+        (api/console_session.py), with the read role whatever its token's:
+        a session can never write. None without a valid one."""
+        if scope.get("method") not in ("GET", "HEAD") or self.tokens is None:
+            return None
+        found = scope.get(_SESSION, False)
+        if found is not False:
+            return found
+        found = None
+        for key, value in scope.get("headers", ()):
+            if key == b"cookie":
+                cookie = console_session.cookie_value(value.decode("latin-1"))
+                if cookie is not None:
+                    found = self._session_principal(cookie)
+                    break
+        scope[_SESSION] = found
+        return found
+
+    def _session_principal(self, cookie: str) -> Principal | None:
+        assert self.tokens is not None
+        name = console_session.token_name(cookie)
+        entry = None if name is None else self.tokens.session_key(name)
+        if entry is None or name is None:
+            return None
+        key, principal = entry
+        if not console_session.valid(cookie, key, name, time.time()):
+            return None
+        return dataclasses.replace(principal, role=Role.READ, broker_id=None)
+
+    def session_cookie(self, principal: Principal) -> str | None:
+        """A console cookie for a token's caller, or None (a certificate's,
+        or auth off: the browser presents those itself)."""
+        if self.tokens is None or principal.certificate is not None or not principal.token:
+            return None
+        entry = self.tokens.session_key(principal.token)
+        if entry is None:
+            return None
+        return console_session.issue(entry[0], principal.token, time.time())
 
     def _token(self, authorization: str) -> Principal:
         if self.tokens is None:

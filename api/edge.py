@@ -28,6 +28,7 @@ from metadata_records.errors import Errors
 from metadata_records.limits import MAX_REQUEST_ID_LENGTH
 from quorum.callers import Caller
 
+from . import console_session
 from .admission import Admission, BodyBytes
 from .auth import Authenticator, Principal
 from .errors import ApiProblem, bad_request, retry_response
@@ -50,7 +51,9 @@ class EdgeMiddleware:
     """Every request, in this order, before anything is reserved for it:
 
     1. the caller is identified from its headers (401 for a missing or unknown
-       token; the role is checked later, by the route: 403);
+       token; the role is checked later, by the route: 403); a browser
+       navigating to a console page without a credential is sent to sign in
+       (303 to /ui/login), whose page and assets need none;
     2. a body must say ``Content-Type: application/json`` (415) and stay under
        the limit (413, by Content-Length and by counting what arrives);
     3. the body is read whole, under the connection's deadlines
@@ -144,13 +147,15 @@ class EdgeMiddleware:
                 return
         scope[REQUEST_ID_KEY] = request_id
         principal = None
-        if scope["path"] not in self.open_paths:
+        if scope["path"] not in self.open_paths and not _console_open(scope):
             header = None if authorization is None else authorization.decode("latin-1")
             try:
                 # A hashed token's first check, in a thread; limited per address.
                 await self.auth.prepare(header, (scope.get("client") or ("?",))[0])
                 principal = self.auth.identify(header, scope)
             except ApiProblem as e:
+                if e.status == 401 and _console_page(scope):
+                    e = _sign_in_first()
                 await _before_body(e, length, chunked).response()(scope, receive, send)
                 return
         problem = self._check_body_head(length, chunked, content_type)
@@ -360,6 +365,33 @@ def _before_body(problem: ApiProblem, length: bytes | None, chunked: bool) -> Ap
     if chunked or length not in (None, b"0"):
         problem.headers.setdefault("Connection", "close")
     return problem
+
+
+def _console_open(scope: Scope) -> bool:
+    """The web console's sign-in page and its assets (api/console_session.py)."""
+    return scope.get("method") in ("GET", "HEAD") and scope["path"] in console_session.OPEN_PATHS
+
+
+def _console_page(scope: Scope) -> bool:
+    """A browser navigating to a console page (it accepts HTML): sent to sign
+    in, where any other client is answered 401 as by every endpoint."""
+    path = scope["path"]
+    if scope.get("method") not in ("GET", "HEAD") or not (path == "/ui" or path.startswith("/ui/")):
+        return False
+    if path.startswith(("/ui/assets/", "/ui/data/")):
+        return False
+    return any(k == b"accept" and b"text/html" in v for k, v in scope.get("headers", ()))
+
+
+def _sign_in_first() -> ApiProblem:
+    """A console page asked for without a credential: the browser is sent to
+    the sign-in page (a 303 that says nothing about the cluster)."""
+    return ApiProblem(
+        303,
+        Errors.CLUSTER_AUTHORIZATION_FAILED,
+        "sign in first: " + console_session.LOGIN_PAGE,
+        headers={"Location": console_session.LOGIN_PAGE},
+    )
 
 
 def _certificate_required() -> ApiProblem:

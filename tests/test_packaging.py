@@ -110,6 +110,9 @@ def test_build_makes_a_clean_wheel_and_sdist_with_one_version(tmp_path):
         f"{name}.dist-info",
     }  # fmt: skip
     assert f"{name}.dist-info/licenses/LICENSE" in names
+    # The web console ships whole: it fetches nothing from any network.
+    console = {f"api/console/{f}" for f in ("index.html", "login.html", "app.js", "login.js", "console.css")}  # fmt: skip
+    assert console <= names and console <= members, console - names
     headers = [line.split(": ", 1) for line in metadata.split("\n\n")[0].splitlines()]
     assert ["Version", __version__] in headers and ["License-Expression", "Apache-2.0"] in headers
     requires = [v for k, v in headers if k == "Requires-Dist"]

@@ -21,6 +21,7 @@ from . import (
     backup,
     brokers,
     configs,
+    console,
     explain,
     health,
     history,
@@ -120,6 +121,7 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
     backup.backup,
     quorum.status,
     health.probes,
+    console.pages,  # the web console: not in the OpenAPI document
 )  # fmt: skip
 
 
