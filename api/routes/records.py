@@ -218,7 +218,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
                 e.offset,
                 e.timestamp_ms,
                 e.controller_epoch,
-                e.record if sensitive else redacted(e.record),
+                redacted(e.record, sensitive),
                 e.batch_offset,
                 who_of(e.who),
             )
