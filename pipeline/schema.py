@@ -11,6 +11,7 @@ codes in BrokerRegistrationChangeRecord): the change codes get their own
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -269,6 +270,8 @@ _FROM_COLUMN: dict[Kind, Callable[[Any], Any]] = {
     Kind.ENDPOINTS: lambda v: tuple(Endpoint(**e) for e in v),
     Kind.FEATURES: lambda v: tuple(FeatureRange(**f) for f in v),
     Kind.QUOTA_ENTITY: lambda v: tuple(EntityData(**e) for e in v),
+    # A JSON line holds bytes as base64 (export_files.py); parquet as bytes.
+    Kind.BYTES: lambda v: base64.b64decode(v) if isinstance(v, str) else v,
 }
 
 
