@@ -220,3 +220,17 @@ def test_an_export_holds_no_secret(local, credentials, tmp_path, include_sensiti
             content = path.read_bytes()
             for raw in (SALT, SALTED, STORED, SERVER):
                 assert raw not in content and b64(raw).encode() not in content
+
+
+def test_the_spark_schema_reads_the_binary_columns():
+    """The audit reads an export through pipeline/spark.py's schema: the
+    SCRAM records' binary columns are Spark binaries (base64 in JSONL, as
+    Spark's JSON reader takes them)."""
+    from pyspark.sql import types as T
+
+    from pipeline.spark import spark_schema
+
+    fields = {f.name: f.dataType for f in spark_schema().fields}
+    for column in ("salt", "stored_key", "server_key"):
+        assert fields[column] == T.BinaryType()
+    assert fields["mechanism"] == T.ByteType() and fields["iterations"] == T.IntegerType()
