@@ -234,3 +234,19 @@ def test_the_spark_schema_reads_the_binary_columns():
     for column in ("salt", "stored_key", "server_key"):
         assert fields[column] == T.BinaryType()
     assert fields["mechanism"] == T.ByteType() and fields["iterations"] == T.IntegerType()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_the_spark_audit_reads_an_export_with_scram_records(
+    spark, local, credentials, tmp_path, fmt
+):
+    """An export holding SCRAM records, in both formats, audits clean."""
+    from pipeline.run import audit_export
+
+    out = tmp_path / "export"
+    run_export(
+        str(out), data_dir=local.config.data_dir, fmt=fmt, quiet=True, include_uncommitted=True
+    )
+    result = audit_export(spark, str(out), str(tmp_path / "audit"), echo=lambda _: None)
+    assert result.violations == 0, result.counts
