@@ -52,6 +52,8 @@ Where docs/api.md is silent, this package decides (and its tests pin it):
   the records of /v1/log and /v1/snapshot its value is ``(redacted)`` unless
   the caller is an admin or a broker, or asks with ``includeSensitive``
   (``true``: admins only, 403 otherwise; ``false``: the marker to anyone).
+  A SCRAM credential's salt and keys are shown to no one: empty in every
+  UserScramCredentialRecord a read shows, whatever the role.
 * Reads answer from the local image whenever it is whole: 503 only while the
   node replays its log, refuses to serve (corrupt data) or its Raft thread is
   dead. A voter cut off from the leader still answers local reads, with

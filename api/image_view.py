@@ -3,7 +3,8 @@
 An image is shown as its parts (``PARTS``): brokers and topics as
 ``GET /v1/brokers`` and ``GET /v1/topics`` show them, the dynamic configs of
 topics, brokers and the cluster default, ACL bindings (with their ids),
-client quotas, finalized features and the Raft voters. A sensitive config's
+client quotas, SCRAM credentials (each user's mechanisms and iterations:
+never a salt or a key, whoever asks), finalized features and the Raft voters. A sensitive config's
 value is `(redacted)` unless the caller's role sees it (as ``GET /v1/log``
 and ``GET /v1/snapshot`` do); a topic's own ``configs`` stay as
 ``GET /v1/topics`` shows them (null for a sensitive one, whoever asks).
@@ -31,7 +32,7 @@ from metadata_records.redaction import REDACTED
 
 from .reads import broker_obj, partition_obj, topic_obj
 
-PARTS = ("brokers", "topics", "configs", "acls", "clientQuotas", "features", "voters")
+PARTS = ("brokers", "topics", "configs", "acls", "clientQuotas", "scram", "features", "voters")
 
 
 def parse_parts(only: str | None) -> tuple[str, ...]:
@@ -83,6 +84,20 @@ def quotas_objs(image: MetadataImage) -> list[dict[str, Any]]:
     ]
 
 
+def scram_objs(image: MetadataImage) -> list[dict[str, Any]]:
+    """Each user's credentials as DescribeUserScramCredentials shows them."""
+    return [_scram_obj(user, credentials) for user, credentials in sorted(image.scram.items())]
+
+
+def _scram_obj(user: str, credentials: dict) -> dict[str, Any]:
+    return {
+        "user": user,
+        "credentialInfos": [
+            {"mechanism": m, "iterations": c.iterations} for m, c in sorted(credentials.items())
+        ],
+    }
+
+
 def voters_objs(image: MetadataImage) -> list[dict[str, Any]]:
     return [
         {"voterId": v.voter_id, "directoryId": v.voter_directory_id, "host": v.host, "port": v.port}
@@ -127,6 +142,8 @@ def image_chunks(
             yield orjson.dumps(acls_objs(image))
         elif part == "clientQuotas":
             yield orjson.dumps(quotas_objs(image))
+        elif part == "scram":
+            yield orjson.dumps(scram_objs(image))
         elif part == "features":
             yield orjson.dumps(dict(sorted(image.features.items())))
         else:
@@ -169,6 +186,13 @@ def diff(a: MetadataImage, b: MetadataImage, sensitive: bool) -> list[dict[str, 
         for entity in sorted(a.client_quotas.keys() | b.client_quotas.keys(), key=sort_key):
             key = {"entity": [{"entityType": t, "entityName": n} for t, n in entity]}
             change("clientQuota", key, a.client_quotas.get(entity), b.client_quotas.get(entity))
+    if a.scram is not b.scram:
+        # What changes of a credential a reader may see: its iterations (a new
+        # salt or key with the same iterations shows as no change).
+        for user in sorted(a.scram.keys() | b.scram.keys()):
+            x, y = a.scram.get(user), b.scram.get(user)
+            change("scram", {"user": user}, _or_none(lambda c, u=user: _scram_obj(u, c), x),
+                   _or_none(lambda c, u=user: _scram_obj(u, c), y))  # fmt: skip
     for name in sorted(a.features.keys() | b.features.keys()):
         change("feature", {"name": name}, a.features.get(name), b.features.get(name))
     if a.voters != b.voters:

@@ -45,6 +45,7 @@ from metadata_records.records import (
     Record,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
     VotersRecord,
 )
 from metadata_records.redaction import redacted
@@ -328,6 +329,18 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
             records.append(
                 ClientQuotaRecord(entity=entity_data(entity), key=key, value=value, remove=False)
             )
+    for user, credentials in sorted(image.scram.items()):
+        for mechanism, c in sorted(credentials.items()):
+            records.append(
+                UserScramCredentialRecord(
+                    name=user,
+                    mechanism=mechanism,
+                    salt=c.salt,
+                    stored_key=c.stored_key,
+                    server_key=c.server_key,
+                    iterations=c.iterations,
+                )
+            )
     for t in sorted(image.topics.values(), key=lambda t: t.name):
         records.append(TopicRecord(name=t.name, topic_id=t.topic_id))
         for name, value in sorted(t.configs.items()):
@@ -348,12 +361,11 @@ def snapshot_record_objs(
     image's last offset (the offset the snapshot is at), and so ``batchOffset``:
     the snapshot restates the image as one unit, at one offset, and every
     record of it holds only together with the others. ``sensitive`` False:
-    sensitive config values as the marker (metadata_records.redaction)."""
+    sensitive config values as the marker; SCRAM secrets are hidden either
+    way (metadata_records.redaction)."""
     offset = image.last_offset
     epoch = image.controller_epoch
-    records = snapshot_records(image)
-    if not sensitive:
-        records = [redacted(r) for r in records]
+    records = [redacted(r, sensitive) for r in snapshot_records(image)]
     return [log_record_to_obj(offset, timestamp_ms, epoch, r, offset) for r in records]
 
 

@@ -470,6 +470,25 @@ class MetaquorumClient:
             params["strict"] = "true"
         return await self._read("/v1/client-quotas", params, linearizable=linearizable)
 
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[dict] = (), upsertions: Sequence[dict] = ()
+    ) -> Answer:
+        """AlterUserScramCredentials: ``deletions`` [{name, mechanism}],
+        ``upsertions`` [{name, mechanism, iterations, salt, saltedPassword}]
+        (salt and salted password base64; never the password: the caller
+        salts it, as Kafka's Admin does); each user's outcome is in
+        ``body["results"]``."""
+        body = {"deletions": list(deletions), "upsertions": list(upsertions)}
+        return _answer(Answer, await self._post("/v1/scram-credentials", body))
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] = (), linearizable: bool = False
+    ) -> Answer:
+        """DescribeUserScramCredentials: each user's mechanisms and
+        iterations (every user when ``users`` is empty), in ``body["results"]``."""
+        params = {"user": list(users)} if users else {}
+        return await self._read("/v1/scram-credentials", params, linearizable=linearizable)
+
     async def create_acls(self, creations: Sequence[dict]) -> Answer:
         """CreateAcls: ``creations`` as the body's (resourceType, resourceName,
         resourcePatternType, principal, host, operation, permissionType; enums

@@ -50,6 +50,7 @@ from .messages import (
     AlterClientQuotasRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
+    AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     ControllerResult,
@@ -67,6 +68,7 @@ from .partition_admin import PartitionAdminManager
 from .placement import RandomSource
 from .producer_ids_control import ProducerIdControlManager
 from .replication_control import ReplicationControlManager
+from .scram_control import ScramControlManager
 from .topic_control import TopicControlManager
 
 
@@ -104,6 +106,7 @@ class Controller:
         self.producer_ids = ProducerIdControlManager(view)
         self.client_quotas = ClientQuotaControlManager(view)
         self.acls = AclControlManager(view, new_topic_id)
+        self.scram = ScramControlManager(view)
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
@@ -120,6 +123,7 @@ class Controller:
             AlterClientQuotasRequest: self.client_quotas.alter_client_quotas,
             CreateAclsRequest: self.acls.create_acls,
             DeleteAclsRequest: self.acls.delete_acls,
+            AlterUserScramCredentialsRequest: self.scram.alter_user_scram_credentials,
         }
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None

@@ -350,6 +350,47 @@ class AlterClientQuotasResponse(msgspec.Struct, gc=False):
     rule: str | None = None  # the refusing check's id (controller/rules.py)
 
 
+# ------------------------------------------------------------------ SCRAM credentials (KIP-554)
+
+
+class ScramCredentialDeletion(msgspec.Struct, frozen=True, gc=False):
+    name: str
+    mechanism: int  # Kafka's ScramMechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+
+
+class ScramCredentialUpsertion(msgspec.Struct, frozen=True, gc=False):
+    """The client's salt and salted password (never the password); the
+    controller derives the keys it stores (metadata_records/scram.py)."""
+
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+    def __repr__(self) -> str:  # no secret in a log line or a failed assert
+        return f"ScramCredentialUpsertion(name={self.name!r}, mechanism={self.mechanism})"
+
+
+class AlterUserScramCredentialsRequest(msgspec.Struct, frozen=True, gc=False):
+    deletions: tuple[ScramCredentialDeletion, ...] = ()
+    upsertions: tuple[ScramCredentialUpsertion, ...] = ()
+
+
+class AlterUserScramCredentialsResult(msgspec.Struct, gc=False):
+    user: str
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    rule: str | None = None  # the refusing check's id (controller/rules.py)
+
+
+class AlterUserScramCredentialsResponse(msgspec.Struct, gc=False):
+    results: tuple[AlterUserScramCredentialsResult, ...]  # one per user
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    rule: str | None = None
+
+
 # ------------------------------------------------------------------ ACLs
 
 

@@ -124,6 +124,10 @@ def refusals_of(
             if r.error is not Errors.NONE:
                 entity = ",".join(f"{k}={v}" for k, v in r.entity)
                 yield Refusal(now_ms, api, r.rule, r.error, r.error_message, resource=entity)
+    elif t is m.AlterUserScramCredentialsResponse:
+        for r in response.results:
+            if r.error is not Errors.NONE:
+                yield Refusal(now_ms, api, r.rule, r.error, r.error_message, resource=r.user)
     elif t is m.CreateAclsResponse or t is m.DeleteAclsResponse:
         entries = response.results if t is m.CreateAclsResponse else response.filter_results
         for i, r in enumerate(entries):
@@ -141,6 +145,7 @@ _WITH_ENTRIES = frozenset(
         m.ElectLeadersResponse,
         m.IncrementalAlterConfigsResponse,
         m.AlterClientQuotasResponse,
+        m.AlterUserScramCredentialsResponse,
         m.CreateAclsResponse,
         m.DeleteAclsResponse,
     }

@@ -440,6 +440,47 @@ RULES: dict[str, Rule] = {
         "ClientQuotaControlManager.alterClientQuotaEntity",
         "client-quota",
     ),
+    # ---------------------------------------------------------------- SCRAM credentials (KIP-554)
+    "scram.user-twice": _R(
+        (E.DUPLICATE_RESOURCE,),
+        "a user is altered once in a request (deletions and upsertions together)",
+        "ScramControlManager.alterCredentials",
+    ),
+    "scram.metadata-version-too-low": _R(
+        (E.UNSUPPORTED_VERSION,),
+        "metadata.version is at least 3.5-IV2",
+        "ScramControlManager.alterCredentials (MetadataVersion.isScramSupported)",
+    ),
+    "scram.user-empty": _R(
+        (E.UNACCEPTABLE_CREDENTIAL,),
+        "the user name is not empty",
+        "ScramControlManager.validateScramUsernameAndMechanism",
+    ),
+    "scram.mechanism-unknown": _R(
+        (E.UNSUPPORTED_SASL_MECHANISM,),
+        "the mechanism is SCRAM-SHA-256 (1) or SCRAM-SHA-512 (2)",
+        "ScramControlManager.validateScramUsernameAndMechanism",
+    ),
+    "scram.credential-not-found": _R(
+        (E.RESOURCE_NOT_FOUND,),
+        "a credential to delete exists",
+        "ScramControlManager.validateDeletion",
+    ),
+    "scram.iterations-too-few": _R(
+        (E.UNACCEPTABLE_CREDENTIAL,),
+        "iterations are at least 4096",
+        "ScramControlManager.validateUpsertion (ScramMechanism.minIterations)",
+    ),
+    "scram.iterations-too-many": _R(
+        (E.UNACCEPTABLE_CREDENTIAL,),
+        "iterations are at most 16384",
+        "ScramControlManager.validateUpsertion (MAX_ITERATIONS)",
+    ),
+    "scram.salted-password-empty": _R(
+        (E.UNACCEPTABLE_CREDENTIAL,),
+        "the salted password is not empty",
+        "ScramControlManager.finishUpsertion (Kafka: the HMAC's empty key, UNKNOWN_SERVER_ERROR)",
+    ),
     # ---------------------------------------------------------------- ACLs
     "acl.invalid": _R(
         (E.INVALID_REQUEST,),

@@ -13,6 +13,8 @@ decoder only vouches for the usual shape, so every error comes from here.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import operator
 from dataclasses import MISSING
 from typing import Any
@@ -81,6 +83,8 @@ def _encode_value(kind: Kind, value: Any) -> Any:
         ]
     if kind is Kind.QUOTA_ENTITY:
         return [{"entityType": e.entity_type, "entityName": e.entity_name} for e in value]
+    if kind is Kind.BYTES:
+        return base64.b64encode(value).decode("ascii")
     return value  # ints, floats, bools, strings, None and tuples are JSON as they are
 
 
@@ -300,6 +304,16 @@ def _decode_value(kind: Kind, value: Any, where: str) -> Any:
                 )
             )
         return tuple(out)
+    if kind is Kind.BYTES:
+        text = _str(value, where)
+        try:
+            decoded = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise DecodeError(f"{where}: {brief(text)} is not base64") from None
+        # One spelling per value (no stray padding bits), as for every other kind.
+        if base64.b64encode(decoded).decode("ascii") != text:
+            raise DecodeError(f"{where}: {brief(text)} is not canonical base64")
+        return decoded
     if kind is Kind.UUID:
         try:
             return parse_uuid(value)

@@ -56,6 +56,7 @@ NESTED = (
     Kind.FEATURES,
     Kind.VOTERS,
     Kind.QUOTA_ENTITY,
+    Kind.BYTES,
 )  # JSON is not the value itself
 
 _INT32_MIN, _INT32_MAX = INT_RANGES[Kind.INT32]

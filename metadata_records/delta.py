@@ -60,10 +60,14 @@ from .records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     VotersRecord,
 )
+from .scram import ScramCredential
+from .scram import record_problem as scram_problem
 
 _LRS = (LRS_RECOVERED, LRS_RECOVERING)  # Kafka's LeaderRecoveryState.of rejects the rest
 # The common PartitionChangeRecord (only the ISR and the leader) replayed in one
@@ -124,6 +128,7 @@ class ImageDelta:
         "_acl_bindings",
         "_acls_image",
         "_acls_unindexed",
+        "_scram",
     )
 
     def __init__(self, image: MetadataImage) -> None:
@@ -157,6 +162,8 @@ class ImageDelta:
         self._acl_bindings: dict[StandardAcl, str | None] = {}
         self._acls_image: AclsImage | None = None
         self._acls_unindexed: dict[str, StandardAcl | None] = {}  # since it was built
+        # Changed SCRAM users: every credential of the user (None = none left).
+        self._scram: dict[str, dict[int, ScramCredential] | None] = {}
 
     # ------------------------------------------------------------ reads
 
@@ -212,6 +219,13 @@ class ImageDelta:
         if quotas is _UNCHANGED:
             return self.image.client_quotas.get(entity, {})
         return quotas or {}
+
+    def scram_credentials(self, user: str) -> dict[int, ScramCredential]:
+        """The user's SCRAM credentials by mechanism type ({} if none)."""
+        credentials = self._scram.get(user, _UNCHANGED)
+        if credentials is _UNCHANGED:
+            return self.image.scram.get(user, {})
+        return credentials or {}
 
     def acl(self, acl_id: str) -> StandardAcl | None:
         acl = self._acls.get(acl_id, _UNCHANGED)
@@ -627,6 +641,28 @@ class ImageDelta:
             self._acls_unindexed[r.id] = None
         return None
 
+    def _replay_scram(self, r: UserScramCredentialRecord, offset: int) -> str | None:
+        # Kafka's ScramControlManager.replay puts any record; one naming no
+        # user or an unknown mechanism could never have been written.
+        problem = scram_problem(r)
+        if problem is not None:
+            return f"UserScramCredentialRecord with {problem}"
+        credentials = dict(self.scram_credentials(r.name))
+        credentials[r.mechanism] = ScramCredential(r.salt, r.stored_key, r.server_key, r.iterations)
+        self._scram[r.name] = credentials
+        return None
+
+    def _replay_remove_scram(self, r: RemoveUserScramCredentialRecord, offset: int) -> str | None:
+        # Kafka's replay throws "Unable to find credential to delete"; ignored here.
+        credentials = dict(self.scram_credentials(r.name))
+        if credentials.pop(r.mechanism, None) is None:
+            return (
+                f"RemoveUserScramCredentialRecord for a credential that does not exist "
+                f"(user {r.name!r}, mechanism {r.mechanism})"
+            )
+        self._scram[r.name] = credentials or None
+        return None
+
     def _replay_noop(self, r: NoOpRecord, offset: int) -> str | None:
         return None
 
@@ -696,6 +732,12 @@ class ImageDelta:
                 if quotas is None:
                     del client_quotas[entity]
         acls = self.acls() if self._acls else base.acls
+        scram = base.scram
+        if self._scram:
+            scram = {**base.scram, **self._scram}
+            for user, credentials in self._scram.items():
+                if credentials is None:
+                    del scram[user]
         return MetadataImage(
             brokers=brokers,
             topics=topics,
@@ -713,6 +755,7 @@ class ImageDelta:
             next_producer_id=self.next_producer_id,
             client_quotas=client_quotas,
             acls=acls,
+            scram=scram,
         )
 
 
@@ -735,6 +778,8 @@ _REPLAY = {
     ClientQuotaRecord: ImageDelta._replay_client_quota,
     AccessControlEntryRecord: ImageDelta._replay_acl,
     RemoveAccessControlEntryRecord: ImageDelta._replay_remove_acl,
+    UserScramCredentialRecord: ImageDelta._replay_scram,
+    RemoveUserScramCredentialRecord: ImageDelta._replay_remove_scram,
     LeaderChangeRecord: ImageDelta._replay_leader_change,
     VotersRecord: ImageDelta._replay_voters,
 }

@@ -51,6 +51,8 @@ KAFKA_RELEASES: dict[int, tuple[str, bool]] = {
     12: ("3.6-IV0", False),
 }
 MIN_METADATA_VERSION = 6  # IBP_3_3_IV2
+# SCRAM credentials (KIP-554) from 3.5-IV2 (Kafka's MetadataVersion.isScramSupported).
+SCRAM_MIN_METADATA_VERSION = 11
 MAX_METADATA_VERSION = 12  # IBP_3_6_IV0
 BOOTSTRAP_METADATA_VERSION = MAX_METADATA_VERSION
 # Kafka reads a log without a metadata.version record as MINIMUM_KRAFT_VERSION

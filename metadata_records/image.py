@@ -30,6 +30,7 @@ from .records import (
     PartitionRecord,
     Voter,
 )
+from .scram import ScramCredential
 
 
 class BrokerRegistration(NamedTuple):
@@ -195,6 +196,11 @@ class MetadataImage(NamedTuple):
     # ACL bindings by id (Kafka's AclsImage), each binding at most once,
     # with the indexes that find them by binding, resource and principal.
     acls: Mapping[str, StandardAcl] = EMPTY_ACLS
+    # SCRAM credentials (Kafka's ScramImage) by user, then mechanism type
+    # (metadata_records/scram.py): salt, storedKey, serverKey, iterations.
+    # Only users with at least one credential appear. Secrets: what a reader
+    # is shown of them is a user's mechanisms and iterations.
+    scram: dict[str, dict[int, ScramCredential]] = {}
     # Why replay ignored the last records it ignored (at most
     # IGNORED_REASONS_KEPT, the newest last; see delta.py), for an operator.
     # Not replicated state: the snapshot and its digest leave it out, so a

@@ -45,6 +45,16 @@ MAX_ACLS_PER_REQUEST = 10_000
 MAX_ACL_FILTERS_PER_REQUEST = 1_000
 MAX_ACL_STRING_LENGTH = 1024
 
+# AlterUserScramCredentials: deletions and upsertions of one request (one
+# record each, far under the 10,000 of one operator write); a user name (Kafka
+# has no cap; a principal's name is short); a salt and a salted password
+# (Kafka's client sends a 26-byte salt and a 32- or 64-byte salted password).
+MAX_SCRAM_ALTERATIONS = 1_000
+MAX_SCRAM_USER_LENGTH = 1024
+MAX_SCRAM_BYTES = 1024
+# DescribeUserScramCredentials: users one read names.
+MAX_SCRAM_DESCRIBE_USERS = 1_000
+
 # Everything that names topics or partitions in one request (CreateTopics,
 # AlterPartition, reassignments, elections): bounded like Kafka's
 # MAX_PARTITIONS_PER_BATCH, so one request stays one reasonable batch.

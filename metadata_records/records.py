@@ -33,6 +33,7 @@ class Kind(Enum):
     VOTERS = "voter array"
     FLOAT64 = "float64"
     QUOTA_ENTITY = "entity array"  # ClientQuotaRecord's [(entityType, entityName)]
+    BYTES = "bytes"  # base64 in JSON, as Kafka's JSON converters write bytes
 
 
 INT_RANGES = {
@@ -149,6 +150,8 @@ def _record(type_name: str, api_key: int, max_version: int):
             ],
             module=declared.__module__,
             namespace={
+                # A record whose fields are secrets prints without them.
+                **({"__repr__": declared.__repr__} if "__repr__" in vars(declared) else {}),
                 "__doc__": declared.__doc__,
                 "TYPE": type_name,
                 "API_KEY": api_key,
@@ -247,6 +250,43 @@ class RemoveAccessControlEntryRecord:
     """The ACL with this id is gone (Kafka's DeleteAcls)."""
 
     id: str = _f(Kind.UUID)
+    version: int = 0
+
+
+@_record("USER_SCRAM_CREDENTIAL_RECORD", 11, 0)
+@dataclass(frozen=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's
+    AlterUserScramCredentials, KIP-554): the salt the client chose and the
+    keys the controller derived from the salted password (never the
+    password, never the salted password). ``salt``, ``stored_key`` and
+    ``server_key`` are secrets: metadata_records/redaction.py keeps them out
+    of everything a reader is shown. metadata_records/scram.py holds the
+    mechanisms and the derivation."""
+
+    name: str = _f(Kind.STRING)
+    mechanism: int = _f(Kind.INT8)
+    salt: bytes = _f(Kind.BYTES)
+    stored_key: bytes = _f(Kind.BYTES)
+    server_key: bytes = _f(Kind.BYTES)
+    iterations: int = _f(Kind.INT32)
+    version: int = 0
+
+    def __repr__(self) -> str:  # as Kafka's RecordRedactor prints it
+        return (
+            f"UserScramCredentialRecord(name={self.name!r}, mechanism={self.mechanism}, "
+            f"salt=(redacted), storedKey=(redacted), serverKey=(redacted), "
+            f"iterations={self.iterations})"
+        )
+
+
+@_record("REMOVE_USER_SCRAM_CREDENTIAL_RECORD", 22, 0)
+@dataclass(frozen=True)
+class RemoveUserScramCredentialRecord:
+    """The user's credential for this mechanism is gone."""
+
+    name: str = _f(Kind.STRING)
+    mechanism: int = _f(Kind.INT8)
     version: int = 0
 
 
@@ -383,6 +423,8 @@ Record = (
     | ClientQuotaRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
     | TopicRecord
     | PartitionRecord
     | ConfigRecord

@@ -12,6 +12,15 @@ marker, ``(redacted)``. Who needs them is the API's decision (api/auth.py
 
 A deletion (value null) stays null: it says that a config is gone, not what
 it held, and a reader that replays the records must still see it go.
+
+SCRAM credentials go further (Kafka's ``RecordRedactor`` hides them from every
+log line): a UserScramCredentialRecord's salt, storedKey and serverKey are
+shown to no one, whatever the role or ``includeSensitive``; the record keeps
+its user, mechanism and iterations and empty bytes for the three (the
+controller never writes an empty key: a storedKey is a 32- or 64-byte
+digest, so empty means hidden). Only a backup (``GET /v1/backup``, the data
+dir itself) holds them, since a restored cluster must authenticate the same
+users.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from __future__ import annotations
 from msgspec.structs import replace
 
 from .config_schema import is_sensitive
-from .records import ConfigRecord, Record
+from .records import ConfigRecord, Record, UserScramCredentialRecord
 
 REDACTED = "(redacted)"  # Kafka's RecordRedactor marker
 
@@ -33,7 +42,13 @@ def is_sensitive_record(record: Record) -> bool:
     )
 
 
-def redacted(record: Record) -> Record:
-    """``record`` as a reader without the values is shown it: the same record,
-    or a copy with the marker for the value (only ConfigRecords change)."""
-    return replace(record, value=REDACTED) if is_sensitive_record(record) else record
+def redacted(record: Record, config_values: bool = False) -> Record:
+    """``record`` as a reader is shown it: the same record, or a copy with
+    the marker for a sensitive config's value (unless ``config_values``: the
+    reader's role sees them) or without a SCRAM credential's secrets (always)."""
+    kind = type(record)
+    if kind is UserScramCredentialRecord:
+        return replace(record, salt=b"", stored_key=b"", server_key=b"")
+    if not config_values and is_sensitive_record(record):
+        return replace(record, value=REDACTED)
+    return record

@@ -22,6 +22,7 @@ from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj
 from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from .partition_map import PartitionMap
 from .records import Kind
+from .scram import MECHANISMS, ScramCredential
 
 SNAPSHOT_FORMAT = 1
 # About this many partitions a piece of encode_image_chunks (about 0.5 MB).
@@ -146,7 +147,43 @@ def _tail_obj(image: MetadataImage) -> dict[str, Any]:
     # And once an ACL was created.
     if image.acls:
         obj["acls"] = [[acl_id, *acl] for acl_id, acl in sorted(image.acls.items())]
+    # And once a SCRAM credential was set: the secrets as they are (a voter
+    # restored from a snapshot or a backup must authenticate the same users).
+    if image.scram:
+        obj["scram"] = [
+            [user, mechanism, *(_encode_value(Kind.BYTES, b) for b in c[:3]), c.iterations]
+            for user, credentials in sorted(image.scram.items())
+            for mechanism, c in sorted(credentials.items())
+        ]
     return obj
+
+
+# A SCRAM credential is a positional array: the user, the mechanism type,
+# then ScramCredential's fields in order.
+_SCRAM_FIELDS = (
+    ("name", Kind.STRING),
+    ("mechanism", Kind.INT8),
+    ("salt", Kind.BYTES),
+    ("storedKey", Kind.BYTES),
+    ("serverKey", Kind.BYTES),
+    ("iterations", Kind.INT32),
+)
+
+
+def _decode_scram(rows: Any) -> dict[str, dict[int, ScramCredential]]:
+    if type(rows) is not list:
+        raise DecodeError("snapshot.scram: expected array")
+    out: dict[str, dict[int, ScramCredential]] = {}
+    for i, row in enumerate(rows):
+        where = f"snapshot.scram[{i}]"
+        user, mechanism, *fields = _row(row, _SCRAM_FIELDS, where)
+        if not user or mechanism not in MECHANISMS:
+            raise DecodeError(f"{where}: user {user!r} with mechanism {mechanism}")
+        credentials = out.setdefault(user, {})
+        if mechanism in credentials:
+            raise DecodeError(f"{where}: user {user!r}'s mechanism {mechanism} appears twice")
+        credentials[mechanism] = ScramCredential(*fields)
+    return out
 
 
 def _decode_client_quotas(value: Any) -> dict[Entity, dict[str, float]]:
@@ -269,6 +306,7 @@ def decode_image(data: Any) -> MetadataImage:
     next_producer_id = obj.pop("nextProducerId", 0) if type(obj) is dict else 0
     client_quotas = obj.pop("clientQuotas", []) if type(obj) is dict else []
     acl_rows = obj.pop("acls", []) if type(obj) is dict else []
+    scram_rows = obj.pop("scram", []) if type(obj) is dict else []
     obj = _obj(obj, "snapshot", _IMAGE_KEYS)
     if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
         raise DecodeError(f"snapshot: unsupported format {brief(obj['format'])}")
@@ -359,4 +397,5 @@ def decode_image(data: Any) -> MetadataImage:
         next_producer_id=_int(next_producer_id, Kind.INT64, "snapshot.nextProducerId"),
         client_quotas=_decode_client_quotas(client_quotas),
         acls=indexed_acls,
+        scram=_decode_scram(scram_rows),
     )

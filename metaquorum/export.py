@@ -18,6 +18,9 @@ the voters. From a node, the values then come with ``includeSensitive=true``,
 which the node answers only for an admin (403 for any other role, so the
 export stops rather than write markers in their place); from a data dir there
 is no caller to check: whoever reads the dir holds the values already.
+SCRAM credentials' salts and keys are never written, include_sensitive or
+not (metadata_records/redaction.py): the records keep user, mechanism and
+iterations.
 """
 
 from __future__ import annotations
@@ -88,8 +91,7 @@ def run_export(
         writer = OffsetRangeWriter(out, fmt, records_per_file)
     except ExportDirError as e:
         raise ExportError(str(e)) from None
-    if not include_sensitive:
-        writer = _Redacting(writer)
+    writer = _Redacting(writer, include_sensitive)
     start = from_offset if from_offset is not None else 0
     note = None
     if writer.next_offset is not None:
@@ -128,14 +130,16 @@ def run_export(
 
 class _Redacting:
     """The writer, with every record redacted before it is written (a node
-    asked with includeSensitive=false has redacted them already; a data dir
-    has not)."""
+    has redacted them already; a data dir has not): SCRAM secrets always,
+    sensitive config values unless ``include_sensitive``."""
 
-    def __init__(self, writer: OffsetRangeWriter) -> None:
+    def __init__(self, writer: OffsetRangeWriter, include_sensitive: bool) -> None:
         self._writer = writer
+        self._sensitive = include_sensitive
 
     def add(self, offset, timestamp_ms, epoch, record, *args, **kwargs) -> None:
-        self._writer.add(offset, timestamp_ms, epoch, redacted(record), *args, **kwargs)
+        record = redacted(record, self._sensitive)
+        self._writer.add(offset, timestamp_ms, epoch, record, *args, **kwargs)
 
     def __getattr__(self, name: str):
         return getattr(self._writer, name)

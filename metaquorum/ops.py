@@ -1,6 +1,6 @@
 """The operator commands: ``status``, ``brokers``, ``topics``, ``log``,
 ``create-topic``, ``configs``, ``alter-configs``, ``acls``, ``create-acl``,
-``delete-acls``, ``client-quotas``, ``alter-client-quotas``,
+``delete-acls``, ``client-quotas``, ``alter-client-quotas``, ``scram``,
 ``update-features``, ``unregister-broker``, ``transfer-leadership``,
 ``add-voter``, ``remove-voter``, ``diff``, ``what-if``, ``explain``.
 
@@ -66,6 +66,7 @@ from .ops_render import (
     report,
     report_entry,
 )
+from .ops_scram import SCRAM_COMMANDS
 from .ops_what_if import WHAT_IF_COMMANDS, offline_refusal
 from .output import make_console
 from .prestop import transfer_if_leader
@@ -808,6 +809,7 @@ OPS: dict[str, OpCommand] = {
         _alter_client_quotas,
         WRITE_EXITS,
     ),
+    **SCRAM_COMMANDS,
     "update-features": OpCommand(
         "finalize a feature at a level (Kafka's UpdateFeatures, as kafka-features "
         "upgrade/downgrade): metadata.version, or eligible.leader.replicas.version "

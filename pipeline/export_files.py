@@ -8,6 +8,7 @@ re-run continues after the last complete file.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from dataclasses import dataclass
@@ -64,6 +65,14 @@ def input_format(directory: str, names: list[str] | None = None) -> str:
     if len(formats) > 1:
         raise ExportDirError(f"{directory} mixes formats {sorted(formats)}: export into one format")
     return formats.pop()
+
+
+def _bytes_as_base64(value: object) -> str:
+    """A binary column's value in a JSON line: base64, as the record codec
+    writes bytes (UserScramCredentialRecord's, empty in an export)."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 class OffsetRangeWriter:
@@ -126,7 +135,7 @@ class OffsetRangeWriter:
         else:
             with open(self._tmp, "wb") as f:
                 for row in table.to_pylist():
-                    f.write(orjson.dumps(row) + b"\n")
+                    f.write(orjson.dumps(row, default=_bytes_as_base64) + b"\n")
         with open(self._tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(self._tmp, final)

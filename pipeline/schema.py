@@ -11,6 +11,7 @@ codes in BrokerRegistrationChangeRecord): the change codes get their own
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -65,6 +66,9 @@ _ARROW = {
     Kind.VOTERS: pa.list_(VOTER_TYPE),
     Kind.FLOAT64: pa.float64(),
     Kind.QUOTA_ENTITY: pa.list_(QUOTA_ENTITY_TYPE),
+    # UserScramCredentialRecord's salt and keys: always empty in an export
+    # (metadata_records/redaction.py), so the column says only that they are hidden.
+    Kind.BYTES: pa.binary(),
 }
 
 # The who of a record, as a tuple in this order (``who_row``).
@@ -266,6 +270,8 @@ _FROM_COLUMN: dict[Kind, Callable[[Any], Any]] = {
     Kind.ENDPOINTS: lambda v: tuple(Endpoint(**e) for e in v),
     Kind.FEATURES: lambda v: tuple(FeatureRange(**f) for f in v),
     Kind.QUOTA_ENTITY: lambda v: tuple(EntityData(**e) for e in v),
+    # A JSON line holds bytes as base64 (export_files.py); parquet as bytes.
+    Kind.BYTES: lambda v: base64.b64decode(v) if isinstance(v, str) else v,
 }
 
 

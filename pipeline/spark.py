@@ -98,6 +98,8 @@ def _spark_type(t: pa.DataType):
         return T.DoubleType()
     if pa.types.is_string(t):
         return T.StringType()
+    if pa.types.is_binary(t):  # SCRAM salts and keys (empty); JSONL holds base64
+        return T.BinaryType()
     if pa.types.is_list(t):
         return T.ArrayType(_spark_type(t.value_type))
     if pa.types.is_struct(t):

@@ -21,6 +21,7 @@ from controller.messages import (
     AlterClientQuotasRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
+    AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     CreateAclsRequest,
@@ -65,6 +66,7 @@ API_NAMES: dict[type, str] = {
     AlterClientQuotasRequest: "AlterClientQuotas",
     CreateAclsRequest: "CreateAcls",
     DeleteAclsRequest: "DeleteAcls",
+    AlterUserScramCredentialsRequest: "AlterUserScramCredentials",
 }
 
 CONTROLLER = "controller"

@@ -37,6 +37,7 @@ from controller.controller import Controller
 from controller.messages import (
     AlterClientQuotasRequest,
     AlterPartitionReassignmentsRequest,
+    AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -189,6 +190,8 @@ _ENTRIES = {
     # What a filter matches is known only once decided: every DeleteAcls.
     DeleteAclsRequest: lambda r, view: OFF_LOOP_ENTRIES,
     AlterClientQuotasRequest: lambda r, view: sum(len(e.ops) for e in r.entries),
+    # Each upsertion's keys are two HMACs and a hash (bench/scram.py).
+    AlterUserScramCredentialsRequest: lambda r, view: len(r.deletions) + len(r.upsertions),
     IncrementalAlterConfigsRequest: lambda r, view: sum(len(c.configs) for c in r.resources),
     CreateTopicsRequest: lambda r, view: sum(
         max(t.num_partitions, len(t.assignments), 1) for t in r.topics

@@ -45,8 +45,10 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     Voter,
     VotersRecord,
     Who,
@@ -124,6 +126,18 @@ RECORD_STRATEGIES = {
         permission_type=int8,
     ),
     "REMOVE_ACCESS_CONTROL_ENTRY_RECORD": st.builds(RemoveAccessControlEntryRecord, id=uuids),
+    "USER_SCRAM_CREDENTIAL_RECORD": st.builds(
+        UserScramCredentialRecord,
+        name=texts,
+        mechanism=int8,
+        salt=st.binary(max_size=40),
+        stored_key=st.binary(max_size=64),
+        server_key=st.binary(max_size=64),
+        iterations=int32,
+    ),
+    "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": st.builds(
+        RemoveUserScramCredentialRecord, name=texts, mechanism=int8
+    ),
     "TOPIC_RECORD": st.builds(TopicRecord, name=texts, topic_id=uuids),
     "PARTITION_RECORD": st.builds(
         PartitionRecord,
@@ -493,6 +507,17 @@ def _valid_obj(type_name: str) -> dict:
             value=1024.0,
             remove=False,
         ),
+        "USER_SCRAM_CREDENTIAL_RECORD": UserScramCredentialRecord(
+            name="alice",
+            mechanism=1,
+            salt=b"salt",
+            stored_key=bytes(range(32)),
+            server_key=bytes(range(32, 64)),
+            iterations=4096,
+        ),
+        "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": RemoveUserScramCredentialRecord(
+            name="alice", mechanism=1
+        ),
         "NO_OP_RECORD": NoOpRecord(),
         "LEADER_CHANGE": LeaderChangeRecord(
             controller_epoch=3, leader_id=0, leader_url="http://n0:8080"
@@ -606,6 +631,7 @@ BAD_VALUES = {
         [{"entityType": "user", "entityName": 5}],
         [{"entityType": "user", "entityName": "a", "x": 1}],
     ],
+    Kind.BYTES: [None, 1, True, [], {}, "not base64!", "YQ", "YR==", "YQ==\n"],
     Kind.VOTERS: [
         None,
         [{}],

@@ -28,8 +28,10 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     topic_name_problem,
 )
 
@@ -52,10 +54,24 @@ KAFKA_TYPES = {
     "FEATURE_LEVEL_RECORD": (FeatureLevelRecord, 12),
     "BROKER_REGISTRATION_CHANGE_RECORD": (BrokerRegistrationChangeRecord, 17),
     "NO_OP_RECORD": (NoOpRecord, 20),
+    "USER_SCRAM_CREDENTIAL_RECORD": (UserScramCredentialRecord, 11),
+    "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": (RemoveUserScramCredentialRecord, 22),
 }
 
 # (camelCase key, kind, since, default) per record type, in wire order.
 EXPECTED_FIELDS = {
+    "USER_SCRAM_CREDENTIAL_RECORD": [
+        ("name", Kind.STRING, 0, MISSING),
+        ("mechanism", Kind.INT8, 0, MISSING),
+        ("salt", Kind.BYTES, 0, MISSING),
+        ("storedKey", Kind.BYTES, 0, MISSING),
+        ("serverKey", Kind.BYTES, 0, MISSING),
+        ("iterations", Kind.INT32, 0, MISSING),
+    ],
+    "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": [
+        ("name", Kind.STRING, 0, MISSING),
+        ("mechanism", Kind.INT8, 0, MISSING),
+    ],
     "CLIENT_QUOTA_RECORD": [
         ("entity", Kind.QUOTA_ENTITY, 0, MISSING),
         ("key", Kind.STRING, 0, MISSING),
@@ -165,12 +181,15 @@ MAX_VERSIONS = {
     "NO_OP_RECORD": 0,
     "LEADER_CHANGE": 0,
     "KRAFT_VOTERS": 0,
+    "USER_SCRAM_CREDENTIAL_RECORD": 0,
+    "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": 0,
 }
 
 
 def test_registry_holds_exactly_the_documented_types():
     # docs/api.md "A record": the eight metadata types, ConfigRecord, UnregisterBrokerRecord
-    # ProducerIdsRecord and the two ACL records (issue 21), and the control
+    # ProducerIdsRecord and the two ACL records (issue 21), the two SCRAM
+    # records (issue 47), and the control
     # records LEADER_CHANGE and KRAFT_VOTERS (the voter set, Kafka's VotersRecord).
     assert set(RECORD_TYPES) == set(KAFKA_TYPES) | {"LEADER_CHANGE", "KRAFT_VOTERS"}
     assert RECORD_TYPES["LEADER_CHANGE"] is LeaderChangeRecord

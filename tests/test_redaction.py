@@ -288,3 +288,22 @@ def test_redaction_keeps_deletions_and_other_records():
     topic = ConfigRecord(resource_type=2, resource_name="t", name="retention.ms", value="1")
     for kept in (gone, threads, topic, NoOpRecord()):
         assert redacted(kept) is kept and not is_sensitive_record(kept)
+
+
+def test_scram_secrets_are_hidden_from_everyone():
+    """A UserScramCredentialRecord keeps its user, mechanism and iterations;
+    its salt and keys are empty whether or not the reader sees config values
+    (Kafka's RecordRedactor), and the record still decodes and replays."""
+    from metadata_records.codec import decode_record, encode_record
+    from metadata_records.records import UserScramCredentialRecord
+
+    record = UserScramCredentialRecord(
+        name="alice", mechanism=1, salt=b"s", stored_key=b"k" * 32, server_key=b"v" * 32,
+        iterations=8192,
+    )  # fmt: skip
+    for config_values in (False, True):
+        shown = redacted(record, config_values)
+        assert (shown.salt, shown.stored_key, shown.server_key) == (b"", b"", b"")
+        assert (shown.name, shown.mechanism, shown.iterations) == ("alice", 1, 8192)
+        assert decode_record(encode_record(shown)) == shown
+    assert record.stored_key == b"k" * 32  # the original is untouched

@@ -38,6 +38,7 @@ One module per area, each importing its types from ``common``:
 * ``acls``: CreateAcls, DeleteAcls, DescribeAcls
 * ``features``: UpdateFeatures
 * ``quotas``: AlterClientQuotas, DescribeClientQuotas
+* ``scram``: AlterUserScramCredentials, DescribeUserScramCredentials
 * ``quorum``: leadership transfer, voter changes, quorum status, probes
 * ``log``: the log and snapshot reads
 * ``history``: the image at an offset or a time, and the diff of two
@@ -155,6 +156,7 @@ from .history import (
     ImageNotYetResponse,
     ImageOut,
     ImageQuotaOut,
+    ImageScramUserOut,
     ImageVoterOut,
 )
 from .log import BackupHeader, BackupVoterOut, LogOut, RecordOut, SnapshotOut, WhoOut
@@ -190,6 +192,16 @@ from .quotas import (
     QuotaValueOut,
 )
 from .refusals import RefusalOut, RefusalsOut
+from .scram import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+    CredentialInfoOut,
+    DescribedScramUserOut,
+    DescribeUserScramCredentialsOut,
+    ScramDeletionIn,
+    ScramUpsertionIn,
+)
 from .topics import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -235,6 +247,7 @@ __all__ = [
     "ImageNotYetResponse",
     "ImageOut",
     "ImageQuotaOut",
+    "ImageScramUserOut",
     "ImageVoterOut",
     "WhatIfCountsOut",
     "WhatIfOut",
@@ -365,6 +378,14 @@ __all__ = [
     "UpdateFeaturesRequest",
     "UpdateFeaturesResponse",
     "AlterClientQuotasEntryResult",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
+    "AlterUserScramCredentialsResult",
+    "CredentialInfoOut",
+    "DescribedScramUserOut",
+    "DescribeUserScramCredentialsOut",
+    "ScramDeletionIn",
+    "ScramUpsertionIn",
     "AlterClientQuotasRequest",
     "AlterClientQuotasResponse",
     "ClientQuotaEntryIn",

@@ -16,6 +16,7 @@ from .common import (
     example,
 )
 from .quotas import QuotaEntityComponentOut
+from .scram import CredentialInfoOut
 from .topics import TopicOut
 
 
@@ -41,6 +42,13 @@ class ImageQuotaOut(ResponseModel):
 
     entity: list[QuotaEntityComponentOut] = Field(description="its components")
     values: dict[str, float] = Field(description="quota key -> value")
+
+
+class ImageScramUserOut(ResponseModel):
+    """A user's SCRAM credentials: mechanisms and iterations, never a salt or a key."""
+
+    user: str = Field(description="the user")
+    credential_infos: list[CredentialInfoOut] = Field(description="by mechanism")
 
 
 class ImageVoterOut(ResponseModel):
@@ -114,6 +122,7 @@ class ImageOut(ResponseModel):
                     "values": {"producer_byte_rate": 1048576.0},
                 }
             ],
+            "scram": [{"user": "alice", "credentialInfos": [{"mechanism": 1, "iterations": 8192}]}],
             "features": {"metadata.version": 12},
             "voters": [
                 {"voterId": 0, "directoryId": "b4Qu2DxXQvWv1CK6Rnh0Zw", "host": "h0", "port": 9093}
@@ -140,6 +149,11 @@ class ImageOut(ResponseModel):
     )
     acls: list[ImageAclOut] | None = Field(None, description="every binding, by id")
     client_quotas: list[ImageQuotaOut] | None = Field(None, description="every entity")
+    scram: list[ImageScramUserOut] | None = Field(
+        None,
+        description="every user with a SCRAM credential: its mechanisms and iterations, "
+        "never a salt or a key",
+    )
     features: dict[str, int] | None = Field(None, description="finalized feature -> level")
     voters: list[ImageVoterOut] | None = Field(None, description="the Raft voter set")
 
@@ -148,12 +162,12 @@ class ImageChangeOut(ResponseModel):
     """One entity that differs between the two images."""
 
     kind: str = Field(
-        description="broker, topic, partition, config, acl, clientQuota, feature or voters",
+        description="broker, topic, partition, config, acl, clientQuota, scram, feature or voters",
         examples=["partition"],
     )
     key: dict[str, Any] = Field(
         description="which one: {brokerId}, {topic}, {topic, partition}, {resourceType, "
-        "resourceName, name}, {id}, {entity}, {name}, or {} for the voter set",
+        "resourceName, name}, {id}, {entity}, {user}, {name}, or {} for the voter set",
         examples=[{"topic": "orders", "partition": 0}],
     )
     before: Any = Field(description="its value after ``from`` (null: absent)")
@@ -191,7 +205,7 @@ class ImageDiffOut(ResponseModel):
     to: int = Field(description="the second image's last offset")
     changes: list[ImageChangeOut] = Field(
         description="brokers, topics and their partitions and configs, broker configs, ACLs, "
-        "client quotas, features, voters; at most maxChanges of them"
+        "client quotas, SCRAM users, features, voters; at most maxChanges of them"
     )
     total: int = Field(description="how many entities changed (changes holds maxChanges at most)")
     truncated: bool = Field(description="whether changes was cut at maxChanges")

@@ -30,6 +30,7 @@ from . import (
     reassignments,
     records,
     refusals,
+    scram,
     topics,
     what_if,
 )
@@ -113,6 +114,15 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
         and ips. Each entity is all or nothing (docs/api-additions.md).""",
     ),
     quotas.reads,
+    AdminWrite(
+        "POST", "/v1/scram-credentials", "alterUserScramCredentials",
+        "AlterUserScramCredentials",
+        M.AlterUserScramCredentialsRequest, M.AlterUserScramCredentialsResponse,
+        doc="""Sets (from the client's salt and salted password, never the
+        password) or removes users' SCRAM credentials; one result per user
+        (docs/api-additions.md).""",
+    ),
+    scram.reads,
     records.reads,
     history.reads,
     refusals.reads,

@@ -33,6 +33,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.IncrementalAlterConfigsRequest,
     M.AllocateProducerIdsRequest,
     M.AlterClientQuotasRequest,
+    M.AlterUserScramCredentialsRequest,
     M.CreateAclsRequest,
     M.DeleteAclsRequest,
     M.TransferLeadershipRequest,

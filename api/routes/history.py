@@ -184,7 +184,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
             Query(
                 max_length=200,
                 description="only these parts, comma-separated: brokers, topics, configs, acls, "
-                "clientQuotas, features, voters (default: all)",
+                "clientQuotas, scram, features, voters (default: all)",
             ),
         ] = None,
         topics: Annotated[
@@ -198,7 +198,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         include_sensitive: IncludeSensitive = None,
     ) -> Response:
         """Brokers, topics with their partitions, configs, ACLs, client quotas,
-        features and voters as they stood after ``atOffset`` (or at
+        SCRAM users (mechanisms and iterations only), features and voters as they stood after ``atOffset`` (or at
         ``atTime``), built from this voter's history: the nearest checkpoint
         plus the records up to it. The answer is streamed (a topic at a
         time); ``only=`` and ``topics=`` ask for parts."""

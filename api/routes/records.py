@@ -4,7 +4,8 @@ the image as a snapshot, in JSON or NDJSON.
 The log's records say who asked for them (``who``), and a read may filter
 them by who, broker, topic and time (api/log_filter.py). What these show
 never runs ahead of the image their X-Metadata-Offset names, and a sensitive config's value is `(redacted)` unless the caller's
-role sees it (docs/security.md "Who sees what"). (api/reads.py builds the
+role sees it; a SCRAM credential's salt and keys are empty for every role
+(docs/security.md "Who sees what"). (api/reads.py builds the
 other reads' answers; these two are built here, from the log and the image.)
 """
 
@@ -157,7 +158,8 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
     ) -> Response:
         """The records from ``fromOffset`` on, each with who asked for it
         (``who``); a sensitive config's value is `(redacted)` unless the
-        caller's role sees it (docs/security.md "Who sees what").
+        caller's role sees it, a SCRAM credential's salt and keys are empty
+        for every role (docs/security.md "Who sees what").
 
         With any of ``principal``, ``api``, ``brokerId``, ``topic``, ``since``,
         ``until``, only the records every one of them matches
@@ -218,7 +220,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
                 e.offset,
                 e.timestamp_ms,
                 e.controller_epoch,
-                e.record if sensitive else redacted(e.record),
+                redacted(e.record, sensitive),
                 e.batch_offset,
                 who_of(e.who),
             )
@@ -270,9 +272,10 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         include_sensitive: IncludeSensitive = None,
     ) -> Response:
         """Records that recreate the image (LEADER_CHANGE, FEATURE_LEVEL_RECORD,
-        REGISTER_BROKER_RECORD, TOPIC_RECORD, CONFIG_RECORD, PARTITION_RECORD);
-        each carries ``offset`` = the image's last offset. A sensitive config's
-        value is `(redacted)` unless the caller's role sees it."""
+        REGISTER_BROKER_RECORD, TOPIC_RECORD, CONFIG_RECORD, PARTITION_RECORD,
+        ...); each carries ``offset`` = the image's last offset. A sensitive
+        config's value is `(redacted)` unless the caller's role sees it; a
+        SCRAM credential's salt and keys are empty for every role."""
         sensitive = auth.shows_sensitive(caller, include_sensitive)
         image = await ctx.read_image(consistency)
         timestamp = snapshot_timestamp(node, image)

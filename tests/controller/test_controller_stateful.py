@@ -60,6 +60,7 @@ from controller.messages import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     AlterPartitionTopic,
+    AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     BrokerState,
     ClientQuotaAlteration,
@@ -73,6 +74,8 @@ from controller.messages import (
     IncrementalAlterConfigsRequest,
     ReassignablePartition,
     ReassignableTopic,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
     UnregisterBrokerRequest,
     UpdateFeaturesRequest,
 )
@@ -92,6 +95,7 @@ from metadata_records.records import (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
+from metadata_records.scram import derived_keys
 from tests.controller.test_alter_partition_fused import decide_both
 from tests.harness import ELR_FEATURES, ControllerHarness
 
@@ -200,6 +204,8 @@ class ControllerMachine(RuleBasedStateMachine):
         self.producer_blocks: list[tuple[int, int]] = []
         # The client quotas the test expects: frozenset of components -> {key: value}.
         self.quota_model: dict[frozenset, dict[str, float]] = {}
+        # The SCRAM credentials the test expects: user -> {mechanism: iterations}.
+        self.scram_model: dict[str, dict[int, int]] = {}
         # The ACL bindings the test expects the image to hold.
         self.acl_model: set[StandardAcl] = set()
         self.epoch_history: dict[int, list[int]] = {}
@@ -639,6 +645,78 @@ class ControllerMachine(RuleBasedStateMachine):
         image = self.h.image.client_quotas
         assert all(image.values())
         assert {frozenset(e): q for e, q in image.items()} == self.quota_model
+
+    # ------------------------------------------------------------ SCRAM credentials
+
+    @rule(
+        alterations=st.lists(
+            st.tuples(
+                st.booleans(),  # True: a deletion
+                st.sampled_from(["alice", "bob", ""]),
+                st.sampled_from([1, 2, 1, 2, 0]),
+                st.sampled_from([4096, 8192, 16384, 4095, 16385]),
+            ),
+            max_size=4,
+        )
+    )
+    def alter_user_scram_credentials(self, alterations):
+        """AlterUserScramCredentials against a model of Kafka's rules: a
+        user's first alteration (deletions before upsertions) decides it; a
+        second one, after an accepted first, refuses it DUPLICATE_RESOURCE."""
+        h = self.h
+        deletions = tuple(
+            ScramCredentialDeletion(u, m) for delete, u, m, _ in alterations if delete
+        )
+        upsertions = tuple(
+            ScramCredentialUpsertion(u, m, i, b"salt", b"salted")
+            for delete, u, m, i in alterations
+            if not delete
+        )
+        answers = {
+            r.user: r.error
+            for r in h.run(AlterUserScramCredentialsRequest(deletions, upsertions)).results
+        }
+        supported = h.image.metadata_version >= 11
+        expected: dict[str, Errors] = {}
+        model = {u: dict(c) for u, c in self.scram_model.items()}
+        for user in {a.name for a in deletions + upsertions}:
+            mine = [a for a in deletions + upsertions if a.name == user]
+            first = mine[0]
+            if not supported:
+                error = Errors.UNSUPPORTED_VERSION
+            elif not user:
+                error = Errors.UNACCEPTABLE_CREDENTIAL
+            elif first.mechanism not in (1, 2):
+                error = Errors.UNSUPPORTED_SASL_MECHANISM
+            elif isinstance(first, ScramCredentialDeletion):
+                found = first.mechanism in self.scram_model.get(user, {})
+                error = Errors.NONE if found else Errors.RESOURCE_NOT_FOUND
+            else:
+                ok = 4096 <= first.iterations <= 16384
+                error = Errors.NONE if ok else Errors.UNACCEPTABLE_CREDENTIAL
+            if error is Errors.NONE and len(mine) > 1:
+                error = Errors.DUPLICATE_RESOURCE
+            expected[user] = error
+            if error is Errors.NONE:
+                credentials = model.setdefault(user, {})
+                if isinstance(first, ScramCredentialDeletion):
+                    del credentials[first.mechanism]
+                else:
+                    credentials[first.mechanism] = first.iterations
+        assert answers == expected
+        self.scram_model = {u: c for u, c in model.items() if c}
+
+    @invariant()
+    def scram_credentials_are_the_models(self):
+        """The image holds exactly the credentials set and not deleted, with
+        the keys derived from what was sent, and no user without one."""
+        image = self.h.image.scram
+        assert {u: {m: c.iterations for m, c in cs.items()} for u, cs in image.items()} == (
+            self.scram_model
+        )
+        for credentials in image.values():
+            for mechanism, c in credentials.items():
+                assert (c.stored_key, c.server_key) == derived_keys(mechanism, b"salted")
 
     @rule(validate_only=RARELY)
     def enable_elr(self, validate_only):

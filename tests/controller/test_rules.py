@@ -20,6 +20,7 @@ from controller.messages import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionRequest,
     AlterPartitionTopic,
+    AlterUserScramCredentialsRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     BrokerState,
@@ -35,6 +36,8 @@ from controller.messages import (
     IncrementalAlterConfigsRequest,
     ReassignablePartition,
     ReassignableTopic,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
     UnregisterBrokerRequest,
     UpdateFeaturesRequest,
 )
@@ -102,6 +105,13 @@ def configs(*resources):
 def quotas(*entries):
     return AlterClientQuotasRequest(
         tuple(ClientQuotaAlteration(e, tuple(ClientQuotaOp(*o) for o in ops)) for e, ops in entries)
+    )
+
+
+def scram(deletions=(), upsertions=()):
+    return AlterUserScramCredentialsRequest(
+        tuple(ScramCredentialDeletion(*d) for d in deletions),
+        tuple(ScramCredentialUpsertion(n, m, i, b"salt", p) for n, m, i, p in upsertions),
     )
 
 
@@ -329,6 +339,13 @@ CASES = {
         ((("user", "a"),), (("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)))
     ),
     "quota.value-invalid": lambda h: quotas(((("user", "a"),), (("producer_byte_rate", 1.5),))),
+    "scram.user-twice": lambda h: scram(upsertions=[("u", 1, 4096, b"p"), ("u", 2, 4096, b"p")]),
+    "scram.user-empty": lambda h: scram([("", 1)]),
+    "scram.mechanism-unknown": lambda h: scram([("u", 0)]),
+    "scram.credential-not-found": lambda h: scram([("u", 1)]),
+    "scram.iterations-too-few": lambda h: scram(upsertions=[("u", 1, 4095, b"p")]),
+    "scram.iterations-too-many": lambda h: scram(upsertions=[("u", 1, 16385, b"p")]),
+    "scram.salted-password-empty": lambda h: scram(upsertions=[("u", 1, 4096, b"")]),
     "acl.invalid": lambda h: CreateAclsRequest((ACL._replace(host=""),)),
     "acl.filter-invalid": lambda h: DeleteAclsRequest(
         (AclBindingFilter(RT.UNKNOWN, None, PT.LITERAL),)
@@ -340,6 +357,7 @@ SPECIAL = {
     "placement.no-brokers": "test_with_no_broker_registered_nothing_can_be_placed",
     "kip-966.feature-dependency": "test_elr_needs_a_newer_metadata_version",
     "feature.downgrade-to-newer": "test_a_downgrade_to_a_newer_level_is_refused",
+    "scram.metadata-version-too-low": "test_scram_needs_metadata_version_3_5_iv2",
 }
 
 # Rules kept as Kafka keeps them that no request reaches here, and why.
@@ -388,6 +406,11 @@ def test_a_downgrade_to_a_newer_level_is_refused():
     h = harness(metadata_version=11)
     rules = _decided_rules(h, UpdateFeaturesRequest("metadata.version", 12, SAFE_DOWNGRADE))
     assert rules == {"feature.downgrade-to-newer"}
+
+
+def test_scram_needs_metadata_version_3_5_iv2():
+    rules = _decided_rules(harness(metadata_version=10), scram([("u", 1)]))
+    assert rules == {"scram.metadata-version-too-low"}
 
 
 def test_each_rule_names_known_codes_and_invariants():
