@@ -53,6 +53,7 @@ from metadata_records.records import (
     FeatureRange,
     ProducerIdsRecord,
 )
+from quorum.callers import CONTROLLER_WORK
 from tests.harness import CLUSTER_ID, ELR_FEATURES, ControllerHarness, incarnation
 
 CONTROLLER = pathlib.Path(__file__).resolve().parents[2] / "controller"
@@ -459,8 +460,11 @@ def test_docs_rules_md_lists_every_invariant_and_what_guards_it():
 
 
 def test_refusals_and_invariants_share_one_id_space_without_sharing_an_id():
-    """One scheme for both tables, and no id meaning two things."""
+    """One scheme for both tables, and no id meaning two things: nor one of the
+    rules the controller acts by on its own (the who of its batches)."""
     assert not set(RULES) & set(INVARIANTS)
+    acting = {caller[4] for caller in CONTROLLER_WORK}  # asked_by(...)'s rule
+    assert not (set(RULES) | set(INVARIANTS)) & acting
     for rule_id in INVARIANTS:
         source, _, what = rule_id.partition(".")
         assert rule_id == rule_id.lower() and source and what and "." not in what, rule_id
