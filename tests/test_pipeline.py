@@ -106,7 +106,10 @@ def test_every_planted_violation_is_found_once_at_its_offset_and_the_report_rend
     code = main(["audit", "--input", str(log), "--output", str(tmp_path / "cli")])
     out = capsys.readouterr().out
     assert code == 1
-    assert f"{len(expected)} violation(s)" in out and "by check: broker-epoch 1," in out
+    assert (
+        f"{len(expected)} violation(s)" in out
+        and "by check: kip-380.change-at-current-epoch 1," in out
+    )
     assert "controller WriteNoOp" in out
 
 
