@@ -13,8 +13,11 @@ Per id: the error code Kafka answers (the first of ``codes`` for the current
 request version), what it checks, where Kafka checks it (class and method, as
 docs/kafka-rules.md cites them), and the log invariant it guards, where the
 log's audit (``metadata_records/log_invariants.py``) checks the same rule
-after the fact. ``tests/controller/test_rules.py`` walks every id here with a
-request that hits it, and fails on a refusal whose id is not here.
+after the fact. The invariants' ids are of the same space and scheme, and
+never one of these: a refusal's id names what a request got wrong, an
+invariant's what holds in the log (docs/rules.md lists both tables).
+``tests/controller/test_rules.py`` walks every id here with a request that
+hits it, and fails on a refusal whose id is not here.
 """
 
 from __future__ import annotations
@@ -73,19 +76,19 @@ RULES: dict[str, Rule] = {
         (E.STALE_BROKER_EPOCH,),
         "the broker sending a request is registered",
         f"{_CC}.checkBrokerEpoch",
-        "change-epoch",
+        "kip-380.change-at-current-epoch",
     ),
     "kip-380.broker-epoch-mismatch": _R(
         (E.STALE_BROKER_EPOCH,),
         "the request's broker epoch is the broker's registered epoch",
         f"{_CC}.checkBrokerEpoch",
-        "change-epoch",
+        "kip-380.change-at-current-epoch",
     ),
     "heartbeat.broker-not-registered": _R(
         (E.STALE_BROKER_EPOCH,),
         "a heartbeat comes from a registered broker",
         f"{_RC}.processBrokerHeartbeat",
-        "change-epoch",
+        "kip-380.change-at-current-epoch",
     ),
     "heartbeat.expired-in-queue": _R(
         (E.REQUEST_TIMED_OUT,),
@@ -101,7 +104,7 @@ RULES: dict[str, Rule] = {
         (E.UNKNOWN_SERVER_ERROR,),
         "the next producer id block fits in an int64",
         "ProducerIdControlManager.generateNextProducerId",
-        "producer-ids",
+        "producer-ids.blocks-never-overlap",
     ),
     # ---------------------------------------------------------------- AlterPartition (kafka-rules 2.2)
     "alter-partition.topic-unknown": _R(
@@ -141,7 +144,7 @@ RULES: dict[str, Rule] = {
         (E.INVALID_REQUEST,),
         "the new ISR holds distinct, non-negative replicas of the partition",
         "Replicas.validateIsr",
-        "kip-841",
+        "kip-841.isr-adds-only-active",
     ),
     "alter-partition.isr-without-leader": _R(
         (E.INVALID_REQUEST,), "the new ISR contains the leader", f"{_RC}.validateAlterPartitionData"
@@ -165,25 +168,25 @@ RULES: dict[str, Rule] = {
         (E.INELIGIBLE_REPLICA, E.OPERATION_NOT_ATTEMPTED),
         "every new ISR member is registered",
         f"{_RC}.validateAlterPartitionData",
-        "kip-841",
+        "kip-841.isr-adds-only-active",
     ),
     "kip-841.replica-in-controlled-shutdown": _R(
         (E.INELIGIBLE_REPLICA, E.OPERATION_NOT_ATTEMPTED),
         "no new ISR member is in controlled shutdown",
         f"{_RC}.validateAlterPartitionData",
-        "kip-841",
+        "kip-841.isr-adds-only-active",
     ),
     "kip-841.replica-fenced": _R(
         (E.INELIGIBLE_REPLICA, E.OPERATION_NOT_ATTEMPTED),
         "no new ISR member is fenced",
         f"{_RC}.validateAlterPartitionData",
-        "kip-841",
+        "kip-841.isr-adds-only-active",
     ),
     "kip-903.stale-broker-epoch": _R(
         (E.INELIGIBLE_REPLICA, E.OPERATION_NOT_ATTEMPTED),
         "each new ISR member's broker epoch (newIsrWithEpochs) is its registered one",
         f"{_RC}.validateAlterPartitionData",
-        "kip-841",
+        "kip-841.isr-adds-only-active",
     ),
     "alter-partition.new-leader-elected": _R(
         (E.NEW_LEADER_ELECTED, E.FENCED_LEADER_EPOCH),
@@ -271,7 +274,7 @@ RULES: dict[str, Rule] = {
         (E.INVALID_REPLICA_ASSIGNMENT,),
         "an assigned partition has an active replica to lead it",
         f"{_RC}.createTopic",
-        "kip-841",
+        "kip-841.isr-adds-only-active",
     ),
     "assignment.count-mismatch": _R(
         (E.INVALID_REPLICA_ASSIGNMENT,),
@@ -293,7 +296,7 @@ RULES: dict[str, Rule] = {
         (E.INVALID_REPLICATION_FACTOR,),
         "a placed partition has an active replica to lead it",
         f"{_RC}.createTopic",
-        "kip-841",
+        "kip-841.isr-adds-only-active",
     ),
     "placement.not-enough-brokers": _R(
         (E.INVALID_REPLICATION_FACTOR,),
@@ -427,7 +430,7 @@ RULES: dict[str, Rule] = {
         (E.INVALID_REQUEST,),
         "the entity's types combine and its ip is an address",
         "ClientQuotaControlManager.validateEntity",
-        "client-quota",
+        "quota.record-valid",
     ),
     "quota.key-duplicate": _R(
         (E.INVALID_REQUEST,),
@@ -438,7 +441,7 @@ RULES: dict[str, Rule] = {
         (E.INVALID_REQUEST,),
         "the key suits the entity and its value suits the key",
         "ClientQuotaControlManager.alterClientQuotaEntity",
-        "client-quota",
+        "quota.record-valid",
     ),
     # ---------------------------------------------------------------- SCRAM credentials (KIP-554)
     "scram.user-twice": _R(
@@ -486,7 +489,7 @@ RULES: dict[str, Rule] = {
         (E.INVALID_REQUEST,),
         "a binding to create is concrete and valid",
         "AclControlManager.validateNewAcl",
-        "acl",
+        "acl.record-valid",
     ),
     "acl.filter-invalid": _R(
         (E.INVALID_REQUEST,), "a delete filter has no UNKNOWN field", "AclControlManager.deleteAcls"

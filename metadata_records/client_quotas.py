@@ -193,8 +193,8 @@ def record_problem(r: ClientQuotaRecord) -> str | None:
     """Why a ClientQuotaRecord cannot take effect, or None: it names no valid
     entity, a key its entity cannot hold, or (setting) a value Kafka's
     controller would not have written. What replay ignores and the log's
-    checkers report (rule ``client-quota``); the messages do not depend on the
-    order of the entity's components, so the Spark audit
+    checkers report (rule ``quota.record-valid``); the messages do not depend
+    on the order of the entity's components, so the Spark audit
     (pipeline/audit.py ``client_quota_checks``) writes the same words."""
     types = [e.entity_type for e in r.entity]
     unknown = sorted({t for t in types if t not in _ORDER})

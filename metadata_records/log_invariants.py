@@ -26,8 +26,13 @@ merged. Batch rules are then checked at fewer boundaries (weaker: they can miss
 a violation that a later batch of the run mends, never report a false one).
 
 Snapshot records (``restore``) restate a trusted image: replayed, not checked.
-A refused record (``refused``, ``change-epoch``) is reported as such and checked
-no further. Records are expected in offset order; a repeated offset is counted.
+A refused record (``log.record-applies``, ``kip-380.change-at-current-epoch``) is
+reported as such and checked no further. Records are expected in offset order; a
+repeated offset is counted.
+
+Rule ids share one space with the controller's refusal rules
+(``controller/rules.py``), and docs/rules.md lists both: a refusal that keeps an
+invariant true names it in its ``guards``.
 """
 
 from __future__ import annotations
@@ -64,70 +69,107 @@ RECORD, BATCH = "record", "batch"
 class Rule:
     at: str  # RECORD or BATCH: where it must hold, and which offset reports it
     holds: str  # what must hold, as the audit report states it
+    source: str  # where Kafka keeps it true: class.method, as docs/kafka-rules.md cites them
 
+
+_RC = "ReplicationControlManager"
+_PCB = "PartitionChangeBuilder"
 
 RULES: dict[str, Rule] = {
-    "offsets-dense": Rule(RECORD, "offsets are dense: every offset appears exactly once"),
-    "controller-epoch": Rule(
-        RECORD, "controller epochs never decrease from one offset to the next"
+    "log.offsets-dense": Rule(
+        RECORD,
+        "offsets are dense: every offset appears exactly once",
+        "KafkaRaftClient",
     ),
-    "decode": Rule(RECORD, "every record is a valid record of a known type and version"),
-    "refused": Rule(RECORD, "the image applies every record (a refused one is a controller bug)"),
-    "change-epoch": Rule(
+    "log.controller-epoch-never-decreases": Rule(
+        RECORD,
+        "controller epochs never decrease from one offset to the next",
+        "KafkaRaftClient",
+    ),
+    "log.record-decodes": Rule(
+        RECORD,
+        "every record is a valid record of a known type and version",
+        "MetadataRecordSerde",
+    ),
+    "log.record-applies": Rule(
+        RECORD,
+        "the image applies every record (a refused one is a controller bug)",
+        "MetadataDelta.replay",
+    ),
+    "kip-380.change-at-current-epoch": Rule(
         RECORD,
         "a BrokerRegistrationChangeRecord or UnregisterBrokerRecord names a registered broker "
         "at its current epoch",
+        "ClusterControlManager.replay",
     ),
-    "broker-epoch": Rule(
+    "kip-380.epoch-is-registration-offset": Rule(
         RECORD,
         "a new incarnation's broker epoch is the offset of its RegisterBrokerRecord, and "
         "increases from one registration to the next (KIP-380)",
+        "QuorumController.registerBroker",
     ),
-    "kip-841": Rule(
+    "kip-841.isr-adds-only-active": Rule(
         RECORD,
         "no partition record puts into an ISR a broker that is fenced, in controlled "
         "shutdown or unregistered at that offset (KIP-841)",
+        f"{_RC}.validateAlterPartitionData / ineligibleReplicasForIsr",
     ),
-    "isr-empty": Rule(
-        RECORD, "an ISR is empty only while ELR is on (eligible.leader.replicas.version 1)"
+    "kip-966.isr-empty-only-with-elr": Rule(
+        RECORD,
+        "an ISR is empty only while ELR is on (eligible.leader.replicas.version 1)",
+        f"{_PCB}.build",
     ),
-    "elr-member": Rule(
+    "kip-966.elr-from-isr-or-elr": Rule(
         RECORD,
         "a record puts into an ELR only brokers that were in the partition's ISR or ELR "
         "just before (KIP-966)",
+        f"{_PCB}.maybePopulateTargetElr",
     ),
-    "elr-isr": Rule(RECORD, "an ELR and its partition's ISR never share a broker (KIP-966)"),
-    "producer-ids": Rule(
+    "kip-966.elr-disjoint-from-isr": Rule(
+        RECORD,
+        "an ELR and its partition's ISR never share a broker (KIP-966)",
+        f"{_PCB}.maybePopulateTargetElr",
+    ),
+    "producer-ids.blocks-never-overlap": Rule(
         RECORD,
         "producer id blocks never overlap: each ProducerIdsRecord's nextProducerId exceeds "
         "the one before",
+        "ProducerIdControlManager.generateNextProducerId / replay",
     ),
-    "client-quota": Rule(
+    "quota.record-valid": Rule(
         RECORD,
         "a ClientQuotaRecord names a valid entity (user, client-id or both; or ip alone; "
         "each type once, no empty name) and a key of its kind, set to a value Kafka accepts",
+        "ClientQuotaControlManager.validateEntity / alterClientQuotaEntity",
     ),
-    "acl": Rule(
+    "acl.record-valid": Rule(
         RECORD,
         "an AccessControlEntryRecord's resource type, pattern type, operation and permission "
         "exist and may be stored (none is ANY, UNKNOWN or MATCH), and a "
         "RemoveAccessControlEntryRecord removes an ACL that exists",
+        "AclControlManager.validateNewAcl / replay",
     ),
-    "partition-epoch": Rule(
-        RECORD, "a PartitionRecord that restates a partition adds exactly 1 to its epoch"
+    "partition.epoch-increases-by-one": Rule(
+        RECORD,
+        "a PartitionRecord that restates a partition adds exactly 1 to its epoch",
+        "PartitionRegistration.merge",
     ),
-    "leader-epoch": Rule(
-        RECORD, "a PartitionRecord that restates a partition never lowers its leader epoch"
+    "partition.leader-epoch-never-decreases": Rule(
+        RECORD,
+        "a PartitionRecord that restates a partition never lowers its leader epoch",
+        "PartitionRegistration.merge",
     ),
-    "leader": Rule(
+    "partition.leader-active-in-isr": Rule(
         BATCH,
         "at every batch end, a partition's leader is in its ISR and active (registered, "
         "unfenced, not in controlled shutdown), or -1",
+        f"{_PCB}.isValidNewLeader",
     ),
-    "isr-inactive": Rule(
+    "partition.inactive-leaves-isr": Rule(
         BATCH,
         "at every batch end, a broker the batch left inactive is in no ISR of more than "
         "one broker (fencing and controlled shutdown take it out in the same batch)",
+        f"{_RC}.handleBrokerFenced / handleBrokerInControlledShutdown",
     ),
 }
 
@@ -230,14 +272,14 @@ class LogInvariants:
         offset = obj.get("offset") if type(obj) is dict else None
         if type(offset) is not int:
             offset = self.delta.next_offset
-            self._report(offset, "decode", "log", f"no offset in {str(obj)[:80]}", 0)
+            self._report(offset, "log.record-decodes", "log", f"no offset in {str(obj)[:80]}", 0)
         ts, epoch = obj.get("timestampMs"), obj.get("controllerEpoch")
         try:
             record = record_from_obj(obj, f"record at offset {offset}")
             if type(ts) is not int or type(epoch) is not int:
                 raise DecodeError(f"record at offset {offset}: no timestampMs or controllerEpoch")
         except DecodeError as e:
-            self._report(offset, "decode", "log", str(e), ts if type(ts) is int else 0)
+            self._report(offset, "log.record-decodes", "log", str(e), ts if type(ts) is int else 0)
             self._last_offset = offset
             self.delta.next_offset = offset + 1
             return
@@ -280,7 +322,7 @@ class LogInvariants:
         self._settle()
         for offset, (count, ts) in self._repeats.items():
             self._report(
-                offset, "offsets-dense", "log", f"offset {offset} appears {count} times", ts
+                offset, "log.offsets-dense", "log", f"offset {offset} appears {count} times", ts
             )
         self._repeats.clear()
         self.violations.sort(key=lambda v: (v.offset, v.rule, v.entity, v.message))
@@ -299,12 +341,12 @@ class LogInvariants:
             return
         if last is not None and offset != last + 1:
             self._report(
-                offset, "offsets-dense", "log",
+                offset, "log.offsets-dense", "log",
                 f"offset {offset - 1} is missing: no record precedes offset {offset}", ts,
             )  # fmt: skip
         elif last is not None and epoch < self._last_epoch:
             self._report(
-                offset, "controller-epoch", "controller",
+                offset, "log.controller-epoch-never-decreases", "controller",
                 f"controller epoch {epoch} at offset {offset} is below {self._last_epoch}, "
                 f"the epoch at offset {last}", ts,
             )  # fmt: skip
@@ -328,7 +370,7 @@ class LogInvariants:
                 problems.append(f"which does not increase on its previous epoch {existing.epoch}")
             if problems:
                 why = f"registered with epoch {r.broker_epoch} " + " and ".join(problems)
-                return [("broker-epoch", f"broker {r.broker_id}", why)]
+                return [("kip-380.epoch-is-registration-offset", f"broker {r.broker_id}", why)]
             return []
         if kind is not PartitionRecord and kind is not PartitionChangeRecord:
             return []
@@ -348,30 +390,35 @@ class LogInvariants:
                     added.append(f"broker {b} ({label})")
             if added:
                 problems.append(
-                    ("kip-841", entity, f"ISR {isr_text(r.isr)} adds " + ", ".join(added))
+                    (
+                        "kip-841.isr-adds-only-active",
+                        entity,
+                        f"ISR {isr_text(r.isr)} adds " + ", ".join(added),
+                    )
                 )
             if not r.isr and self.delta.feature(ELR_VERSION) < 1:
-                problems.append(("isr-empty", entity, "the ISR is empty"))
+                problems.append(("kip-966.isr-empty-only-with-elr", entity, "the ISR is empty"))
         if r.eligible_leader_replicas is not None or r.isr is not None:
             problems += self._elr_problems(r, old, entity)
         if kind is PartitionRecord and old is not None:
             if r.partition_epoch != old.partition_epoch + 1:
                 problems.append((
-                    "partition-epoch", entity,
+                    "partition.epoch-increases-by-one", entity,
                     f"partition epoch {r.partition_epoch} follows {old.partition_epoch}: "
                     f"expected {old.partition_epoch + 1}",
                 ))  # fmt: skip
             if r.leader_epoch < old.leader_epoch:
                 problems.append((
-                    "leader-epoch", entity,
+                    "partition.leader-epoch-never-decreases", entity,
                     f"leader epoch {r.leader_epoch} is below the previous {old.leader_epoch}",
                 ))  # fmt: skip
         return problems
 
     @staticmethod
     def _elr_problems(r: Any, old: Any, entity: str) -> list[tuple[str, str, str]]:
-        """elr-member and elr-isr: the ELR's new members come from the ISR or
-        the ELR before; after the record, ELR and ISR are disjoint."""
+        """kip-966.elr-from-isr-or-elr and kip-966.elr-disjoint-from-isr: the
+        ELR's new members come from the ISR or the ELR before; after the
+        record, ELR and ISR are disjoint."""
         problems = []
         old_isr = () if old is None else old.isr
         old_elr = () if old is None else old.elr
@@ -383,7 +430,7 @@ class LogInvariants:
             joined = [b for b in elr if b not in old_isr and b not in old_elr]
             if joined:
                 problems.append((
-                    "elr-member", entity,
+                    "kip-966.elr-from-isr-or-elr", entity,
                     f"ELR {isr_text(elr)} adds " + ", ".join(f"broker {b}" for b in joined)
                     + f", not in the ISR {isr_text(old_isr)} or the ELR {isr_text(old_elr)}",
                 ))  # fmt: skip
@@ -391,7 +438,7 @@ class LogInvariants:
         shared = [b for b in elr if b in isr]
         if shared:
             problems.append((
-                "elr-isr", entity,
+                "kip-966.elr-disjoint-from-isr", entity,
                 f"ELR {isr_text(elr)} and ISR {isr_text(isr)} share "
                 + ", ".join(f"broker {b}" for b in shared),
             ))  # fmt: skip
@@ -407,13 +454,13 @@ class LogInvariants:
             what = "change" if kind is BrokerRegistrationChangeRecord else "unregister"
             if reg is None:
                 return (
-                    "change-epoch",
+                    "kip-380.change-at-current-epoch",
                     entity,
                     f"{what} record for broker {r.broker_id}, which is not registered",
                 )
             if reg.epoch != r.broker_epoch:
                 return (
-                    "change-epoch",
+                    "kip-380.change-at-current-epoch",
                     entity,
                     (
                         f"{what} record carries epoch {r.broker_epoch}, but the broker's current "
@@ -422,23 +469,23 @@ class LogInvariants:
                 )
         if kind is PartitionChangeRecord and old is None:
             entity = self._entity(r.topic_id, r.partition_id)
-            return "refused", entity, "a change to a partition that does not exist"
+            return "log.record-applies", entity, "a change to a partition that does not exist"
         if kind is ProducerIdsRecord:
             return (
-                "producer-ids",
+                "producer-ids.blocks-never-overlap",
                 f"broker {r.broker_id}",
                 f"nextProducerId {r.next_producer_id} does not exceed "
                 f"{self.delta.next_producer_id}: its block overlaps one granted before",
             )
         if kind is ClientQuotaRecord:
-            return "client-quota", f"quota {entity_text(r.entity)}", record_problem(r) or ""
+            return "quota.record-valid", f"quota {entity_text(r.entity)}", record_problem(r) or ""
         if kind is AccessControlEntryRecord:
             problem = enum_problem(StandardAcl.from_record(r))
             if problem is not None:
-                return "acl", f"acl {r.id}", f"{problem}: no such ACL can exist"
+                return "acl.record-valid", f"acl {r.id}", f"{problem}: no such ACL can exist"
         if kind is RemoveAccessControlEntryRecord:
-            return "acl", f"acl {r.id}", f"removes ACL {r.id}, which does not exist"
-        return "refused", "log", f"the image refuses {r!r}: {reason}"
+            return "acl.record-valid", f"acl {r.id}", f"removes ACL {r.id}, which does not exist"
+        return "log.record-applies", "log", f"the image refuses {r!r}: {reason}"
 
     # ------------------------------------------------------------ batch rules
 
@@ -462,7 +509,7 @@ class LogInvariants:
                 p = self.delta.partition(*tp)
                 if p is not None and len(p.isr) > 1:
                     self._report(
-                        at, "isr-inactive", self._entity(*tp),
+                        at, "partition.inactive-leaves-isr", self._entity(*tp),
                         f"broker {b} ({label}) is in the ISR {isr_text(p.isr)}", ts,
                     )  # fmt: skip
         self._touched.clear()
@@ -480,7 +527,7 @@ class LogInvariants:
             problems.append(label)
         if problems:
             why = f"leader {p.leader} is " + " and ".join(problems)
-            self._report(at, "leader", self._entity(*tp), why, ts)
+            self._report(at, "partition.leader-active-in-isr", self._entity(*tp), why, ts)
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -98,7 +98,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
                    help="on a cluster: fail when no executor is there this long, at the start "
                    "or after losing them all (default 120)")  # fmt: skip
 
-    from .synth_log import PLANT_KINDS
+    from .synth_log import PLANT_KINDS, PLANT_NAMES
 
     p = commands.add_parser(
         "synth-log",
@@ -109,8 +109,9 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--records", type=int, required=True, help="about this many records")
     p.add_argument("--out", required=True, help="output directory (new or empty)")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
-    p.add_argument("--plant", action="append", default=[], choices=PLANT_KINDS, metavar="KIND",
-                   help=f"append a violation of this kind (repeatable): {', '.join(PLANT_KINDS)}")  # fmt: skip
+    p.add_argument("--plant", action="append", default=[], choices=PLANT_NAMES, metavar="KIND",
+                   help=f"append a violation of this kind (repeatable): {', '.join(PLANT_KINDS)}, "
+                   "or the id of the invariant it breaks (docs/rules.md)")  # fmt: skip
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--brokers", type=int, default=12)
     p.add_argument("--topics", type=int, default=20)
@@ -276,5 +277,5 @@ def _synth(args: argparse.Namespace) -> int:
         f"minutes, controller epoch {summary['controllerEpoch']}) to {args.out}"
     )
     for p in summary["planted"]:
-        print(f"planted {p['kind']} at offset {p['offset']}: {p['what']}")
+        print(f"planted {p['kind']} ({p['rule']}) at offset {p['offset']}: {p['what']}")
     return 0

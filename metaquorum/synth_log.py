@@ -11,8 +11,8 @@ offsets, epochs and timestamps are the ones a real cluster would have written.
 
 ``--plant KIND`` then appends records the real controller would refuse to
 write, one per kind, so tests can check the audit finds exactly those; where
-they went, and who each batch names, is written to ``PLANTED.json`` in the
-output directory.
+they went, the invariant each breaks (``rule``) and who each batch names, is
+written to ``PLANTED.json`` in the output directory.
 
 Each record carries the who of the request (or controller sweep) that wrote
 it, as a real cluster's voters record it (``synth_who.py``).
@@ -61,21 +61,27 @@ from metadata_records.records import (
 )
 from metaquorum.synth_who import CONFIG_ADMIN, TOPIC_ADMIN, SynthWho, as_json
 
-if TYPE_CHECKING:  # imported where it writes: the parser reads PLANT_KINDS without pyarrow
+if TYPE_CHECKING:  # imported where it writes: the parser reads PLANT_NAMES without pyarrow
     from pipeline.export_files import OffsetRangeWriter
 
 CLUSTER_ID = "synth-cluster"
-PLANT_KINDS = (
-    "gap",
-    "broker-epoch",
-    "change-epoch",
-    "kip841",
-    "leader",
-    "partition-epoch",
-    "leader-epoch",
-    "controller-epoch",
-    "empty-isr",
-)
+# --plant's words, each with the log invariant (log_invariants.RULES) its record
+# breaks. The words stay as they were, so existing commands keep working;
+# --plant also takes the invariant's id.
+PLANT_RULES = {
+    "gap": "log.offsets-dense",
+    "broker-epoch": "kip-380.epoch-is-registration-offset",
+    "change-epoch": "kip-380.change-at-current-epoch",
+    "kip841": "kip-841.isr-adds-only-active",
+    "leader": "partition.leader-active-in-isr",
+    "partition-epoch": "partition.epoch-increases-by-one",
+    "leader-epoch": "partition.leader-epoch-never-decreases",
+    "controller-epoch": "log.controller-epoch-never-decreases",
+    "empty-isr": "kip-966.isr-empty-only-with-elr",
+}
+PLANT_KINDS = tuple(PLANT_RULES)
+_KIND_OF = {name: kind for kind, rule in PLANT_RULES.items() for name in (kind, rule)}
+PLANT_NAMES = tuple(_KIND_OF)  # what --plant takes: a word or an invariant's id
 TICK_MS = 250
 # Besides the random ones, one broker begins a controlled shutdown this often
 # (a rolling restart): every log of a few thousand records holds one, whatever
@@ -372,9 +378,13 @@ def plant(sim: Simulation, kinds: list[str]) -> list[dict]:
     First a broker goes through a real controlled shutdown (so one broker is
     in controlled shutdown and in no ISR), then each plant is written at the
     next offset, as if a broken controller had committed it."""
-    unknown = [k for k in kinds if k not in PLANT_KINDS]
+    unknown = [k for k in kinds if k not in _KIND_OF]
     if unknown:
-        raise SynthError(f"unknown --plant {unknown[0]!r}; kinds: {', '.join(PLANT_KINDS)}")
+        raise SynthError(
+            f"unknown --plant {unknown[0]!r}; kinds: {', '.join(PLANT_KINDS)}, "
+            "or the invariant's id: " + ", ".join(PLANT_RULES.values())
+        )
+    kinds = [_KIND_OF[k] for k in kinds]
     if not kinds:
         return []
     image = sim.image
@@ -482,7 +492,10 @@ def plant(sim: Simulation, kinds: list[str]) -> list[dict]:
             who = SynthWho.controller("ElectUncleanLeaders")
         # A batch each, with the who of whoever a broken controller took it from.
         sim.writer.add(offset, ts, record_epoch, record, batch_offset=offset, who=who)
-        planted.append({"kind": kind, "offset": offset, "what": why, "who": as_json(who)})
+        planted.append({
+            "kind": kind, "rule": PLANT_RULES[kind], "offset": offset, "what": why,
+            "who": as_json(who),
+        })  # fmt: skip
         offset += 1
         ts += 1
     return planted

@@ -10,8 +10,9 @@ states are taken at the last record of a batch (``batch_offset``), and a broker
 a batch leaves inactive is joined to the leaderships and ISRs it holds then.
 
 Of the records the image refuses, this twin recognises the change records of
-an unknown broker or a stale epoch (``change-epoch``) and changes to partitions
-that do not exist (``refused``); the replay knows every refusal.
+an unknown broker or a stale epoch (``kip-380.change-at-current-epoch``) and
+changes to partitions that do not exist (``log.record-applies``); the replay
+knows every refusal.
 """
 
 from __future__ import annotations
@@ -134,13 +135,13 @@ def offsets_checks(df: DataFrame, first: int) -> list[DataFrame]:
     return [
         _violation(
             gaps,
-            "offsets-dense",
+            "log.offsets-dense",
             F.lit("log"),
             F.format_string("offset %d is missing: no record precedes offset %d", o - 1, o),
         ),
         _violation(
             epochs,
-            "controller-epoch",
+            "log.controller-epoch-never-decreases",
             F.lit("controller"),
             F.format_string(
                 "controller epoch %d at offset %d is below %d, the epoch at offset %d",
@@ -152,7 +153,7 @@ def offsets_checks(df: DataFrame, first: int) -> list[DataFrame]:
         ),
         _violation(
             dups,
-            "offsets-dense",
+            "log.offsets-dense",
             F.lit("log"),
             F.format_string("offset %d appears %d times", o, F.col("n")),
         ),
@@ -252,13 +253,13 @@ def broker_checks(b: DataFrame) -> list[DataFrame]:
     return [
         _violation(
             reg,
-            "broker-epoch",
+            "kip-380.epoch-is-registration-offset",
             entity,
             F.format_string("registered with epoch %d %s", epoch, F.col("problems")),
         ),
         _violation(
             change,
-            "change-epoch",
+            "kip-380.change-at-current-epoch",
             entity,
             F.when(
                 prev.isNull(),
@@ -377,9 +378,11 @@ def _without_elr(rows: DataFrame, levels: DataFrame) -> DataFrame:
 def partition_checks(
     p: DataFrame, b: DataFrame, topics: DataFrame, features: DataFrame
 ) -> list[DataFrame]:
-    """The record rules of partition records: kip-841, isr-empty (unless ELR
-    is on: ``features`` is ``elr_levels``), elr-member, elr-isr, and the
-    epochs of a PartitionRecord that restates a partition."""
+    """The record rules of partition records: kip-841.isr-adds-only-active,
+    kip-966.isr-empty-only-with-elr (unless ELR is on: ``features`` is
+    ``elr_levels``), kip-966.elr-from-isr-or-elr, kip-966.elr-disjoint-from-isr,
+    and the epochs of a PartitionRecord that restates a partition
+    (partition.epoch-increases-by-one, partition.leader-epoch-never-decreases)."""
     live = p.filter(~F.col("from_snapshot"))
     carry = ["offset", "seq", "timestamp_ms", "topic_id", "partition_id", "isr"]
     probes = live.filter(F.col("isr").isNotNull()).select(
@@ -419,7 +422,7 @@ def partition_checks(
     return [
         _violation(
             bad_isr,
-            "kip-841",
+            "kip-841.isr-adds-only-active",
             entity,
             F.concat(
                 F.lit("ISR "),
@@ -435,13 +438,13 @@ def partition_checks(
                 ),
                 topics,
             ),
-            "isr-empty",
+            "kip-966.isr-empty-only-with-elr",
             entity,
             F.lit("the ISR is empty"),
         ),
         _violation(
             with_entity(live.filter(F.size(F.coalesce("elr_joined", F.array())) > 0), topics),
-            "elr-member",
+            "kip-966.elr-from-isr-or-elr",
             entity,
             F.concat(
                 F.lit("ELR "),
@@ -463,7 +466,7 @@ def partition_checks(
                 ),
                 topics,
             ),
-            "elr-isr",
+            "kip-966.elr-disjoint-from-isr",
             entity,
             F.concat(
                 F.lit("ELR "),
@@ -478,7 +481,7 @@ def partition_checks(
         ),
         _violation(
             restated.filter(F.col("partition_epoch") != F.col("prev_partition_epoch") + 1),
-            "partition-epoch",
+            "partition.epoch-increases-by-one",
             entity,
             F.format_string(
                 "partition epoch %d follows %d: expected %d",
@@ -489,7 +492,7 @@ def partition_checks(
         ),
         _violation(
             restated.filter(F.col("leader_epoch") < F.col("prev_leader_epoch")),
-            "leader-epoch",
+            "partition.leader-epoch-never-decreases",
             entity,
             F.format_string(
                 "leader epoch %d is below the previous %d",
@@ -540,7 +543,8 @@ def batch_ends(p: DataFrame, b: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 
 def batch_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFrame]:
-    """The batch rules: ``leader`` and ``isr-inactive`` at each batch's end, for
+    """The batch rules, ``partition.leader-active-in-isr`` and
+    ``partition.inactive-leaves-isr``, at each batch's end, for
     what the batch touched (see ``metadata_records.log_invariants``)."""
     parts, ends = batch_ends(p, b)
     # 1. Partitions a batch changed: their leader, against the broker's state
@@ -618,13 +622,13 @@ def batch_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFram
     return [
         _violation(
             at(leaders),
-            "leader",
+            "partition.leader-active-in-isr",
             F.col("entity"),
             F.format_string("leader %d is %s", F.col("leader_state"), F.col("problems")),
         ),
         _violation(
             at(shared),
-            "isr-inactive",
+            "partition.inactive-leaves-isr",
             F.col("entity"),
             F.format_string(
                 "broker %d (%s) is in the ISR %s",
@@ -647,16 +651,16 @@ def refused_changes(df: DataFrame, topics: DataFrame) -> DataFrame:
     )
     return _violation(
         with_entity(ghosts, topics),
-        "refused",
+        "log.record-applies",
         F.col("entity"),
         F.lit("a change to a partition that does not exist"),
     )
 
 
 def producer_id_checks(df: DataFrame) -> DataFrame:
-    """producer-ids: a live ProducerIdsRecord whose nextProducerId does not
-    exceed every one before it (a snapshot's restatement included) hands out
-    ids of a block already granted. These records are few (one per 1,000
+    """producer-ids.blocks-never-overlap: a live ProducerIdsRecord whose
+    nextProducerId does not exceed every one before it (a snapshot's
+    restatement included) hands out ids of a block already granted. These records are few (one per 1,000
     producer ids), so one ordered window over them is cheap."""
     rows = df.filter(F.col("type") == PIDS)
     before = W.orderBy("offset", "seq").rowsBetween(UNBOUNDED, -1)
@@ -666,7 +670,7 @@ def producer_id_checks(df: DataFrame) -> DataFrame:
     )
     return _violation(
         overlapping,
-        "producer-ids",
+        "producer-ids.blocks-never-overlap",
         F.format_string("broker %d", F.col("broker_id")),
         F.format_string(
             "nextProducerId %d does not exceed %d: its block overlaps one granted before",
@@ -677,7 +681,7 @@ def producer_id_checks(df: DataFrame) -> DataFrame:
 
 
 def client_quota_checks(df: DataFrame) -> DataFrame:
-    """client-quota: a live ClientQuotaRecord that replay ignores
+    """quota.record-valid: a live ClientQuotaRecord that replay ignores
     (metadata_records.client_quotas.record_problem, column by column): no
     valid entity (empty, an unknown or repeated type, an empty name, ip with
     another type), a key its entity cannot hold, or a value Kafka's controller
@@ -738,7 +742,9 @@ def client_quota_checks(df: DataFrame) -> DataFrame:
             ),
         ),
     )
-    return _violation(bad, "client-quota", F.concat(F.lit("quota "), entity), F.col("problem"))
+    return _violation(
+        bad, "quota.record-valid", F.concat(F.lit("quota "), entity), F.col("problem")
+    )
 
 
 def _enum_name(code: Column, enum: type) -> Column:
@@ -756,14 +762,15 @@ _ACL_ENUM_COLUMNS = (
 
 
 def acl_checks(df: DataFrame) -> DataFrame:
-    """acl: a live AccessControlEntryRecord with a resource type, pattern type,
-    operation or permission that does not exist or only filters hold (ANY,
-    UNKNOWN, MATCH), named as the replay names the first (validateNewAcl's
-    order); and a RemoveAccessControlEntryRecord whose id was never created,
-    or removed already: the record before it with its id (a snapshot's
-    restatement included) is not a creation the image keeps. Not seen here:
-    a creation the image refuses for an id or a binding already held (the
-    replay reports those under ``refused``, and what follows from them)."""
+    """acl.record-valid: a live AccessControlEntryRecord with a resource type,
+    pattern type, operation or permission that does not exist or only filters
+    hold (ANY, UNKNOWN, MATCH), named as the replay names the first
+    (validateNewAcl's order); and a RemoveAccessControlEntryRecord whose id
+    was never created, or removed already: the record before it with its id
+    (a snapshot's restatement included) is not a creation the image keeps.
+    Not seen here: a creation the image refuses for an id or a binding
+    already held (the replay reports those under ``log.record-applies``, and
+    what follows from them)."""
     problem = F.lit(None).cast("string")
     for column, enum, field, valid in reversed(_ACL_ENUM_COLUMNS):
         problem = F.when(
@@ -774,7 +781,7 @@ def acl_checks(df: DataFrame) -> DataFrame:
     bad = acls.filter(~F.col("from_snapshot") & F.col("problem").isNotNull())
     invalid = _violation(
         bad,
-        "acl",
+        "acl.record-valid",
         F.concat(F.lit("acl "), F.col("id")),
         F.concat(F.col("problem"), F.lit(": no such ACL can exist")),
     )
@@ -805,7 +812,7 @@ def acl_checks(df: DataFrame) -> DataFrame:
     )
     missing = _violation(
         gone,
-        "acl",
+        "acl.record-valid",
         F.concat(F.lit("acl "), F.col("id")),
         F.format_string("removes ACL %s, which does not exist", F.col("id")),
     )

@@ -55,8 +55,8 @@ def legacy_note(records: int) -> str:
     return (
         f"note: {records:,} records have no batch_offset (exported before it existed): each "
         "run of records with one timestamp and controller epoch is checked as one batch, so "
-        "the batch rules (leader, isr-inactive) are checked at fewer boundaries; export "
-        "again from a current node for exact batches"
+        "the batch rules (partition.leader-active-in-isr, partition.inactive-leaves-isr) are "
+        "checked at fewer boundaries; export again from a current node for exact batches"
     )
 
 

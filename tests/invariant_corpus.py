@@ -108,23 +108,31 @@ def _offsets_dense(p: Planter) -> list[tuple[int, str]]:
     at = p.plant(NoOpRecord(), skip=1)
     again = p.plant(NoOpRecord())
     p.objs.append(dict(p.objs[-1]))  # the same offset twice
-    return [(at, "offsets-dense"), (again, "offsets-dense")]
+    return [(at, "log.offsets-dense"), (again, "log.offsets-dense")]
 
 
 def _controller_epoch(p: Planter) -> list[tuple[int, str]]:
-    return [(p.plant(NoOpRecord(), epoch=p.objs[-1]["controllerEpoch"] - 1), "controller-epoch")]
+    return [
+        (
+            p.plant(NoOpRecord(), epoch=p.objs[-1]["controllerEpoch"] - 1),
+            "log.controller-epoch-never-decreases",
+        )
+    ]
 
 
 def _refused(p: Planter) -> list[tuple[int, str]]:
     ghost = PartitionChangeRecord(partition_id=99, topic_id=p.h.topic_id("t"), isr=(1, 2))
-    return [(p.plant(ghost), "refused")]
+    return [(p.plant(ghost), "log.record-applies")]
 
 
 def _change_epoch(p: Planter) -> list[tuple[int, str]]:
     b, epoch = p.active_follower()
     stale = BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=epoch - 1, fenced=FENCE)
     unknown = BrokerRegistrationChangeRecord(broker_id=77, broker_epoch=5, fenced=FENCE)
-    return [(p.plant(stale), "change-epoch"), (p.plant(unknown), "change-epoch")]
+    return [
+        (p.plant(stale), "kip-380.change-at-current-epoch"),
+        (p.plant(unknown), "kip-380.change-at-current-epoch"),
+    ]
 
 
 def _broker_epoch(p: Planter) -> list[tuple[int, str]]:
@@ -132,21 +140,21 @@ def _broker_epoch(p: Planter) -> list[tuple[int, str]]:
     wrong = RegisterBrokerRecord(
         broker_id=9, incarnation_id="AAAAAAAAAAAAAAAAAAAACQ", broker_epoch=at - 1, fenced=True
     )
-    return [(p.plant(wrong), "broker-epoch")]
+    return [(p.plant(wrong), "kip-380.epoch-is-registration-offset")]
 
 
 def _kip_841(p: Planter) -> list[tuple[int, str]]:
     # Broker 4 is in controlled shutdown and in no ISR; put it back into one.
     tp = p.h.partition("t", 0)
     add = PartitionChangeRecord(partition_id=0, topic_id=p.h.topic_id("t"), isr=tp.isr + (4,))
-    return [(p.plant(add), "kip-841")]
+    return [(p.plant(add), "kip-841.isr-adds-only-active")]
 
 
 def _isr_empty(p: Planter) -> list[tuple[int, str]]:
     empty = PartitionChangeRecord(
         partition_id=1, topic_id=p.h.topic_id("t"), isr=(), leader=NO_LEADER
     )
-    return [(p.plant(empty), "isr-empty")]
+    return [(p.plant(empty), "kip-966.isr-empty-only-with-elr")]
 
 
 def _partition_and_leader_epoch(p: Planter) -> list[tuple[int, str]]:
@@ -157,14 +165,22 @@ def _partition_and_leader_epoch(p: Planter) -> list[tuple[int, str]]:
     lower = part._replace(
         leader_epoch=part.leader_epoch - 1, partition_epoch=part.partition_epoch + 4
     ).to_record(tid, 2)
-    return [(at, "partition-epoch"), (p.plant(lower), "leader-epoch")]
+    return [
+        (at, "partition.epoch-increases-by-one"),
+        (p.plant(lower), "partition.leader-epoch-never-decreases"),
+    ]
 
 
 def _leader_outside_its_isr(p: Planter) -> list[tuple[int, str]]:
     tid = p.h.topic_id("t")
     part = p.h.partition("t", 0)
     others = tuple(b for b in part.isr if b != part.leader)
-    return [(p.plant(PartitionChangeRecord(partition_id=0, topic_id=tid, isr=others)), "leader")]
+    return [
+        (
+            p.plant(PartitionChangeRecord(partition_id=0, topic_id=tid, isr=others)),
+            "partition.leader-active-in-isr",
+        )
+    ]
 
 
 def _leader_fenced_in_its_batch(p: Planter) -> list[tuple[int, str]]:
@@ -177,7 +193,9 @@ def _leader_fenced_in_its_batch(p: Planter) -> list[tuple[int, str]]:
     led = [pid for pid in range(4) if p.h.partition("t", pid).leader == leader]
     shared = [pid for pid in range(4) if leader in p.h.partition("t", pid).isr]
     at = p.plant(NoOpRecord(), fence)  # the batch starts before the fence
-    return [(at, "leader")] * len(led) + [(at, "isr-inactive")] * len(shared)
+    return [(at, "partition.leader-active-in-isr")] * len(led) + [
+        (at, "partition.inactive-leaves-isr")
+    ] * len(shared)
 
 
 def _shutdown_mended_in_the_same_batch_holds(p: Planter) -> list[tuple[int, str]]:
@@ -223,16 +241,18 @@ def _unregistered_yet_leading(p: Planter) -> list[tuple[int, str]]:
     led = [pid for pid in range(4) if p.h.partition("t", pid).leader == leader]
     shared = [pid for pid in range(4) if leader in p.h.partition("t", pid).isr]
     at = p.plant(UnregisterBrokerRecord(broker_id=leader, broker_epoch=epoch))
-    found = [(at, "leader")] * len(led) + [(at, "isr-inactive")] * len(shared)
+    found = [(at, "partition.leader-active-in-isr")] * len(led) + [
+        (at, "partition.inactive-leaves-isr")
+    ] * len(shared)
     pid = next(i for i in range(4) if i not in shared)
     isr = p.h.partition("t", pid).isr + (leader,)
     add = PartitionChangeRecord(partition_id=pid, topic_id=p.h.topic_id("t"), isr=isr)
-    found.append((p.plant(add), "kip-841"))
+    found.append((p.plant(add), "kip-841.isr-adds-only-active"))
     again = UnregisterBrokerRecord(broker_id=leader, broker_epoch=epoch)
-    found.append((p.plant(again), "change-epoch"))
+    found.append((p.plant(again), "kip-380.change-at-current-epoch"))
     b = next(b for b in (2, 3) if b != leader)  # registered
     stale = UnregisterBrokerRecord(broker_id=b, broker_epoch=p.h.epochs[b] - 1)
-    found.append((p.plant(stale), "change-epoch"))
+    found.append((p.plant(stale), "kip-380.change-at-current-epoch"))
     return found
 
 
@@ -246,7 +266,10 @@ def _producer_id_blocks_overlap(p: Planter) -> list[tuple[int, str]]:
     again = ProducerIdsRecord(broker_id=3, broker_epoch=p.h.epochs[3], next_producer_id=end - 500)
     same = ProducerIdsRecord(broker_id=1, broker_epoch=p.h.epochs[1], next_producer_id=end)
     fine = ProducerIdsRecord(broker_id=2, broker_epoch=p.h.epochs[2], next_producer_id=end + 1000)
-    return [(p.plant(again), "producer-ids"), (p.plant(same, fine), "producer-ids")]
+    return [
+        (p.plant(again), "producer-ids.blocks-never-overlap"),
+        (p.plant(same, fine), "producer-ids.blocks-never-overlap"),
+    ]
 
 
 def _client_quotas(p: Planter) -> list[tuple[int, str]]:
@@ -276,10 +299,10 @@ def _client_quotas(p: Planter) -> list[tuple[int, str]]:
     fractional = record(("client-id", "c1"), value=1.5)
     at = p.plant(fine, fractional)
     return [
-        (p.plant(group), "client-quota"),
-        (p.plant(mixed), "client-quota"),
-        (p.plant(ip_key), "client-quota"),
-        (at + 1, "client-quota"),
+        (p.plant(group), "quota.record-valid"),
+        (p.plant(mixed), "quota.record-valid"),
+        (p.plant(ip_key), "quota.record-valid"),
+        (at + 1, "quota.record-valid"),
     ]
 
 
@@ -299,12 +322,14 @@ def _acls_that_cannot_exist(p: Planter) -> list[tuple[int, str]]:
         (read._replace(resource_type=9), read._replace(pattern_type=2),
          read._replace(operation=1), read._replace(permission_type=0))
     ):  # fmt: skip
-        found.append((p.plant(bad.to_record(f"AAAAAAAAAAAAAAAAAAAAB{'AQgw'[i]}")), "acl"))
+        found.append(
+            (p.plant(bad.to_record(f"AAAAAAAAAAAAAAAAAAAAB{'AQgw'[i]}")), "acl.record-valid")
+        )
     gone = RemoveAccessControlEntryRecord(id=removed)
     never = RemoveAccessControlEntryRecord(id="AAAAAAAAAAAAAAAAAAAACA")
     fine = StandardAcl(2, "other", 3, "User:bob", "*", 4, 3).to_record("AAAAAAAAAAAAAAAAAAAACQ")
-    found.append((p.plant(fine, gone) + 1, "acl"))  # the removal, after a valid ACL
-    found.append((p.plant(never), "acl"))
+    found.append((p.plant(fine, gone) + 1, "acl.record-valid"))  # the removal, after a valid ACL
+    found.append((p.plant(never), "acl.record-valid"))
     return found
 
 
@@ -342,17 +367,20 @@ def _elr(p: Planter) -> list[tuple[int, str]]:
     shared = PartitionChangeRecord(  # an ISR member, kept in the ISR
         partition_id=2, topic_id=topic_id, eligible_leader_replicas=(t2.isr[-1],), version=2
     )
-    return [(p.plant(stranger), "elr-member"), (p.plant(shared), "elr-isr")]
+    return [
+        (p.plant(stranger), "kip-966.elr-from-isr-or-elr"),
+        (p.plant(shared), "kip-966.elr-disjoint-from-isr"),
+    ]
 
 
 PLANTS: dict[str, Callable[[Planter], list[tuple[int, str]]]] = {
-    "offsets-dense": _offsets_dense,
-    "controller-epoch": _controller_epoch,
-    "refused": _refused,
-    "change-epoch": _change_epoch,
-    "broker-epoch": _broker_epoch,
-    "kip-841": _kip_841,
-    "isr-empty": _isr_empty,
+    "log.offsets-dense": _offsets_dense,
+    "log.controller-epoch-never-decreases": _controller_epoch,
+    "log.record-applies": _refused,
+    "kip-380.change-at-current-epoch": _change_epoch,
+    "kip-380.epoch-is-registration-offset": _broker_epoch,
+    "kip-841.isr-adds-only-active": _kip_841,
+    "kip-966.isr-empty-only-with-elr": _isr_empty,
     "partition-and-leader-epoch": _partition_and_leader_epoch,
     "leader-outside-its-isr": _leader_outside_its_isr,
     "leader-fenced-in-its-batch": _leader_fenced_in_its_batch,

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from metadata_records.codec import log_record_to_obj, record_data
+from metadata_records.log_invariants import RULES as INVARIANTS
 from metadata_records.records import (
     RECORD_TYPES,
     AccessControlEntryRecord,
@@ -40,7 +41,7 @@ from metadata_records.records import (
 )
 from metaquorum.cli import main
 from metaquorum.export import ExportError, _records, run_export
-from metaquorum.synth_log import PLANT_KINDS, run_synth_log
+from metaquorum.synth_log import PLANT_KINDS, PLANT_RULES, run_synth_log
 from pipeline.export_files import OffsetRangeWriter, export_files
 from pipeline.replay_audit import read_records, read_rows, replay_audit, replay_checker, who_at
 from pipeline.schema import COLUMN_NAMES, RENAMED, WHO_COLUMNS, WHO_KEYS, who_row
@@ -358,12 +359,29 @@ def test_each_planted_violation_is_found_once_at_its_offset(tmp_path, kind):
     (planted,) = summary["planted"]
     assert orjson.loads((tmp_path / "PLANTED.json").read_bytes()) == [planted]
     violations, _ = replay_audit(str(tmp_path), with_who=True)
-    check = {"gap": "offsets-dense", "kip841": "kip-841", "empty-isr": "isr-empty"}.get(kind, kind)
-    assert [(v[0], v[2]) for v in violations] == [(planted["offset"], check)], violations
+    assert planted["rule"] == PLANT_RULES[kind] and planted["rule"] in INVARIANTS
+    assert [(v[0], v[2]) for v in violations] == [(planted["offset"], planted["rule"])], violations
     # The replay names who synth-log wrote on the planted batch (a batch of its own).
     (v,) = violations
     assert {k: w for k, w in zip(WHO_KEYS, v[5:10], strict=True) if w} == planted["who"]
     assert v[10] == planted["offset"]
+
+
+def test_plant_takes_the_invariant_id_as_well_as_its_word(tmp_path, capsys):
+    out = tmp_path / "log"
+    args = ["synth-log", "--records", "8000", "--out", str(out), "--format", "jsonl"]
+    assert main([*args, "--plant", "kip-841.isr-adds-only-active", "--plant", "gap"]) == 0
+    printed = capsys.readouterr().out
+    assert "planted kip841 (kip-841.isr-adds-only-active) at offset" in printed
+    assert "planted gap (log.offsets-dense) at offset" in printed
+    planted = orjson.loads((out / "PLANTED.json").read_bytes())
+    assert [(p["kind"], p["rule"]) for p in planted] == [
+        ("kip841", "kip-841.isr-adds-only-active"),
+        ("gap", "log.offsets-dense"),
+    ]
+    with pytest.raises(SystemExit):
+        main([*args, "--plant", "kip-841"])  # the old id is neither a word nor an id
+    assert "invalid choice: 'kip-841'" in capsys.readouterr().err
 
 
 def test_synth_log_refuses_bad_input(tmp_path, capsys):

@@ -77,7 +77,7 @@ def test_kip_841_a_fenced_broker_joining_an_isr_is_found_at_its_offset():
     bad = len(records)
     records.append(PartitionChangeRecord(partition_id=0, topic_id=h.topic_id("t"), isr=p.isr))
     found = check_log(objs(records))
-    assert [(v.offset, v.rule) for v in found] == [(bad, "kip-841")]
+    assert [(v.offset, v.rule) for v in found] == [(bad, "kip-841.isr-adds-only-active")]
     assert f"adds broker {follower} (fenced)" in found[0].message
 
 
@@ -105,7 +105,10 @@ def test_leader_in_controlled_shutdown_that_keeps_leading_is_found():
     )
     found = check_log(objs(records))
     # It also stays in the ISR it shares with two others (the nemesis's rule).
-    assert [(v.offset, v.rule) for v in found] == [(bad, "isr-inactive"), (bad, "leader")]
+    assert [(v.offset, v.rule) for v in found] == [
+        (bad, "partition.inactive-leaves-isr"),
+        (bad, "partition.leader-active-in-isr"),
+    ]
     assert "in controlled shutdown" in found[1].message
 
 
@@ -132,7 +135,10 @@ def test_leader_outside_its_isr_and_broker_epoch_wrong_are_found():
     )
     found = check_log(objs(records))
     kinds = sorted((v.offset, v.rule) for v in found)
-    assert kinds == [(bad, "leader"), (bad + 1, "broker-epoch")]
+    assert kinds == [
+        (bad, "partition.leader-active-in-isr"),
+        (bad + 1, "kip-380.epoch-is-registration-offset"),
+    ]
 
 
 def test_offsets_dense_a_gap_is_found():
@@ -142,14 +148,14 @@ def test_offsets_dense_a_gap_is_found():
     last = log[-1]["offset"]
     log[-1]["offset"] += 1
     found = check_log(log)
-    assert [(v.offset, v.rule) for v in found] == [(last + 1, "offsets-dense")]
+    assert [(v.offset, v.rule) for v in found] == [(last + 1, "log.offsets-dense")]
 
 
 CORPUS = corpus()
 
 
 def test_the_corpus_plants_every_rule_but_decode():
-    assert rules_covered() == set(RULES) - {"decode"}
+    assert rules_covered() == set(RULES) - {"log.record-decodes"}
 
 
 @pytest.mark.parametrize("log", CORPUS, ids=lambda log: log.name)
@@ -191,7 +197,10 @@ def test_leader_a_batch_that_fences_and_moves_in_one_batch_holds_but_split_does_
     moves, fence = fenced.records[:-1], fenced.records[-1]
     start = len(h.log) - len(fenced.records)
     found = check_log(objs([*h.log[:start], fence, *moves]))
-    assert [(v.offset, v.rule) for v in found] == [(start, "isr-inactive"), (start, "leader")]
+    assert [(v.offset, v.rule) for v in found] == [
+        (start, "partition.inactive-leaves-isr"),
+        (start, "partition.leader-active-in-isr"),
+    ]
     assert found[1].message == f"leader {leader} is fenced"
 
 
@@ -208,7 +217,9 @@ def test_isr_inactive_a_fenced_broker_left_in_a_shared_isr_is_found_at_its_batch
         ),
     ]
     found = check_log(objs(records))
-    assert [(v.offset, v.rule) for v in found] == [(len(records) - 1, "isr-inactive")]
+    assert [(v.offset, v.rule) for v in found] == [
+        (len(records) - 1, "partition.inactive-leaves-isr")
+    ]
     assert found[0].message.startswith(f"broker {follower} (fenced) is in the ISR")
 
 
@@ -226,7 +237,7 @@ def test_decode_a_record_that_does_not_decode_is_named_and_the_rest_still_checke
     log = objs(h.log)
     log[1] = {**log[1], "type": "NO_SUCH_RECORD"}  # the feature level: nothing follows from it
     found = check_log(log)
-    assert [(v.offset, v.rule) for v in found] == [(1, "decode")]
+    assert [(v.offset, v.rule) for v in found] == [(1, "log.record-decodes")]
     assert "unknown record type 'NO_SUCH_RECORD'" in found[0].message
 
 
@@ -257,7 +268,10 @@ def test_unregister_the_controllers_batch_is_clean_split_it_is_not():
     *moves, gone = h.last.records
     start = len(h.log) - len(h.last.records)
     found = check_log(objs([*h.log[:start], gone, *moves]))
-    assert [(v.offset, v.rule) for v in found] == [(start, "isr-inactive"), (start, "leader")]
+    assert [(v.offset, v.rule) for v in found] == [
+        (start, "partition.inactive-leaves-isr"),
+        (start, "partition.leader-active-in-isr"),
+    ]
     assert found[1].message == f"leader {leader} is not registered"
     assert found[0].message.startswith(f"broker {leader} (not registered) is in the ISR")
 
@@ -271,7 +285,7 @@ def test_kip_841_an_unregistered_broker_joining_an_isr_is_found():
         PartitionChangeRecord(partition_id=0, topic_id=h.topic_id("t"), isr=(*p.isr, leader)),
     ]
     found = check_log(objs(records))
-    assert [(v.offset, v.rule) for v in found] == [(bad, "kip-841")]
+    assert [(v.offset, v.rule) for v in found] == [(bad, "kip-841.isr-adds-only-active")]
     assert f"adds broker {leader} (not registered)" in found[0].message
 
 
@@ -283,7 +297,7 @@ def test_change_epoch_an_unregister_record_of_an_unknown_broker_or_epoch(broker,
     records = [*h.log, UnregisterBrokerRecord(broker_id=broker, broker_epoch=epoch)]
     found = check_log(objs(records))
     assert [(v.offset, v.rule, v.entity) for v in found] == [
-        (len(records) - 1, "change-epoch", f"broker {broker}")
+        (len(records) - 1, "kip-380.change-at-current-epoch", f"broker {broker}")
     ]
     if broker == 9:
         assert found[0].message == "unregister record for broker 9, which is not registered"

@@ -33,7 +33,6 @@ pytestmark = pytest.mark.slow
 
 CORPUS = corpus()
 LEGACY_TOO = ("leader-fenced-in-its-batch",)
-CHECK_OF = {"gap": "offsets-dense", "kip841": "kip-841", "empty-isr": "isr-empty"}
 
 
 def test_a_clean_log_passes(spark, tmp_path):
@@ -52,7 +51,7 @@ def test_every_planted_violation_is_found_once_at_its_offset_and_the_report_rend
 ):
     log = tmp_path / "planted"
     summary = run_synth_log(8_000, str(log), plant_kinds=list(PLANT_KINDS), quiet=True)
-    expected = sorted((p["offset"], CHECK_OF.get(p["kind"], p["kind"])) for p in summary["planted"])
+    expected = sorted((p["offset"], p["rule"]) for p in summary["planted"])
     report = tmp_path / "report.html"
     lines = []
     result = audit_export(spark, str(log), str(tmp_path / "out"), str(report), lines.append)
@@ -107,7 +106,10 @@ def test_every_planted_violation_is_found_once_at_its_offset_and_the_report_rend
     code = main(["audit", "--input", str(log), "--output", str(tmp_path / "cli")])
     out = capsys.readouterr().out
     assert code == 1
-    assert f"{len(expected)} violation(s)" in out and "by check: broker-epoch 1," in out
+    assert (
+        f"{len(expected)} violation(s)" in out
+        and "by check: kip-380.change-at-current-epoch 1," in out
+    )
     assert "controller WriteNoOp" in out
 
 
@@ -209,7 +211,7 @@ def test_an_export_given_as_a_url_is_listed_read_and_written_through_hadoop(spar
     assert figures["summary"]["records"] == result.records == summary["records"]
     found = pq.read_table(tmp_path / "log-audit" / "violations").to_pylist()
     assert [(v["offset"], v["check"]) for v in found] == [
-        (summary["planted"][0]["offset"], "offsets-dense")
+        (summary["planted"][0]["offset"], "log.offsets-dense")
     ]
     with pytest.raises(ExportDirError, match="is not a directory"):
         audit_export(spark, f"file://{tmp_path}/nowhere", echo=lambda _: None)

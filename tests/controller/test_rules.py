@@ -56,6 +56,7 @@ from metadata_records.records import (
     FeatureRange,
     ProducerIdsRecord,
 )
+from quorum.callers import CONTROLLER_WORK
 from tests.harness import CLUSTER_ID, ELR_FEATURES, ControllerHarness, incarnation
 
 CONTROLLER = pathlib.Path(__file__).resolve().parents[2] / "controller"
@@ -431,6 +432,8 @@ def test_every_rule_id_in_the_controller_is_in_the_table_and_used():
                 value = node.value
                 if value in RULES:
                     used.add(value)
+                elif value in INVARIANTS:
+                    continue  # the same id space: an invariant named in the controller
                 elif (
                     "." in value
                     and value.replace(".", "").replace("-", "").isalnum()
@@ -440,8 +443,51 @@ def test_every_rule_id_in_the_controller_is_in_the_table_and_used():
     assert used == set(RULES), set(RULES) - used
 
 
-def test_docs_rules_md_lists_every_rule():
-    """docs/rules.md is the table for people: one row per id, in the table's order."""
+def _docs_tables() -> tuple[list[list[str]], list[list[str]]]:
+    """docs/rules.md's rows as cells: the refusals' table, the invariants'."""
     text = (CONTROLLER.parent / "docs" / "rules.md").read_text()
-    rows = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `")]
-    assert rows == list(RULES)
+    refusals, invariants = text.split("\n## Log invariants\n")
+
+    def rows(part: str) -> list[list[str]]:
+        lines = [line for line in part.splitlines() if line.startswith("| `")]
+        return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+
+    return rows(refusals), rows(invariants)
+
+
+def _ids(cell: str) -> list[str]:
+    """The ids of a cell such as "`a`, `b`" (none for an empty one)."""
+    return [part.strip().strip("`") for part in cell.split(",") if part.strip()]
+
+
+def test_docs_rules_md_lists_every_rule():
+    """docs/rules.md is the table for people: one row per id, in the table's order,
+    with the invariant it guards."""
+    rows, _ = _docs_tables()
+    assert [_ids(row[0]) for row in rows] == [[rule] for rule in RULES]
+    guards = {_ids(row[0])[0]: _ids(row[4]) for row in rows}
+    assert guards == {k: [r.guards] if r.guards else [] for k, r in RULES.items()}
+
+
+def test_docs_rules_md_lists_every_invariant_and_what_guards_it():
+    """The invariants' table: one row per log_invariants.RULES id, in its order, with
+    where it holds, what holds, its Kafka source and every refusal whose guards name it."""
+    _, rows = _docs_tables()
+    assert [_ids(row[0]) for row in rows] == [[rule] for rule in INVARIANTS]
+    for row in rows:
+        invariant = _ids(row[0])[0]
+        rule = INVARIANTS[invariant]
+        assert row[1:4] == [rule.at, rule.holds, f"`{rule.source}`"], invariant
+        guarded_by = [r for r, refusal in RULES.items() if refusal.guards == invariant]
+        assert _ids(row[4]) == guarded_by, invariant
+
+
+def test_refusals_and_invariants_share_one_id_space_without_sharing_an_id():
+    """One scheme for both tables, and no id meaning two things: nor one of the
+    rules the controller acts by on its own (the who of its batches)."""
+    assert not set(RULES) & set(INVARIANTS)
+    acting = {caller[4] for caller in CONTROLLER_WORK}  # asked_by(...)'s rule
+    assert not (set(RULES) | set(INVARIANTS)) & acting
+    for rule_id in INVARIANTS:
+        source, _, what = rule_id.partition(".")
+        assert rule_id == rule_id.lower() and source and what and "." not in what, rule_id

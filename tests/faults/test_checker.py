@@ -200,8 +200,11 @@ def test_isr_inactive_a_fenced_broker_left_in_a_shared_isr():
         as_json(log_record_to_obj(7, 5_000, 1, change(2, 2, fenced=FENCE), 7))
     )  # ISR is [1, 2]
     result = run_check(records, [])
-    assert result.counts.get("isr-inactive") == 1, dict(result.violations)
-    assert "broker 2 (fenced) is in the ISR [1, 2]" in result.violations["isr-inactive"][0]
+    assert result.counts.get("partition.inactive-leaves-isr") == 1, dict(result.violations)
+    assert (
+        "broker 2 (fenced) is in the ISR [1, 2]"
+        in result.violations["partition.inactive-leaves-isr"][0]
+    )
 
 
 def test_a_second_epoch_for_one_incarnation_is_a_double_apply():
