@@ -18,6 +18,7 @@ from brokers.data_plane import World
 from brokers.log_check import MAX_VIOLATIONS, check_page, restore_snapshot
 from brokers.sim_config import CHAOS_KINDS, SimConfig
 from brokers.sim_report import image_counts
+from controller.rules import is_rule
 from metadata_records.codec import record_from_obj
 from metadata_records.delta import apply_records
 from metadata_records.image import EMPTY_IMAGE
@@ -131,8 +132,61 @@ def test_twenty_brokers_with_chaos_keep_every_invariant(tmp_path):
         assert result["isr_shrinks"] >= 1 and result["isr_expands"] >= 1
         assert result["events"].get("alter_partition_NONE", 0) >= 1
         assert result["records_checked"] > 200
+        explains_the_simulated_cluster(cluster)
     finally:
         cluster.close()
+
+
+def explains_the_simulated_cluster(cluster: Cluster) -> None:
+    """Explain and what-if over what the simulator left (issue 44): every
+    broker's explained state is the one GET /v1/brokers shows, a fenced one
+    says why with a fence in its events; every partition's status follows
+    from its leader and ISR, and each ineligible replica names a listed rule;
+    what-if of one broker accounts for every partition and takes offline
+    exactly the led partitions whose ISR is that broker alone."""
+    leader = cluster.leader()
+
+    def all_fenced() -> bool:  # the simulator shut its brokers down: nothing changes after
+        brokers = cluster.get(leader, "/v1/brokers").json()["brokers"]
+        return all(b["fenced"] for b in brokers)
+
+    cluster.wait(all_fenced, 60, "every simulated broker fenced")
+    image = cluster.get(leader, "/v1/image").json()
+    for b in image["brokers"]:
+        body = cluster.get(leader, f"/v1/explain/brokers/{b['brokerId']}").json()
+        expected = (
+            "fenced" if b["fenced"]
+            else "controlledShutdown" if b["inControlledShutdown"] else "unfenced"
+        )  # fmt: skip
+        assert body["state"] == expected, body
+        assert body["summary"] and body["servedBy"]["activeController"] is True
+        if expected == "fenced":
+            assert any(e["event"] == "fenced" and e["cause"] for e in body["events"]), body
+    for topic in image["topics"]:
+        for p in topic["partitions"]:
+            path = f"/v1/explain/partitions/{topic['name']}/{p['partitionIndex']}"
+            body = cluster.get(leader, path).json()
+            assert ("offline" in body["status"]) == (body["leader"] == -1), body
+            assert ("underReplicated" in body["status"]) == (
+                len(body["isr"]) < len(body["replicas"])
+            ), body
+            for r in body["replicaStates"]:
+                assert r["eligible"] or is_rule(r["rule"]), r
+    total = sum(len(t["partitions"]) for t in image["topics"])
+    lost = image["brokers"][0]["brokerId"]
+    answer = cluster.get(leader, f"/v1/what-if?lose=brokers:{lost}&limit=100000").json()
+    assert sum(answer["counts"].values()) == total == answer["totalPartitions"]
+    lost_is_active = lost in answer["lost"]
+    led_alone = {
+        (t["name"], p["partitionIndex"])
+        for t in image["topics"]
+        for p in t["partitions"]
+        if lost_is_active and p["leader"] == lost and p["isr"] == [lost]
+    }
+    offline = {
+        (p["topic"], p["partition"]) for p in answer["partitions"] if p["outcome"] == "offline"
+    }
+    assert offline == led_alone, (offline, led_alone)
 
 
 @pytest.mark.slow
