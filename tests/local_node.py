@@ -123,6 +123,16 @@ class LocalNode:
 
         return self.run(call())
 
+    def unfenced_broker(self, app: Any, broker_id: int, **extra: Any) -> int:
+        """Registers ``broker_id`` (``extra``: registration fields, e.g. rack)
+        and unfences it with a heartbeat; its broker epoch."""
+        body = registration_body(self.cluster_id, broker_id, **extra)
+        epoch = self.request(app, "POST", "/v1/brokers/register", json=body).json()["brokerEpoch"]
+        beat = {"brokerId": broker_id, "brokerEpoch": epoch, "currentMetadataOffset": 1 << 40}
+        answer = self.request(app, "POST", "/v1/brokers/heartbeat", json=beat).json()
+        assert answer["isFenced"] is False, answer
+        return epoch
+
     def stop(self) -> None:
         """Stops the node (Raft included); the loop stays usable for requests."""
         if self._stopped:

@@ -10,24 +10,12 @@ import pytest
 from api.reads import reassignments_obj
 from api.routes.reassignments import parse_topics
 
-from .local_node import registration_body
-
 
 @pytest.fixture(scope="module")
 def cluster(local, app):
     """Brokers 1-4, unfenced; topic orders: p0 on [1, 2], p1 on [2, 1]."""
     for b in (1, 2, 3, 4):
-        r = local.request(
-            app, "POST", "/v1/brokers/register", json=registration_body(local.cluster_id, b)
-        )
-        hb = {
-            "brokerId": b,
-            "brokerEpoch": r.json()["brokerEpoch"],
-            "currentMetadataOffset": 1 << 40,
-        }
-        assert (
-            local.request(app, "POST", "/v1/brokers/heartbeat", json=hb).json()["isFenced"] is False
-        )
+        local.unfenced_broker(app, b)
     topic = {
         "name": "orders",
         "assignments": [

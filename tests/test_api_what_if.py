@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from .local_node import registration_body
-
 RACKS = {1: "r1", 2: "r1", 3: "r2", 4: "r2"}
 
 
@@ -16,18 +14,7 @@ def cluster(local, app):
     """Brokers 1-4 on racks r1 (1, 2) and r2 (3, 4), all unfenced; topic
     orders (min ISR 2): p0 on [1, 2] (r1 only), p1 on [1, 3], p2 on [3, 4]."""
     for b, rack in RACKS.items():
-        r = local.request(
-            app, "POST", "/v1/brokers/register",
-            json=registration_body(local.cluster_id, b, rack=rack),
-        )  # fmt: skip
-        hb = {
-            "brokerId": b,
-            "brokerEpoch": r.json()["brokerEpoch"],
-            "currentMetadataOffset": 1 << 40,
-        }
-        assert (
-            local.request(app, "POST", "/v1/brokers/heartbeat", json=hb).json()["isFenced"] is False
-        )
+        local.unfenced_broker(app, b, rack=rack)
     topic = {
         "name": "orders",
         "assignments": [
