@@ -36,7 +36,9 @@ KEPT_ALIVE = (1_000_001, 1_000_002, 1_000_003)  # far from the ids registered on
 
 @pytest.fixture
 def cluster(tmp_path):
-    c = Cluster(tmp_path, extra=["--http-workers", str(WORKERS)])
+    # Sessions that outlast a loaded CI machine's pauses: the brokers here
+    # heartbeat once, and a lapsed one would leave its partitions unled.
+    c = Cluster(tmp_path, extra=["--http-workers", str(WORKERS), "--session-timeout-ms", "600000"])
     try:
         yield c.start()
     finally:
@@ -403,7 +405,9 @@ def test_a_history_through_workers_and_redirects_is_linearizable_under_kills(tmp
     leader itself, then the new leader's worker are killed. Broker epochs
     (registrations) and partition epochs (AlterPartition) are versioned
     registers: tests/linearizability.py checks the history per key."""
-    c = Cluster(tmp_path, extra=["--http-workers", str(WORKERS)])
+    # Sessions that outlast a loaded CI machine's pauses: the brokers here
+    # heartbeat once, and a lapsed one would leave its partitions unled.
+    c = Cluster(tmp_path, extra=["--http-workers", str(WORKERS), "--session-timeout-ms", "600000"])
     history: list[Op] = []
     lock = threading.Lock()
     stop = threading.Event()
