@@ -132,6 +132,7 @@ def curl_recipes(url: str, cluster_id: str, tls: DevTls | None = None) -> str:
     post = f"curl -sL{flags} -X POST -H 'content-type: application/json'"
     return f"""
   Where to look:
+    {url}/ui                       the web console: quorum, brokers, partitions, log, what-if
     {url}/docs                     the API, try it in the browser
     {url}/v1/quorum/status         who leads, offsets, voters
     {url}/metrics                  Prometheus metrics
@@ -318,7 +319,9 @@ def _run_sim(
     flags = f" {tls.curl()}" if tls is not None else ""
     header = "\n".join(
         [
-            f"metaquorum dev: {len(urls)} voters  " + "  ".join(urls) + f"   docs: {url}/docs",
+            f"metaquorum dev: {len(urls)} voters  "
+            + "  ".join(urls)
+            + f"   console: {url}/ui   docs: {url}/docs",
             f"  curl -s{flags} {url}/v1/quorum/status        # who leads, offsets, per-voter lag",
             f"  curl -s{flags} '{url}/v1/brokers?consistency=linearizable'   # the brokers below",
             f"  curl -sL{flags} -H 'content-type: application/json' {url}/v1/topics "
