@@ -9,7 +9,6 @@ from typing import Annotated
 from fastapi import FastAPI, Query
 from starlette.responses import Response
 
-from metadata_records import limits
 from metadata_records.errors import Errors
 
 from .. import models as M
@@ -17,6 +16,9 @@ from ..openapi_doc import READ_RESPONSES, answer, error_body
 from ..reads import features_obj, reassignments_obj
 from .context import RouteContext, build, problem_at, with_offset
 from .params import Consistency, ReadCaller
+
+# What a URL holds: more topics are asked for by listing them all (no `topic`).
+MAX_TOPICS_ASKED = 100
 
 BAD_TOPIC = {
     400: answer(
@@ -69,9 +71,9 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         topic: Annotated[
             list[str] | None,
             Query(
-                max_length=limits.MAX_TOPICS_PER_REQUEST,
+                max_length=MAX_TOPICS_ASKED,
                 description="`orders` (all its partitions) or `orders:0,3`; repeat it for "
-                "several topics; none: every topic",
+                f"several topics (at most {MAX_TOPICS_ASKED}); none: every topic",
                 examples=["orders:0,3"],
             ),
         ] = None,
