@@ -229,7 +229,14 @@ def test_schemathesis_finds_no_5xx_and_rejected_requests_write_nothing(
             if case.query and isinstance(case.query.get("waitMs"), int):
                 case.query["waitMs"] = min(case.query["waitMs"], 10)
             for role, token in TOKENS.items():
-                method, response, headers, written = send(case, token)
+                try:
+                    method, response, headers, written = send(case, token)
+                except httpx.InvalidURL:
+                    # A generated list of query values (?user=, ?owner=) past
+                    # httpx's 64 KiB: the edge would answer 414 from 8 KiB
+                    # (MAX_URL_BYTES), and nothing was sent.
+                    totals["unsendable"] += 1
+                    continue
                 code = response.status_code
                 totals["requests"] += 1
                 statuses[code] += 1
@@ -262,7 +269,8 @@ def test_schemathesis_finds_no_5xx_and_rejected_requests_write_nothing(
             f"\nschemathesis ({name}): {totals['requests']} requests in {seconds:.0f} s over "
             f"{len(list(schema.get_all_operations()))} operations; 5xx seen: "
             f"{len(server_errors)}; accepted writes: {totals['accepted writes']}, records "
-            f"written: {totals['records written']}; statuses: {dict(sorted(statuses.items()))}"
+            f"written: {totals['records written']}; unsendable: {totals['unsendable']}; "
+            f"statuses: {dict(sorted(statuses.items()))}"
         )
     assert not server_errors, server_errors[:5]
     assert not failures, failures[:5]
