@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from controller.heartbeats import SessionFacts
 from controller.refusals import Refusal
@@ -167,17 +167,16 @@ def scan_back(
     return found, LookBack(end, below, below - end, "oldest" if oldest else "budget")
 
 
-class Wanted:
+class Wanted(Protocol):
     """Which records a look-back keeps (``__call__``), and byte strings one
     of which the encoded batch of any such record holds (``needles``)."""
 
     needles: tuple[bytes, ...]
 
-    def __call__(self, record: object) -> bool:
-        raise NotImplementedError
+    def __call__(self, record: object) -> bool: ...
 
 
-class BrokerRecords(Wanted):
+class BrokerRecords:
     """A broker's registrations, changes and unregistration."""
 
     def __init__(self, broker_id: int) -> None:
@@ -195,7 +194,7 @@ class BrokerRecords(Wanted):
         ) and record.broker_id == self.broker_id
 
 
-class PartitionRecords(Wanted):
+class PartitionRecords:
     """A partition's record and its changes."""
 
     def __init__(self, topic_id: str, partition: int) -> None:
