@@ -39,15 +39,30 @@ def voter_set(c, i):
     return {v["nodeId"]: v["directoryId"] for v in status(c, i)["voters"]}
 
 
+def voter_set_now(c, i) -> dict | None:
+    """The voter set voter i reports, or None when its status did not come (a
+    2 s status read can time out on a loaded machine): for waits, which ask again."""
+    s = c.status(i)
+    return None if s is None else {v["nodeId"]: v["directoryId"] for v in s["voters"]}
+
+
+def every_directory_named(c, i) -> bool:
+    vs = voter_set_now(c, i)
+    return bool(vs) and all(vs.values())
+
+
 def test_a_new_cluster_writes_every_voters_directory_into_the_log(cluster):
     c = cluster
     leader = c.leader()
-    c.wait(lambda: all(d for d in voter_set(c, leader).values()), 30, "the voter set in the log")
+    c.wait(lambda: every_directory_named(c, leader), 30, "the voter set in the log")
     dirs = voter_set(c, leader)
-    for i in range(3):
-        s = status(c, i)
-        assert s["directoryId"] == dirs[i] and s["role"] == "voter"
-    c.wait(lambda: all(voter_set(c, i) == dirs for i in range(3)), 30, "every voter agrees")
+
+    def names_itself(i: int) -> bool:  # a status may time out on a loaded machine: ask again
+        s = c.status(i) or {}
+        return s.get("directoryId") == dirs[i] and s.get("role") == "voter"
+
+    c.wait(lambda: all(names_itself(i) for i in range(3)), 30, "each voter names its directory")
+    c.wait(lambda: all(voter_set_now(c, i) == dirs for i in range(3)), 30, "every voter agrees")
 
 
 def test_a_voter_that_lost_its_disk_cannot_elect_a_lagging_voter(cluster):
@@ -57,7 +72,7 @@ def test_a_voter_that_lost_its_disk_cannot_elect_a_lagging_voter(cluster):
     c = cluster
     a = c.leader()
     b, cc = [i for i in range(3) if i != a]
-    c.wait(lambda: all(voter_set(c, a).values()), 30, "the voter set in the log")
+    c.wait(lambda: every_directory_named(c, a), 30, "the voter set in the log")
     old_b_dir = voter_set(c, a)[b]
     c.signal(cc, signal.SIGSTOP)
     acked = {broker: register(c, a, broker) for broker in range(1, 21)}
@@ -82,7 +97,8 @@ def test_a_voter_that_lost_its_disk_cannot_elect_a_lagging_voter(cluster):
     # B is an observer until the leader names its new directory; then a voter.
     c.wait(
         lambda: (
-            voter_set(c, leader)[b] not in (None, old_b_dir) and status(c, b)["role"] == "voter"
+            (voter_set_now(c, leader) or {}).get(b) not in (None, old_b_dir)
+            and (c.status(b) or {}).get("role") == "voter"
         ),
         60,
         "B re-admitted with its new directory",
@@ -101,7 +117,7 @@ def test_an_empty_voter_does_not_form_a_cluster_alone_with_a_lagging_one(tmp_pat
     try:
         c.start()
         leader = c.leader()
-        c.wait(lambda: all(voter_set(c, leader).values()), 30, "the voter set in the log")
+        c.wait(lambda: every_directory_named(c, leader), 30, "the voter set in the log")
         register(c, leader, 1)
         for i in range(3):
             c.kill(i)
