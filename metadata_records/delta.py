@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from .acls import StandardAcl, acl_problem
 from .acls_image import AclsImage, image_acls
 from .client_quotas import Entity, entity_key, record_problem
+from .delegation_tokens import DelegationToken, token_of
+from .delegation_tokens import record_problem as token_problem
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
 from .image import (
     IGNORED_REASONS_KEPT,
@@ -50,6 +52,7 @@ from .records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     LeaderChangeRecord,
     NoOpRecord,
@@ -59,6 +62,7 @@ from .records import (
     Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -129,6 +133,7 @@ class ImageDelta:
         "_acls_image",
         "_acls_unindexed",
         "_scram",
+        "_tokens",
     )
 
     def __init__(self, image: MetadataImage) -> None:
@@ -164,6 +169,8 @@ class ImageDelta:
         self._acls_unindexed: dict[str, StandardAcl | None] = {}  # since it was built
         # Changed SCRAM users: every credential of the user (None = none left).
         self._scram: dict[str, dict[int, ScramCredential] | None] = {}
+        # Changed delegation tokens by id (None = removed).
+        self._tokens: dict[str, DelegationToken | None] = {}
 
     # ------------------------------------------------------------ reads
 
@@ -226,6 +233,20 @@ class ImageDelta:
         if credentials is _UNCHANGED:
             return self.image.scram.get(user, {})
         return credentials or {}
+
+    def delegation_token(self, token_id: str) -> DelegationToken | None:
+        token = self._tokens.get(token_id, _UNCHANGED)
+        return self.image.delegation_tokens.get(token_id) if token is _UNCHANGED else token
+
+    def delegation_tokens(self) -> dict[str, DelegationToken]:
+        """Every token by id, as of the last record replayed."""
+        if not self._tokens:
+            return self.image.delegation_tokens
+        tokens = {**self.image.delegation_tokens, **self._tokens}
+        for token_id, token in self._tokens.items():
+            if token is None:
+                del tokens[token_id]
+        return tokens
 
     def acl(self, acl_id: str) -> StandardAcl | None:
         acl = self._acls.get(acl_id, _UNCHANGED)
@@ -663,6 +684,23 @@ class ImageDelta:
         self._scram[r.name] = credentials or None
         return None
 
+    def _replay_delegation_token(self, r: DelegationTokenRecord, offset: int) -> str | None:
+        # Kafka's DelegationTokenControlManager.replay puts any record; one
+        # the controller could never have written is ignored here.
+        problem = token_problem(r)
+        if problem is not None:
+            return f"DelegationTokenRecord with {problem}"
+        self._tokens[r.token_id] = token_of(r)
+        return None
+
+    def _replay_remove_delegation_token(
+        self, r: RemoveDelegationTokenRecord, offset: int
+    ) -> str | None:
+        if self.delegation_token(r.token_id) is None:
+            return f"RemoveDelegationTokenRecord for token {r.token_id!r}, which does not exist"
+        self._tokens[r.token_id] = None
+        return None
+
     def _replay_noop(self, r: NoOpRecord, offset: int) -> str | None:
         return None
 
@@ -756,6 +794,7 @@ class ImageDelta:
             client_quotas=client_quotas,
             acls=acls,
             scram=scram,
+            delegation_tokens=self.delegation_tokens(),
         )
 
 
@@ -780,6 +819,8 @@ _REPLAY = {
     RemoveAccessControlEntryRecord: ImageDelta._replay_remove_acl,
     UserScramCredentialRecord: ImageDelta._replay_scram,
     RemoveUserScramCredentialRecord: ImageDelta._replay_remove_scram,
+    DelegationTokenRecord: ImageDelta._replay_delegation_token,
+    RemoveDelegationTokenRecord: ImageDelta._replay_remove_delegation_token,
     LeaderChangeRecord: ImageDelta._replay_leader_change,
     VotersRecord: ImageDelta._replay_voters,
 }
