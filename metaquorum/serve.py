@@ -117,6 +117,11 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         help="how often the TLS files are checked for a change",
     )
     flag("--raft-secret-file", help="shared secret of the Raft port (required with >1 voter)")
+    flag(
+        "--delegation-token-secret-file",
+        help="the delegation tokens' secret key (Kafka's delegation.token.secret.key), the "
+        "same on every voter, mode 0600 or 0440; absent: delegation tokens are disabled",
+    )
     flag("--session-timeout-ms", type=int, default=9000, help="broker session timeout")
     flag(
         "--election-timeout-ms",
@@ -288,6 +293,7 @@ def build_config(args: argparse.Namespace):
     """NodeConfig from flags; ValueError/ConfigError messages name the flag."""
     from quorum.history import Retention
     from quorum.node_config import NodeConfig, parse_voters
+    from quorum.secret_files import read_secret_file
 
     if args.node_id_from_hostname in (True, "1", "true", "True"):
         node_id = node_id_from_hostname()
@@ -313,6 +319,10 @@ def build_config(args: argparse.Namespace):
     if observer:
         raft_port = ""  # a read-only node listens on no Raft port
     secret = _read_secret(args.raft_secret_file) if args.raft_secret_file else None
+    token_file = getattr(args, "delegation_token_secret_file", None) or None
+    token_secret = (
+        read_secret_file(token_file, "--delegation-token-secret-file") if token_file else None
+    )
     http_port = int(args.http_port)
     if not 1 <= http_port <= 65535:
         raise ValueError(f"--http-port {http_port} is not a port")
@@ -344,6 +354,8 @@ def build_config(args: argparse.Namespace):
         advertised_url=url.rstrip("/"),
         cluster_id=args.cluster_id,
         raft_secret=secret,
+        delegation_token_secret=token_secret,
+        delegation_token_secret_file=os.path.abspath(token_file) if token_file else None,
         fsync=args.fsync == "always",
         session_timeout_ms=int(args.session_timeout_ms),
         raft_min_timeout=_election_timeout_ms(args.election_timeout_ms) / 1000,

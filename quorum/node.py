@@ -107,6 +107,7 @@ class QuorumNode:
             cluster_id,
             session_timeout_ms=config.session_timeout_ms,
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_ms,
+            delegation_token_secret=config.delegation_token_secret,
         )
         self.sm = MetadataStateMachine(config.log_retention)
         # The cluster as it was (quorum/history.py): written here, read by

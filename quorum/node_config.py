@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -60,6 +60,11 @@ class NodeConfig:
     advertised_url: str
     cluster_id: str | None = None  # first start only; later read from the data dir
     raft_secret: str | None = None
+    # Delegation tokens' secret key (--delegation-token-secret-file, read by
+    # quorum/secret_files.py) and the file it came from (the orderer and the
+    # HTTP workers read it themselves). None: delegation tokens are disabled.
+    delegation_token_secret: str | None = field(default=None, repr=False)
+    delegation_token_secret_file: str | None = None
     fsync: bool = True
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     max_queued_requests: int = 5000

@@ -39,6 +39,7 @@ One module per area, each importing its types from ``common``:
 * ``features``: UpdateFeatures
 * ``quotas``: AlterClientQuotas, DescribeClientQuotas
 * ``scram``: AlterUserScramCredentials, DescribeUserScramCredentials
+* ``delegation_tokens``: Create, Renew, Expire and DescribeDelegationToken
 * ``quorum``: leadership transfer, voter changes, quorum status, probes
 * ``log``: the log and snapshot reads
 * ``history``: the image at an offset or a time, and the diff of two
@@ -132,6 +133,17 @@ from .configs import (
     DescribedConfigOut,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+)
+from .delegation_tokens import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+    DelegationTokenExpiryResponse,
+    DescribeDelegationTokenOut,
+    DescribedTokenOut,
+    ExpireDelegationTokenRequest,
+    PrincipalIn,
+    PrincipalOut,
+    RenewDelegationTokenRequest,
 )
 from .explain import (
     BrokerEventOut,
@@ -240,6 +252,15 @@ from .topics import (
 from .what_if import WhatIfCountsOut, WhatIfOut, WhatIfPartitionOut
 
 __all__ = [
+    "CreateDelegationTokenRequest",
+    "CreateDelegationTokenResponse",
+    "DelegationTokenExpiryResponse",
+    "DescribeDelegationTokenOut",
+    "DescribedTokenOut",
+    "ExpireDelegationTokenRequest",
+    "PrincipalIn",
+    "PrincipalOut",
+    "RenewDelegationTokenRequest",
     "ImageAclOut",
     "ImageChangeOut",
     "ImageConfigsOut",
