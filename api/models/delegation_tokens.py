@@ -86,6 +86,8 @@ class PrincipalIn(RequestModel):
 
 
 class PrincipalOut(ResponseModel):
+    """A Kafka principal (a token's renewer)."""
+
     principal_type: str = Field(description="the principal's type")
     principal_name: str = Field(description="the principal's name")
 
