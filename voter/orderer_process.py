@@ -196,6 +196,11 @@ class OrdererProcess:
             session_timeout_ms=config["sessionTimeoutMs"],
             leader_imbalance_check_interval_ms=config["leaderImbalanceCheckIntervalMs"],
             delegation_token_secret=_token_secret(config.get("delegationTokenSecretFile")),
+            delegation_token_max_lifetime_ms=config["delegationTokens"]["maxLifetimeMs"],
+            delegation_token_expiry_time_ms=config["delegationTokens"]["expiryTimeMs"],
+            delegation_token_expiry_check_interval_ms=config["delegationTokens"][
+                "expiryCheckIntervalMs"
+            ],
         )
         self.raft = RemoteRaft(self, config["nodeId"], controller)
         self.orderer = Orderer(self.raft, OrderingConfig(**config["ordering"]))

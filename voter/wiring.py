@@ -93,6 +93,13 @@ async def _serve_with_workers(
         ),
         # The path, never the secret: this dict is the orderer's command line.
         "delegationTokenSecretFile": node.config.delegation_token_secret_file,
+        "delegationTokens": {
+            "maxLifetimeMs": node.controller_config.delegation_token_max_lifetime_ms,
+            "expiryTimeMs": node.controller_config.delegation_token_expiry_time_ms,
+            "expiryCheckIntervalMs": (
+                node.controller_config.delegation_token_expiry_check_interval_ms
+            ),
+        },
         "ordering": {f: getattr(ordering, f) for f in OrderingConfig.__dataclass_fields__},
         "logLevel": str(args.log_level),
     }
