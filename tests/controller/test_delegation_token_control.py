@@ -10,6 +10,7 @@ a replay; the HMAC in no record."""
 import hashlib
 import hmac
 
+import orjson
 import pytest
 
 from controller.config import (
@@ -23,9 +24,11 @@ from controller.messages import (
     ExpireDelegationTokenRequest,
     RenewDelegationTokenRequest,
 )
-from metadata_records.codec import encode_record
+from metadata_records.codec import DecodeError, encode_record
 from metadata_records.delegation_tokens import token_hmac
+from metadata_records.delta import apply_records
 from metadata_records.errors import Errors
+from metadata_records.image import EMPTY_IMAGE
 from metadata_records.records import DelegationTokenRecord, RemoveDelegationTokenRecord
 from metadata_records.snapshot import decode_image, encode_image
 from tests.harness import ControllerHarness
@@ -281,3 +284,45 @@ def test_a_leader_with_another_secret_finds_no_token(h):
     made = create(h)
     other = harness(secret="a different secret, on a misconfigured voter", image=h.image)
     assert renew(other, made.hmac).error is Errors.DELEGATION_TOKEN_NOT_FOUND
+
+
+def _token(token_id="t", owner="User:a", expiry=2, max_ts=3):
+    return DelegationTokenRecord(
+        owner=owner, requester="User:a", renewers=(), issue_timestamp=1,
+        max_timestamp=max_ts, expiration_timestamp=expiry, token_id=token_id,
+    )  # fmt: skip
+
+
+def test_replay_ignores_what_the_controller_never_writes():
+    image = apply_records(
+        EMPTY_IMAGE,
+        [
+            RemoveDelegationTokenRecord(token_id="ghost"),
+            _token(token_id=""),
+            _token(owner="alice"),
+            _token(expiry=4, max_ts=3),
+            _token(token_id="kept"),
+        ],
+    )
+    assert set(image.delegation_tokens) == {"kept"} and image.ignored_records == 4
+    assert "does not exist" in image.ignored_reasons[0]
+    assert "after its max time" in image.ignored_reasons[3]
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        "not an array",
+        [["t", "User:a", "User:a", ["User:b"], 1, 3]],  # a field short
+        [["", "User:a", "User:a", [], 1, 3, 2]],  # no id
+        [["t", "alice", "User:a", [], 1, 3, 2]],  # an owner that is no principal
+        [["t", "User:a", "User:a", [], 1, 3, 2], ["t", "User:a", "User:a", [], 1, 3, 2]],
+        [["t", "User:a", "User:a", [5], 1, 3, 2]],  # a renewer that is no string
+    ],
+)
+def test_a_malformed_snapshot_of_tokens_is_refused(h, rows):
+    create(h)
+    obj = orjson.loads(encode_image(h.image))
+    obj["delegationTokens"] = rows
+    with pytest.raises(DecodeError):
+        decode_image(orjson.dumps(obj))
