@@ -139,6 +139,8 @@ def test_only_an_admin_writes(node, app, token, path):
         ("", {"renewers": [{"principalType": "User", "principalName": "a"}] * 101}, "renewers"),
         ("", {"renewers": [{"principalType": "User"}]}, "principalName"),
         ("", {"maxLifetimeMs": "1"}, "maxLifetimeMs"),
+        ("", {"renewers": [{"principalType": "Us:er", "principalName": "a"}]}, "principalType"),
+        ("", {"ownerPrincipalType": "", "ownerPrincipalName": "a"}, "ownerPrincipalType"),
     ],
 )
 def test_malformed_bodies_are_400_naming_the_field(node, app, path, body, where):
@@ -207,3 +209,20 @@ def test_the_hmac_is_in_no_read_and_no_export(node, app, tmp_path):
         if path.is_file():
             content = path.read_bytes()
             assert raw not in content and made["hmac"].encode() not in content
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_the_spark_audit_reads_an_export_with_token_records(spark, node, app, tmp_path, fmt):
+    """An export holding token records (renewers: a string array), in both
+    formats, audits clean."""
+    from pipeline.run import audit_export
+
+    made = create(node, app, renewers=[{"principalType": "User", "principalName": READER}])
+    post(node, app, "/expire", {"hmac": made["hmac"]})
+    out = tmp_path / "export"
+    run_export(
+        str(out), data_dir=node.config.data_dir, fmt=fmt, quiet=True, include_uncommitted=True
+    )
+    result = audit_export(spark, str(out), str(tmp_path / "audit"), echo=lambda _: None)
+    assert result.violations == 0, result.counts

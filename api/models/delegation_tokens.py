@@ -42,6 +42,14 @@ if TYPE_CHECKING:  # api.auth imports the models: a run-time import would be a c
     from ..auth import Principal
 
 PrincipalPart = bounded_str(limits.MAX_PRINCIPAL_PART_LENGTH)
+# A type is what precedes the first colon of "type:name" (Kafka's
+# SecurityUtils.parseKafkaPrincipal), so it holds none, and is not empty.
+PrincipalType = Annotated[
+    str,
+    Field(
+        strict=True, min_length=1, max_length=limits.MAX_PRINCIPAL_PART_LENGTH, pattern=r"^[^:]+$"
+    ),
+]
 HMAC_EXAMPLE = base64.b64encode(bytes(range(64))).decode()
 TOKEN_ID_EXAMPLE = "4Bd5Jm3uQNC8bn4r8KFeyA"
 
@@ -81,7 +89,7 @@ Hmac = Annotated[
 class PrincipalIn(RequestModel):
     """A Kafka principal (Kafka's CreatableRenewers)."""
 
-    principal_type: PrincipalPart = Field(description='the principal\'s type, "User"')
+    principal_type: PrincipalType = Field(description='the principal\'s type, "User"')
     principal_name: PrincipalPart = Field(description="the principal's name")
 
 
@@ -104,7 +112,7 @@ class CreateDelegationTokenRequest(RequestModel):
         }
     )
 
-    owner_principal_type: PrincipalPart | None = Field(
+    owner_principal_type: PrincipalType | None = Field(
         None, description="the owner's type (with ownerPrincipalName; default User)"
     )
     owner_principal_name: PrincipalPart | None = Field(
