@@ -109,7 +109,27 @@ async def scenario(c: Cluster, leader: int, follower: int, tmp_path) -> None:
         return len(seen) == 1
 
     c.wait(digests, 30, "identical image digests on every voter")
+    await _cli_steps(c, follower, kept, tmp_path)
 
+    # A new leader finds the token by its HMAC (derived from the same secret).
+    c.kill(leader)
+    survivors = [i for i in range(c.n) if i != leader]
+    c.leader(among=survivors)
+    async with MetaquorumClient([c.url(i) for i in survivors], token="admin-token") as client:
+        again = await client.renew_delegation_token(kept["hmac"])
+        assert again.body["errorName"] == "NONE", again.body
+        stranger = MetaquorumClient([c.url(i) for i in survivors], token="second-admin")
+        async with stranger:
+            # The second admin is a renewer: it may expire the token.
+            done = await stranger.expire_delegation_token(kept["hmac"])
+            assert done.body["errorName"] == "NONE", done.body
+    # The killed voter, restarted, replays to the same image.
+    c.start(leader)
+    c.wait_ready()
+    c.wait(digests, 30, "identical image digests after the restart")
+
+
+async def _cli_steps(c: Cluster, follower: int, kept: dict, tmp_path) -> None:
     # The CLI: the HMAC from a file, never a flag; create writes it to a new file.
     hmac_file = tmp_path / "hmac"
     hmac_file.write_text(kept["hmac"] + "\n")
@@ -130,16 +150,3 @@ async def scenario(c: Cluster, leader: int, follower: int, tmp_path) -> None:
     r = cli(c, follower, "describe", "--json")
     assert r.returncode == 0, r.stderr
     assert [t["tokenId"] for t in json.loads(r.stdout)["tokens"]] == [kept["tokenId"]]
-
-    # A new leader finds the token by its HMAC (derived from the same secret).
-    c.kill(leader)
-    survivors = [i for i in range(c.n) if i != leader]
-    c.leader(among=survivors)
-    async with MetaquorumClient([c.url(i) for i in survivors], token="admin-token") as client:
-        again = await client.renew_delegation_token(kept["hmac"])
-        assert again.body["errorName"] == "NONE", again.body
-        stranger = MetaquorumClient([c.url(i) for i in survivors], token="second-admin")
-        async with stranger:
-            # The second admin is a renewer: it may expire the token.
-            done = await stranger.expire_delegation_token(kept["hmac"])
-            assert done.body["errorName"] == "NONE", done.body
