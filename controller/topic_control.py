@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from metadata_records.config_schema import topic_configs_problem
@@ -67,6 +68,32 @@ def _create_topics_refused(req: CreateTopicsRequest, error: ApiError) -> Control
 def _normalized(name: str) -> str:
     # '.' and '_' collide in metric names, so Kafka refuses names differing only there.
     return name.replace(".", "_")
+
+
+# A name with at most this many '.' and '_' has the names it could collide with
+# looked up (2^k of them, 1,024 at most); past it, the stored names are scanned.
+# Kafka keeps an index (topicsWithCollisionChars); the lookup costs what the
+# name holds, not the topics stored, without a second map in every image.
+_LOOKUP_SPOTS = 10
+
+
+def _colliding_topic(view: ImageDelta, name: str) -> str | None:
+    """The stored topic whose name differs from ``name`` only in '.' and '_'
+    (a name with neither collides with none but itself)."""
+    spots = [i for i, c in enumerate(name) if c in "._"]
+    if not spots:
+        return None
+    if len(spots) > _LOOKUP_SPOTS:
+        want = _normalized(name)
+        return next((n for n in view.topic_names() if n != name and _normalized(n) == want), None)
+    chars = list(name)
+    for choice in itertools.product("._", repeat=len(spots)):
+        for i, c in zip(spots, choice, strict=True):
+            chars[i] = c
+        candidate = "".join(chars)
+        if candidate != name and view.topic_id(candidate) is not None:
+            return candidate
+    return None
 
 
 class TopicControlManager:
@@ -210,7 +237,7 @@ class TopicControlManager:
         counts: dict[str, int] = {}
         for t in req.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
-        taken = {_normalized(n): n for n in self._view().topic_names()}
+        taken: dict[str, str] = {}  # normalized -> name, of the topics this request creates
         records: list[Record] = []
         results = []
         for t in req.topics:
@@ -253,7 +280,7 @@ class TopicControlManager:
                 f"Topic '{t.name}' already exists.",
                 "topic.already-exists",
             )
-        other = taken.get(_normalized(t.name))
+        other = taken.get(_normalized(t.name)) or _colliding_topic(view, t.name)
         if other is not None:
             raise Rejected(
                 Errors.INVALID_TOPIC_EXCEPTION,

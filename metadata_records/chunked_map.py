@@ -134,3 +134,20 @@ class ChunkedMapBuilder:
 
 
 EMPTY = ChunkedMap()
+_ABSENT = object()
+
+
+def chunked_with(base: Mapping, changes: Mapping) -> ChunkedMap:
+    """``base`` with ``changes`` put in, a None value removing its key: what
+    a batch does to one of the image's maps, at the cost of the chunks it
+    touches. A plain dict (an image built by hand or by an older loader) is
+    chunked first, once."""
+    if type(base) is not ChunkedMap:
+        base = ChunkedMap(base)
+    built = base.mutate()
+    for key, value in changes.items():
+        if value is not None:
+            built[key] = value
+        elif built.get(key, _ABSENT) is not _ABSENT:
+            del built[key]
+    return built.finish()

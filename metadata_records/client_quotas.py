@@ -306,6 +306,12 @@ def describe(
     if isinstance(parsed, ApiError):
         return parsed
     exact, types = parsed
+    if strict and exact and not types:
+        # One entity at most: found by its key, not by scanning every entity
+        # (the answer a broker's or an operator's single lookup costs).
+        entity = entity_key(exact.items())
+        values = quotas.get(entity)
+        return [] if values is None else [(entity, dict(sorted(values.items())))]
     out = []
     for entity, values in quotas.items():
         names = dict(entity)

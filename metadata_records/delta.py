@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from .acls import StandardAcl, acl_problem
 from .acls_image import AclsImage, image_acls
+from .chunked_map import chunked_with
 from .client_quotas import Entity, entity_key, record_problem
 from .delegation_tokens import DelegationToken, token_of
 from .delegation_tokens import record_problem as token_problem
@@ -238,8 +239,9 @@ class ImageDelta:
         token = self._tokens.get(token_id, _UNCHANGED)
         return self.image.delegation_tokens.get(token_id) if token is _UNCHANGED else token
 
-    def delegation_tokens(self) -> dict[str, DelegationToken]:
-        """Every token by id, as of the last record replayed."""
+    def delegation_tokens(self) -> Mapping[str, DelegationToken]:
+        """Every token by id, as of the last record replayed (the image's
+        own map while none changed; else a dict: the controller's scans)."""
         if not self._tokens:
             return self.image.delegation_tokens
         tokens = {**self.image.delegation_tokens, **self._tokens}
@@ -732,23 +734,19 @@ class ImageDelta:
             brokers = with_changes(base.brokers, self._brokers, none_removes=True)
         topics = base.topics
         if self._topics or self._partitions:
-            topics = dict(base.topics)
-            for topic_id, header in self._topics.items():
-                if header is None:
-                    topics.pop(topic_id, None)
-                else:
-                    topics[topic_id] = header
+            changed_topics: dict[str, TopicImage | None] = dict(self._topics)
             for topic_id, changed in self._partitions.items():
-                name, _, parts, configs = topics[topic_id]
-                topics[topic_id] = TopicImage(name, topic_id, with_changes(parts, changed), configs)
+                header = (
+                    changed_topics[topic_id] if topic_id in changed_topics else topics[topic_id]
+                )
+                name, _, parts, configs = header
+                changed_topics[topic_id] = TopicImage(
+                    name, topic_id, with_changes(parts, changed), configs
+                )
+            topics = chunked_with(base.topics, changed_topics)
         topic_ids = base.topic_ids
         if self._topic_ids:
-            topic_ids = dict(base.topic_ids)
-            for name, topic_id in self._topic_ids.items():
-                if topic_id is None:
-                    topic_ids.pop(name, None)
-                else:
-                    topic_ids[name] = topic_id
+            topic_ids = chunked_with(base.topic_ids, self._topic_ids)
         features = base.features
         if self._features:
             features = dict(base.features)
@@ -757,25 +755,20 @@ class ImageDelta:
                     features.pop(name, None)
                 else:
                     features[name] = level
+        # Each a ChunkedMap (decision 163): a batch copies what it changes.
         broker_configs = base.broker_configs
         if self._broker_configs:
-            broker_configs = {**base.broker_configs, **self._broker_configs}
-            for name, configs in self._broker_configs.items():
-                if configs is None:
-                    del broker_configs[name]
+            broker_configs = chunked_with(base.broker_configs, self._broker_configs)
         client_quotas = base.client_quotas
         if self._client_quotas:
-            client_quotas = {**base.client_quotas, **self._client_quotas}
-            for entity, quotas in self._client_quotas.items():
-                if quotas is None:
-                    del client_quotas[entity]
+            client_quotas = chunked_with(base.client_quotas, self._client_quotas)
         acls = self.acls() if self._acls else base.acls
         scram = base.scram
         if self._scram:
-            scram = {**base.scram, **self._scram}
-            for user, credentials in self._scram.items():
-                if credentials is None:
-                    del scram[user]
+            scram = chunked_with(base.scram, self._scram)
+        tokens = base.delegation_tokens
+        if self._tokens:
+            tokens = chunked_with(base.delegation_tokens, self._tokens)
         return MetadataImage(
             brokers=brokers,
             topics=topics,
@@ -794,7 +787,7 @@ class ImageDelta:
             client_quotas=client_quotas,
             acls=acls,
             scram=scram,
-            delegation_tokens=self.delegation_tokens(),
+            delegation_tokens=tokens,
         )
 
 

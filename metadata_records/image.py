@@ -172,8 +172,13 @@ class MetadataImage(NamedTuple):
     # A PartitionMap (a dict in an image built by hand): a batch copies the
     # chunks of ids it changes, not every broker.
     brokers: Mapping[int, BrokerRegistration]
-    topics: dict[str, TopicImage]  # by topic id
-    topic_ids: dict[str, str]  # topic name -> id
+    # These maps, and the broker configs, client quotas and SCRAM users below,
+    # are ChunkedMaps once a batch has changed them (plain dicts in an image
+    # built by hand): a batch copies the chunks it changes (decision 163).
+    # They iterate in hash order, which differs between processes: whatever
+    # answers or writes in an order sorts.
+    topics: Mapping[str, TopicImage]  # by topic id
+    topic_ids: Mapping[str, str]  # topic name -> id
     features: dict[str, int]
     next_offset: int = 0
     controller_epoch: int = 0
@@ -186,14 +191,14 @@ class MetadataImage(NamedTuple):
     # Dynamic broker configs (ConfigRecords of resource type BROKER) by
     # resource name: a broker id, or "" for the cluster-wide default. Only
     # resources with at least one config set appear.
-    broker_configs: dict[str, dict[str, str]] = {}
+    broker_configs: Mapping[str, dict[str, str]] = {}
     # The first producer id of the next block AllocateProducerIds grants
     # (Kafka's ProducerIdsImage.nextProducerId); 0 before the first.
     next_producer_id: int = 0
     # Client quotas (ClientQuotaRecords) by entity, in client_quotas.py's
     # canonical form: ((type, name | None), ...) -> {key: value}. Only
     # entities with at least one key set appear.
-    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
     # ACL bindings by id (Kafka's AclsImage), each binding at most once,
     # with the indexes that find them by binding, resource and principal.
     acls: Mapping[str, StandardAcl] = EMPTY_ACLS
@@ -201,10 +206,11 @@ class MetadataImage(NamedTuple):
     # (metadata_records/scram.py): salt, storedKey, serverKey, iterations.
     # Only users with at least one credential appear. Secrets: what a reader
     # is shown of them is a user's mechanisms and iterations.
-    scram: dict[str, dict[int, ScramCredential]] = {}
+    scram: Mapping[str, dict[int, ScramCredential]] = {}
     # Delegation tokens (Kafka's DelegationTokenImage) by token id
-    # (metadata_records/delegation_tokens.py). No HMAC: nodes derive it.
-    delegation_tokens: dict[str, DelegationToken] = {}
+    # (metadata_records/delegation_tokens.py), a ChunkedMap like the maps
+    # above (decision 163). No HMAC: nodes derive it.
+    delegation_tokens: Mapping[str, DelegationToken] = {}
     # Why replay ignored the last records it ignored (at most
     # IGNORED_REASONS_KEPT, the newest last; see delta.py), for an operator.
     # Not replicated state: the snapshot and its digest leave it out, so a

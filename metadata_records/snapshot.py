@@ -17,6 +17,7 @@ import orjson
 
 from .acls import StandardAcl
 from .acls_image import AclsImage
+from .chunked_map import ChunkedMap
 from .client_quotas import Entity, entity_data, entity_key, entity_problem, sort_key
 from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj, brief
 from .delegation_tokens import DelegationToken, split_principal
@@ -419,8 +420,8 @@ def decode_image(data: Any) -> MetadataImage:
         raise DecodeError(f"snapshot.acls: {e}") from None
     return MetadataImage(
         brokers=PartitionMap(brokers),
-        topics=topics,
-        topic_ids=topic_ids,
+        topics=ChunkedMap(topics),
+        topic_ids=ChunkedMap(topic_ids),
         features=features,
         next_offset=_int(obj["nextOffset"], Kind.INT64, "snapshot.nextOffset"),
         controller_epoch=_int(obj["controllerEpoch"], Kind.INT32, "snapshot.controllerEpoch"),
@@ -429,10 +430,12 @@ def decode_image(data: Any) -> MetadataImage:
         partition_count=count,
         ignored_records=_int(obj["ignoredRecords"], Kind.INT64, "snapshot.ignoredRecords"),
         voters=_decode_value(Kind.VOTERS, voters, "snapshot.voters"),
-        broker_configs={name: configs for name, configs in broker_configs.items() if configs},
+        broker_configs=ChunkedMap(
+            {name: configs for name, configs in broker_configs.items() if configs}
+        ),
         next_producer_id=_int(next_producer_id, Kind.INT64, "snapshot.nextProducerId"),
-        client_quotas=_decode_client_quotas(client_quotas),
+        client_quotas=ChunkedMap(_decode_client_quotas(client_quotas)),
         acls=indexed_acls,
-        scram=_decode_scram(scram_rows),
-        delegation_tokens=_decode_tokens(token_rows),
+        scram=ChunkedMap(_decode_scram(scram_rows)),
+        delegation_tokens=ChunkedMap(_decode_tokens(token_rows)),
     )

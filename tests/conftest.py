@@ -21,11 +21,14 @@ from .local_node import LocalNode
 settings.register_profile("metaquorum", deadline=None)
 settings.load_profile("metaquorum")
 
-# Modules whose tests run twice: with serve's default HTTP layout, and with
-# two HTTP workers in front of the core (issue 26: the cluster, safety and
-# broker tests in the multi-worker layout; tests/test_http_workers.py has
-# its own tests of that layout, and the nemesis draws one layout a run from
-# its seed: tests/faults/run.http_workers).
+# Modules whose tests run in both of serve's HTTP layouts: the default one
+# and two HTTP workers in front of the core (issue 26: the cluster, safety and
+# broker tests in the multi-worker layout; tests/test_http_workers.py has its
+# own tests of that layout, and the nemesis draws one layout a run from its
+# seed: tests/faults/run.http_workers). A test marked ``layout("...")`` runs in
+# that one only: each of these modules keeps both layouts covered, and runs
+# twice only the tests whose path differs most between them (the suite's
+# budget, docs/decisions.md 162).
 BOTH_LAYOUTS = frozenset(
     {
         "test_cluster",
@@ -36,16 +39,16 @@ BOTH_LAYOUTS = frozenset(
         "test_disk_loss",
     }
 )
+LAYOUTS = ("default", "2-workers")
 
 
 def pytest_generate_tests(metafunc):
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
-    if (
-        module in BOTH_LAYOUTS
-        and "http_layout" in metafunc.fixturenames
-        and metafunc.definition.get_closest_marker("default_layout_only") is None
-    ):
-        metafunc.parametrize("http_layout", ["default", "2-workers"], indirect=True, scope="module")
+    if module in BOTH_LAYOUTS and "http_layout" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("layout")
+        layouts = LAYOUTS if marker is None else marker.args
+        assert set(layouts) <= set(LAYOUTS), f"layout({layouts}): one of {LAYOUTS}"
+        metafunc.parametrize("http_layout", layouts, indirect=True, scope="module")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -173,7 +176,7 @@ def pytest_terminal_summary(terminalreporter):
     if not _FILE_SECONDS or hasattr(terminalreporter.config, "workerinput"):
         return
     terminalreporter.section("slowest files (seconds, setup + call + teardown)")
-    slowest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:15]
+    slowest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:40]
     for path, seconds in slowest:
         terminalreporter.write_line(f"{seconds:8.1f}  {path}")
     busy = ", ".join(f"{w} {s:.0f} s" for w, s in sorted(_WORKER_SECONDS.items()))

@@ -114,6 +114,7 @@ def test_the_cache_follows_the_log_to_the_servers_image(voter):
     asyncio.run(go())
 
 
+@pytest.mark.layout("2-workers")
 def test_an_agent_is_unfenced_once_caught_up_and_shuts_down_cleanly(voter):
     async def go():
         async with Brokers(voter, [111, 112, 113]) as bs:
@@ -139,6 +140,7 @@ def test_an_agent_is_unfenced_once_caught_up_and_shuts_down_cleanly(voter):
     asyncio.run(go())
 
 
+@pytest.mark.layout("default")
 def test_a_stalled_follower_is_shrunk_out_and_expanded_back(voter):
     async def go():
         async with Brokers(voter, [121, 122, 123]) as bs:
@@ -167,6 +169,7 @@ def test_a_stalled_follower_is_shrunk_out_and_expanded_back(voter):
     asyncio.run(go())
 
 
+@pytest.mark.layout("2-workers")
 def test_a_crashed_broker_is_fenced_and_comes_back(voter):
     async def go():
         async with Brokers(voter, [131, 132, 133]) as bs:
@@ -183,6 +186,7 @@ def test_a_crashed_broker_is_fenced_and_comes_back(voter):
     asyncio.run(go())
 
 
+@pytest.mark.layout("default")
 def test_a_rerun_with_the_same_seed_never_re_registers_as_the_old_incarnation(voter):
     """Issue 18: the main job's second run re-registered every broker whose
     incarnation id came from the same seed as the first run's: it kept the old
@@ -211,6 +215,7 @@ def test_a_rerun_with_the_same_seed_never_re_registers_as_the_old_incarnation(vo
     asyncio.run(go())
 
 
+@pytest.mark.layout("2-workers")
 def test_an_incarnation_told_to_stop_without_asking_comes_back_as_a_new_one(voter):
     """A previous process of this broker asked to shut down and died: the
     controller lets the incarnation go at its next heartbeat; the agent must not
@@ -237,6 +242,7 @@ def test_an_incarnation_told_to_stop_without_asking_comes_back_as_a_new_one(vote
     asyncio.run(go())
 
 
+@pytest.mark.layout("default")
 def test_a_live_broker_unregistered_by_an_operator_stops_for_good(voter):
     """UnregisterBroker while the agent runs (Kafka refuses no state): its
     leaderships move in the same batch; the agent's next heartbeat is stale,
@@ -262,6 +268,7 @@ def test_a_live_broker_unregistered_by_an_operator_stops_for_good(voter):
     asyncio.run(go())
 
 
+@pytest.mark.layout("2-workers")
 def test_the_cache_measures_its_lag_in_time_by_the_periodic_noop(tmp_path):
     """On an idle cluster only the controller's NoOpRecords move the log: the
     cache applies them and takes the last one's timestamp as its clock."""
@@ -294,6 +301,7 @@ def test_the_cache_measures_its_lag_in_time_by_the_periodic_noop(tmp_path):
     assert cache.lag_ms(1250) == 250 and cache.lag_ms(900) == 0
 
 
+@pytest.mark.layout("default")
 def test_agents_hand_out_producer_ids_never_twice_across_restarts(voter):
     """Each broker's producers draw ids from blocks AllocateProducerIds grants
     it (the next fetched at 90% used); two brokers and a restart in between
@@ -320,6 +328,7 @@ def test_agents_hand_out_producer_ids_never_twice_across_restarts(voter):
     asyncio.run(go())
 
 
+@pytest.mark.layout("2-workers")
 def test_with_elr_a_crashed_broker_leaves_the_elr_and_a_cleanly_stopped_one_stays(tmp_path):
     """KIP-966 through the agent (issue 21 item 7): it supports
     eligible.leader.replicas.version, so the feature can be turned on; its

@@ -78,6 +78,28 @@ def test_match_exact():
         assert describe(QUOTAS, components, strict=True) == [(entity, {REQUEST_PERCENTAGE: value})]
 
 
+def test_a_strict_exact_filter_looks_its_entity_up_and_finds_what_a_scan_finds():
+    """The strict, exact-only filter is answered by a key lookup: for every
+    combination of named, default and absent components, the same answer as
+    the other filters' scan (the filter plus one SPECIFIED type that every
+    candidate holds gives the same set by scanning)."""
+    names = {USER: ["user-1", "user-3", "nobody", None], CLIENT_ID: ["client-id-1", "x", None]}
+    for user in [*names[USER], ...]:
+        for client in [*names[CLIENT_ID], ...]:
+            entity = ent(user, client)
+            if not entity:
+                continue
+            components = [of_default(t) if n is None else of_entity(t, n) for t, n in entity]
+            found = describe(QUOTAS, components, strict=True)
+            scanned = [(e, dict(sorted(v.items()))) for e, v in QUOTAS.items() if e == entity]
+            assert found == scanned, entity
+    assert describe(QUOTAS, [of_entity(USER, "user-1"), of_entity(USER, "user-2")], True) == (
+        ApiError(
+            Errors.INVALID_REQUEST, "Entity type user cannot appear more than once in the filter."
+        )
+    )
+
+
 @pytest.mark.parametrize(
     ("components", "strict", "count", "which"),
     [

@@ -89,6 +89,7 @@ def test_leader_sigkill_a_new_leader_takes_writes_and_nothing_acknowledged_is_lo
     assert brokers(cluster, leader) == acked
 
 
+@pytest.mark.layout("2-workers")
 def test_all_voters_killed_and_restarted_keep_every_acknowledged_write(cluster):
     cluster.wait_ready()
     leader = cluster.leader()
@@ -124,6 +125,7 @@ def test_all_voters_killed_and_restarted_keep_every_acknowledged_write(cluster):
     cluster.wait(digests, 30, "identical image digests on every voter")
 
 
+@pytest.mark.layout("default")
 def test_a_follower_restarted_after_compaction_catches_up_from_a_snapshot(tmp_path):
     c = Cluster(tmp_path, extra=["--compaction-entries", "40"])
     try:
@@ -157,6 +159,7 @@ def test_a_follower_restarted_after_compaction_catches_up_from_a_snapshot(tmp_pa
         c.close()
 
 
+@pytest.mark.layout("2-workers")
 def test_overload_is_refused_with_429_and_the_cluster_keeps_serving(tmp_path):
     c = Cluster(tmp_path, extra=["--max-queued-requests", "4"])
     try:
@@ -185,6 +188,7 @@ def test_overload_is_refused_with_429_and_the_cluster_keeps_serving(tmp_path):
         c.close()
 
 
+@pytest.mark.layout("default")
 def test_sigterm_on_the_leader_transfers_leadership_and_exits_0(cluster):
     cluster.wait_ready()
     leader = cluster.leader()
@@ -194,6 +198,7 @@ def test_sigterm_on_the_leader_transfers_leadership_and_exits_0(cluster):
     register(cluster, new_leader, 5)
 
 
+@pytest.mark.layout("2-workers")
 def test_an_operator_moves_leadership_to_a_chosen_voter(cluster):
     cluster.wait_ready()
     leader = cluster.leader()
@@ -217,6 +222,7 @@ def test_an_operator_moves_leadership_to_a_chosen_voter(cluster):
     register(cluster, leader, 3)
 
 
+@pytest.mark.layout("default")
 def test_under_concurrent_writes_no_follower_truncates_entries_it_applied(tmp_path):
     """Late answers to AppendEntries must not make the leader send entries
     again (quorum/raft/raft_port.keep_next_index_forward): pysyncobj would have the

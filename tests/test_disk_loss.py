@@ -213,6 +213,7 @@ def wait_readmitted(c: Cluster, i: int, old_dir: str, timeout_s: float = 90.0) -
     return c.wait(readmitted, timeout_s, f"voter {i} re-admitted on its new disk")
 
 
+@pytest.mark.layout("default")
 def test_an_empty_voter_restarted_during_an_election_never_votes_and_nothing_is_lost(cluster):
     """The leader killed and a follower wiped and restarted at the same moment,
     the leader restarted at once: the wiped voter comes back while the other
@@ -251,6 +252,7 @@ def test_an_empty_voter_restarted_during_an_election_never_votes_and_nothing_is_
     every_voter_holds_one_image(c, c.wait, digest_statuses(c))
 
 
+@pytest.mark.layout("2-workers")
 def test_two_voters_replaced_one_after_the_other_keep_every_acknowledged_write(cluster):
     """Wipe B, wait until it is a voter again, then wipe C, wait again (a
     rolling PVC replacement), writes flowing all along: nothing acknowledged
@@ -273,6 +275,7 @@ def test_two_voters_replaced_one_after_the_other_keep_every_acknowledged_write(c
         assert said_observer_then_voter(log) == 1, c.tail(victim)
 
 
+@pytest.mark.layout("default")
 def test_leadership_handed_to_a_voter_on_a_new_disk_moves_to_it(cluster):
     """An operator hands leadership to the voter whose disk was just replaced
     (a rolling restart after a PVC replacement), writes flowing: the transfer
@@ -304,7 +307,7 @@ PENDING_SET = "the journal holds a voter set past the stored commit index"
 # touch; and the state it needs (B killed within 100 ms of the re-admission's
 # commit) was reached at once in the default layout in every run here, and in
 # none of five runs of six attempts in the 2-workers one (80-190 s each, a skip).
-@pytest.mark.default_layout_only
+@pytest.mark.layout("default")
 def test_a_follower_restarted_just_after_a_readmission_elects_with_the_readmitted_voter(
     cluster,
 ):
@@ -404,6 +407,7 @@ def netns_cluster(tmp_path):
 
 
 @pytest.mark.skipif(_why is not None, reason=_why or "")
+@pytest.mark.layout("2-workers")
 def test_a_disk_replaced_while_the_leader_is_partitioned_away_loses_nothing(netns_cluster):
     """Network namespaces (tests/faults/netns.py): the leader A is cut from B
     and C, which elect B and acknowledge writes A never saw; then C's disk is

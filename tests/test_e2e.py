@@ -152,6 +152,7 @@ async def scenario(c: Cluster, leader: int, follower: int) -> None:
         assert (hb.is_fenced, hb.should_shut_down) == (True, True)
 
 
+@pytest.mark.layout("2-workers")
 def test_a_stopped_broker_is_decommissioned_through_the_client(tmp_path):
     """Kafka's decommission (KRaftClusterTest.testUnregisterBroker): the broker
     stops, is fenced when its session times out, and is unregistered; every
@@ -221,6 +222,7 @@ async def decommission(c: Cluster, follower: int) -> None:
                 await asyncio.sleep(0.2)
 
 
+@pytest.mark.layout("default")
 def test_configs_decide_elections_and_survive_a_failover(tmp_path):
     """IncrementalAlterConfigs and DescribeConfigs through the client: the
     cluster default's unclean.leader.election.enable makes a returning

@@ -369,6 +369,23 @@ def test_existing_duplicates_and_collisions(h):
     assert set(h.image.topic_ids) == {"a.b", "p.q", "ok"}
 
 
+@pytest.mark.parametrize(
+    "stored, asked",
+    [
+        ("a_b.c", "a.b_c"),  # looked up: two '.'/'_', four candidates
+        ("x." * 6 + "y", "x_" * 6 + "y"),  # six
+        ("v." * 11 + "w", "v_" * 5 + "v." * 6 + "w"),  # eleven: past the lookup, scanned
+    ],
+)
+def test_a_collision_is_found_however_many_dots_the_name_has(h, stored, asked):
+    create(h, CreatableTopic("plain"), CreatableTopic(stored))
+    (res,) = create(h, CreatableTopic(asked))
+    assert res.error is Errors.INVALID_TOPIC_EXCEPTION
+    assert res.error_message == f"Topic '{asked}' collides with existing topic: {stored}"
+    (res,) = create(h, CreatableTopic(asked.replace("x", "z").replace("v", "u").replace("a", "e")))
+    assert res.error is Errors.NONE  # the same shape under another name collides with nothing
+
+
 def test_all_replicas_fenced_or_shutting_down(h):
     for b in (1, 2):
         h.heartbeat(b, want_fence=True)

@@ -71,10 +71,12 @@ def test_a_follower_cut_off_for_20_s_neither_deposes_the_leader_nor_raises_its_t
     assert c.leader() == leader
 
 
-def test_a_link_that_flaps_every_second_for_a_minute_changes_the_leader_at_most_once(cluster):
+def test_a_link_that_flaps_every_second_for_30_s_changes_the_leader_at_most_once(cluster):
     """The link between the leader and one follower is cut and healed every
     second (the fault's schedule, not a wait): the follower's pre-votes are
-    refused by the other follower, which hears the leader."""
+    refused by the other follower, which hears the leader. Fifteen cuts (a
+    minute's thirty were cut for the suite's budget; the nemesis flaps links
+    for 10-15 s in every run too)."""
     c = cluster
     leader = c.leader()
     follower = next(i for i in range(c.n) if i != leader)
@@ -88,7 +90,7 @@ def test_a_link_that_flaps_every_second_for_a_minute_changes_the_leader_at_most_
                 leaders.append(now)
             time.sleep(0.1)
 
-    flapping_until = time.monotonic() + 60
+    flapping_until = time.monotonic() + 30
     while time.monotonic() < flapping_until:
         c.net.cut(leader, follower)
         watch(1.0)
