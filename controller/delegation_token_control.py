@@ -28,7 +28,8 @@ them longer, by the step).
 
 The HMAC is computed, never stored (metadata_records/delegation_tokens.py):
 a Renew or Expire finds its token by HMAC among the view's tokens, each
-token's HMAC computed once per controller.
+token's HMAC computed once per controller and kept with the id it is of
+(a removed token's until they are mostly removed ones).
 
 Expiry is enforced twice, as Kafka: a Renew or Expire of an expired token is
 refused, and the controller's sweep (``sweep_expired``, every
@@ -38,7 +39,6 @@ RemoveDelegationTokenRecord for each token past its expiry or max time.
 
 from __future__ import annotations
 
-import hmac as hmac_lib
 from collections.abc import Callable
 
 from metadata_records.delegation_tokens import (
@@ -107,6 +107,7 @@ class DelegationTokenControlManager:
         self._max_lifetime_ms = config.delegation_token_max_lifetime_ms
         self._expiry_time_ms = config.delegation_token_expiry_time_ms
         self._hmacs: dict[str, bytes] = {}  # token id -> its HMAC, once computed
+        self._by_hmac: dict[bytes, str] = {}  # and back
 
     @property
     def enabled(self) -> bool:
@@ -127,14 +128,29 @@ class DelegationTokenControlManager:
         if found is None:
             assert self._secret is not None
             found = self._hmacs[token_id] = token_hmac(self._secret, token_id)
+            self._by_hmac[found] = token_id
         return found
 
     def _find(self, hmac: bytes) -> tuple[str, DelegationToken] | None:
-        """Kafka's ``getToken``: the token whose HMAC this is."""
-        for token_id, token in self._view().delegation_tokens().items():
-            if hmac_lib.compare_digest(self.hmac_of(token_id), hmac):
-                return token_id, token
-        return None
+        """Kafka's ``getToken``: the token whose HMAC this is. HMACs are
+        computed once per controller and looked up by value (Kafka's
+        ``tokenForHmac`` map); a miss computes those of tokens not yet seen."""
+        view = self._view()
+        token_id = self._by_hmac.get(hmac)
+        if token_id is None:
+            tokens = view.delegation_tokens()
+            if len(self._hmacs) > 2 * len(tokens) + 1000:
+                # Mostly removed tokens' HMACs: keep the live ones only.
+                live = {t: self._hmacs[t] for t in tokens if t in self._hmacs}
+                self._hmacs, self._by_hmac = live, {h: t for t, h in live.items()}
+            for other in tokens:
+                if other not in self._hmacs:
+                    self.hmac_of(other)
+            token_id = self._by_hmac.get(hmac)
+        if token_id is None:
+            return None
+        token = view.delegation_token(token_id)
+        return None if token is None else (token_id, token)
 
     # ------------------------------------------------------------ Create
 
@@ -274,13 +290,16 @@ class DelegationTokenControlManager:
         """Kafka's ``sweepExpiredDelegationTokens``: a RemoveDelegationTokenRecord
         for each token past its expiry or max time (at most
         MAX_TOKENS_PER_SWEEP; the response is True when more are left)."""
-        records = []
-        for token_id, token in sorted(self._view().delegation_tokens().items()):
-            if token.expired(now_wall_ms):
-                if len(records) == MAX_TOKENS_PER_SWEEP:
-                    return ControllerResult(tuple(records), True)
-                records.append(RemoveDelegationTokenRecord(token_id=token_id))
-        return ControllerResult(tuple(records), False)
+        expired = sorted(
+            token_id
+            for token_id, token in self._view().delegation_tokens().items()
+            if token.expired(now_wall_ms)
+        )
+        records = tuple(
+            RemoveDelegationTokenRecord(token_id=token_id)
+            for token_id in expired[:MAX_TOKENS_PER_SWEEP]
+        )
+        return ControllerResult(records, len(expired) > MAX_TOKENS_PER_SWEEP)
 
 
 def _refused(problem: ApiError) -> DelegationTokenExpiryResponse:

@@ -54,6 +54,9 @@ class RouteContext:
     # The delegation tokens' secret (serve --delegation-token-secret-file),
     # from which a describe derives each token's HMAC; None: tokens disabled.
     delegation_token_secret: str | None = field(default=None, repr=False)
+    # Token id -> its HMAC under that secret, as describes computed them
+    # (api/routes/delegation_tokens.py bounds it).
+    token_hmacs: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     async def submit(self, message: object, caller: Caller | None) -> Any:
         """``message`` decided by the active controller; ``caller`` (the edge's

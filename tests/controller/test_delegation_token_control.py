@@ -326,3 +326,14 @@ def test_a_malformed_snapshot_of_tokens_is_refused(h, rows):
     obj["delegationTokens"] = rows
     with pytest.raises(DecodeError):
         decode_image(orjson.dumps(obj))
+
+
+def test_a_token_of_the_last_leader_is_found_after_removals_on_this_one(h):
+    """The HMACs of tokens this controller did not make are computed when a
+    lookup misses, however many removed tokens' HMACs it keeps."""
+    old = create(h)
+    h.new_leader()
+    for _ in range(3):
+        expire(h, create(h).hmac)
+    assert renew(h, old.hmac).error is Errors.NONE
+    assert renew(h, token_hmac(SECRET, "never made")).error is Errors.DELEGATION_TOKEN_NOT_FOUND
