@@ -120,11 +120,6 @@ def topic_obj(t: TopicImage) -> dict[str, Any]:
     }
 
 
-def topics_obj(image: MetadataImage) -> dict[str, Any]:
-    topics = sorted(image.topics.values(), key=lambda t: t.name)
-    return {"topics": [topic_obj(t) for t in topics]}
-
-
 # ---------------------------------------------------------------- configs
 
 

@@ -30,7 +30,8 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from api.reads import acls_obj, brokers_obj, client_quotas_obj, topic_obj, topics_obj
+from api.list_pages import brokers_page, topics_page, topics_stream
+from api.reads import acls_obj, brokers_obj, client_quotas_obj, topic_obj
 from controller.messages import (
     AlterableConfig,
     AlterClientQuotasRequest,
@@ -195,7 +196,11 @@ def operations(h: ControllerHarness, n: int) -> dict[str, Callable[[int], object
             h.controller.maybe_fence_stale_broker(h.now_ms),
         ),
         "GET one topic": lambda k: topic_obj(h.image.topics[h.image.topic_ids[f"t{k % n}"]]),
-        "GET /v1/topics (every topic: grows by design)": lambda k: topics_obj(h.image),
+        "GET /v1/topics?limit=100 (the first page)": lambda k: topics_page(h.image, None, 100),
+        "GET /v1/brokers?limit=10 (the first page)": lambda k: brokers_page(h.image, None, 10),
+        "GET /v1/topics (every topic, streamed: grows by design)": lambda k: b"".join(
+            topics_stream(h.image)
+        ),
         "GET /v1/brokers (every broker: grows by design)": lambda k: brokers_obj(h.image),
     }
 
