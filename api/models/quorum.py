@@ -71,6 +71,8 @@ class RemoveVoterRequest(RequestModel):
 class KraftVersionRange(RequestModel):
     """The kraft.version range a voter supports (UpdateRaftVoter's KRaftVersionFeature)."""
 
+    model_config = example({"minSupportedVersion": 0, "maxSupportedVersion": 1})
+
     min_supported_version: Int32 = Field(0, description="the lowest it supports")
     max_supported_version: Int32 = Field(1, description="the highest it supports")
 

@@ -1,0 +1,108 @@
+"""update-voter on real voters (KIP-853 UpdateRaftVoter, quorum/membership.py
+rule 6): a voter restarted at a new Raft port, with its data dir, takes its
+place in the quorum under the new address by asking the leader itself; the
+leader too. The refusals are decided without sockets in
+tests/test_membership_rules.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .cluster import Cluster
+from .nodes import free_port
+from .test_cluster import brokers
+from .test_membership import Writer, change, digest, role, voters_of
+
+pytestmark = pytest.mark.slow
+
+
+def move(c: Cluster, i: int) -> str:
+    """Stops voter ``i`` and starts it again, with its data dir, at a new Raft
+    port (its --voters entry spelled at the new address, as an operator would)."""
+    assert c.stop(i) == 0
+    c.raft[i] = free_port()
+    c.voters = ",".join(f"{j}@127.0.0.1:{c.raft[j]}" for j in range(c.n))
+    c.start(i)
+    return c.raft_address(i)
+
+
+def everyone_sees(c: Cluster, i: int, address: str, directory: str) -> bool:
+    """Every voter's status names voter ``i`` at ``address`` with its directory,
+    and the leader has it connected."""
+    for j in range(c.n):
+        v = voters_of(c, j).get(i)
+        if v is None or v["raftAddress"] != address or v["directoryId"] != directory:
+            return False
+    leader = c.leader(timeout_s=10)
+    return bool(voters_of(c, leader)[i]["connected"]) and role(c, i) == "voter"
+
+
+def test_a_follower_then_the_leader_move_to_new_ports_under_a_writer(tmp_path):
+    c = Cluster(tmp_path, voters=3, fsync="always")
+    try:
+        c.start()
+        leader = c.leader()
+        c.wait(lambda: len(voters_of(c, leader)) == 3, 30, "the first voter set in the log")
+        directories = {i: v["directoryId"] for i, v in voters_of(c, leader).items()}
+        follower = next(i for i in range(3) if i != leader)
+        with Writer(c) as w:
+            c.wait(lambda: len(w.acked) >= 10, 30, "the writer going")
+            started = time.monotonic()
+            # A follower: it asks the leader, which writes the set with it moved.
+            old = c.raft_address(follower)
+            new = move(c, follower)
+            c.wait(
+                lambda: everyone_sees(c, follower, new, directories[follower]),
+                60,
+                f"node {follower} moved from {old} to {new} on every voter",
+            )
+            # The leader: the two others elect a leader, which it then asks.
+            old_leader = c.leader()
+            new = move(c, old_leader)
+            c.wait(
+                lambda: everyone_sees(c, old_leader, new, directories[old_leader]),
+                60,
+                f"node {old_leader} (the leader) moved to {new} on every voter",
+            )
+            moved = time.monotonic()
+            c.wait(lambda: w.acked_since(moved) >= 10, 30, "writes after both moves")
+            during = w.acked_since(started)
+        leader = c.leader()
+        # Nothing else changed: the same three ids and directories, three addresses.
+        voters = voters_of(c, leader)
+        assert {i: v["directoryId"] for i, v in voters.items()} == directories
+        assert len({v["raftAddress"] for v in voters.values()}) == 3
+        assert during > 0
+        acked = dict(w.acked)
+        assert brokers(c, leader).items() >= acked.items(), "an acknowledged write was lost"
+        c.wait(lambda: len({digest(c, i) for i in range(3)}) == 1, 60, "one image on every voter")
+        # A retry, and the operator's path, find it done; a wrong directory is refused.
+        body = {
+            "nodeId": follower,
+            "directoryId": directories[follower],
+            "raftAddress": c.raft_address(follower),
+        }
+        r = change(c, leader, "/v1/quorum/update-voter", body)
+        assert r.status_code == 200 and r.json()["changed"] is False, r.text
+        r = change(c, leader, "/v1/quorum/update-voter", {**body, "directoryId": "x" * 22})
+        assert r.status_code == 409, r.text
+        assert (r.json()["errorName"], r.json()["rule"]) == (
+            "VOTER_NOT_FOUND",
+            "kip-853.voter-directory-mismatch",
+        )
+        # Every voter, restarted with its command line, keeps the moved set.
+        for i in range(3):
+            assert c.stop(i) == 0
+        c.start()
+        leader = c.leader()
+        c.wait(
+            lambda: all(
+                everyone_sees(c, i, c.raft_address(i), directories[i]) for i in range(3)
+            ),
+            60,
+            "the moved set after a full restart",
+        )
+    finally:
+        c.close()
