@@ -559,6 +559,12 @@ RULES: dict[str, Rule] = {
         "no other voter has the Raft address (pysyncobj names a node by it)",
         "ours: Kafka names a voter by id, pysyncobj by address (docs/decisions.md 160)",
     ),
+    "kip-853.voter-running-elsewhere": _R(
+        (E.INVALID_REQUEST,),
+        "an operator does not move a voter that runs, connected, at another address",
+        "ours: Kafka's voter sends UpdateRaftVoter itself, its own endpoint wins "
+        "(docs/decisions.md 160)",
+    ),
 }
 
 

@@ -177,6 +177,7 @@ def check_update(
     set_uncommitted: bool,
     kraft_versions: tuple[int, int] = (0, KRAFT_VERSION),
     cluster_ids: tuple[str, str] | None = None,
+    running_at: str | None = None,
 ) -> ApiError | None:
     """Why updating voter ``node_id`` (directory ``directory_id``) to Raft
     ``address`` is refused now, or None (rule 6). The order is Kafka's:
@@ -187,7 +188,10 @@ def check_update(
     voter set not yet committed, the range without the finalized version,
     then the voter (``VoterSet.updateVoter``: its id and its directory).
     ``cluster_ids``: (the sender's, this cluster's), for a voter's own ask
-    over the Raft port; None for an operator's (it came to this cluster)."""
+    over the Raft port; None for an operator's (it came to this cluster).
+    ``running_at``: for an operator's, the address the voter calls itself
+    while it is connected to the leader with that directory (its hello), or
+    None: a running voter's own address wins, as it does in Kafka."""
     if cluster_ids is not None and cluster_ids[0] != cluster_ids[1]:
         return _refuse(
             Errors.INCONSISTENT_CLUSTER_ID,
@@ -271,6 +275,15 @@ def check_update(
                 "Raft address (the Raft library names a node by it)",
                 "kip-853.voter-endpoint-taken",
             )
+    if running_at is not None and running_at != address:
+        return _refuse(
+            Errors.INVALID_REQUEST,
+            f"voter {node_id} is running and connected at {running_at} (its --raft-address): "
+            f"moving its entry to {address} would cut it off, and it would ask to be moved "
+            f"back; restart it with --raft-address {address} instead (it asks the leader "
+            "itself), or update it while it is down",
+            "kip-853.voter-running-elsewhere",
+        )
     return None
 
 

@@ -168,6 +168,7 @@ class VoterChanges:
             set_uncommitted=node.orderer.voters_change_pending,
             kraft_versions=kraft_versions,
             cluster_ids=None if cluster_id is None else (cluster_id, node.cluster_id),
+            running_at=None if cluster_id is not None else self._running_at(node_id, directory_id),
         )
         if refused is not None:
             raise MembershipRefused(refused)
@@ -227,6 +228,14 @@ class VoterChanges:
             log.info(
                 "moved node %d to %s at its own ask: voters %s", node_id, address, describe(voters)
             )
+
+    def _running_at(self, node_id: int, directory_id: str | None) -> str | None:
+        """The address voter ``node_id`` calls itself while it is connected to
+        this leader with ``directory_id`` (its hello), or None."""
+        hello = self.node.guard.peers.get(node_id)
+        if hello is None or hello.directory_id != directory_id:
+            return None
+        return hello.address
 
     async def _update(
         self, node_id: int, host: str, port: int, timeout_s: float

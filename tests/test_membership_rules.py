@@ -395,6 +395,19 @@ def test_update_voter_request_must_name_a_voter_key_and_an_endpoint(directory_id
     assert (refusal.error, refusal.rule) == (Errors.INVALID_REQUEST, rule)
 
 
+def test_an_operator_does_not_move_a_voter_running_elsewhere():
+    """A running voter's own address wins (Kafka's voter sends UpdateRaftVoter
+    itself): moving its entry would cut it off, and it would ask to be moved back."""
+    refusal = update(running_at="h:3")
+    assert (refusal.error, refusal.rule) == (
+        Errors.INVALID_REQUEST,
+        "kip-853.voter-running-elsewhere",
+    )
+    assert "restart it with --raft-address h:9" in refusal.message
+    assert update(running_at="h:9") is None  # it runs there already: only the set is behind
+    assert update(running_at=None) is None  # down: its next start is at the new address
+
+
 def test_update_voter_refusals_come_in_kafkas_order():
     """The request's own faults first, then the leader's state, then the voter."""
     everything_wrong = {
@@ -467,6 +480,7 @@ def test_every_update_voter_rule_is_in_the_table():
         "kip-853.voter-not-found",
         "kip-853.voter-directory-mismatch",
         "kip-853.voter-endpoint-taken",
+        "kip-853.voter-running-elsewhere",
     }
     assert ids == {r for r in RULES if r.startswith("kip-853.")}
     for rule in ids:
