@@ -231,8 +231,11 @@ class VoterChanges:
 
     def _running_at(self, node_id: int, directory_id: str | None) -> str | None:
         """The address voter ``node_id`` calls itself while it is connected to
-        this leader with ``directory_id`` (its hello), or None."""
-        hello = self.node.guard.peers.get(node_id)
+        this leader with ``directory_id`` (its hello; this leader's own), or None."""
+        guard = self.node.guard
+        if node_id == self.node.node_id:
+            return guard.addresses.get(node_id) if directory_id == guard.directory_id else None
+        hello = guard.peers.get(node_id)
         if hello is None or hello.directory_id != directory_id:
             return None
         return hello.address

@@ -10,12 +10,13 @@ import time
 
 import pytest
 
+from quorum.membership import address_of
+
 from .cluster import Cluster
+from .local_node import LocalNode
 from .nodes import free_port
 from .test_cluster import brokers
 from .test_membership import Writer, change, digest, role, voters_of
-
-pytestmark = pytest.mark.slow
 
 
 def move(c: Cluster, i: int) -> str:
@@ -39,6 +40,32 @@ def everyone_sees(c: Cluster, i: int, address: str, directory: str) -> bool:
     return bool(voters_of(c, leader)[i]["connected"]) and role(c, i) == "voter"
 
 
+def test_a_lone_voter_restarted_at_a_new_address_moves_itself(tmp_path):
+    """Kafka's leader updates itself (testLeaderUpdatesVoter): a lone voter
+    restarted with its data dir at a new Raft port leads, and writes the set
+    with itself at that port, its directory id kept."""
+    first = LocalNode(str(tmp_path))
+    try:
+        first.wait_active()
+        first.wait_until(lambda: bool(first.node.image.voters), 15, "the first voter set")
+        (before,) = first.node.image.voters
+    finally:
+        first.close()
+    second = LocalNode(str(tmp_path))  # the same data dir, another free port
+    try:
+        new = second.config.raft_address
+        assert new != address_of(before)
+        second.wait_until(
+            lambda: [address_of(v) for v in second.node.image.voters] == [new], 15, "moved"
+        )
+        (after,) = second.node.image.voters
+        assert after == before._replace(port=int(new.rpartition(":")[2]))
+        assert second.node.guard.moved() is None and second.node.guard.admitted
+    finally:
+        second.close()
+
+
+@pytest.mark.slow
 def test_a_follower_then_the_leader_move_to_new_ports_under_a_writer(tmp_path):
     c = Cluster(tmp_path, voters=3, fsync="always")
     try:
