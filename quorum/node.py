@@ -474,6 +474,7 @@ class QuorumNode:
             and self.disk.writable
             and self.http_starting() is None
             and self.guard.role() != "removed"
+            and self.guard.moved() is None  # counts for nothing until moved (rule 6)
         )
 
     # ------------------------------------------------------------ tick-thread bridges
