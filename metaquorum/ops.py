@@ -763,7 +763,18 @@ def _update_voter_flags(p: argparse.ArgumentParser) -> None:
 async def _update_voter(
     client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
 ) -> int:
-    answer = await client.update_voter(args.node_id, args.directory_id, args.raft_address)
+    try:
+        answer = await client.update_voter(args.node_id, args.directory_id, args.raft_address)
+    except RequestRejected as e:
+        if e.status != 409:
+            raise
+        # A refusal (nothing written): the answer with --json, and its rule.
+        if args.json:
+            dump(e.body)
+        return fail(
+            f"{e.body.get('errorName')}: {e.body.get('errorMessage')} "
+            f"(rule {e.body.get('rule')}; docs/rules.md)"
+        )
     return report(answer, args.json, console, lambda: _voters_now(answer))
 
 

@@ -6,6 +6,7 @@ tests/test_membership_rules.py."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -16,7 +17,7 @@ from .cluster import Cluster
 from .local_node import LocalNode
 from .nodes import free_port
 from .test_cluster import brokers
-from .test_membership import Writer, change, digest, role, voters_of
+from .test_membership import Writer, digest, mq, role, voters_of
 
 
 def move(c: Cluster, i: int) -> str:
@@ -125,20 +126,22 @@ def test_a_follower_then_the_leader_move_to_new_ports_under_a_writer(tmp_path):
         acked = dict(w.acked)
         assert brokers(c, leader).items() >= acked.items(), "an acknowledged write was lost"
         c.wait(lambda: len({digest(c, i) for i in range(3)}) == 1, 60, "one image on every voter")
-        # A retry, and the operator's path, find it done; a wrong directory is refused.
-        body = {
-            "nodeId": follower,
-            "directoryId": directories[follower],
-            "raftAddress": c.raft_address(follower),
-        }
-        r = change(c, leader, "/v1/quorum/update-voter", body)
-        assert r.status_code == 200 and r.json()["changed"] is False, r.text
-        r = change(c, leader, "/v1/quorum/update-voter", {**body, "directoryId": "x" * 22})
-        assert r.status_code == 409, r.text
-        assert (r.json()["errorName"], r.json()["rule"]) == (
+        # The operator's path (the CLI): the same address again is done already,
+        # exit 0 and nothing written; another directory is refused, exit 1.
+        flags = [
+            "--url", c.url(leader), "--node-id", str(follower),
+            "--raft-address", c.raft_address(follower),
+        ]  # fmt: skip
+        done = mq("update-voter", *flags, "--directory-id", directories[follower])
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["changed"] is False
+        wrong = mq("update-voter", *flags, "--directory-id", "x" * 22)
+        assert wrong.returncode == 1, (wrong.stdout, wrong.stderr)
+        assert (json.loads(wrong.stdout)["errorName"], json.loads(wrong.stdout)["rule"]) == (
             "VOTER_NOT_FOUND",
             "kip-853.voter-directory-mismatch",
         )
+        assert "(rule kip-853.voter-directory-mismatch; docs/rules.md)" in wrong.stderr
         # Every voter, restarted with its command line, keeps the moved set.
         for i in range(3):
             assert c.stop(i) == 0
