@@ -158,6 +158,8 @@ class VoterChanges:
                 and 0 <= kraft_versions[0] <= 1 <= kraft_versions[1]
             ):
                 return voters, False  # done already: a retry, or a voter that restarted twice
+        if self._change == ("update", node_id, address) and self._change_task is not None:
+            return await asyncio.shield(self._change_task)  # the same move, asked again
         refused = check_update(
             voters,
             node_id,
@@ -222,7 +224,7 @@ class VoterChanges:
             )  # fmt: skip
             return
         except NodeError as e:
-            log.info("node %d asked to move to %s: not now: %s", node_id, address, e)
+            _asks_log.info("node %d asked to move to %s: not now: %s", node_id, address, e)
             return
         if changed:
             log.info(

@@ -386,10 +386,10 @@ class GuardedTransport(TCPTransport):
         now = time.monotonic()
         if now - self._update_asked_at < UPDATE_ASK_INTERVAL_S:
             return
+        self._update_asked_at = now  # looked at once a second, not every tick
         request = make()
         if request is None:
             return
-        self._update_asked_at = now
         for node in list(self._nodes):
             ask = self._update_asks.get(node)
             if ask is not None and now - ask[1] > PROBE_TIMEOUT_S:
