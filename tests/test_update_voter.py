@@ -7,6 +7,7 @@ tests/test_membership_rules.py."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 
 import pytest
@@ -28,6 +29,11 @@ def move(c: Cluster, i: int) -> str:
     c.voters = ",".join(f"{j}@127.0.0.1:{c.raft[j]}" for j in range(c.n))
     c.start(i)
     return c.raft_address(i)
+
+
+def everyone_sees_from(c: Cluster, j: int, i: int, address: str) -> bool:
+    """Voter ``j``'s status names voter ``i`` at ``address``."""
+    return voters_of(c, j).get(i, {}).get("raftAddress") == address
 
 
 def everyone_sees(c: Cluster, i: int, address: str, directory: str) -> bool:
@@ -68,7 +74,9 @@ def test_a_lone_voter_restarted_at_a_new_address_moves_itself(tmp_path):
 
 @pytest.mark.slow
 def test_a_follower_then_the_leader_move_to_new_ports_under_a_writer(tmp_path):
-    c = Cluster(tmp_path, voters=3, fsync="always")
+    # Elections after 2-3.2 s, check-quorum after 6.4 s: a leader cut off from
+    # its majority still leads when the moved follower's ask comes (below).
+    c = Cluster(tmp_path, voters=3, fsync="always", extra=["--election-timeout-ms", "2000"])
     try:
         c.start()
         leader = c.leader()
@@ -94,25 +102,30 @@ def test_a_follower_then_the_leader_move_to_new_ports_under_a_writer(tmp_path):
                 60,
                 f"node {old_leader} (the leader) moved to {new} on every voter",
             )
-            # The leader dies as it takes a follower's ask (the record written,
-            # committed or not): the follower counts as down until the change
-            # commits, so the old leader comes back at its address, the two
-            # elect a leader, and the follower's next ask finishes the move.
+            # The leader dies before the move commits: the third voter frozen,
+            # the leader takes the moved follower's ask but cannot commit it
+            # (the moved follower counts for nothing yet), and is killed. The
+            # third voter resumes and the old leader comes back at its address:
+            # they elect a leader (its log, with or without the record, wins by
+            # Raft's rule) and the follower's next ask finishes the move.
             leader = c.leader()
-            follower = next(i for i in range(3) if i != leader)
-            asked = c.logs[follower].stat().st_size if c.logs[follower].exists() else 0
+            follower, third = [i for i in range(3) if i != leader]
+            asked = c.logs[follower].stat().st_size
+            c.signal(third, signal.SIGSTOP)
             new = move(c, follower)
             c.wait(
                 lambda: b"the leader is moving this voter" in c.logs[follower].read_bytes()[asked:],
                 30,
                 f"node {follower}'s ask taken",
             )
+            assert not everyone_sees_from(c, leader, follower, new)  # not committed
             c.kill(leader)
+            c.signal(third, signal.SIGCONT)
             c.start(leader)
             c.wait(
                 lambda: everyone_sees(c, follower, new, directories[follower]),
                 60,
-                f"node {follower} moved to {new} although the leader died as it asked",
+                f"node {follower} moved to {new} although the leader died before it committed",
             )
             moved = time.monotonic()
             c.wait(lambda: w.acked_since(moved) >= 10, 30, "writes after the moves")
