@@ -146,7 +146,8 @@ def node_error_response(error: BaseException, request: Request) -> JsonResponse:
             429, Errors.THROTTLING_QUOTA_EXCEEDED, str(error), error.retry_after_s
         )
     if isinstance(error, MembershipRefused):
-        return JsonResponse(error_body(error.error, str(error)), status_code=409)
+        extra = {} if error.rule is None else {"rule": error.rule}
+        return JsonResponse(error_body(error.error, str(error), **extra), status_code=409)
     if isinstance(error, OutcomeUnknownError):
         message = str(error)
         if "may still commit" not in message:

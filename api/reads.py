@@ -121,11 +121,6 @@ def topic_obj(t: TopicImage) -> dict[str, Any]:
     }
 
 
-def topics_obj(image: MetadataImage) -> dict[str, Any]:
-    topics = sorted(image.topics.values(), key=lambda t: t.name)
-    return {"topics": [topic_obj(t) for t in topics]}
-
-
 # ---------------------------------------------------------------- configs
 
 
@@ -404,6 +399,12 @@ def not_ready_reason(node: QuorumNode) -> str | None:
         return "the Raft tick thread is not running"
     if node.replaying:
         return "this node is still replaying its log"
+    if (moved := node.guard.moved()) is not None:
+        return (
+            f"this voter is at {moved[1]} (its --raft-address) but the voter set names it at "
+            f"{moved[0]}: it counts for nothing until the leader has moved it, which it asks "
+            "for once a second (metaquorum update-voter; docs/durability.md)"
+        )
     if node.raft_leader_id is None:
         return "no leader is known"
     if not node.caught_up:

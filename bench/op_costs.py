@@ -2,12 +2,13 @@
 
     .venv/bin/python bench/op_costs.py               # stores of 100, 1,000 and 10,000 of each kind
     .venv/bin/python bench/op_costs.py --base 1000   # 1,000, 10,000 and 100,000 (minutes)
+    .venv/bin/python bench/op_costs.py --base 1000 --per-topic 20   # up to 2,000,000 partitions (GBs)
     .venv/bin/python bench/op_costs.py --json
 
 One image per size, built through the pure controller (no Raft, no HTTP, one
 core) with N of every kind of object: topics (one partition each, RF 3), one
 config on each topic, ACLs, client-quota entities, SCRAM users, and N/10
-brokers (at least 3). Then each operation is timed on that image, one small
+brokers (at least 3); ``--per-topic P`` gives each topic P partitions. Then each operation is timed on that image, one small
 change or read at a time (decide, apply as one batch, tell the controller it
 committed, as the quorum does; reads as the HTTP routes build their answers),
 and its median is printed beside the smallest size's: the ratio is the
@@ -30,7 +31,8 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from api.reads import acls_obj, brokers_obj, client_quotas_obj, topic_obj, topics_obj
+from api.list_pages import brokers_page, topics_page, topics_stream
+from api.reads import acls_obj, brokers_obj, client_quotas_obj, topic_obj
 from controller.messages import (
     AlterableConfig,
     AlterClientQuotasRequest,
@@ -60,6 +62,7 @@ from tests.harness import ControllerHarness
 TOPIC, SET = 2, 0
 READ, ALLOW, LITERAL = 3, 3, 3
 CHUNK = 1000  # objects per building request (under Kafka's 10,000-record cap)
+MAX_BUILD_RECORDS = 4000  # a building CreateTopics' records, well under the cap
 
 
 def progress(text: str) -> None:
@@ -78,13 +81,17 @@ def quota(name: str, value: float) -> ClientQuotaAlteration:
     return ClientQuotaAlteration((("user", name),), (ClientQuotaOp("producer_byte_rate", value),))
 
 
-def build(n: int) -> ControllerHarness:
-    """A committed image with n of every kind (n/10 brokers, at least 3)."""
+def build(n: int, per_topic: int = 1) -> ControllerHarness:
+    """A committed image with n of every kind (n/10 brokers, at least 3), each
+    topic of ``per_topic`` partitions."""
     h = ControllerHarness(session_timeout_ms=10**9)
     h.start_brokers(*range(max(3, n // 10)))
+    per_request = max(1, min(CHUNK, MAX_BUILD_RECORDS // (per_topic + 1)))
+    for lo in range(0, n, per_request):
+        ids = range(lo, min(n, lo + per_request))
+        h.run(CreateTopicsRequest(tuple(CreatableTopic(f"t{i}", per_topic, 3) for i in ids)))
     for lo in range(0, n, CHUNK):
         ids = range(lo, min(n, lo + CHUNK))
-        h.run(CreateTopicsRequest(tuple(CreatableTopic(f"t{i}", 1, 3) for i in ids)))
         h.run(
             IncrementalAlterConfigsRequest(
                 tuple(
@@ -195,7 +202,11 @@ def operations(h: ControllerHarness, n: int) -> dict[str, Callable[[int], object
             h.controller.maybe_fence_stale_broker(h.now_ms),
         ),
         "GET one topic": lambda k: topic_obj(h.image.topics[h.image.topic_ids[f"t{k % n}"]]),
-        "GET /v1/topics (every topic: grows by design)": lambda k: topics_obj(h.image),
+        "GET /v1/topics?limit=100 (the first page)": lambda k: topics_page(h.image, None, 100),
+        "GET /v1/brokers?limit=10 (the first page)": lambda k: brokers_page(h.image, None, 10),
+        "GET /v1/topics (every topic, streamed: grows by design)": lambda k: b"".join(
+            topics_stream(h.image)
+        ),
         "GET /v1/brokers (every broker: grows by design)": lambda k: brokers_obj(h.image),
     }
 
@@ -217,14 +228,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", type=int, default=100, help="the smallest store (default 100)")
     parser.add_argument("--reps", type=int, default=300, help="repetitions per operation")
+    parser.add_argument("--per-topic", type=int, default=1, help="partitions per topic (default 1)")
     parser.add_argument("--json", action="store_true", help="the figures as one JSON object")
     args = parser.parse_args()
     sizes = [args.base, args.base * 10, args.base * 100]
     figures: dict[str, dict[int, float]] = {}
     for n in sizes:
         started = time.monotonic()
-        progress(f"building a store of {n:,} of each kind ...")
-        h = build(n)
+        progress(f"building a store of {n:,} of each kind ({n * args.per_topic:,} partitions) ...")
+        h = build(n, args.per_topic)
         progress(f"  built in {time.monotonic() - started:.1f} s; timing each operation")
         gc.collect()
         gc.freeze()  # the store is long-lived: keep the collector off its objects, as voters do
@@ -237,7 +249,10 @@ def main() -> int:
         print(json.dumps({"sizes": sizes, "median_us": figures, "load": os.getloadavg()[0]}))
         return 0
     head = "".join(f"{n:>12,}" for n in sizes)
-    print(f"median µs per operation by objects of each kind stored (load {os.getloadavg()[0]:.1f})")
+    print(
+        f"median µs per operation by objects of each kind stored, topics of {args.per_topic} "
+        f"partition(s) (load {os.getloadavg()[0]:.1f})"
+    )
     print(f"{'operation':50}{head}   x10   x100")
     for name, by_size in figures.items():
         row = "".join(f"{by_size[n]:>12.1f}" for n in sizes)

@@ -555,6 +555,10 @@ class MetaquorumClient:
         body = {"nodeId": node_id, "address": address, "timeoutMs": timeout_ms}
         return _answer(Answer, await self._post("/v1/quorum/add-voter", body))
 
+    async def update_voter(self, node_id: int, directory_id: str, raft_address: str) -> Answer:
+        body = {"nodeId": node_id, "directoryId": directory_id, "raftAddress": raft_address}
+        return _answer(Answer, await self._post("/v1/quorum/update-voter", body))
+
     async def remove_voter(self, node_id: int) -> Answer:
         return _answer(Answer, await self._post("/v1/quorum/remove-voter", {"nodeId": node_id}))
 

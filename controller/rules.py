@@ -38,6 +38,8 @@ _R = Rule
 _CC = "ClusterControlManager"
 _RC = "ReplicationControlManager"
 _CV = "ControllerConfigurationValidator.validate"
+_KRC = "KafkaRaftClient"
+_UVH = "UpdateVoterHandler.handleUpdateVoterRequest"
 
 RULES: dict[str, Rule] = {
     # ---------------------------------------------------------------- registration
@@ -529,6 +531,75 @@ RULES: dict[str, Rule] = {
     ),
     "acl.filter-invalid": _R(
         (E.INVALID_REQUEST,), "a delete filter has no UNKNOWN field", "AclControlManager.deleteAcls"
+    ),
+    # ---------------------------------------------------------------- voter updates (KIP-853)
+    # Decided by the quorum, not the controller (quorum/membership.py
+    # check_update, rule 6); kept here so that every refusal's id is in one table.
+    "kip-853.cluster-id-mismatch": _R(
+        (E.INCONSISTENT_CLUSTER_ID,),
+        "a voter asking to be updated is of this cluster",
+        f"{_KRC}.handleUpdateVoterRequest (hasValidClusterId)",
+    ),
+    "kip-853.voter-directory-id-missing": _R(
+        (E.INVALID_REQUEST,),
+        "an updated voter is named with its directory id",
+        f"{_KRC}.handleUpdateVoterRequest",
+    ),
+    "kip-853.voter-endpoint-invalid": _R(
+        (E.INVALID_REQUEST,),
+        "an updated voter's Raft address is HOST:PORT",
+        f"{_KRC}.handleUpdateVoterRequest (Endpoints: the default listener)",
+    ),
+    "kip-853.kraft-version-range-invalid": _R(
+        (E.INVALID_REQUEST,),
+        "the voter's supported kraft.version range is 0 or more, min at most max",
+        f"{_KRC}.handleUpdateVoterRequest",
+    ),
+    "kip-853.voter-change-pending": _R(
+        (E.REQUEST_TIMED_OUT,),
+        "no other voter change is in flight",
+        f"{_UVH} (isOperationPending)",
+    ),
+    "kip-853.leader-not-committed": _R(
+        (E.REQUEST_TIMED_OUT,),
+        "the leader has committed an entry of its term (its high watermark is known)",
+        f"{_UVH} (highWatermark)",
+    ),
+    "kip-853.kraft-version-0": _R(
+        (E.UNSUPPORTED_VERSION,),
+        "kraft.version is 1: a voter set is in the log",
+        f"{_UVH} (isReconfigSupported)",
+    ),
+    "kip-853.voter-set-uncommitted": _R(
+        (E.REQUEST_TIMED_OUT,),
+        "the last voter set is committed",
+        f"{_UVH} (lastVoterSetEntry)",
+    ),
+    "kip-853.kraft-version-unsupported": _R(
+        (E.INVALID_REQUEST,),
+        "the voter's supported kraft.version range includes the cluster's",
+        f"{_UVH} (validVersionRange)",
+    ),
+    "kip-853.voter-not-found": _R(
+        (E.VOTER_NOT_FOUND,),
+        "the node id is a voter's",
+        "VoterSet.updateVoter",
+    ),
+    "kip-853.voter-directory-mismatch": _R(
+        (E.VOTER_NOT_FOUND,),
+        "the voter of that node id votes with the directory named",
+        "VoterSet.updateVoter (VoterNode.isVoter)",
+    ),
+    "kip-853.voter-endpoint-taken": _R(
+        (E.INVALID_REQUEST,),
+        "no other voter has the Raft address (pysyncobj names a node by it)",
+        "ours: Kafka names a voter by id, pysyncobj by address (docs/decisions.md 160)",
+    ),
+    "kip-853.voter-running-elsewhere": _R(
+        (E.INVALID_REQUEST,),
+        "an operator does not move a voter that runs, connected, at another address",
+        "ours: Kafka's voter sends UpdateRaftVoter itself, its own endpoint wins "
+        "(docs/decisions.md 160)",
     ),
 }
 

@@ -3,7 +3,7 @@
 ``delete-acls``, ``client-quotas``, ``alter-client-quotas``, ``scram``,
 ``delegation-tokens``,
 ``update-features``, ``unregister-broker``, ``transfer-leadership``,
-``add-voter``, ``remove-voter``, ``diff``, ``what-if``, ``explain``.
+``add-voter``, ``remove-voter``, ``update-voter``, ``diff``, ``what-if``, ``explain``.
 
 They are one table, ``OPS``: each command's entry names its help, how its own
 flags are added and the call that does it, so that one command is read in one
@@ -746,6 +746,40 @@ def _progress(line: str) -> None:
     print(f"metaquorum: {line}", file=sys.stderr)
 
 
+def _update_voter_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--node-id", dest="node_id", type=int, required=True, help="its node id")
+    p.add_argument(
+        "--directory-id",
+        dest="directory_id",
+        required=True,
+        help="the directory id the voter set names for it (metaquorum status shows it)",
+    )
+    p.add_argument(
+        "--raft-address",
+        dest="raft_address",
+        required=True,
+        help="its new Raft HOST:PORT, as it calls itself (its --raft-address)",
+    )
+
+
+async def _update_voter(
+    client: MetaquorumClient, args: argparse.Namespace, console: Console, tls: ClientTls | None
+) -> int:
+    try:
+        answer = await client.update_voter(args.node_id, args.directory_id, args.raft_address)
+    except RequestRejected as e:
+        if e.status != 409:
+            raise
+        # A refusal (nothing written): the answer with --json, and its rule.
+        if args.json:
+            dump(e.body)
+        return fail(
+            f"{e.body.get('errorName')}: {e.body.get('errorMessage')} "
+            f"(rule {e.body.get('rule')}; docs/rules.md)"
+        )
+    return report(answer, args.json, console, lambda: _voters_now(answer))
+
+
 def _voters_now(answer) -> str:
     """A voter change's answer, for a person: the voters it left."""
     voters = ", ".join(
@@ -848,6 +882,13 @@ OPS: dict[str, OpCommand] = {
         "election; the active controller hands leadership over first",
         _remove_voter_flags,
         _remove_voter,
+        WRITE_EXITS,
+    ),
+    "update-voter": OpCommand(
+        "move a voter to a new Raft address, its node id and directory id kept (Kafka's "
+        "UpdateRaftVoter; a voter restarted with a new --raft-address sends it itself)",
+        _update_voter_flags,
+        _update_voter,
         WRITE_EXITS,
     ),
 }

@@ -93,6 +93,7 @@ LEADER_CHANGE = _controller("LeaderChange", "raft.leader-elected")
 VOTER_SET = _controller("UpdateRaftVoter", "kip-853.voter-set")
 ADD_VOTER = _controller("AddRaftVoter", "kip-853.add-voter")
 REMOVE_VOTER = _controller("RemoveRaftVoter", "kip-853.remove-voter")
+UPDATE_VOTER = _controller("UpdateRaftVoter", "kip-853.update-voter")
 CONTROLLER_WORK = (
     FENCE,
     UNCLEAN,
@@ -104,6 +105,7 @@ CONTROLLER_WORK = (
     VOTER_SET,
     ADD_VOTER,
     REMOVE_VOTER,
+    UPDATE_VOTER,
 )
 # A request submitted in-process without a caller (tests, tools that drive a
 # QuorumNode directly): never one that came through the HTTP edge.

@@ -161,6 +161,141 @@ def check_remove(
     return None
 
 
+# The kraft.version this cluster finalizes once its first VotersRecord is
+# written (docs/decisions.md 155): what an updated voter must support.
+KRAFT_VERSION = 1
+
+
+def check_update(
+    voters: tuple[Voter, ...],
+    node_id: int,
+    directory_id: str | None,
+    address: str,
+    *,
+    committed_in_term: bool,
+    change: str | None,
+    set_uncommitted: bool,
+    kraft_versions: tuple[int, int] = (0, KRAFT_VERSION),
+    cluster_ids: tuple[str, str] | None = None,
+    running_at: str | None = None,
+) -> ApiError | None:
+    """Why updating voter ``node_id`` (directory ``directory_id``) to Raft
+    ``address`` is refused now, or None (rule 6). The order is Kafka's:
+    ``KafkaRaftClient.handleUpdateVoterRequest`` checks the request (a voter
+    key with a directory id, an endpoint, a valid kraft.version range), then
+    ``UpdateVoterHandler.handleUpdateVoterRequest`` the state: another change
+    pending, the leader not yet committed in its term, kraft.version 0, a
+    voter set not yet committed, the range without the finalized version,
+    then the voter (``VoterSet.updateVoter``: its id and its directory).
+    ``cluster_ids``: (the sender's, this cluster's), for a voter's own ask
+    over the Raft port; None for an operator's (it came to this cluster).
+    ``running_at``: for an operator's, the address the voter calls itself
+    while it is connected to the leader with that directory (its hello), or
+    None: a running voter's own address wins, as it does in Kafka."""
+    if cluster_ids is not None and cluster_ids[0] != cluster_ids[1]:
+        return _refuse(
+            Errors.INCONSISTENT_CLUSTER_ID,
+            f"the voter asking is of cluster {cluster_ids[0]!r}, this is {cluster_ids[1]!r}",
+            "kip-853.cluster-id-mismatch",
+        )
+    if directory_id is None or not directory_id.strip():
+        return _refuse(
+            Errors.INVALID_REQUEST,
+            f"the update of node {node_id} names no directory id: a voter is a (node id, "
+            "directory id) pair (metaquorum status shows each voter's)",
+            "kip-853.voter-directory-id-missing",
+        )
+    try:
+        parse_address(address, "raftAddress")
+    except ValueError as e:
+        return _refuse(Errors.INVALID_REQUEST, str(e), "kip-853.voter-endpoint-invalid")
+    low, high = kraft_versions
+    if low < 0 or high < 0 or high < low:
+        return _refuse(
+            Errors.INVALID_REQUEST,
+            f"supported kraft.version range {low}-{high} is not a range of versions (0 or "
+            "more, min at most max)",
+            "kip-853.kraft-version-range-invalid",
+        )
+    if change is not None:
+        return _refuse(
+            Errors.REQUEST_TIMED_OUT,
+            f"another voter change is in flight ({change}): one change at a time; retry "
+            "once it has finished",
+            "kip-853.voter-change-pending",
+        )
+    if not committed_in_term:
+        return _refuse(
+            Errors.REQUEST_TIMED_OUT,
+            "the leader has not yet committed an entry of its term (its LEADER_CHANGE): "
+            "retry in a moment",
+            "kip-853.leader-not-committed",
+        )
+    if not voters:
+        return _refuse(
+            Errors.UNSUPPORTED_VERSION,
+            "kraft.version is 0 (no voter set written yet: the cluster is still forming); "
+            "a voter can be updated once the first voter set is committed",
+            "kip-853.kraft-version-0",
+        )
+    if set_uncommitted:
+        return _refuse(
+            Errors.REQUEST_TIMED_OUT,
+            "the last voter set is not committed yet: retry once it is",
+            "kip-853.voter-set-uncommitted",
+        )
+    if not low <= KRAFT_VERSION <= high:
+        return _refuse(
+            Errors.INVALID_REQUEST,
+            f"the update's supported kraft.version range {low}-{high} must include the "
+            f"cluster's kraft.version {KRAFT_VERSION}",
+            "kip-853.kraft-version-unsupported",
+        )
+    old = next((v for v in voters if v.voter_id == node_id), None)
+    if old is None:
+        return _refuse(
+            Errors.VOTER_NOT_FOUND,
+            f"node {node_id} is not a voter (voters: {describe(voters)}); add it with "
+            "metaquorum add-voter",
+            "kip-853.voter-not-found",
+        )
+    if old.voter_directory_id is not None and old.voter_directory_id != directory_id:
+        return _refuse(
+            Errors.VOTER_NOT_FOUND,
+            f"voter {node_id} votes with directory {old.voter_directory_id}, not "
+            f"{directory_id}: only that data dir may move (a new data dir is a new voter: "
+            "it catches up and the leader names it on its own)",
+            "kip-853.voter-directory-mismatch",
+        )
+    for v in voters:
+        if v.voter_id != node_id and address_of(v) == address:
+            return _refuse(
+                Errors.INVALID_REQUEST,
+                f"address {address} is voter {v.voter_id}'s; every voter needs its own "
+                "Raft address (the Raft library names a node by it)",
+                "kip-853.voter-endpoint-taken",
+            )
+    if running_at is not None and running_at != address:
+        return _refuse(
+            Errors.INVALID_REQUEST,
+            f"voter {node_id} is running and connected at {running_at} (its --raft-address): "
+            f"moving its entry to {address} would cut it off, and it would ask to be moved "
+            f"back; restart it with --raft-address {address} instead (it asks the leader "
+            "itself), or update it while it is down",
+            "kip-853.voter-running-elsewhere",
+        )
+    return None
+
+
+def updated(voters: tuple[Voter, ...], node_id: int, host: str, port: int) -> tuple[Voter, ...]:
+    """The voter set with ``node_id`` at (host, port), its directory id kept."""
+    return tuple(v._replace(host=host, port=port) if v.voter_id == node_id else v for v in voters)
+
+
+def _refuse(error: Errors, message: str, rule: str) -> ApiError:
+    return ApiError(error, message, rule)
+
+
 def lagging(node_id: int, address: str, hello_seen: bool, held: int, target: int) -> ApiError:
     """Why a joiner was not added within the request's time (rule 4)."""
     if not hello_seen:

@@ -177,8 +177,11 @@ class QuorumNode:
         self.raft.add_tick_callback(self._guard_tick)
         self._members_of: tuple = (None, None, None)  # (voters, learners, heard) followed
         self._said_flag_differs: tuple[Voter, ...] = ()
-        # add-voter and remove-voter, one at a time (quorum/voter_changes.py).
+        # add-voter, remove-voter and update-voter, one at a time (quorum/voter_changes.py).
         self.voter_changes = VoterChanges(self)
+        # update-voter over the Raft port: a voter restarted at a new address
+        # asks to be moved; the leader moves it (quorum/membership.py rule 6).
+        self.raft.answer_voter_updates(self.voter_changes.own_ask, self.voter_changes.answer_ask)
         self._wire_disk_health()  # first: its tick runs even when a journal sync raises
         self.raft.sync_journal_before_acks()
         self.raft.stop_on_divergence(self._on_diverged)
@@ -477,6 +480,7 @@ class QuorumNode:
             and self.disk.writable
             and self.http_starting() is None
             and self.guard.role() != "removed"
+            and self.guard.moved() is None  # counts for nothing until moved (rule 6)
         )
 
     # ------------------------------------------------------------ tick-thread bridges
@@ -753,6 +757,17 @@ class QuorumNode:
     async def remove_voter(self, node_id: int) -> tuple[Voter, ...]:
         """Removes ``node_id`` from the voter set; returns the new set (VoterChanges.remove)."""
         return await self.voter_changes.remove(node_id)
+
+    async def update_voter(
+        self,
+        node_id: int,
+        directory_id: str | None,
+        address: str,
+        kraft_versions: tuple[int, int] = (0, 1),
+    ) -> tuple[tuple[Voter, ...], bool]:
+        """Moves voter ``node_id`` to Raft ``address``, its directory id kept;
+        returns the voter set and whether this call changed it (VoterChanges.update)."""
+        return await self.voter_changes.update(node_id, directory_id, address, kraft_versions)
 
     def image_digest(self) -> tuple[int, str]:
         """(offset, SHA-256) of the current image; cached until the image changes."""

@@ -57,6 +57,7 @@ class MembershipRefused(NodeError):
     def __init__(self, refusal: ApiError) -> None:
         super().__init__(refusal.message)
         self.error = refusal.error
+        self.rule = refusal.rule  # an id of controller/rules.py, or None
 
 
 def refusal(fatal: str | None, replaying: bool, disk: str | None) -> NodeError | None:

@@ -214,6 +214,33 @@ class VoterGuard:
             {v.voter_id: address_of(v) for v in self._committed_voters()},
         )
 
+    def moved(self) -> tuple[str, str] | None:
+        """(the Raft address the voter set names for this voter, its own) when
+        they differ: it was restarted at a new address with its data dir, and
+        asks the leader to move it (quorum/membership.py rule 6); else None."""
+        if not self.admitted:
+            return None
+        own = self.addresses.get(self.node_id)
+        for v in self._committed_voters():
+            if v.voter_id == self.node_id:
+                listed = address_of(v)
+                return (listed, own) if own is not None and listed != own else None
+        return None
+
+    def update_request(self) -> dict | None:
+        """What a moved voter sends the leader (Kafka's UpdateRaftVoterRequest:
+        cluster id, voter key, endpoint, supported kraft.version), or None."""
+        moved = self.moved()
+        if moved is None:
+            return None
+        return {
+            "clusterId": self.cluster_id,
+            "nodeId": self.node_id,
+            "directoryId": self.directory_id,
+            "raftAddress": moved[1],
+            "kraftVersion": [0, 1],
+        }
+
     @property
     def admitted(self) -> bool:
         """May vote and stand for election: formed, and named with this directory."""

@@ -444,6 +444,49 @@ def test_voter_changes_on_a_lone_voter_are_refused_with_their_reason(local, app)
     assert [v.voter_id for v in local.node.image.voters] == [0]  # nothing changed
 
 
+def test_update_voter_on_a_lone_voter_is_refused_with_its_rule(local, app):
+    """POST /v1/quorum/update-voter: each refusal a 409 with Kafka's code and
+    its rule, nothing written; the voter's own address is a no-op."""
+
+    def call(body):
+        r = local.request(app, "POST", "/v1/quorum/update-voter", json=body)
+        return r.status_code, r.json()
+
+    address = local.node.config.raft_address
+    directory = local.node.guard.directory_id
+    before = local.node.image.voters
+    ok = {"nodeId": 0, "directoryId": directory, "raftAddress": address}
+    status, body = call(ok)
+    assert status == 200 and body["changed"] is False  # where it already is
+    assert body["voters"] == [{"nodeId": 0, "directoryId": directory, "raftAddress": address}]
+    refusals = [
+        ({**ok, "nodeId": 7}, "VOTER_NOT_FOUND", "kip-853.voter-not-found"),
+        ({**ok, "directoryId": "another"}, "VOTER_NOT_FOUND", "kip-853.voter-directory-mismatch"),
+        ({**ok, "directoryId": ""}, "INVALID_REQUEST", "kip-853.voter-directory-id-missing"),
+        ({**ok, "raftAddress": "nohost"}, "INVALID_REQUEST", "kip-853.voter-endpoint-invalid"),
+        (
+            {**ok, "kraftVersion": {"minSupportedVersion": 0, "maxSupportedVersion": 0}},
+            "INVALID_REQUEST",
+            "kip-853.kraft-version-unsupported",
+        ),
+        # The leader runs at its address: moving its entry would cut it off.
+        (
+            {**ok, "raftAddress": "127.0.0.1:1"},
+            "INVALID_REQUEST",
+            "kip-853.voter-running-elsewhere",
+        ),
+    ]
+    for request, name, rule in refusals:
+        status, body = call(request)
+        assert (status, body["errorName"], body["rule"]) == (409, name, rule), body
+        assert body["errorMessage"]
+    status, body = call({"nodeId": 0, "raftAddress": address})
+    assert status == 400 and body["errorMessage"] == "directoryId: required field is missing"
+    status, body = call({**ok, "nodeId": -1})
+    assert status == 400 and body["errorMessage"].startswith("nodeId:")
+    assert local.node.image.voters == before  # nothing written
+
+
 # ---------------------------------------------------------------- UnregisterBroker
 
 

@@ -29,6 +29,7 @@ API_MD_OPERATIONS = {
     ("post", "/v1/quorum/transfer-leadership"),
     ("post", "/v1/quorum/add-voter"),  # membership (README), beside docs/api.md's list
     ("post", "/v1/quorum/remove-voter"),
+    ("post", "/v1/quorum/update-voter"),
     ("get", "/v1/brokers"),
     ("get", "/v1/brokers/{id}"),
     ("get", "/v1/topics"),
@@ -53,6 +54,7 @@ WRITE_BODIES = {
     "/v1/quorum/transfer-leadership": "TransferLeadershipRequest",
     "/v1/quorum/add-voter": "AddVoterRequest",
     "/v1/quorum/remove-voter": "RemoveVoterRequest",
+    "/v1/quorum/update-voter": "UpdateVoterRequest",
 }
 
 

@@ -123,6 +123,42 @@ def test_topics(local, app, cluster):
     assert beta["partitions"][0]["isr"] == [1]
 
 
+def test_topics_and_brokers_page_by_key_and_the_pages_make_the_whole_list(local, app, cluster):
+    names = [f"page-{i:02}" for i in range(7)]
+    body = {"topics": [{"name": n, "numPartitions": 1, "replicationFactor": 1} for n in names]}
+    assert local.request(app, "POST", "/v1/topics", json=body).json()["errorName"] == "NONE"
+    whole = get(local, app, "/v1/topics")
+    assert whole.json()["nextAfter"] is None
+    assert "X-Metadata-Offset" in whole.headers
+    walked, after, pages = [], None, 0
+    while True:
+        query = "?limit=3" + ("" if after is None else f"&after={after}")
+        page = get(local, app, "/v1/topics" + query).json()
+        assert len(page["topics"]) <= 3
+        walked += page["topics"]
+        pages += 1
+        after = page["nextAfter"]
+        if after is None:
+            break
+        assert after == page["topics"][-1]["name"]
+    assert walked == whole.json()["topics"] and pages == 3  # alpha, beta and seven more
+    # A cursor need not exist: the page starts after where it would sort.
+    page = get(local, app, "/v1/topics?after=page-03x&limit=2").json()
+    assert [t["name"] for t in page["topics"]] == ["page-04", "page-05"]
+    assert page["nextAfter"] == "page-05"
+    assert get(local, app, "/v1/topics?after=zzz").json() == {"topics": [], "nextAfter": None}
+    # Brokers by id, the same way.
+    first = get(local, app, "/v1/brokers?limit=2").json()
+    assert [b["brokerId"] for b in first["brokers"]] == [1, 2] and first["nextAfter"] == 2
+    rest = get(local, app, "/v1/brokers?limit=2&after=2").json()
+    assert [b["brokerId"] for b in rest["brokers"]] == [3] and rest["nextAfter"] is None
+    assert get(local, app, "/v1/brokers").json()["nextAfter"] is None
+    for bad in ("/v1/topics?limit=0", "/v1/topics?limit=10001", "/v1/brokers?after=x"):
+        r = local.request(app, "GET", bad)
+        assert r.status_code == 400, (bad, r.status_code, r.text)
+        assert r.json()["errorName"] == "INVALID_REQUEST", r.text
+
+
 def test_linearizable_read_sees_every_acknowledged_write(local, app, cluster):
     async def scenario():
         async with local.client(app) as client:

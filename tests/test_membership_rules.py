@@ -2,6 +2,7 @@
 
 import pytest
 
+from controller.rules import RULES
 from metadata_records.errors import Errors
 from metadata_records.records import Voter
 from quorum.membership import (
@@ -9,9 +10,11 @@ from quorum.membership import (
     already_added,
     check_add,
     check_remove,
+    check_update,
     lagging,
     misspelled,
     parse_address,
+    updated,
     with_voter,
     without_voter,
 )
@@ -277,3 +280,268 @@ def test_the_journal_tail_is_read_backwards_to_the_commit_index(tmp_path):
     assert read_journal_tail(str(path), 4) == forwards[4:]
     assert read_journal_tail(str(path), 0) == forwards
     assert read_journal_tail(str(path), 7) == []
+
+
+# ---------------------------------------------------------------- update-voter (rule 6)
+# The cases of Kafka's KafkaRaftClientReconfigTest (testUpdateVoter*), decided by
+# check_update without sockets; each refusal names its rule (controller/rules.py).
+
+
+def update(voters=THREE, node_id=2, directory_id="d2", address="h:9", **kw):
+    state = {"committed_in_term": True, "change": None, "set_uncommitted": False, **kw}
+    return check_update(voters, node_id, directory_id, address, **state)
+
+
+def test_update_voter_moves_it_and_keeps_its_directory():
+    """testUpdateVoter / testLeaderUpdatesVoter: the set keeps its ids and directories."""
+    assert update() is None
+    moved = updated(THREE, 2, "h", 9)
+    assert moved == (THREE[0], THREE[1], Voter(2, "d2", "h", 9))
+    assert [(v.voter_id, v.voter_directory_id) for v in moved] == [
+        (v.voter_id, v.voter_directory_id) for v in THREE
+    ]
+    # The leader may move itself (a lone voter restarted at a new address).
+    assert update(node_id=0, directory_id="d0") is None
+
+
+def test_update_voter_of_another_cluster_is_refused():
+    """testUpdateVoterInvalidClusterId (a voter's own ask over the Raft port)."""
+    for sender in ("", "invalid-uuid"):
+        refusal = update(cluster_ids=(sender, "c"))
+        assert (refusal.error, refusal.rule) == (
+            Errors.INCONSISTENT_CLUSTER_ID,
+            "kip-853.cluster-id-mismatch",
+        )
+    assert update(cluster_ids=("c", "c")) is None
+
+
+def test_update_voter_without_fenced_previous_leaders_times_out():
+    """testUpdateVoterWithoutFencedPreviousLeaders: no entry of the leader's term committed."""
+    refusal = update(committed_in_term=False)
+    assert (refusal.error, refusal.rule) == (
+        Errors.REQUEST_TIMED_OUT,
+        "kip-853.leader-not-committed",
+    )
+
+
+def test_update_voter_with_kraft_version_0_is_unsupported():
+    """testUpdateVoterWithKraftVersion0: no voter set in the log yet."""
+    refusal = update(voters=())
+    assert (refusal.error, refusal.rule) == (Errors.UNSUPPORTED_VERSION, "kip-853.kraft-version-0")
+
+
+def test_update_voter_with_none_voter_directory_is_not_found():
+    """testUpdateVoterWithNoneVoter: the id is a voter's, the directory another."""
+    refusal = update(directory_id="another")
+    assert (refusal.error, refusal.rule) == (
+        Errors.VOTER_NOT_FOUND,
+        "kip-853.voter-directory-mismatch",
+    )
+    assert "votes with directory d2, not another" in refusal.message
+
+
+def test_update_voter_with_none_voter_id_is_not_found():
+    """testUpdateVoterWithNoneVoterId: the directory is a voter's, the id no voter's."""
+    refusal = update(node_id=3, directory_id="d2")
+    assert (refusal.error, refusal.rule) == (Errors.VOTER_NOT_FOUND, "kip-853.voter-not-found")
+
+
+def test_update_voter_with_pending_change_times_out():
+    """testUpdateVoterWithPendingAddVoter, and a voter set written but not committed."""
+    refusal = update(change="adding node 3 at h:4")
+    assert (refusal.error, refusal.rule) == (
+        Errors.REQUEST_TIMED_OUT,
+        "kip-853.voter-change-pending",
+    )
+    assert "adding node 3 at h:4" in refusal.message
+    refusal = update(set_uncommitted=True)
+    assert (refusal.error, refusal.rule) == (
+        Errors.REQUEST_TIMED_OUT,
+        "kip-853.voter-set-uncommitted",
+    )
+
+
+@pytest.mark.parametrize(
+    ("versions", "rule"),
+    [
+        ((-1, 1), "kip-853.kraft-version-range-invalid"),
+        ((1, 0), "kip-853.kraft-version-range-invalid"),
+        ((0, 0), "kip-853.kraft-version-unsupported"),
+        ((2, 3), "kip-853.kraft-version-unsupported"),
+    ],
+)
+def test_update_voter_must_support_the_finalized_kraft_version(versions, rule):
+    """UpdateVoterHandler.validVersionRange, KafkaRaftClient's range check."""
+    refusal = update(kraft_versions=versions)
+    assert (refusal.error, refusal.rule) == (Errors.INVALID_REQUEST, rule)
+    assert update(kraft_versions=(1, 1)) is None
+
+
+@pytest.mark.parametrize(
+    ("directory_id", "address", "rule"),
+    [
+        (None, "h:9", "kip-853.voter-directory-id-missing"),
+        ("  ", "h:9", "kip-853.voter-directory-id-missing"),
+        ("d2", "h", "kip-853.voter-endpoint-invalid"),
+        ("d2", "h:0", "kip-853.voter-endpoint-invalid"),
+        ("d2", "h:3:x", "kip-853.voter-endpoint-invalid"),
+        ("d2", "h:1", "kip-853.voter-endpoint-taken"),
+    ],
+)
+def test_update_voter_request_must_name_a_voter_key_and_an_endpoint(directory_id, address, rule):
+    """KafkaRaftClient.handleUpdateVoterRequest: a directory id and the default
+    listener's endpoint; and (ours) no other voter's address."""
+    refusal = update(directory_id=directory_id, address=address)
+    assert (refusal.error, refusal.rule) == (Errors.INVALID_REQUEST, rule)
+
+
+def test_an_operator_does_not_move_a_voter_running_elsewhere():
+    """A running voter's own address wins (Kafka's voter sends UpdateRaftVoter
+    itself): moving its entry would cut it off, and it would ask to be moved back."""
+    refusal = update(running_at="h:3")
+    assert (refusal.error, refusal.rule) == (
+        Errors.INVALID_REQUEST,
+        "kip-853.voter-running-elsewhere",
+    )
+    assert "restart it with --raft-address h:9" in refusal.message
+    assert update(running_at="h:9") is None  # it runs there already: only the set is behind
+    assert update(running_at=None) is None  # down: its next start is at the new address
+
+
+def test_update_voter_refusals_come_in_kafkas_order():
+    """The request's own faults first, then the leader's state, then the voter."""
+    everything_wrong = {
+        "voters": THREE,
+        "node_id": 7,
+        "directory_id": None,
+        "address": "nope",
+        "committed_in_term": False,
+        "change": "removing node 1 at h:2",
+        "set_uncommitted": True,
+        "kraft_versions": (3, 2),
+        "cluster_ids": ("other", "c"),
+    }
+    order = [
+        ("cluster_ids", ("c", "c")),
+        ("directory_id", "d2"),
+        ("address", "h:1"),
+        ("kraft_versions", (2, 3)),
+        ("change", None),
+        ("committed_in_term", True),
+        ("set_uncommitted", False),
+        ("kraft_versions", (0, 1)),
+        ("node_id", 2),
+        ("address", "h:9"),
+    ]
+    rules = []
+    state = dict(everything_wrong)
+    for key, fixed in order:
+        refusal = check_update(
+            state["voters"], state["node_id"], state["directory_id"], state["address"],
+            **{k: state[k] for k in ("committed_in_term", "change", "set_uncommitted",
+                                     "kraft_versions", "cluster_ids")},
+        )  # fmt: skip
+        rules.append(refusal.rule)
+        state[key] = fixed
+    assert rules == [
+        "kip-853.cluster-id-mismatch",
+        "kip-853.voter-directory-id-missing",
+        "kip-853.voter-endpoint-invalid",
+        "kip-853.kraft-version-range-invalid",
+        "kip-853.voter-change-pending",
+        "kip-853.leader-not-committed",
+        "kip-853.voter-set-uncommitted",
+        "kip-853.kraft-version-unsupported",
+        "kip-853.voter-not-found",
+        "kip-853.voter-endpoint-taken",
+    ]
+    assert check_update(state["voters"], 2, "d2", "h:9", committed_in_term=True, change=None,
+                        set_uncommitted=False) is None  # fmt: skip
+
+
+def test_a_voter_set_entry_without_a_directory_accepts_any():
+    """VoterNode.isVoter: a voter named without a directory id (a data dir from
+    before directory ids) is the voter whatever directory the update names."""
+    old = (Voter(0, "d0", "h", 1), Voter(1, None, "h", 2))
+    assert update(voters=old, node_id=1, directory_id="whatever") is None
+
+
+def test_every_update_voter_rule_is_in_the_table():
+    ids = {
+        "kip-853.cluster-id-mismatch",
+        "kip-853.voter-directory-id-missing",
+        "kip-853.voter-endpoint-invalid",
+        "kip-853.kraft-version-range-invalid",
+        "kip-853.voter-change-pending",
+        "kip-853.leader-not-committed",
+        "kip-853.kraft-version-0",
+        "kip-853.voter-set-uncommitted",
+        "kip-853.kraft-version-unsupported",
+        "kip-853.voter-not-found",
+        "kip-853.voter-directory-mismatch",
+        "kip-853.voter-endpoint-taken",
+        "kip-853.voter-running-elsewhere",
+    }
+    assert ids == {r for r in RULES if r.startswith("kip-853.")}
+    for rule in ids:
+        assert RULES[rule].codes and RULES[rule].checks
+
+
+def moved_guard(own_address: str, committed=THREE, formed=True):
+    g = VoterGuard(
+        cluster_id="c",
+        node_id=2,
+        directory_id="d2",
+        addresses={0: "h:1", 1: "h:2", 2: own_address},
+        formed=formed,
+        bootstrap={0: "d0", 1: "d1", 2: "d2"},
+        committed_voters=lambda: committed,
+        persist_formation=lambda v: None,
+    )
+    g.set_book({**addresses(committed), 2: own_address})  # as QuorumNode._book does
+    return g
+
+
+def test_a_voter_restarted_at_a_new_address_asks_to_be_moved():
+    """KafkaRaftClient: a voter whose endpoints differ from the voter set's
+    sends UpdateRaftVoter (testFollowerSendsUpdateVoterWhenDifferent)."""
+    g = moved_guard("h:9")
+    assert g.moved() == ("h:3", "h:9")
+    assert g.update_request() == {
+        "clusterId": "c",
+        "nodeId": 2,
+        "directoryId": "d2",
+        "raftAddress": "h:9",
+        "kraftVersion": [0, 1],
+    }
+    # What it sends is what the leader accepts.
+    request = g.update_request()
+    assert check_update(
+        THREE, request["nodeId"], request["directoryId"], request["raftAddress"],
+        committed_in_term=True, change=None, set_uncommitted=False,
+        kraft_versions=tuple(request["kraftVersion"]), cluster_ids=(request["clusterId"], "c"),
+    ) is None  # fmt: skip
+
+
+def test_a_voter_at_its_address_or_not_admitted_asks_nothing():
+    assert moved_guard("h:3").update_request() is None  # where the set names it
+    moved = updated(THREE, 2, "h", 9)
+    assert moved_guard("h:9", committed=moved).update_request() is None  # already moved
+    # A new data dir under that id (another directory) is not the voter: no ask.
+    other = (THREE[0], THREE[1], Voter(2, "other", "h", 3))
+    assert moved_guard("h:9", committed=other).update_request() is None
+    assert moved_guard("h:9", committed=(THREE[0], THREE[1])).update_request() is None  # removed
+
+
+def test_an_update_keeps_every_majority_of_the_old_set_in_the_new():
+    """One node id, one data dir, one vote: the set moved by one update has the
+    same ids, so any majority of ids in the old set meets any in the new."""
+    from itertools import combinations
+
+    moved = updated(THREE, 2, "h", 9)
+    old_ids = [v.voter_id for v in THREE]
+    new_ids = [v.voter_id for v in moved]
+    assert old_ids == new_ids and len(set(addresses(moved).values())) == 3
+    for a in combinations(old_ids, 2):
+        for b in combinations(new_ids, 2):
+            assert set(a) & set(b)

@@ -61,6 +61,7 @@ FORWARDED = frozenset(
         "/v1/quorum/transfer-leadership",
         "/v1/quorum/add-voter",
         "/v1/quorum/remove-voter",
+        "/v1/quorum/update-voter",
     }
 )
 # A write the core has not answered within this long may still commit; the

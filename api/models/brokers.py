@@ -591,8 +591,13 @@ class BrokerOut(ResponseModel):
 
 
 class BrokersOut(ResponseModel):
-    """Every registered broker."""
+    """Every registered broker; or a page of them (``?limit=``, ``?after=``)."""
 
-    model_config = example({"brokers": [BROKER_EXAMPLE]})
+    model_config = example({"brokers": [BROKER_EXAMPLE], "nextAfter": None})
 
     brokers: list[BrokerOut] = Field(description="by broker id")
+    next_after: int | None = Field(
+        None,
+        description="the next page's `after` (the last id on this page); null on the last "
+        "page and on the whole list",
+    )

@@ -68,6 +68,40 @@ class RemoveVoterRequest(RequestModel):
     node_id: Int32 = Field(description="0 or more")
 
 
+class KraftVersionRange(RequestModel):
+    """The kraft.version range a voter supports (UpdateRaftVoter's KRaftVersionFeature)."""
+
+    model_config = example({"minSupportedVersion": 0, "maxSupportedVersion": 1})
+
+    min_supported_version: Int32 = Field(0, description="the lowest it supports")
+    max_supported_version: Int32 = Field(1, description="the highest it supports")
+
+
+class UpdateVoterRequest(RequestModel):
+    """POST /v1/quorum/update-voter (Kafka's UpdateRaftVoter): voter ``nodeId``,
+    voting with directory ``directoryId``, now listens at Raft ``raftAddress``;
+    its directory id is kept. A voter restarted with a new ``--raft-address``
+    sends this itself (over the Raft port) to the leader."""
+
+    model_config = example(
+        {
+            "nodeId": 2,
+            "directoryId": "vW3zN6m0TvG8l1s9dQ2aXw",
+            "raftAddress": "metaquorum-2.metaquorum:9093",
+        }
+    )
+
+    node_id: Int32 = Field(description="0 or more")
+    directory_id: StrictStr = Field(description="the directory id the voter set names for it")
+    raft_address: StrictStr = Field(
+        description='its new Raft "host:port", as it calls itself (its --raft-address)'
+    )
+    kraft_version: KraftVersionRange = Field(
+        default_factory=KraftVersionRange,
+        description="the kraft.version range it supports (default 0-1, what this version does)",
+    )
+
+
 class VoterKeyOut(ResponseModel):
     """A voter as the voter set names it (KIP-853)."""
 

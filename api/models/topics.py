@@ -555,7 +555,7 @@ class TopicOut(ResponseModel):
 
 
 class TopicsOut(ResponseModel):
-    """Every topic, by name."""
+    """Every topic, by name; or a page of them (``?limit=``, ``?after=``)."""
 
     model_config = example(
         {
@@ -580,11 +580,17 @@ class TopicsOut(ResponseModel):
                         }
                     ],
                 }
-            ]
+            ],
+            "nextAfter": None,
         }
     )
 
     topics: list[TopicOut] = Field(description="by name")
+    next_after: str | None = Field(
+        None,
+        description="the next page's `after` (the last name on this page); null on the last "
+        "page and on the whole list",
+    )
 
 
 # ---------------------------------------------------------------- ListPartitionReassignments

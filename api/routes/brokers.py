@@ -30,10 +30,20 @@ from ..bodies import (
 from ..direct_routes import DirectRoute, query_param
 from ..edge import caller_of
 from ..errors import JsonResponse
+from ..list_pages import MAX_PAGE, brokers_page
 from ..openapi_doc import READ_RESPONSES, WRITE_RESPONSES, not_found
 from ..reads import broker_obj, brokers_obj
 from .context import RouteContext, answer, problem_at, with_offset
-from .params import BrokerCaller, BrokerIdPath, Consistency, ReadCaller, body_doc
+from .params import (
+    INT32_MAX,
+    INT32_MIN,
+    BrokerCaller,
+    BrokerIdPath,
+    Consistency,
+    PageLimit,
+    ReadCaller,
+    body_doc,
+)
 
 # ?version as the direct route parses it: the bounds alter_partition declares to FastAPI.
 VERSION_QUERY = TypeAdapter(Annotated[int, Field(ge=0, le=3)])
@@ -139,9 +149,23 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         response_model=M.BrokersOut,
         responses=READ_RESPONSES,
     )
-    async def list_brokers(caller: ReadCaller, consistency: Consistency = None) -> Response:
+    async def list_brokers(
+        caller: ReadCaller,
+        consistency: Consistency = None,
+        limit: PageLimit = None,
+        after: Annotated[
+            int | None,
+            Query(
+                ge=INT32_MIN,
+                le=INT32_MAX,
+                description="the page starts after this broker id (the last page's `nextAfter`)",
+            ),
+        ] = None,
+    ) -> Response:
         image = await ctx.read_image(consistency)
-        return with_offset(brokers_obj(image), image)
+        if limit is None and after is None:
+            return with_offset({**brokers_obj(image), "nextAfter": None}, image)
+        return with_offset(brokers_page(image, after, limit or MAX_PAGE), image)
 
     @app.get(
         "/v1/brokers/{id}",

@@ -42,6 +42,7 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     M.TransferLeadershipRequest,
     M.AddVoterRequest,
     M.RemoveVoterRequest,
+    M.UpdateVoterRequest,
 )
 # Models that no route returns as JSON: GET /v1/backup's header line.
 DESCRIBED_MODELS: tuple[type[BaseModel], ...] = (M.BackupHeader,)

@@ -84,3 +84,14 @@ def body_doc(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
             },
         }
     }
+
+
+PageLimit = Annotated[
+    int | None,
+    Query(
+        ge=1,
+        le=10_000,
+        description="at most this many entries, after `after`: a page, whose `nextAfter` "
+        "names the next (absent: the whole list, streamed)",
+    ),
+]

@@ -143,6 +143,32 @@ def membership(app: FastAPI, ctx: RouteContext) -> None:
         voters = await node.remove_voter(_node_id(req))
         return _voter_change(True, voters)
 
+    @app.post(
+        "/v1/quorum/update-voter",
+        operation_id="updateVoter",
+        tags=["admin"],
+        summary="Update a voter's Raft address (UpdateRaftVoter)",
+        response_model=M.VoterChangeResponse,
+        responses={**WRITE_RESPONSES, **ERR_409},
+        openapi_extra=body_doc(M.UpdateVoterRequest),
+    )
+    async def update_voter(request: Request, caller: AdminCaller) -> Response:
+        """Commits a voter set with ``nodeId`` at ``raftAddress``, its directory
+        id kept (it must be the one the set names). Refusals answer 409 with
+        Kafka's code and the rule that refused (docs/rules.md); nothing is
+        written then. ``changed: false``: it was already there."""
+        req = parse_body(M.UpdateVoterRequest, await request.body())
+        if req.node_id < 0:
+            raise bad_request(f"nodeId: {req.node_id} is not a node id (0 or more)")
+        versions = (
+            req.kraft_version.min_supported_version,
+            req.kraft_version.max_supported_version,
+        )
+        voters, changed = await node.update_voter(
+            req.node_id, req.directory_id, req.raft_address, versions
+        )
+        return _voter_change(changed, voters)
+
 
 def status(app: FastAPI, ctx: RouteContext) -> None:
     node = ctx.node

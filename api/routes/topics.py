@@ -1,23 +1,37 @@
 """The reads of topics and their partitions, and what the admin writes of
 topics need beyond the generic parse -> submit -> answer (api/routes/__init__.py).
 
-A large image's topic list is built off the event loop (``context.build``).
+The whole topic list streams in pieces; a page (``?limit=``, ``?after=``) is
+built off the event loop for a large image (``context.build``).
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-from starlette.responses import Response
+from typing import Annotated
+
+from fastapi import FastAPI, Query
+from starlette.responses import Response, StreamingResponse
 
 from controller import messages as m
 from metadata_records.errors import Errors
+from metadata_records.records import TOPIC_NAME_MAX_LENGTH
 
 from .. import models as M
 from ..errors import bad_request
+from ..list_pages import MAX_PAGE, topics_page, topics_stream
 from ..openapi_doc import READ_RESPONSES, not_found
-from ..reads import topic_obj, topics_obj
+from ..reads import topic_obj
 from .context import RouteContext, build, topic_or_404, with_offset
-from .params import Consistency, ReadCaller, TopicName
+from .params import Consistency, PageLimit, ReadCaller, TopicName
+
+AfterName = Annotated[
+    str | None,
+    Query(
+        max_length=TOPIC_NAME_MAX_LENGTH,
+        description="the page starts after this topic name (the last page's `nextAfter`); "
+        "it need not exist",
+    ),
+]
 
 
 def create_partitions_message(
@@ -39,9 +53,22 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         response_model=M.TopicsOut,
         responses=READ_RESPONSES,
     )
-    async def list_topics(caller: ReadCaller, consistency: Consistency = None) -> Response:
+    async def list_topics(
+        caller: ReadCaller,
+        consistency: Consistency = None,
+        limit: PageLimit = None,
+        after: AfterName = None,
+    ) -> Response:
         image = await ctx.read_image(consistency)
-        return with_offset(await build(topics_obj, image), image)
+        if limit is None and after is None:
+            # The whole list, a piece at a time (api/list_pages.py).
+            return StreamingResponse(
+                topics_stream(image),
+                media_type="application/json",
+                headers={"X-Metadata-Offset": str(image.last_offset)},
+            )
+        page = limit or MAX_PAGE
+        return with_offset(await build(lambda i: topics_page(i, after, page), image), image)
 
     @app.get(
         "/v1/topics/{name}",

@@ -373,6 +373,18 @@ class RaftHost:
 
     # ------------------------------------------------------------ members and lifecycle
 
+    def answer_voter_updates(
+        self, request: Callable[[], dict | None], on_request: Callable[[dict], dict]
+    ) -> None:
+        """UpdateRaftVoter over the Raft port (quorum/membership.py rule 6):
+        ``request()`` (tick thread) is what this voter asks the voters it lists
+        while its address is not the voter set's, None otherwise;
+        ``on_request(payload)`` (tick thread) is the answer to another's ask."""
+        transport = self.transport
+        if transport is not None:
+            transport.update_request = request
+            transport.on_update_request = on_request
+
     def set_members(self, members: set[str], learners: set[str], alone: bool) -> bool:
         """Tick thread: pysyncobj's members and read-only nodes become exactly
         these (quorum/raft/membership_port.py); True if anything changed. A

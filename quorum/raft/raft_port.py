@@ -71,6 +71,11 @@ _TRUSTED = "_metaquorum_trusted"
 # long one such question may take.
 PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 5.0
+# A voter whose Raft address is not the one the voter set names asks the
+# voters it lists this often to move it (UpdateRaftVoter, quorum/membership.py
+# rule 6); the leader answers at once and makes the change on its loop.
+UPDATE_VOTER_REQUEST = "metaquorum_update_voter"
+UPDATE_ASK_INTERVAL_S = 1.0
 
 
 class InvalidRaftToken(ValueError):
@@ -262,11 +267,19 @@ class GuardedTransport(TCPTransport):
     # Voter identity (quorum/voter_guard.py): hellos and the filter on votes and
     # acknowledgements. None only in tests that build a bare transport.
     guard: VoterGuard | None = None
+    # UpdateRaftVoter over the Raft port (RaftHost.answer_voter_updates): the
+    # request this voter sends while its address is not the voter set's (or
+    # None), and what it answers to one (set by the node; tick thread).
+    update_request: Callable[[], dict | None] | None = None
+    on_update_request: Callable[[dict], dict] | None = None
 
     def __init__(self, *args, **kwargs) -> None:
         # Voter-set questions in flight, by node: (connection, when asked).
         self._probes: dict = {}
         self._probed_at: dict = {}
+        # UpdateRaftVoter requests in flight, by node; when last sent.
+        self._update_asks: dict = {}
+        self._update_asked_at = -1e18
         super().__init__(*args, **kwargs)
         if self.guard is not None:
             self.guard.send_hello = self._send_hellos  # tick thread, like every send
@@ -311,6 +324,20 @@ class GuardedTransport(TCPTransport):
             return
         if (
             guard is not None
+            and isinstance(message, list)
+            and message[:1] == [UPDATE_VOTER_REQUEST]
+            and (conn.sendRandKey or not self._syncObj.encryptor)  # past the key exchange
+        ):
+            # A voter at a new address asks to be moved (``_ask_to_move``).
+            hook = self.on_update_request
+            payload = message[1] if len(message) == 2 else None
+            if hook is None or not isinstance(payload, dict):
+                conn.disconnect()
+            else:
+                conn.send(hook(payload))
+            return
+        if (
+            guard is not None
             and isinstance(message, str)
             and message != "readonly"
             and message not in self._nodeAddrToNode
@@ -325,6 +352,7 @@ class GuardedTransport(TCPTransport):
 
     def _connectIfNecessary(self):  # noqa: N802 - pysyncobj's name; tick thread
         super()._connectIfNecessary()
+        self._ask_to_move()
         guard = self.guard
         if guard is None or self._selfIsReadonlyNode or not guard.admitted:
             return  # only a node that holds itself a voter can have missed its removal
@@ -345,12 +373,54 @@ class GuardedTransport(TCPTransport):
                 self._probed_at[node] = now
                 self._probe(node, now)
 
+    def _ask_to_move(self) -> None:
+        """While this voter's Raft address is not the one the voter set names,
+        asks every voter it lists, once a second, to move it (Kafka's voter
+        sends UpdateRaftVoter to the leader at start when its endpoints differ
+        from the voter set's). Its peers do not know its new address yet, so
+        pysyncobj's own connections to them are dropped: each ask is a
+        connection of its own, as ``_probe``'s; the leader answers."""
+        make = self.update_request
+        if make is None or self._selfIsReadonlyNode:
+            return
+        now = time.monotonic()
+        if now - self._update_asked_at < UPDATE_ASK_INTERVAL_S:
+            return
+        self._update_asked_at = now  # looked at once a second, not every tick
+        request = make()
+        if request is None:
+            return
+        for node in list(self._nodes):
+            ask = self._update_asks.get(node)
+            if ask is not None and now - ask[1] > PROBE_TIMEOUT_S:
+                ask[0].disconnect()
+            if node not in self._update_asks:
+                self._one_shot(
+                    node,
+                    now,
+                    [UPDATE_VOTER_REQUEST, request],
+                    self._update_asks,
+                    _log_update_answer,
+                )
+
     def _probe(self, node, now: float) -> None:
         """Asks a voter this node never dials, and that does not dial it, for
         its voter set (quorum/voter_set_notice.py): a voter that was removed
         while it was down is never dialled again, and pysyncobj only dials a
         smaller address. A connection of its own, under the Raft secret, that
         pysyncobj never sees; closed once answered."""
+        sender = self.guard.node_id_of(node.address)
+
+        def answered(message) -> None:
+            if isinstance(message, dict) and message.get("type") == NOTICE:
+                self.guard.on_notice(sender, message)
+
+        self._one_shot(node, now, [NOTICE_REQUEST], self._probes, answered)
+
+    def _one_shot(self, node, now: float, request: list, pending: dict, answered) -> None:
+        """One question on a connection of its own, under the Raft secret, that
+        pysyncobj never sees; ``answered(message)`` takes the answer, then the
+        connection closes. ``pending[node]`` holds it while it is open."""
         syncobj = self._syncObj
         conn = TcpConnection(
             poller=syncobj._poller,
@@ -360,32 +430,30 @@ class GuardedTransport(TCPTransport):
             keepalive=syncobj.conf.tcp_keepalive,
         )
         conn.encryptor = syncobj.encryptor
-        sender = self.guard.node_id_of(node.address)
 
         def connected() -> None:
             if conn.encryptor:  # pysyncobj's key exchange, as its own dial does
                 conn.recvRandKey = os.urandom(32)
                 conn.send(conn.recvRandKey)
             else:
-                conn.send([NOTICE_REQUEST])
+                conn.send(request)
 
         def received(message) -> None:
             if conn.encryptor and not conn.sendRandKey:
                 conn.sendRandKey = message
-                conn.send([NOTICE_REQUEST])
+                conn.send(request)
                 return
-            if isinstance(message, dict) and message.get("type") == NOTICE:
-                self.guard.on_notice(sender, message)
+            answered(message)
             conn.disconnect()
 
         def disconnected() -> None:
-            if self._probes.get(node, (None,))[0] is conn:
-                del self._probes[node]
+            if pending.get(node, (None,))[0] is conn:
+                del pending[node]
 
         conn.setOnConnectedCallback(connected)
         conn.setOnMessageReceivedCallback(received)
         conn.setOnDisconnectedCallback(disconnected)
-        self._probes[node] = (conn, now)
+        pending[node] = (conn, now)
         if not conn.connect(node.ip, node.port):
             disconnected()
 
@@ -441,12 +509,24 @@ class GuardedTransport(TCPTransport):
         )
 
     def destroy(self):
-        for conn, _ in list(self._probes.values()):
+        for conn, _ in [*self._probes.values(), *self._update_asks.values()]:
             conn.disconnect()
         super().destroy()
 
     def setOnUtilityMessageCallback(self, message, callback):  # noqa: N802 - pysyncobj's name
         super().setOnUtilityMessageCallback(message, _refuse if callback else None)
+
+
+_update_log = RateLimitedLog(log, 30.0, burst=2)
+
+
+def _log_update_answer(message) -> None:
+    """The leader's answer to this voter's ask to be moved (others say who leads)."""
+    if isinstance(message, dict) and message.get("errorName") in ("NONE", None):
+        if message.get("accepted"):
+            _update_log.info("the leader is moving this voter: %s", message)
+    elif isinstance(message, dict) and message.get("errorName") != "NOT_LEADER_OR_FOLLOWER":
+        _update_log.warning("the leader refused to move this voter: %s", message)
 
 
 def raft_password(secret: str | None, voters: int) -> str:
