@@ -105,6 +105,7 @@ def create_app(
     require_certificate: bool = False,
     workers: Any = None,
     inner_middleware: Callable[[FastAPI], None] | None = None,
+    delegation_token_secret: str | None = None,
 ) -> FastAPI:
     """The HTTP API over ``node``. ``tokens``: a TokenTable or the path of a
     tokens file (``auth.load_tokens``); None turns auth off. ``direct_routes``:
@@ -119,6 +120,9 @@ def create_app(
     verified client certificate (``serve --tls-client-auth required``).
     ``workers``: the core's app of a voter with HTTP workers: their request
     counts, summed (voter/core_link.SummedRequests), for /metrics.
+    ``delegation_token_secret``: the voters' delegation token secret, from
+    which DescribeDelegationToken derives each token's HMAC (None: tokens are
+    disabled, and describing them answers DELEGATION_TOKEN_AUTH_DISABLED).
     ``inner_middleware``: adds the innermost middleware to the app: an HTTP
     worker's forwards what needs the core's state to the core
     (voter/worker_node.ForwardToCore)."""
@@ -161,7 +165,14 @@ def create_app(
         require_certificate=require_certificate,
     )
     answer_errors(app)
-    ctx = RouteContext(node, auth, metrics, VoterTracker(), direct if direct_routes else None)
+    ctx = RouteContext(
+        node,
+        auth,
+        metrics,
+        VoterTracker(),
+        direct if direct_routes else None,
+        delegation_token_secret,
+    )
     routes.register(app, ctx)
     serve_document(app)
     return app

@@ -25,6 +25,7 @@ import orjson
 from metadata_records.acls import acl_obj
 from metadata_records.client_quotas import sort_key
 from metadata_records.config_schema import is_sensitive
+from metadata_records.delegation_tokens import DelegationToken
 from metadata_records.image import MetadataImage, TopicImage
 from metadata_records.partition_map import PartitionMap
 from metadata_records.records import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -32,7 +33,17 @@ from metadata_records.redaction import REDACTED
 
 from .reads import broker_obj, partition_obj, topic_obj
 
-PARTS = ("brokers", "topics", "configs", "acls", "clientQuotas", "scram", "features", "voters")
+PARTS = (
+    "brokers",
+    "topics",
+    "configs",
+    "acls",
+    "clientQuotas",
+    "scram",
+    "delegationTokens",
+    "features",
+    "voters",
+)
 
 
 def parse_parts(only: str | None) -> tuple[str, ...]:
@@ -87,6 +98,23 @@ def quotas_objs(image: MetadataImage) -> list[dict[str, Any]]:
 def scram_objs(image: MetadataImage) -> list[dict[str, Any]]:
     """Each user's credentials as DescribeUserScramCredentials shows them."""
     return [_scram_obj(user, credentials) for user, credentials in sorted(image.scram.items())]
+
+
+def token_objs(image: MetadataImage) -> list[dict[str, Any]]:
+    """Every delegation token, by id: never its HMAC (no image holds one)."""
+    return [_token_obj(i, t) for i, t in sorted(image.delegation_tokens.items())]
+
+
+def _token_obj(token_id: str, t: DelegationToken) -> dict[str, Any]:
+    return {
+        "tokenId": token_id,
+        "owner": t.owner,
+        "requester": t.requester,
+        "renewers": list(t.renewers),
+        "issueTimestamp": t.issue_timestamp,
+        "expiryTimestamp": t.expiration_timestamp,
+        "maxTimestamp": t.max_timestamp,
+    }
 
 
 def _scram_obj(user: str, credentials: dict) -> dict[str, Any]:
@@ -144,6 +172,8 @@ def image_chunks(
             yield orjson.dumps(quotas_objs(image))
         elif part == "scram":
             yield orjson.dumps(scram_objs(image))
+        elif part == "delegationTokens":
+            yield orjson.dumps(token_objs(image))
         elif part == "features":
             yield orjson.dumps(dict(sorted(image.features.items())))
         else:
@@ -193,6 +223,12 @@ def diff(a: MetadataImage, b: MetadataImage, sensitive: bool) -> list[dict[str, 
             x, y = a.scram.get(user), b.scram.get(user)
             change("scram", {"user": user}, _or_none(lambda c, u=user: _scram_obj(u, c), x),
                    _or_none(lambda c, u=user: _scram_obj(u, c), y))  # fmt: skip
+    if a.delegation_tokens is not b.delegation_tokens:
+        for token_id in sorted(a.delegation_tokens.keys() | b.delegation_tokens.keys()):
+            x, y = a.delegation_tokens.get(token_id), b.delegation_tokens.get(token_id)
+            change("delegationToken", {"tokenId": token_id},
+                   _or_none(lambda t, i=token_id: _token_obj(i, t), x),
+                   _or_none(lambda t, i=token_id: _token_obj(i, t), y))  # fmt: skip
     for name in sorted(a.features.keys() | b.features.keys()):
         change("feature", {"name": name}, a.features.get(name), b.features.get(name))
     if a.voters != b.voters:

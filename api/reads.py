@@ -14,6 +14,7 @@ from metadata_records.acls_image import image_acls
 from metadata_records.client_quotas import FilterComponent, describe, entity_data, sort_key
 from metadata_records.codec import log_record_to_obj
 from metadata_records.config_schema import ConfigEntry, is_sensitive
+from metadata_records.delegation_tokens import record_of as token_record
 from metadata_records.errors import ApiError
 from metadata_records.features import (
     KRAFT_VERSION,
@@ -336,6 +337,8 @@ def snapshot_records(image: MetadataImage) -> list[Record]:
                     iterations=c.iterations,
                 )
             )
+    for token_id, token in sorted(image.delegation_tokens.items()):
+        records.append(token_record(token_id, token))
     for t in sorted(image.topics.values(), key=lambda t: t.name):
         records.append(TopicRecord(name=t.name, topic_id=t.topic_id))
         for name, value in sorted(t.configs.items()):

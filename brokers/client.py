@@ -62,6 +62,14 @@ class RequestRejected(ClientError):
         self.body = body
 
 
+def _principal(text: str) -> dict[str, str]:
+    """ "User:alice" as Kafka's (principalType, principalName)."""
+    kind, colon, name = text.partition(":")
+    if not colon or not kind or not name:
+        raise ValueError(f"{text!r} is not a principal: write it type:name (User:alice)")
+    return {"principalType": kind, "principalName": name}
+
+
 # ------------------------------------------------------------------ responses
 
 # DescribeClientQuotas' query parameter per entity type.
@@ -488,6 +496,45 @@ class MetaquorumClient:
         iterations (every user when ``users`` is empty), in ``body["results"]``."""
         params = {"user": list(users)} if users else {}
         return await self._read("/v1/scram-credentials", params, linearizable=linearizable)
+
+    async def create_delegation_token(
+        self,
+        renewers: Sequence[str] = (),
+        owner: str | None = None,
+        max_lifetime_ms: int = -1,
+    ) -> Answer:
+        """CreateDelegationToken: a token owned by the caller (or ``owner``,
+        "type:name"), renewable by ``renewers`` ("User:name" each); the
+        answer's ``body["hmac"]`` (base64) is the token's password."""
+        body: dict = {
+            "renewers": [_principal(r) for r in renewers],
+            "maxLifetimeMs": max_lifetime_ms,
+        }
+        if owner is not None:
+            owner_principal = _principal(owner)
+            body["ownerPrincipalType"] = owner_principal["principalType"]
+            body["ownerPrincipalName"] = owner_principal["principalName"]
+        return _answer(Answer, await self._post("/v1/delegation-tokens", body))
+
+    async def renew_delegation_token(self, hmac: str, renew_period_ms: int = -1) -> Answer:
+        """RenewDelegationToken by the token's HMAC (base64)."""
+        body = {"hmac": hmac, "renewPeriodMs": renew_period_ms}
+        return _answer(Answer, await self._post("/v1/delegation-tokens/renew", body))
+
+    async def expire_delegation_token(self, hmac: str, expiry_time_period_ms: int = -1) -> Answer:
+        """ExpireDelegationToken by the token's HMAC (base64): a negative
+        period removes it now."""
+        body = {"hmac": hmac, "expiryTimePeriodMs": expiry_time_period_ms}
+        return _answer(Answer, await self._post("/v1/delegation-tokens/expire", body))
+
+    async def describe_delegation_tokens(
+        self, owners: Sequence[str] = (), linearizable: bool = False
+    ) -> Answer:
+        """DescribeDelegationToken: the tokens the caller may see (those whose
+        owner or a renewer is in ``owners``, "type:name", when given), in
+        ``body["tokens"]``."""
+        params = {"owner": list(owners)} if owners else {}
+        return await self._read("/v1/delegation-tokens", params, linearizable=linearizable)
 
     async def create_acls(self, creations: Sequence[dict]) -> Answer:
         """CreateAcls: ``creations`` as the body's (resourceType, resourceName,

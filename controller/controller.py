@@ -18,8 +18,12 @@ batches in the shell.
 
 Periodic work, which the shell runs when it is due (as Kafka's deferred
 controller events): ``maybe_fence_stale_broker`` at ``next_fence_check_ms``,
-``maybe_elect_unclean_leaders`` at ``next_unclean_election_ms`` and
-``maybe_balance_partition_leaders`` at ``next_balance_ms``.
+``maybe_elect_unclean_leaders`` at ``next_unclean_election_ms``,
+``maybe_balance_partition_leaders`` at ``next_balance_ms`` and
+``maybe_sweep_delegation_tokens`` at ``next_token_sweep_ms``. Delegation
+tokens are the one place wall time enters: their records hold absolute
+times, so their requests and their sweep carry the wall clock the shell read
+(controller/delegation_token_control.py).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from .client_quota_control import ClientQuotaControlManager
 from .cluster_control import ClusterControlManager
 from .config import RUN_AGAIN_MS, ControllerConfig
 from .config_control import ConfigurationControlManager
+from .delegation_token_control import DelegationTokenControlManager
 from .features_control import FeatureControlManager, bootstrap_records
 from .heartbeats import BrokerHeartbeatManager
 from .isr_index import BrokersToIsrs
@@ -55,12 +60,15 @@ from .messages import (
     BrokerRegistrationRequest,
     ControllerResult,
     CreateAclsRequest,
+    CreateDelegationTokenRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteAclsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
+    ExpireDelegationTokenRequest,
     IncrementalAlterConfigsRequest,
+    RenewDelegationTokenRequest,
     UnregisterBrokerRequest,
     UpdateFeaturesRequest,
 )
@@ -107,6 +115,7 @@ class Controller:
         self.client_quotas = ClientQuotaControlManager(view)
         self.acls = AclControlManager(view, new_topic_id)
         self.scram = ScramControlManager(view)
+        self.delegation_tokens = DelegationTokenControlManager(view, config, new_topic_id)
         self._handlers = {
             BrokerRegistrationRequest: self.cluster.register_broker,
             BrokerHeartbeatRequest: self.replication.process_broker_heartbeat,
@@ -124,12 +133,18 @@ class Controller:
             CreateAclsRequest: self.acls.create_acls,
             DeleteAclsRequest: self.acls.delete_acls,
             AlterUserScramCredentialsRequest: self.scram.alter_user_scram_credentials,
+            CreateDelegationTokenRequest: self.delegation_tokens.create_delegation_token,
+            RenewDelegationTokenRequest: self.delegation_tokens.renew_delegation_token,
+            ExpireDelegationTokenRequest: self.delegation_tokens.expire_delegation_token,
         }
         # When the unclean-election sweep is due; None while nothing is leaderless.
         self._unclean_due_ms: int | None = None
         # When the leader-balancing run is due; None while every partition is
         # led by its preferred replica, or balancing is off.
         self._balance_due_ms: int | None = None
+        # When the expired-token sweep is due; None while no token exists or
+        # tokens are disabled.
+        self._token_sweep_due_ms: int | None = None
         self._arm_periodic(now_ms)
 
     def _current_view(self) -> ImageDelta:
@@ -215,6 +230,7 @@ class Controller:
         runs the new state may call for."""
         self._arm_unclean_sweep(now_ms)
         self._arm_balance(now_ms)
+        self._arm_token_sweep(now_ms)
 
     def _arm_unclean_sweep(self, now_ms: int) -> None:
         """Kafka's ``maybeScheduleNextElectUncleanLeaders``, run after every
@@ -256,6 +272,40 @@ class Controller:
             and (self._index is None or self._index.imbalanced_count)
         ):
             self._balance_due_ms = now_ms + interval
+
+    def maybe_sweep_delegation_tokens(
+        self, now_ms: int, now_wall_ms: int
+    ) -> ControllerResult | None:
+        """The expired-token sweep, if it is due (None if not): Kafka's
+        ``sweepExpiredDelegationTokens``, run every
+        delegation.token.expiry.check.interval.ms (``now_ms``, monotonic) and
+        removing what is expired by the wall clock (``now_wall_ms``). The
+        response is True when it stopped at its bound and runs again shortly."""
+        if self._token_sweep_due_ms is None or now_ms < self._token_sweep_due_ms:
+            return None
+        self._token_sweep_due_ms = None
+        result = self.delegation_tokens.sweep_expired(now_wall_ms)
+        self.replay(result.records)
+        if result.response:
+            self._token_sweep_due_ms = now_ms + RUN_AGAIN_MS
+        self._arm_periodic(now_ms)
+        return result
+
+    def next_token_sweep_ms(self) -> int | None:
+        return self._token_sweep_due_ms
+
+    def _arm_token_sweep(self, now_ms: int) -> None:
+        """Kafka's ``maybeScheduleNextExpiredDelegationTokenSweep``: while
+        tokens are enabled and some token exists, a sweep is due an interval
+        after the last (a new leader's first is an interval after it starts)."""
+        if (
+            self._token_sweep_due_ms is None
+            and self.delegation_tokens.enabled
+            and self.view.delegation_tokens()
+        ):
+            self._token_sweep_due_ms = (
+                now_ms + self.config.delegation_token_expiry_check_interval_ms
+            )
 
     def bootstrap_records(self) -> list[Record]:
         return bootstrap_records(self.view)

@@ -391,6 +391,75 @@ class AlterUserScramCredentialsResponse(msgspec.Struct, gc=False):
     rule: str | None = None
 
 
+# ------------------------------------------------------------------ delegation tokens (KIP-48)
+#
+# ``requester`` is the caller as a Kafka principal, ``User:<identity>``
+# (api/routes/delegation_tokens.py), or None for a caller that did not
+# authenticate (auth off: Kafka's PLAINTEXT listener), which may not use
+# tokens. ``now_wall_ms`` is the wall clock the shell read for the request:
+# token times are absolute (delegation_token_control.py).
+
+
+class CreateDelegationTokenRequest(msgspec.Struct, frozen=True, gc=False):
+    requester: str | None
+    now_wall_ms: int
+    renewers: tuple[tuple[str, str], ...] = ()  # (principalType, principalName)
+    max_lifetime_ms: int = -1  # <= 0: the controller's delegation.token.max.lifetime.ms
+    owner_principal_type: str | None = None  # with a name: the owner; else the requester
+    owner_principal_name: str | None = None
+
+
+class CreateDelegationTokenResponse(msgspec.Struct, gc=False):
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    rule: str | None = None
+    principal_type: str = ""  # the owner
+    principal_name: str = ""
+    token_requester_principal_type: str = ""
+    token_requester_principal_name: str = ""
+    issue_timestamp_ms: int = -1
+    expiry_timestamp_ms: int = -1
+    max_timestamp_ms: int = -1
+    token_id: str = ""
+    hmac: bytes = b""
+
+    def __repr__(self) -> str:  # no HMAC in a log line or a failed assert
+        return (
+            f"CreateDelegationTokenResponse(error={self.error.name}, rule={self.rule}, "
+            f"token_id={self.token_id!r}, hmac=(redacted))"
+        )
+
+
+class RenewDelegationTokenRequest(msgspec.Struct, frozen=True, gc=False):
+    requester: str | None
+    now_wall_ms: int
+    hmac: bytes
+    renew_period_ms: int = -1  # <= 0: delegation.token.expiry.time.ms
+
+    def __repr__(self) -> str:
+        return f"RenewDelegationTokenRequest(requester={self.requester!r}, hmac=(redacted))"
+
+
+class ExpireDelegationTokenRequest(msgspec.Struct, frozen=True, gc=False):
+    requester: str | None
+    now_wall_ms: int
+    hmac: bytes
+    expiry_time_period_ms: int = -1  # < 0: expire now (the token is removed)
+
+    def __repr__(self) -> str:
+        return f"ExpireDelegationTokenRequest(requester={self.requester!r}, hmac=(redacted))"
+
+
+class DelegationTokenExpiryResponse(msgspec.Struct, gc=False):
+    """Kafka's RenewDelegationTokenResponse and ExpireDelegationTokenResponse
+    (the same fields)."""
+
+    error: Errors = Errors.NONE
+    error_message: str | None = None
+    rule: str | None = None
+    expiry_timestamp_ms: int = -1
+
+
 # ------------------------------------------------------------------ ACLs
 
 

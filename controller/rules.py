@@ -486,6 +486,42 @@ RULES: dict[str, Rule] = {
         "the salted password is not empty",
         "ScramControlManager.finishUpsertion (Kafka: the HMAC's empty key, UNKNOWN_SERVER_ERROR)",
     ),
+    # ---------------------------------------------------------------- delegation tokens (KIP-48)
+    "delegation-token.request-not-allowed": _R(
+        (E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,),
+        "the caller authenticated (auth on: a bearer token or a client certificate)",
+        "ControllerApis.allowTokenRequests (a PLAINTEXT listener's caller)",
+    ),
+    "delegation-token.auth-disabled": _R(
+        (E.DELEGATION_TOKEN_AUTH_DISABLED,),
+        "the voters have a delegation token secret (--delegation-token-secret-file)",
+        "DelegationTokenControlManager.isEnabled",
+    ),
+    "delegation-token.metadata-version-too-low": _R(
+        (E.UNSUPPORTED_VERSION,),
+        "metadata.version supports delegation tokens (3.6-IV0 here, decisions.md 159)",
+        "DelegationTokenControlManager (MetadataVersion.isDelegationTokenSupported)",
+    ),
+    "delegation-token.renewer-not-user": _R(
+        (E.INVALID_PRINCIPAL_TYPE,),
+        "every renewer of a new token is a User principal",
+        "DelegationTokenControlManager.createDelegationToken",
+    ),
+    "delegation-token.not-found": _R(
+        (E.DELEGATION_TOKEN_NOT_FOUND,),
+        "a token has the HMAC to renew or expire",
+        "DelegationTokenControlManager.getToken",
+    ),
+    "delegation-token.expired": _R(
+        (E.DELEGATION_TOKEN_EXPIRED,),
+        "the token to renew or expire is before its expiry and its max time",
+        "DelegationTokenControlManager.renewDelegationToken",
+    ),
+    "delegation-token.owner-mismatch": _R(
+        (E.DELEGATION_TOKEN_OWNER_MISMATCH,),
+        "the caller renewing or expiring a token is its owner or one of its renewers",
+        "DelegationTokenControlManager.allowedToRenew",
+    ),
     # ---------------------------------------------------------------- ACLs
     "acl.invalid": _R(
         (E.INVALID_REQUEST,),

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the files the kustomize base turns into Secrets and the cluster id:
-k8s/base/local/{raft-secret, tokens, admin-token, cluster.env} and the HTTPS
+k8s/base/local/{raft-secret, delegation-token-secret, tokens, admin-token,
+cluster.env} and the HTTPS
 files {ca.crt, tls.crt, tls.key} (plus ca.key, which no Secret holds: it
 issues more certificates). They are never committed (.gitignore). The
 certificates need the ``cryptography`` package (the project's .venv has it);
@@ -30,7 +31,7 @@ import secrets
 import sys
 from pathlib import Path
 
-FILES = ("raft-secret", "tokens", "admin-token", "cluster.env")
+FILES = ("raft-secret", "delegation-token-secret", "tokens", "admin-token", "cluster.env")
 TLS_FILES = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 NAMESPACES = ("metaquorum", "metaquorum-dev", "default")  # the overlays' and the base's
 CERT_DAYS = 825  # the longest validity clients accept for a server certificate
@@ -126,6 +127,9 @@ def write(directory: Path, force: bool = False, namespaces=NAMESPACES) -> dict[s
     admin, operator, reader, broker = (secrets.token_urlsafe(32) for _ in range(4))
     contents = {
         "raft-secret": secrets.token_urlsafe(48) + "\n",
+        # The delegation tokens' secret key (serve --delegation-token-secret-file):
+        # the same on every voter, as the Raft secret, so it rides in its Secret.
+        "delegation-token-secret": secrets.token_urlsafe(48) + "\n",
         "tokens": (
             '# token role [brokerId]  (api/auth.py, docs/api.md "Auth")\n'
             f"{admin} admin    # the pods' own preStop hook and in-pod commands\n"

@@ -304,6 +304,8 @@ def _decode_value(kind: Kind, value: Any, where: str) -> Any:
                 )
             )
         return tuple(out)
+    if kind is Kind.STRING_LIST:
+        return tuple(_str(v, f"{where}[{i}]") for i, v in enumerate(_list(value, where)))
     if kind is Kind.BYTES:
         text = _str(value, where)
         try:

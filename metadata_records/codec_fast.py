@@ -57,6 +57,7 @@ NESTED = (
     Kind.VOTERS,
     Kind.QUOTA_ENTITY,
     Kind.BYTES,
+    Kind.STRING_LIST,
 )  # JSON is not the value itself
 
 _INT32_MIN, _INT32_MAX = INT_RANGES[Kind.INT32]

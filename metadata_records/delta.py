@@ -25,6 +25,8 @@ from .acls import StandardAcl, acl_problem
 from .acls_image import AclsImage, image_acls
 from .chunked_map import chunked_with
 from .client_quotas import Entity, entity_key, record_problem
+from .delegation_tokens import DelegationToken, token_of
+from .delegation_tokens import record_problem as token_problem
 from .features import DEFAULT_METADATA_VERSION, METADATA_VERSION
 from .image import (
     IGNORED_REASONS_KEPT,
@@ -51,6 +53,7 @@ from .records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     LeaderChangeRecord,
     NoOpRecord,
@@ -60,6 +63,7 @@ from .records import (
     Record,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -130,6 +134,7 @@ class ImageDelta:
         "_acls_image",
         "_acls_unindexed",
         "_scram",
+        "_tokens",
     )
 
     def __init__(self, image: MetadataImage) -> None:
@@ -165,6 +170,8 @@ class ImageDelta:
         self._acls_unindexed: dict[str, StandardAcl | None] = {}  # since it was built
         # Changed SCRAM users: every credential of the user (None = none left).
         self._scram: dict[str, dict[int, ScramCredential] | None] = {}
+        # Changed delegation tokens by id (None = removed).
+        self._tokens: dict[str, DelegationToken | None] = {}
 
     # ------------------------------------------------------------ reads
 
@@ -227,6 +234,21 @@ class ImageDelta:
         if credentials is _UNCHANGED:
             return self.image.scram.get(user, {})
         return credentials or {}
+
+    def delegation_token(self, token_id: str) -> DelegationToken | None:
+        token = self._tokens.get(token_id, _UNCHANGED)
+        return self.image.delegation_tokens.get(token_id) if token is _UNCHANGED else token
+
+    def delegation_tokens(self) -> Mapping[str, DelegationToken]:
+        """Every token by id, as of the last record replayed (the image's
+        own map while none changed; else a dict: the controller's scans)."""
+        if not self._tokens:
+            return self.image.delegation_tokens
+        tokens = {**self.image.delegation_tokens, **self._tokens}
+        for token_id, token in self._tokens.items():
+            if token is None:
+                del tokens[token_id]
+        return tokens
 
     def acl(self, acl_id: str) -> StandardAcl | None:
         acl = self._acls.get(acl_id, _UNCHANGED)
@@ -664,6 +686,23 @@ class ImageDelta:
         self._scram[r.name] = credentials or None
         return None
 
+    def _replay_delegation_token(self, r: DelegationTokenRecord, offset: int) -> str | None:
+        # Kafka's DelegationTokenControlManager.replay puts any record; one
+        # the controller could never have written is ignored here.
+        problem = token_problem(r)
+        if problem is not None:
+            return f"DelegationTokenRecord with {problem}"
+        self._tokens[r.token_id] = token_of(r)
+        return None
+
+    def _replay_remove_delegation_token(
+        self, r: RemoveDelegationTokenRecord, offset: int
+    ) -> str | None:
+        if self.delegation_token(r.token_id) is None:
+            return f"RemoveDelegationTokenRecord for token {r.token_id!r}, which does not exist"
+        self._tokens[r.token_id] = None
+        return None
+
     def _replay_noop(self, r: NoOpRecord, offset: int) -> str | None:
         return None
 
@@ -727,6 +766,9 @@ class ImageDelta:
         scram = base.scram
         if self._scram:
             scram = chunked_with(base.scram, self._scram)
+        tokens = base.delegation_tokens
+        if self._tokens:
+            tokens = chunked_with(base.delegation_tokens, self._tokens)
         return MetadataImage(
             brokers=brokers,
             topics=topics,
@@ -745,6 +787,7 @@ class ImageDelta:
             client_quotas=client_quotas,
             acls=acls,
             scram=scram,
+            delegation_tokens=tokens,
         )
 
 
@@ -769,6 +812,8 @@ _REPLAY = {
     RemoveAccessControlEntryRecord: ImageDelta._replay_remove_acl,
     UserScramCredentialRecord: ImageDelta._replay_scram,
     RemoveUserScramCredentialRecord: ImageDelta._replay_remove_scram,
+    DelegationTokenRecord: ImageDelta._replay_delegation_token,
+    RemoveDelegationTokenRecord: ImageDelta._replay_remove_delegation_token,
     LeaderChangeRecord: ImageDelta._replay_leader_change,
     VotersRecord: ImageDelta._replay_voters,
 }

@@ -54,6 +54,11 @@ MIN_METADATA_VERSION = 6  # IBP_3_3_IV2
 # SCRAM credentials (KIP-554) from 3.5-IV2 (Kafka's MetadataVersion.isScramSupported).
 SCRAM_MIN_METADATA_VERSION = 11
 MAX_METADATA_VERSION = 12  # IBP_3_6_IV0
+# Delegation tokens in the metadata log: Kafka's MetadataVersion
+# .isDelegationTokenSupported is 3.6-IV2 (14), above metaquorum's highest
+# level; as for ELR (decisions.md 110), metaquorum's highest level stands for
+# it (decisions.md 159).
+DELEGATION_TOKEN_MIN_METADATA_VERSION = MAX_METADATA_VERSION
 BOOTSTRAP_METADATA_VERSION = MAX_METADATA_VERSION
 # Kafka reads a log without a metadata.version record as MINIMUM_KRAFT_VERSION
 # (3.0-IV1); a metaquorum controller writes one before anything else.

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from .acls import StandardAcl
 from .acls_image import EMPTY_ACLS
+from .delegation_tokens import DelegationToken
 from .features import DEFAULT_METADATA_VERSION, ELR_RECORD_VERSION, METADATA_VERSION
 from .partition_map import PartitionMap
 from .records import (
@@ -206,6 +207,10 @@ class MetadataImage(NamedTuple):
     # Only users with at least one credential appear. Secrets: what a reader
     # is shown of them is a user's mechanisms and iterations.
     scram: Mapping[str, dict[int, ScramCredential]] = {}
+    # Delegation tokens (Kafka's DelegationTokenImage) by token id
+    # (metadata_records/delegation_tokens.py), a ChunkedMap like the maps
+    # above (decision 163). No HMAC: nodes derive it.
+    delegation_tokens: Mapping[str, DelegationToken] = {}
     # Why replay ignored the last records it ignored (at most
     # IGNORED_REASONS_KEPT, the newest last; see delta.py), for an operator.
     # Not replicated state: the snapshot and its digest leave it out, so a

@@ -55,6 +55,14 @@ MAX_SCRAM_BYTES = 1024
 # DescribeUserScramCredentials: users one read names.
 MAX_SCRAM_DESCRIBE_USERS = 1_000
 
+# Delegation tokens: the renewers of one CreateDelegationToken, a principal's
+# type and name (Kafka has no cap; principals are short), an HMAC (HmacSHA512:
+# 64 bytes; more is no token's), and the owners one DescribeDelegationToken names.
+MAX_DELEGATION_TOKEN_RENEWERS = 100
+MAX_PRINCIPAL_PART_LENGTH = 1024
+MAX_DELEGATION_TOKEN_HMAC_BYTES = 64
+MAX_DELEGATION_TOKEN_DESCRIBE_OWNERS = 1_000
+
 # Everything that names topics or partitions in one request (CreateTopics,
 # AlterPartition, reassignments, elections): bounded like Kafka's
 # MAX_PARTITIONS_PER_BATCH, so one request stays one reasonable batch.

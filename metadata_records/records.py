@@ -34,6 +34,7 @@ class Kind(Enum):
     FLOAT64 = "float64"
     QUOTA_ENTITY = "entity array"  # ClientQuotaRecord's [(entityType, entityName)]
     BYTES = "bytes"  # base64 in JSON, as Kafka's JSON converters write bytes
+    STRING_LIST = "string array"  # DelegationTokenRecord's renewers
 
 
 INT_RANGES = {
@@ -290,6 +291,37 @@ class RemoveUserScramCredentialRecord:
     version: int = 0
 
 
+@_record("DELEGATION_TOKEN_RECORD", 10, 0)
+@dataclass(frozen=True)
+class DelegationTokenRecord:
+    """A delegation token (Kafka's CreateDelegationToken, KIP-48), written
+    again whole when it is renewed or its expiry is moved. Timestamps are
+    wall-clock milliseconds since the epoch, as Kafka's (absolute times that
+    every broker compares with its own clock). The token's HMAC is no field:
+    every node derives it from the token id and the cluster's secret
+    (controller/delegation_token_control.py), so no record, snapshot or
+    export holds anything that authenticates as the token."""
+
+    owner: str = _f(Kind.STRING)  # a principal, "User:alice"
+    requester: str = _f(Kind.STRING)  # the principal that created it
+    renewers: tuple[str, ...] = _f(Kind.STRING_LIST)  # principals that may renew it
+    issue_timestamp: int = _f(Kind.INT64)
+    max_timestamp: int = _f(Kind.INT64)  # it cannot be renewed past this
+    expiration_timestamp: int = _f(Kind.INT64)  # it must be renewed before this
+    token_id: str = _f(Kind.STRING)
+    version: int = 0
+
+
+@_record("REMOVE_DELEGATION_TOKEN_RECORD", 26, 0)
+@dataclass(frozen=True)
+class RemoveDelegationTokenRecord:
+    """The token is gone: expired at once by its owner or a renewer, or swept
+    by the controller once past its expiry or its max lifetime."""
+
+    token_id: str = _f(Kind.STRING)
+    version: int = 0
+
+
 @_record("TOPIC_RECORD", 2, 0)
 @dataclass(frozen=True)
 class TopicRecord:
@@ -425,6 +457,8 @@ Record = (
     | RemoveAccessControlEntryRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | DelegationTokenRecord
+    | RemoveDelegationTokenRecord
     | TopicRecord
     | PartitionRecord
     | ConfigRecord

@@ -20,6 +20,7 @@ from .acls_image import AclsImage
 from .chunked_map import ChunkedMap
 from .client_quotas import Entity, entity_data, entity_key, entity_problem, sort_key
 from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj, brief
+from .delegation_tokens import DelegationToken, split_principal
 from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from .partition_map import PartitionMap
 from .records import Kind
@@ -156,7 +157,41 @@ def _tail_obj(image: MetadataImage) -> dict[str, Any]:
             for user, credentials in sorted(image.scram.items())
             for mechanism, c in sorted(credentials.items())
         ]
+    # And once a delegation token was created (never an HMAC: none is kept).
+    if image.delegation_tokens:
+        obj["delegationTokens"] = [
+            [token_id, t.owner, t.requester, list(t.renewers), *t[3:]]
+            for token_id, t in sorted(image.delegation_tokens.items())
+        ]
     return obj
+
+
+# A delegation token is a positional array: its id, then DelegationToken's fields in order.
+_TOKEN_FIELDS = (
+    ("tokenId", Kind.STRING),
+    ("owner", Kind.STRING),
+    ("requester", Kind.STRING),
+    ("renewers", Kind.STRING_LIST),
+    ("issueTimestamp", Kind.INT64),
+    ("maxTimestamp", Kind.INT64),
+    ("expirationTimestamp", Kind.INT64),
+)
+
+
+def _decode_tokens(rows: Any) -> dict[str, DelegationToken]:
+    if type(rows) is not list:
+        raise DecodeError("snapshot.delegationTokens: expected array")
+    out: dict[str, DelegationToken] = {}
+    for i, row in enumerate(rows):
+        where = f"snapshot.delegationTokens[{i}]"
+        token_id, *fields = _row(row, _TOKEN_FIELDS, where)
+        token = DelegationToken(*fields)
+        if not token_id or split_principal(token.owner) is None:
+            raise DecodeError(f"{where}: token {token_id!r} of owner {token.owner!r}")
+        if token_id in out:
+            raise DecodeError(f"{where}: token {token_id!r} appears twice")
+        out[token_id] = token
+    return out
 
 
 # A SCRAM credential is a positional array: the user, the mechanism type,
@@ -308,6 +343,7 @@ def decode_image(data: Any) -> MetadataImage:
     client_quotas = obj.pop("clientQuotas", []) if type(obj) is dict else []
     acl_rows = obj.pop("acls", []) if type(obj) is dict else []
     scram_rows = obj.pop("scram", []) if type(obj) is dict else []
+    token_rows = obj.pop("delegationTokens", []) if type(obj) is dict else []
     obj = _obj(obj, "snapshot", _IMAGE_KEYS)
     if type(obj["format"]) is not int or obj["format"] != SNAPSHOT_FORMAT:
         raise DecodeError(f"snapshot: unsupported format {brief(obj['format'])}")
@@ -401,4 +437,5 @@ def decode_image(data: Any) -> MetadataImage:
         client_quotas=ChunkedMap(_decode_client_quotas(client_quotas)),
         acls=indexed_acls,
         scram=ChunkedMap(_decode_scram(scram_rows)),
+        delegation_tokens=ChunkedMap(_decode_tokens(token_rows)),
     )

@@ -1,6 +1,7 @@
 """The operator commands: ``status``, ``brokers``, ``topics``, ``log``,
 ``create-topic``, ``configs``, ``alter-configs``, ``acls``, ``create-acl``,
 ``delete-acls``, ``client-quotas``, ``alter-client-quotas``, ``scram``,
+``delegation-tokens``,
 ``update-features``, ``unregister-broker``, ``transfer-leadership``,
 ``add-voter``, ``remove-voter``, ``update-voter``, ``diff``, ``what-if``, ``explain``.
 
@@ -43,6 +44,7 @@ from .ops_command import (
     OpCommand,
     fail,
 )
+from .ops_delegation_tokens import DELEGATION_TOKEN_COMMANDS
 from .ops_explain import EXPLAIN_COMMANDS
 from .ops_history import (
     HISTORY_COMMANDS,
@@ -844,6 +846,7 @@ OPS: dict[str, OpCommand] = {
         WRITE_EXITS,
     ),
     **SCRAM_COMMANDS,
+    **DELEGATION_TOKEN_COMMANDS,
     "update-features": OpCommand(
         "finalize a feature at a level (Kafka's UpdateFeatures, as kafka-features "
         "upgrade/downgrade): metadata.version, or eligible.leader.replicas.version "

@@ -23,6 +23,11 @@ import os
 import socket
 import sys
 
+from controller.config import (
+    DEFAULT_DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS,
+    DEFAULT_DELEGATION_TOKEN_EXPIRY_TIME_MS,
+    DEFAULT_DELEGATION_TOKEN_MAX_LIFETIME_MS,
+)
 from voter.http_server import build_tls
 from voter.wiring import EXIT_CONFIG, EXIT_REFUSED, import_http_stack, serve_voter
 from voter.worker_pool import parse_workers
@@ -117,6 +122,32 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
         help="how often the TLS files are checked for a change",
     )
     flag("--raft-secret-file", help="shared secret of the Raft port (required with >1 voter)")
+    flag(
+        "--delegation-token-secret-file",
+        help="the delegation tokens' secret key (Kafka's delegation.token.secret.key), the "
+        "same on every voter, mode 0600 or 0440; absent: delegation tokens are disabled",
+    )
+    flag(
+        "--delegation-token-max-lifetime-ms",
+        type=int,
+        default=DEFAULT_DELEGATION_TOKEN_MAX_LIFETIME_MS,
+        help="no delegation token lives longer, renewed or not (Kafka's "
+        "delegation.token.max.lifetime.ms, 7 days)",
+    )
+    flag(
+        "--delegation-token-expiry-time-ms",
+        type=int,
+        default=DEFAULT_DELEGATION_TOKEN_EXPIRY_TIME_MS,
+        help="a token's life from its creation or renewal unless asked for less (Kafka's "
+        "delegation.token.expiry.time.ms, 1 day)",
+    )
+    flag(
+        "--delegation-token-expiry-check-interval-ms",
+        type=int,
+        default=DEFAULT_DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS,
+        help="how often the active controller removes expired tokens (Kafka's "
+        "delegation.token.expiry.check.interval.ms, 1 hour)",
+    )
     flag("--session-timeout-ms", type=int, default=9000, help="broker session timeout")
     flag(
         "--election-timeout-ms",
@@ -288,6 +319,7 @@ def build_config(args: argparse.Namespace):
     """NodeConfig from flags; ValueError/ConfigError messages name the flag."""
     from quorum.history import Retention
     from quorum.node_config import NodeConfig, parse_voters
+    from quorum.secret_files import read_secret_file
 
     if args.node_id_from_hostname in (True, "1", "true", "True"):
         node_id = node_id_from_hostname()
@@ -313,6 +345,10 @@ def build_config(args: argparse.Namespace):
     if observer:
         raft_port = ""  # a read-only node listens on no Raft port
     secret = _read_secret(args.raft_secret_file) if args.raft_secret_file else None
+    token_file = getattr(args, "delegation_token_secret_file", None) or None
+    token_secret = (
+        read_secret_file(token_file, "--delegation-token-secret-file") if token_file else None
+    )
     http_port = int(args.http_port)
     if not 1 <= http_port <= 65535:
         raise ValueError(f"--http-port {http_port} is not a port")
@@ -344,6 +380,28 @@ def build_config(args: argparse.Namespace):
         advertised_url=url.rstrip("/"),
         cluster_id=args.cluster_id,
         raft_secret=secret,
+        delegation_token_secret=token_secret,
+        delegation_token_secret_file=os.path.abspath(token_file) if token_file else None,
+        delegation_token_max_lifetime_ms=_positive(
+            getattr(
+                args, "delegation_token_max_lifetime_ms", DEFAULT_DELEGATION_TOKEN_MAX_LIFETIME_MS
+            ),
+            "--delegation-token-max-lifetime-ms",
+        ),
+        delegation_token_expiry_time_ms=_positive(
+            getattr(
+                args, "delegation_token_expiry_time_ms", DEFAULT_DELEGATION_TOKEN_EXPIRY_TIME_MS
+            ),
+            "--delegation-token-expiry-time-ms",
+        ),
+        delegation_token_expiry_check_interval_ms=_positive(
+            getattr(
+                args,
+                "delegation_token_expiry_check_interval_ms",
+                DEFAULT_DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS,
+            ),
+            "--delegation-token-expiry-check-interval-ms",
+        ),
         fsync=args.fsync == "always",
         session_timeout_ms=int(args.session_timeout_ms),
         raft_min_timeout=_election_timeout_ms(args.election_timeout_ms) / 1000,

@@ -69,6 +69,7 @@ _ARROW = {
     # UserScramCredentialRecord's salt and keys: always empty in an export
     # (metadata_records/redaction.py), so the column says only that they are hidden.
     Kind.BYTES: pa.binary(),
+    Kind.STRING_LIST: pa.list_(pa.string()),  # DelegationTokenRecord's renewers
 }
 
 # The who of a record, as a tuple in this order (``who_row``).
@@ -266,6 +267,7 @@ class ColumnBuffer:
 
 _FROM_COLUMN: dict[Kind, Callable[[Any], Any]] = {
     Kind.INT32_LIST: tuple,
+    Kind.STRING_LIST: tuple,
     Kind.NULLABLE_INT32_LIST: lambda v: None if v is None else tuple(v),
     Kind.ENDPOINTS: lambda v: tuple(Endpoint(**e) for e in v),
     Kind.FEATURES: lambda v: tuple(FeatureRange(**f) for f in v),

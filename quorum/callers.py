@@ -25,12 +25,15 @@ from controller.messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     CreateAclsRequest,
+    CreateDelegationTokenRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteAclsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
+    ExpireDelegationTokenRequest,
     IncrementalAlterConfigsRequest,
+    RenewDelegationTokenRequest,
     UnregisterBrokerRequest,
     UpdateFeaturesRequest,
 )
@@ -67,6 +70,9 @@ API_NAMES: dict[type, str] = {
     CreateAclsRequest: "CreateAcls",
     DeleteAclsRequest: "DeleteAcls",
     AlterUserScramCredentialsRequest: "AlterUserScramCredentials",
+    CreateDelegationTokenRequest: "CreateDelegationToken",
+    RenewDelegationTokenRequest: "RenewDelegationToken",
+    ExpireDelegationTokenRequest: "ExpireDelegationToken",
 }
 
 CONTROLLER = "controller"
@@ -80,6 +86,7 @@ def _controller(api: str, rule: str) -> Caller:
 FENCE = _controller("FenceExpiredSessions", "kip-631.session-expired")
 UNCLEAN = _controller("ElectUncleanLeaders", "kip-966.unclean-election")
 BALANCE = _controller("ElectPreferredLeaders", "leader-imbalance.preferred-election")
+TOKEN_SWEEP = _controller("SweepExpiredDelegationTokens", "delegation-token.expiry-swept")
 NOOP = _controller("WriteNoOp", "metadata.max.idle.interval.noop")
 BOOTSTRAP = _controller("Bootstrap", "cluster.bootstrap")
 LEADER_CHANGE = _controller("LeaderChange", "raft.leader-elected")
@@ -91,6 +98,7 @@ CONTROLLER_WORK = (
     FENCE,
     UNCLEAN,
     BALANCE,
+    TOKEN_SWEEP,
     NOOP,
     BOOTSTRAP,
     LEADER_CHANGE,

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
-from controller.config import DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS, DEFAULT_SESSION_TIMEOUT_MS
+from controller.config import (
+    DEFAULT_DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS,
+    DEFAULT_DELEGATION_TOKEN_EXPIRY_TIME_MS,
+    DEFAULT_DELEGATION_TOKEN_MAX_LIFETIME_MS,
+    DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+)
 from metadata_records.uuids import random_uuid
 
 from .history import HISTORY_DIR, Retention
@@ -60,6 +66,17 @@ class NodeConfig:
     advertised_url: str
     cluster_id: str | None = None  # first start only; later read from the data dir
     raft_secret: str | None = None
+    # Delegation tokens' secret key (--delegation-token-secret-file, read by
+    # quorum/secret_files.py) and the file it came from (the orderer and the
+    # HTTP workers read it themselves). None: delegation tokens are disabled.
+    delegation_token_secret: str | None = field(default=None, repr=False)
+    delegation_token_secret_file: str | None = None
+    # Kafka's delegation.token.max.lifetime.ms, .expiry.time.ms, .expiry.check.interval.ms.
+    delegation_token_max_lifetime_ms: int = DEFAULT_DELEGATION_TOKEN_MAX_LIFETIME_MS
+    delegation_token_expiry_time_ms: int = DEFAULT_DELEGATION_TOKEN_EXPIRY_TIME_MS
+    delegation_token_expiry_check_interval_ms: int = (
+        DEFAULT_DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS
+    )
     fsync: bool = True
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     max_queued_requests: int = 5000

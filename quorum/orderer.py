@@ -161,6 +161,7 @@ class _Pending:
 _FENCE = object()  # queue item: run the session-timeout fencer
 _UNCLEAN = object()  # queue item: run the unclean-election sweep
 _BALANCE = object()  # queue item: elect preferred leaders back (leader rebalancing)
+_TOKEN_SWEEP = object()  # queue item: remove expired delegation tokens
 _BOOTSTRAP = object()  # queue item: write the bootstrap records of a new cluster
 _NOOP = object()  # queue item: write a NoOpRecord (metadata.max.idle.interval.ms)
 
@@ -462,6 +463,18 @@ class Orderer:
                     if result is not None:
                         records.extend(result.records)
                     continue
+                if pending.request is _TOKEN_SWEEP:
+                    # Token times are absolute: the sweep compares them with
+                    # the wall clock (controller/delegation_token_control.py).
+                    result = controller.maybe_sweep_delegation_tokens(now, wall_clock_ms())
+                    if result is not None and result.records:
+                        records.extend(result.records)
+                        log.info(
+                            "delegation tokens: %d expired token(s) removed%s",
+                            len(result.records),
+                            "; more to do" if result.response else "",
+                        )
+                    continue
                 if pending.request is _BALANCE:
                     result = controller.maybe_balance_partition_leaders(now)
                     if result is not None and result.records:
@@ -657,6 +670,7 @@ class Orderer:
                 fence_check_ms,
                 self.controller.next_unclean_election_ms(),
                 self.controller.next_balance_ms(),
+                self.controller.next_token_sweep_ms(),
                 self._noop_due,
             )
             if t is not None
@@ -693,6 +707,9 @@ class Orderer:
         next_balance = self.controller.next_balance_ms()
         if next_balance is not None and next_balance <= now:
             self.enqueue(_BALANCE, None, callers.BALANCE)
+        next_token_sweep = self.controller.next_token_sweep_ms()
+        if next_token_sweep is not None and next_token_sweep <= now:
+            self.enqueue(_TOKEN_SWEEP, None, callers.TOKEN_SWEEP)
         if self._noop_due is not None and self._noop_due <= now:
             self._noop_due = None  # one queued at a time (Kafka's noOpRecordScheduled)
             self.enqueue(_NOOP, None, callers.NOOP)

@@ -32,6 +32,7 @@ from metadata_records.records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     Endpoint,
     EntityData,
     FeatureLevelRecord,
@@ -44,6 +45,7 @@ from metadata_records.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -138,6 +140,17 @@ RECORD_STRATEGIES = {
     "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": st.builds(
         RemoveUserScramCredentialRecord, name=texts, mechanism=int8
     ),
+    "DELEGATION_TOKEN_RECORD": st.builds(
+        DelegationTokenRecord,
+        owner=texts,
+        requester=texts,
+        renewers=st.lists(texts, max_size=3).map(tuple),
+        issue_timestamp=int64,
+        max_timestamp=int64,
+        expiration_timestamp=int64,
+        token_id=texts,
+    ),
+    "REMOVE_DELEGATION_TOKEN_RECORD": st.builds(RemoveDelegationTokenRecord, token_id=texts),
     "TOPIC_RECORD": st.builds(TopicRecord, name=texts, topic_id=uuids),
     "PARTITION_RECORD": st.builds(
         PartitionRecord,
@@ -518,6 +531,18 @@ def _valid_obj(type_name: str) -> dict:
         "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": RemoveUserScramCredentialRecord(
             name="alice", mechanism=1
         ),
+        "DELEGATION_TOKEN_RECORD": DelegationTokenRecord(
+            owner="User:alice",
+            requester="User:token/ops",
+            renewers=("User:bob",),
+            issue_timestamp=1_700_000_000_000,
+            max_timestamp=1_700_604_800_000,
+            expiration_timestamp=1_700_086_400_000,
+            token_id="zLJkZ2xSSWqYdGEIUzo0zA",
+        ),
+        "REMOVE_DELEGATION_TOKEN_RECORD": RemoveDelegationTokenRecord(
+            token_id="zLJkZ2xSSWqYdGEIUzo0zA"
+        ),
         "NO_OP_RECORD": NoOpRecord(),
         "LEADER_CHANGE": LeaderChangeRecord(
             controller_epoch=3, leader_id=0, leader_url="http://n0:8080"
@@ -632,6 +657,7 @@ BAD_VALUES = {
         [{"entityType": "user", "entityName": "a", "x": 1}],
     ],
     Kind.BYTES: [None, 1, True, [], {}, "not base64!", "YQ", "YR==", "YQ==\n"],
+    Kind.STRING_LIST: [None, "User:a", [None], [1], [["User:a"]], {}],
     Kind.VOTERS: [
         None,
         [{}],

@@ -19,6 +19,7 @@ from metadata_records.records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     Endpoint,
     EntityData,
     FeatureLevelRecord,
@@ -31,6 +32,7 @@ from metadata_records.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -90,6 +92,16 @@ EVERY_TYPE = [
         name="u", mechanism=1, salt=b"s", stored_key=b"k", server_key=b"v", iterations=4096
     ),
     RemoveUserScramCredentialRecord(name="u", mechanism=1),
+    DelegationTokenRecord(
+        owner="User:a",
+        requester="User:b",
+        renewers=("User:c", "User:d"),
+        issue_timestamp=1,
+        max_timestamp=3,
+        expiration_timestamp=2,
+        token_id="tok",
+    ),  # fmt: skip
+    RemoveDelegationTokenRecord(token_id="tok"),
     TopicRecord(name="t", topic_id=TID),
     ConfigRecord(resource_type=2, resource_name="t", name="min.insync.replicas", value="1"),
     PartitionRecord(partition_id=0, topic_id=TID, replicas=(1,), isr=(1,), leader=1),

@@ -32,6 +32,12 @@ def orderer_config(node) -> dict:
         "clusterId": node.cluster_id,
         "sessionTimeoutMs": node.controller_config.session_timeout_ms,
         "leaderImbalanceCheckIntervalMs": node.controller_config.leader_imbalance_check_interval_ms,
+        "delegationTokenSecretFile": None,
+        "delegationTokens": {
+            "maxLifetimeMs": node.controller_config.delegation_token_max_lifetime_ms,
+            "expiryTimeMs": node.controller_config.delegation_token_expiry_time_ms,
+            "expiryCheckIntervalMs": node.controller_config.delegation_token_expiry_check_interval_ms,
+        },
         "ordering": {f: getattr(ordering, f) for f in OrderingConfig.__dataclass_fields__},
         "logLevel": "info",
     }

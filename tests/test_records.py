@@ -18,6 +18,7 @@ from metadata_records.records import (
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     Kind,
     LeaderChangeRecord,
@@ -27,6 +28,7 @@ from metadata_records.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -56,6 +58,9 @@ KAFKA_TYPES = {
     "NO_OP_RECORD": (NoOpRecord, 20),
     "USER_SCRAM_CREDENTIAL_RECORD": (UserScramCredentialRecord, 11),
     "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": (RemoveUserScramCredentialRecord, 22),
+    # DelegationTokenRecord.json (apiKey 10), RemoveDelegationTokenRecord.json (26)
+    "DELEGATION_TOKEN_RECORD": (DelegationTokenRecord, 10),
+    "REMOVE_DELEGATION_TOKEN_RECORD": (RemoveDelegationTokenRecord, 26),
 }
 
 # (camelCase key, kind, since, default) per record type, in wire order.
@@ -72,6 +77,17 @@ EXPECTED_FIELDS = {
         ("name", Kind.STRING, 0, MISSING),
         ("mechanism", Kind.INT8, 0, MISSING),
     ],
+    # Kafka's DelegationTokenRecord.json, its fields in its order.
+    "DELEGATION_TOKEN_RECORD": [
+        ("owner", Kind.STRING, 0, MISSING),
+        ("requester", Kind.STRING, 0, MISSING),
+        ("renewers", Kind.STRING_LIST, 0, MISSING),
+        ("issueTimestamp", Kind.INT64, 0, MISSING),
+        ("maxTimestamp", Kind.INT64, 0, MISSING),
+        ("expirationTimestamp", Kind.INT64, 0, MISSING),
+        ("tokenId", Kind.STRING, 0, MISSING),
+    ],
+    "REMOVE_DELEGATION_TOKEN_RECORD": [("tokenId", Kind.STRING, 0, MISSING)],
     "CLIENT_QUOTA_RECORD": [
         ("entity", Kind.QUOTA_ENTITY, 0, MISSING),
         ("key", Kind.STRING, 0, MISSING),
@@ -183,13 +199,15 @@ MAX_VERSIONS = {
     "KRAFT_VOTERS": 0,
     "USER_SCRAM_CREDENTIAL_RECORD": 0,
     "REMOVE_USER_SCRAM_CREDENTIAL_RECORD": 0,
+    "DELEGATION_TOKEN_RECORD": 0,
+    "REMOVE_DELEGATION_TOKEN_RECORD": 0,
 }
 
 
 def test_registry_holds_exactly_the_documented_types():
     # docs/api.md "A record": the eight metadata types, ConfigRecord, UnregisterBrokerRecord
     # ProducerIdsRecord and the two ACL records (issue 21), the two SCRAM
-    # records (issue 47), and the control
+    # records and the two delegation token records (issue 47), and the control
     # records LEADER_CHANGE and KRAFT_VOTERS (the voter set, Kafka's VotersRecord).
     assert set(RECORD_TYPES) == set(KAFKA_TYPES) | {"LEADER_CHANGE", "KRAFT_VOTERS"}
     assert RECORD_TYPES["LEADER_CHANGE"] is LeaderChangeRecord

@@ -47,6 +47,7 @@ from quorum.callers import Caller
 from quorum.node_errors import NodeError, UnavailableError, not_controller, refusal
 from quorum.orderer import Orderer, OrderingConfig
 from quorum.runtime_tuning import gc_report
+from quorum.secret_files import read_secret_file
 
 from .batch_ring import RingFollower
 from .link import (
@@ -194,6 +195,12 @@ class OrdererProcess:
             config["clusterId"],
             session_timeout_ms=config["sessionTimeoutMs"],
             leader_imbalance_check_interval_ms=config["leaderImbalanceCheckIntervalMs"],
+            delegation_token_secret=_token_secret(config.get("delegationTokenSecretFile")),
+            delegation_token_max_lifetime_ms=config["delegationTokens"]["maxLifetimeMs"],
+            delegation_token_expiry_time_ms=config["delegationTokens"]["expiryTimeMs"],
+            delegation_token_expiry_check_interval_ms=config["delegationTokens"][
+                "expiryCheckIntervalMs"
+            ],
         )
         self.raft = RemoteRaft(self, config["nodeId"], controller)
         self.orderer = Orderer(self.raft, OrderingConfig(**config["ordering"]))
@@ -414,6 +421,12 @@ class OrdererProcess:
             if link.transport is not None:
                 link.transport.close()
         self._done.set()
+
+
+def _token_secret(path: str | None) -> str | None:
+    """The delegation tokens' secret, read from the file the core read it
+    from (never sent: this process's config is its command line)."""
+    return None if path is None else read_secret_file(path, "--delegation-token-secret-file")
 
 
 def orderer_main(config: dict[str, Any]) -> int:

@@ -67,6 +67,7 @@ async def _serve_with_workers(
     core_app = create_app(
         node,
         tokens=tokens,
+        delegation_token_secret=node.config.delegation_token_secret,
         max_pending_writes=int(args.max_pending_writes),
         public_docs=public_docs,
         connections=summed,
@@ -90,6 +91,15 @@ async def _serve_with_workers(
         "leaderImbalanceCheckIntervalMs": (
             node.controller_config.leader_imbalance_check_interval_ms
         ),
+        # The path, never the secret: this dict is the orderer's command line.
+        "delegationTokenSecretFile": node.config.delegation_token_secret_file,
+        "delegationTokens": {
+            "maxLifetimeMs": node.controller_config.delegation_token_max_lifetime_ms,
+            "expiryTimeMs": node.controller_config.delegation_token_expiry_time_ms,
+            "expiryCheckIntervalMs": (
+                node.controller_config.delegation_token_expiry_check_interval_ms
+            ),
+        },
         "ordering": {f: getattr(ordering, f) for f in OrderingConfig.__dataclass_fields__},
         "logLevel": str(args.log_level),
     }
@@ -108,6 +118,7 @@ async def _serve_with_workers(
         "host": args.http_host,
         "port": int(args.http_port),
         "tokensFile": args.tokens_file or None,
+        "delegationTokenSecretFile": node.config.delegation_token_secret_file,
         "tls": {
             name: getattr(args, name, None)
             for name in (
@@ -214,6 +225,7 @@ async def serve_voter(
     app = create_app(
         node,
         tokens=tokens,
+        delegation_token_secret=node.config.delegation_token_secret,
         max_pending_writes=int(args.max_pending_writes),
         public_docs=args.public_docs in (True, "1", "true", "True"),
         connections=stats,

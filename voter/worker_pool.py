@@ -414,6 +414,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     from api.auth import load_tokens
     from api.connections import ConnectionLimits, ConnectionStats
     from quorum.runtime_tuning import gc_report, long_lived_entries, manage_collector
+    from quorum.secret_files import read_secret_file
 
     from .core_link import connection_counters
     from .http_server import build_tls, http_config
@@ -441,9 +442,14 @@ async def _serve_worker(config: dict[str, Any]) -> int:
     tokens = load_tokens(config["tokensFile"]) if config["tokensFile"] else None
     tls, principals = build_tls(_Flags(config["tls"]))
     stats = ConnectionStats()
+    secret_file = config.get("delegationTokenSecretFile")
     app = create_app(
         node,
         tokens=tokens,
+        # Read here, not sent: the worker's config is its command line.
+        delegation_token_secret=read_secret_file(secret_file, "--delegation-token-secret-file")
+        if secret_file
+        else None,
         max_pending_writes=config["maxPendingWrites"],
         public_docs=config["publicDocs"],
         connections=stats,

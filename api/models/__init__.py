@@ -39,6 +39,7 @@ One module per area, each importing its types from ``common``:
 * ``features``: UpdateFeatures
 * ``quotas``: AlterClientQuotas, DescribeClientQuotas
 * ``scram``: AlterUserScramCredentials, DescribeUserScramCredentials
+* ``delegation_tokens``: Create, Renew, Expire and DescribeDelegationToken
 * ``quorum``: leadership transfer, voter changes, quorum status, probes
 * ``log``: the log and snapshot reads
 * ``history``: the image at an offset or a time, and the diff of two
@@ -133,6 +134,17 @@ from .configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from .delegation_tokens import (
+    CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse,
+    DelegationTokenExpiryResponse,
+    DescribeDelegationTokenOut,
+    DescribedTokenOut,
+    ExpireDelegationTokenRequest,
+    PrincipalIn,
+    PrincipalOut,
+    RenewDelegationTokenRequest,
+)
 from .explain import (
     BrokerEventOut,
     BrokerExplainOut,
@@ -152,6 +164,7 @@ from .history import (
     ImageAclOut,
     ImageChangeOut,
     ImageConfigsOut,
+    ImageDelegationTokenOut,
     ImageDiffOut,
     ImageNotYetResponse,
     ImageOut,
@@ -242,6 +255,15 @@ from .topics import (
 from .what_if import WhatIfCountsOut, WhatIfOut, WhatIfPartitionOut
 
 __all__ = [
+    "CreateDelegationTokenRequest",
+    "CreateDelegationTokenResponse",
+    "DelegationTokenExpiryResponse",
+    "DescribeDelegationTokenOut",
+    "DescribedTokenOut",
+    "ExpireDelegationTokenRequest",
+    "PrincipalIn",
+    "PrincipalOut",
+    "RenewDelegationTokenRequest",
     "ImageAclOut",
     "ImageChangeOut",
     "ImageConfigsOut",
@@ -249,6 +271,7 @@ __all__ = [
     "ImageNotYetResponse",
     "ImageOut",
     "ImageQuotaOut",
+    "ImageDelegationTokenOut",
     "ImageScramUserOut",
     "ImageVoterOut",
     "WhatIfCountsOut",

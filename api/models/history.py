@@ -51,6 +51,18 @@ class ImageScramUserOut(ResponseModel):
     credential_infos: list[CredentialInfoOut] = Field(description="by mechanism")
 
 
+class ImageDelegationTokenOut(ResponseModel):
+    """A delegation token: never its HMAC (DescribeDelegationToken shows that)."""
+
+    token_id: str = Field(description="its id")
+    owner: str = Field(description='its owner, "type:name"')
+    requester: str = Field(description="who created it")
+    renewers: list[str] = Field(description="who may renew it besides its owner")
+    issue_timestamp: int = Field(description="when it was issued (wall clock, ms)")
+    expiry_timestamp: int = Field(description="when it expires unless renewed")
+    max_timestamp: int = Field(description="no renewal goes past this")
+
+
 class ImageVoterOut(ResponseModel):
     """A Raft voter of the image's voter set (its KRAFT_VOTERS record)."""
 
@@ -123,6 +135,17 @@ class ImageOut(ResponseModel):
                 }
             ],
             "scram": [{"user": "alice", "credentialInfos": [{"mechanism": 1, "iterations": 8192}]}],
+            "delegationTokens": [
+                {
+                    "tokenId": "4Bd5Jm3uQNC8bn4r8KFeyA",
+                    "owner": "User:alice",
+                    "requester": "User:token/ops",
+                    "renewers": [],
+                    "issueTimestamp": 1764871200000,
+                    "expiryTimestamp": 1764957600000,
+                    "maxTimestamp": 1765476000000,
+                }
+            ],
             "features": {"metadata.version": 12},
             "voters": [
                 {"voterId": 0, "directoryId": "b4Qu2DxXQvWv1CK6Rnh0Zw", "host": "h0", "port": 9093}
@@ -154,6 +177,9 @@ class ImageOut(ResponseModel):
         description="every user with a SCRAM credential: its mechanisms and iterations, "
         "never a salt or a key",
     )
+    delegation_tokens: list[ImageDelegationTokenOut] | None = Field(
+        None, description="every delegation token, by id: never an HMAC"
+    )
     features: dict[str, int] | None = Field(None, description="finalized feature -> level")
     voters: list[ImageVoterOut] | None = Field(None, description="the Raft voter set")
 
@@ -162,12 +188,14 @@ class ImageChangeOut(ResponseModel):
     """One entity that differs between the two images."""
 
     kind: str = Field(
-        description="broker, topic, partition, config, acl, clientQuota, scram, feature or voters",
+        description="broker, topic, partition, config, acl, clientQuota, scram, "
+        "delegationToken, feature or voters",
         examples=["partition"],
     )
     key: dict[str, Any] = Field(
         description="which one: {brokerId}, {topic}, {topic, partition}, {resourceType, "
-        "resourceName, name}, {id}, {entity}, {user}, {name}, or {} for the voter set",
+        "resourceName, name}, {id}, {entity}, {user}, {tokenId}, {name}, or {} for the "
+        "voter set",
         examples=[{"topic": "orders", "partition": 0}],
     )
     before: Any = Field(description="its value after ``from`` (null: absent)")

@@ -22,6 +22,7 @@ from . import (
     brokers,
     configs,
     console,
+    delegation_tokens,
     explain,
     health,
     history,
@@ -123,6 +124,26 @@ ROUTES: tuple[Callable[[FastAPI, RouteContext], None], ...] = (
         (docs/api-additions.md).""",
     ),
     scram.reads,
+    AdminWrite(
+        "POST", "/v1/delegation-tokens", "createDelegationToken", "CreateDelegationToken",
+        M.CreateDelegationTokenRequest, M.CreateDelegationTokenResponse, with_caller=True,
+        doc="""Creates a delegation token owned by the caller (or the owner
+        named), renewable by the renewers named; the answer carries its HMAC
+        (docs/api-additions.md "Delegation tokens").""",
+    ),
+    AdminWrite(
+        "POST", "/v1/delegation-tokens/renew", "renewDelegationToken", "RenewDelegationToken",
+        M.RenewDelegationTokenRequest, M.DelegationTokenExpiryResponse, with_caller=True,
+        doc="""Moves a token's expiry on, never past its max time; only its
+        owner or a renewer may.""",
+    ),
+    AdminWrite(
+        "POST", "/v1/delegation-tokens/expire", "expireDelegationToken", "ExpireDelegationToken",
+        M.ExpireDelegationTokenRequest, M.DelegationTokenExpiryResponse, with_caller=True,
+        doc="""Expires a token now (a negative period: it is removed) or
+        after the period given; only its owner or a renewer may.""",
+    ),
+    delegation_tokens.reads,
     records.reads,
     history.reads,
     refusals.reads,

@@ -52,6 +52,9 @@ class AdminWrite:
     # this counts the answer's entries, built in a thread past LARGE_ANSWER.
     entries: Callable[[Any, list], int] | None = None
     doc: str = ""  # the operation's description in the OpenAPI document
+    # The caller (its api.auth.Principal) is the message's last argument: a
+    # write whose request names who asks (the delegation tokens').
+    with_caller: bool = False
 
     def __call__(self, app: FastAPI, ctx: RouteContext) -> None:
         """Registers the write on ``app`` as a route of its own: its operation in
@@ -61,6 +64,8 @@ class AdminWrite:
 
         async def endpoint(**values: Any) -> Response:
             args = () if path_name is None else (values[path_name],)
+            if self.with_caller:
+                args = (*args, values["caller"])
             return await self.handle(ctx, values["request"], args)
 
         # FastAPI reads the parameters off the signature: the path's, the

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from metadata_records.codec import brief
@@ -51,6 +51,12 @@ class RouteContext:
     # The broker routes served without FastAPI's routing (api/direct_routes.py),
     # by path; None when they are off (create_app(direct_routes=False)).
     direct: dict[str, DirectRoute] | None
+    # The delegation tokens' secret (serve --delegation-token-secret-file),
+    # from which a describe derives each token's HMAC; None: tokens disabled.
+    delegation_token_secret: str | None = field(default=None, repr=False)
+    # Token id -> its HMAC under that secret, as describes computed them
+    # (api/routes/delegation_tokens.py bounds it).
+    token_hmacs: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     async def submit(self, message: object, caller: Caller | None) -> Any:
         """``message`` decided by the active controller; ``caller`` (the edge's

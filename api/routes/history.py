@@ -184,7 +184,7 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
             Query(
                 max_length=200,
                 description="only these parts, comma-separated: brokers, topics, configs, acls, "
-                "clientQuotas, scram, features, voters (default: all)",
+                "clientQuotas, scram, delegationTokens, features, voters (default: all)",
             ),
         ] = None,
         topics: Annotated[

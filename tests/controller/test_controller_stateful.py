@@ -67,13 +67,16 @@ from controller.messages import (
     ClientQuotaOp,
     CreatableTopic,
     CreateAclsRequest,
+    CreateDelegationTokenRequest,
     CreateTopicsRequest,
     DeleteAclsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
+    ExpireDelegationTokenRequest,
     IncrementalAlterConfigsRequest,
     ReassignablePartition,
     ReassignableTopic,
+    RenewDelegationTokenRequest,
     ScramCredentialDeletion,
     ScramCredentialUpsertion,
     UnregisterBrokerRequest,
@@ -82,6 +85,7 @@ from controller.messages import (
 from metadata_records.acls import AclBindingFilter, StandardAcl, acl_problem
 from metadata_records.config_schema import UNCLEAN_LEADER_ELECTION_ENABLE as UNCLEAN_LEADER_ELECTION
 from metadata_records.config_schema import OpType
+from metadata_records.delegation_tokens import token_hmac
 from metadata_records.errors import Errors
 from metadata_records.records import (
     BROKER_RESOURCE,
@@ -98,6 +102,10 @@ from metadata_records.records import (
 from metadata_records.scram import derived_keys
 from tests.controller.test_alter_partition_fused import decide_both
 from tests.harness import ELR_FEATURES, ControllerHarness
+
+TOKEN_SECRET = "stateful-test-delegation-token-secret"
+# Who asks for a token: two users, and an unauthenticated caller (None).
+PRINCIPALS = st.sampled_from(["User:a", "User:b", None])
 
 BROKERS = st.integers(1, 4)
 RARELY = st.sampled_from([False, False, False, False, True])
@@ -194,6 +202,10 @@ class ControllerMachine(RuleBasedStateMachine):
             config_options={
                 "unclean_election_interval_ms": 2000,
                 "leader_imbalance_check_interval_ms": 2000,
+                "delegation_token_secret": TOKEN_SECRET,
+                "delegation_token_max_lifetime_ms": 20_000,
+                "delegation_token_expiry_time_ms": 5_000,
+                "delegation_token_expiry_check_interval_ms": 2_000,
             },
             broker_features=ELR_FEATURES,
         )
@@ -206,6 +218,8 @@ class ControllerMachine(RuleBasedStateMachine):
         self.quota_model: dict[frozenset, dict[str, float]] = {}
         # The SCRAM credentials the test expects: user -> {mechanism: iterations}.
         self.scram_model: dict[str, dict[int, int]] = {}
+        # The delegation tokens the test expects: id -> (owner, renewers, max, expiry).
+        self.token_model: dict[str, tuple[str, tuple[str, ...], int, int]] = {}
         # The ACL bindings the test expects the image to hold.
         self.acl_model: set[StandardAcl] = set()
         self.epoch_history: dict[int, list[int]] = {}
@@ -718,6 +732,116 @@ class ControllerMachine(RuleBasedStateMachine):
             for mechanism, c in credentials.items():
                 assert (c.stored_key, c.server_key) == derived_keys(mechanism, b"salted")
 
+    # ------------------------------------------------------------ delegation tokens
+
+    def _token_refusal(self, requester: str | None) -> Errors | None:
+        if requester is None:
+            return Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        if self.h.image.metadata_version < 12:
+            return Errors.UNSUPPORTED_VERSION
+        return None
+
+    @rule(
+        requester=PRINCIPALS,
+        renewers=st.lists(st.sampled_from(["User:a", "User:b", "Group:g"]), max_size=2),
+        max_lifetime_ms=st.sampled_from([-1, 1000, 8000, 50_000]),
+        owner=st.sampled_from([None, "User:c"]),
+    )
+    def create_delegation_token(self, requester, renewers, max_lifetime_ms, owner):
+        """CreateDelegationToken against a model of Kafka's rules and times."""
+        h = self.h
+        now = h.wall_ms
+        pairs = tuple(tuple(r.split(":")) for r in renewers)
+        owner_type, owner_name = owner.split(":") if owner else (None, None)
+        r = h.run(
+            CreateDelegationTokenRequest(
+                requester, now, pairs, max_lifetime_ms, owner_type, owner_name
+            )
+        )
+        error = self._token_refusal(requester)
+        if error is None and any(not p.startswith("User:") for p in renewers):
+            error = Errors.INVALID_PRINCIPAL_TYPE
+        assert r.error is (error or Errors.NONE), r
+        if error is not None:
+            assert h.last.records == ()
+            return
+        lifetime = 20_000 if max_lifetime_ms <= 0 else min(20_000, max_lifetime_ms)
+        expected = (owner or requester, tuple(renewers), now + lifetime, now + min(lifetime, 5000))
+        assert (r.max_timestamp_ms, r.expiry_timestamp_ms) == expected[2:]
+        assert r.hmac == token_hmac(TOKEN_SECRET, r.token_id)
+        self.token_model[r.token_id] = expected
+
+    @rule(
+        data=st.data(),
+        requester=PRINCIPALS,
+        expire=st.booleans(),
+        period=st.sampled_from([-1, 0, 1000, 100_000]),
+    )
+    def renew_or_expire_delegation_token(self, data, requester, expire, period):
+        """Renew or Expire, by a known token's HMAC or one of no token."""
+        h = self.h
+        now = h.wall_ms
+        token_id = data.draw(st.sampled_from([None, *sorted(self.token_model)]))
+        hmac = token_hmac(TOKEN_SECRET, token_id or "no such token")
+        kind = ExpireDelegationTokenRequest if expire else RenewDelegationTokenRequest
+        r = h.run(kind(requester, now, hmac, period))
+        error = self._token_refusal(requester)
+        if error is None:
+            if token_id is None:
+                error = Errors.DELEGATION_TOKEN_NOT_FOUND
+            else:
+                owner, renewers, max_ts, expiry = self.token_model[token_id]
+                if max_ts < now or expiry < now:
+                    error = Errors.DELEGATION_TOKEN_EXPIRED
+                elif requester != owner and requester not in renewers:
+                    error = Errors.DELEGATION_TOKEN_OWNER_MISMATCH
+        assert r.error is (error or Errors.NONE), r
+        if error is not None:
+            assert h.last.records == ()
+            return
+        owner, renewers, max_ts, _ = self.token_model[token_id]
+        if expire and period < 0:
+            assert r.expiry_timestamp_ms == period
+            del self.token_model[token_id]
+            return
+        if expire:
+            new_expiry = min(max_ts, now + period)
+        else:
+            new_expiry = min(max_ts, now + (min(5000, period) if period > 0 else 5000))
+        assert r.expiry_timestamp_ms == new_expiry
+        self.token_model[token_id] = (owner, renewers, max_ts, new_expiry)
+
+    @rule()
+    def sweep_expired_delegation_tokens(self):
+        """The controller's sweep, when due by its monotonic clock, removes
+        exactly the tokens expired by the wall clock."""
+        h = self.h
+        due = h.controller.next_token_sweep_ms()
+        result = h.controller.maybe_sweep_delegation_tokens(h.now_ms, h.wall_ms)
+        if due is None or h.now_ms < due:
+            assert result is None
+            return
+        expired = {
+            t for t, (_, _, max_ts, expiry) in self.token_model.items()
+            if max_ts < h.wall_ms or expiry < h.wall_ms
+        }  # fmt: skip
+        assert {r.token_id for r in result.records} == expired
+        h.commit(result.records)
+        for token_id in expired:
+            del self.token_model[token_id]
+
+    @invariant()
+    def delegation_tokens_are_the_models(self):
+        image = self.h.image.delegation_tokens
+        assert {
+            t: (x.owner, x.renewers, x.max_timestamp, x.expiration_timestamp)
+            for t, x in image.items()
+        } == self.token_model
+        assert all(x.expiration_timestamp <= x.max_timestamp for x in image.values())
+        # While tokens exist (and the secret is set), a sweep is always due.
+        if image:
+            assert self.h.controller.next_token_sweep_ms() is not None
+
     @rule(validate_only=RARELY)
     def enable_elr(self, validate_only):
         """UpdateFeatures eligible.leader.replicas.version=1 (KIP-966): it
@@ -980,7 +1104,10 @@ class ControllerMachine(RuleBasedStateMachine):
         for p in ongoing.values():
             assert set(p["addingReplicas"]) | set(p["removingReplicas"]) <= set(p["replicas"])
             assert not set(p["addingReplicas"]) & set(p["removingReplicas"])
-        by_name = reassignments_obj(image, [(t.name, None) for t in image.topics.values()])
+        # Asked by name in the listing's order (names sorted): the answer
+        # follows the order asked, and the image's topics are in no order.
+        names = sorted(t.name for t in image.topics.values())
+        by_name = reassignments_obj(image, [(name, None) for name in names])
         assert by_name["topics"] == listed["topics"] and by_name["notFound"] == []
 
     @invariant()

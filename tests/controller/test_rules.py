@@ -28,14 +28,17 @@ from controller.messages import (
     ClientQuotaOp,
     CreatableTopic,
     CreateAclsRequest,
+    CreateDelegationTokenRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteAclsRequest,
     DeleteTopicsRequest,
     ElectLeadersRequest,
+    ExpireDelegationTokenRequest,
     IncrementalAlterConfigsRequest,
     ReassignablePartition,
     ReassignableTopic,
+    RenewDelegationTokenRequest,
     ScramCredentialDeletion,
     ScramCredentialUpsertion,
     UnregisterBrokerRequest,
@@ -359,6 +362,18 @@ SPECIAL = {
     "kip-966.feature-dependency": "test_elr_needs_a_newer_metadata_version",
     "feature.downgrade-to-newer": "test_a_downgrade_to_a_newer_level_is_refused",
     "scram.metadata-version-too-low": "test_scram_needs_metadata_version_3_5_iv2",
+    **{
+        rule: "test_delegation_token_rules"
+        for rule in (
+            "delegation-token.request-not-allowed",
+            "delegation-token.auth-disabled",
+            "delegation-token.metadata-version-too-low",
+            "delegation-token.renewer-not-user",
+            "delegation-token.not-found",
+            "delegation-token.expired",
+            "delegation-token.owner-mismatch",
+        )
+    },
 }
 
 # The quorum's own refusals (update-voter, quorum/membership.py check_update):
@@ -420,6 +435,41 @@ def test_a_downgrade_to_a_newer_level_is_refused():
 def test_scram_needs_metadata_version_3_5_iv2():
     rules = _decided_rules(harness(metadata_version=10), scram([("u", 1)]))
     assert rules == {"scram.metadata-version-too-low"}
+
+
+def test_delegation_token_rules():
+    """The token rules need a secret (or its absence) and a token to refer to."""
+    secret = {"delegation_token_secret": "s" * 32}
+    h = harness(config_options=secret)
+    wall = h.wall_ms
+
+    def create(requester="User:a", renewers=()):
+        return CreateDelegationTokenRequest(requester, h.wall_ms, renewers, 1000)
+
+    made = h.run(create())
+    cases = [
+        ("delegation-token.request-not-allowed", h, create(None)),
+        ("delegation-token.auth-disabled", harness(), create()),
+        (
+            "delegation-token.metadata-version-too-low",
+            harness(metadata_version=11, config_options=secret),
+            create(),
+        ),
+        ("delegation-token.renewer-not-user", h, create(renewers=(("Group", "g"),))),
+        ("delegation-token.not-found", h, RenewDelegationTokenRequest("User:a", wall, b"no")),
+        (
+            "delegation-token.owner-mismatch",
+            h,
+            ExpireDelegationTokenRequest("User:b", wall, made.hmac),
+        ),
+        (
+            "delegation-token.expired",
+            h,
+            RenewDelegationTokenRequest("User:a", wall + 1001, made.hmac),
+        ),
+    ]
+    for rule, on, request in cases:
+        assert _decided_rules(on, request) == {rule}, rule
 
 
 def test_each_rule_names_known_codes_and_invariants():
