@@ -52,6 +52,7 @@ from .cluster import Cluster
 from .conftest import running
 from .invariant_corpus import corpus, legacy, write_export
 from .pipeline_scenario import broker_scenario
+from .test_cluster import register
 
 CORPUS = corpus()
 REGISTER = "REGISTER_BROKER_RECORD"
@@ -225,8 +226,23 @@ def test_exports_start_from_the_snapshot_once_the_log_is_compacted(tmp_path):
         c.wait_ready()
         c.leader()
         asyncio.run(broker_scenario(c.url(0), c.cluster_id))
-        c.wait(lambda: (c.data_dir(0) / "raft.snapshot").exists(), 30, "a snapshot")
-        run_export(str(by_dir), data_dir=str(c.data_dir(0)), include_uncommitted=True, quiet=True)
+        pads = iter(range(1000))  # broker ids 100 on
+
+        def snapshot_holds_the_partitions() -> bool:
+            # A snapshot taken early holds the brokers only; one more write
+            # each try moves the log on, so a later compaction comes.
+            shutil.rmtree(by_dir, ignore_errors=True)
+            if (c.data_dir(0) / "raft.snapshot").exists():
+                run_export(
+                    str(by_dir), data_dir=str(c.data_dir(0)), include_uncommitted=True, quiet=True
+                )
+                kinds = {r[3] for r in read_rows(str(by_dir)) if r[4]}
+                if "PARTITION_RECORD" in kinds:
+                    return True
+            register(c, 0, 100 + next(pads))  # a registration always writes a record
+            return False
+
+        c.wait(snapshot_holds_the_partitions, 60, "a snapshot holding the topic's partitions")
         # Restarted, the node holds only the log after its snapshot: 410 from offset 0.
         assert c.stop(0) == 0
         c.start(0)
