@@ -63,6 +63,15 @@ class ChunkedMap(Mapping):
     def values(self):
         return _Values(self)
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ChunkedMap):
+            # Chunk by chunk: the chunks two maps share compare by identity,
+            # so two images a batch apart compare in what the batch changed.
+            return self._len == other._len and self._chunks == other._chunks
+        return Mapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment] - mutable-looking, as a dict
+
     def mutate(self) -> ChunkedMapBuilder:
         """A builder of the next map; this one stays as it is."""
         return ChunkedMapBuilder(self)

@@ -16,7 +16,7 @@ from metadata_records.acls import (
     StandardAcl,
 )
 from metadata_records.acls_image import SMALL_GROUP, AclsImage
-from metadata_records.chunked_map import ChunkedMap
+from metadata_records.chunked_map import ChunkedMap, chunked_with
 
 NAMES = ["*", "t", "to", "top", "topic", "topic-1", "other", ""]
 PRINCIPALS = ["User:a", "User:b", "User:*", "Group:x"]
@@ -175,3 +175,8 @@ def test_a_chunked_map_agrees_with_a_dict(ops) -> None:
             assert chunked[key] == plain[key] and chunked.get(key) == plain[key] and key in chunked
     for kept, contents in older:  # a builder never changed the map it started from
         assert dict(kept.items()) == contents
+        # Equality by chunks agrees with equality of contents, either way round.
+        assert (kept == chunked) == (contents == plain) == (chunked == ChunkedMap(contents))
+        assert kept == contents and contents == kept and kept == ChunkedMap(contents)
+    assert chunked_with(ChunkedMap(), plain) == plain == chunked
+    assert chunked_with(chunked, dict.fromkeys(plain)) == {}  # None removes every key
