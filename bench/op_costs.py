@@ -2,18 +2,19 @@
 
     .venv/bin/python bench/op_costs.py               # stores of 100, 1,000 and 10,000 of each kind
     .venv/bin/python bench/op_costs.py --base 1000   # 1,000, 10,000 and 100,000 (minutes)
-    .venv/bin/python bench/op_costs.py --base 1000 --per-topic 20   # up to 2,000,000 partitions (GBs)
+    .venv/bin/python bench/op_costs.py --base 1000 --per-topic 20 --brokers 100   # to 2,000,000 partitions
     .venv/bin/python bench/op_costs.py --json
 
 One image per size, built through the pure controller (no Raft, no HTTP, one
 core) with N of every kind of object: topics (one partition each, RF 3), one
 config on each topic, ACLs, client-quota entities, SCRAM users, and N/10
-brokers (at least 3); ``--per-topic P`` gives each topic P partitions. Then each operation is timed on that image, one small
-change or read at a time (decide, apply as one batch, tell the controller it
-committed, as the quorum does; reads as the HTTP routes build their answers),
-and its median is printed beside the smallest size's: the ratio is the
-operation's growth with the store (the goal is flat within 1.5x; an answer
-that lists everything stored grows by design, and says so).
+brokers (at least 3). ``--per-topic P`` gives each topic P partitions, and
+``--brokers B`` fixes the brokers at B. Then each operation is timed on that
+image, one small change or read at a time (decide, apply as one batch, tell
+the controller it committed, as the quorum does; reads as the HTTP routes
+build their answers), and its median is printed beside the smallest size's:
+the ratio is the operation's growth with the store (the goal is flat within
+1.5x; an answer that lists everything stored grows by design, and says so).
 
 Only figures are printed: nothing here asserts on timing.
 """
@@ -81,11 +82,15 @@ def quota(name: str, value: float) -> ClientQuotaAlteration:
     return ClientQuotaAlteration((("user", name),), (ClientQuotaOp("producer_byte_rate", value),))
 
 
-def build(n: int, per_topic: int = 1) -> ControllerHarness:
-    """A committed image with n of every kind (n/10 brokers, at least 3), each
-    topic of ``per_topic`` partitions."""
+def broker_count(n: int, fixed: int | None) -> int:
+    return fixed if fixed is not None else max(3, n // 10)
+
+
+def build(n: int, per_topic: int = 1, brokers: int | None = None) -> ControllerHarness:
+    """A committed image with n of every kind (n/10 brokers, at least 3,
+    unless ``brokers`` says how many), each topic of ``per_topic`` partitions."""
     h = ControllerHarness(session_timeout_ms=10**9)
-    h.start_brokers(*range(max(3, n // 10)))
+    h.start_brokers(*range(broker_count(n, brokers)))
     per_request = max(1, min(CHUNK, MAX_BUILD_RECORDS // (per_topic + 1)))
     for lo in range(0, n, per_request):
         ids = range(lo, min(n, lo + per_request))
@@ -127,12 +132,11 @@ class Committer:
         return result.response
 
 
-def operations(h: ControllerHarness, n: int) -> dict[str, Callable[[int], object]]:
+def operations(h: ControllerHarness, n: int, brokers: int) -> dict[str, Callable[[int], object]]:
     """Each operation as a function of its repetition number: a small change
     (undone by the next repetition where it adds, so the store keeps its size)
     or a read."""
     run = Committer(h)
-    brokers = max(3, n // 10)
     any_filter = AclBindingFilter
 
     def acl_create_then_delete(k: int) -> object:
@@ -236,11 +240,11 @@ def main() -> int:
     for n in sizes:
         started = time.monotonic()
         progress(f"building a store of {n:,} of each kind ({n * args.per_topic:,} partitions) ...")
-        h = build(n, args.per_topic)
+        h = build(n, args.per_topic, args.brokers)
         progress(f"  built in {time.monotonic() - started:.1f} s; timing each operation")
         gc.collect()
         gc.freeze()  # the store is long-lived: keep the collector off its objects, as voters do
-        for name, op in operations(h, n).items():
+        for name, op in operations(h, n, broker_count(n, args.brokers)).items():
             figures.setdefault(name, {})[n] = timed(op, args.reps, budget_s=20.0)
         gc.unfreeze()
         del h
