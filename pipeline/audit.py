@@ -857,6 +857,8 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
     ``workdir/partition_states`` as Parquet and read back: every later step
     reads only the columns it needs, where Spark's in-memory cache would
     build (slowly) a columnar copy of every array."""
+    describe = df.sparkSession.sparkContext.setJobDescription
+    describe("audit: batch offsets present")
     df, legacy = with_legacy_batches(df)
     topics = (
         df.filter(F.col("type") == "TOPIC_RECORD")
@@ -866,8 +868,10 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
     )
     b = broker_states(df).persist(StorageLevel.MEMORY_AND_DISK)  # one row per broker record
     path = os.path.join(workdir, "partition_states")
+    describe("audit: partition states")
     partition_states(df).write.mode("overwrite").parquet(path)
     p = df.sparkSession.read.parquet(path)
+    describe("audit: offsets dense")
     parts = (
         offsets_checks(df, first_offset)
         + broker_checks(b)

@@ -81,6 +81,8 @@ def audit_export(
 
     stage(1, f"reading {input_dir}")
     df = read_export(spark, input_dir)
+    describe = spark.sparkContext.setJobDescription  # names the jobs in Spark's UI and event log
+    describe("record types")
     # One small job for every figure the record types give.
     by_type = (
         df.groupBy("type")
@@ -104,16 +106,19 @@ def audit_export(
     last_ms = max(r["last_ms"] for r in by_type)
 
     stage(2, f"auditing {records:,} records")
+    describe("audit: offsets and state")
     frames = run_audit(df, first_offset, output_dir)
     if frames.legacy_records:
         echo(legacy_note(frames.legacy_records))
     viol_dir = os.path.join(output_dir, "violations")
     # Kept once computed: with_who reads the violations twice (their offsets, then them).
     found = frames.violations.persist(StorageLevel.MEMORY_AND_DISK)
+    describe("audit: violations")
     with_who(found, df).orderBy("offset", "check", "entity").write.mode("overwrite").parquet(
         viol_dir
     )
     found.unpersist()
+    describe("audit: violations read back")
     written = spark.read.parquet(viol_dir)
     first_rows = [
         tuple(r) for r in written.orderBy("offset", "check", "entity").limit(REPORT_ROWS).collect()
@@ -130,24 +135,31 @@ def audit_export(
     total = sum(counts.values())
 
     stage(3, "building timelines")
+    describe("timelines: broker states")
     path = lambda name: os.path.join(output_dir, name)  # noqa: E731
     broker_intervals(frames.brokers).write.mode("overwrite").parquet(path("broker_states"))
+    describe("timelines: partitions")
     partition_timeline(frames.partitions).write.mode("overwrite").parquet(
         path("partition_timeline")
     )
     pt = spark.read.parquet(path("partition_timeline"))
+    describe("timelines: intervals")
     intervals(pt, "under_replicated", last_ms).write.mode("overwrite").parquet(
         path("under_replicated_intervals")
     )
     intervals(pt, "offline", last_ms).write.mode("overwrite").parquet(path("offline_intervals"))
+    describe("timelines: per minute")
     minutes = sorted(tuple(r) for r in per_minute(pt).collect())
+    describe("timelines: controller")
     controller_changes(df).write.mode("overwrite").parquet(path("controller_elections"))
     changes = sorted(
         (r["offset"], r["timestamp_ms"], r["controller_epoch"], r["leader_id"], r["batch_offset"])
         for r in spark.read.parquet(path("controller_elections")).collect()
     )
     bucket = bucket_ms(first_ms, last_ms)
+    describe("who: writes")
     by_who = writes(df, first_ms, bucket)
+    describe("timelines: summaries")
     brokers = [
         tuple(r)
         for r in spark.read.parquet(path("broker_states"))
@@ -205,6 +217,7 @@ def audit_export(
         # The batches the report's events link to: its violations' and elections'.
         linked = {row[-1] for row in first_rows if row[-1] is not None}
         linked |= {change[-1] for change in changes}
+        describe("report: batches")
         data = ReportData(
             input_dir=input_dir,
             summary=summary,
