@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from .audit import run_audit
+from .audit import log_overview, run_audit
 from .cluster import (
     MASTER_HINT,
     ClusterError,
@@ -83,31 +83,17 @@ def audit_export(
     df = read_export(spark, input_dir)
     describe = spark.sparkContext.setJobDescription  # names the jobs in Spark's UI and event log
     describe("record types")
-    # One small job for every figure the record types give.
-    by_type = (
-        df.groupBy("type")
-        .agg(
-            F.count("*").alias("n"),
-            F.min("offset").alias("first_offset"),
-            F.max("offset").alias("last_offset"),
-            F.min("timestamp_ms").alias("first_ms"),
-            F.max("timestamp_ms").alias("last_ms"),
-            F.sum(F.col("from_snapshot").cast("int")).alias("snapshot_rows"),
-        )
-        .collect()
-    )
-    if not by_type:
+    # One pass for every figure the record types give, and what the audit asks first.
+    overview = log_overview(df)
+    if overview is None:
         raise ValueError(f"{input_dir} holds no records")
-    kinds = {r["type"]: r["n"] for r in by_type}
-    records = sum(kinds.values())
-    first_offset = min(r["first_offset"] for r in by_type)
-    last_offset = max(r["last_offset"] for r in by_type)
-    first_ms = min(r["first_ms"] for r in by_type)
-    last_ms = max(r["last_ms"] for r in by_type)
+    kinds, records = overview.kinds, overview.records
+    first_offset, last_offset = overview.first_offset, overview.last_offset
+    first_ms, last_ms = overview.first_ms, overview.last_ms
 
     stage(2, f"auditing {records:,} records")
     describe("audit: offsets and state")
-    frames = run_audit(df, first_offset, output_dir)
+    frames = run_audit(df, first_offset, output_dir, overview)
     if frames.legacy_records:
         echo(legacy_note(frames.legacy_records))
     viol_dir = os.path.join(output_dir, "violations")
@@ -182,7 +168,7 @@ def audit_export(
     summary = {
         "records": records,
         "offsets": f"{first_offset} .. {last_offset}",
-        "snapshot records": sum(r["snapshot_rows"] for r in by_type),
+        "snapshot records": overview.snapshot_rows,
         "time span (minutes)": round((last_ms - first_ms) / 60_000, 1),
         "brokers": len({b[0] for b in brokers}),
         "topics created": kinds.get("TOPIC_RECORD", 0),
@@ -239,6 +225,7 @@ def audit_export(
             f.write(page)
         os.replace(tmp, report_path)
         report = report_path
+    describe(None)  # later jobs of this session are not the audit's
     echo(f"done in {time.perf_counter() - clock:.1f} s; results in {output_dir}")
     return AuditResult(records, total, counts, first_rows[:TABLE_ROWS], output_dir, report, summary)
 
