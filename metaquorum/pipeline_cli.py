@@ -220,6 +220,8 @@ def _audit(args: argparse.Namespace) -> int:
     from pipeline.export_files import ExportDirError
     from pipeline.run import main_audit
 
+    if args.shuffle_partitions is not None and args.shuffle_partitions < 1:
+        return _fail(f"--shuffle-partitions must be at least 1, not {args.shuffle_partitions}")
     conf = {}
     for setting in args.conf:
         key, eq, value = setting.partition("=")

@@ -335,6 +335,8 @@ def test_export_refuses_what_it_cannot_read(tmp_path, capsys):
     assert "is the node up?" in capsys.readouterr().err
     assert main(["audit", "--input", str(empty)]) == 2
     assert "holds no exported records" in capsys.readouterr().err
+    assert main(["audit", "--input", str(empty), "--shuffle-partitions", "0"]) == 2
+    assert "--shuffle-partitions must be at least 1, not 0" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- synth-log
