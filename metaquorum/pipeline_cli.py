@@ -56,7 +56,9 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
     from .connection_flags import add_tls_flags
 
     add_tls_flags(p)
-    p.add_argument("--records-per-file", type=int, default=1_000_000)
+    p.add_argument("--records-per-file", type=int, default=1_000_000,
+                   help="records in each Parquet file (default 1,000,000; each in row groups "
+                   "of 131,072 rows, the unit Spark splits a file into tasks by)")  # fmt: skip
     p.add_argument(
         "--uncommitted",
         action="store_true",
@@ -76,6 +78,13 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
         help="audit an exported log with PySpark: invariants, timelines, an HTML report",
         description="Rebuilds every broker's and partition's state in offset order and reports "
         "each violated invariant with its offset. Exit code 1 if any.",
+        epilog="Spark settings it uses unless told otherwise (--conf KEY=VALUE overrides each; "
+        "so does spark-submit's --conf): on local[N], spark.sql.shuffle.partitions=2N (Spark's "
+        "own 200 is for clusters: on a 1M-record log most of its tasks were empty) and "
+        "spark.driver.memory=2g (a 10M-record log audited in it on local[2]); everywhere, "
+        "spark.sql.adaptive.enabled=true with coalescePartitions (on a cluster it makes Spark's "
+        "200 shuffle partitions as few as the data needs). Measured in docs/pipeline.md "
+        "(Performance).",
     )
     p.add_argument(
         "--input",
@@ -90,7 +99,9 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
         "storage every worker shares",
     )
     p.add_argument("--output", help="where violations and timelines go (default <input>-audit)")
-    p.add_argument("--shuffle-partitions", type=int, help="spark.sql.shuffle.partitions")
+    p.add_argument("--shuffle-partitions", type=int,
+                   help="spark.sql.shuffle.partitions (default: 2 per core on local[N], else "
+                   "Spark's 200, which adaptive execution coalesces)")  # fmt: skip
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, as spark-submit's --conf (repeatable), e.g. "
                    "spark.executor.memory=4g")  # fmt: skip
@@ -209,6 +220,8 @@ def _audit(args: argparse.Namespace) -> int:
     from pipeline.export_files import ExportDirError
     from pipeline.run import main_audit
 
+    if args.shuffle_partitions is not None and args.shuffle_partitions < 1:
+        return _fail(f"--shuffle-partitions must be at least 1, not {args.shuffle_partitions}")
     conf = {}
     for setting in args.conf:
         key, eq, value = setting.partition("=")

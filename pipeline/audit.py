@@ -79,45 +79,97 @@ def _label(registered: Column, fenced: Column, shutdown: Column) -> Column:
     )
 
 
-def offsets_look_right(df: DataFrame) -> bool:
-    """A one-pass test that needs no shuffle of the log: True when the log
-    records' offsets are exactly one dense range (count, sum and sum of
-    squares of a dense range are fixed by its ends) and each controller
-    epoch occupies an offset range after the previous epoch's. When it
-    returns False, the exact checks find where."""
-    log = df.filter(~F.col("from_snapshot"))
+@dataclass
+class Overview:
+    """What one pass over the log tells (a few rows per record type and
+    controller epoch reach the driver): the figures the report starts from,
+    how many log records lack a batch_offset, and whether the offsets look
+    dense and the epochs ordered (``_offsets_look_right``)."""
+
+    kinds: dict[str, int]  # records per type
+    records: int
+    first_offset: int
+    last_offset: int
+    first_ms: int
+    last_ms: int
+    snapshot_rows: int
+    legacy_records: int  # log records without batch_offset
+    offsets_look_right: bool
+
+
+def log_overview(df: DataFrame) -> Overview | None:
+    """The log's Overview from one scan of it; None when it holds no records."""
     o = F.col("offset").cast("decimal(38,0)")
-    row = log.agg(
-        F.count("*").alias("n"),
-        F.min("offset").alias("lo"),
-        F.max("offset").alias("hi"),
-        F.sum(o).alias("s1"),
-        F.sum(o * o).alias("s2"),
-    ).first()
-    n, lo, hi = row["n"], row["lo"], row["hi"]
-    if n == 0:
+    rows = (
+        df.groupBy("type", "controller_epoch", "from_snapshot")
+        .agg(
+            F.count("*").alias("n"),
+            F.min("offset").alias("lo"),
+            F.max("offset").alias("hi"),
+            F.sum(o).alias("s1"),
+            F.sum(o * o).alias("s2"),
+            F.min("timestamp_ms").alias("first_ms"),
+            F.max("timestamp_ms").alias("last_ms"),
+            F.sum(F.col("batch_offset").isNull().cast("int")).alias("no_batch"),
+        )
+        .collect()
+    )
+    if not rows:
+        return None
+    kinds: dict[str, int] = {}
+    for r in rows:
+        kinds[r["type"]] = kinds.get(r["type"], 0) + r["n"]
+    log = [r for r in rows if not r["from_snapshot"]]
+    snapshot = [r for r in rows if r["from_snapshot"]]
+    return Overview(
+        kinds=kinds,
+        records=sum(kinds.values()),
+        first_offset=min(r["lo"] for r in rows),
+        last_offset=max(r["hi"] for r in rows),
+        first_ms=min(r["first_ms"] for r in rows),
+        last_ms=max(r["last_ms"] for r in rows),
+        snapshot_rows=sum(r["n"] for r in snapshot),
+        legacy_records=sum(r["no_batch"] for r in log),
+        offsets_look_right=_offsets_look_right(log, snapshot),
+    )
+
+
+def _offsets_look_right(log: list, snapshot: list) -> bool:
+    """A test that needs no shuffle of the log, from log_overview's rows (per
+    type, epoch and from_snapshot): True when the log records' offsets are
+    exactly one dense range (count, sum and sum of squares of a dense range
+    are fixed by its ends) and each controller epoch occupies an offset range
+    after the previous epoch's. When it is False, the exact checks find where."""
+    if not log:
         return True
+    n, lo, hi = sum(r["n"] for r in log), min(r["lo"] for r in log), max(r["hi"] for r in log)
     if n != hi - lo + 1:
         return False
     squares = lambda k: k * (k + 1) * (2 * k + 1) // 6  # noqa: E731  (sum of i^2, i <= k)
-    if row["s1"] != (lo + hi) * n // 2 or row["s2"] != squares(hi) - squares(lo - 1):
+    s1, s2 = sum(r["s1"] for r in log), sum(r["s2"] for r in log)
+    if s1 != (lo + hi) * n // 2 or s2 != squares(hi) - squares(lo - 1):
         return False
-    snapshot = df.filter(F.col("from_snapshot")).agg(F.max("offset"), F.max("controller_epoch"))
-    snap_offset, snap_epoch = snapshot.first()
-    if snap_offset is not None and snap_offset != lo - 1:
-        return False
-    spans = sorted(
-        tuple(r)
-        for r in log.groupBy("controller_epoch").agg(F.min("offset"), F.max("offset")).collect()
-    )
-    if snap_epoch is not None and spans and spans[0][0] < snap_epoch:
+    if snapshot:
+        if max(r["hi"] for r in snapshot) != lo - 1:
+            return False
+        snap_epoch = max(r["controller_epoch"] for r in snapshot)
+    else:
+        snap_epoch = None
+    epochs: dict[int, tuple[int, int]] = {}
+    for r in log:
+        was = epochs.get(r["controller_epoch"])
+        span = (r["lo"], r["hi"]) if was is None else (min(was[0], r["lo"]), max(was[1], r["hi"]))
+        epochs[r["controller_epoch"]] = span
+    spans = sorted((e, a, b) for e, (a, b) in epochs.items())
+    if snap_epoch is not None and spans[0][0] < snap_epoch:
         return False
     return all(a[2] < b[1] for a, b in zip(spans, spans[1:], strict=False))
 
 
-def offsets_checks(df: DataFrame, first: int) -> list[DataFrame]:
-    """``first``: the lowest offset of the export (no record precedes it)."""
-    if offsets_look_right(df):
+def offsets_checks(df: DataFrame, first: int, look_right: bool) -> list[DataFrame]:
+    """``first``: the lowest offset of the export (no record precedes it);
+    ``look_right``: log_overview's offsets_look_right (when True, nothing to find)."""
+    if look_right:
         return []
     log = F.when(~F.col("from_snapshot"), 1).otherwise(0)
     per_offset = df.groupBy("offset").agg(
@@ -319,6 +371,14 @@ def partition_states(df: DataFrame) -> DataFrame:
         # Who the record puts into the ISR: KIP-841 looks at these only.
         .withColumn("added", F.array_except("isr", F.coalesce("prev_isr", F.array().cast("array<int>"))))
         .withColumn("prev_isr_size", F.size("prev_isr"))
+        # The batch rules read each partition's state at the end of each batch
+        # that touched it, and the batch that touches it next: the last row of
+        # a batch is the one the next row's batch differs from (batches are
+        # runs of offsets), so this sort serves them too.
+        .withColumn("batch", _batch())
+        .withColumn("following", F.lead(_batch()).over(order))
+        .withColumn("batch_end", F.col("following").isNull() | (F.col("following") != F.col("batch")))
+        .withColumn("next_batch", F.when(F.col("batch_end"), F.col("following")))
     )  # fmt: skip
     # KIP-966: a PartitionRecord's null ELR is empty, a change's is "unchanged".
     none = F.array().cast("array<int>")
@@ -340,7 +400,7 @@ def partition_states(df: DataFrame) -> DataFrame:
             ),
         )
         .withColumn("elr_shared", F.array_intersect("elr_state", "isr_state"))
-        .drop("seg", "moves", "n", "replicas", "eligible_leader_replicas", "elr_set")
+        .drop("seg", "moves", "n", "replicas", "eligible_leader_replicas", "elr_set", "following")
     )
     return p
 
@@ -510,11 +570,7 @@ def batch_ends(p: DataFrame, b: DataFrame) -> tuple[DataFrame, DataFrame]:
     last = lambda *key: W.partitionBy(*key).orderBy(F.desc("offset"), F.desc("seq"))  # noqa: E731
     tp = ("topic_id", "partition_id")
     parts = (
-        p.withColumn("batch", _batch())
-        .withColumn("n", F.row_number().over(last(*tp, "batch")))
-        .filter(F.col("n") == 1)
-        .withColumn("next_batch", F.lead("batch").over(W.partitionBy(*tp).orderBy("batch")))
-        .select(
+        p.filter(F.col("batch_end")).select(  # partition_states found them in its one sort
             *tp,
             "batch",
             "next_batch",
@@ -602,18 +658,25 @@ def batch_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFram
     left_leading = held.filter(F.col("leader_state") == F.col("member")).select(
         "topic_id", "partition_id", "batch", "timestamp_ms", "isr_state", "leader_state", "label"
     )
-    leaders = with_entity(touched.unionByName(left_leading).distinct(), topics)
-    leaders = leaders.withColumn(
-        "problems",
-        F.concat_ws(
-            " and ",
-            F.when(
-                ~F.array_contains("isr_state", F.col("leader_state")),
-                F.concat(F.lit("not in the ISR "), _isr_text(F.col("isr_state"))),
+    # The problems first, then distinct: of a million rows (every batch end
+    # of every partition) only the few with a problem are shuffled.
+    leaders = (
+        touched.unionByName(left_leading)
+        .withColumn(
+            "problems",
+            F.concat_ws(
+                " and ",
+                F.when(
+                    ~F.array_contains("isr_state", F.col("leader_state")),
+                    F.concat(F.lit("not in the ISR "), _isr_text(F.col("isr_state"))),
+                ),
+                F.when(F.col("label") != "", F.col("label")),
             ),
-            F.when(F.col("label") != "", F.col("label")),
-        ),
-    ).filter(F.col("problems") != "")
+        )
+        .filter(F.col("problems") != "")
+        .distinct()
+    )
+    leaders = with_entity(leaders, topics)
     shared = with_entity(
         held.filter(F.array_contains("isr_state", F.col("member")) & (F.size("isr_state") > 1)),
         topics,
@@ -819,12 +882,12 @@ def acl_checks(df: DataFrame) -> DataFrame:
     return invalid.unionByName(missing)
 
 
-def with_legacy_batches(df: DataFrame) -> tuple[DataFrame, int]:
-    """(``df`` with every log row's ``batch_offset``, how many rows lacked it).
-    An export from before batchOffset has none: a run of log records with one
-    (timestamp_ms, controller_epoch) is taken as one batch, as the replay does.
-    This orders the whole log in one task: slow, and only for such exports."""
-    legacy = df.filter(~F.col("from_snapshot") & F.col("batch_offset").isNull()).count()
+def with_legacy_batches(df: DataFrame, legacy: int) -> tuple[DataFrame, int]:
+    """(``df`` with every log row's ``batch_offset``, ``legacy``: how many log
+    rows lack it, as log_overview counts them). An export from before
+    batchOffset has none: a run of log records with one (timestamp_ms,
+    controller_epoch) is taken as one batch, as the replay does. This orders
+    the whole log in one task: slow, and only for such exports."""
     if not legacy:
         return df, 0
     log = df.filter(~F.col("from_snapshot"))
@@ -850,14 +913,22 @@ def with_legacy_batches(df: DataFrame) -> tuple[DataFrame, int]:
     return df.filter(F.col("from_snapshot")).unionByName(log), legacy
 
 
-def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
+def run_audit(
+    df: DataFrame, first_offset: int, workdir: str, overview: Overview | None = None
+) -> AuditFrames:
     """The violations, and the rebuilt states the timelines start from.
 
     The partition states (as many rows as the log) are written to
     ``workdir/partition_states`` as Parquet and read back: every later step
     reads only the columns it needs, where Spark's in-memory cache would
-    build (slowly) a columnar copy of every array."""
-    df, legacy = with_legacy_batches(df)
+    build (slowly) a columnar copy of every array. ``overview``: log_overview(df)
+    when the caller has it (else this scans the log for it)."""
+    describe = df.sparkSession.sparkContext.setJobDescription
+    if overview is None:
+        describe("audit: overview")
+        overview = log_overview(df)
+    legacy_records = overview.legacy_records if overview else 0
+    df, legacy = with_legacy_batches(df, legacy_records)
     topics = (
         df.filter(F.col("type") == "TOPIC_RECORD")
         .groupBy("topic_id")
@@ -866,10 +937,12 @@ def run_audit(df: DataFrame, first_offset: int, workdir: str) -> AuditFrames:
     )
     b = broker_states(df).persist(StorageLevel.MEMORY_AND_DISK)  # one row per broker record
     path = os.path.join(workdir, "partition_states")
+    describe("audit: partition states")
     partition_states(df).write.mode("overwrite").parquet(path)
     p = df.sparkSession.read.parquet(path)
+    describe("audit: offsets dense")
     parts = (
-        offsets_checks(df, first_offset)
+        offsets_checks(df, first_offset, overview is None or overview.offsets_look_right)
         + broker_checks(b)
         + partition_checks(p, b, topics, elr_levels(df))
         + batch_checks(p, b, topics)

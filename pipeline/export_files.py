@@ -23,6 +23,10 @@ from .schema import NO_WHO, ColumnBuffer
 FORMATS = ("parquet", "jsonl")
 _NAME = re.compile(r"^records-(\d{20})-(\d{20})\.(parquet|jsonl)$")
 TMP_PREFIX = ".tmp-"
+# Rows per Parquet row group: Spark splits a file only between row groups, so
+# a file of 1,000,000 records in one group (pyarrow's default) is read by one
+# task on one core; in groups of 131,072 it is 8 splits every core can share.
+ROW_GROUP_ROWS = 131_072
 
 
 class ExportDirError(Exception):
@@ -131,7 +135,7 @@ class OffsetRangeWriter:
         self._tmp = os.path.join(self.directory, TMP_PREFIX + name)
         table = buf.table()
         if self.fmt == "parquet":
-            pq.write_table(table, self._tmp, compression="zstd")
+            pq.write_table(table, self._tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
         else:
             with open(self._tmp, "wb") as f:
                 for row in table.to_pylist():

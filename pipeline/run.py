@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from .audit import run_audit
+from .audit import log_overview, run_audit
 from .cluster import (
     MASTER_HINT,
     ClusterError,
@@ -81,39 +81,30 @@ def audit_export(
 
     stage(1, f"reading {input_dir}")
     df = read_export(spark, input_dir)
-    # One small job for every figure the record types give.
-    by_type = (
-        df.groupBy("type")
-        .agg(
-            F.count("*").alias("n"),
-            F.min("offset").alias("first_offset"),
-            F.max("offset").alias("last_offset"),
-            F.min("timestamp_ms").alias("first_ms"),
-            F.max("timestamp_ms").alias("last_ms"),
-            F.sum(F.col("from_snapshot").cast("int")).alias("snapshot_rows"),
-        )
-        .collect()
-    )
-    if not by_type:
+    describe = spark.sparkContext.setJobDescription  # names the jobs in Spark's UI and event log
+    describe("record types")
+    # One pass for every figure the record types give, and what the audit asks first.
+    overview = log_overview(df)
+    if overview is None:
         raise ValueError(f"{input_dir} holds no records")
-    kinds = {r["type"]: r["n"] for r in by_type}
-    records = sum(kinds.values())
-    first_offset = min(r["first_offset"] for r in by_type)
-    last_offset = max(r["last_offset"] for r in by_type)
-    first_ms = min(r["first_ms"] for r in by_type)
-    last_ms = max(r["last_ms"] for r in by_type)
+    kinds, records = overview.kinds, overview.records
+    first_offset, last_offset = overview.first_offset, overview.last_offset
+    first_ms, last_ms = overview.first_ms, overview.last_ms
 
     stage(2, f"auditing {records:,} records")
-    frames = run_audit(df, first_offset, output_dir)
+    describe("audit: offsets and state")
+    frames = run_audit(df, first_offset, output_dir, overview)
     if frames.legacy_records:
         echo(legacy_note(frames.legacy_records))
     viol_dir = os.path.join(output_dir, "violations")
     # Kept once computed: with_who reads the violations twice (their offsets, then them).
     found = frames.violations.persist(StorageLevel.MEMORY_AND_DISK)
+    describe("audit: violations")
     with_who(found, df).orderBy("offset", "check", "entity").write.mode("overwrite").parquet(
         viol_dir
     )
     found.unpersist()
+    describe("audit: violations read back")
     written = spark.read.parquet(viol_dir)
     first_rows = [
         tuple(r) for r in written.orderBy("offset", "check", "entity").limit(REPORT_ROWS).collect()
@@ -130,24 +121,31 @@ def audit_export(
     total = sum(counts.values())
 
     stage(3, "building timelines")
+    describe("timelines: broker states")
     path = lambda name: os.path.join(output_dir, name)  # noqa: E731
     broker_intervals(frames.brokers).write.mode("overwrite").parquet(path("broker_states"))
+    describe("timelines: partitions")
     partition_timeline(frames.partitions).write.mode("overwrite").parquet(
         path("partition_timeline")
     )
     pt = spark.read.parquet(path("partition_timeline"))
+    describe("timelines: intervals")
     intervals(pt, "under_replicated", last_ms).write.mode("overwrite").parquet(
         path("under_replicated_intervals")
     )
     intervals(pt, "offline", last_ms).write.mode("overwrite").parquet(path("offline_intervals"))
+    describe("timelines: per minute")
     minutes = sorted(tuple(r) for r in per_minute(pt).collect())
+    describe("timelines: controller")
     controller_changes(df).write.mode("overwrite").parquet(path("controller_elections"))
     changes = sorted(
         (r["offset"], r["timestamp_ms"], r["controller_epoch"], r["leader_id"], r["batch_offset"])
         for r in spark.read.parquet(path("controller_elections")).collect()
     )
     bucket = bucket_ms(first_ms, last_ms)
+    describe("who: writes")
     by_who = writes(df, first_ms, bucket)
+    describe("timelines: summaries")
     brokers = [
         tuple(r)
         for r in spark.read.parquet(path("broker_states"))
@@ -170,7 +168,7 @@ def audit_export(
     summary = {
         "records": records,
         "offsets": f"{first_offset} .. {last_offset}",
-        "snapshot records": sum(r["snapshot_rows"] for r in by_type),
+        "snapshot records": overview.snapshot_rows,
         "time span (minutes)": round((last_ms - first_ms) / 60_000, 1),
         "brokers": len({b[0] for b in brokers}),
         "topics created": kinds.get("TOPIC_RECORD", 0),
@@ -205,6 +203,7 @@ def audit_export(
         # The batches the report's events link to: its violations' and elections'.
         linked = {row[-1] for row in first_rows if row[-1] is not None}
         linked |= {change[-1] for change in changes}
+        describe("report: batches")
         data = ReportData(
             input_dir=input_dir,
             summary=summary,
@@ -226,6 +225,7 @@ def audit_export(
             f.write(page)
         os.replace(tmp, report_path)
         report = report_path
+    describe(None)  # later jobs of this session are not the audit's
     echo(f"done in {time.perf_counter() - clock:.1f} s; results in {output_dir}")
     return AuditResult(records, total, counts, first_rows[:TABLE_ROWS], output_dir, report, summary)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import sys
 import tempfile
 
@@ -41,9 +42,45 @@ def _log4j2_file() -> str:
     return path
 
 
+# Defaults measured on a 2-core machine (docs/pipeline.md, Performance); each
+# is overridden by a --conf of the same key (or --shuffle-partitions).
+LOCAL_DRIVER_MEMORY = "2g"
+SHUFFLE_PARTITIONS_PER_CORE = 2  # on local[N]: 2N (Spark's default, 200, is for clusters)
+
+
+def local_cores(master: str) -> int | None:
+    """N of ``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` (None: not local)."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    if m[1] is None:
+        return 1
+    return (os.cpu_count() or 1) if m[1] == "*" else max(int(m[1]), 1)
+
+
+def session_defaults(master: str) -> dict[str, str]:
+    """The settings a session gets unless told otherwise. On ``local[N]``:
+    2N shuffle partitions (each shuffle of the log is a few MB per million
+    records: Spark's 200 made an audit of 1M records 9,300 tasks, most of them
+    empty) and a 2 GB driver heap (the executors' too, in local mode).
+    Everywhere: adaptive execution, which coalesces small shuffle partitions
+    and picks broadcast joins from the sizes it sees (on a cluster it makes
+    Spark's 200 partitions as few as the data needs)."""
+    defaults = {
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    }
+    cores = local_cores(master)
+    if cores is not None:
+        defaults["spark.driver.memory"] = LOCAL_DRIVER_MEMORY
+        defaults["spark.sql.shuffle.partitions"] = str(SHUFFLE_PARTITIONS_PER_CORE * cores)
+    return defaults
+
+
 def build_session(master: str = "local[*]", app_name: str = "metaquorum-audit", **conf: str):
     """A session on ``master`` (``local[*]``, ``spark://host:7077``, ``yarn``, ...),
-    with Spark's own logging turned down to errors and no web UI."""
+    with Spark's own logging turned down to errors and no web UI; ``conf``
+    overrides ``session_defaults``."""
     from pyspark.sql import SparkSession
 
     # py4j logs every call at INFO when the root logger lets it.
@@ -56,18 +93,29 @@ def build_session(master: str = "local[*]", app_name: str = "metaquorum-audit", 
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j2_file()}")
     )
     if master.startswith("local"):
         # The machine's hostname may resolve to an address Spark warns about.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.config("spark.driver.memory", conf.pop("spark.driver.memory", "2g"))
-    for key, value in conf.items():
+    defaults = session_defaults(master)
+    for key in _submitted_keys():  # spark-submit's --conf wins over a default too
+        defaults.pop(key, None)
+    for key, value in {**defaults, **conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _submitted_keys() -> set[str]:
+    """The settings spark-submit was given, when it runs this process."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return {key for key, _ in SparkConf().getAll()}
 
 
 def submitted_master() -> str | None:

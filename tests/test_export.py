@@ -363,6 +363,8 @@ def test_export_refuses_what_it_cannot_read(tmp_path, capsys):
     assert "is the node up?" in capsys.readouterr().err
     assert main(["audit", "--input", str(empty)]) == 2
     assert "holds no exported records" in capsys.readouterr().err
+    assert main(["audit", "--input", str(empty), "--shuffle-partitions", "0"]) == 2
+    assert "--shuffle-partitions must be at least 1, not 0" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- synth-log
@@ -379,6 +381,27 @@ def test_a_synthetic_log_audits_clean_and_covers_broker_life(tmp_path):
     assert {r[9] for r in changes} >= {1, -1}  # fenced and unfenced
     assert any(r[10] == 1 for r in changes)  # a controlled shutdown
     assert replay_audit(str(tmp_path)) == ([], len(rows))
+
+
+def test_export_files_are_in_row_groups_spark_can_split_and_local_spark_gets_few_partitions(
+    tmp_path, monkeypatch
+):
+    import pipeline.export_files as files
+    from pipeline.spark import local_cores, session_defaults
+
+    # Spark splits a Parquet file into tasks between row groups only.
+    monkeypatch.setattr(files, "ROW_GROUP_ROWS", 1_000)
+    summary = run_synth_log(2_500, str(tmp_path), quiet=True, records_per_file=2_000)
+    groups = [pq.ParquetFile(f).metadata.num_row_groups for f in summary["files"]]
+    assert summary["records"] < 3_000 and groups == [2, 1]  # 2,000 records, then the rest
+    # The session's defaults: 2 shuffle partitions a core on local[N], Spark's own elsewhere.
+    assert [local_cores(m) for m in ("local", "local[3]", "local[2, 4]", "yarn")] == [1, 3, 2, None]
+    assert local_cores("local[*]") == os.cpu_count()
+    local = session_defaults("local[2]")
+    assert local["spark.sql.shuffle.partitions"] == "4" and local["spark.driver.memory"] == "2g"
+    cluster = session_defaults("spark://127.0.0.1:7077")
+    assert "spark.sql.shuffle.partitions" not in cluster and "spark.driver.memory" not in cluster
+    assert local["spark.sql.adaptive.enabled"] == cluster["spark.sql.adaptive.enabled"] == "true"
 
 
 @pytest.mark.parametrize("kind", PLANT_KINDS)
