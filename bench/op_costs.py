@@ -233,6 +233,12 @@ def main() -> int:
     parser.add_argument("--base", type=int, default=100, help="the smallest store (default 100)")
     parser.add_argument("--reps", type=int, default=300, help="repetitions per operation")
     parser.add_argument("--per-topic", type=int, default=1, help="partitions per topic (default 1)")
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        help="this many brokers at every size (default: a tenth of the store, at least 3); "
+        "a topic's placement walks every broker, as Kafka's does",
+    )
     parser.add_argument("--json", action="store_true", help="the figures as one JSON object")
     args = parser.parse_args()
     sizes = [args.base, args.base * 10, args.base * 100]
