@@ -18,7 +18,7 @@ own entries, not a sort of every key.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -54,26 +54,30 @@ topic_names = SortedKeys()  # of image.topic_ids: replaced when a topic is creat
 broker_ids = SortedKeys()  # of image.brokers: replaced when a broker's registration changes
 
 
+def _page(keys: list, after: Any, limit: int, entry: Callable[[Any], dict]) -> tuple[list, Any]:
+    """The entries of the ``limit`` keys after ``after`` (in ``keys``' order),
+    and the next page's cursor (None on the last)."""
+    start = 0 if after is None else bisect.bisect_right(keys, after)
+    chosen = keys[start : start + limit]
+    more = start + limit < len(keys)
+    return [entry(k) for k in chosen], (chosen[-1] if more and chosen else None)
+
+
 def topics_page(image: MetadataImage, after: str | None, limit: int) -> dict[str, Any]:
-    names = topic_names(image.topic_ids)
-    start = 0 if after is None else bisect.bisect_right(names, after)
-    chosen = names[start : start + limit]
-    more = start + limit < len(names)
-    return {
-        "topics": [topic_obj(image.topics[image.topic_ids[n]]) for n in chosen],
-        "nextAfter": chosen[-1] if more and chosen else None,
-    }
+    topics, next_after = _page(
+        topic_names(image.topic_ids),
+        after,
+        limit,
+        lambda name: topic_obj(image.topics[image.topic_ids[name]]),
+    )
+    return {"topics": topics, "nextAfter": next_after}
 
 
 def brokers_page(image: MetadataImage, after: int | None, limit: int) -> dict[str, Any]:
-    ids = broker_ids(image.brokers)
-    start = 0 if after is None else bisect.bisect_right(ids, after)
-    chosen = ids[start : start + limit]
-    more = start + limit < len(ids)
-    return {
-        "brokers": [broker_obj(image.brokers[b]) for b in chosen],
-        "nextAfter": chosen[-1] if more and chosen else None,
-    }
+    brokers, next_after = _page(
+        broker_ids(image.brokers), after, limit, lambda b: broker_obj(image.brokers[b])
+    )
+    return {"brokers": brokers, "nextAfter": next_after}
 
 
 def topics_stream(image: MetadataImage) -> Iterator[bytes]:
