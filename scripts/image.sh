@@ -375,7 +375,7 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))')"
     "${PODMAN[@]}" run "${RUN_FLAGS[@]}" "${python[@]}" --user 0 \
         -v "$ROOT/k8s/make-secrets.py:/make-secrets.py:ro" -v "$files:/out" "$TAG" \
         /make-secrets.py --dir /out/local >/dev/null || die "k8s/make-secrets.py failed (above)"
-    mv "$files/local/raft-secret" "$files/raft/"
+    mv "$files/local/raft-secret" "$files/local/delegation-token-secret" "$files/raft/"
     mv "$files/local/tokens" "$files/local/admin-token" "$files/auth/"
     mv "$files/local/tls.crt" "$files/local/tls.key" "$files/local/ca.crt" "$files/tls/"
     chown -R 0:10001 "$files/raft" "$files/auth" "$files/tls"
@@ -419,6 +419,7 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))')"
             -e "METAQUORUM_ADVERTISED_URL=https://127.0.0.1:${HTTP_PORTS[$i]}"
             -e METAQUORUM_DATA_DIR=/var/lib/metaquorum/data
             -e METAQUORUM_RAFT_SECRET_FILE=/etc/metaquorum/raft/raft-secret
+            -e METAQUORUM_DELEGATION_TOKEN_SECRET_FILE=/etc/metaquorum/raft/delegation-token-secret
             -e METAQUORUM_TOKENS_FILE=/etc/metaquorum/auth/tokens
             -e METAQUORUM_TLS_CERT_FILE=/etc/metaquorum/tls/tls.crt
             -e METAQUORUM_TLS_KEY_FILE=/etc/metaquorum/tls/tls.key
