@@ -319,15 +319,24 @@ def test_snapshots_without_room_back_off_and_a_restart_still_elects(tmp_path):
 
         for i in full:
             os.unlink(fillers[i])
-        # The next attempt (within the backoff's current step) finds room.
-        c.wait(
-            lambda: all(
+        # The next attempt (within the backoff's current step) finds room. An
+        # attempt needs a compaction due: a voter that tried just before the
+        # room came back, with no write since, would wait for the next write,
+        # so a few writes go in each second until both have written.
+        last_writes = [time.monotonic()]
+
+        def written_again() -> bool:
+            if all(
                 any("snapshot written in" in line for line in log_lines(c, i, restarted[i]))
                 for i in full
-            ),
-            70,
-            "snapshots written again once there was room",
-        )
+            ):
+                return True
+            if time.monotonic() - last_writes[0] > 1.0:
+                writes.commit(c.leader(), 5)
+                last_writes[0] = time.monotonic()
+            return False
+
+        c.wait(written_again, 70, "snapshots written again once there was room")
         c.wait(lambda: same_image_everywhere(c), 30, "the same image digest on every voter")
         for i in range(c.n):
             writes.check_all_in_the_log(i)
