@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from api.auth import ANONYMOUS_ADMIN, Role  # noqa: E402
 from api.routes.delegation_tokens import described  # noqa: E402
+from bench.scram import median_ms  # noqa: E402
 from controller.messages import (  # noqa: E402 - after the path is set
     CreateDelegationTokenRequest,
     RenewDelegationTokenRequest,
@@ -32,22 +31,13 @@ from tests.harness import ControllerHarness  # noqa: E402
 SECRET = "bench-delegation-token-secret-0123456789"
 
 
-def _median_ms(fn, rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}, {args.tokens} tokens")
-    print(f"one HMAC: {_median_ms(lambda: token_hmac(SECRET, 'x' * 22), 1000) * 1000:.1f} us")
+    print(f"one HMAC: {median_ms(lambda: token_hmac(SECRET, 'x' * 22), 1000) * 1000:.1f} us")
 
     h = ControllerHarness(config_options={"delegation_token_secret": SECRET})
     made = []
@@ -56,7 +46,7 @@ def main() -> None:
         for _ in range(args.tokens):
             made.append(h.run(CreateDelegationTokenRequest("User:a", h.wall_ms)).hmac)
 
-    ms = _median_ms(create_all, 1)
+    ms = median_ms(create_all, 1)
     print(f"create: {ms / args.tokens * 1000:.0f} us a token (decided and committed)")
     last = made[-1]
     h.new_leader()  # a new controller: no HMAC computed yet
@@ -64,15 +54,15 @@ def main() -> None:
     def renew():
         h.run(RenewDelegationTokenRequest("User:a", h.wall_ms, last))
 
-    print(f"a new leader's first renew (every HMAC computed): {_median_ms(renew, 1):.1f} ms")
-    print(f"renew after that (HMACs cached): {_median_ms(renew, args.rounds):.2f} ms")
+    print(f"a new leader's first renew (every HMAC computed): {median_ms(renew, 1):.1f} ms")
+    print(f"renew after that (HMACs cached): {median_ms(renew, args.rounds):.2f} ms")
     h.advance(8 * 24 * 3600 * 1000)
     h.now_ms += 3600 * 1000
 
     def sweep():
         h.controller.maybe_sweep_delegation_tokens(h.now_ms, h.wall_ms)
 
-    print(f"the sweep, every token expired (1,000 a run): {_median_ms(sweep, 1):.1f} ms")
+    print(f"the sweep, every token expired (1,000 a run): {median_ms(sweep, 1):.1f} ms")
     h2 = ControllerHarness(config_options={"delegation_token_secret": SECRET})
     for _ in range(args.tokens):
         h2.run(CreateDelegationTokenRequest("User:a", h2.wall_ms))
@@ -82,8 +72,8 @@ def main() -> None:
         described(h2.image, ANONYMOUS_ADMIN.__class__(Role.ADMIN, token="token/ops"), SECRET,
                   None, cache)  # fmt: skip
 
-    cold = _median_ms(describe, 1)
-    warm = _median_ms(describe, args.rounds)
+    cold = median_ms(describe, 1)
+    warm = median_ms(describe, args.rounds)
     print(f"an admin's describe of {args.tokens} tokens: {cold:.1f} ms (HMACs computed), "
           f"{warm:.1f} ms (HMACs cached)")  # fmt: skip
 

@@ -27,7 +27,8 @@ from metadata_records.scram import derived_keys, random_salt, salted_password  #
 from tests.harness import ControllerHarness  # noqa: E402
 
 
-def _median_ms(fn, rounds: int) -> float:
+def median_ms(fn, rounds: int) -> float:
+    """The median milliseconds of ``rounds`` calls of ``fn`` (bench/delegation_tokens.py too)."""
     times = []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -43,12 +44,12 @@ def main() -> None:
     salt = random_salt()
     for mechanism, name in ((1, "SCRAM-SHA-256"), (2, "SCRAM-SHA-512")):
         for iterations in (4096, 16384):
-            ms = _median_ms(
+            ms = median_ms(
                 lambda i=iterations, m=mechanism: salted_password(b"pencil", salt, i, m), rounds
             )
             print(f"client Hi {name} {iterations} iterations: {ms:.2f} ms")
         salted = salted_password(b"pencil", salt, 4096, mechanism)
-        us = _median_ms(
+        us = median_ms(
             lambda m=mechanism, p=salted: [derived_keys(m, p) for _ in range(1000)], rounds
         )
         print(f"controller keys {name}: {us:.2f} us per upsertion")

@@ -9,6 +9,8 @@ The other modules of ``api.models`` import their types from here, so an
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated, Any
 
 import jiter
@@ -275,3 +277,14 @@ class OffsetTooOldResponse(ErrorFields):
     )
 
     oldest_offset: int = Field(description="the oldest offset this node still serves")
+
+
+def decode_base64(value: str) -> bytes:
+    """A request's base64 field (standard alphabet, with padding) as bytes;
+    a pydantic error naming what is wrong otherwise."""
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise PydanticCustomError(
+            "base64", "not base64 (standard alphabet, with padding)"
+        ) from None

@@ -14,7 +14,6 @@ record, snapshot or export holds one.
 from __future__ import annotations
 
 import base64
-import binascii
 import time
 from typing import TYPE_CHECKING, Annotated
 
@@ -34,6 +33,7 @@ from .common import (
     ThrottleTimeMs,
     bounded_list,
     bounded_str,
+    decode_base64,
     example,
     refusal_fields,
 )
@@ -68,12 +68,7 @@ def wall_clock_ms() -> int:
 
 
 def _hmac(value: str) -> bytes:
-    try:
-        decoded = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise PydanticCustomError(
-            "base64", "not base64 (standard alphabet, with padding)"
-        ) from None
+    decoded = decode_base64(value)
     if not decoded:
         raise PydanticCustomError("base64", "an empty HMAC")
     return decoded

@@ -9,8 +9,6 @@ credential is described by its mechanism and iterations only.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -31,6 +29,7 @@ from .common import (
     ThrottleTimeMs,
     bounded_list,
     bounded_str,
+    decode_base64,
     example,
     refusal_fields,
 )
@@ -40,12 +39,7 @@ MECHANISM_DOC = "Kafka's SCRAM mechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512"
 
 
 def _base64(value: str) -> bytes:
-    try:
-        decoded = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise PydanticCustomError(
-            "base64", "not base64 (standard alphabet, with padding)"
-        ) from None
+    decoded = decode_base64(value)
     if len(decoded) > limits.MAX_SCRAM_BYTES:
         raise PydanticCustomError(
             "base64",
