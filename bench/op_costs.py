@@ -137,12 +137,11 @@ def operations(h: ControllerHarness, n: int, brokers: int) -> dict[str, Callable
     (undone by the next repetition where it adds, so the store keeps its size)
     or a read."""
     run = Committer(h)
-    any_filter = AclBindingFilter
 
     def acl_create_then_delete(k: int) -> object:
         binding = StandardAcl(TOPIC, f"new{k}", LITERAL, "User:bench", "*", READ, ALLOW)
         run(CreateAclsRequest((binding,)))
-        return run(DeleteAclsRequest((any_filter(TOPIC, f"new{k}", LITERAL),)))
+        return run(DeleteAclsRequest((AclBindingFilter(TOPIC, f"new{k}", LITERAL),)))
 
     def topic_create_then_delete(k: int) -> object:
         run(CreateTopicsRequest((CreatableTopic(f"new{k}", 1, 3),)))
@@ -178,7 +177,7 @@ def operations(h: ControllerHarness, n: int, brokers: int) -> dict[str, Callable
     return {
         "CreateAcls + DeleteAcls (one binding)": acl_create_then_delete,
         "DescribeAcls (one topic's bindings)": lambda k: acls_obj(
-            h.image, any_filter(TOPIC, f"t{k % n}", LITERAL)
+            h.image, AclBindingFilter(TOPIC, f"t{k % n}", LITERAL)
         ),
         "IncrementalAlterConfigs (one topic)": lambda k: run(
             IncrementalAlterConfigsRequest(
