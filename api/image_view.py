@@ -28,6 +28,7 @@ from metadata_records.config_schema import is_sensitive
 from metadata_records.delegation_tokens import DelegationToken
 from metadata_records.image import MetadataImage, TopicImage
 from metadata_records.partition_map import PartitionMap
+from metadata_records.partition_states import PartitionStates
 from metadata_records.records import BROKER_RESOURCE, TOPIC_RESOURCE
 from metadata_records.redaction import REDACTED
 
@@ -272,9 +273,9 @@ def _diff_topics(a: MetadataImage, b: MetadataImage, change, sensitive: bool) ->
 
 
 def _differing(x, y):
-    if isinstance(x, PartitionMap):
+    if isinstance(x, PartitionMap | PartitionStates):
         return x.differing(y)
-    return {pid for pid in x.keys() | y.keys() if x.get(pid) is not y.get(pid)}
+    return {pid for pid in x.keys() | y.keys() if x.get(pid) != y.get(pid)}
 
 
 def _diff_configs(change, kind: int, name: str, x, y, sensitive: bool) -> None:

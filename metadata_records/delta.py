@@ -35,8 +35,8 @@ from .image import (
     PartitionRegistration,
     TopicImage,
 )
-from .partition_map import EMPTY as EMPTY_PARTITIONS
 from .partition_map import with_changes
+from .partition_states import empty_partitions, partitions_with
 from .records import (
     BROKER_RESOURCE,
     FENCE,
@@ -431,13 +431,14 @@ class ImageDelta:
         self, r: PartitionChangeRecord, before: PartitionRegistration, after: PartitionRegistration
     ) -> bool:
         """``replay(r)`` for a caller that already merged ``r`` into the
-        partition's registration: ``before`` must be what ``partition()``
-        returns now and ``after`` ``before.merge(r)``. Saves the lookup and the
+        partition's registration: ``before`` must equal what ``partition()``
+        returns now (an image that keeps partitions encoded returns a new,
+        equal registration on each read) and ``after`` be ``before.merge(r)``. Saves the lookup and the
         merge on the controller's hot path; returns False (nothing done, call
         ``replay``) when ``before`` is not current."""
         if (
             before is None
-            or self.partition(r.topic_id, r.partition_id) is not before
+            or self.partition(r.topic_id, r.partition_id) != before
             or (r.leader_recovery_state != LRS_NO_CHANGE and r.leader_recovery_state not in _LRS)
         ):
             return False
@@ -535,7 +536,7 @@ class ImageDelta:
             return f"TopicRecord for topic name {r.name!r}, which exists"
         if self._topic(r.topic_id) is not None:
             return f"TopicRecord for topic id {r.topic_id}, which exists"
-        self._topics[r.topic_id] = TopicImage(r.name, r.topic_id, EMPTY_PARTITIONS, {})
+        self._topics[r.topic_id] = TopicImage(r.name, r.topic_id, empty_partitions(), {})
         self._topic_ids[r.name] = r.topic_id
         return None
 
@@ -741,7 +742,7 @@ class ImageDelta:
                 )
                 name, _, parts, configs = header
                 changed_topics[topic_id] = TopicImage(
-                    name, topic_id, with_changes(parts, changed), configs
+                    name, topic_id, partitions_with(parts, changed), configs
                 )
             topics = chunked_with(base.topics, changed_topics)
         topic_ids = base.topic_ids

@@ -505,7 +505,8 @@ def test_config_keeps_partitions():
     out = apply_records(img, [pcr(leader=2), cfg("a", "1")])
     assert out.topics[T1].configs == {"a": "1"}
     assert out.partition(T1, 0).leader == 2
-    assert out.partition(T1, 1) is img.partition(T1, 1)
+    assert out.partition(T1, 1) == img.partition(T1, 1)
+    assert list(out.topics[T1].partitions.differing(img.topics[T1].partitions)) == [0]
 
 
 # ------------------------------------------------------------------ features

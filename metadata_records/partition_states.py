@@ -1,0 +1,231 @@
+"""A topic's partitions, each kept encoded: what an image costs at scale.
+
+As Python objects a partition costs about 790 bytes (a ten-field tuple, its
+replica tuples, epochs past the small-int cache, a dict entry in its chunk):
+1.5 GB at 2,000,000 partitions, and every process of a voter holds an image.
+Here each partition is its registration's ``marshal`` encoding (61 bytes for
+RF 3 with the ISR equal to the replicas) in a slot of its chunk's tuple,
+about 105 bytes in all; a read decodes it, 0.3 µs (bench/op_costs.py
+measures reads and changes against the plain map).
+
+The layout is ``PartitionMap``'s (metadata_records/partition_map.py): ids
+cut into chunks of ``CHUNK``, a batch copying only the chunks it changes.
+A chunk is a tuple indexed by ``id % CHUNK``, None where there is no
+partition, as long as its highest id needs (a topic of 10 partitions has a
+10-slot chunk). Iteration is by chunk, in the order chunks were first used,
+and by id within one: ascending for every topic Kafka makes.
+
+Reads return a new PartitionRegistration each time: equal, never the same
+object. Code that must know whether a partition changed compares values
+(``ImageDelta.replay_known_change``, ``differing``).
+
+The plain twin is ``PartitionMap`` of the registrations themselves; with
+``COMPACT_PARTITIONS`` False every image keeps that. ``tests/test_partition_states.py``
+checks the two against a dict with Hypothesis.
+"""
+
+from __future__ import annotations
+
+import marshal
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
+from typing import Any
+
+from .image import PartitionRegistration
+from .partition_map import PartitionMap
+
+# Images keep partitions encoded (this module); False: as objects (PartitionMap).
+COMPACT_PARTITIONS = True
+
+CHUNK_BITS = 8
+CHUNK = 1 << CHUNK_BITS
+_LOW = CHUNK - 1
+
+_encode = marshal.dumps
+_decode = marshal.loads
+_new_tuple = tuple.__new__
+
+
+def encode(part: PartitionRegistration) -> bytes:
+    """One registration as its slot holds it (the ISR stays shared with the
+    replicas when it was: marshal writes the second as a reference)."""
+    return _encode(tuple(part))
+
+
+def decode(slot: bytes) -> PartitionRegistration:
+    return _new_tuple(PartitionRegistration, _decode(slot))
+
+
+class PartitionStates(Mapping):
+    __slots__ = ("_chunks", "_len")
+
+    def __init__(self, partitions: Mapping[int, PartitionRegistration] | None = None) -> None:
+        self._chunks: dict[int, tuple[bytes | None, ...]] = {}
+        self._len = 0
+        if partitions:
+            built = self.updated(partitions)
+            self._chunks, self._len = built._chunks, built._len
+
+    def updated(
+        self, changed: Mapping[int, PartitionRegistration | None], *, none_removes: bool = False
+    ) -> PartitionStates:
+        """This map with ``changed`` put in: only the chunks it falls in are
+        copied. With ``none_removes``, an id changed to None is removed."""
+        if not changed:
+            return self
+        chunks = dict(self._chunks)
+        size = self._len
+        opened: dict[int, list[bytes | None]] = {}
+        for pid, part in changed.items():
+            key, low = pid >> CHUNK_BITS, pid & _LOW
+            slots = opened.get(key)
+            if slots is None:
+                slots = opened[key] = list(chunks.get(key, ()))
+            if low >= len(slots):
+                if part is None and none_removes:
+                    continue
+                slots.extend([None] * (low + 1 - len(slots)))
+            if part is None and none_removes:
+                if slots[low] is not None:
+                    size -= 1
+                slots[low] = None
+                continue
+            if slots[low] is None:
+                size += 1
+            slots[low] = encode(part)
+        for key, slots in opened.items():
+            while slots and slots[-1] is None:
+                slots.pop()
+            if slots:
+                chunks[key] = tuple(slots)
+            else:
+                chunks.pop(key, None)  # dropped: the map is what building it afresh gives
+        return _from_chunks(chunks, size)
+
+    # ---------------------------------------------------------------- Mapping
+
+    def _slot(self, pid: Any) -> bytes | None:
+        try:
+            return self._chunks[pid >> CHUNK_BITS][pid & _LOW]
+        except (KeyError, IndexError, TypeError):
+            return None
+
+    def __getitem__(self, pid: int) -> PartitionRegistration:
+        slot = self._slot(pid)
+        if slot is None:
+            raise KeyError(pid)
+        return decode(slot)
+
+    def get(self, pid: int, default: Any = None) -> Any:
+        slot = self._slot(pid)
+        return default if slot is None else decode(slot)
+
+    def __contains__(self, pid: object) -> bool:
+        return self._slot(pid) is not None
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[int]:
+        for key, chunk in self._chunks.items():
+            base = key << CHUNK_BITS
+            for low, slot in enumerate(chunk):
+                if slot is not None:
+                    yield base + low
+
+    def items(self) -> ItemsView:
+        return _Items(self)
+
+    def values(self) -> ValuesView:
+        return _Values(self)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return len(self) == len(other) and all(
+                other.get(pid, _MISSING) == part for pid, part in self.items()
+            )
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment] - mutable-looking, as a dict
+
+    def differing(self, other: Mapping[int, PartitionRegistration]) -> Iterator[int]:
+        """The ids whose registration differs (an image's diff): chunks the
+        two share are skipped whole; equal encodings are equal registrations."""
+        if not isinstance(other, PartitionStates):
+            other = PartitionStates(other)
+        mine, theirs = self._chunks, other._chunks
+        for key in mine.keys() | theirs.keys():
+            a, b = mine.get(key, ()), theirs.get(key, ())
+            if a is b:
+                continue
+            base = key << CHUNK_BITS
+            for low in range(max(len(a), len(b))):
+                x = a[low] if low < len(a) else None
+                y = b[low] if low < len(b) else None
+                if x is y or x == y:
+                    continue
+                if x is None or y is None or decode(x) != decode(y):
+                    yield base + low
+
+    def __repr__(self) -> str:
+        return f"PartitionStates({dict(self.items())!r})"
+
+    def __reduce__(self) -> tuple:
+        return (_from_chunks, (self._chunks, self._len))
+
+
+_MISSING = object()
+
+
+def _from_chunks(chunks: dict[int, tuple[bytes | None, ...]], size: int) -> PartitionStates:
+    new = PartitionStates.__new__(PartitionStates)
+    new._chunks = chunks
+    new._len = size
+    return new
+
+
+class _Items(ItemsView):
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[tuple[int, PartitionRegistration]]:
+        for key, chunk in self._mapping._chunks.items():
+            base = key << CHUNK_BITS
+            for low, slot in enumerate(chunk):
+                if slot is not None:
+                    yield base + low, _new_tuple(PartitionRegistration, _decode(slot))
+
+
+class _Values(ValuesView):
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[PartitionRegistration]:
+        for chunk in self._mapping._chunks.values():
+            for slot in chunk:
+                if slot is not None:
+                    yield _new_tuple(PartitionRegistration, _decode(slot))
+
+
+EMPTY_STATES = PartitionStates()
+EMPTY_PLAIN = PartitionMap()
+
+
+def empty_partitions() -> Mapping[int, PartitionRegistration]:
+    """A new topic's partitions: encoded, or the plain twin with the switch off."""
+    return EMPTY_STATES if COMPACT_PARTITIONS else EMPTY_PLAIN
+
+
+def partitions_of(partitions: Mapping[int, PartitionRegistration]) -> Mapping:
+    """``partitions`` as an image keeps them (a snapshot's decoded topic)."""
+    return PartitionStates(partitions) if COMPACT_PARTITIONS else PartitionMap(partitions)
+
+
+def partitions_with(
+    partitions: Mapping[int, PartitionRegistration],
+    changed: Mapping[int, PartitionRegistration],
+) -> Mapping:
+    """A topic's partitions with ``changed`` put in, kept as the switch says
+    (a map of the other kind, or a dict an image was built with by hand, is
+    converted once)."""
+    kind = PartitionStates if COMPACT_PARTITIONS else PartitionMap
+    if type(partitions) is not kind:
+        partitions = kind(partitions)
+    return partitions.updated(changed)
