@@ -218,6 +218,38 @@ def partitions_of(partitions: Mapping[int, PartitionRegistration]) -> Mapping:
     return PartitionStates(partitions) if COMPACT_PARTITIONS else PartitionMap(partitions)
 
 
+def partitions_from_rows(rows: list[tuple]) -> tuple[Mapping, int | None]:
+    """A topic's partitions from a snapshot's checked rows, ``(pid,
+    replicas, isr, removing, adding, leader, recovery state, leader epoch,
+    partition epoch)`` each, kept as the switch says: with it on, each row
+    is encoded as a read decodes it, no registration built (a restart reads
+    millions). The index of a row whose id came before is returned with
+    them, for the caller to refuse."""
+    if not COMPACT_PARTITIONS:
+        plain: dict[int, PartitionRegistration] = {}
+        for index, (pid, replicas, isr, *rest) in enumerate(rows):
+            if pid in plain:
+                return EMPTY_PLAIN, index
+            plain[pid] = PartitionRegistration(
+                replicas, replicas if isr == replicas else isr, *rest
+            )
+        return PartitionMap(plain), None
+    opened: dict[int, list[bytes | None]] = {}
+    for index, (pid, replicas, isr, removing, adding, leader, lrs, le, pe) in enumerate(rows):
+        if isr == replicas:
+            isr = replicas  # shared, as apply keeps it
+        key, low = pid >> CHUNK_BITS, pid & _LOW
+        slots = opened.get(key)
+        if slots is None:
+            slots = opened[key] = []
+        if low >= len(slots):
+            slots.extend([None] * (low + 1 - len(slots)))
+        elif slots[low] is not None:
+            return EMPTY_STATES, index
+        slots[low] = _encode((replicas, isr, removing, adding, leader, lrs, le, pe, (), ()))
+    return _from_chunks({key: tuple(slots) for key, slots in opened.items()}, len(rows)), None
+
+
 def partitions_with(
     partitions: Mapping[int, PartitionRegistration],
     changed: Mapping[int, PartitionRegistration],

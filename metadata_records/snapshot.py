@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import orjson
@@ -24,7 +24,7 @@ from .codec import DecodeError, _decode_value, _encode_value, _int, _loads, _obj
 from .delegation_tokens import DelegationToken, split_principal
 from .image import BrokerRegistration, MetadataImage, PartitionRegistration, TopicImage
 from .partition_map import PartitionMap
-from .partition_states import partitions_of
+from .partition_states import partitions_from_rows, partitions_of
 from .records import Kind
 from .scram import MECHANISMS, ScramCredential
 
@@ -339,17 +339,45 @@ def _partition_fast(row: Any) -> list | None:
 # The snapshot's keys, and its topics, each left as JSON (``_snapshot_obj``).
 _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _TOPIC_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_I32_ = Annotated[int, msgspec.Meta(ge=-(2**31), lt=2**31)]
+_I32S = tuple[_I32_, ...]
+# A partition row without ELR, checked by msgspec in C: 0.5 µs, against
+# 8 µs for _partition_fast's checks in Python (a restart reads millions).
+_ROWS = msgspec.json.Decoder(
+    list[
+        tuple[
+            _I32_, _I32S, _I32S, _I32S, _I32S, _I32_,
+            Annotated[int, msgspec.Meta(ge=-(2**7), lt=2**7)], _I32_, _I32_,
+        ]
+    ]
+)  # fmt: skip
+
+
+class _CheckedRows(list):
+    """A topic's partition rows msgspec found well-formed (no ELR), as tuples."""
 
 
 class _TopicsAsRead(list):
     """A snapshot's topics, each decoded as it is read: the rows of every
     partition never exist at once. A restart's memory peak was that whole
     decoded object (about 900 bytes a partition, against 104 for what the
-    image keeps), and a process's resident set stays at its peak."""
+    image keeps), and a process's resident set stays at its peak. A topic's
+    rows come as _CheckedRows when msgspec finds them well-formed, else as
+    JSON for the checks that name what is wrong."""
 
     def __iter__(self):
         for i, raw in enumerate(super().__iter__()):
-            yield _loads(memoryview(raw), f"snapshot.topics[{i}]")
+            try:
+                parts = _TOP_LEVEL.decode(raw)
+                rows = _CheckedRows(_ROWS.decode(parts["partitions"]))
+                topic = {
+                    k: orjson.loads(memoryview(v)) for k, v in parts.items() if k != "partitions"
+                }
+            except (msgspec.DecodeError, orjson.JSONDecodeError, KeyError, RecursionError):
+                yield _loads(memoryview(raw), f"snapshot.topics[{i}]")
+                continue
+            topic["partitions"] = rows
+            yield topic
 
 
 def _snapshot_obj(data: Any) -> Any:
@@ -412,8 +440,17 @@ def decode_image(data: Any) -> MetadataImage:
         configs = t["configs"]
         if type(configs) is not dict or any(type(v) is not str for v in configs.values()):
             raise DecodeError(f"{where}.configs: expected an object of strings")
-        if type(t["partitions"]) is not list:
+        if not isinstance(t["partitions"], list):
             raise DecodeError(f"{where}.partitions: expected array")
+        if type(t["partitions"]) is _CheckedRows:
+            partitions, twice = partitions_from_rows(t["partitions"])
+            if twice is not None:
+                pid = t["partitions"][twice][0]
+                raise DecodeError(f"{where}.partitions[{twice}]: partition {pid} appears twice")
+            count += len(partitions)
+            topics[topic_id] = TopicImage(name, topic_id, partitions, configs)
+            topic_ids[name] = topic_id
+            continue
         partitions: dict[int, PartitionRegistration] = {}
         for j, row in enumerate(t["partitions"]):
             fields = _partition_fast(row)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metadata_records import partition_states
 from metadata_records.acls import StandardAcl
 from metadata_records.codec import DecodeError
 from metadata_records.delta import apply_records
@@ -448,13 +449,21 @@ def test_duplicate_topic_name_or_id_rejected(dup):
 
 
 # Regression: decode_image once kept the last of two rows with the same partition id.
-def test_duplicate_partition_rejected():
+# Either way partitions are kept (COMPACT_PARTITIONS), and on either path of
+# a topic's rows: checked by msgspec, or by the checks that explain.
+@pytest.mark.parametrize("compact", [True, False])
+@pytest.mark.parametrize("checked_by_msgspec", [True, False])
+def test_duplicate_partition_rejected(monkeypatch, compact, checked_by_msgspec):
+    monkeypatch.setattr(partition_states, "COMPACT_PARTITIONS", compact)
     obj = _obj()
     parts = obj["topics"][0]["partitions"]
     dup = copy.deepcopy(parts[0])
     dup[5] = 1  # same partition id, different leader
     parts.append(dup)
-    with pytest.raises(DecodeError, match="appears twice"):
+    if not checked_by_msgspec:
+        parts[1] = [*parts[1], [], []]  # a row with ELR fields: the explaining path
+    at = len(parts) - 1
+    with pytest.raises(DecodeError, match=rf"partitions\[{at}\]: partition 0 appears twice"):
         decode_image(_dumps(obj))
 
 
