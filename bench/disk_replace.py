@@ -73,12 +73,14 @@ def register_body(cluster_id: str, broker: int) -> dict:
     }
 
 
-def load(cluster: Cluster, partitions: int) -> int:
-    """Three brokers and topic ``big`` with ``partitions`` partitions, RF 3.
-    Survives a leader change (three voters snapshotting a large image at once
-    on two cores can hold a leader up past the election timeout): on an
-    answer other than NONE it waits for a leader and goes on from the
-    partition count it reports. Returns the leader changes seen."""
+def load(cluster: Cluster, partitions: int, per_topic: int | None = None, brokers: int = 3) -> int:
+    """``brokers`` brokers, unfenced, and ``partitions`` partitions, RF 3: one
+    topic ``big`` (``per_topic`` None), else topics ``t0000``, ... of
+    ``per_topic`` partitions each (the last the rest). Survives a leader
+    change (three voters snapshotting a large image at once on two cores can
+    hold a leader up past the election timeout): on an answer other than
+    NONE it waits for a leader and goes on from the partition count its topic
+    reports. Returns the leader changes seen."""
     changes = 0
     with httpx.Client(timeout=300, follow_redirects=True, trust_env=False) as c:
 
@@ -87,7 +89,7 @@ def load(cluster: Cluster, partitions: int) -> int:
             return c.post(url, json=body).json()
 
         epochs = {}
-        for b in (1, 2, 3):
+        for b in range(1, brokers + 1):
             epochs[b] = post("/v1/brokers/register", register_body(cluster.cluster_id, b))[
                 "brokerEpoch"
             ]
@@ -96,32 +98,62 @@ def load(cluster: Cluster, partitions: int) -> int:
                 "/v1/brokers/heartbeat",
                 {"brokerId": b, "brokerEpoch": e, "currentMetadataOffset": 10**12},
             )
-        first = min(partitions, FIRST)
-        r = post(
-            "/v1/topics",
-            {"topics": [{"name": "big", "numPartitions": first, "replicationFactor": 3}]},
-        )
-        assert r["topics"][0]["errorName"] == "NONE", r
-        have, t0, shown = first, time.monotonic(), 0.0
-        while have < partitions:
-            count = min(partitions, have + PER_REQUEST)
-            try:
-                r = post("/v1/topics/big/partitions", {"count": count})
-            except httpx.HTTPError as e:
-                r = {"errorName": repr(e)}
-            if r["errorName"] == "NONE":
-                have = count
-            else:
-                changes += 1
-                leader = cluster.leader(timeout_s=120)
-                cluster.wait(lambda leader=leader: cluster.ready(leader), 120, "leader ready")
-                have = partition_count(cluster, leader) or have
-                progress(f"{r['errorName']} during the load; going on from {have:,} partitions")
-            if time.monotonic() - shown > 10 or have == partitions:
+        done, t0, shown, n = 0, time.monotonic(), 0.0, 0
+        while done < partitions:
+            size = partitions - done if per_topic is None else min(per_topic, partitions - done)
+            name = "big" if per_topic is None else f"t{n:04d}"
+            have = _create(cluster, post, name, min(size, FIRST))
+            while have < size:
+                count = min(size, have + PER_REQUEST)
+                try:
+                    r = post(f"/v1/topics/{name}/partitions", {"count": count})
+                except httpx.HTTPError as e:
+                    r = {"errorName": repr(e)}
+                if r["errorName"] == "NONE":
+                    have = count
+                else:
+                    changes += 1
+                    have = _after_refusal(cluster, r, name, have)
+            done += size
+            n += 1
+            if time.monotonic() - shown > 10 or done == partitions:
                 shown = time.monotonic()
-                rate = have / (shown - t0)
-                progress(f"loaded {have:,} of {partitions:,} partitions ({rate:,.0f}/s)")
+                rate = done / (shown - t0)
+                progress(f"loaded {done:,} of {partitions:,} partitions ({rate:,.0f}/s)")
     return changes
+
+
+def _create(cluster: Cluster, post, name: str, count: int) -> int:
+    """Creates topic ``name`` of ``count`` partitions (again after a leader
+    change, until it exists); returns its partitions."""
+    while True:
+        try:
+            r = post(
+                "/v1/topics",
+                {"topics": [{"name": name, "numPartitions": count, "replicationFactor": 3}]},
+            )["topics"][0]
+        except httpx.HTTPError as e:
+            r = {"errorName": repr(e)}
+        if r["errorName"] in ("NONE", "TOPIC_ALREADY_EXISTS"):
+            return topic_partitions(cluster, name) or count
+        _after_refusal(cluster, r, name, 0)
+
+
+def _after_refusal(cluster: Cluster, answer: dict, name: str, have: int) -> int:
+    leader = cluster.leader(timeout_s=120)
+    cluster.wait(lambda leader=leader: cluster.ready(leader), 120, "leader ready")
+    have = topic_partitions(cluster, name) or have
+    progress(f"{answer['errorName']} during the load; going on from {have:,} of {name}")
+    return have
+
+
+def topic_partitions(cluster: Cluster, name: str) -> int | None:
+    """How many partitions topic ``name`` has, as the leader says."""
+    try:
+        r = cluster.get(cluster.leader(timeout_s=120), f"/v1/topics/{name}", timeout=60)
+    except httpx.HTTPError:
+        return None
+    return len(r.json()["partitions"]) if r.status_code == 200 else None
 
 
 def compact(cluster: Cluster, partitions: int) -> int:
@@ -322,7 +354,15 @@ def summary(values: list[float | None]) -> str:
 
 
 @contextlib.contextmanager
-def loaded_cluster(directory: str | None, partitions: int, compaction_entries: int, prefix: str):
+def loaded_cluster(
+    directory: str | None,
+    partitions: int,
+    compaction_entries: int,
+    prefix: str,
+    per_topic: int | None = None,
+    brokers: int = 3,
+    extra: tuple[str, ...] = (),
+):
     """Three voters as pods (``PodCluster``), loaded with ``partitions`` and
     written to until every voter has a snapshot of them, all ready; closed when
     the block ends. ``directory`` keeps the data dirs and logs (else a
@@ -333,7 +373,7 @@ def loaded_cluster(directory: str | None, partitions: int, compaction_entries: i
             Path(root).mkdir(parents=True, exist_ok=True)
         else:
             root = stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
-        # A long session: the three loaded brokers are never fenced (a fence
+        # A long session: the loaded brokers are never fenced (a fence
         # rewrites every partition's ISR, N records, and would be measured).
         cluster = PodCluster(
             Path(root),
@@ -343,6 +383,7 @@ def loaded_cluster(directory: str | None, partitions: int, compaction_entries: i
                 str(compaction_entries),
                 "--session-timeout-ms",
                 "3600000",
+                *extra,
             ],
         )
         stack.callback(cluster.close)
@@ -350,7 +391,7 @@ def loaded_cluster(directory: str | None, partitions: int, compaction_entries: i
         cluster.wait_ready(timeout_s=120)
         progress(f"loading {partitions:,} partitions")
         t0 = time.monotonic()
-        changes = load(cluster, partitions)
+        changes = load(cluster, partitions, per_topic, brokers)
         progress(
             f"loaded in {time.monotonic() - t0:.1f} s ({changes} leader changes); "
             "writing until the log is compacted"
