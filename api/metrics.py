@@ -10,6 +10,7 @@ are observed by the app's middleware, labelled by route template.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -50,11 +51,19 @@ _BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 2
 
 
 class _ImageCounts:
-    """Broker and partition counts of one image, computed once per image."""
+    """Broker and partition counts of one image, computed once per image.
+
+    The partition counts are kept per topic and moved by what changed: a
+    topic whose partitions are the same object as last time is skipped, one
+    that changed is counted over the partitions that differ (``differing``),
+    so a scrape after a batch costs what the batch changed, not a walk of
+    every partition (2 s of a core at 2,000,000 partitions, per scrape)."""
 
     def __init__(self) -> None:
         self._image: MetadataImage | None = None
         self.fenced = self.active = self.shutting_down = self.offline = self.imbalanced = 0
+        # topic id -> (its partitions as last counted, offline, imbalanced)
+        self._topics: dict[str, tuple[Mapping, int, int]] = {}
 
     def of(self, image: MetadataImage) -> _ImageCounts:
         if image is not self._image:
@@ -63,16 +72,48 @@ class _ImageCounts:
             # Kafka's ActiveBrokerCount: registered and not fenced.
             self.active = sum(1 for b in brokers if not b.fenced)
             self.shutting_down = sum(1 for b in brokers if b.in_controlled_shutdown)
-            offline = imbalanced = 0
-            for t in image.topics.values():
-                for p in t.partitions.values():
-                    if p.leader < 0:
-                        offline += 1
-                    if not p.has_preferred_leader:  # Kafka's PreferredReplicaImbalanceCount
-                        imbalanced += 1
-            self.offline, self.imbalanced = offline, imbalanced
+            self._count_partitions(image)
             self._image = image
         return self
+
+    def _count_partitions(self, image: MetadataImage) -> None:
+        before, after = self._topics, {}
+        offline = imbalanced = 0
+        for topic_id, topic in image.topics.items():
+            parts = topic.partitions
+            last = before.get(topic_id)
+            if last is not None and last[0] is parts:
+                counted = last
+            elif last is not None and hasattr(parts, "differing"):
+                counted = _recounted(last, parts)
+            else:
+                counted = (parts, *_counts(parts.values()))
+            after[topic_id] = counted
+            offline += counted[1]
+            imbalanced += counted[2]
+        self._topics = after
+        self.offline, self.imbalanced = offline, imbalanced
+
+
+def _counts(partitions) -> tuple[int, int]:
+    """(offline, imbalanced) of these partitions: led by no one, and not led
+    by their first replica (Kafka's PreferredReplicaImbalanceCount)."""
+    offline = imbalanced = 0
+    for p in partitions:
+        if p.leader < 0:
+            offline += 1
+        if not p.has_preferred_leader:
+            imbalanced += 1
+    return offline, imbalanced
+
+
+def _recounted(last: tuple[Mapping, int, int], parts: Mapping) -> tuple[Mapping, int, int]:
+    """A topic's counts moved from ``last`` by the partitions that differ."""
+    old, offline, imbalanced = last
+    pids = list(parts.differing(old))
+    gone = _counts(p for p in map(old.get, pids) if p is not None)
+    came = _counts(p for p in map(parts.get, pids) if p is not None)
+    return parts, offline - gone[0] + came[0], imbalanced - gone[1] + came[1]
 
 
 # quorum/raft/pre_vote.PreVoteStats, as counters: (metric, help, attribute).

@@ -86,8 +86,8 @@ class BrokersToIsrs:
             old is not None
             and new is not None
             and old.leader == new.leader
-            and old.replicas is new.replicas
-            and old.elr is new.elr
+            and old.replicas == new.replicas
+            and old.elr == new.elr
         ):
             # An ISR change alone (what AlterPartition writes): the leader, the
             # ELR and the preferred replica are as they were.
