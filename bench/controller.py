@@ -58,6 +58,7 @@ from controller.messages import (  # noqa: E402
     CreateTopicsRequest,
 )
 from controller.placement import UsableBroker, place  # noqa: E402
+from metadata_records import partition_states  # noqa: E402
 from metadata_records.delta import apply  # noqa: E402
 from metadata_records.errors import Errors  # noqa: E402
 from metadata_records.image import EMPTY_IMAGE, MetadataImage  # noqa: E402
@@ -684,6 +685,8 @@ def run_memory_child(partitions: int, use_tracemalloc: bool) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-child", str(partitions)]
     if use_tracemalloc:
         cmd.append("--tracemalloc")
+    if not partition_states.COMPACT_PARTITIONS:
+        cmd.append("--plain-partitions")
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, check=True, text=True)
     return json.loads(proc.stdout)
 
@@ -932,7 +935,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--tracemalloc", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--plain-partitions",
+        action="store_true",
+        help="images keep partitions as objects (COMPACT_PARTITIONS off), for comparison",
+    )
     args = parser.parse_args(argv)
+    if args.plain_partitions:
+        partition_states.COMPACT_PARTITIONS = False
     cpu = pin_one_core()
     if args.memory_child is not None:
         print(json.dumps(memory_child(args.memory_child, args.tracemalloc)))
@@ -946,6 +956,7 @@ def main(argv: list[str] | None = None) -> None:
             "cpu": cpu,
             "quick": args.quick,
             "loadavg_start": _loadavg(),
+            "compact_partitions": partition_states.COMPACT_PARTITIONS,
         }
     }
     stages: list[tuple[str, Callable[[bool], dict[str, Any]]]] = [
