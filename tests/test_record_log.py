@@ -46,6 +46,22 @@ def test_batches_older_than_the_decoded_tail_are_decoded_from_their_bytes():
     assert [(e.timestamp_ms, e.record) for e in old] == [records[o] for o in range(9)]
 
 
+def test_the_decoded_tail_holds_at_most_its_records_and_a_big_batch_is_never_kept():
+    """Large batches (a CreatePartitions of 10,000) kept decoded were
+    hundreds of thousands of objects that every full collection walked."""
+    size = RecordLog.DECODED_RECORDS_KEPT // 4 + 1
+    log, records = filled([size] * 6 + [RecordLog.DECODED_RECORDS_KEPT + 1, 2])
+    assert sum(len(b.records) for b in log._decoded.values()) == log._decoded_records
+    assert log._decoded_records <= RecordLog.DECODED_RECORDS_KEPT
+    assert list(log._decoded) == [3 * size, 4 * size, 5 * size, log.next_offset - 2]
+    big = 6 * size
+    got = log.read(big, 3)  # the big batch: decoded from its bytes, and not kept
+    assert [(e.timestamp_ms, e.record) for e in got] == [records[o] for o in range(big, big + 3)]
+    assert big not in log._decoded
+    log.read(0, 1)  # an old batch read is kept; the oldest decoded make room
+    assert 0 in log._decoded and log._decoded_records <= RecordLog.DECODED_RECORDS_KEPT
+
+
 def test_trimming_keeps_at_least_the_retention_in_whole_batches():
     log, _ = filled([10] * 40, retention=100)
     assert log.oldest_offset % 10 == 0
