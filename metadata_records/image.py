@@ -4,11 +4,12 @@ An image is never mutated once built: ``delta.apply`` makes a new one and shares
 every untouched broker, topic and partition with the old. Readers on any thread
 may therefore hold an image without locks.
 
-Layout, chosen so that 1,000,000 partitions stay small: a partition is a
-NamedTuple of ten small fields (ints and int tuples, ``()`` shared when empty);
-partitions live in one ``PartitionMap`` per topic (metadata_records/partition_map.py),
-so a batch copies only the chunks of 256 partitions it touches and the topics
-dict, never a whole topic's partitions.
+Layout, chosen so that 2,000,000 partitions stay small: a partition is a
+NamedTuple of ten small fields (ints and int tuples, ``()`` shared when empty),
+kept encoded, one ``PartitionStates`` per topic (metadata_records/partition_states.py:
+about 105 bytes a partition; a read decodes a new, equal registration), so a
+batch copies only the chunks of 256 partitions it touches and the topics
+map's chunks, never a whole topic's partitions.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from .acls import StandardAcl
 from .acls_image import EMPTY_ACLS
 from .delegation_tokens import DelegationToken
 from .features import DEFAULT_METADATA_VERSION, ELR_RECORD_VERSION, METADATA_VERSION
-from .partition_map import PartitionMap
 from .records import (
     LRS_NO_CHANGE,
     NO_LEADER,
@@ -155,7 +155,9 @@ def _share(isr: tuple[int, ...], replicas: tuple[int, ...]) -> tuple[int, ...]:
 class TopicImage(NamedTuple):
     name: str
     topic_id: str
-    partitions: PartitionMap  # of PartitionRegistration, by partition id
+    # PartitionRegistrations by partition id: a PartitionStates (a
+    # PartitionMap with COMPACT_PARTITIONS off, a dict in an image built by hand).
+    partitions: Mapping[int, PartitionRegistration]
     configs: dict[str, str]
 
 
