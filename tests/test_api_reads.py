@@ -9,6 +9,7 @@ import time
 import orjson
 import pytest
 
+from api import reads as reads_module
 from metadata_records.codec import record_from_obj
 from metadata_records.delta import apply_records
 from metadata_records.image import EMPTY_IMAGE
@@ -313,6 +314,26 @@ def test_snapshot_as_ndjson(local, app, cluster):
     records = [orjson.loads(line) for line in r.content.splitlines()]
     assert records and all(rec["offset"] == int(r.headers["X-Metadata-Offset"]) for rec in records)
     assert int(r.headers["X-Next-Offset"]) == int(r.headers["X-Metadata-Offset"]) + 1
+
+
+@pytest.mark.parametrize("piece", [1, 3, 10_000])
+def test_the_streamed_snapshot_is_the_records_whole_in_any_piece_size(
+    local, cluster, monkeypatch, piece
+):
+    """GET /v1/snapshot's body is made SNAPSHOT_PIECE records at a time; in
+    any piece size it is the records of snapshot_record_objs, as one JSON
+    object or one per line."""
+    monkeypatch.setattr(reads_module, "SNAPSHOT_PIECE", piece)
+    image = local.node.image
+    whole = orjson.loads(orjson.dumps(reads_module.snapshot_record_objs(image, 7, sensitive=False)))
+    body = b"".join(reads_module.snapshot_pieces(image, 7, sensitive=False))
+    assert orjson.loads(body) == {
+        "offset": image.last_offset,
+        "nextOffset": image.next_offset,
+        "records": whole,
+    }
+    lines = b"".join(reads_module.snapshot_pieces(image, 7, sensitive=False, ndjson=True))
+    assert lines.endswith(b"\n") and [orjson.loads(x) for x in lines.splitlines()] == whole
 
 
 def test_quorum_status(local, app, cluster):

@@ -14,28 +14,16 @@ The file's format, and how it is checked: metadata_records/backup_file.py.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
 
 from fastapi import FastAPI
 from starlette.responses import StreamingResponse
 
 from metadata_records.backup_file import MEDIA_TYPE, backup_header, backup_pieces
-from metadata_records.image import MetadataImage
 
 from ..openapi_doc import HEADERS, READ_RESPONSES
-from .context import OFFLOAD_PARTITIONS, RouteContext
+from .context import RouteContext, stream_pieces
 from .params import AdminCaller
-
-
-async def _stream(pieces: Iterator[bytes], image: MetadataImage) -> AsyncIterator[bytes]:
-    offload = image.partition_count > OFFLOAD_PARTITIONS
-    while True:
-        piece = await asyncio.to_thread(next, pieces, None) if offload else next(pieces, None)
-        if piece is None:
-            return
-        yield piece
 
 
 def backup(app: FastAPI, ctx: RouteContext) -> None:
@@ -83,7 +71,7 @@ def backup(app: FastAPI, ctx: RouteContext) -> None:
             created_at_ms=int(time.time() * 1000),
         )
         return StreamingResponse(
-            _stream(backup_pieces(header, image), image),
+            stream_pieces(backup_pieces(header, image), image),
             media_type=MEDIA_TYPE,
             headers={
                 "X-Metadata-Offset": str(image.last_offset),

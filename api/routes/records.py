@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import FastAPI, Header, Query
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from metadata_records.codec import log_record_to_obj, who_obj
 from metadata_records.errors import Errors
@@ -29,8 +29,8 @@ from .. import models as M
 from ..errors import JsonResponse, bad_request
 from ..log_filter import FilterError, LogFilter, scan
 from ..openapi_doc import HEADERS, OFFSET_TOO_OLD, READ_RESPONSES
-from ..reads import snapshot_record_objs, snapshot_timestamp
-from .context import RouteContext, build, with_offset
+from ..reads import snapshot_pieces, snapshot_timestamp
+from .context import RouteContext, stream_pieces, with_offset
 from .params import INT32_MAX, INT64_MAX, Consistency, IncludeSensitive, ReadCaller
 
 PrincipalFilter = Annotated[
@@ -279,18 +279,12 @@ def reads(app: FastAPI, ctx: RouteContext) -> None:
         sensitive = auth.shows_sensitive(caller, include_sensitive)
         image = await ctx.read_image(consistency)
         timestamp = snapshot_timestamp(node, image)
-        records = await build(lambda i: snapshot_record_objs(i, timestamp, sensitive), image)
-        if wants_ndjson(accept):
-            body = await build(lambda _: _ndjson(records), image)
-            return Response(
-                body,
-                media_type=NDJSON,
-                headers={
-                    "X-Metadata-Offset": str(image.last_offset),
-                    "X-Next-Offset": str(image.next_offset),
-                },
-            )
-        return with_offset(
-            {"offset": image.last_offset, "nextOffset": image.next_offset, "records": records},
-            image,
+        ndjson = wants_ndjson(accept)
+        headers = {"X-Metadata-Offset": str(image.last_offset)}
+        if ndjson:
+            headers["X-Next-Offset"] = str(image.next_offset)
+        return StreamingResponse(
+            stream_pieces(snapshot_pieces(image, timestamp, sensitive, ndjson), image),
+            media_type=NDJSON if ndjson else "application/json",
+            headers=headers,
         )
