@@ -399,6 +399,7 @@ class MetadataStateMachine(SyncObjConsumer):
 
         Any doubt about the file sets ``fatal`` and raises: pysyncobj would
         otherwise carry on with an empty image as a normal member."""
+        started = time.monotonic()
         try:
             header, image = read_snapshot_file(file_name)
             raft = header["raft"]
@@ -414,6 +415,12 @@ class MetadataStateMachine(SyncObjConsumer):
                 raise
             raise SnapshotError(self.fatal) from e
         self.image = image
+        log.info(
+            "loaded the snapshot at offset %d (%d partitions) in %.2f s",
+            image.next_offset,
+            image.partition_count,
+            time.monotonic() - started,
+        )
         self.log.reset(image.next_offset)
         if self.history is not None:  # the image it holds is history's checkpoint
             self.history.checkpoint(file_name, image.next_offset)
