@@ -52,6 +52,7 @@ from .raft_port import (
     excuse_own_stall,
     raft_password,
 )
+from .snapshot_transfer import TRANSFER_PIECE
 from .status import RaftStatus, raft_status
 
 _LEADER = 2  # pysyncobj 0.3.17's _RAFT_STATE.LEADER
@@ -107,6 +108,9 @@ class RaftHost:
             # Our entries are whole batches: send each in one message, not in
             # 64 KiB pieces that the follower must reassemble.
             appendEntriesBatchSizeBytes=4 << 20,
+            # A snapshot sent to a follower in pieces of 1 MiB, not 64 KiB
+            # (quorum/raft/snapshot_transfer.py).
+            logCompactionBatchSize=TRANSFER_PIECE,
             commandsWaitLeader=False,
             password=raft_password(config.raft_secret, len(config.voters) + config.joining),
             bindAddress=config.raft_bind,
