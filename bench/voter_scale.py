@@ -149,7 +149,14 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=2_000_000)
     parser.add_argument("--brokers", type=int, default=100)
     parser.add_argument("--per-topic", type=int, default=9_999)
-    parser.add_argument("--compaction-entries", type=int, default=500)
+    parser.add_argument(
+        "--compaction-entries",
+        type=int,
+        default=2_000,
+        help="the voters' --compaction-entries (default 2,000: low enough that the load "
+        "ends in a snapshot, so a replaced disk and a new voter are sent one; each "
+        "snapshot of N partitions costs every voter a writer process for seconds)",
+    )
     parser.add_argument("--write-interval-ms", type=float, default=20)
     parser.add_argument("--http-workers", help="the voters' --http-workers (default: theirs)")
     parser.add_argument("--dir", help="keep the data dirs and voter logs here (default: removed)")
