@@ -157,12 +157,16 @@ def topic_partitions(cluster: Cluster, name: str) -> int | None:
 
 
 def compact(cluster: Cluster, partitions: int) -> int:
-    """Writes until every voter has taken a snapshot holding the loaded
+    """Writes until every voter has written a snapshot holding the loaded
     partitions (its log says so), so the leader sends a wiped voter a snapshot,
-    not its log; returns the writes."""
+    not its log, and a restarted one loads its own; returns the writes."""
     writes = 0
     marks = [cluster.logs[i].stat().st_size for i in range(cluster.n)]
-    pattern = re.compile(r"snapshot at offset \d+ \((\d+) partitions\)")
+    # A snapshot of them started, then one written (a voter writes one at a
+    # time): a voter killed mid-write has none, and replays its journal.
+    pattern = re.compile(
+        r"snapshot at offset \d+ \((\d+) partitions\)(?:.|\n)*?snapshot written in"
+    )
 
     def snapshotted(i: int) -> bool:
         with open(cluster.logs[i], errors="replace") as f:
