@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pysyncobj.journal import APP_VERSION, Journal, MemoryJournal, MetaStorer
 from pysyncobj.pickle import dumps, loads, to_bytes
 
+from .. import stage_trace
 from ..disk_health import DiskHealth, DiskWriteError
 from ..journal_format import (
     HEADER_SIZE,
@@ -339,6 +340,8 @@ class MetaquorumJournal(Journal):
             log.critical("%s", self.sync_failed)
             raise DiskWriteError(e.errno, self.sync_failed) from e
         self._dirty = False
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("synced", self._entries[-1][1] if self._entries else -1)
         took = time.perf_counter() - start
         SyncStats.count_sync(took)
         SyncStats.note_slow("a Raft journal sync", took)
@@ -361,6 +364,8 @@ class MetaquorumJournal(Journal):
         self._entries.append((command, idx, term))
         self._offset = end
         self._mark_dirty()
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("append", idx)
 
     def clear(self):
         self._entries = []
@@ -417,6 +422,8 @@ class MetaquorumJournal(Journal):
             return
         self._meta["raftCommitIndex"] = raftCommitIndex
         self._meta_saved = False  # stored by end_of_tick, off the commit path
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("commit", raftCommitIndex)
 
     def end_of_tick(self) -> None:
         """The Raft thread's last step of a tick (an on-tick callback): syncs
