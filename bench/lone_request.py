@@ -16,7 +16,12 @@ side by side:
   time from the stage before; the critical path is the sum of the rows a
   request waits for in turn.
 
-    python bench/lone_request.py [--lone N] [--seconds S] [--http-workers K] [--json]
+    python bench/lone_request.py [--lone N] [--seconds S] [--http-workers K]
+                                 [--clients 1,8,64] [--plain SWITCH ...] [--json]
+
+``--plain quorum.raft.durability.LEADER_SYNC_OFF_THREAD`` (any switch of
+metaquorum/speed_switches.py) runs the voters with that switch False, its
+plain twin: run it and the default one after the other for a before/after.
 
 The stages are in docs/performance.md ("One write alone"). The machine's
 load average is printed with every figure: on a shared 2-core machine
@@ -286,7 +291,9 @@ def breakdown(trace_dir: str, requests: list[tuple[int, int]]) -> dict:
             tb = next((t for t in seen[b] if t >= first[a]), None) if b in seen else first.get(b)
             if tb is not None:
                 rows[name].append((tb - first[a]) / 1e3)
-        if ("leader", "synced") in first and ("leader", "ready") in first:
+        if first[("leader", "commit")] < first.get(("leader", "synced"), 1 << 62):
+            waits.append("followers")
+        elif ("leader", "synced") in first and ("leader", "ready") in first:
             waits.append(
                 "leader"
                 if first[("leader", "synced")] >= first[("leader", "ack_in")]
@@ -303,6 +310,7 @@ def breakdown(trace_dir: str, requests: list[tuple[int, int]]) -> dict:
         "rows": table,
         "commit_waited_for_leader_sync": waits.count("leader"),
         "commit_waited_for_follower": waits.count("follower"),
+        "committed_on_two_followers_first": waits.count("followers"),
     }
 
 
@@ -321,11 +329,31 @@ async def lone_series(url: str, epochs: dict, topic_id: str, n: int) -> list[tup
 # ---------------------------------------------------------------- the run
 
 
-async def run(lone: int, seconds: float, workers: int, concurrency: list[int]) -> dict:
+def plain_twins(root: Path, switches: list[str]) -> dict[str, str]:
+    """The environment that starts a voter with ``switches`` False: a
+    sitecustomize.py, imported by Python at start, sets each."""
+    if not switches:
+        return {}
+    site = root / "plain-twins"
+    site.mkdir()
+    lines = ["import importlib"]
+    for switch in switches:
+        module, _, name = switch.rpartition(".")
+        lines.append(f"setattr(importlib.import_module({module!r}), {name!r}, False)")
+    (site / "sitecustomize.py").write_text("\n".join(lines) + "\n")
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", str(ROOT))])}
+
+
+async def run(
+    lone: int, seconds: float, workers: int, concurrency: list[int], plain: list[str]
+) -> dict:
     root = Path(tempfile.mkdtemp(prefix="mq-lone-bench-"))
     trace_dir = root / "trace"
     trace_dir.mkdir()
-    figures: dict = {"layout": f"{workers} HTTP worker(s)" if workers else "one process"}
+    figures: dict = {
+        "layout": f"{workers} HTTP worker(s)" if workers else "one process",
+        "plain_twins": plain,
+    }
     progress(f"disk: one writer, {DISK_WRITE_BYTES} B then fdatasync, {DISK_SYNC_S:g} s")
     figures["disk"] = disk_sync(str(root)) | {"load": load()}
     cluster = Cluster(
@@ -333,8 +361,9 @@ async def run(lone: int, seconds: float, workers: int, concurrency: list[int]) -
         fsync="always",
         extra=["--session-timeout-ms", "3600000", "--http-workers", str(workers)],
     )
+    env = {stage_trace.ENV: str(trace_dir), **plain_twins(root, plain)}
     for i in range(3):
-        cluster.env[i] = {stage_trace.ENV: str(trace_dir)}
+        cluster.env[i] = env
     try:
         cluster.start()
         cluster.wait_ready()
@@ -386,7 +415,8 @@ async def run(lone: int, seconds: float, workers: int, concurrency: list[int]) -
 
 def print_figures(f: dict) -> None:
     d = f["disk"]
-    print(f"-- one write alone: 3 voters, --fsync always, {f['layout']}")
+    plain = f" (plain twins: {', '.join(f['plain_twins'])})" if f["plain_twins"] else ""
+    print(f"-- one write alone: 3 voters, --fsync always, {f['layout']}{plain}")
     print(
         f"disk fdatasync, one writer alone: p50 {d['p50_ms']:.3f} ms, p99 {d['p99_ms']:.3f} ms "
         f"({d['syncs']} syncs; load {d['load']})"
@@ -408,7 +438,9 @@ def print_figures(f: dict) -> None:
         print(f"  {row['stage']:<55} {'-' if us is None else f'{us:7.0f} us'}")
     print(
         f"  commits that waited for the leader's own sync: {lone['commit_waited_for_leader_sync']}, "
-        f"for the first follower's answer: {lone['commit_waited_for_follower']}"
+        f"for the first follower's answer: {lone['commit_waited_for_follower']}; "
+        f"committed on two followers before the leader's sync: "
+        f"{lone['committed_on_two_followers_first']}"
     )
 
 
@@ -420,15 +452,26 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="each load run")
     parser.add_argument("--http-workers", type=int, default=0)
     parser.add_argument("--clients", default="1,8,64")
+    parser.add_argument(
+        "--plain", action="append", default=[], metavar="SWITCH",
+        help="module.NAME of a speed switch to run False (its plain twin)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from metaquorum.speed_switches import SWITCHES
+
+    known = {f"{s.module}.{s.attribute}" for s in SWITCHES}
+    for switch in args.plain:
+        if switch not in known:
+            parser.error(f"--plain {switch!r}: not a switch of metaquorum/speed_switches.py")
     if args.lone < 1 or args.seconds <= 0 or args.http_workers < 0:
         parser.error("--lone must be 1 or more, --seconds above 0, --http-workers 0 or more")
     try:
         concurrency = [int(c) for c in args.clients.split(",") if c]
     except ValueError:
         parser.error(f"--clients {args.clients!r}: a comma-separated list of numbers")
-    figures = asyncio.run(run(args.lone, args.seconds, args.http_workers, concurrency))
+    figures = asyncio.run(run(args.lone, args.seconds, args.http_workers, concurrency, args.plain))
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

@@ -9,11 +9,17 @@ journal before anything that counts an entry as stored:
 * a follower syncs before it answers an AppendEntries (``sync_pending`` from
   the transport, quorum/raft/raft_port.py), so one sync covers every entry of the
   message;
-* the leader syncs at the end of the tick that appended (an on-tick callback),
-  after the AppendEntries went out: its own write overlaps the followers'
-  (Raft paper 10.2.1), and at the latest before its commit index moves
-  (``setRaftCommitIndex``), so nothing is applied, and no client answered,
-  on the strength of a leader entry that is not on its disk.
+* the leader syncs on a thread of its own (``LeaderSync``), asked at the end
+  of the tick that appended, after the AppendEntries went out: its own write
+  overlaps the followers' (Raft thesis 10.2.1), and its Raft thread goes on
+  reading the followers' answers meanwhile. Its entries count toward the
+  commit only up to what that thread made durable (``allowed_commit``): an
+  entry commits once a majority holds it durable, the leader included or
+  not (two followers of three commit without the leader's sync), so nothing
+  is applied, and no client answered, on the strength of a leader entry that
+  is not on its disk. The plain twin (``LEADER_SYNC_OFF_THREAD`` False) syncs
+  on the Raft thread at the end of the tick, and at the latest before the
+  commit index moves (``setRaftCommitIndex``).
 
 The cost is per Raft entry or fewer (one entry = one batch of records), never
 per record. The journal is written with pwrite into space already filled with
@@ -54,6 +60,105 @@ from ..journal_format import (
 )
 
 log = logging.getLogger(__name__)
+
+# The leader's journal sync on a thread of its own, its entries counted toward
+# the commit only once synced (LeaderSync, allowed_commit); False: synced on
+# the Raft thread at the end of the tick and before the commit index moves.
+LEADER_SYNC_OFF_THREAD = True
+
+
+def allowed_commit(
+    proposed: int,
+    committed: int,
+    durable: int,
+    matched: list[int],
+    voters: int,
+    term_at: Callable[[int], int],
+    term: int,
+) -> int:
+    """Raft's commit rule with the leader counted only where its journal is
+    synced: the highest index N, ``committed`` < N <= ``proposed``, of the
+    leader's ``term`` (Raft 5.4.2), that a majority of ``voters`` hold
+    durable: the leader if ``durable`` >= N, and each other voter whose match
+    index (``matched``) is >= N (a follower answers only once it synced);
+    ``committed`` if there is none. ``proposed`` is what pysyncobj's leader
+    counted, itself always included."""
+    if proposed <= committed:
+        return proposed
+    for n in range(proposed, committed, -1):
+        holders = (durable >= n) + sum(m >= n for m in matched)
+        if 2 * holders > voters:
+            return n if term_at(n) == term else committed
+    return committed
+
+
+class LeaderView:
+    """What the journal reads of its SyncObj to count a leader's commit
+    (set by RaftHost; tick thread only): ``leading()`` and, while leading,
+    ``matched()``, ``voters()``, ``term()``; ``set_commit(index)`` puts
+    pysyncobj's commit index back to what may commit; ``wake()`` (any
+    thread) has the tick thread count again."""
+
+    def __init__(self, leading, matched, voters, term, set_commit, wake) -> None:
+        self.leading = leading
+        self.matched = matched
+        self.voters = voters
+        self.term = term
+        self.set_commit = set_commit
+        self.wake = wake
+
+
+class LeaderSync:
+    """The leader's journal syncs, on a thread of their own.
+
+    ``request(writes, index, generation)`` (tick thread) asks for the
+    journal's changes up to its ``writes``-th to be synced; the newest
+    request wins, and one sync covers every change written before it
+    starts. Once synced the journal counts its entries up to ``index`` as
+    durable (unless a truncation came between: ``generation``), and
+    ``wake`` has the tick thread count the commit again. A failed sync is
+    the journal's sticky ``sync_failed``: nothing more is counted, and the
+    node stops (quorum/node.py ``_disk_tick``)."""
+
+    def __init__(self, journal: MetaquorumJournal, wake: Callable[[], None]) -> None:
+        self._journal = journal
+        self._wake = wake
+        self._cond = threading.Condition()
+        self._wanted: tuple[int, int, int] | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="raft-leader-sync", daemon=True)
+        self._thread.start()
+
+    def request(self, writes: int, index: int, generation: int) -> None:
+        with self._cond:
+            self._wanted = (writes, index, generation)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._wanted is None and not self._closed:
+                    self._cond.wait()
+                if self._wanted is None:
+                    return
+                writes, index, generation = self._wanted
+                self._wanted = None
+            try:
+                self._journal._sync_through(
+                    writes, index, generation, "the leader's sync thread, not the Raft thread,"
+                )
+            except DiskWriteError:
+                pass  # sync_failed is set and logged; the node stops
+            except Exception:  # noqa: BLE001 - the next request tries again
+                log.exception("the leader's journal sync failed; tried again at the next one")
+            self._wake()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Ends the thread once a sync under way is done."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout_s)
 
 
 class SyncStats:
@@ -271,7 +376,16 @@ class MetaquorumJournal(Journal):
         self._path = journal_file
         self._fsync = fsync
         self._disk = disk
-        self._dirty = False  # written, not yet synced
+        # Changes written (with fsync) and synced, counted: a sync covers
+        # the changes written before it started, whichever thread ran it.
+        self._writes = 0
+        self._synced_writes = 0
+        self._sync_lock = threading.Lock()
+        # The last Raft index synced, and how many truncations came before it.
+        self.durable_index = 0
+        self._generation = 0
+        self.leader_view: LeaderView | None = None  # RaftHost.sync_journal_before_acks
+        self._leader_sync: LeaderSync | None = None
         # A failed sync is sticky: the kernel may have dropped the pages it could
         # not write and report the next sync as a success (PostgreSQL's
         # "fsyncgate"), so nothing may be acknowledged after it (decision 48).
@@ -318,7 +432,16 @@ class MetaquorumJournal(Journal):
         self._file.write(LAST_OFFSET_AT, struct.pack("<I", offset))
 
     def _mark_dirty(self) -> None:
-        self._dirty = self._fsync
+        if self._fsync:
+            self._writes += 1
+
+    @property
+    def _dirty(self) -> bool:
+        """Changes written and not yet synced."""
+        return self._writes != self._synced_writes
+
+    def _last_index(self) -> int:
+        return self._entries[-1][1] if self._entries else 0
 
     def sync_pending(self) -> float:
         """Makes every change so far durable (a no-op when there is none, or
@@ -327,6 +450,17 @@ class MetaquorumJournal(Journal):
         if self.sync_failed is not None:
             raise DiskWriteError(0, self.sync_failed)
         if not self._dirty:
+            return 0.0
+        return self._sync_through(self._writes, self._last_index(), self._generation)
+
+    def _sync_through(
+        self, writes: int, index: int, generation: int, who_waited: str = "the Raft thread"
+    ) -> float:
+        """Syncs the file: the first ``writes`` changes, whose last entry is
+        ``index``, are durable after it (any thread)."""
+        if self.sync_failed is not None:
+            raise DiskWriteError(0, self.sync_failed)
+        if writes <= self._synced_writes:
             return 0.0
         start = time.perf_counter()
         try:
@@ -339,13 +473,23 @@ class MetaquorumJournal(Journal):
             )
             log.critical("%s", self.sync_failed)
             raise DiskWriteError(e.errno, self.sync_failed) from e
-        self._dirty = False
+        with self._sync_lock:
+            self._synced_writes = max(self._synced_writes, writes)
+            if generation == self._generation:
+                self.durable_index = max(self.durable_index, index)
         if stage_trace.TRACE is not None:
-            stage_trace.TRACE.mark("synced", self._entries[-1][1] if self._entries else -1)
+            stage_trace.TRACE.mark("synced", index)
         took = time.perf_counter() - start
         SyncStats.count_sync(took)
-        SyncStats.note_slow("a Raft journal sync", took)
+        SyncStats.note_slow("a Raft journal sync", took, who_waited)
         return took
+
+    def _truncated(self) -> None:
+        """Entries were cut (tick thread): an index synced before no longer
+        names the same entry past the new end."""
+        with self._sync_lock:
+            self._generation += 1
+            self.durable_index = min(self.durable_index, self._last_index())
 
     def add(self, command, idx, term):
         command = to_bytes(command)
@@ -372,6 +516,7 @@ class MetaquorumJournal(Journal):
         self._offset = HEADER_SIZE
         self._set_end(self._offset)
         self._mark_dirty()
+        self._truncated()
 
     def __getitem__(self, item):
         return self._entries[item]
@@ -388,6 +533,7 @@ class MetaquorumJournal(Journal):
         self._offset = offset
         self._set_end(offset)
         self._mark_dirty()
+        self._truncated()
 
     def deleteEntriesTo(self, entryTo):  # noqa: N802
         # Compaction rewrites the journal in place: synced once, at the end.
@@ -401,6 +547,8 @@ class MetaquorumJournal(Journal):
         self._file.sync()
 
     def _destroy(self):
+        if self._leader_sync is not None:
+            self._leader_sync.close()
         if self._meta_thread is not None:
             self._meta_thread.close()
         if not self._meta_saved:  # a clean stop leaves the last commit index
@@ -412,9 +560,25 @@ class MetaquorumJournal(Journal):
     # ------------------------------------------------------------ meta
 
     def setRaftCommitIndex(self, raftCommitIndex):  # noqa: N802
-        # The leader counts its own entries toward the commit: they must be on
-        # its disk before the commit index (and what it answers) moves.
-        self.sync_pending()
+        view = self.leader_view
+        if self._leader_sync is not None and view is not None and view.leading():
+            # The leader's entries count only where synced (allowed_commit).
+            allowed = allowed_commit(
+                raftCommitIndex,
+                self.getRaftCommitIndex(),
+                self.durable_index,
+                view.matched(),
+                view.voters(),
+                self._term_at,
+                view.term(),
+            )
+            if allowed != raftCommitIndex:
+                view.set_commit(allowed)
+                raftCommitIndex = allowed
+        else:
+            # The leader counts its own entries toward the commit: they must be
+            # on its disk before the commit index (and what it answers) moves.
+            self.sync_pending()
         if self._meta.get("raftCommitIndex") == raftCommitIndex:
             # A follower is told its commit index on every AppendEntries, the
             # leader's 0.1 s heartbeats too: an idle follower stored the same
@@ -425,13 +589,34 @@ class MetaquorumJournal(Journal):
         if stage_trace.TRACE is not None:
             stage_trace.TRACE.mark("commit", raftCommitIndex)
 
+    def sync_off_thread(self, view: LeaderView) -> None:
+        """While ``view.leading()``, this tick's appends are synced by a
+        thread of their own, and the leader's entries count toward the commit
+        only once synced (the module's docstring). Before the tick thread
+        starts using the journal for a leader."""
+        self.leader_view = view
+        if self._fsync and self._leader_sync is None:
+            self._leader_sync = LeaderSync(self, view.wake)
+
+    def _term_at(self, index: int) -> int:
+        """The term of the entry at Raft ``index`` (in the journal)."""
+        return self._entries[index - self._entries[0][1]][2]
+
     def end_of_tick(self) -> None:
         """The Raft thread's last step of a tick (an on-tick callback): syncs
-        what this tick appended, then has a moved commit index stored at most
+        what this tick appended (a leader's on its sync thread, with
+        ``sync_off_thread``), then has a moved commit index stored at most
         every ``COMMIT_INDEX_EVERY_S``, by the MetaStoreThread with fsync:
         the meta file's fsyncs (and any disk stall in them) stay off the
         Raft thread, out of commits, applies and followers' answers."""
-        self.sync_pending()
+        view, sync = self.leader_view, self._leader_sync
+        if sync is not None and view is not None and view.leading():
+            if self.sync_failed is not None:
+                raise DiskWriteError(0, self.sync_failed)
+            if self._dirty:
+                sync.request(self._writes, self._last_index(), self._generation)
+        else:
+            self.sync_pending()
         if not self._meta_saved:
             now = time.monotonic()
             if now - self._commit_stored_at >= self.COMMIT_INDEX_EVERY_S:
