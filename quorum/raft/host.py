@@ -29,10 +29,9 @@ from ..node_config import NodeConfig
 from ..startup_checks import refuse_unbound_port
 from ..state_machine import MetadataStateMachine
 from ..voter_guard import VoterGuard
-from . import internals
+from . import durability, internals
 from .beacon import BeaconBook, BeaconPort, BeaconThread, beacon_key
 from .divergence import watch_divergence
-from . import durability
 from .durability import LeaderView, MetaquorumJournal
 from .election_timing import ElectionTimeouts, silent_leader_timeout
 from .leader_liveness import BEACONS_ATTR, TURNS_ATTR, BeaconHooks
