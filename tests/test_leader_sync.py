@@ -12,6 +12,7 @@ would, only what a finished sync covered (``PowerLossDisk``)."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -175,9 +176,11 @@ def test_a_leader_lost_before_its_own_sync_loses_no_acknowledged_write(voters, t
     assert after["f1"] == after["f2"] == [NOOP, WRITE]  # ...and a majority holds it
 
 
-def test_the_leader_sync_wakes_the_commit(voters):
+def test_the_leader_sync_wakes_the_commit_it_held_back_and_only_that(voters):
     """Once the leader's sync thread is done, the commit it held back goes on
-    at the next count, and the tick thread is woken for that count."""
+    at the next count, and the tick thread is woken for that count; a sync
+    that no commit waited for wakes nobody (the event loop keeps the
+    interpreter lock)."""
     v = voters
     v.append_everywhere_synced(NOOP)
     v.disks[0].hold()
@@ -193,6 +196,19 @@ def test_the_leader_sync_wakes_the_commit(voters):
     assert v.leader.durable_index == 2 and not v.leader._dirty
     v.leader.setRaftCommitIndex(2)
     assert v.leader.getRaftCommitIndex() == 2
+
+    v.woken.clear()
+    rounds = v.leader._leader_sync.rounds
+    v.leader.add(*NEXT)
+    v.leader.end_of_tick()
+    deadline = time.monotonic() + 10
+    while v.leader._leader_sync.rounds == rounds:  # its sync, and what it woke, done
+        assert time.monotonic() < deadline, "the leader's sync thread never finished"
+        time.sleep(0.001)
+    v.follower_acknowledges(1, NEXT)
+    v.leader.setRaftCommitIndex(3)
+    assert v.leader.getRaftCommitIndex() == 3
+    assert not v.woken.is_set()
 
 
 def test_a_truncation_forgets_what_was_synced_past_the_new_end(voters):
@@ -217,10 +233,11 @@ def test_both_twins_commit_the_same_entries(tmp_path, monkeypatch, off_thread):
         v.append_everywhere_synced(NOOP)
         for entry in (WRITE, NEXT):
             v.leader.add(*entry)
-            v.woken.clear()
             v.leader.end_of_tick()
-            if off_thread:
-                assert v.woken.wait(10)
+            deadline = time.monotonic() + 10
+            while v.leader._dirty:  # the sync thread's (or, plain, done already)
+                assert time.monotonic() < deadline, "the leader's journal was never synced"
+                time.sleep(0.001)
             v.follower_acknowledges(1, entry)
             v.leader.setRaftCommitIndex(entry[1])
             assert v.leader.getRaftCommitIndex() == entry[1]

@@ -126,6 +126,8 @@ class LeaderSync:
         self._cond = threading.Condition()
         self._wanted: tuple[int, int, int] | None = None
         self._closed = False
+        self.rounds = 0  # requests taken and done (a sync, or none needed)
+        self.wakes = 0  # of those, how many woke the Raft thread for a held commit
         self._thread = threading.Thread(target=self._run, name="raft-leader-sync", daemon=True)
         self._thread.start()
 
@@ -143,15 +145,24 @@ class LeaderSync:
                     return
                 writes, index, generation = self._wanted
                 self._wanted = None
+            journal = self._journal
             try:
-                self._journal._sync_through(
+                journal._sync_through(
                     writes, index, generation, "the leader's sync thread, not the Raft thread,"
                 )
             except DiskWriteError:
                 pass  # sync_failed is set and logged; the node stops
             except Exception:  # noqa: BLE001 - the next request tries again
                 log.exception("the leader's journal sync failed; tried again at the next one")
-            self._wake()
+            # Only a commit that waits for this sync needs the Raft thread now:
+            # any other wake-up takes the interpreter lock from the event loop
+            # as it answers. durable_index was written before this read, and
+            # the Raft thread marks a held commit before it reads that index,
+            # so one of the two sees the other.
+            if journal.commit_held:
+                self._wake()
+                self.wakes += 1
+            self.rounds += 1
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Ends the thread once a sync under way is done."""
@@ -386,6 +397,8 @@ class MetaquorumJournal(Journal):
         self._generation = 0
         self.leader_view: LeaderView | None = None  # RaftHost.sync_journal_before_acks
         self._leader_sync: LeaderSync | None = None
+        # A leader's commit that waits for its own sync (LeaderSync wakes the Raft thread).
+        self.commit_held = False
         # A failed sync is sticky: the kernel may have dropped the pages it could
         # not write and report the next sync as a success (PostgreSQL's
         # "fsyncgate"), so nothing may be acknowledged after it (decision 48).
@@ -473,10 +486,10 @@ class MetaquorumJournal(Journal):
             )
             log.critical("%s", self.sync_failed)
             raise DiskWriteError(e.errno, self.sync_failed) from e
-        with self._sync_lock:
-            self._synced_writes = max(self._synced_writes, writes)
+        with self._sync_lock:  # the index first: not _dirty means counted
             if generation == self._generation:
                 self.durable_index = max(self.durable_index, index)
+            self._synced_writes = max(self._synced_writes, writes)
         if stage_trace.TRACE is not None:
             stage_trace.TRACE.mark("synced", index)
         took = time.perf_counter() - start
@@ -563,6 +576,7 @@ class MetaquorumJournal(Journal):
         view = self.leader_view
         if self._leader_sync is not None and view is not None and view.leading():
             # The leader's entries count only where synced (allowed_commit).
+            self.commit_held = True  # before durable_index is read: LeaderSync._run
             allowed = allowed_commit(
                 raftCommitIndex,
                 self.getRaftCommitIndex(),
@@ -575,6 +589,8 @@ class MetaquorumJournal(Journal):
             if allowed != raftCommitIndex:
                 view.set_commit(allowed)
                 raftCommitIndex = allowed
+            else:
+                self.commit_held = False
         else:
             # The leader counts its own entries toward the commit: they must be
             # on its disk before the commit index (and what it answers) moves.
