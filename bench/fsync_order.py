@@ -91,7 +91,7 @@ def check_follower(calls, raft_ports: set[int]) -> tuple[int, int]:
     checked = broken = 0
     appended_at = None  # the earliest append not yet covered by a returned sync
     syncs = [(b, r) for b, r, call, fd, _ in calls if call == "fdatasync" and is_journal(fd)]
-    for began, _, call, fd, line in calls:
+    for began, _, call, fd, _ in calls:
         if call == "pwrite64" and is_journal(fd) and appended_at is None:
             appended_at = began
         elif call in ("sendto", "sendmsg", "write") and on_ports(fd, raft_ports):
