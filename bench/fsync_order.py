@@ -20,7 +20,7 @@ order (0 is the only good figure), and on the leader how many commits were
 carried by its own sync and one follower, and how many by two followers
 before its sync returned.
 
-    python bench/fsync_order.py [--writes N]
+    python bench/fsync_order.py [--writes N] [--keep]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from tests.cluster import Cluster  # noqa: E402
 
 # "TID 1733333333.123456 name(fd<...>, ..." and the split forms strace -f writes.
 LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*)$")
-CALL = re.compile(r"^(\w+)\((\d+)<([^>]*)>")
+CALL = re.compile(r"^(\w+)\((\d+)<(.*?)>(?=[,) ])")  # "->" inside a socket's name
 RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>")
 
 
@@ -147,7 +147,7 @@ def strace(pid: int, out: Path) -> subprocess.Popen:
     )  # fmt: skip
 
 
-async def run(writes: int) -> int:
+async def run(writes: int, keep: bool = False) -> int:
     if shutil.which("strace") is None:
         print("bench/fsync_order.py: strace is not installed (apt-get install strace)")
         return 2
@@ -200,7 +200,10 @@ async def run(writes: int) -> int:
             if t.poll() is None:
                 t.kill()
         cluster.close()
-        shutil.rmtree(root, ignore_errors=True)
+        if keep:
+            print(f"the traces are in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> int:
@@ -208,10 +211,13 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the cluster's directory and traces"
+    )
     args = parser.parse_args()
     if args.writes < 1:
         parser.error("--writes must be 1 or more")
-    return asyncio.run(run(args.writes))
+    return asyncio.run(run(args.writes, args.keep))
 
 
 if __name__ == "__main__":
