@@ -615,8 +615,12 @@ class MetaquorumJournal(Journal):
             self._leader_sync = LeaderSync(self, view.wake)
 
     def _term_at(self, index: int) -> int:
-        """The term of the entry at Raft ``index`` (in the journal)."""
-        return self._entries[index - self._entries[0][1]][2]
+        """The term of the entry at Raft ``index``; -1 if the journal does not
+        hold it (compacted away, or past its end): no term counts it."""
+        position = index - self._entries[0][1] if self._entries else -1
+        if not 0 <= position < len(self._entries):
+            return -1
+        return self._entries[position][2]
 
     def end_of_tick(self) -> None:
         """The Raft thread's last step of a tick (an on-tick callback): syncs
