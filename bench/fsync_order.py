@@ -20,7 +20,10 @@ order (0 is the only good figure), and on the leader how many commits were
 carried by its own sync and one follower, and how many by two followers
 before its sync returned.
 
-    python bench/fsync_order.py [--writes N] [--keep]
+    python bench/fsync_order.py [--writes N] [--off-thread] [--keep]
+
+``--off-thread`` runs the voters with the leader's sync on a thread of its
+own (``quorum.raft.durability.leader_sync_off_thread``, off by default).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.api import fresh_topic, setup  # noqa: E402
-from bench.lone_request import LeanAlter, progress  # noqa: E402
+from bench.lone_request import LeanAlter, progress, switched  # noqa: E402
 from tests.cluster import Cluster  # noqa: E402
 
 # "TID 1733333333.123456 name(fd<...>, ..." and the split forms strace -f writes.
@@ -147,7 +150,7 @@ def strace(pid: int, out: Path) -> subprocess.Popen:
     )  # fmt: skip
 
 
-async def run(writes: int, keep: bool = False) -> int:
+async def run(writes: int, off_thread: bool = False, keep: bool = False) -> int:
     if shutil.which("strace") is None:
         print("bench/fsync_order.py: strace is not installed (apt-get install strace)")
         return 2
@@ -155,6 +158,10 @@ async def run(writes: int, keep: bool = False) -> int:
     cluster = Cluster(
         root, fsync="always", extra=["--session-timeout-ms", "3600000", "--http-workers", "0"]
     )
+    if off_thread:
+        env = switched(root, {"quorum.raft.durability.leader_sync_off_thread": True})
+        for i in range(3):
+            cluster.env[i] = env
     tracers: list[subprocess.Popen] = []
     try:
         cluster.start()
@@ -183,7 +190,10 @@ async def run(writes: int, keep: bool = False) -> int:
         raft_ports = set(cluster.raft)
         checked, broken = check_follower(syscalls(outs["follower"]), raft_ports)
         lead = check_leader(syscalls(outs["leader"]), cluster.http[leader], raft_ports)
-        print(f"-- fsync order under strace: {writes} lone writes, 3 voters, --fsync always")
+        print(
+            f"-- fsync order under strace: {writes} lone writes, 3 voters, --fsync always, "
+            f"the leader's sync {'on a thread of its own' if off_thread else 'on its Raft thread'}"
+        )
         print(
             f"follower: {checked} answers on the Raft port after an append; "
             f"{broken} left before the journal's fdatasync returned"
@@ -212,12 +222,15 @@ def main() -> int:
     )
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument(
+        "--off-thread", action="store_true", help="the leader syncs on a thread of its own"
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep the cluster's directory and traces"
     )
     args = parser.parse_args()
     if args.writes < 1:
         parser.error("--writes must be 1 or more")
-    return asyncio.run(run(args.writes, args.keep))
+    return asyncio.run(run(args.writes, args.off_thread, args.keep))
 
 
 if __name__ == "__main__":

@@ -17,11 +17,14 @@ side by side:
   request waits for in turn.
 
     python bench/lone_request.py [--lone N] [--seconds S] [--http-workers K]
-                                 [--clients 1,8,64] [--plain SWITCH ...] [--json]
+                                 [--clients 1,8,64] [--switch NAME=on|off ...]
+                                 [--leader-sync-thread] [--json]
 
-``--plain quorum.raft.durability.LEADER_SYNC_OFF_THREAD`` (any switch of
-metaquorum/speed_switches.py) runs the voters with that switch False, its
-plain twin: run it and the default one after the other for a before/after.
+``--switch NAME=off`` (any switch of metaquorum/speed_switches.py, on or
+off) runs the voters with that switch set, and ``--leader-sync-thread``
+with the leader's journal sync on a thread of its own
+(``quorum.raft.durability.leader_sync_off_thread``, off by default): run
+one and the default one after the other for a before/after.
 
 The stages are in docs/performance.md ("One write alone"). The machine's
 load average is printed with every figure: on a shared 2-core machine
@@ -329,30 +332,30 @@ async def lone_series(url: str, epochs: dict, topic_id: str, n: int) -> list[tup
 # ---------------------------------------------------------------- the run
 
 
-def plain_twins(root: Path, switches: list[str]) -> dict[str, str]:
-    """The environment that starts a voter with ``switches`` False: a
+def switched(root: Path, switches: dict[str, bool]) -> dict[str, str]:
+    """The environment that starts a voter with ``switches`` set: a
     sitecustomize.py, imported by Python at start, sets each."""
     if not switches:
         return {}
-    site = root / "plain-twins"
+    site = root / "switches"
     site.mkdir()
     lines = ["import importlib"]
-    for switch in switches:
+    for switch, value in switches.items():
         module, _, name = switch.rpartition(".")
-        lines.append(f"setattr(importlib.import_module({module!r}), {name!r}, False)")
+        lines.append(f"setattr(importlib.import_module({module!r}), {name!r}, {value!r})")
     (site / "sitecustomize.py").write_text("\n".join(lines) + "\n")
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", str(ROOT))])}
 
 
 async def run(
-    lone: int, seconds: float, workers: int, concurrency: list[int], plain: list[str]
+    lone: int, seconds: float, workers: int, concurrency: list[int], switches: dict[str, bool]
 ) -> dict:
     root = Path(tempfile.mkdtemp(prefix="mq-lone-bench-"))
     trace_dir = root / "trace"
     trace_dir.mkdir()
     figures: dict = {
         "layout": f"{workers} HTTP worker(s)" if workers else "one process",
-        "plain_twins": plain,
+        "switches": {name: "on" if on else "off" for name, on in switches.items()},
     }
     progress(f"disk: one writer, {DISK_WRITE_BYTES} B then fdatasync, {DISK_SYNC_S:g} s")
     figures["disk"] = disk_sync(str(root)) | {"load": load()}
@@ -361,7 +364,7 @@ async def run(
         fsync="always",
         extra=["--session-timeout-ms", "3600000", "--http-workers", str(workers)],
     )
-    env = {stage_trace.ENV: str(trace_dir), **plain_twins(root, plain)}
+    env = {stage_trace.ENV: str(trace_dir), **switched(root, switches)}
     for i in range(3):
         cluster.env[i] = env
     try:
@@ -415,8 +418,11 @@ async def run(
 
 def print_figures(f: dict) -> None:
     d = f["disk"]
-    plain = f" (plain twins: {', '.join(f['plain_twins'])})" if f["plain_twins"] else ""
-    print(f"-- one write alone: 3 voters, --fsync always, {f['layout']}{plain}")
+    switches = ", ".join(f"{name}={value}" for name, value in f["switches"].items())
+    print(
+        f"-- one write alone: 3 voters, --fsync always, {f['layout']}"
+        + (f" (switches: {switches})" if switches else "")
+    )
     print(
         f"disk fdatasync, one writer alone: p50 {d['p50_ms']:.3f} ms, p99 {d['p99_ms']:.3f} ms "
         f"({d['syncs']} syncs; load {d['load']})"
@@ -453,8 +459,12 @@ def main() -> int:
     parser.add_argument("--http-workers", type=int, default=0)
     parser.add_argument("--clients", default="1,8,64")
     parser.add_argument(
-        "--plain", action="append", default=[], metavar="SWITCH",
-        help="module.NAME of a speed switch to run False (its plain twin)",
+        "--switch", action="append", default=[], metavar="NAME=on|off",
+        help="module.NAME of a speed switch (metaquorum/speed_switches.py) and its setting",
+    )  # fmt: skip
+    parser.add_argument(
+        "--leader-sync-thread", action="store_true",
+        help="the leader syncs its journal on a thread of its own (off by default)",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -462,16 +472,23 @@ def main() -> int:
     from metaquorum.speed_switches import SWITCHES
 
     known = {f"{s.module}.{s.attribute}" for s in SWITCHES}
-    for switch in args.plain:
-        if switch not in known:
-            parser.error(f"--plain {switch!r}: not a switch of metaquorum/speed_switches.py")
+    switches: dict[str, bool] = {}
+    for given in args.switch:
+        name, _, value = given.partition("=")
+        if name not in known:
+            parser.error(f"--switch {given!r}: {name!r} is not in metaquorum/speed_switches.py")
+        if value not in ("on", "off"):
+            parser.error(f"--switch {given!r}: say {name}=on or {name}=off")
+        switches[name] = value == "on"
+    if args.leader_sync_thread:
+        switches["quorum.raft.durability.leader_sync_off_thread"] = True
     if args.lone < 1 or args.seconds <= 0 or args.http_workers < 0:
         parser.error("--lone must be 1 or more, --seconds above 0, --http-workers 0 or more")
     try:
         concurrency = [int(c) for c in args.clients.split(",") if c]
     except ValueError:
         parser.error(f"--clients {args.clients!r}: a comma-separated list of numbers")
-    figures = asyncio.run(run(args.lone, args.seconds, args.http_workers, concurrency, args.plain))
+    figures = asyncio.run(run(args.lone, args.seconds, args.http_workers, concurrency, switches))
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

@@ -42,18 +42,6 @@ class SpeedSwitch:
 
 SWITCHES: tuple[SpeedSwitch, ...] = (
     SpeedSwitch(
-        "quorum.raft.durability",
-        "LEADER_SYNC_OFF_THREAD",
-        "the leader's journal sync on a thread of its own, its entries counted toward the "
-        "commit once synced (LeaderSync, allowed_commit): its Raft thread reads the "
-        "followers' answers meanwhile, and two followers commit without it",
-        "the sync on the Raft thread at the end of the tick, before the commit index moves",
-        (
-            "tests/test_leader_sync.py::test_the_commit_counts_the_leader_only_once_synced",
-            "tests/test_leader_sync.py::test_both_twins_commit_the_same_entries",
-        ),
-    ),
-    SpeedSwitch(
         "metadata_records.codec",
         "GENERATED",
         "records coded by one generated function per (type, version) (codec_fast.py)",

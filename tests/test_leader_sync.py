@@ -1,5 +1,5 @@
 """The leader's journal sync on a thread of its own (quorum/raft/durability.py,
-``LEADER_SYNC_OFF_THREAD``): an entry commits once a majority holds it synced,
+``leader_sync_off_thread``): an entry commits once a majority holds it synced,
 the leader counted only once its own sync is done, so a leader that loses
 power between its followers' acknowledgements and its own sync loses no
 acknowledged write.
@@ -227,8 +227,8 @@ def test_both_twins_commit_the_same_entries(tmp_path, monkeypatch, off_thread):
     """The same writes and answers, with the switch on and off: the same
     commit index and the same journals once the leader's sync is done; with
     the switch off (the plain twin) the leader syncs before its commit moves."""
-    monkeypatch.setattr(durability, "LEADER_SYNC_OFF_THREAD", off_thread)
-    v = Voters(tmp_path, off_thread=durability.LEADER_SYNC_OFF_THREAD)
+    monkeypatch.setattr(durability, "leader_sync_off_thread", off_thread)
+    v = Voters(tmp_path, off_thread=durability.leader_sync_off_thread)
     try:
         v.append_everywhere_synced(NOOP)
         for entry in (WRITE, NEXT):

@@ -433,20 +433,24 @@ def test_a_snapshot_newer_than_the_journal_start_does_not_drop_the_journal(tmp_p
     run_with(again, check)
 
 
+@pytest.mark.parametrize("off_thread", [False, True], ids=["leader-syncs-inline", "off-thread"])
 def test_with_fsync_no_voter_acknowledges_or_commits_an_unsynced_entry(
-    tmp_path, monkeypatch, caplog
+    tmp_path, monkeypatch, caplog, off_thread
 ):
     """fsync=always on three voters: whenever a follower answers an
     AppendEntries, its journal has nothing unsynced, and whenever a commit
     index moves, a majority of the voters hold it synced, the leader counted
     only once its own sync (on its sync thread) is done
-    (quorum/raft/durability.py). One sync may cover many entries. And late
+    (quorum/raft/durability.py), the leader's sync on its Raft thread or on a
+    thread of its own. One sync may cover many entries. And late
     answers never make the leader send entries again, so no follower
     truncates entries it already holds (raft_port.keep_next_index_forward)."""
     from pysyncobj.transport import TCPTransport
 
+    from quorum.raft import durability
     from quorum.raft.durability import MetaquorumJournal, SyncStats
 
+    monkeypatch.setattr(durability, "leader_sync_off_thread", off_thread)
     checks = {"acks": 0, "commits": 0}
     violations = []
     journals = {}  # transport -> its voter's journal

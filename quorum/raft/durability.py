@@ -9,17 +9,18 @@ journal before anything that counts an entry as stored:
 * a follower syncs before it answers an AppendEntries (``sync_pending`` from
   the transport, quorum/raft/raft_port.py), so one sync covers every entry of the
   message;
-* the leader syncs on a thread of its own (``LeaderSync``), asked at the end
-  of the tick that appended, after the AppendEntries went out: its own write
-  overlaps the followers' (Raft thesis 10.2.1), and its Raft thread goes on
-  reading the followers' answers meanwhile. Its entries count toward the
-  commit only up to what that thread made durable (``allowed_commit``): an
-  entry commits once a majority holds it durable, the leader included or
-  not (two followers of three commit without the leader's sync), so nothing
-  is applied, and no client answered, on the strength of a leader entry that
-  is not on its disk. The plain twin (``LEADER_SYNC_OFF_THREAD`` False) syncs
-  on the Raft thread at the end of the tick, and at the latest before the
-  commit index moves (``setRaftCommitIndex``).
+* the leader syncs at the end of the tick that appended (an on-tick
+  callback), after the AppendEntries went out: its own write overlaps the
+  followers' (Raft thesis 10.2.1), and at the latest before its commit index
+  moves (``setRaftCommitIndex``), so nothing is applied, and no client
+  answered, on the strength of a leader entry that is not on its disk;
+* or, with ``leader_sync_off_thread`` (off by default), the leader syncs on a thread of its own (``LeaderSync``),
+  asked at the end of the tick that appended, and its Raft thread goes on
+  reading the followers' answers meanwhile. Its entries then count toward
+  the commit only up to what that thread made durable (``allowed_commit``):
+  an entry commits once a majority holds it durable, the leader included or
+  not (two followers of three commit without the leader's sync), so again
+  nothing is answered unless a majority has it on disk.
 
 The cost is per Raft entry or fewer (one entry = one batch of records), never
 per record. The journal is written with pwrite into space already filled with
@@ -62,9 +63,16 @@ from ..journal_format import (
 log = logging.getLogger(__name__)
 
 # The leader's journal sync on a thread of its own, its entries counted toward
-# the commit only once synced (LeaderSync, allowed_commit); False: synced on
-# the Raft thread at the end of the tick and before the commit index moves.
-LEADER_SYNC_OFF_THREAD = True
+# the commit only once synced (LeaderSync, allowed_commit), when True before a
+# voter's RaftHost is built; False (the default): synced on the Raft thread at
+# the end of the tick and before the commit index moves. Not a speed switch
+# (metaquorum/speed_switches.py): measured, it is not the faster path on a
+# shared 2-core machine, where the third thread's wake-ups and interpreter-lock
+# hand-offs cost a lone write more than reading the followers' answers during
+# the leader's sync saves (docs/performance.md, "One write alone"). Kept for a
+# quiet machine with a disk per voter, where a leader's disk stall would no
+# longer hold commits (bench/lone_request.py --leader-sync-thread).
+leader_sync_off_thread = False
 
 
 def allowed_commit(
@@ -524,6 +532,18 @@ class MetaquorumJournal(Journal):
         if stage_trace.TRACE is not None:
             stage_trace.TRACE.mark("append", idx)
 
+    def _ask_leader_sync(self) -> bool:
+        """A leader's changes so far go to its sync thread; False when this
+        journal syncs on the Raft thread (a follower, or no sync thread)."""
+        view, sync = self.leader_view, self._leader_sync
+        if sync is None or view is None or not view.leading():
+            return False
+        if self.sync_failed is not None:
+            raise DiskWriteError(0, self.sync_failed)
+        if self._dirty:
+            sync.request(self._writes, self._last_index(), self._generation)
+        return True
+
     def clear(self):
         self._entries = []
         self._offset = HEADER_SIZE
@@ -629,13 +649,7 @@ class MetaquorumJournal(Journal):
         every ``COMMIT_INDEX_EVERY_S``, by the MetaStoreThread with fsync:
         the meta file's fsyncs (and any disk stall in them) stay off the
         Raft thread, out of commits, applies and followers' answers."""
-        view, sync = self.leader_view, self._leader_sync
-        if sync is not None and view is not None and view.leading():
-            if self.sync_failed is not None:
-                raise DiskWriteError(0, self.sync_failed)
-            if self._dirty:
-                sync.request(self._writes, self._last_index(), self._generation)
-        else:
+        if not self._ask_leader_sync():
             self.sync_pending()
         if not self._meta_saved:
             now = time.monotonic()

@@ -167,7 +167,7 @@ class RaftHost:
                 excuse_own_stall(syncobj, held)
 
         transport.before_ack = sync_before_ack
-        if durability.LEADER_SYNC_OFF_THREAD:
+        if durability.leader_sync_off_thread:
             journal.sync_off_thread(
                 LeaderView(
                     leading=functools.partial(internals.is_leader, syncobj),
