@@ -146,9 +146,10 @@ class RaftHost:
         internals.transport(self._syncobj).disk_writable = writable
 
     def sync_journal_before_acks(self) -> None:
-        """With fsync on, the journal syncs before a follower acknowledges,
-        and a leader's on a thread of its own, asked at the end of each tick;
-        its entries count toward the commit once synced
+        """With fsync on, the journal syncs before a follower acknowledges
+        and at the end of each leader tick, or, with
+        ``durability.leader_sync_off_thread``, a leader's on a thread of its
+        own, its entries counted toward the commit once synced
         (quorum/raft/durability.py says why)."""
         journal = self.journal
         transport = self.transport
