@@ -14,9 +14,10 @@ journal before anything that counts an entry as stored:
   followers' (Raft thesis 10.2.1), and at the latest before its commit index
   moves (``setRaftCommitIndex``), so nothing is applied, and no client
   answered, on the strength of a leader entry that is not on its disk;
-* or, with ``leader_sync_off_thread`` (off by default), the leader syncs on a thread of its own (``LeaderSync``),
-  asked at the end of the tick that appended, and its Raft thread goes on
-  reading the followers' answers meanwhile. Its entries then count toward
+* or, with ``leader_sync_off_thread`` (off by default), the leader syncs on
+  a thread of its own (``LeaderSync``), asked at the end of the tick that
+  appended, and its Raft thread goes on reading the followers' answers
+  meanwhile. Its entries then count toward
   the commit only up to what that thread made durable (``allowed_commit``):
   an entry commits once a majority holds it durable, the leader included or
   not (two followers of three commit without the leader's sync), so again
