@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from quorum import stage_trace
 from quorum.node_errors import NodeError
 
 from .auth import Authenticator, Principal, Role
@@ -97,6 +98,8 @@ class DirectRoutes:
         if direct is None:
             await self.app(scope, receive, send)
             return
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("route")
         scope["route"] = direct.route
         request = Request(scope, receive)
         try:
@@ -110,4 +113,6 @@ class DirectRoutes:
             response = node_error_response(e, request)
         except Exception as e:  # a bug: answered as the app's handlers would (500)
             response = node_error_response(e, request)
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("answer")
         await response(scope, receive, send)

@@ -32,6 +32,7 @@ from metadata_records.records import (
 )
 from metadata_records.snapshot import image_digest
 
+from . import stage_trace
 from .callers import Caller
 from .data_dir_reader import voters_past_commit
 from .disk_health import DiskHealth, quiet_tick_tracebacks
@@ -572,6 +573,8 @@ class QuorumNode:
 
         def callback(result, error):  # tick thread, or this thread for QUEUE_FULL
             def settle():
+                if stage_trace.TRACE is not None:
+                    stage_trace.TRACE.mark("settled")
                 if not future.done():
                     future.set_result((result, error))
 
@@ -582,6 +585,8 @@ class QuorumNode:
             except RuntimeError:
                 pass
 
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("propose")
         self.sm.apply_batch(payload, callback=callback)
         return future
 

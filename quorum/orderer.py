@@ -67,7 +67,7 @@ from metadata_records.records import (
     VotersRecord,
 )
 
-from . import callers
+from . import callers, stage_trace
 from .callers import Caller, WhoRuns
 from .node_config import NodeConfig
 from .node_errors import NodeError, OutcomeUnknownError, ThrottledError
@@ -384,6 +384,8 @@ class Orderer:
                 f"{self.config.max_queued_requests}); nothing was written"
             )
         self._queue.append(_Pending(request, reply, caller))
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("submit")
         if pump:
             self._pump()
 

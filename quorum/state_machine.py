@@ -30,6 +30,7 @@ from metadata_records.image import EMPTY_IMAGE, MetadataImage
 from metadata_records.records import Batch
 from metadata_records.snapshot import decode_image, encode_image
 
+from . import stage_trace
 from .disk_health import (
     SPACE_ERRNOS,
     WHAT_TO_FREE,
@@ -194,6 +195,8 @@ class MetadataStateMachine(SyncObjConsumer):
         finally:
             self._remember_entry()
             self._notify()
+            if stage_trace.TRACE is not None:
+                stage_trace.TRACE.mark("applied")
 
     def _remember_entry(self) -> None:
         syncobj = self._syncObj

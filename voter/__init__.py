@@ -52,8 +52,8 @@ The life of a write, an AlterPartition sent to the leader, with workers:
    and sends it to the followers over the Raft port (quorum/raft/).
 6. Every voter syncs the entry to its journal before it counts as stored
    (quorum/raft/durability.py): a follower before it answers, the leader at
-   the end of the tick that appended.
-7. Once a majority holds it, the entry commits, and each voter's Raft thread
+   the end of the tick that appended, after the AppendEntries went out.
+7. Once a majority holds it synced, the entry commits, and each voter's Raft thread
    applies it (quorum/state_machine.py's ``apply_batch``): the image moves
    as one immutable object, and the retained log (quorum/record_log.py)
    copies the batch once into the batch ring (batch_ring.py).

@@ -9,11 +9,19 @@ journal before anything that counts an entry as stored:
 * a follower syncs before it answers an AppendEntries (``sync_pending`` from
   the transport, quorum/raft/raft_port.py), so one sync covers every entry of the
   message;
-* the leader syncs at the end of the tick that appended (an on-tick callback),
-  after the AppendEntries went out: its own write overlaps the followers'
-  (Raft paper 10.2.1), and at the latest before its commit index moves
-  (``setRaftCommitIndex``), so nothing is applied, and no client answered,
-  on the strength of a leader entry that is not on its disk.
+* the leader syncs at the end of the tick that appended (an on-tick
+  callback), after the AppendEntries went out: its own write overlaps the
+  followers' (Raft thesis 10.2.1), and at the latest before its commit index
+  moves (``setRaftCommitIndex``), so nothing is applied, and no client
+  answered, on the strength of a leader entry that is not on its disk;
+* or, with ``leader_sync_off_thread`` (off by default), the leader syncs on
+  a thread of its own (``LeaderSync``), asked at the end of the tick that
+  appended, and its Raft thread goes on reading the followers' answers
+  meanwhile. Its entries then count toward
+  the commit only up to what that thread made durable (``allowed_commit``):
+  an entry commits once a majority holds it durable, the leader included or
+  not (two followers of three commit without the leader's sync), so again
+  nothing is answered unless a majority has it on disk.
 
 The cost is per Raft entry or fewer (one entry = one batch of records), never
 per record. The journal is written with pwrite into space already filled with
@@ -42,6 +50,7 @@ from collections.abc import Callable
 from pysyncobj.journal import APP_VERSION, Journal, MemoryJournal, MetaStorer
 from pysyncobj.pickle import dumps, loads, to_bytes
 
+from .. import stage_trace
 from ..disk_health import DiskHealth, DiskWriteError
 from ..journal_format import (
     HEADER_SIZE,
@@ -53,6 +62,123 @@ from ..journal_format import (
 )
 
 log = logging.getLogger(__name__)
+
+# The leader's journal sync on a thread of its own, its entries counted toward
+# the commit only once synced (LeaderSync, allowed_commit), when True before a
+# voter's RaftHost is built; False (the default): synced on the Raft thread at
+# the end of the tick and before the commit index moves. Not a speed switch
+# (metaquorum/speed_switches.py): measured, it is not the faster path on a
+# shared 2-core machine, where the third thread's wake-ups and interpreter-lock
+# hand-offs cost a lone write more than reading the followers' answers during
+# the leader's sync saves (docs/performance.md, "One write alone"). Kept for a
+# quiet machine with a disk per voter, where a leader's disk stall would no
+# longer hold commits (bench/lone_request.py --leader-sync-thread).
+leader_sync_off_thread = False
+
+
+def allowed_commit(
+    proposed: int,
+    committed: int,
+    durable: int,
+    matched: list[int],
+    voters: int,
+    term_at: Callable[[int], int],
+    term: int,
+) -> int:
+    """Raft's commit rule with the leader counted only where its journal is
+    synced: the highest index N, ``committed`` < N <= ``proposed``, of the
+    leader's ``term`` (Raft 5.4.2), that a majority of ``voters`` hold
+    durable: the leader if ``durable`` >= N, and each other voter whose match
+    index (``matched``) is >= N (a follower answers only once it synced);
+    ``committed`` if there is none. ``proposed`` is what pysyncobj's leader
+    counted, itself always included."""
+    if proposed <= committed:
+        return proposed
+    for n in range(proposed, committed, -1):
+        holders = (durable >= n) + sum(m >= n for m in matched)
+        if 2 * holders > voters:
+            return n if term_at(n) == term else committed
+    return committed
+
+
+class LeaderView:
+    """What the journal reads of its SyncObj to count a leader's commit
+    (set by RaftHost; tick thread only): ``leading()`` and, while leading,
+    ``matched()``, ``voters()``, ``term()``; ``set_commit(index)`` puts
+    pysyncobj's commit index back to what may commit; ``wake()`` (any
+    thread) has the tick thread count again."""
+
+    def __init__(self, leading, matched, voters, term, set_commit, wake) -> None:
+        self.leading = leading
+        self.matched = matched
+        self.voters = voters
+        self.term = term
+        self.set_commit = set_commit
+        self.wake = wake
+
+
+class LeaderSync:
+    """The leader's journal syncs, on a thread of their own.
+
+    ``request(writes, index, generation)`` (tick thread) asks for the
+    journal's changes up to its ``writes``-th to be synced; the newest
+    request wins, and one sync covers every change written before it
+    starts. Once synced the journal counts its entries up to ``index`` as
+    durable (unless a truncation came between: ``generation``), and
+    ``wake`` has the tick thread count the commit again. A failed sync is
+    the journal's sticky ``sync_failed``: nothing more is counted, and the
+    node stops (quorum/node.py ``_disk_tick``)."""
+
+    def __init__(self, journal: MetaquorumJournal, wake: Callable[[], None]) -> None:
+        self._journal = journal
+        self._wake = wake
+        self._cond = threading.Condition()
+        self._wanted: tuple[int, int, int] | None = None
+        self._closed = False
+        self.rounds = 0  # requests taken and done (a sync, or none needed)
+        self.wakes = 0  # of those, how many woke the Raft thread for a held commit
+        self._thread = threading.Thread(target=self._run, name="raft-leader-sync", daemon=True)
+        self._thread.start()
+
+    def request(self, writes: int, index: int, generation: int) -> None:
+        with self._cond:
+            self._wanted = (writes, index, generation)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._wanted is None and not self._closed:
+                    self._cond.wait()
+                if self._wanted is None:
+                    return
+                writes, index, generation = self._wanted
+                self._wanted = None
+            journal = self._journal
+            try:
+                journal._sync_through(
+                    writes, index, generation, "the leader's sync thread, not the Raft thread,"
+                )
+            except DiskWriteError:
+                pass  # sync_failed is set and logged; the node stops
+            except Exception:  # noqa: BLE001 - the next request tries again
+                log.exception("the leader's journal sync failed; tried again at the next one")
+            # Only a commit that waits for this sync needs the Raft thread now:
+            # any other wake-up takes the interpreter lock from the event loop
+            # as it answers. durable_index was written before this read, and
+            # the Raft thread marks a held commit before it reads that index,
+            # so one of the two sees the other.
+            if journal.commit_held:
+                self._wake()
+                self.wakes += 1
+            self.rounds += 1
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Ends the thread once a sync under way is done."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout_s)
 
 
 class SyncStats:
@@ -270,7 +396,18 @@ class MetaquorumJournal(Journal):
         self._path = journal_file
         self._fsync = fsync
         self._disk = disk
-        self._dirty = False  # written, not yet synced
+        # Changes written (with fsync) and synced, counted: a sync covers
+        # the changes written before it started, whichever thread ran it.
+        self._writes = 0
+        self._synced_writes = 0
+        self._sync_lock = threading.Lock()
+        # The last Raft index synced, and how many truncations came before it.
+        self.durable_index = 0
+        self._generation = 0
+        self.leader_view: LeaderView | None = None  # RaftHost.sync_journal_before_acks
+        self._leader_sync: LeaderSync | None = None
+        # A leader's commit that waits for its own sync (LeaderSync wakes the Raft thread).
+        self.commit_held = False
         # A failed sync is sticky: the kernel may have dropped the pages it could
         # not write and report the next sync as a success (PostgreSQL's
         # "fsyncgate"), so nothing may be acknowledged after it (decision 48).
@@ -317,7 +454,16 @@ class MetaquorumJournal(Journal):
         self._file.write(LAST_OFFSET_AT, struct.pack("<I", offset))
 
     def _mark_dirty(self) -> None:
-        self._dirty = self._fsync
+        if self._fsync:
+            self._writes += 1
+
+    @property
+    def _dirty(self) -> bool:
+        """Changes written and not yet synced."""
+        return self._writes != self._synced_writes
+
+    def _last_index(self) -> int:
+        return self._entries[-1][1] if self._entries else 0
 
     def sync_pending(self) -> float:
         """Makes every change so far durable (a no-op when there is none, or
@@ -326,6 +472,17 @@ class MetaquorumJournal(Journal):
         if self.sync_failed is not None:
             raise DiskWriteError(0, self.sync_failed)
         if not self._dirty:
+            return 0.0
+        return self._sync_through(self._writes, self._last_index(), self._generation)
+
+    def _sync_through(
+        self, writes: int, index: int, generation: int, who_waited: str = "the Raft thread"
+    ) -> float:
+        """Syncs the file: the first ``writes`` changes, whose last entry is
+        ``index``, are durable after it (any thread)."""
+        if self.sync_failed is not None:
+            raise DiskWriteError(0, self.sync_failed)
+        if writes <= self._synced_writes:
             return 0.0
         start = time.perf_counter()
         try:
@@ -338,11 +495,23 @@ class MetaquorumJournal(Journal):
             )
             log.critical("%s", self.sync_failed)
             raise DiskWriteError(e.errno, self.sync_failed) from e
-        self._dirty = False
+        with self._sync_lock:  # the index first: not _dirty means counted
+            if generation == self._generation:
+                self.durable_index = max(self.durable_index, index)
+            self._synced_writes = max(self._synced_writes, writes)
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("synced", index)
         took = time.perf_counter() - start
         SyncStats.count_sync(took)
-        SyncStats.note_slow("a Raft journal sync", took)
+        SyncStats.note_slow("a Raft journal sync", took, who_waited)
         return took
+
+    def _truncated(self) -> None:
+        """Entries were cut (tick thread): an index synced before no longer
+        names the same entry past the new end."""
+        with self._sync_lock:
+            self._generation += 1
+            self.durable_index = min(self.durable_index, self._last_index())
 
     def add(self, command, idx, term):
         command = to_bytes(command)
@@ -361,12 +530,27 @@ class MetaquorumJournal(Journal):
         self._entries.append((command, idx, term))
         self._offset = end
         self._mark_dirty()
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("append", idx)
+
+    def _ask_leader_sync(self) -> bool:
+        """A leader's changes so far go to its sync thread; False when this
+        journal syncs on the Raft thread (a follower, or no sync thread)."""
+        view, sync = self.leader_view, self._leader_sync
+        if sync is None or view is None or not view.leading():
+            return False
+        if self.sync_failed is not None:
+            raise DiskWriteError(0, self.sync_failed)
+        if self._dirty:
+            sync.request(self._writes, self._last_index(), self._generation)
+        return True
 
     def clear(self):
         self._entries = []
         self._offset = HEADER_SIZE
         self._set_end(self._offset)
         self._mark_dirty()
+        self._truncated()
 
     def __getitem__(self, item):
         return self._entries[item]
@@ -383,6 +567,7 @@ class MetaquorumJournal(Journal):
         self._offset = offset
         self._set_end(offset)
         self._mark_dirty()
+        self._truncated()
 
     def deleteEntriesTo(self, entryTo):  # noqa: N802
         # Compaction rewrites the journal in place: synced once, at the end.
@@ -396,6 +581,8 @@ class MetaquorumJournal(Journal):
         self._file.sync()
 
     def _destroy(self):
+        if self._leader_sync is not None:
+            self._leader_sync.close()
         if self._meta_thread is not None:
             self._meta_thread.close()
         if not self._meta_saved:  # a clean stop leaves the last commit index
@@ -407,9 +594,28 @@ class MetaquorumJournal(Journal):
     # ------------------------------------------------------------ meta
 
     def setRaftCommitIndex(self, raftCommitIndex):  # noqa: N802
-        # The leader counts its own entries toward the commit: they must be on
-        # its disk before the commit index (and what it answers) moves.
-        self.sync_pending()
+        view = self.leader_view
+        if self._leader_sync is not None and view is not None and view.leading():
+            # The leader's entries count only where synced (allowed_commit).
+            self.commit_held = True  # before durable_index is read: LeaderSync._run
+            allowed = allowed_commit(
+                raftCommitIndex,
+                self.getRaftCommitIndex(),
+                self.durable_index,
+                view.matched(),
+                view.voters(),
+                self._term_at,
+                view.term(),
+            )
+            if allowed != raftCommitIndex:
+                view.set_commit(allowed)
+                raftCommitIndex = allowed
+            else:
+                self.commit_held = False
+        else:
+            # The leader counts its own entries toward the commit: they must be
+            # on its disk before the commit index (and what it answers) moves.
+            self.sync_pending()
         if self._meta.get("raftCommitIndex") == raftCommitIndex:
             # A follower is told its commit index on every AppendEntries, the
             # leader's 0.1 s heartbeats too: an idle follower stored the same
@@ -417,14 +623,35 @@ class MetaquorumJournal(Journal):
             return
         self._meta["raftCommitIndex"] = raftCommitIndex
         self._meta_saved = False  # stored by end_of_tick, off the commit path
+        if stage_trace.TRACE is not None:
+            stage_trace.TRACE.mark("commit", raftCommitIndex)
+
+    def sync_off_thread(self, view: LeaderView) -> None:
+        """While ``view.leading()``, this tick's appends are synced by a
+        thread of their own, and the leader's entries count toward the commit
+        only once synced (the module's docstring). Before the tick thread
+        starts using the journal for a leader."""
+        self.leader_view = view
+        if self._fsync and self._leader_sync is None:
+            self._leader_sync = LeaderSync(self, view.wake)
+
+    def _term_at(self, index: int) -> int:
+        """The term of the entry at Raft ``index``; -1 if the journal does not
+        hold it (compacted away, or past its end): no term counts it."""
+        position = index - self._entries[0][1] if self._entries else -1
+        if not 0 <= position < len(self._entries):
+            return -1
+        return self._entries[position][2]
 
     def end_of_tick(self) -> None:
         """The Raft thread's last step of a tick (an on-tick callback): syncs
-        what this tick appended, then has a moved commit index stored at most
+        what this tick appended (a leader's on its sync thread, with
+        ``sync_off_thread``), then has a moved commit index stored at most
         every ``COMMIT_INDEX_EVERY_S``, by the MetaStoreThread with fsync:
         the meta file's fsyncs (and any disk stall in them) stay off the
         Raft thread, out of commits, applies and followers' answers."""
-        self.sync_pending()
+        if not self._ask_leader_sync():
+            self.sync_pending()
         if not self._meta_saved:
             now = time.monotonic()
             if now - self._commit_stored_at >= self.COMMIT_INDEX_EVERY_S:

@@ -29,10 +29,10 @@ from ..node_config import NodeConfig
 from ..startup_checks import refuse_unbound_port
 from ..state_machine import MetadataStateMachine
 from ..voter_guard import VoterGuard
-from . import internals
+from . import durability, internals
 from .beacon import BeaconBook, BeaconPort, BeaconThread, beacon_key
 from .divergence import watch_divergence
-from .durability import MetaquorumJournal
+from .durability import LeaderView, MetaquorumJournal
 from .election_timing import ElectionTimeouts, silent_leader_timeout
 from .leader_liveness import BEACONS_ATTR, TURNS_ATTR, BeaconHooks
 from .membership_port import check_port, set_members
@@ -150,8 +150,11 @@ class RaftHost:
         internals.transport(self._syncobj).disk_writable = writable
 
     def sync_journal_before_acks(self) -> None:
-        """With fsync on, the journal syncs before a follower acknowledges and
-        at the end of each leader tick (quorum/raft/durability.py says why)."""
+        """With fsync on, the journal syncs before a follower acknowledges
+        and at the end of each leader tick, or, with
+        ``durability.leader_sync_off_thread``, a leader's on a thread of its
+        own, its entries counted toward the commit once synced
+        (quorum/raft/durability.py says why)."""
         journal = self.journal
         transport = self.transport
         if not isinstance(journal, MetaquorumJournal) or not isinstance(
@@ -169,6 +172,17 @@ class RaftHost:
                 excuse_own_stall(syncobj, held)
 
         transport.before_ack = sync_before_ack
+        if durability.leader_sync_off_thread:
+            journal.sync_off_thread(
+                LeaderView(
+                    leading=functools.partial(internals.is_leader, syncobj),
+                    matched=functools.partial(internals.match_indexes, syncobj),
+                    voters=functools.partial(internals.voter_count, syncobj),
+                    term=functools.partial(internals.current_term, syncobj),
+                    set_commit=functools.partial(internals.set_commit_index, syncobj),
+                    wake=functools.partial(internals.wake, syncobj),
+                )
+            )
         syncobj.addOnTickCallback(journal.end_of_tick)
 
     def stop_on_divergence(self, on_diverged: Callable[[str], None]) -> None:

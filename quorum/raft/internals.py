@@ -87,3 +87,37 @@ def read_racing(read: Callable[[], T]) -> T | None:
 def node_name(node) -> str:
     """A pysyncobj node as it names itself: its Raft address."""
     return getattr(node, "id", str(node))
+
+
+def is_leader(syncobj) -> bool:
+    return syncobj._isLeader()
+
+
+def match_indexes(syncobj) -> list[int]:
+    """Each other voter's match index (the last entry it said it holds,
+    synced), as this leader counts them; tick thread only."""
+    match = syncobj._SyncObj__raftMatchIndex
+    return [match.get(node, 0) for node in syncobj._SyncObj__otherNodes]
+
+
+def voter_count(syncobj) -> int:
+    """The voters a majority is counted over: this one and its other nodes."""
+    return len(syncobj._SyncObj__otherNodes) + 1
+
+
+def current_term(syncobj) -> int:
+    return syncobj._SyncObj__raftCurrentTerm
+
+
+def set_commit_index(syncobj, index: int) -> None:
+    """The leader's commit index as its tick just set it (tick thread only:
+    pysyncobj reads it right after ``setRaftCommitIndex`` for what it applies,
+    announces and answers)."""
+    syncobj._SyncObj__raftCommitIndex = index
+
+
+def wake(syncobj) -> None:
+    """Wakes the tick thread from its poll (any thread): its next tick runs now."""
+    notifier = getattr(syncobj, "_SyncObj__pipeNotifier", None)
+    if notifier is not None:
+        notifier.notify()

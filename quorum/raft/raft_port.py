@@ -47,6 +47,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
+from .. import stage_trace
 from ..leadership_events import EVENTS_ATTR, LeadershipEvents
 from ..log_limiter import RateLimitedLog
 from ..voter_guard import HELLO, VoterGuard
@@ -240,6 +241,18 @@ def _refuse(args, callback):
         "pysyncobj admin commands are disabled on metaquorum's Raft port; "
         "use the HTTP API (metaquorum status / transfer-leadership)"
     )
+
+
+def _mark_message(entries_stage: str, answer_stage: str, message) -> None:
+    """stage_trace: an AppendEntries with entries (by its last index), or an
+    answer to one (by the index it acknowledges)."""
+    if not isinstance(message, dict):
+        return
+    kind = message.get("type")
+    if kind == "append_entries" and message.get("entries"):
+        stage_trace.TRACE.mark(entries_stage, message["entries"][-1][1])
+    elif kind == "next_node_idx" and message.get("success"):
+        stage_trace.TRACE.mark(answer_stage, message["next_node_idx"] - 1)
 
 
 class GuardedTransport(TCPTransport):
@@ -486,6 +499,8 @@ class GuardedTransport(TCPTransport):
             message = self.on_pre_vote_message(node, node_id, message)
             if message is None:
                 return
+        if stage_trace.TRACE is not None:
+            _mark_message("received", "ack_in", message)
         super()._onMessageReceived(node, message)
 
     def send(self, node, message):
@@ -497,6 +512,10 @@ class GuardedTransport(TCPTransport):
                 self.before_ack()
             elif kind == "request_vote" and self.mark_vote_request is not None:
                 message = self.mark_vote_request(message)
+            if stage_trace.TRACE is not None:
+                sent = super().send(node, message)
+                _mark_message("sent", "acked", message)
+                return sent
         return super().send(node, message)
 
     def _disk_blocks(self, message, types: frozenset[str]) -> bool:
