@@ -26,7 +26,12 @@ from metadata_records.backup_file import (
 from metadata_records.delta import apply_records
 from metadata_records.image import EMPTY_IMAGE
 from metadata_records.records import Voter
-from metadata_records.snapshot import encode_image, encode_image_chunks, image_digest
+from metadata_records.snapshot import (
+    encode_image,
+    encode_image_chunks,
+    image_digest,
+    image_to_obj,
+)
 from tests.test_delta import record_lists
 from tests.test_snapshot import sample_image
 
@@ -48,9 +53,11 @@ def _file(image, cluster_id="c1") -> bytes:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record_lists, st.integers(1, 5))
 def test_chunks_are_encode_image_byte_for_byte(recs, per_chunk):
+    """The pieces are the whole object's encoding (image_to_obj), which
+    encode_image joins them into."""
     image = apply_records(EMPTY_IMAGE, recs)
     pieces = list(encode_image_chunks(image, per_chunk))
-    assert b"".join(pieces) == encode_image(image)
+    assert b"".join(pieces) == orjson.dumps(image_to_obj(image)) == encode_image(image)
     # A piece holds about per_chunk partitions (and topics), never the whole of a big image.
     assert len(pieces) >= 1 + image.partition_count // (per_chunk + 1)
 
@@ -58,7 +65,8 @@ def test_chunks_are_encode_image_byte_for_byte(recs, per_chunk):
 @pytest.mark.parametrize("per_chunk", [1, 2, 3, 1000])
 def test_chunks_of_an_image_with_everything(per_chunk):
     for image in (EMPTY_IMAGE, sample_image(), _image_with_voters()):
-        assert b"".join(encode_image_chunks(image, per_chunk)) == encode_image(image)
+        whole = orjson.dumps(image_to_obj(image))
+        assert b"".join(encode_image_chunks(image, per_chunk)) == whole == encode_image(image)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
