@@ -416,7 +416,10 @@ def partition_states(df: DataFrame) -> DataFrame:
             F.col("elr_set").isNotNull(),
             F.array_except("elr_set", F.array_union(F.coalesce("prev_isr", none), "prev_elr")),
         ).alias("elr_joined"),
-        F.array_intersect("elr_state", "isr_state").alias("elr_shared"),
+        # (An empty ELR, the usual case, shares nothing: no set to build.)
+        F.when(F.size("elr_state") > 0, F.array_intersect("elr_state", "isr_state"))
+        .otherwise(F.col("elr_state"))
+        .alias("elr_shared"),
     )  # fmt: skip
 
 
@@ -568,9 +571,6 @@ def partition_checks(
             ).alias("items")
         )
     )
-    restated = with_entity(
-        live.filter((F.col("type") == PR) & F.col("prev_partition_epoch").isNotNull()), topics
-    )
     entity = F.col("entity")
     return [
         _violation(
@@ -595,65 +595,92 @@ def partition_checks(
             entity,
             F.lit("the ISR is empty"),
         ),
-        _violation(
-            with_entity(live.filter(F.size(F.coalesce("elr_joined", F.array())) > 0), topics),
-            "kip-966.elr-from-isr-or-elr",
-            entity,
-            F.concat(
-                F.lit("ELR "),
-                _isr_text(F.col("elr_state")),
-                F.lit(" adds "),
-                F.array_join(
-                    F.transform("elr_joined", lambda b: F.format_string("broker %d", b)), ", "
-                ),
-                F.lit(", not in the ISR "),
-                _isr_text(F.coalesce("prev_isr", F.array())),
-                F.lit(" or the ELR "),
-                _isr_text(F.col("prev_elr")),
-            ),
-        ),
-        _violation(
-            with_entity(
-                live.filter(
-                    (F.col("elr_given") | F.col("isr").isNotNull()) & (F.size("elr_shared") > 0)
-                ),
-                topics,
-            ),
-            "kip-966.elr-disjoint-from-isr",
-            entity,
-            F.concat(
-                F.lit("ELR "),
-                _isr_text(F.col("elr_state")),
-                F.lit(" and ISR "),
-                _isr_text(F.col("isr_state")),
-                F.lit(" share "),
-                F.array_join(
-                    F.transform("elr_shared", lambda b: F.format_string("broker %d", b)), ", "
+        # The rules that read one row each, in one scan of the states.
+        _in_one_pass(
+            live,
+            topics,
+            (
+                "kip-966.elr-from-isr-or-elr",
+                F.size(F.coalesce("elr_joined", F.array())) > 0,
+                F.concat(
+                    F.lit("ELR "),
+                    _isr_text(F.col("elr_state")),
+                    F.lit(" adds "),
+                    F.array_join(
+                        F.transform("elr_joined", lambda b: F.format_string("broker %d", b)), ", "
+                    ),
+                    F.lit(", not in the ISR "),
+                    _isr_text(F.coalesce("prev_isr", F.array())),
+                    F.lit(" or the ELR "),
+                    _isr_text(F.col("prev_elr")),
                 ),
             ),
-        ),
-        _violation(
-            restated.filter(F.col("partition_epoch") != F.col("prev_partition_epoch") + 1),
-            "partition.epoch-increases-by-one",
-            entity,
-            F.format_string(
-                "partition epoch %d follows %d: expected %d",
-                F.col("partition_epoch"),
-                F.col("prev_partition_epoch"),
-                F.col("prev_partition_epoch") + 1,
+            (
+                "kip-966.elr-disjoint-from-isr",
+                (F.col("elr_given") | F.col("isr").isNotNull()) & (F.size("elr_shared") > 0),
+                F.concat(
+                    F.lit("ELR "),
+                    _isr_text(F.col("elr_state")),
+                    F.lit(" and ISR "),
+                    _isr_text(F.col("isr_state")),
+                    F.lit(" share "),
+                    F.array_join(
+                        F.transform("elr_shared", lambda b: F.format_string("broker %d", b)), ", "
+                    ),
+                ),
             ),
-        ),
-        _violation(
-            restated.filter(F.col("leader_epoch") < F.col("prev_leader_epoch")),
-            "partition.leader-epoch-never-decreases",
-            entity,
-            F.format_string(
-                "leader epoch %d is below the previous %d",
-                F.col("leader_epoch"),
-                F.col("prev_leader_epoch"),
+            (
+                "partition.epoch-increases-by-one",
+                (F.col("type") == PR)
+                & F.col("prev_partition_epoch").isNotNull()
+                & (F.col("partition_epoch") != F.col("prev_partition_epoch") + 1),
+                F.format_string(
+                    "partition epoch %d follows %d: expected %d",
+                    F.col("partition_epoch"),
+                    F.col("prev_partition_epoch"),
+                    F.col("prev_partition_epoch") + 1,
+                ),
+            ),
+            (
+                "partition.leader-epoch-never-decreases",
+                (F.col("type") == PR)
+                & F.col("prev_partition_epoch").isNotNull()
+                & (F.col("leader_epoch") < F.col("prev_leader_epoch")),
+                F.format_string(
+                    "leader epoch %d is below the previous %d",
+                    F.col("leader_epoch"),
+                    F.col("prev_leader_epoch"),
+                ),
             ),
         ),
     ]
+
+
+def _in_one_pass(
+    rows: DataFrame, topics: DataFrame, *rules: tuple[str, Column, Column]
+) -> DataFrame:
+    """The violations of several (check, condition, explanation) rules of
+    partition rows, from one scan of ``rows`` (a union of one filter per rule
+    would scan them once per rule)."""
+    found = F.filter(
+        F.array(
+            *(
+                F.when(broken, F.struct(F.lit(check).alias("check"), why.alias("why")))
+                for check, broken, why in rules
+            )
+        ),
+        lambda v: v.isNotNull(),
+    )
+    hits = rows.select(
+        "offset", "timestamp_ms", "topic_id", "partition_id", F.explode(found).alias("v")
+    )
+    return with_entity(hits, topics).select(
+        F.col("offset").cast("long").alias("offset"),
+        F.col("timestamp_ms").cast("long").alias("timestamp_ms"),
+        F.col("v.check").alias("check"),
+        F.col("entity"),
+        F.col("v.why").alias("explanation"),
+    )
 
 
 def batch_ends(p: DataFrame, b: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -1008,6 +1035,7 @@ def run_audit(
         df.filter(F.col("type") == "TOPIC_RECORD")
         .groupBy("topic_id")
         .agg(F.min_by("name", F.col("offset")).alias("topic_name"))
+        .coalesce(1)  # broadcast by each check that names partitions: one task each
         .cache()
     )
     b = broker_states(df).persist(StorageLevel.MEMORY_AND_DISK)  # one row per broker record
