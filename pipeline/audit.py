@@ -471,8 +471,8 @@ class Spans:
         return F.floor(col / F.lit(self.width))
 
 
-# Spans a bucket holds on average (for each broker) when the log's broker
-# records are spread evenly; and the most buckets (each broker's last span
+# Broker records (all brokers') a bucket holds on average when they are
+# spread evenly over the log; and the most buckets (each broker's last span
 # is listed in every bucket to the log's end).
 SPANS_PER_BUCKET = 8
 MAX_BUCKETS = 4096
