@@ -333,7 +333,14 @@ def broker_checks(b: DataFrame) -> list[DataFrame]:
 def partition_states(df: DataFrame) -> DataFrame:
     """Partition records of existing partitions, each with the partition's state
     after it (ISR, replica count, leader, leader and partition epochs) and
-    before it. Arrays are kept only where a check needs the members."""
+    before it. Arrays are kept only where a check needs the members.
+
+    One shuffle and one sort by (topic, partition, offset), and two window
+    operators over it: the first counts (PartitionRecords so far, leader
+    moves, rows), the second takes every state at once, each "after" over
+    the rows up to this one and each "before" over the rows before it (not a
+    ``lag`` of the "after", which would be a third operator, and Spark copies
+    every row into each operator's buffer)."""
     p = df.filter(F.col("type").isin(PR, PCR)).select(
         "offset", "seq", "batch_offset", "timestamp_ms", "from_snapshot", "type", "topic_id",
         "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch",
@@ -342,67 +349,78 @@ def partition_states(df: DataFrame) -> DataFrame:
     key = ("topic_id", "partition_id")
     order = W.partitionBy(*key).orderBy("offset", "seq")
     upto = order.rowsBetween(UNBOUNDED, W.currentRow)
+    before = order.rowsBetween(UNBOUNDED, -1)
     is_pr = F.col("type") == PR
-    # Every window below shares one partitioning and order: one shuffle, one sort.
     # A PartitionRecord starts a partition's history again (its epochs are
     # given); each change after it adds 1 to the partition epoch, and 1 to the
-    # leader epoch when it names a leader.
+    # leader epoch when it names a leader. Records before the first
+    # PartitionRecord change nothing (refused_changes reports them).
     moves = F.sum(F.when(~is_pr & (F.col("leader") != -2), 1).otherwise(0)).over(upto)
-    p = (
-        p.withColumn("seg", F.sum(is_pr.cast("int")).over(upto))
-        .withColumn("moves", moves)
-        .withColumn("n", F.row_number().over(order))
-        .filter(F.col("seg") > 0)
-    )
-    base = lambda col, count: F.last(F.when(is_pr, F.col(col) - F.col(count)), ignorenulls=True)  # noqa: E731
-    p = (
-        p.withColumn("isr_state", F.last("isr", ignorenulls=True).over(upto))
-        .withColumn("replicas_size", F.size(F.last("replicas", ignorenulls=True).over(upto)))
-        .withColumn("leader_state", F.last(F.when(F.col("leader") != -2, F.col("leader")), ignorenulls=True).over(upto))
-        .withColumn("leader_epoch_state", base("leader_epoch", "moves").over(upto) + F.col("moves"))
-        .withColumn("partition_epoch_state", base("partition_epoch", "n").over(upto) + F.col("n"))
-    )  # fmt: skip
-    p = (
-        p.withColumn("prev_isr", F.lag("isr_state").over(order))
-        .withColumn("prev_replicas_size", F.lag("replicas_size").over(order))
-        .withColumn("prev_leader", F.lag("leader_state").over(order))
-        .withColumn("prev_leader_epoch", F.lag("leader_epoch_state").over(order))
-        .withColumn("prev_partition_epoch", F.lag("partition_epoch_state").over(order))
-        # Who the record puts into the ISR: KIP-841 looks at these only.
-        .withColumn("added", F.array_except("isr", F.coalesce("prev_isr", F.array().cast("array<int>"))))
-        .withColumn("prev_isr_size", F.size("prev_isr"))
-        # The batch rules read each partition's state at the end of each batch
-        # that touched it, and the batch that touches it next: the last row of
-        # a batch is the one the next row's batch differs from (batches are
-        # runs of offsets), so this sort serves them too.
-        .withColumn("batch", _batch())
-        .withColumn("following", F.lead(_batch()).over(order))
-        .withColumn("batch_end", F.col("following").isNull() | (F.col("following") != F.col("batch")))
-        .withColumn("next_batch", F.when(F.col("batch_end"), F.col("following")))
-    )  # fmt: skip
+    p = p.select(
+        "*",
+        F.sum(is_pr.cast("int")).over(upto).alias("seg"),
+        moves.alias("moves"),
+        F.row_number().over(order).alias("n"),
+    ).filter(F.col("seg") > 0)
     # KIP-966: a PartitionRecord's null ELR is empty, a change's is "unchanged".
     none = F.array().cast("array<int>")
     elr = F.when(is_pr, F.coalesce("eligible_leader_replicas", none)).otherwise(
         F.col("eligible_leader_replicas")
     )
-    p = (
-        p.withColumn("elr_set", elr)
-        .withColumn("elr_given", F.col("elr_set").isNotNull())
-        .withColumn("elr_state", F.last("elr_set", ignorenulls=True).over(upto))
-        .withColumn("prev_elr", F.coalesce(F.lag("elr_state").over(order), none))
+    leader = F.when(F.col("leader") != -2, F.col("leader"))
+    leader_base = F.when(is_pr, F.col("leader_epoch") - F.col("moves"))
+    partition_base = F.when(is_pr, F.col("partition_epoch") - F.col("n"))
+    last = lambda col, frame: F.last(col, ignorenulls=True).over(frame)  # noqa: E731
+    has_prev = F.lag("n").over(order).isNotNull()
+    p = p.select(
+        "offset", "seq", "batch_offset", "timestamp_ms", "from_snapshot", "type", "topic_id",
+        "partition_id", "isr", "leader", "leader_epoch", "partition_epoch",
+        last("isr", upto).alias("isr_state"),
+        F.size(last("replicas", upto)).alias("replicas_size"),
+        last(leader, upto).alias("leader_state"),
+        (last(leader_base, upto) + F.col("moves")).alias("leader_epoch_state"),
+        (last(partition_base, upto) + F.col("n")).alias("partition_epoch_state"),
+        last("isr", before).alias("prev_isr"),
+        F.when(has_prev, F.size(last("replicas", before))).alias("prev_replicas_size"),
+        last(leader, before).alias("prev_leader"),
+        (last(leader_base, before) + F.lag("moves").over(order)).alias("prev_leader_epoch"),
+        (last(partition_base, before) + F.lag("n").over(order)).alias("prev_partition_epoch"),
+        _batch().alias("batch"),
+        F.lead(_batch()).over(order).alias("following"),
+        elr.isNotNull().alias("elr_given"),
+        elr.alias("elr_set"),
+        last(elr, upto).alias("elr_state"),
+        F.coalesce(last(elr, before), none).alias("prev_elr"),
+    )  # fmt: skip
+    # The batch rules read each partition's state at the end of each batch
+    # that touched it, and the batch that touches it next: the last row of a
+    # batch is the one the next row's batch differs from (batches are runs of
+    # offsets), so this sort serves them too.
+    batch_end = F.col("following").isNull() | (F.col("following") != F.col("batch"))
+    return p.select(
+        "offset", "seq", "batch_offset", "timestamp_ms", "from_snapshot", "type", "topic_id",
+        "partition_id", "isr", "leader", "leader_epoch", "partition_epoch", "isr_state",
+        "replicas_size", "leader_state", "leader_epoch_state", "partition_epoch_state",
+        "prev_isr", "prev_replicas_size", "prev_leader", "prev_leader_epoch",
+        "prev_partition_epoch",
+        # Who the record puts into the ISR: KIP-841 looks at these only.
+        F.array_except("isr", F.coalesce("prev_isr", none)).alias("added"),
+        F.size("prev_isr").alias("prev_isr_size"),
+        "batch",
+        batch_end.alias("batch_end"),
+        F.when(batch_end, F.col("following")).alias("next_batch"),
+        "elr_given", "elr_state", "prev_elr",
         # Who the record puts into the ELR from outside the ISR and the ELR
         # before it; who the ELR and the ISR share after it.
-        .withColumn(
-            "elr_joined",
-            F.when(
-                F.col("elr_set").isNotNull(),
-                F.array_except("elr_set", F.array_union(F.coalesce("prev_isr", none), "prev_elr")),
-            ),
-        )
-        .withColumn("elr_shared", F.array_intersect("elr_state", "isr_state"))
-        .drop("seg", "moves", "n", "replicas", "eligible_leader_replicas", "elr_set", "following")
-    )
-    return p
+        F.when(
+            F.col("elr_set").isNotNull(),
+            F.array_except("elr_set", F.array_union(F.coalesce("prev_isr", none), "prev_elr")),
+        ).alias("elr_joined"),
+        # (An empty ELR, the usual case, shares nothing: no set to build.)
+        F.when(F.size("elr_state") > 0, F.array_intersect("elr_state", "isr_state"))
+        .otherwise(F.col("elr_state"))
+        .alias("elr_shared"),
+    )  # fmt: skip
 
 
 def with_entity(df: DataFrame, topics: DataFrame) -> DataFrame:
@@ -435,8 +453,101 @@ def _without_elr(rows: DataFrame, levels: DataFrame) -> DataFrame:
     )
 
 
+@dataclass
+class Spans:
+    """Each broker's state from each of its records to its next, for the as-of
+    joins: "the broker's state at this offset (or at the end of this batch)"
+    for a million partition rows is a broadcast hash join on (broker, bucket)
+    with the few thousand broker records, not a window per broker over the
+    partition rows (a shuffle of them all, and a dozen groups that grow with
+    the log). Offsets fall in buckets ``width`` wide; a span is listed in
+    every bucket it covers, so a probe finds its span among the few of its
+    own bucket."""
+
+    rows: DataFrame  # broker_id, bucket, s_offset, s_seq, s_next_offset, s_next_seq, s_batch, s_next_batch, s_registered, s_fenced, s_shutdown
+    width: int
+
+    def bucket(self, col: Column) -> Column:
+        return F.floor(col / F.lit(self.width))
+
+
+# Broker records (all brokers') a bucket holds on average when they are
+# spread evenly over the log; and the most buckets (each broker's last span
+# is listed in every bucket to the log's end).
+SPANS_PER_BUCKET = 8
+MAX_BUCKETS = 4096
+# Up to this many broker records, the spans are broadcast to the partition rows.
+BROADCAST_SPANS = 1_000_000
+
+
+def broker_spans(b: DataFrame, first_offset: int, last_offset: int, broker_rows: int) -> Spans:
+    """``b``: broker_states; ``broker_rows``: how many rows it has (from the
+    overview's record types)."""
+    span = max(last_offset - first_offset + 1, 1)
+    buckets = min(max(broker_rows // SPANS_PER_BUCKET, 1), MAX_BUCKETS)
+    width = max(-(-span // buckets), 1)
+    order = W.partitionBy("broker_id").orderBy("offset", "seq")
+    rows = b.select(
+        "broker_id",
+        F.col("offset").alias("s_offset"),
+        F.col("seq").alias("s_seq"),
+        F.lead("offset").over(order).alias("s_next_offset"),
+        F.lead("seq").over(order).alias("s_next_seq"),
+        _batch().alias("s_batch"),
+        F.lead(_batch()).over(order).alias("s_next_batch"),
+        F.col("registered_epoch").isNotNull().alias("s_registered"),
+        F.col("fenced_after").alias("s_fenced"),
+        F.col("shutdown_after").alias("s_shutdown"),
+    )
+    bucket = lambda col: F.floor(col / F.lit(width))  # noqa: E731  (Spans.bucket)
+    # A span covers the offsets from its batch's start to the next record's
+    # (a batch ends at or before the next record's offset).
+    end = F.coalesce(F.col("s_next_offset"), F.lit(last_offset))
+    rows = rows.withColumn("bucket", F.explode(F.sequence(bucket(F.col("s_batch")), bucket(end))))
+    return Spans(F.broadcast(rows) if broker_rows <= BROADCAST_SPANS else rows, width)
+
+
+def _state_label() -> Column:
+    """The label of the span a probe found (none found: not registered yet)."""
+    return _label(F.col("s_registered"), F.col("s_fenced"), F.col("s_shutdown"))
+
+
+def state_at_offset(probes: DataFrame, broker: str, spans: Spans) -> DataFrame:
+    """``probes`` (offset, seq, ``broker`` columns) with the state the last
+    record of that broker before each left: the span with s_offset/s_seq
+    before the probe and its next record at or after it."""
+    pk = F.struct(F.col("offset"), F.col("seq"))
+    after = F.struct(F.col("s_offset"), F.col("s_seq"))
+    until = F.struct(F.col("s_next_offset"), F.col("s_next_seq"))
+    cond = (
+        (F.col(broker) == F.col("broker_id"))
+        & (F.col("p_bucket") == F.col("bucket"))
+        & (after < pk)
+        & (F.col("s_next_offset").isNull() | (pk <= until))
+    )
+    joined = probes.withColumn("p_bucket", spans.bucket(F.col("offset"))).join(
+        spans.rows, cond, "left"
+    )
+    return joined.withColumn("label", _state_label())
+
+
+def state_at_batch_end(probes: DataFrame, broker: str, spans: Spans) -> DataFrame:
+    """``probes`` (batch, ``broker`` columns) with the broker's state at the end of
+    that batch: the span of its last record of that batch or before."""
+    cond = (
+        (F.col(broker) == F.col("broker_id"))
+        & (F.col("p_bucket") == F.col("bucket"))
+        & (F.col("s_batch") <= F.col("batch"))
+        & (F.col("s_next_batch").isNull() | (F.col("batch") < F.col("s_next_batch")))
+    )
+    joined = probes.withColumn("p_bucket", spans.bucket(F.col("batch"))).join(
+        spans.rows, cond, "left"
+    )
+    return joined.withColumn("label", _state_label())
+
+
 def partition_checks(
-    p: DataFrame, b: DataFrame, topics: DataFrame, features: DataFrame
+    p: DataFrame, spans: Spans, topics: DataFrame, features: DataFrame
 ) -> list[DataFrame]:
     """The record rules of partition records: kip-841.isr-adds-only-active,
     kip-966.isr-empty-only-with-elr (unless ELR is on: ``features`` is
@@ -445,25 +556,10 @@ def partition_checks(
     (partition.epoch-increases-by-one, partition.leader-epoch-never-decreases)."""
     live = p.filter(~F.col("from_snapshot"))
     carry = ["offset", "seq", "timestamp_ms", "topic_id", "partition_id", "isr"]
-    probes = live.filter(F.col("isr").isNotNull()).select(
-        *carry, F.posexplode("added").alias("pos", "probe_broker"), F.lit("isr").alias("role")
+    probes = live.filter(F.col("isr").isNotNull() & (F.size("added") > 0)).select(
+        *carry, F.posexplode("added").alias("pos", "probe_broker")
     )
-    probes = probes.withColumn("broker_id", F.col("probe_broker"))
-    states = b.select(
-        "offset", "seq", "broker_id", "fenced_after", "shutdown_after",
-        F.col("registered_epoch").isNotNull().alias("registered"),
-    )  # fmt: skip
-    timeline = probes.unionByName(states, allowMissingColumns=True)
-    upto = W.partitionBy("broker_id").orderBy("offset", "seq").rowsBetween(UNBOUNDED, W.currentRow)
-    timeline = timeline.select(
-        "*",
-        F.last("registered", ignorenulls=True).over(upto).alias("reg_now"),
-        F.last("fenced_after", ignorenulls=True).over(upto).alias("fenced_now"),
-        F.last("shutdown_after", ignorenulls=True).over(upto).alias("shutdown_now"),
-    ).filter(F.col("role").isNotNull())
-    timeline = timeline.withColumn(
-        "label", _label(F.col("reg_now"), F.col("fenced_now"), F.col("shutdown_now"))
-    ).filter(F.col("label") != "")
+    timeline = state_at_offset(probes, "probe_broker", spans).filter(F.col("label") != "")
     bad_isr = (
         with_entity(timeline, topics)
         .groupBy("offset", "seq", "timestamp_ms", "entity", "isr")
@@ -474,9 +570,6 @@ def partition_checks(
                 )
             ).alias("items")
         )
-    )
-    restated = with_entity(
-        live.filter((F.col("type") == PR) & F.col("prev_partition_epoch").isNotNull()), topics
     )
     entity = F.col("entity")
     return [
@@ -502,65 +595,92 @@ def partition_checks(
             entity,
             F.lit("the ISR is empty"),
         ),
-        _violation(
-            with_entity(live.filter(F.size(F.coalesce("elr_joined", F.array())) > 0), topics),
-            "kip-966.elr-from-isr-or-elr",
-            entity,
-            F.concat(
-                F.lit("ELR "),
-                _isr_text(F.col("elr_state")),
-                F.lit(" adds "),
-                F.array_join(
-                    F.transform("elr_joined", lambda b: F.format_string("broker %d", b)), ", "
-                ),
-                F.lit(", not in the ISR "),
-                _isr_text(F.coalesce("prev_isr", F.array())),
-                F.lit(" or the ELR "),
-                _isr_text(F.col("prev_elr")),
-            ),
-        ),
-        _violation(
-            with_entity(
-                live.filter(
-                    (F.col("elr_given") | F.col("isr").isNotNull()) & (F.size("elr_shared") > 0)
-                ),
-                topics,
-            ),
-            "kip-966.elr-disjoint-from-isr",
-            entity,
-            F.concat(
-                F.lit("ELR "),
-                _isr_text(F.col("elr_state")),
-                F.lit(" and ISR "),
-                _isr_text(F.col("isr_state")),
-                F.lit(" share "),
-                F.array_join(
-                    F.transform("elr_shared", lambda b: F.format_string("broker %d", b)), ", "
+        # The rules that read one row each, in one scan of the states.
+        _in_one_pass(
+            live,
+            topics,
+            (
+                "kip-966.elr-from-isr-or-elr",
+                F.size(F.coalesce("elr_joined", F.array())) > 0,
+                F.concat(
+                    F.lit("ELR "),
+                    _isr_text(F.col("elr_state")),
+                    F.lit(" adds "),
+                    F.array_join(
+                        F.transform("elr_joined", lambda b: F.format_string("broker %d", b)), ", "
+                    ),
+                    F.lit(", not in the ISR "),
+                    _isr_text(F.coalesce("prev_isr", F.array())),
+                    F.lit(" or the ELR "),
+                    _isr_text(F.col("prev_elr")),
                 ),
             ),
-        ),
-        _violation(
-            restated.filter(F.col("partition_epoch") != F.col("prev_partition_epoch") + 1),
-            "partition.epoch-increases-by-one",
-            entity,
-            F.format_string(
-                "partition epoch %d follows %d: expected %d",
-                F.col("partition_epoch"),
-                F.col("prev_partition_epoch"),
-                F.col("prev_partition_epoch") + 1,
+            (
+                "kip-966.elr-disjoint-from-isr",
+                (F.col("elr_given") | F.col("isr").isNotNull()) & (F.size("elr_shared") > 0),
+                F.concat(
+                    F.lit("ELR "),
+                    _isr_text(F.col("elr_state")),
+                    F.lit(" and ISR "),
+                    _isr_text(F.col("isr_state")),
+                    F.lit(" share "),
+                    F.array_join(
+                        F.transform("elr_shared", lambda b: F.format_string("broker %d", b)), ", "
+                    ),
+                ),
             ),
-        ),
-        _violation(
-            restated.filter(F.col("leader_epoch") < F.col("prev_leader_epoch")),
-            "partition.leader-epoch-never-decreases",
-            entity,
-            F.format_string(
-                "leader epoch %d is below the previous %d",
-                F.col("leader_epoch"),
-                F.col("prev_leader_epoch"),
+            (
+                "partition.epoch-increases-by-one",
+                (F.col("type") == PR)
+                & F.col("prev_partition_epoch").isNotNull()
+                & (F.col("partition_epoch") != F.col("prev_partition_epoch") + 1),
+                F.format_string(
+                    "partition epoch %d follows %d: expected %d",
+                    F.col("partition_epoch"),
+                    F.col("prev_partition_epoch"),
+                    F.col("prev_partition_epoch") + 1,
+                ),
+            ),
+            (
+                "partition.leader-epoch-never-decreases",
+                (F.col("type") == PR)
+                & F.col("prev_partition_epoch").isNotNull()
+                & (F.col("leader_epoch") < F.col("prev_leader_epoch")),
+                F.format_string(
+                    "leader epoch %d is below the previous %d",
+                    F.col("leader_epoch"),
+                    F.col("prev_leader_epoch"),
+                ),
             ),
         ),
     ]
+
+
+def _in_one_pass(
+    rows: DataFrame, topics: DataFrame, *rules: tuple[str, Column, Column]
+) -> DataFrame:
+    """The violations of several (check, condition, explanation) rules of
+    partition rows, from one scan of ``rows`` (a union of one filter per rule
+    would scan them once per rule)."""
+    found = F.filter(
+        F.array(
+            *(
+                F.when(broken, F.struct(F.lit(check).alias("check"), why.alias("why")))
+                for check, broken, why in rules
+            )
+        ),
+        lambda v: v.isNotNull(),
+    )
+    hits = rows.select(
+        "offset", "timestamp_ms", "topic_id", "partition_id", F.explode(found).alias("v")
+    )
+    return with_entity(hits, topics).select(
+        F.col("offset").cast("long").alias("offset"),
+        F.col("timestamp_ms").cast("long").alias("timestamp_ms"),
+        F.col("v.check").alias("check"),
+        F.col("entity"),
+        F.col("v.why").alias("explanation"),
+    )
 
 
 def batch_ends(p: DataFrame, b: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -598,56 +718,38 @@ def batch_ends(p: DataFrame, b: DataFrame) -> tuple[DataFrame, DataFrame]:
     return parts, brokers
 
 
-def batch_checks(p: DataFrame, b: DataFrame, topics: DataFrame) -> list[DataFrame]:
+def batch_checks(
+    p: DataFrame, b: DataFrame, spans: Spans, topics: DataFrame, last_offset: int
+) -> list[DataFrame]:
     """The batch rules, ``partition.leader-active-in-isr`` and
     ``partition.inactive-leaves-isr``, at each batch's end, for
     what the batch touched (see ``metadata_records.log_invariants``)."""
     parts, ends = batch_ends(p, b)
     # 1. Partitions a batch changed: their leader, against the broker's state
-    # at the end of that batch (broker rows of a batch sort before its probes).
+    # at the end of that batch (its records of that batch included).
     probes = parts.filter(~F.col("from_snapshot") & (F.col("leader_state") != -1)).select(
         "topic_id", "partition_id", "batch", "timestamp_ms", "isr_state", "leader_state",
-        F.col("leader_state").alias("broker_id"), F.lit(1).alias("kind"),
     )  # fmt: skip
-    states = b.select(
-        "broker_id", _batch().alias("batch"), "offset", "seq", "fenced_after", "shutdown_after",
-        F.col("registered_epoch").isNotNull().alias("registered"), F.lit(0).alias("kind"),
+    touched = state_at_batch_end(probes, "leader_state", spans).select(
+        "topic_id", "partition_id", "batch", "timestamp_ms", "isr_state", "leader_state", "label",
     )  # fmt: skip
-    order = W.partitionBy("broker_id").orderBy("batch", "kind", "offset", "seq")
-    upto = order.rowsBetween(UNBOUNDED, W.currentRow)
-    touched = (
-        probes.unionByName(states, allowMissingColumns=True)
-        .select(
-            "*",
-            _label(
-                F.last("registered", ignorenulls=True).over(upto),
-                F.last("fenced_after", ignorenulls=True).over(upto),
-                F.last("shutdown_after", ignorenulls=True).over(upto),
-            ).alias("label"),
-        )
-        .filter(F.col("kind") == 1)
-        .select(
-            "topic_id",
-            "partition_id",
-            "batch",
-            "timestamp_ms",
-            "isr_state",
-            "leader_state",
-            "label",
-        )  # fmt: skip
-    )
     # 2. Brokers a batch left inactive: every leadership and ISR of more than
     # one broker they hold at its end (the partition's state of the last batch
-    # that touched it at or before this one).
+    # that touched it at or before this one). A partition's state holds from
+    # its batch until the next: listed in each bucket of offsets it covers, it
+    # meets the few inactive brokers of its bucket in a broadcast hash join.
     inactive = ends.filter(F.col("label") != "").select(
         F.col("broker_id").alias("member"), F.col("batch").alias("at"),
         F.col("timestamp_ms").alias("at_ms"), "label",
+        spans.bucket(F.col("batch")).alias("bucket"),
     )  # fmt: skip
+    until = F.coalesce(F.col("next_batch") - 1, F.lit(last_offset))
     members = parts.select(
-        "*", F.explode(F.array_union(F.array("leader_state"), "isr_state")).alias("member")
-    )
+        "*",
+        F.explode(F.array_union(F.array("leader_state"), "isr_state")).alias("member"),
+    ).withColumn("bucket", F.explode(F.sequence(spans.bucket(F.col("batch")), spans.bucket(until))))
     held = (
-        members.join(F.broadcast(inactive), "member")
+        members.join(F.broadcast(inactive), ["member", "bucket"])
         .filter(
             (F.col("batch") <= F.col("at"))
             & (F.col("next_batch").isNull() | (F.col("at") < F.col("next_batch")))
@@ -933,6 +1035,7 @@ def run_audit(
         df.filter(F.col("type") == "TOPIC_RECORD")
         .groupBy("topic_id")
         .agg(F.min_by("name", F.col("offset")).alias("topic_name"))
+        .coalesce(1)  # broadcast by each check that names partitions: one task each
         .cache()
     )
     b = broker_states(df).persist(StorageLevel.MEMORY_AND_DISK)  # one row per broker record
@@ -941,11 +1044,16 @@ def run_audit(
     partition_states(df).write.mode("overwrite").parquet(path)
     p = df.sparkSession.read.parquet(path)
     describe("audit: offsets dense")
+    kinds = overview.kinds if overview else {}
+    lowest = overview.first_offset if overview else first_offset
+    last_offset = overview.last_offset if overview else first_offset
+    broker_rows = sum(kinds.get(t, 0) for t in (REG, CHANGE, UNREG))
+    spans = broker_spans(b, lowest, last_offset, broker_rows)
     parts = (
         offsets_checks(df, first_offset, overview is None or overview.offsets_look_right)
         + broker_checks(b)
-        + partition_checks(p, b, topics, elr_levels(df))
-        + batch_checks(p, b, topics)
+        + partition_checks(p, spans, topics, elr_levels(df))
+        + batch_checks(p, b, spans, topics, last_offset)
         + [refused_changes(df, topics), producer_id_checks(df)]
         + [client_quota_checks(df), acl_checks(df)]
     )

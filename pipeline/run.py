@@ -23,7 +23,7 @@ from .cluster import (
     unreadable_input,
     wait_for_executors,
 )
-from .export_files import input_format
+from .export_files import export_files, input_format
 from .report import ReportData, render, who_totals
 from .spark import build_session, is_url, listing, read_export, submitted_master, write_text
 from .timelines import (
@@ -250,8 +250,11 @@ def main_audit(
     conf = dict(conf or {})
     if shuffle_partitions:
         conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    records = None
     if not is_url(input_dir):  # a URL is listed once Spark runs
         input_format(input_dir)
+        files = export_files(input_dir)  # named by their offsets: the log's size, unread
+        records = files[-1].last - files[0].first + 1
     from pyspark.sql import SparkSession
 
     # In a process that already runs a session (a notebook, the tests) use it, and leave it be.
@@ -265,7 +268,7 @@ def main_audit(
         echo("using the running Spark session")
         spark = running
     else:
-        spark = _start(master or submitted_master() or "local[*]", conf, echo)
+        spark = _start(master or submitted_master() or "local[*]", conf, echo, records)
     try:
         # With dynamic allocation, executors come and go with the work: nothing to wait for.
         on_cluster = not spark.sparkContext.master.startswith("local") and (
@@ -293,12 +296,14 @@ def main_audit(
             spark.stop()
 
 
-def _start(master: str, conf: dict[str, str], echo: Callable[[str], None]):
+def _start(
+    master: str, conf: dict[str, str], echo: Callable[[str], None], records: int | None = None
+):
     """A new session on ``master``; ClusterError saying what to check when Spark cannot start."""
     check_master_reachable(master)
     echo(f"starting Spark ({master})")
     try:
-        return build_session(master, **conf)
+        return build_session(master, records=records, **conf)
     except Exception as e:  # a JVM stack trace: what it means, and what to check
         if "stopped SparkContext" in str(e):  # the master never took the application
             raise ClusterError(

@@ -402,6 +402,11 @@ def test_export_files_are_in_row_groups_spark_can_split_and_local_spark_gets_few
     cluster = session_defaults("spark://127.0.0.1:7077")
     assert "spark.sql.shuffle.partitions" not in cluster and "spark.driver.memory" not in cluster
     assert local["spark.sql.adaptive.enabled"] == cluster["spark.sql.adaptive.enabled"] == "true"
+    # C1 alone for a local audit of a log known to be short; C2 too for a long or unknown one.
+    jit = "spark.driver.extraJavaOptions"
+    assert "-XX:TieredStopAtLevel=1" in session_defaults("local[2]", 1_000_000)[jit]
+    assert jit not in local and jit not in session_defaults("local[2]", 10_000_000)
+    assert jit not in session_defaults("spark://127.0.0.1:7077", 1_000)
 
 
 @pytest.mark.parametrize("kind", PLANT_KINDS)
