@@ -301,7 +301,7 @@ def replace_round(cluster: PodCluster, writer: Writer, partitions: int) -> dict:
         "caughtUp": None,
         "voter": None,
     }
-    while time.monotonic() - started < LIMIT_S and seen["voter"] is None:
+    while time.monotonic() - started < LIMIT_S and None in (seen["voter"], seen["caughtUp"]):
         lead = status(cluster, leader)  # first: the victim is compared with it after
         s = status(cluster, victim)
         now = time.monotonic() - started
