@@ -69,11 +69,6 @@ STATE_AT_LEAST_S = 1.0  # and sent this often anyway: workers tell a frozen core
 # A worker's local reads are that much staler; its linearizable reads wait for
 # the barrier's batch, which comes with the barrier's answer.
 BATCHES_GATHERED_S = 0.005
-# An image encoded for one link is sent to the links that ask within this
-# long (at start the orderer and every worker ask at once: at 2,000,000
-# partitions each encoding took seconds of the core). They read the batches
-# since from the ring, or catch up as after any image.
-IMAGE_SHARED_S = 5.0
 
 
 def core_state(node: QuorumNode) -> dict[str, Any]:
@@ -228,35 +223,11 @@ class CoreLinks:
         self.orderer: OrdererLink | None = None  # with an orderer process, its link
         self._state: dict[str, Any] | None = None
         self._state_task: asyncio.Task | None = None
-        self._encoded: tuple[Any, bytes] | None = None  # (image, its encoding), shared a while
-        self._encoding: asyncio.Future | None = None
         node.apply_watchers.append(self)
         node.leader_watchers.append(self.push_state)
 
     def start(self) -> None:
         self._state_task = asyncio.ensure_future(self._watch_state())
-
-    async def encoded_image(self) -> tuple[Any, bytes]:
-        """The image to send a link and its encoding: one encoding for every
-        link that asks within IMAGE_SHARED_S of it (an encoding under way is
-        awaited, not started again)."""
-        if self._encoded is not None:
-            return self._encoded
-        if self._encoding is None:
-            self._encoding = asyncio.ensure_future(self._encode(self.node.image))
-        return await asyncio.shield(self._encoding)
-
-    async def _encode(self, image: Any) -> tuple[Any, bytes]:
-        try:
-            encoded = await asyncio.to_thread(encode_image, image)
-        finally:
-            self._encoding = None
-        self._encoded = (image, encoded)
-        asyncio.get_running_loop().call_later(IMAGE_SHARED_S, self._forget_encoded)
-        return image, encoded
-
-    def _forget_encoded(self) -> None:
-        self._encoded = None  # its bytes are the image's size: not kept past the start
 
     async def attach(self, index: int, sock: socket.socket) -> WorkerLink:
         """Takes the core's end of worker ``index``'s socket pair."""
@@ -587,11 +558,12 @@ class WorkerLink:
             return
         self._sending_image = True
         try:
-            image, encoded = await self.links.encoded_image()
+            image = self.node.image
             if self.follows_log:
                 base, retained = self.node.sm.log.export(image.next_offset)
             else:
                 base, retained = image.next_offset, []
+            encoded = await asyncio.to_thread(encode_image, image)
             self.protocol.send([(IMAGE, encoded, (base, retained, image.next_offset))])
             self.heard_at = None
             self.imaged = True
