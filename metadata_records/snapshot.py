@@ -363,6 +363,28 @@ class _CheckedRows(list):
     """A topic's partition rows msgspec found well-formed (no ELR), as tuples."""
 
 
+# What msgspec or orjson raise on JSON they cannot read as asked: the caller
+# then decodes it whole with _loads, whose error names what is wrong.
+_UNREADABLE = (
+    msgspec.DecodeError,
+    orjson.JSONDecodeError,
+    KeyError,
+    TypeError,
+    ValueError,
+    RecursionError,
+)
+
+
+def _with_one_key_as(data: Any, key: str, decoder: msgspec.json.Decoder) -> dict[str, Any]:
+    """A JSON object's keys decoded by orjson, but ``key``'s value by
+    ``decoder``; raises one of _UNREADABLE when it cannot."""
+    parts = _TOP_LEVEL.decode(data)
+    lazy = decoder.decode(parts[key])
+    obj = {k: orjson.loads(memoryview(v)) for k, v in parts.items() if k != key}
+    obj[key] = lazy
+    return obj
+
+
 class _TopicsAsRead(list):
     """A snapshot's topics, each decoded as it is read: the rows of every
     partition never exist at once. A restart's memory peak was that whole
@@ -374,15 +396,11 @@ class _TopicsAsRead(list):
     def __iter__(self):
         for i, raw in enumerate(super().__iter__()):
             try:
-                parts = _TOP_LEVEL.decode(raw)
-                rows = _CheckedRows(_ROWS.decode(parts["partitions"]))
-                topic = {
-                    k: orjson.loads(memoryview(v)) for k, v in parts.items() if k != "partitions"
-                }
-            except (msgspec.DecodeError, orjson.JSONDecodeError, KeyError, RecursionError):
+                topic = _with_one_key_as(raw, "partitions", _ROWS)
+            except _UNREADABLE:
                 yield _loads(memoryview(raw), f"snapshot.topics[{i}]")
                 continue
-            topic["partitions"] = rows
+            topic["partitions"] = _CheckedRows(topic["partitions"])
             yield topic
 
 
@@ -391,19 +409,10 @@ def _snapshot_obj(data: Any) -> Any:
     Anything msgspec does not read as a JSON object with a topic list is
     decoded whole, so that its error says what is wrong as it always did."""
     try:
-        top = _TOP_LEVEL.decode(data)
-        topics = _TopicsAsRead(_TOPIC_LIST.decode(top["topics"]))
-        obj = {key: orjson.loads(memoryview(raw)) for key, raw in top.items() if key != "topics"}
-    except (
-        msgspec.DecodeError,
-        orjson.JSONDecodeError,
-        KeyError,
-        TypeError,
-        ValueError,
-        RecursionError,
-    ):
+        obj = _with_one_key_as(data, "topics", _TOPIC_LIST)
+    except _UNREADABLE:
         return _loads(data, "snapshot")
-    obj["topics"] = topics
+    obj["topics"] = _TopicsAsRead(obj["topics"])
     return obj
 
 
