@@ -27,6 +27,7 @@ checks the two against a dict with Hypothesis.
 from __future__ import annotations
 
 import marshal
+import struct
 from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from typing import Any
 
@@ -69,17 +70,29 @@ class PartitionStates(Mapping):
         self, changed: Mapping[int, PartitionRegistration | None], *, none_removes: bool = False
     ) -> PartitionStates:
         """This map with ``changed`` put in: only the chunks it falls in are
-        copied. With ``none_removes``, an id changed to None is removed."""
+        copied (a chunk read from an image file keeps its file and copies
+        only its own changes). With ``none_removes``, an id changed to None
+        is removed."""
         if not changed:
             return self
         chunks = dict(self._chunks)
         size = self._len
-        opened: dict[int, list[bytes | None]] = {}
+        opened: dict[int, list[bytes | None] | FileChunk] = {}
         for pid, part in changed.items():
             key, low = pid >> CHUNK_BITS, pid & _LOW
             slots = opened.get(key)
             if slots is None:
-                slots = opened[key] = list(chunks.get(key, ()))
+                chunk = chunks.get(key, ())
+                if type(chunk) is FileChunk:
+                    slots = opened[key] = chunk.opened()
+                else:
+                    slots = opened[key] = list(chunk)
+            if type(slots) is FileChunk:
+                was = slots.get(low)
+                slot = None if part is None and none_removes else encode(part)
+                slots.put(low, slot)
+                size += (slot is not None) - (was is not None)
+                continue
             if low >= len(slots):
                 if part is None and none_removes:
                     continue
@@ -93,6 +106,11 @@ class PartitionStates(Mapping):
                 size += 1
             slots[low] = encode(part)
         for key, slots in opened.items():
+            if type(slots) is FileChunk:
+                chunks[key] = (
+                    slots  # kept, if emptied, where it is (never in Kafka: no partition goes)
+                )
+                continue
             while slots and slots[-1] is None:
                 slots.pop()
             if slots:
@@ -100,6 +118,35 @@ class PartitionStates(Mapping):
             else:
                 chunks.pop(key, None)  # dropped: the map is what building it afresh gives
         return _from_chunks(chunks, size)
+
+    def rebased(self, file_chunks: Mapping[int, FileChunk]) -> PartitionStates:
+        """This map, equal, with each chunk the image file ``file_chunks``
+        (this topic's chunks, read at an offset this map is at or past) also
+        holds read from it, keeping only the slots that differ from the file.
+
+        Only a slot changed since this map's own file (or in a chunk it holds
+        itself) can differ from a newer file, so the cost follows the changes
+        since the last rebase, not the topic. A chunk the file lacks was made
+        since: kept as it is; one the file has and this map lacks was emptied
+        since: stays out."""
+        chunks: dict[int, tuple[bytes | None, ...] | FileChunk] = {}
+        for key, chunk in self._chunks.items():
+            base = file_chunks.get(key)
+            if base is None:
+                chunks[key] = chunk
+                continue
+            if type(chunk) is FileChunk:
+                mine, candidates = chunk.get, chunk.changed_slots()
+            else:
+                mine = dict(enumerate(chunk)).get
+                candidates = range(max(len(chunk), len(base)))
+            rebased = base.opened()
+            for low in candidates:
+                slot = mine(low)
+                if not _same_slot(slot, base.get(low)):
+                    rebased.put(low, slot)
+            chunks[key] = rebased
+        return _from_chunks(chunks, self._len)
 
     # ---------------------------------------------------------------- Mapping
 
@@ -171,6 +218,86 @@ class PartitionStates(Mapping):
 
     def __reduce__(self) -> tuple:
         return (_from_chunks, (self._chunks, self._len))
+
+
+def _same_slot(a: bytes | None, b: bytes | None) -> bool:
+    """Whether two slots hold equal registrations (equal registrations may
+    encode differently: marshal writes a shared tuple as a reference)."""
+    if a is b or a == b:
+        return True
+    return a is not None and b is not None and _decode(a) == _decode(b)
+
+
+class FileChunk:
+    """A chunk whose slots are read from an image file (a mapped buffer: every
+    process of a voter shares its pages), with the slots changed since.
+
+    ``_bounds`` is where the chunk's ``_n + 1`` slot bounds sit in the file,
+    little-endian uint64 file positions: slot ``low`` is ``[bounds[low],
+    bounds[low + 1])``, empty where there is no partition. ``_changed`` maps
+    a slot to its bytes, or None where it no longer holds one; a chunk is
+    changed only while ``updated`` builds it (``opened``), then never again.
+    It reads as the tuple of ``PartitionStates``: indexable up to its length
+    (a slot past it raises IndexError), None where empty, iterable."""
+
+    __slots__ = ("_buf", "_bounds", "_n", "_changed", "_len")
+
+    def __init__(self, buf: Any, bounds: int, n: int) -> None:
+        self._buf = buf
+        self._bounds = bounds
+        self._n = n
+        self._changed: dict[int, bytes | None] = {}
+        self._len = n
+
+    def _from_file(self, low: int) -> bytes | None:
+        if low >= self._n:
+            return None
+        start, end = _BOUNDS.unpack_from(self._buf, self._bounds + 8 * low)
+        return self._buf[start:end] if end > start else None
+
+    def get(self, low: int) -> bytes | None:
+        changed = self._changed
+        if changed and low in changed:
+            return changed[low]
+        return self._from_file(low)
+
+    def __getitem__(self, low: int) -> bytes | None:
+        if low >= self._len:
+            raise IndexError(low)
+        return self.get(low)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        get = self.get
+        for low in range(self._len):
+            yield get(low)
+
+    def changed_slots(self) -> list[int]:
+        return list(self._changed)
+
+    def opened(self) -> FileChunk:
+        """A copy to change (``put``): the file shared, the changes copied."""
+        copy = FileChunk.__new__(FileChunk)
+        copy._buf, copy._bounds, copy._n = self._buf, self._bounds, self._n
+        copy._changed = dict(self._changed)
+        copy._len = self._len
+        return copy
+
+    def __reduce__(self) -> tuple:
+        return (tuple, (list(self),))  # pickled (to another process): its slots, not the file
+
+    def put(self, low: int, slot: bytes | None) -> None:
+        self._changed[low] = slot
+        if slot is not None:
+            self._len = max(self._len, low + 1)
+        elif low == self._len - 1:  # its length is what its highest slot needs
+            while self._len and self.get(self._len - 1) is None:
+                self._len -= 1
+
+
+_BOUNDS = struct.Struct("<QQ")
 
 
 _MISSING = object()
