@@ -33,6 +33,7 @@ as the core's own memory, checking only that it is whole.
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import mmap
 import os
@@ -40,6 +41,8 @@ import struct
 import sys
 from array import array
 from collections.abc import Mapping
+from itertools import accumulate
+from typing import BinaryIO
 
 from .chunked_map import ChunkedMap
 from .image import MetadataImage
@@ -60,51 +63,52 @@ def write_image_file(path: str, image: MetadataImage) -> int:
     renamed when complete); returns the file's size. Not synced: a file
     lives only as long as the core that wrote it."""
     part = path + ".part"
-    index = []
-    with open(part, "wb") as f:
-        f.write(bytes(_HEADER.size))
-        at = _HEADER.size
-        for topic_id, topic in image.topics.items():
-            states = topic.partitions
-            if not isinstance(states, PartitionStates):
-                states = PartitionStates(states)
-            chunks = []
-            for key, chunk in states._chunks.items():
-                slots = [slot or b"" for slot in chunk]
-                bounds = array("Q", [at])
-                for slot in slots:
-                    bounds.append(bounds[-1] + len(slot))
-                f.write(b"".join(slots))
-                at = bounds[-1]
-                if sys.byteorder != "little":
-                    bounds.byteswap()
-                f.write(bounds.tobytes())
-                chunks.append((key, at, len(slots)))
-                at += 8 * len(bounds)
-            index.append((topic_id, len(states), tuple(chunks)))
-        head = encode_image(
-            image._replace(
-                topics=ChunkedMap(
-                    {tid: t._replace(partitions={}) for tid, t in image.topics.items()}
-                ),
-                partition_count=0,
-            )
-        )
-        encoded_index = marshal.dumps(tuple(index))
-        f.write(head)
-        f.write(encoded_index)
-        f.seek(0)
-        f.write(
-            _HEADER.pack(
-                MAGIC,
-                image.next_offset,
-                at,
-                len(head),
-                at + len(head),
-                len(encoded_index),
-            )
-        )
+    try:
+        with open(part, "wb") as f:
+            size = write_image(f, image)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        raise
     os.rename(part, path)
+    return size
+
+
+def write_image(f: BinaryIO, image: MetadataImage) -> int:
+    """Writes ``image`` into the empty file ``f`` (seekable); returns its size."""
+    index = []
+    f.write(bytes(_HEADER.size))
+    at = _HEADER.size
+    for topic_id, topic in image.topics.items():
+        states = topic.partitions
+        if not isinstance(states, PartitionStates):
+            states = PartitionStates(states)
+        chunks = []
+        for key, chunk in states._chunks.items():
+            slots = [slot or b"" for slot in chunk]
+            bounds = array("Q", accumulate(map(len, slots), initial=at))
+            f.write(b"".join(slots))
+            at = bounds[-1]
+            if sys.byteorder != "little":
+                bounds.byteswap()
+            f.write(bounds.tobytes())
+            chunks.append((key, at, len(slots)))
+            at += 8 * len(bounds)
+        index.append((topic_id, len(states), tuple(chunks)))
+    head = encode_image(
+        image._replace(
+            topics=ChunkedMap({tid: t._replace(partitions={}) for tid, t in image.topics.items()}),
+            partition_count=0,
+        )
+    )
+    encoded_index = marshal.dumps(tuple(index))
+    f.write(head)
+    f.write(encoded_index)
+    f.seek(0)
+    f.write(
+        _HEADER.pack(MAGIC, image.next_offset, at, len(head), at + len(head), len(encoded_index))
+    )
+    f.flush()
     return at + len(head) + len(encoded_index)
 
 

@@ -77,6 +77,18 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
         ),
     ),
     SpeedSwitch(
+        "voter.shared_image",
+        "SHARED_IMAGE",
+        "the HTTP workers and the orderer read their partitions from the core's image "
+        "file (one copy a voter) and start from it instead of an encoded image (memory, "
+        "and the seconds a process takes to start at millions of partitions)",
+        "each link sent the image encoded (encode_image / decode_image), a copy of its own",
+        (
+            "tests/test_image_file.py::"
+            "test_a_process_following_files_holds_the_plain_image_at_every_offset",
+        ),
+    ),
+    SpeedSwitch(
         "controller.partition_change",
         "QUICK_ISR_CHANGE",
         "an AlterPartition ISR change built without the builder (quick_isr_change)",

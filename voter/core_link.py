@@ -45,9 +45,12 @@ from .link import (
     FORWARD,
     IDLE,
     IMAGE,
+    IMAGE_FILE,
+    NO_FILE,
     NOTHING_TO_PROPOSE,
     ORDERER,
     PROPOSE,
+    REBASE,
     REFUSED,
     STATE,
     STATS,
@@ -59,6 +62,7 @@ from .link import (
     decode_error,
     encode_error,
 )
+from .shared_image import SharedFile, SharedImage, enabled
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +229,17 @@ class CoreLinks:
         self._state_task: asyncio.Task | None = None
         node.apply_watchers.append(self)
         node.leader_watchers.append(self.push_state)
+        # The image file every link reads its partitions from (None: each is
+        # sent the image encoded and keeps its own).
+        self.shared: SharedImage | None = None
+        if enabled():
+            self.shared = SharedImage(lambda: node.image, lambda: node.sm.log.oldest_offset)
+            self.shared.on_written.append(self._new_file)
+
+    def _new_file(self, shared: SharedFile) -> None:
+        for link in self._all_links():
+            if link.imaged and not link.no_files:
+                link.post((REBASE, shared.path))
 
     def start(self) -> None:
         self._state_task = asyncio.ensure_future(self._watch_state())
@@ -327,6 +342,8 @@ class CoreLinks:
             await asyncio.sleep(STATE_EVERY_S)
             if self.ring is not None and self.node.sm.log.ring is None:
                 self._ring_failed()
+            if self.shared is not None:
+                self.shared.tick()
             before = self._state
             now = self.state()
             if now != before or time.monotonic() - sent_at >= STATE_AT_LEAST_S:
@@ -348,6 +365,8 @@ class CoreLinks:
         for index in list(self.links):
             self.detach(index)
         self.detach_orderer("the voter is stopping")
+        if self.shared is not None:
+            self.shared.stop()
         if self in self.node.apply_watchers:
             self.node.apply_watchers.remove(self)
         if self.push_state in self.node.leader_watchers:
@@ -400,6 +419,8 @@ class WorkerLink:
         self._flush_pending = False
         self._later: asyncio.TimerHandle | None = None
         self._sending_image = False
+        self.no_files = False  # its process could not read an image file: encoded images
+        self.rebases = 0  # newer image files its process took (its last STATS)
         self.requests = 0
         self.lost: str | None = None
         # Its last frame (a worker reports every second, the orderer every
@@ -436,10 +457,13 @@ class WorkerLink:
                 self.links.requests.update(self.index, item[1]["requests"])
                 if "gc" in item[1]:
                     self.links.requests.gc[f"worker-{self.index}"] = item[1]["gc"]
+                self.rebases = item[1].get("imageRebases", 0)
             elif kind == CATCH_UP:
                 self.catch_up(item[1])
             elif kind == IDLE:
                 self.went_idle(item[1])
+            elif kind == NO_FILE:
+                self.no_file(item[1])
         if queued:
             node.pump()
 
@@ -480,6 +504,22 @@ class WorkerLink:
         if self.node.image.next_offset > offset:
             self.idle = False
             self.post((WAKE,))
+
+    def no_file(self, why: str) -> None:
+        """Its process could not read the image file: an encoded image
+        instead, from now on."""
+        log.warning(
+            "%s could not read the voter's image file (%s): it is sent the image "
+            "encoded instead, and keeps a copy of its own",
+            self.name,
+            why,
+        )
+        self.no_files = True
+        self.start_over()
+
+    @property
+    def name(self) -> str:
+        return "the orderer" if self.index < 0 else f"HTTP worker {self.index}"
 
     def start_over(self) -> None:
         """An image again, then the stream (the ring failed)."""
@@ -553,21 +593,32 @@ class WorkerLink:
             self.protocol.send(items)
 
     async def send_image(self) -> None:
-        """The image to start from, with the retained log below it."""
+        """The image to start from, with the retained log below it: the
+        voter's image file when there is one (the process replays on from
+        its offset), else the image encoded."""
         if self._sending_image:
             return
         self._sending_image = True
         try:
-            image = self.node.image
-            if self.follows_log:
-                base, retained = self.node.sm.log.export(image.next_offset)
+            shared = self.links.shared
+            found = None
+            if shared is not None and not self.no_files:
+                found = await shared.for_start()
+            if found is not None:
+                offset = found.next_offset
+                item = (IMAGE_FILE, found.path)
             else:
-                base, retained = image.next_offset, []
-            encoded = await asyncio.to_thread(encode_image, image)
-            self.protocol.send([(IMAGE, encoded, (base, retained, image.next_offset))])
+                image = self.node.image
+                offset = image.next_offset
+                item = (IMAGE, await asyncio.to_thread(encode_image, image))
+            if self.follows_log:
+                base, retained = self.node.sm.log.export(offset)
+            else:
+                base, retained = offset, []
+            self.protocol.send([(*item, (base, retained, offset))])
             self.heard_at = None
             self.imaged = True
-            self.cursor = None if self.links.ring is not None else image.next_offset
+            self.cursor = None if self.links.ring is not None else offset
             self._catching_up = False
         finally:
             self._sending_image = False
@@ -610,6 +661,8 @@ class OrdererLink(WorkerLink):
                 self.catch_up(item[1])
             elif kind == IDLE:
                 self.went_idle(item[1])
+            elif kind == NO_FILE:
+                self.no_file(item[1])
 
     def _proposed(self, request_id: int, future: asyncio.Future) -> None:
         if future.cancelled():
@@ -683,6 +736,7 @@ class RemoteOrderer:
         self.stats = added(earlier, status["stats"])
         if "gc" in status:
             self.links.requests.gc["orderer"] = status["gc"]
+        self.image_rebases = status.get("imageRebases", 0)
         for worker, count in status["submitted"].items():
             last = self._reported.get(worker, 0)
             self.submitted[worker] = self.submitted.get(worker, 0) + max(count - last, 0)

@@ -20,12 +20,18 @@ Items, worker -> core:
 * ``(CATCH_UP, offset)``: with a batch ring, the ring no longer (or never)
   held the batch at ``offset``: send the batches from there once;
 * ``(IDLE, offset)``: with a batch ring, nothing past ``offset`` came for a
-  while: the worker stops looking until the core's WAKE.
+  while: the worker stops looking until the core's WAKE;
+* ``(NO_FILE, why)``: an IMAGE_FILE could not be read: send IMAGE instead.
 
 core -> worker:
 
 * ``(IMAGE, image_bytes, retained)``: the image to start from, and the
   retained log below it (``RecordLog.export``), on connect and after a gap;
+* ``(IMAGE_FILE, path, retained)``: as IMAGE, the image read from the
+  core's image file at ``path`` (voter/shared_image.py), at the offset
+  ``retained`` ends at; the process replays the log on from there;
+* ``(REBASE, path)``: a newer image file: read the partitions the process
+  has not changed since from it once its image reaches the file's offset;
 * ``(BATCHES, [(first_offset, count, payload), ...])``: committed batches in
   order, always sent before the answers that depend on them. With a batch
   ring (voter/batch_ring.py, decision 125: the serve process's layout with
@@ -89,6 +95,7 @@ IMAGE, BATCHES, STATE, ANSWER, REFUSED = "image", "batches", "state", "answer", 
 PROPOSE, ORDERER, STEP_DOWN, TRANSFERRING = "propose", "orderer", "step_down", "transferring"
 CATCH_UP, IDLE, WAKE = "catch_up", "idle", "wake"
 NOTHING_TO_PROPOSE = "nothing_to_propose"
+IMAGE_FILE, REBASE, NO_FILE = "image_file", "rebase", "no_file"
 
 log = logging.getLogger(__name__)
 

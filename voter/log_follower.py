@@ -9,24 +9,34 @@ and its process started again); batches come from the batch ring
 (voter/batch_ring.py) when the core has one, else over the link; when the
 ring cannot serve, the core is asked once (CATCH_UP) and the ring is read
 again once its answer (BATCHES, or an IMAGE) came.
+
+With the voter's image file (voter/shared_image.py), the image starts from
+the file the core names (IMAGE_FILE) and reads its partitions from it; each
+newer file (REBASE) is taken once the image reaches its offset, so what the
+process keeps of its own is what changed since its file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
+from metadata_records.image_file import ImageFile, ImageFileError, rebased
 from metadata_records.snapshot import decode_image
 from quorum.state_machine import MetadataStateMachine
 
 from .batch_ring import RingFollower, RingReader
-from .link import BATCHES, CATCH_UP, IDLE, IMAGE, WAKE
+from .link import BATCHES, CATCH_UP, IDLE, IMAGE, IMAGE_FILE, NO_FILE, REBASE, WAKE
+
+log = logging.getLogger(__name__)
 
 
-def load_image(sm: MetadataStateMachine, encoded: bytes, retained: tuple) -> None:
-    """The core's IMAGE item into ``sm``: the image, and the retained log below it."""
+def load_image(sm: MetadataStateMachine, encoded: bytes | ImageFile, retained: tuple) -> None:
+    """The core's IMAGE (or IMAGE_FILE) item into ``sm``: the image, and the
+    retained log below it."""
     base, batches, next_offset = retained
-    sm.image = decode_image(encoded)
+    sm.image = encoded.image() if isinstance(encoded, ImageFile) else decode_image(encoded)
     sm.log.load(base, batches, next_offset)
 
 
@@ -70,6 +80,8 @@ class LogFollower:
         self._loaded = loaded
         self.has_image = asyncio.Event()
         self.ring: RingFollower | None = None  # the committed batches, from shared memory
+        self._newer: ImageFile | None = None  # a REBASE the image has not reached yet
+        self.rebases = 0
 
     def follow_ring(self, ring_fd: int) -> None:
         """Reads the core's batch ring from now on; before the link connects,
@@ -103,14 +115,24 @@ class LogFollower:
             self.batches(item[1])
         elif kind == IMAGE:
             self.load(item[1], item[2])
+        elif kind == IMAGE_FILE:
+            try:
+                file = ImageFile(item[1])
+            except ImageFileError as e:
+                self._to_core((NO_FILE, str(e)))
+                return True
+            self.load(file, item[2])
+        elif kind == REBASE:
+            self.rebase(item[1])
         elif kind == WAKE:
             self.wake()
         else:
             return False
         return True
 
-    def load(self, encoded: bytes, retained: tuple) -> None:
+    def load(self, encoded: bytes | ImageFile, retained: tuple) -> None:
         """IMAGE: the image to start from (on connect, or after a catch-up)."""
+        self._newer = None
         load_image(self.sm, encoded, retained)
         if self.ring is not None:
             self.ring.caught_up()
@@ -130,10 +152,29 @@ class LogFollower:
         if self.ring is not None:
             self.ring.wake()
 
+    def rebase(self, path: str) -> None:
+        """REBASE: a newer image file, taken now or once the image reaches it.
+        One that cannot be read is skipped (the image keeps its own partitions;
+        the next file is tried)."""
+        try:
+            self._newer = ImageFile(path)
+        except ImageFileError as e:
+            log.warning("%s: a newer image file was skipped: %s", self.reader, e)
+            return
+        self._take_newer()
+
+    def _take_newer(self) -> None:
+        newer = self._newer
+        if newer is not None and self.sm.image.next_offset >= newer.next_offset:
+            self._newer = None
+            self.sm.image = rebased(self.sm.image, newer)
+            self.rebases += 1
+
     def apply(self, batches: list) -> None:
         gap = apply_batches(self.sm, batches, self.who)
         if gap is not None:
             self._on_gap(gap)
             return
+        self._take_newer()
         if self._applied is not None:
             self._applied()

@@ -328,6 +328,7 @@ class WorkerPool:
                     "restarts": worker.restarts,
                     "requests": (0 if link is None else link.requests)
                     + getattr(self.links.node.orderer, "submitted", {}).get(index, 0),
+                    "imageRebases": 0 if link is None else link.rebases,
                 }
             )
         return out
@@ -343,6 +344,20 @@ class WorkerPool:
             "alive": orderer.process.poll() is None and link is not None and not link.lost,
             "uptimeS": round(time.monotonic() - orderer.started, 1),
             "restarts": orderer.restarts,
+            "imageRebases": getattr(self.links.node.orderer, "image_rebases", 0),
+        }
+
+    def describe_image_file(self) -> dict[str, Any] | None:
+        """The voter's newest image file, for /v1/quorum/status (None: none shared)."""
+        shared = self.links.shared
+        if shared is None:
+            return None
+        newest = shared.files[-1] if shared.files else None
+        return {
+            "offset": None if newest is None else newest.next_offset,
+            "bytes": 0 if newest is None else newest.size,
+            "written": shared.written,
+            "failed": shared.failed,
         }
 
     async def stop(self, timeout_s: float = 5.0) -> None:
@@ -492,6 +507,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
                     "connections": connection_counters(stats),
                     "requests": metrics.totals(),
                     "gc": gc_report(),
+                    "imageRebases": node.follower.rebases,
                 }
             )
             await asyncio.sleep(STATS_EVERY_S)

@@ -299,6 +299,11 @@ class HttpWorkerOut(ResponseModel):
         description="writes, barriers and forwarded requests it sent to the core and the "
         "orderer (this process; its writes as far as the orderer last reported)"
     )
+    image_rebases: int = Field(
+        0,
+        description="newer image files it took its partitions from (imageFile), as it last "
+        "reported",
+    )
 
 
 class OrdererProcessOut(ResponseModel):
@@ -309,6 +314,19 @@ class OrdererProcessOut(ResponseModel):
     alive: bool = Field(description="running, with its link to the serve process open")
     uptime_s: float = Field(description="seconds since this process of it started")
     restarts: int = Field(description="times it was started again after it died")
+    image_rebases: int = Field(
+        0, description="newer image files it took its partitions from (imageFile)"
+    )
+
+
+class ImageFileOut(ResponseModel):
+    """The image file this voter's processes read their partitions from
+    (voter/shared_image.py)."""
+
+    offset: int | None = Field(description="the offset its image is at (null: none written yet)")
+    bytes: int = Field(description="its size: the voter's one copy of the partitions")
+    written: int = Field(description="image files written since the voter started")
+    failed: int = Field(description="image files that could not be written (the log says why)")
 
 
 class QuorumStatusOut(ResponseModel):
@@ -348,9 +366,17 @@ class QuorumStatusOut(ResponseModel):
                     "uptimeS": 5230.4,
                     "restarts": 0,
                     "requests": 918274,
+                    "imageRebases": 14,
                 }
             ],
-            "ordererProcess": {"pid": 40, "alive": True, "uptimeS": 5230.5, "restarts": 0},
+            "ordererProcess": {
+                "pid": 40,
+                "alive": True,
+                "uptimeS": 5230.5,
+                "restarts": 0,
+                "imageRebases": 14,
+            },
+            "imageFile": {"offset": 750211, "bytes": 212480331, "written": 15, "failed": 0},
             "elections": {
                 "preVote": True,
                 "preVoteRounds": 2,
@@ -472,6 +498,11 @@ class QuorumStatusOut(ResponseModel):
         None,
         description="the process that orders this voter's writes when it has HTTP workers; "
         "null when the serve process orders them itself",
+    )
+    image_file: ImageFileOut | None = Field(
+        None,
+        description="with HTTP workers, the newest image file the workers and the orderer "
+        "read their partitions from; null with one process (or the file switched off)",
     )
 
 

@@ -198,6 +198,7 @@ def status(app: FastAPI, ctx: RouteContext) -> None:
         status["imageDigest"] = None
         pool = getattr(app.state, "http_workers", None)  # voter/worker_pool.py
         status["httpWorkers"] = [] if pool is None else pool.describe()
+        status["imageFile"] = None if pool is None else pool.describe_image_file()
         status["ordererProcess"] = None if pool is None else pool.describe_orderer()
         if digest:
             offset, value = await asyncio.to_thread(node.image_digest)
