@@ -76,12 +76,16 @@ def descendants(pid: int) -> list[int]:
 
 
 def memory(pid: int) -> dict:
-    """The voter's processes together: RSS and PSS in bytes, and how many. A
-    snapshot writer (a fork of the serve process, with its command line,
-    alive while it writes) is counted apart: it shares its parent's pages
-    until either writes them."""
-    rss = pss = writers = 0
-    pids = []
+    """The voter's processes together: RSS, PSS and USS (pages no other
+    process maps) in bytes, each process's USS, and the image files the
+    serve process holds (memfds: memory that is no process's until mapped).
+    ``total`` is PSS plus the image files: an upper bound on the voter's
+    memory, as a file's mapped pages are counted in both. A snapshot writer
+    (a fork of the serve process, with its command line, alive while it
+    writes) is counted apart: it shares its parent's pages until either
+    writes them."""
+    rss = pss = uss = writers = 0
+    pids, each = [], []
     own = Path(f"/proc/{pid}/cmdline").read_bytes()
     for p in descendants(pid):
         try:
@@ -92,16 +96,56 @@ def memory(pid: int) -> dict:
             continue
         pids.append(p)
     for p in pids:
+        fields: dict[str, int] = {}
         try:
             for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
                 field, _, rest = line.partition(":")
-                if field == "Rss":
-                    rss += int(rest.split()[0]) * 1024
-                elif field == "Pss":
-                    pss += int(rest.split()[0]) * 1024
+                if rest.strip().endswith("kB"):
+                    fields[field] = int(rest.split()[0]) * 1024
+            role = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue  # it ended
-    return {"processes": len(pids), "rss": rss, "pss": pss, "snapshotWriters": writers}
+        private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+        rss += fields.get("Rss", 0)
+        pss += fields.get("Pss", 0)
+        uss += private
+        name = (
+            "serve"
+            if p == pid
+            else next(
+                (part.decode().rsplit(".", 1)[-1] for part in role if part.startswith(b"voter.")),
+                "process",
+            )
+        )
+        each.append({"pid": p, "role": name, "uss": private, "pss": fields.get("Pss", 0)})
+    files = image_files(pid)
+    return {
+        "processes": len(pids),
+        "rss": rss,
+        "pss": pss,
+        "uss": uss,
+        "imageFiles": files,
+        "total": pss + files,
+        "each": each,
+        "snapshotWriters": writers,
+    }
+
+
+def image_files(pid: int) -> int:
+    """Bytes of the image files (voter/shared_image.py's memfds) ``pid`` holds."""
+    total = 0
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        entries = list(fds.iterdir())
+    except OSError:
+        return 0
+    for fd in entries:
+        try:
+            if os.readlink(fd).startswith("/memfd:metaquorum-image"):
+                total += os.stat(fd).st_size
+        except OSError:
+            continue
+    return total
 
 
 def restart_round(cluster: PodCluster, writer: Writer) -> dict:
@@ -132,6 +176,15 @@ def restart_round(cluster: PodCluster, writer: Writer) -> dict:
         **seen,
         "longestWriteGap": writer.longest_gap(killed, time.monotonic()),
     }
+
+
+def describe(m: dict) -> str:
+    """One voter's memory on one line: totals, then each process's own (USS)."""
+    each = ", ".join(f"{p['role']} {mib(p['uss'])}" for p in m["each"])
+    return (
+        f"{m['processes']} processes, RSS {mib(m['rss'])}, PSS {mib(m['pss'])}, image files "
+        f"{mib(m['imageFiles'])}, in all <= {mib(m['total'])}; each one's own: {each}"
+    )
 
 
 def mib(n: float) -> str:
@@ -179,9 +232,7 @@ def main() -> int:
         out["loadedInS"] = time.monotonic() - t0
         out["memory"] = [memory(cluster.procs[i].pid) for i in range(cluster.n)]
         for i, m in enumerate(out["memory"]):
-            progress(
-                f"voter {i}: {m['processes']} processes, RSS {mib(m['rss'])}, PSS {mib(m['pss'])}"
-            )
+            progress(f"voter {i}: {describe(m)}")
         cluster.removed = set()  # bench/add_voter.py's rounds keep the removed here
         writer = Writer(cluster, cluster.leader(), args.write_interval_ms / 1000)
         try:
@@ -212,10 +263,9 @@ def main() -> int:
         f"load at start {out['load'][0]:.1f}); loaded in {out['loadedInS']:.0f} s"
     )
     for i, m in enumerate(out["memory"]):
-        print(
-            f"  voter {i}: {m['processes']} processes, RSS {mib(m['rss'])}, PSS "
-            f"{mib(m['pss'])} ({m['pss'] / n:,.0f} B a partition)"
-        )
+        print(f"  voter {i}: {describe(m)} ({m['total'] / n:,.0f} B a partition in all)")
+    for i, m in enumerate(out.get("memoryAfter", [])):
+        print(f"  after the rounds, voter {i}: {describe(m)}")
     r, d, a = out["restart"], out["disk"], out["add"]
     print(
         f"  cold restart: answering {secs(r['answering'])}, ready {secs(r['ready'])}, "

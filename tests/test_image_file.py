@@ -7,6 +7,7 @@ files come and old ones are unlinked; a file cut short or not one is refused
 by name, and a writer that stops halfway leaves no file."""
 
 import os
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -198,3 +199,55 @@ def test_a_writer_that_fails_halfway_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         write_image_file(str(tmp_path / "f"), image)
     assert not (tmp_path / "f").exists()
+
+
+class _Image(NamedTuple):
+    next_offset: int
+    partition_count: int
+
+
+def test_a_new_file_is_due_after_enough_records_or_once_writes_calm_down():
+    from voter import shared_image
+
+    now = 1000.0
+    image = _Image(0, 2_000_000)
+    shared = shared_image.SharedImage(lambda: image, lambda: 0)
+    assert not shared.due(now)  # none yet: the first is written when a process needs one
+    shared.files.append(shared_image.SharedFile(-1, 0, 0, None))
+    per_file = max(shared_image.REWRITE_RECORDS, 2_000_000 * shared_image.REWRITE_PER_PARTITION)
+    # Steady writes, a thousand records a second: due only after per_file of them.
+    t, offset = now, 0
+    while offset < per_file - 1_000:
+        t, offset = t + 0.1, offset + 100
+        image = _Image(offset, 2_000_000)
+        assert not shared.due(t), offset
+    image = _Image(int(per_file), 2_000_000)
+    assert shared.due(t + 0.1)
+    # Writes calm down after fewer: due once QUIET_S passed with few records.
+    shared.files.append(shared_image.SharedFile(-1, image.next_offset, 0, None))
+    base = image.next_offset
+    image = _Image(base + shared_image.QUIET_AFTER + 5, 2_000_000)
+    t += 0.1
+    assert not shared.due(t)
+    assert not shared.due(t + shared_image.QUIET_S / 2)
+    assert shared.due(t + shared_image.QUIET_S + 0.2)
+    # Calm, but too few records since the newest file: not worth a file.
+    shared.files.append(shared_image.SharedFile(-1, image.next_offset, 0, None))
+    image = _Image(image.next_offset + 10, 2_000_000)
+    assert not shared.due(t + 60)
+
+
+def test_a_process_that_cannot_read_the_file_asks_for_the_image_encoded(tmp_path):
+    from voter.link import IMAGE_FILE, NO_FILE
+    from voter.log_follower import LogFollower
+
+    sent = []
+    follower = LogFollower(1000, "worker 0", "worker 0", sent.append, sent.append)
+    assert follower.take((IMAGE_FILE, str(tmp_path / "gone"), (0, [], 0)))
+    assert sent[0][0] == NO_FILE and "No such file" in sent[0][1]
+    assert not follower.has_image.is_set()
+    # A readable one starts it.
+    image = apply_records(EMPTY_IMAGE, [TopicRecord(name="t", topic_id=T1)])
+    write_image_file(str(tmp_path / "f"), image)
+    assert follower.take((IMAGE_FILE, str(tmp_path / "f"), (0, [], image.next_offset)))
+    assert follower.has_image.is_set() and follower.sm.image == image

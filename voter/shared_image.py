@@ -7,8 +7,11 @@ When: one file as the links first need one (a process starting maps it and
 replays the retained log on from it, instead of the core encoding its image
 and the process decoding it: seconds each at 2,000,000 partitions), then a
 new one each time ``REWRITE_RECORDS`` records (at least, or one per
-``REWRITE_PER_PARTITION`` partitions) came after the newest: what a process
-keeps of its own is the partitions changed since its file, so this bounds it.
+``REWRITE_PER_PARTITION`` partitions) came after the newest, or fewer once
+writes calm down (the end of a bulk load): what a process keeps of its own
+is the partitions changed since its file, so this bounds it. A file of
+2,000,000 partitions costs its writer (a child, on another core if there is
+one) about a second.
 
 How: the file is a memfd (memory, no path in any directory: nothing is left
 behind when the core dies, and no mount's size limit applies, as /dev/shm's
@@ -31,6 +34,7 @@ import logging
 import os
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from metadata_records.image import MetadataImage
@@ -45,7 +49,12 @@ SHARED_IMAGE = True
 
 # METAQUORUM_IMAGE_FILE_RECORDS sets it (tests: a new file every few hundred records).
 REWRITE_RECORDS = int(os.environ.get("METAQUORUM_IMAGE_FILE_RECORDS", "50000"))
-REWRITE_PER_PARTITION = 0.1
+REWRITE_PER_PARTITION = 0.05
+# And once writes calm down (fewer than QUIET_RECORDS in QUIET_S) after at least
+# QUIET_AFTER records: the end of a bulk load leaves no process holding its tail.
+QUIET_S = 5.0
+QUIET_RECORDS = 200
+QUIET_AFTER = 1_000
 KEPT = 2  # files open at once: a process starting from the older one still opens it
 WRITE_TIMEOUT_S = 120.0
 BACKOFF_S = (1.0, 5.0, 30.0, 60.0)
@@ -84,6 +93,7 @@ class SharedImage:
         self.written = 0
         self.failed = 0
         self.on_written: list = []  # callables of the new SharedFile
+        self._samples: deque[tuple[float, int]] = deque([(time.monotonic(), 0)])
 
     # ---------------------------------------------------------------- reading
 
@@ -105,16 +115,25 @@ class SharedImage:
         await self.write()
         return self.usable()
 
-    def due(self) -> bool:
-        if not self.files or self._writing is not None:
+    def due(self, now: float) -> bool:
+        """Whether a new file is due at ``now`` (monotonic): enough records
+        since the newest, or some and writes have calmed down."""
+        if not self.files or self._writing is not None or now < self._retry_at:
             return False
         image = self._image()
         since = image.next_offset - self.files[-1].next_offset
-        return since >= max(REWRITE_RECORDS, image.partition_count * REWRITE_PER_PARTITION)
+        if since >= max(REWRITE_RECORDS, image.partition_count * REWRITE_PER_PARTITION):
+            return True
+        samples = self._samples
+        samples.append((now, image.next_offset))
+        while len(samples) > 1 and samples[1][0] <= now - QUIET_S:
+            samples.popleft()
+        calm = samples[0][0] <= now - QUIET_S and image.next_offset - samples[0][1] < QUIET_RECORDS
+        return since >= QUIET_AFTER and calm
 
     def tick(self) -> None:
         """Looked at now and then (the core's state watcher): a new file when due."""
-        if self.due() and time.monotonic() >= self._retry_at:
+        if self.due(time.monotonic()):
             asyncio.ensure_future(self.write())
 
     # ---------------------------------------------------------------- writing
