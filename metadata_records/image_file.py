@@ -13,15 +13,15 @@ The layout, all positions absolute, integers little-endian:
 * a header, ``_HEADER``: magic, the image's next offset, where the head and
   the index sit and how long each is;
 * every topic's chunks (``PartitionStates``'s chunks of 256 ids): the slots'
-  ``marshal`` bytes one after another, then ``n + 1`` uint64 bounds (slot
-  ``i`` is ``[bounds[i], bounds[i + 1])``, empty where there is no
-  partition);
+  ``marshal`` bytes one after another, then ``n + 1`` uint64 bounds from the
+  first slot's start (slot ``i`` is ``[bounds[i], bounds[i + 1])``, empty
+  where there is no partition: a chunk's bytes are the same wherever it sits);
 * the head: ``encode_image`` of the image with no partition in it (the
   snapshot's canonical JSON: everything but the partitions, decoded by the
   same code as a snapshot);
-* the index: ``marshal`` of ``((topic id, partitions, ((chunk key, bounds
-  position, slots), ...)), ...)``, each topic's chunks in the order its map
-  iterates them.
+* the index: ``marshal`` of ``((topic id, partitions, ((chunk key, slots
+  position, bounds position, slots), ...)), ...)``, each topic's chunks in
+  the order its map iterates them.
 
 A file is written whole to ``<path>.part`` and renamed, and never changed
 after: a reader maps a whole file or none, and a file unlinked while a
@@ -86,13 +86,13 @@ def write_image(f: BinaryIO, image: MetadataImage) -> int:
         chunks = []
         for key, chunk in states._chunks.items():
             slots = [slot or b"" for slot in chunk]
-            bounds = array("Q", accumulate(map(len, slots), initial=at))
+            bounds = array("Q", accumulate(map(len, slots), initial=0))
             f.write(b"".join(slots))
-            at = bounds[-1]
+            data, at = at, at + bounds[-1]
             if sys.byteorder != "little":
                 bounds.byteswap()
             f.write(bounds.tobytes())
-            chunks.append((key, at, len(slots)))
+            chunks.append((key, data, at, len(slots)))
             at += 8 * len(bounds)
         index.append((topic_id, len(states), tuple(chunks)))
     head = encode_image(
@@ -147,7 +147,7 @@ class ImageFile:
         if found is None:
             return None
         buf = self._buf
-        return {key: FileChunk(buf, bounds, n) for key, bounds, n in found[1]}
+        return {key: FileChunk(buf, data, bounds, n) for key, data, bounds, n in found[1]}
 
     def image(self) -> MetadataImage:
         """The whole image the file holds, its partitions read from the file."""

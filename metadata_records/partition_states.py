@@ -205,7 +205,10 @@ class PartitionStates(Mapping):
             if a is b:
                 continue
             base = key << CHUNK_BITS
-            for low in range(max(len(a), len(b))):
+            lows: Any = range(max(len(a), len(b)))
+            if type(a) is FileChunk and type(b) is FileChunk and a.same_file_part(b):
+                lows = sorted(a._changed.keys() | b._changed.keys())
+            for low in lows:
                 x = a[low] if low < len(a) else None
                 y = b[low] if low < len(b) else None
                 if x is y or x == y:
@@ -232,18 +235,22 @@ class FileChunk:
     """A chunk whose slots are read from an image file (a mapped buffer: every
     process of a voter shares its pages), with the slots changed since.
 
-    ``_bounds`` is where the chunk's ``_n + 1`` slot bounds sit in the file,
-    little-endian uint64 file positions: slot ``low`` is ``[bounds[low],
-    bounds[low + 1])``, empty where there is no partition. ``_changed`` maps
-    a slot to its bytes, or None where it no longer holds one; a chunk is
-    changed only while ``updated`` builds it (``opened``), then never again.
-    It reads as the tuple of ``PartitionStates``: indexable up to its length
-    (a slot past it raises IndexError), None where empty, iterable."""
+    In the file, the chunk's slots sit one after another from ``_data``, and
+    its ``_n + 1`` bounds (little-endian uint64, from the first slot's start)
+    at ``_bounds``: slot ``low`` is ``[bounds[low], bounds[low + 1])`` from
+    ``_data``, empty where there is no partition. Two chunks of equal
+    partitions are equal bytes, wherever they sit (``same_file_part``).
+    ``_changed`` maps a slot to its bytes, or None where it no longer holds
+    one; a chunk is changed only while ``updated`` builds it (``opened``),
+    then never again. It reads as the tuple of ``PartitionStates``:
+    indexable up to its length (a slot past it raises IndexError), None
+    where empty, iterable."""
 
-    __slots__ = ("_buf", "_bounds", "_n", "_changed", "_len")
+    __slots__ = ("_buf", "_data", "_bounds", "_n", "_changed", "_len")
 
-    def __init__(self, buf: Any, bounds: int, n: int) -> None:
+    def __init__(self, buf: Any, data: int, bounds: int, n: int) -> None:
         self._buf = buf
+        self._data = data
         self._bounds = bounds
         self._n = n
         self._changed: dict[int, bytes | None] = {}
@@ -253,7 +260,7 @@ class FileChunk:
         if low >= self._n:
             return None
         start, end = _BOUNDS.unpack_from(self._buf, self._bounds + 8 * low)
-        return self._buf[start:end] if end > start else None
+        return self._buf[self._data + start : self._data + end] if end > start else None
 
     def get(self, low: int) -> bytes | None:
         changed = self._changed
@@ -277,10 +284,28 @@ class FileChunk:
     def changed_slots(self) -> list[int]:
         return list(self._changed)
 
+    def same_file_part(self, other: FileChunk) -> bool:
+        """Whether the two read equal slots from their files (changes aside):
+        the same place in one file, or equal bytes in two (two compares in C,
+        not a slot at a time: what lets a newer file's image be compared
+        with the one before it at the cost of the changes)."""
+        if self._buf is other._buf and self._bounds == other._bounds:
+            return True
+        if self._n != other._n:
+            return False
+        n, a, b = self._n, self._buf, other._buf
+        size = _BOUND.unpack_from(a, self._bounds + 8 * n)[0]
+        if size != _BOUND.unpack_from(b, other._bounds + 8 * n)[0]:
+            return False
+        return (
+            a[self._bounds : self._bounds + 8 * n] == b[other._bounds : other._bounds + 8 * n]
+            and a[self._data : self._data + size] == b[other._data : other._data + size]
+        )
+
     def opened(self) -> FileChunk:
         """A copy to change (``put``): the file shared, the changes copied."""
         copy = FileChunk.__new__(FileChunk)
-        copy._buf, copy._bounds, copy._n = self._buf, self._bounds, self._n
+        copy._buf, copy._data, copy._bounds, copy._n = self._buf, self._data, self._bounds, self._n
         copy._changed = dict(self._changed)
         copy._len = self._len
         return copy
@@ -297,6 +322,7 @@ class FileChunk:
                 self._len -= 1
 
 
+_BOUND = struct.Struct("<Q")
 _BOUNDS = struct.Struct("<QQ")
 
 

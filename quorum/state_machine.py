@@ -27,6 +27,7 @@ from pysyncobj.config import SERIALIZER_STATE
 from metadata_records.codec import DecodeError, decode_batch
 from metadata_records.delta import ImageDelta, batch_applies
 from metadata_records.image import EMPTY_IMAGE, MetadataImage
+from metadata_records.image_file import ImageFile, rebased
 from metadata_records.records import Batch
 from metadata_records.snapshot import decode_image, encode_image
 
@@ -110,6 +111,11 @@ class MetadataStateMachine(SyncObjConsumer):
         # and every snapshot written or loaded; None elsewhere.
         self.history: HistoryWriter | None = None
         self._snapshot_offset = 0  # the next offset of the image being written
+        # With HTTP workers, the core's newest image file (voter/shared_image.py):
+        # taken here, on the apply thread, once the image reaches its offset,
+        # so the core too reads what it has not changed since from the file.
+        self.newer_file: ImageFile | None = None
+        self.file_rebases = 0
         # Called on the apply thread after each applied entry; must not raise.
         self.on_applied: Callable[[], None] | None = None
         # Raft index -> next record offset after it, for recent entries: voter
@@ -158,6 +164,11 @@ class MetadataStateMachine(SyncObjConsumer):
                 log.error("ignoring a Raft entry that is not a metadata batch: %s", e)
                 return INVALID
             image = self.image
+            newer = self.newer_file
+            if newer is not None and image.next_offset >= newer.next_offset:
+                self.newer_file = None
+                image = self.image = rebased(image, newer)
+                self.file_rebases += 1
             if not batch_applies(image.controller_epoch, batch, image.next_offset):
                 self.stale_batches += 1
                 return STALE

@@ -140,6 +140,13 @@ def test_a_process_following_files_holds_the_plain_image_at_every_offset(
     for image, at, reasons in held:
         same(image, plain[at], reasons)
         assert image_digest(image) == image_digest(plain[at])
+    # Any two of them differ in exactly the partitions their plain twins do
+    # (files compared a chunk at a time, changes a slot at a time).
+    for (a, _, _), (b, _, _) in zip(held, held[1:] + held[:1], strict=True):
+        for topic_id in a.topics.keys() & b.topics.keys():
+            x, y = a.topics[topic_id].partitions, b.topics[topic_id].partitions
+            expected = {pid for pid in x.keys() | y.keys() if x.get(pid) != y.get(pid)}
+            assert set(x.differing(y)) == expected == set(y.differing(x))
 
 
 def test_a_rebased_image_keeps_only_what_changed_since_the_file(tmp_path):

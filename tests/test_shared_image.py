@@ -132,6 +132,7 @@ def test_workers_read_the_voters_image_file_while_it_is_rewritten_and_a_worker_d
                 len(workers) == 2
                 and all(w["alive"] for w in workers)
                 and status["imageFile"]["written"] >= 3
+                and status["imageFile"]["serveRebases"] >= 2
                 and status["ordererProcess"]["imageRebases"] >= 1
                 and any(w["imageRebases"] >= 1 for w in workers)
             )

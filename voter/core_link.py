@@ -237,6 +237,7 @@ class CoreLinks:
             self.shared.on_written.append(self._new_file)
 
     def _new_file(self, shared: SharedFile) -> None:
+        self.node.sm.newer_file = shared.file  # the core's own image too, at its next batch
         for link in self._all_links():
             if link.imaged and not link.no_files:
                 link.post((REBASE, shared.path))

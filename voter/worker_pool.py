@@ -358,6 +358,7 @@ class WorkerPool:
             "bytes": 0 if newest is None else newest.size,
             "written": shared.written,
             "failed": shared.failed,
+            "serveRebases": self.links.node.sm.file_rebases,
         }
 
     async def stop(self, timeout_s: float = 5.0) -> None:

@@ -327,6 +327,9 @@ class ImageFileOut(ResponseModel):
     bytes: int = Field(description="its size: the voter's one copy of the partitions")
     written: int = Field(description="image files written since the voter started")
     failed: int = Field(description="image files that could not be written (the log says why)")
+    serve_rebases: int = Field(
+        description="newer image files the serve process took its own partitions from"
+    )
 
 
 class QuorumStatusOut(ResponseModel):
@@ -376,7 +379,13 @@ class QuorumStatusOut(ResponseModel):
                 "restarts": 0,
                 "imageRebases": 14,
             },
-            "imageFile": {"offset": 750211, "bytes": 212480331, "written": 15, "failed": 0},
+            "imageFile": {
+                "offset": 750211,
+                "bytes": 212480331,
+                "written": 15,
+                "failed": 0,
+                "serveRebases": 15,
+            },
             "elections": {
                 "preVote": True,
                 "preVoteRounds": 2,
