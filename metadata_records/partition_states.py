@@ -26,6 +26,7 @@ checks the two against a dict with Hypothesis.
 
 from __future__ import annotations
 
+import functools
 import marshal
 import struct
 from collections.abc import ItemsView, Iterator, Mapping, ValuesView
@@ -269,17 +270,38 @@ class FileChunk:
         return self._from_file(low)
 
     def __getitem__(self, low: int) -> bytes | None:
+        # get() inlined: a partition read is this and a decode.
         if low >= self._len:
             raise IndexError(low)
-        return self.get(low)
+        changed = self._changed
+        if changed and low in changed:
+            return changed[low]
+        if low >= self._n:
+            return None
+        start, end = _BOUNDS.unpack_from(self._buf, self._bounds + 8 * low)
+        if end > start:
+            data = self._data
+            return self._buf[data + start : data + end]
+        return None
 
     def __len__(self) -> int:
         return self._len
 
     def __iter__(self) -> Iterator[bytes | None]:
-        get = self.get
-        for low in range(self._len):
-            yield get(low)
+        # Every bound read at once: a whole topic's read costs what its slots do.
+        buf, data, n = self._buf, self._data, self._n
+        bounds = _bounds_of(n).unpack_from(buf, self._bounds)
+        slots: list[bytes | None] = [
+            buf[data + start : data + end] if end > start else None
+            for start, end in zip(bounds, bounds[1:], strict=False)
+        ]
+        if self._changed:
+            if self._len > n:
+                slots.extend([None] * (self._len - n))
+            for low, slot in self._changed.items():
+                slots[low] = slot
+            del slots[self._len :]
+        return iter(slots)
 
     def changed_slots(self) -> list[int]:
         return list(self._changed)
@@ -323,6 +345,12 @@ class FileChunk:
 
 
 _BOUND = struct.Struct("<Q")
+
+
+@functools.cache
+def _bounds_of(n: int) -> struct.Struct:
+    """A chunk's ``n + 1`` bounds as one struct (at most CHUNK + 1 of them)."""
+    return struct.Struct(f"<{n + 1}Q")
 _BOUNDS = struct.Struct("<QQ")
 
 

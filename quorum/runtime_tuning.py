@@ -119,6 +119,20 @@ def tune_malloc() -> bool:
     )
 
 
+def trim_malloc() -> bool:
+    """Hands the pages malloc holds free back to the kernel (glibc's
+    ``malloc_trim``): after a process lets go of its own copy of many
+    partitions at once (voter/shared_image.py), the freed memory sits
+    between live objects, where the trim threshold never reaches it. About
+    8 ms at 500,000 partitions let go; False where there is no glibc."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    return bool(trim(0))
+
+
 def gc_report() -> dict:
     """This process's collections and pauses by generation, and how many
     objects are frozen: what an orderer or HTTP worker reports to its core

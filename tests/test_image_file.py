@@ -253,8 +253,12 @@ def test_a_process_that_cannot_read_the_file_asks_for_the_image_encoded(tmp_path
     assert follower.take((IMAGE_FILE, str(tmp_path / "gone"), (0, [], 0)))
     assert sent[0][0] == NO_FILE and "No such file" in sent[0][1]
     assert not follower.has_image.is_set()
-    # A readable one starts it.
+    # One at another offset than the core named (its descriptor reused) neither.
     image = apply_records(EMPTY_IMAGE, [TopicRecord(name="t", topic_id=T1)])
     write_image_file(str(tmp_path / "f"), image)
+    assert follower.take((IMAGE_FILE, str(tmp_path / "f"), (0, [], image.next_offset + 5)))
+    assert sent[1][0] == NO_FILE and "not " + str(image.next_offset + 5) in sent[1][1]
+    assert not follower.has_image.is_set()
+    # A readable one starts it.
     assert follower.take((IMAGE_FILE, str(tmp_path / "f"), (0, [], image.next_offset)))
     assert follower.has_image.is_set() and follower.sm.image == image

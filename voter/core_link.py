@@ -35,6 +35,7 @@ from quorum.node import QuorumNode
 from quorum.node_errors import OutcomeUnknownError, UnavailableError
 from quorum.orderer import BatchStats, Reply, fail, settle
 from quorum.record_log import OffsetTooOld
+from quorum.runtime_tuning import trim_malloc
 
 from .batch_ring import BatchRing
 from .link import (
@@ -66,6 +67,7 @@ from .shared_image import SharedFile, SharedImage, enabled
 
 log = logging.getLogger(__name__)
 
+FILES_MISSED = 3  # image files a process could not read before it is sent images encoded
 STATE_EVERY_S = 0.1  # how often the core's state is looked at (sent when it changed)
 STATE_AT_LEAST_S = 1.0  # and sent this often anyway: workers tell a frozen core by its silence
 # Committed batches that no answer waits for (a follower's, or a leader's
@@ -232,6 +234,7 @@ class CoreLinks:
         # The image file every link reads its partitions from (None: each is
         # sent the image encoded and keeps its own).
         self.shared: SharedImage | None = None
+        self._rebases_trimmed = 0
         if enabled():
             self.shared = SharedImage(lambda: node.image, lambda: node.sm.log.oldest_offset)
             self.shared.on_written.append(self._new_file)
@@ -240,7 +243,7 @@ class CoreLinks:
         self.node.sm.newer_file = shared.file  # the core's own image too, at its next batch
         for link in self._all_links():
             if link.imaged and not link.no_files:
-                link.post((REBASE, shared.path))
+                link.post((REBASE, shared.path, shared.next_offset))
 
     def start(self) -> None:
         self._state_task = asyncio.ensure_future(self._watch_state())
@@ -345,6 +348,10 @@ class CoreLinks:
                 self._ring_failed()
             if self.shared is not None:
                 self.shared.tick()
+                if self.node.sm.file_rebases != self._rebases_trimmed:
+                    # The apply thread took a file: its own copy is freed.
+                    self._rebases_trimmed = self.node.sm.file_rebases
+                    trim_malloc()
             before = self._state
             now = self.state()
             if now != before or time.monotonic() - sent_at >= STATE_AT_LEAST_S:
@@ -421,6 +428,7 @@ class WorkerLink:
         self._later: asyncio.TimerHandle | None = None
         self._sending_image = False
         self.no_files = False  # its process could not read an image file: encoded images
+        self.files_missed = 0  # image files its process could not read
         self.rebases = 0  # newer image files its process took (its last STATS)
         self.requests = 0
         self.lost: str | None = None
@@ -507,15 +515,23 @@ class WorkerLink:
             self.post((WAKE,))
 
     def no_file(self, why: str) -> None:
-        """Its process could not read the image file: an encoded image
-        instead, from now on."""
-        log.warning(
-            "%s could not read the voter's image file (%s): it is sent the image "
-            "encoded instead, and keeps a copy of its own",
-            self.name,
-            why,
-        )
-        self.no_files = True
+        """Its process could not read the image file: the newest again (it
+        may have been closed meanwhile), and after FILES_MISSED misses an
+        encoded image instead, from then on."""
+        self.files_missed += 1
+        if self.files_missed < FILES_MISSED:
+            log.info("%s could not read the image file (%s): named the newest", self.name, why)
+        else:
+            log.warning(
+                "%s could not read the voter's image file %d times (%s): it is "
+                "sent the image encoded instead, and keeps a copy of its own. Check that "
+                "the voter's processes may read /proc/<serve pid>/fd (same user, no "
+                "restricting security profile).",
+                self.name,
+                self.files_missed,
+                why,
+            )
+            self.no_files = True
         self.start_over()
 
     @property

@@ -30,8 +30,9 @@ core -> worker:
 * ``(IMAGE_FILE, path, retained)``: as IMAGE, the image read from the
   core's image file at ``path`` (voter/shared_image.py), at the offset
   ``retained`` ends at; the process replays the log on from there;
-* ``(REBASE, path)``: a newer image file: read the partitions the process
-  has not changed since from it once its image reaches the file's offset;
+* ``(REBASE, path, offset)``: a newer image file, at ``offset``: read the
+  partitions the process has not changed since from it once its image
+  reaches that offset;
 * ``(BATCHES, [(first_offset, count, payload), ...])``: committed batches in
   order, always sent before the answers that depend on them. With a batch
   ring (voter/batch_ring.py, decision 125: the serve process's layout with

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from metadata_records.image_file import ImageFile, ImageFileError, rebased
 from metadata_records.snapshot import decode_image
+from quorum.runtime_tuning import trim_malloc
 from quorum.state_machine import MetadataStateMachine
 
 from .batch_ring import RingFollower, RingReader
@@ -52,6 +53,19 @@ def apply_batches(sm: MetadataStateMachine, batches: list, who: str) -> str | No
             )
         sm.apply_batch(payload, _doApply=True)
     return None
+
+
+def opened(path: str, offset: int) -> ImageFile:
+    """The image file the core named, checked to be the one it meant: a file
+    the core closed meanwhile may have left its descriptor's number to
+    another file (ImageFileError names either)."""
+    file = ImageFile(path)
+    if file.next_offset != offset:
+        raise ImageFileError(
+            f"image file {path}: at offset {file.next_offset}, not {offset} "
+            "(the core closed it meanwhile)"
+        )
+    return file
 
 
 class LogFollower:
@@ -117,13 +131,13 @@ class LogFollower:
             self.load(item[1], item[2])
         elif kind == IMAGE_FILE:
             try:
-                file = ImageFile(item[1])
+                file = opened(item[1], item[2][2])
             except ImageFileError as e:
                 self._to_core((NO_FILE, str(e)))
                 return True
             self.load(file, item[2])
         elif kind == REBASE:
-            self.rebase(item[1])
+            self.rebase(item[1], item[2])
         elif kind == WAKE:
             self.wake()
         else:
@@ -152,12 +166,12 @@ class LogFollower:
         if self.ring is not None:
             self.ring.wake()
 
-    def rebase(self, path: str) -> None:
+    def rebase(self, path: str, offset: int) -> None:
         """REBASE: a newer image file, taken now or once the image reaches it.
         One that cannot be read is skipped (the image keeps its own partitions;
         the next file is tried)."""
         try:
-            self._newer = ImageFile(path)
+            self._newer = opened(path, offset)
         except ImageFileError as e:
             log.warning("%s: a newer image file was skipped: %s", self.reader, e)
             return
@@ -169,6 +183,7 @@ class LogFollower:
             self._newer = None
             self.sm.image = rebased(self.sm.image, newer)
             self.rebases += 1
+            trim_malloc()  # what it kept of its own is freed: give the pages back
 
     def apply(self, batches: list) -> None:
         gap = apply_batches(self.sm, batches, self.who)

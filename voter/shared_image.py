@@ -19,8 +19,10 @@ behind when the core dies, and no mount's size limit applies, as /dev/shm's
 image is immutable, so copy-on-write hands the child the image at that
 offset while the core goes on); the core checks the file once the child
 exits 0 and only then names it to the links, as ``/proc/<core>/fd/<fd>``,
-which a process of the same user opens. A file is closed once ``KEPT``
-newer ones exist; a process that mapped it keeps reading it.
+which a process of the same user opens. A file is closed ``CLOSE_AFTER_S``
+after a newer one is written; a process that mapped it keeps reading it
+until it takes the newer one, so the pages of two files are held only while
+they switch.
 
 If a file cannot be written or opened, the links get an encoded image, as
 with the switch off, and the failure is logged once with what to do.
@@ -55,7 +57,12 @@ REWRITE_PER_PARTITION = 0.05
 QUIET_S = 5.0
 QUIET_RECORDS = 200
 QUIET_AFTER = 1_000
-KEPT = 2  # files open at once: a process starting from the older one still opens it
+# The core closes a file this long after a newer one is written: a process
+# named it (starting, IMAGE_FILE) opens it within that. A process that maps
+# a file keeps it as long as it reads it; one that was named a file the core
+# closed before it opened it finds out by its offset (log_follower.opened)
+# and asks again.
+CLOSE_AFTER_S = 10.0
 WRITE_TIMEOUT_S = 120.0
 BACKOFF_S = (1.0, 5.0, 30.0, 60.0)
 
@@ -163,8 +170,8 @@ class SharedImage:
             self._failed(image, e)
             return
         self.files.append(shared)
-        while len(self.files) > KEPT:
-            os.close(self.files.pop(0).fd)  # its mappings stay readable
+        for older in self.files[:-1]:
+            asyncio.get_running_loop().call_later(CLOSE_AFTER_S, self._close, older)
         self.written += 1
         self._failures = 0
         log.info(
@@ -214,6 +221,11 @@ class SharedImage:
             error,
             backoff,
         )
+
+    def _close(self, shared: SharedFile) -> None:
+        if shared in self.files and shared is not self.files[-1]:
+            self.files.remove(shared)
+            os.close(shared.fd)  # its mappings stay readable
 
     def _kill_child(self) -> None:
         if self._child:
