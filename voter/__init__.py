@@ -13,7 +13,8 @@ process. Otherwise a voter is three kinds of process:
   and group commit (quorum/orderer.py), the one place writes are ordered;
 * N HTTP worker processes (worker_pool.py's ``worker_main``; their node is
   worker_node.py's ``WorkerNode``): HTTP, TLS, auth, limits, JSON, and reads
-  from an image of their own.
+  from an image of their own, whose partitions they read from the voter's
+  image file (shared_image.py): one copy of the partitions a voter.
 
 Who talks to whom: the core has one link (link.py: frames on a socket pair,
 core_link.py its end) to each worker and to the orderer: images, catch-ups,
@@ -21,7 +22,11 @@ state, forwarded requests, barriers, the orderer's proposals. Each worker
 has a link of its own to the orderer for its writes (the core makes the
 pair and hands the ends over each process's fd channel). The core writes
 every committed batch once into shared memory (batch_ring.py), which each
-worker and the orderer read into its image (log_follower.py). The pool
+worker and the orderer read into its image (log_follower.py), and now and
+then its whole image into a memory file (shared_image.py) that every
+process of the voter, the core too, reads its partitions from: a process
+starts from the newest file and keeps of its own only what changed since
+(metadata_records/image_file.py). The pool
 (worker_pool.py) starts, watches and restarts the orderer and the workers.
 
 The life of a write, an AlterPartition sent to the leader, with workers:
@@ -61,7 +66,9 @@ The life of a write, an AlterPartition sent to the leader, with workers:
    the ring (log_follower.py) and adopts its own batch without decoding it;
    the orderer answers each write on the link it came from, with the offset
    the write ends at.
-9. The worker reads the ring into its own image (log_follower.py) and
+9. The worker reads the ring into its own image (log_follower.py; the
+   partitions it has not changed since the voter's newest image file are
+   read from that file) and
    answers its client once that image holds the offset: 200 with Kafka's
    ``errorCode``, and a read from that worker right after sees the write.
 """

@@ -9,7 +9,8 @@ process like an HTTP worker (voter/worker_pool.py), over one link
 (voter/link.py):
 
 * it follows the committed batches into its own image, as a worker does
-  (voter/log_follower.py); the batches it proposed itself it adopts instead
+  (voter/log_follower.py; its partitions read from the voter's image file,
+  voter/shared_image.py); the batches it proposed itself it adopts instead
   of decoding them (``MetadataStateMachine.expect``);
 * it proposes each batch as its encoded bytes (PROPOSE) and hears whether
   it committed (the serve process answers after the batches it streams
