@@ -29,7 +29,10 @@ from __future__ import annotations
 import functools
 import marshal
 import struct
+import sys
+from array import array
 from collections.abc import ItemsView, Iterator, Mapping, ValuesView
+from itertools import accumulate
 from typing import Any
 
 from .image import PartitionRegistration
@@ -138,6 +141,9 @@ class PartitionStates(Mapping):
                 continue
             if type(chunk) is FileChunk:
                 mine, candidates = chunk.get, chunk.changed_slots()
+            elif base.holds_bytes_of(chunk):  # the core's own: the file was written from it
+                chunks[key] = base
+                continue
             else:
                 mine = dict(enumerate(chunk)).get
                 candidates = range(max(len(chunk), len(base)))
@@ -207,8 +213,13 @@ class PartitionStates(Mapping):
                 continue
             base = key << CHUNK_BITS
             lows: Any = range(max(len(a), len(b)))
-            if type(a) is FileChunk and type(b) is FileChunk and a.same_file_part(b):
-                lows = sorted(a._changed.keys() | b._changed.keys())
+            if type(a) is FileChunk and type(b) is FileChunk:
+                if a.same_file_part(b):
+                    lows = sorted(a._changed.keys() | b._changed.keys())
+            elif type(a) is FileChunk or type(b) is FileChunk:
+                file, held = (a, b) if type(a) is FileChunk else (b, a)
+                if file.holds_bytes_of(held):
+                    continue
             for low in lows:
                 x = a[low] if low < len(a) else None
                 y = b[low] if low < len(b) else None
@@ -324,6 +335,24 @@ class FileChunk:
             and a[self._data : self._data + size] == b[other._data : other._data + size]
         )
 
+    def holds_bytes_of(self, slots: Any) -> bool:
+        """Whether this chunk, unchanged, holds exactly these encoded slots (a
+        chunk a process keeps itself): its bytes and its bounds compared
+        whole, in C; False says nothing (equal registrations may be encoded
+        apart), so the caller then compares slot by slot."""
+        if self._changed or self._n != len(slots):
+            return False
+        n, buf = self._n, self._buf
+        encoded = [slot or b"" for slot in slots]
+        bounds = array("Q", accumulate(map(len, encoded), initial=0))
+        size = bounds[-1]
+        if sys.byteorder != "little":
+            bounds.byteswap()
+        in_file = buf[self._bounds : self._bounds + 8 * (n + 1)]
+        return in_file == bounds.tobytes() and buf[self._data : self._data + size] == b"".join(
+            encoded
+        )
+
     def opened(self) -> FileChunk:
         """A copy to change (``put``): the file shared, the changes copied."""
         copy = FileChunk.__new__(FileChunk)
@@ -351,6 +380,8 @@ _BOUND = struct.Struct("<Q")
 def _bounds_of(n: int) -> struct.Struct:
     """A chunk's ``n + 1`` bounds as one struct (at most CHUNK + 1 of them)."""
     return struct.Struct(f"<{n + 1}Q")
+
+
 _BOUNDS = struct.Struct("<QQ")
 
 
