@@ -7,10 +7,18 @@ replica (the first of their replicas), for leader rebalancing; and Kafka's
 
 Leader-side state: built from the view when first needed, kept up to date as the
 controller replays the records it decides, dropped with the leadership.
+
+A broker's partitions of one topic are an ``array`` of int32 ids (4 bytes
+each) while there are at most ``SMALL`` of them, then a set: as sets, the
+index of 2,000,000 partitions at RF 3 was about 400 MB (a hash table and an
+int object for each of 8,000,000 entries), as arrays about 40 MB. Adding or
+removing one id scans the array, in C (a broker in 300 partitions of a topic
+of 10,000 on 100 brokers); past ``SMALL`` the set keeps each change O(1).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 
 from metadata_records.delta import ImageDelta
@@ -18,6 +26,8 @@ from metadata_records.image import MetadataImage, PartitionRegistration
 from metadata_records.records import NO_LEADER
 
 TopicPartition = tuple[str, int]
+
+SMALL = 512  # a broker's partitions of one topic kept as an array up to this many
 
 
 class BrokersToIsrs:
@@ -59,7 +69,19 @@ class BrokersToIsrs:
 
     @staticmethod
     def _add(table: dict, broker: int, topic_id: str, pid: int) -> None:
-        table.setdefault(broker, {}).setdefault(topic_id, set()).add(pid)
+        topics = table.get(broker)
+        if topics is None:
+            topics = table[broker] = {}
+        pids = topics.get(topic_id)
+        if pids is None:
+            topics[topic_id] = array("i", (pid,))
+        elif type(pids) is set:
+            pids.add(pid)
+        elif pid not in pids:
+            if len(pids) >= SMALL:
+                topics[topic_id] = {*pids, pid}
+            else:
+                pids.append(pid)
 
     @staticmethod
     def _remove(table: dict, broker: int, topic_id: str, pid: int) -> None:
@@ -69,7 +91,10 @@ class BrokersToIsrs:
         pids = topics.get(topic_id)
         if pids is None:
             return
-        pids.discard(pid)
+        if type(pids) is set:
+            pids.discard(pid)
+        elif pid in pids:
+            pids.remove(pid)
         if not pids:
             del topics[topic_id]
             if not topics:

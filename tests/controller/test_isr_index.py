@@ -1,6 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller import isr_index
 from controller.isr_index import BrokersToIsrs
 from metadata_records.delta import ImageDelta
 from metadata_records.image import EMPTY_IMAGE, PartitionRegistration
@@ -42,6 +43,21 @@ partitions = st.dictionaries(
 @settings(max_examples=300)
 @given(before=partitions, after=partitions)
 def test_incremental_updates_equal_a_fresh_build(before, after):
+    incremental_equals_fresh(before, after)
+
+
+@settings(max_examples=200)
+@given(before=partitions, after=partitions)
+def test_it_is_the_same_where_a_brokers_partitions_of_a_topic_outgrow_an_array(before, after):
+    """Arrays of at most one id, sets past that: every path between the two."""
+    small, isr_index.SMALL = isr_index.SMALL, 1
+    try:
+        incremental_equals_fresh(before, after)
+    finally:
+        isr_index.SMALL = small
+
+
+def incremental_equals_fresh(before, after):
     def view_of(parts):
         delta = ImageDelta(EMPTY_IMAGE)
         delta.replay(TopicRecord(name="a", topic_id=T1))
