@@ -119,18 +119,6 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
         ),
     ),
     SpeedSwitch(
-        "quorum.raft.loop_tick",
-        "LOOP_TICK",
-        "in the one-process layout, pysyncobj's ticks run on the event loop once replayed "
-        "(no thread hop between a write's decision, its append and send, and its answer)",
-        "pysyncobj's own tick thread and poller",
-        (
-            "tests/test_loop_tick.py::"
-            "test_three_voters_commit_and_answer_alike_with_ticks_on_the_loop_or_a_thread",
-            "tests/test_loop_tick.py::test_the_epoll_poller_dispatches_as_pysyncobjs_poll_poller",
-        ),
-    ),
-    SpeedSwitch(
         "api.models_fast",
         "QUICK",
         "the hot request bodies parsed by msgspec and their answers built as dicts",

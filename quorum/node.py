@@ -402,14 +402,9 @@ class QuorumNode:
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self, raft_on_loop: bool = False) -> None:
-        """``raft_on_loop``: Raft's ticks move to this loop once the replay
-        is done (quorum/raft/loop_tick.py; with its LOOP_TICK only): the
-        layout of one process a voter."""
+    async def start(self) -> None:
         self.loop = self.orderer.loop = asyncio.get_running_loop()
         self.sm.on_applied = self._on_applied_threadsafe
-        if raft_on_loop:
-            self.raft.tick_on(self.loop, lambda: not self.replaying)
         if self.raft.is_leader:
             self.loop.call_soon(self._leading_changed, True)
 
@@ -496,10 +491,6 @@ class QuorumNode:
         loop = self.loop
         if loop is None or loop.is_closed():
             return
-        ticker = self.raft.loop_ticker
-        if ticker is not None and ticker.on_loop_thread():
-            loop.call_soon(fn, *args)  # the ticks run on the loop: no wake-up to send
-            return
         try:
             loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:  # loop closed during shutdown
@@ -579,9 +570,8 @@ class QuorumNode:
         """Hands ``payload`` to pysyncobj; the future gets (result, error)."""
         loop = self.loop
         future = loop.create_future()
-        ticker = self.raft.loop_ticker  # the ticks on this loop (quorum/raft/loop_tick.py)
 
-        def callback(result, error):  # tick thread (or the loop), or this thread for QUEUE_FULL
+        def callback(result, error):  # tick thread, or this thread for QUEUE_FULL
             def settle():
                 if stage_trace.TRACE is not None:
                     stage_trace.TRACE.mark("settled")
@@ -589,9 +579,6 @@ class QuorumNode:
                     future.set_result((result, error))
 
             if loop.is_closed():
-                return
-            if ticker is not None and ticker.on_loop_thread():
-                settle()  # its waiters run in later callbacks of this loop turn
                 return
             try:
                 loop.call_soon_threadsafe(settle)
@@ -601,8 +588,6 @@ class QuorumNode:
         if stage_trace.TRACE is not None:
             stage_trace.TRACE.mark("propose")
         self.sm.apply_batch(payload, callback=callback)
-        if ticker is not None:
-            ticker.tick_soon()  # appended and sent in this loop turn, with the turn's others
         return future
 
     def leads(self, term: int) -> bool:

@@ -256,8 +256,7 @@ async def serve_voter(
                 "(uvicorn's error is logged above)"
             ) from None
 
-    # One process: Raft ticks on this loop once replayed (quorum/raft/loop_tick.py).
-    await node.start(raft_on_loop=True)
+    await node.start()
     serving = asyncio.ensure_future(serve_http())
     collector = asyncio.ensure_future(_manage_collector(node))
     reloader = None if tls is None else asyncio.ensure_future(tls.watch())

@@ -29,7 +29,7 @@ from ..node_config import NodeConfig
 from ..startup_checks import refuse_unbound_port
 from ..state_machine import MetadataStateMachine
 from ..voter_guard import VoterGuard
-from . import durability, internals, loop_tick
+from . import durability, internals
 from .beacon import BeaconBook, BeaconPort, BeaconThread, beacon_key
 from .divergence import watch_divergence
 from .durability import LeaderView, MetaquorumJournal
@@ -78,11 +78,7 @@ class RaftHost:
         applying into ``sm``; ``on_leading_changed(was_leading, leading)`` runs
         on the tick thread at each change of Raft state. Refuses (ConfigError,
         exit 2) a Raft port pysyncobj could not bind."""
-        # LOOP_TICK: our own tick thread, which can hand the ticks to the
-        # event loop (quorum/raft/loop_tick.py); else pysyncobj's.
-        own_ticks = loop_tick.LOOP_TICK
         conf = SyncObjConf(
-            autoTick=not own_ticks,
             appendEntriesUseBatch=False,  # ~1-2 ms rounds; we group-commit ourselves
             autoTickPeriod=ALONE_TICK_S
             if len(config.voters) == 1 and not config.joining
@@ -131,27 +127,6 @@ class RaftHost:
             consumers=[sm],
             transportClass=GuardedTransport.with_guard(guard),
         )
-        self._ticks: loop_tick.TickThread | None = None
-        if own_ticks:
-            poller = self._syncobj._poller
-            if not isinstance(poller, loop_tick.EpollPoller):
-                raise RuntimeError(
-                    "pysyncobj did not build metaquorum's poller: pin the pysyncobj of pyproject.toml"
-                )
-            syncobj = self._syncobj
-            self._ticks = loop_tick.TickThread(
-                tick=syncobj._onTick,
-                period=functools.partial(internals.tick_period, syncobj),
-                destroy=syncobj._doDestroy,
-                wake=functools.partial(internals.wake, syncobj),
-                poller=poller,
-            )
-            self._ticks.notifier = internals.pipe_notifier(syncobj)
-            self._ticks.reads = loop_tick.RaftReads(
-                queued=functools.partial(internals.commands_queued, syncobj),
-                has_work=functools.partial(internals.tick_has_work, syncobj),
-                state=functools.partial(internals.raft_state, syncobj),
-            )
         if not config.observer:
             refuse_unbound_port(
                 self._syncobj, config.raft_bind or config.raft_address, config.node_id
@@ -334,23 +309,7 @@ class RaftHost:
 
     @property
     def alive(self) -> bool:
-        if self._ticks is not None:
-            return self._ticks.alive
         return self._syncobj.tick_thread_alive()
-
-    def tick_on(self, loop, when: Callable[[], bool]) -> bool:
-        """With ``loop_tick.LOOP_TICK``: the ticks move to ``loop`` (from its
-        thread) once ``when()`` holds, read between ticks; False (nothing
-        done) with pysyncobj's own tick thread."""
-        if self._ticks is None:
-            return False
-        self._ticks.hand_over(loop, when)
-        return True
-
-    @property
-    def loop_ticker(self) -> loop_tick.LoopTicker | None:
-        """The ticks' driver on the event loop, once they moved there."""
-        return None if self._ticks is None else self._ticks.loop_ticker
 
     def status(self) -> RaftStatus:
         return raft_status(self._syncobj)
@@ -459,7 +418,4 @@ class RaftHost:
         """Stops the tick thread and the beacons, closes the journal; returns once done."""
         if self.beacons is not None:
             self.beacons.stop()
-        if self._ticks is not None:
-            self._ticks.destroy()
-        else:
-            self._syncobj.destroy_synchronous()
+        self._syncobj.destroy_synchronous()

@@ -10,8 +10,8 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# pysyncobj 0.3.17's _RAFT_STATE.FOLLOWER and LEADER
-_FOLLOWER, _LEADER = 0, 2
+# pysyncobj 0.3.17's _RAFT_STATE.FOLLOWER
+_FOLLOWER = 0
 # The logger of pysyncobj's SyncObj: its tick tracebacks, its failed snapshots.
 SYNCOBJ_LOGGER = "pysyncobj.syncobj"
 
@@ -49,10 +49,6 @@ def become_follower(syncobj) -> None:
     """A leader steps down to follower with no leader, as pysyncobj's own fallback."""
     syncobj._SyncObj__setState(_FOLLOWER)
     syncobj._SyncObj__raftLeader = None
-
-
-def tick_period(syncobj) -> float:
-    return syncobj._SyncObj__conf.autoTickPeriod
 
 
 def set_tick_period(syncobj, seconds: float) -> None:
@@ -104,35 +100,6 @@ def match_indexes(syncobj) -> list[int]:
     return [match.get(node, 0) for node in syncobj._SyncObj__otherNodes]
 
 
-def raft_state(syncobj) -> tuple:
-    """(state, term, leader): what a message can change that a tick must act on."""
-    return (
-        syncobj._SyncObj__raftState,
-        syncobj._SyncObj__raftCurrentTerm,
-        syncobj._SyncObj__raftLeader,
-    )
-
-
-def tick_has_work(syncobj) -> bool:
-    """Whether a tick now would do more than its periodic chores: commands
-    wait to enter the log, committed entries wait to be applied, or (a
-    leader) a majority's match indexes let the commit index move. Tick
-    thread only."""
-    if commands_queued(syncobj):
-        return True
-    committed = syncobj._SyncObj__raftCommitIndex
-    if committed > syncobj._SyncObj__raftLastApplied:
-        return True
-    if syncobj._SyncObj__raftState != _LEADER:
-        return False
-    held = sorted(
-        [syncobj._SyncObj__raftLog[-1][1] if len(syncobj._SyncObj__raftLog) else 0]
-        + match_indexes(syncobj),
-        reverse=True,
-    )
-    return held[len(held) // 2] > committed
-
-
 def voter_count(syncobj) -> int:
     """The voters a majority is counted over: this one and its other nodes."""
     return len(syncobj._SyncObj__otherNodes) + 1
@@ -147,13 +114,6 @@ def set_commit_index(syncobj, index: int) -> None:
     pysyncobj reads it right after ``setRaftCommitIndex`` for what it applies,
     announces and answers)."""
     syncobj._SyncObj__raftCommitIndex = index
-
-
-def pipe_notifier(syncobj):
-    """The SyncObj's pipe notifier (None without one): its ``notify`` is
-    replaced on the instance while the ticks run on the event loop
-    (quorum/raft/loop_tick.py ``LoopTicker.start``), put back after."""
-    return getattr(syncobj, "_SyncObj__pipeNotifier", None)
 
 
 def wake(syncobj) -> None:

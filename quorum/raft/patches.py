@@ -25,15 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import (
-    divergence,
-    durability,
-    leader_liveness,
-    loop_tick,
-    pre_vote,
-    raft_port,
-    snapshot_transfer,
-)
+from . import divergence, durability, leader_liveness, pre_vote, raft_port, snapshot_transfer
 
 PYSYNCOBJ_VERSION = "0.3.17"  # pyproject.toml's pin; tests/test_raft_patches.py checks both
 
@@ -64,15 +56,6 @@ PATCHES: tuple[Patch, ...] = (
         "pysyncobj.journal (add, clear, deleteEntriesFrom/To, __getitem__, __len__, "
         "onOneSecondTimer, setRaftCommitIndex, getRaftCommitIndex, currentTerm, votedFor, "
         "flush, destroy)",
-    ),
-    Patch(
-        "pysyncobj.syncobj.createPoller",
-        loop_tick.poller_factory,
-        "an epoll poller whose one descriptor the event loop watches, so that the loop can "
-        "run the ticks (loop_tick.LOOP_TICK; pysyncobj's own poller without it)",
-        "SyncObj.__init__ calls the module global createPoller(conf.pollerType) once and "
-        "keeps it as self._poller; every descriptor goes through subscribe(descr, callback, "
-        "mask) and unsubscribe(descr); _onTick ends with self._poller.poll(timeToWait)",
     ),
     Patch(
         "pysyncobj.syncobj.getEncryptor",
