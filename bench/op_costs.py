@@ -3,6 +3,7 @@
     .venv/bin/python bench/op_costs.py               # stores of 100, 1,000 and 10,000 of each kind
     .venv/bin/python bench/op_costs.py --base 1000   # 1,000, 10,000 and 100,000 (minutes)
     .venv/bin/python bench/op_costs.py --base 1000 --per-topic 20 --brokers 100   # to 2,000,000 partitions
+    .venv/bin/python bench/op_costs.py --image-file   # partitions read from an image file
     .venv/bin/python bench/op_costs.py --json
 
 One image per size, built through the pure controller (no Raft, no HTTP, one
@@ -27,6 +28,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -57,6 +59,7 @@ from controller.messages import (
 from metadata_records.acls import AclBindingFilter, StandardAcl
 from metadata_records.client_quotas import FilterComponent
 from metadata_records.delta import apply
+from metadata_records.image_file import ImageFile, rebased, write_image_file
 from metadata_records.records import Batch
 from tests.harness import ControllerHarness
 
@@ -238,6 +241,12 @@ def main() -> int:
         help="this many brokers at every size (default: a tenth of the store, at least 3); "
         "a topic's placement walks every broker, as Kafka's does",
     )
+    parser.add_argument(
+        "--image-file",
+        action="store_true",
+        help="read the partitions from an image file, as a voter with HTTP workers does "
+        "(voter/shared_image.py): the image is written to one and rebased on it before timing",
+    )
     parser.add_argument("--json", action="store_true", help="the figures as one JSON object")
     args = parser.parse_args()
     sizes = [args.base, args.base * 10, args.base * 100]
@@ -247,6 +256,12 @@ def main() -> int:
         progress(f"building a store of {n:,} of each kind ({n * args.per_topic:,} partitions) ...")
         h = build(n, args.per_topic, args.brokers)
         progress(f"  built in {time.monotonic() - started:.1f} s; timing each operation")
+        if args.image_file:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "image")
+                write_image_file(path, h.image)
+                h.image = rebased(h.image, ImageFile(path))  # mapped: readable once unlinked
+            h.controller.committed(h.image)
         gc.collect()
         gc.freeze()  # the store is long-lived: keep the collector off its objects, as voters do
         for name, op in operations(h, n, broker_count(n, args.brokers)).items():

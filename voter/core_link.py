@@ -67,6 +67,7 @@ from .shared_image import SharedFile, SharedImage, enabled
 
 log = logging.getLogger(__name__)
 
+TRIM_AGAIN_S = 60.0  # after a rebase, malloc trimmed again: a scrape interval or more
 FILES_MISSED = 3  # image files a process could not read before it is sent images encoded
 STATE_EVERY_S = 0.1  # how often the core's state is looked at (sent when it changed)
 STATE_AT_LEAST_S = 1.0  # and sent this often anyway: workers tell a frozen core by its silence
@@ -235,6 +236,7 @@ class CoreLinks:
         # sent the image encoded and keeps its own).
         self.shared: SharedImage | None = None
         self._rebases_trimmed = 0
+        self._trim_again_at: float | None = None
         if enabled():
             self.shared = SharedImage(lambda: node.image, lambda: node.sm.log.oldest_offset)
             self.shared.on_written.append(self._new_file)
@@ -348,9 +350,16 @@ class CoreLinks:
                 self._ring_failed()
             if self.shared is not None:
                 self.shared.tick()
+                now_s = time.monotonic()
                 if self.node.sm.file_rebases != self._rebases_trimmed:
-                    # The apply thread took a file: its own copy is freed.
+                    # The apply thread took a file: its own copy is freed. What
+                    # still held a part of it (the image /metrics last counted,
+                    # until its next scrape) lets go later: trimmed again then.
                     self._rebases_trimmed = self.node.sm.file_rebases
+                    trim_malloc()
+                    self._trim_again_at = now_s + TRIM_AGAIN_S
+                elif self._trim_again_at is not None and now_s >= self._trim_again_at:
+                    self._trim_again_at = None
                     trim_malloc()
             before = self._state
             now = self.state()
