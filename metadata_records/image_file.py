@@ -147,7 +147,8 @@ class ImageFile:
         if found is None:
             return None
         buf = self._buf
-        return {key: FileChunk(buf, data, bounds, n) for key, data, bounds, n in found[1]}
+        at = self.next_offset
+        return {key: FileChunk(buf, data, bounds, n, at) for key, data, bounds, n in found[1]}
 
     def image(self) -> MetadataImage:
         """The whole image the file holds, its partitions read from the file."""
@@ -173,7 +174,9 @@ class ImageFile:
 def rebased(image: MetadataImage, file: ImageFile) -> MetadataImage:
     """``image``, equal, reading from ``file`` (written at an offset ``image``
     is at or past) every partition the two hold alike: the partitions a
-    process keeps of its own shrink to those changed since the file."""
+    process keeps of its own shrink to those changed since the file.
+    ValueError for a file older than one the image reads from (what a chunk
+    does not hold of its own is then not known to be the older file's)."""
     if image.next_offset < file.next_offset:
         raise ValueError(
             f"an image at offset {image.next_offset} cannot be read from a file at "

@@ -140,6 +140,11 @@ class PartitionStates(Mapping):
                 chunks[key] = chunk
                 continue
             if type(chunk) is FileChunk:
+                if chunk._at > base._at:
+                    raise ValueError(
+                        f"a file at offset {base._at} is older than the one at "
+                        f"{chunk._at} this map reads from"
+                    )
                 mine, candidates = chunk.get, chunk.changed_slots()
             elif base.holds_bytes_of(chunk):  # the core's own: the file was written from it
                 chunks[key] = base
@@ -258,10 +263,11 @@ class FileChunk:
     indexable up to its length (a slot past it raises IndexError), None
     where empty, iterable."""
 
-    __slots__ = ("_buf", "_data", "_bounds", "_n", "_changed", "_len")
+    __slots__ = ("_buf", "_at", "_data", "_bounds", "_n", "_changed", "_len")
 
-    def __init__(self, buf: Any, data: int, bounds: int, n: int) -> None:
+    def __init__(self, buf: Any, data: int, bounds: int, n: int, at: int = 0) -> None:
         self._buf = buf
+        self._at = at  # the offset of the file's image: a rebase never goes back
         self._data = data
         self._bounds = bounds
         self._n = n
@@ -357,6 +363,7 @@ class FileChunk:
         """A copy to change (``put``): the file shared, the changes copied."""
         copy = FileChunk.__new__(FileChunk)
         copy._buf, copy._data, copy._bounds, copy._n = self._buf, self._data, self._bounds, self._n
+        copy._at = self._at
         copy._changed = dict(self._changed)
         copy._len = self._len
         return copy

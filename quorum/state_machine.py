@@ -167,8 +167,11 @@ class MetadataStateMachine(SyncObjConsumer):
             newer = self.newer_file
             if newer is not None and image.next_offset >= newer.next_offset:
                 self.newer_file = None
-                image = self.image = rebased(image, newer)
-                self.file_rebases += 1
+                try:
+                    image = self.image = rebased(image, newer)
+                    self.file_rebases += 1
+                except ValueError as e:  # files come in order: never, but never back
+                    log.warning("an image file was skipped: %s", e)
             if not batch_applies(image.controller_epoch, batch, image.next_offset):
                 self.stale_batches += 1
                 return STALE

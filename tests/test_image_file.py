@@ -262,3 +262,20 @@ def test_a_process_that_cannot_read_the_file_asks_for_the_image_encoded(tmp_path
     # A readable one starts it.
     assert follower.take((IMAGE_FILE, str(tmp_path / "f"), (0, [], image.next_offset)))
     assert follower.has_image.is_set() and follower.sm.image == image
+
+
+def test_a_rebase_never_goes_back_to_an_older_file(tmp_path):
+    topics = [TopicRecord(name="t", topic_id=T1)] + [
+        PartitionRecord(partition_id=pid, topic_id=T1, replicas=(1, 2), isr=(1, 2), leader=1)
+        for pid in range(300)
+    ]
+    older = apply_records(EMPTY_IMAGE, topics)
+    write_image_file(str(tmp_path / "older"), older)
+    newer = apply_records(
+        older, [PartitionChangeRecord(partition_id=7, topic_id=T1, isr=(1,), leader=1)]
+    )
+    write_image_file(str(tmp_path / "newer"), newer)
+    reading = ImageFile(str(tmp_path / "newer")).image()
+    # Partition 7 is not a change of its own here: from the older file it would read as it was.
+    with pytest.raises(ValueError, match="older than the one"):
+        rebased(reading, ImageFile(str(tmp_path / "older")))

@@ -181,7 +181,11 @@ class LogFollower:
         newer = self._newer
         if newer is not None and self.sm.image.next_offset >= newer.next_offset:
             self._newer = None
-            self.sm.image = rebased(self.sm.image, newer)
+            try:
+                self.sm.image = rebased(self.sm.image, newer)
+            except ValueError as e:  # never from the core, which names files in order
+                log.warning("%s: an image file was skipped: %s", self.reader, e)
+                return
             self.rebases += 1
             trim_malloc()  # what it kept of its own is freed: give the pages back
 
