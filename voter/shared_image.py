@@ -24,8 +24,10 @@ after a newer one is written; a process that mapped it keeps reading it
 until it takes the newer one, so the pages of two files are held only while
 they switch.
 
-If a file cannot be written or opened, the links get an encoded image, as
-with the switch off, and the failure is logged once with what to do.
+If a file cannot be written, the links get an encoded image, as with the
+switch off, and the failure is logged with what to do (tried again after
+1, 5, 30, then every 60 s); a process that cannot open one asks again, and
+after three misses gets encoded images (voter/core_link.py).
 """
 
 from __future__ import annotations
@@ -117,8 +119,8 @@ class SharedImage:
         """A file to start a process from: the newest if usable, else one
         written now (None if that fails: the caller sends the image encoded)."""
         found = self.usable()
-        if found is not None:
-            return found
+        if found is not None or time.monotonic() < self._retry_at:
+            return found  # (None while backing off after a failure: encoded, at once)
         await self.write()
         return self.usable()
 
@@ -163,15 +165,15 @@ class SharedImage:
             code = await self._in_child(fd, image)
             if code != 0:
                 raise OSError(f"its writer exited with {code}")
-            shared = SharedFile(fd, image.next_offset, 0, ImageFile(f"/proc/self/fd/{fd}"))
-            shared = SharedFile(fd, image.next_offset, shared.file.size, shared.file)
+            file = ImageFile(f"/proc/self/fd/{fd}")
         except (OSError, ImageFileError) as e:
             os.close(fd)
             self._failed(image, e)
             return
+        shared = SharedFile(fd, image.next_offset, file.size, file)
+        if self.files:
+            asyncio.get_running_loop().call_later(CLOSE_AFTER_S, self._close, self.files[-1])
         self.files.append(shared)
-        for older in self.files[:-1]:
-            asyncio.get_running_loop().call_later(CLOSE_AFTER_S, self._close, older)
         self.written += 1
         self._failures = 0
         log.info(
