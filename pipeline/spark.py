@@ -11,7 +11,7 @@ import tempfile
 
 import pyarrow as pa
 
-from .export_files import ExportDirError, export_files, input_format
+from .export_files import ExportDirError, export_files, input_format, is_url
 from .schema import ARROW_SCHEMA
 
 # Spark logs at INFO/WARN through log4j2 unless told otherwise: errors only.
@@ -178,12 +178,6 @@ def spark_schema():
     from pyspark.sql import types as T
 
     return T.StructType([T.StructField(f.name, _spark_type(f.type)) for f in ARROW_SCHEMA])
-
-
-def is_url(path: str) -> bool:
-    """``hdfs://...``, ``s3a://...``, ``file:///...``: read and written through
-    Spark's Hadoop file systems, not this machine's."""
-    return "://" in path
 
 
 def _hadoop_path(spark, url: str):
