@@ -220,7 +220,12 @@ class OffsetRangeWriter:
                 if name.startswith(TMP_PREFIX):
                     self._dir.remove(name)
         except OSError as e:
-            raise ExportDirError(f"cannot write to {directory}: {e}") from None
+            # pyarrow's advice names its own option; the export never creates a bucket.
+            why = str(e).replace(
+                "To create buckets, enable the allow_bucket_creation option.",
+                "The export creates no bucket: create it first.",
+            )
+            raise ExportDirError(f"cannot write to {directory}: {why}") from None
         existing = export_files(directory, [n for n in names if not n.startswith(TMP_PREFIX)])
         other = {f.fmt for f in existing} - {fmt}
         if other:

@@ -433,7 +433,7 @@ def test_synth_log_writes_the_same_files_to_a_file_url_and_to_s3_as_to_a_directo
 
 
 def test_an_export_to_s3_continues_after_its_last_file_and_leaves_no_partial_file(
-    voter, tmp_path, s3
+    voter, tmp_path, s3, capsys
 ):
     asyncio.run(broker_scenario(voter.url(0), voter.cluster_id, "s3", (21, 22, 23)))
     url = f"s3a://{BUCKET}/export"
@@ -456,8 +456,11 @@ def test_an_export_to_s3_continues_after_its_last_file_and_leaves_no_partial_fil
     with pytest.raises(ExportError, match="already holds parquet files"):
         run_export(url, url=voter.url(0), fmt="jsonl", quiet=True)
     # Storage that cannot take it: named, with nothing written.
+    capsys.readouterr()
     code = main(["export", "--url", voter.url(0), "--out", "s3a://no-such-bucket/export"])
-    assert code == 2
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert "cannot write to s3a://no-such-bucket/export" in err and "create it first" in err, err
 
 
 def test_an_output_url_pyarrow_cannot_open_is_named(tmp_path, capsys):
