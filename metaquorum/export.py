@@ -117,6 +117,9 @@ def run_export(
                     _from_data_dir(writer, data_dir, start, include_uncommitted, progress) or note
                 )
         writer.flush()
+    except ExportDirError as e:  # the output could not take a file (storage gone, full, denied)
+        writer.abort()
+        raise ExportError(str(e)) from None
     except BaseException:
         writer.abort()
         raise

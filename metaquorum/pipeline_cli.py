@@ -1,8 +1,9 @@
 """The pipeline's commands: ``export``, ``audit`` and ``synth-log`` (docs/pipeline.md).
 
 Exit codes: 0 done (audit: every invariant held), 1 the audit found
-violations, 2 bad input, the ``pipeline`` extra not installed, or a Spark
-cluster that cannot run the audit (the message says which and what to do).
+violations, 2 bad input, the ``pipeline`` extra not installed, a Spark
+cluster that cannot run the audit, or a Spark job that failed (the message
+says which and what to do).
 
 Their parsers need nothing beyond the core install; what each command imports
 to run comes from the ``pipeline`` extra, and is looked for before anything
@@ -31,6 +32,12 @@ PIPELINE_COMMANDS = {
 }
 
 
+OUT_HELP = (
+    "output directory, or its URL on storage every Spark worker reads: file:///mnt/shared/log, "
+    "s3a://bucket/log (endpoint: AWS_ENDPOINT_URL), hdfs://namenode:8020/log"
+)
+
+
 def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "export",
@@ -43,7 +50,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--url", help="a voter's HTTP URL")
     src.add_argument("--data-dir", help="a voter's data dir (read offline, never modified)")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help=OUT_HELP)
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument(
         "--from", dest="from_offset", type=int, help="first offset (default: where --out ends)"
@@ -121,7 +128,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction) -> None:
         "ISR churn, controller failovers) drive the real controller; --plant adds a violation.",
     )
     p.add_argument("--records", type=int, required=True, help="about this many records")
-    p.add_argument("--out", required=True, help="output directory (new or empty)")
+    p.add_argument("--out", required=True, help=f"{OUT_HELP}; new or empty")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument("--plant", action="append", default=[], choices=PLANT_NAMES, metavar="KIND",
                    help=f"append a violation of this kind (repeatable): {', '.join(PLANT_KINDS)}, "

@@ -555,6 +555,5 @@ def run_synth_log(
         "files": writer.files_written,
     }
     if planted:
-        with open(f"{out}/PLANTED.json", "wb") as f:
-            f.write(orjson.dumps(planted, option=orjson.OPT_INDENT_2))
+        writer.write_text("PLANTED.json", orjson.dumps(planted, option=orjson.OPT_INDENT_2))
     return summary

@@ -136,3 +136,27 @@ def unreadable_input(error: Exception, input_dir: str) -> ClusterError | None:
         "(an NFS export mounted alike on every machine, hdfs://, s3a://), readable by the user "
         "the workers run as"
     )
+
+
+def spark_failure(error: Exception) -> ClusterError | None:
+    """A Spark job that failed (a Java exception through py4j): its cause in a
+    line, and what to try when it ran out of memory; None when ``error`` is
+    not Spark's. Without this a failed audit ends in a page of JVM stack and
+    exit code 1, which means "violations found"."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    if not isinstance(error, Py4JJavaError | PySparkException):
+        return None
+    lines = [line.strip(" :\t") for line in str(error).splitlines() if line.strip(" :\t")]
+    cause = next(
+        (line for line in lines if re.search(r"(Exception|Error)\b:?", line)),
+        lines[0] if lines else type(error).__name__,
+    )
+    hint = ""
+    if "OutOfMemoryError" in str(error) or "Not enough memory" in str(error):
+        hint = (
+            "; give it more memory: --conf spark.driver.memory=4g (on local[N] the driver's "
+            "heap is the executors' too), on a cluster --conf spark.executor.memory=..."
+        )
+    return ClusterError(f"the audit failed in Spark: {cause[:400]}{hint}")

@@ -20,6 +20,7 @@ from .cluster import (
     ClusterError,
     ExecutorWatch,
     check_master_reachable,
+    spark_failure,
     unreadable_input,
     wait_for_executors,
 )
@@ -290,6 +291,9 @@ def main_audit(
                 unreadable = unreadable_input(e, input_dir)
                 if unreadable is not None:
                     raise unreadable from e
+                failed = spark_failure(e)
+                if failed is not None:
+                    raise failed from e
                 raise
     finally:
         if running is None:

@@ -11,7 +11,7 @@ import tempfile
 
 import pyarrow as pa
 
-from .export_files import ExportDirError, export_files, input_format
+from .export_files import ExportDirError, export_files, input_format, is_url
 from .schema import ARROW_SCHEMA
 
 # Spark logs at INFO/WARN through log4j2 unless told otherwise: errors only.
@@ -180,15 +180,34 @@ def spark_schema():
     return T.StructType([T.StructField(f.name, _spark_type(f.type)) for f in ARROW_SCHEMA])
 
 
-def is_url(path: str) -> bool:
-    """``hdfs://...``, ``s3a://...``, ``file:///...``: read and written through
-    Spark's Hadoop file systems, not this machine's."""
-    return "://" in path
+# The Hadoop module of a scheme's FileSystem that pyspark's jars lack (the
+# version of pyspark's own Hadoop client, 3.5.0).
+FILESYSTEM_MODULES = {"s3a": "org.apache.hadoop:hadoop-aws:3.5.0"}
 
 
 def _hadoop_path(spark, url: str):
     path = spark._jvm.org.apache.hadoop.fs.Path(url)
-    return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
+    try:
+        return path, path.getFileSystem(spark._jsc.hadoopConfiguration())
+    except Exception as e:  # py4j's error: a Java exception's class and message
+        # No FileSystem for the scheme at all, or (s3a, named in Hadoop's own
+        # defaults) its class is not on the classpath.
+        if not re.search(
+            r"UnsupportedFileSystemException|ClassNotFoundException: Class \S+FileSystem", str(e)
+        ):
+            raise
+        scheme = url.partition("://")[0]
+        module = FILESYSTEM_MODULES.get(scheme.lower())
+        add = (
+            f"add its module: --conf spark.jars.packages={module} (fetched from Maven Central "
+            "at start, or --conf spark.jars=/path/to/its.jar with its dependencies)"
+            if module
+            else "add the jar of a Hadoop FileSystem for it with --conf spark.jars=..."
+        )
+        raise ExportDirError(
+            f"this Spark has no file system for {scheme}:// ({url}): {add}; "
+            "docs/pipeline.md, On a Spark cluster"
+        ) from None
 
 
 def listing(spark, directory: str) -> list[str] | None:

@@ -67,8 +67,10 @@ def spark_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def planted_log(tmp_path_factory) -> Path:
+    """Written by its URL (``file://``, as to a shared mount every worker
+    reads): the code path an export to ``s3a://`` or ``hdfs://`` takes."""
     log = tmp_path_factory.mktemp("planted") / "log"
-    run_synth_log(6_000, str(log), plant_kinds=PLANTS, quiet=True)
+    run_synth_log(6_000, f"file://{log}", plant_kinds=PLANTS, quiet=True)
     return log
 
 
@@ -128,12 +130,13 @@ def test_submitted_to_a_two_worker_cluster_it_finds_what_local_finds_a_worker_ki
     """One audit for what were two (each a cluster audit of its own): run by
     spark-submit on the cluster, with executors that could not start Python if
     asked to, and one worker killed while it audits, it writes what local[*]
-    wrote (findings, timelines, summary)."""
+    wrote (findings, timelines, summary). Input and output are URLs, as on
+    HDFS or S3: listed, read and written through Hadoop's FileSystem."""
     out = tmp_path / "out"
     submit = [os.path.join(spark_home(), "bin", "spark-submit"), "--master",
               spark_cluster.master_url, "--conf", "spark.sql.shuffle.partitions=2",
               str(ROOT / "metaquorum" / "submit_audit.py"),
-              "--input", str(planted_log), "--output", str(out)]  # fmt: skip
+              "--input", f"file://{planted_log}", "--output", f"file://{out}"]  # fmt: skip
     env = cli_env(SPARK_HOME=spark_home(), PYSPARK_DRIVER_PYTHON=sys.executable,
                   PYSPARK_PYTHON=NO_PYTHON)  # fmt: skip
     proc = subprocess.Popen(submit, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -367,6 +367,114 @@ def test_export_refuses_what_it_cannot_read(tmp_path, capsys):
     assert "--shuffle-partitions must be at least 1, not 0" in capsys.readouterr().err
 
 
+# ---------------------------------------------------------------- an output named by a URL
+
+BUCKET = "metaquorum"
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """A local S3 API on loopback (moto's server), named by AWS_ENDPOINT_URL
+    as for MinIO or Ceph, with a bucket; yields pyarrow's client of it."""
+    import pyarrow.fs as pafs
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for key, value in (("AWS_ENDPOINT_URL", f"http://{host}:{port}"),
+                           ("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
+                           ("AWS_DEFAULT_REGION", "us-east-1")):  # fmt: skip
+            monkeypatch.setenv(key, value)
+        monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+        fs = pafs.S3FileSystem(
+            endpoint_override=f"{host}:{port}", scheme="http", allow_bucket_creation=True
+        )
+        fs.create_dir(BUCKET)
+        yield fs
+    finally:
+        server.stop()
+
+
+def _s3_names(fs, path: str) -> list[str]:
+    import pyarrow.fs as pafs
+
+    return sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(path)))
+
+
+def test_synth_log_writes_the_same_files_to_a_file_url_and_to_s3_as_to_a_directory(tmp_path, s3):
+    """One writer for every URL (pyarrow's file systems): ``file://`` on a
+    shared mount and ``s3a://`` (Spark's name for S3) hold what a path holds."""
+    args = dict(plant_kinds=["gap"], records_per_file=1_000, quiet=True)
+    by_path = run_synth_log(2_500, str(tmp_path / "path"), **args)
+    by_file_url = run_synth_log(2_500, f"file://{tmp_path}/url", **args)
+    by_s3 = run_synth_log(2_500, f"s3a://{BUCKET}/logs/synth/", **args)
+    names = sorted(os.listdir(tmp_path / "path"))
+    assert len(names) == 4 and "PLANTED.json" in names  # 3 files of records, and the plant
+    assert sorted(os.listdir(tmp_path / "url")) == names
+    assert _s3_names(s3, f"{BUCKET}/logs/synth") == names
+    records = [n for n in names if n.startswith("records-")]
+    assert by_file_url["files"] == [f"file://{tmp_path}/url/{n}" for n in records]
+    assert by_s3["files"] == [f"s3a://{BUCKET}/logs/synth/{n}" for n in records]
+    for name in names:
+        path = tmp_path / "path" / name
+        if name.endswith(".parquet"):
+            table = pq.read_table(path)
+            assert pq.read_table(tmp_path / "url" / name).equals(table)
+            assert pq.read_table(f"{BUCKET}/logs/synth/{name}", filesystem=s3).equals(table)
+        else:
+            with s3.open_input_stream(f"{BUCKET}/logs/synth/{name}") as f:
+                assert f.read() == path.read_bytes()
+    assert by_s3["planted"] == by_file_url["planted"] == by_path["planted"]
+    # An export directory's files only: a new log refuses one that holds a log.
+    with pytest.raises(Exception, match="already holds an exported log"):
+        run_synth_log(100, f"s3a://{BUCKET}/logs/synth", quiet=True)
+
+
+def test_an_export_to_s3_continues_after_its_last_file_and_leaves_no_partial_file(
+    voter, tmp_path, s3, capsys
+):
+    asyncio.run(broker_scenario(voter.url(0), voter.cluster_id, "s3", (21, 22, 23)))
+    url = f"s3a://{BUCKET}/export"
+    # What a crashed export left: a hidden temporary object, never a complete file.
+    with s3.open_output_stream(f"{BUCKET}/export/.tmp-records-00000000000000000000-x.parquet") as f:
+        f.write(b"half a file")
+    first = run_export(url, url=voter.url(0), records_per_file=9, quiet=True)
+    local = run_export(str(tmp_path / "local"), url=voter.url(0), records_per_file=9, quiet=True)
+    assert (first.first_offset, first.records) == (0, local.records) and local.records > 20
+    names = _s3_names(s3, f"{BUCKET}/export")
+    assert names == sorted(os.listdir(tmp_path / "local"))
+    assert [f"{url}/{n}" for n in names] == first.files
+    rows = pq.read_table([f"{BUCKET}/export/{n}" for n in names][0], filesystem=s3)
+    assert rows.equals(pq.read_table(tmp_path / "local" / names[0]))
+    # Run again: nothing new; after more records, only those, after the last file.
+    assert run_export(url, url=voter.url(0), quiet=True).records == 0
+    asyncio.run(broker_scenario(voter.url(0), voter.cluster_id, "s3-more", (24, 25, 26)))
+    more = run_export(url, url=voter.url(0), quiet=True)
+    assert more.first_offset == first.next_offset and more.records > 0
+    with pytest.raises(ExportError, match="already holds parquet files"):
+        run_export(url, url=voter.url(0), fmt="jsonl", quiet=True)
+    # Storage that cannot take it: named, with nothing written.
+    capsys.readouterr()
+    code = main(["export", "--url", voter.url(0), "--out", "s3a://no-such-bucket/export"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert "cannot write to s3a://no-such-bucket/export" in err and "create it first" in err, err
+
+
+def test_an_output_url_pyarrow_cannot_open_is_named(tmp_path, capsys):
+    for out, says in (
+        ("hdfs://127.0.0.1:9/log", "pyarrow writes to HDFS through Hadoop's libhdfs"),
+        ("nosuch://bucket/log", "cannot open nosuch://bucket/log"),
+        ("s3a:///log", "no bucket named"),
+    ):
+        assert main(["synth-log", "--records", "10", "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err, err
+        assert len(err.splitlines()) <= 3, err  # no page of JVM search paths
+
+
 # ---------------------------------------------------------------- synth-log
 
 

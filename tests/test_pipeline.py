@@ -20,6 +20,7 @@ from metaquorum.cli import main
 from metaquorum.export import run_export
 from metaquorum.synth_log import PLANT_KINDS, run_synth_log
 from pipeline.audit import run_audit
+from pipeline.cluster import spark_failure
 from pipeline.export_files import ExportDirError, export_files
 from pipeline.replay_audit import read_records, read_rows, replay_audit
 from pipeline.run import audit_export
@@ -225,6 +226,23 @@ def test_an_export_given_as_a_url_is_listed_read_and_written_through_hadoop(spar
     (tmp_path / "empty").mkdir()
     with pytest.raises(ExportDirError, match="holds no exported records"):
         audit_export(spark, f"file://{tmp_path}/empty", echo=lambda _: None)
+    # pyspark ships no S3 file system (hadoop-aws): said, with the setting that adds it.
+    with pytest.raises(
+        ExportDirError,
+        match=r"no file system for s3a:// .*spark\.jars\.packages=org\.apache\.hadoop:hadoop-aws",
+    ):
+        audit_export(spark, "s3a://metaquorum/log", echo=lambda _: None)
+
+
+def test_a_failed_spark_job_is_one_line_that_says_what_failed(spark):
+    """Not a page of JVM stack, and the CLI's exit code 2, not 1 ("violations")."""
+    with pytest.raises(Exception) as failed:
+        spark.range(1).selectExpr("raise_error('the executor ran out of something')").collect()
+    error = spark_failure(failed.value)
+    assert error is not None and str(error).startswith("the audit failed in Spark: ")
+    assert "the executor ran out of something" in str(error) and "\n" not in str(error)
+    assert "spark.driver.memory" not in str(error)  # said only when memory ran out
+    assert spark_failure(ValueError("not Spark's")) is None
 
 
 def test_an_unregistered_broker_has_an_unregistered_span_and_the_report_renders(spark, tmp_path):
