@@ -486,7 +486,15 @@ def _decommission_run(voter, processes: int) -> None:
         if r["type"] == "PARTITION_CHANGE_RECORD" and r["offset"] < at
         and r["data"].get("replicas") is not None and gone not in r["data"]["replicas"]
     ]  # fmt: skip
-    assert moved, "its replicas were not reassigned before it was unregistered"
+    # The run creates its topic once RF brokers are active, not all six: on a
+    # loaded machine the broker the schedule decommissions may hold no replica
+    # of it, and then there was nothing to move.
+    held = [
+        r for r in records
+        if r["type"] in ("PARTITION_RECORD", "PARTITION_CHANGE_RECORD") and r["offset"] < at
+        and gone in (r["data"].get("replicas") or ())
+    ]  # fmt: skip
+    assert moved or not held, "its replicas were not reassigned before it was unregistered"
 
 
 @pytest.mark.timeout(120)
