@@ -1,6 +1,6 @@
 """The audit at scale, as a user runs it: a fresh ``metaquorum audit`` process
 on ``local[2]`` audits a log of 2,000,000 records with every planted kind in a
-driver heap of 768 MB (the default is 2 GB; a collect of the log to the
+driver heap of 1 GB (the default is 2 GB; a collect of the log to the
 driver does not fit in it: docs/pipeline.md, "The driver's memory"), and
 finds what the single-process replay finds, word for word.
 
@@ -32,8 +32,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = 2_000_000
 # On local[N] the driver's heap is the executor's too (sorts, windows, broadcasts):
-# at 2,000,000 records 512m failed building a broadcast, 768m audited it.
-DRIVER_HEAP = "768m"
+# at 2,000,000 records 512m failed building a broadcast Spark chose itself, and
+# 768m did once in a full run (it audited in others): 1g, where a collect of
+# the log still fails.
+DRIVER_HEAP = "1g"
 AUDIT_TIMEOUT = 1500.0
 SUBMIT = "org.apache.spark.deploy.SparkSubmit"
 LAUNCHER = "org.apache.spark.launcher.Main"
@@ -67,7 +69,7 @@ def _read(pid: int, name: str) -> str:
         return ""
 
 
-def test_two_million_records_with_every_planted_kind_audit_as_the_replay_in_a_768m_driver(
+def test_two_million_records_with_every_planted_kind_audit_as_the_replay_in_a_1g_driver(
     tmp_path,
 ):
     log = tmp_path / "log"
