@@ -32,7 +32,7 @@ import struct
 import sys
 from array import array
 from collections.abc import ItemsView, Iterator, Mapping, ValuesView
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import Any
 
 from .image import PartitionRegistration
@@ -310,7 +310,7 @@ class FileChunk:
         bounds = _bounds_of(n).unpack_from(buf, self._bounds)
         slots: list[bytes | None] = [
             buf[data + start : data + end] if end > start else None
-            for start, end in zip(bounds, bounds[1:], strict=False)
+            for start, end in pairwise(bounds)
         ]
         if self._changed:
             if self._len > n:
