@@ -23,12 +23,14 @@ The layout, all positions absolute, integers little-endian:
   position, bounds position, slots), ...)), ...)``, each topic's chunks in
   the order its map iterates them.
 
-A file is written whole to ``<path>.part`` and renamed, and never changed
-after: a reader maps a whole file or none, and a file unlinked while a
-process maps it stays readable to that process (so the writer can remove
-old files without asking who still reads them). Files are not kept across
-restarts; the directory is the core's (mode 0700), so reading one trusts it
-as the core's own memory, checking only that it is whole.
+A file is written whole before any reader is named it (the core's memfd,
+voter/shared_image.py; ``write_image_file`` writes one at a path through a
+``.part`` file renamed when complete), and never changed after: a reader
+maps a whole file or none, and a file closed or unlinked while a process
+maps it stays readable to that process (so the writer can let old files go
+without asking who still reads them). Files are not kept across restarts,
+and only the core's own processes are named one, so reading one trusts it as
+the core's own memory, checking only that it is whole.
 """
 
 from __future__ import annotations
@@ -38,15 +40,11 @@ import marshal
 import mmap
 import os
 import struct
-import sys
-from array import array
-from collections.abc import Mapping
-from itertools import accumulate
 from typing import BinaryIO
 
-from .chunked_map import ChunkedMap
+from .chunked_map import ChunkedMap, chunked_with
 from .image import MetadataImage
-from .partition_states import FileChunk, PartitionStates, _from_chunks
+from .partition_states import FileChunk, PartitionStates, _from_chunks, file_chunk_bytes
 from .snapshot import decode_image, encode_image
 
 MAGIC = b"MQIMAGE1"
@@ -85,15 +83,11 @@ def write_image(f: BinaryIO, image: MetadataImage) -> int:
             states = PartitionStates(states)
         chunks = []
         for key, chunk in states._chunks.items():
-            slots = [slot or b"" for slot in chunk]
-            bounds = array("Q", accumulate(map(len, slots), initial=0))
-            f.write(b"".join(slots))
-            data, at = at, at + bounds[-1]
-            if sys.byteorder != "little":
-                bounds.byteswap()
-            f.write(bounds.tobytes())
-            chunks.append((key, data, at, len(slots)))
-            at += 8 * len(bounds)
+            data, bounds = file_chunk_bytes(chunk)
+            f.write(data)
+            f.write(bounds)
+            chunks.append((key, at, at + len(data), len(chunk)))
+            at += len(data) + len(bounds)
         index.append((topic_id, len(states), tuple(chunks)))
     head = encode_image(
         image._replace(
@@ -187,15 +181,6 @@ def rebased(image: MetadataImage, file: ImageFile) -> MetadataImage:
         chunks = file.chunks(topic_id)
         if chunks is not None and isinstance(topic.partitions, PartitionStates):
             changed[topic_id] = topic._replace(partitions=topic.partitions.rebased(chunks))
-    return image._replace(topics=_with(image.topics, changed))
-
-
-def _with(topics: Mapping, changed: Mapping) -> Mapping:
     if not changed:
-        return topics
-    if isinstance(topics, ChunkedMap):
-        built = topics.mutate()
-        for key, value in changed.items():
-            built[key] = value
-        return built.finish()
-    return {**topics, **changed}
+        return image
+    return image._replace(topics=chunked_with(image.topics, changed))

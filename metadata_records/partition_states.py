@@ -348,15 +348,11 @@ class FileChunk:
         apart), so the caller then compares slot by slot."""
         if self._changed or self._n != len(slots):
             return False
-        n, buf = self._n, self._buf
-        encoded = [slot or b"" for slot in slots]
-        bounds = array("Q", accumulate(map(len, encoded), initial=0))
-        size = bounds[-1]
-        if sys.byteorder != "little":
-            bounds.byteswap()
-        in_file = buf[self._bounds : self._bounds + 8 * (n + 1)]
-        return in_file == bounds.tobytes() and buf[self._data : self._data + size] == b"".join(
-            encoded
+        data, bounds = file_chunk_bytes(slots)
+        buf = self._buf
+        return (
+            buf[self._bounds : self._bounds + len(bounds)] == bounds
+            and buf[self._data : self._data + len(data)] == data
         )
 
     def opened(self) -> FileChunk:
@@ -381,6 +377,17 @@ class FileChunk:
 
 
 _BOUND = struct.Struct("<Q")
+
+
+def file_chunk_bytes(slots: Any) -> tuple[bytes, bytes]:
+    """A chunk's slots as an image file holds them: their bytes one after
+    another, and their ``len + 1`` bounds from the first slot's start as
+    little-endian uint64 (metadata_records/image_file.py writes these)."""
+    encoded = [slot or b"" for slot in slots]
+    bounds = array("Q", accumulate(map(len, encoded), initial=0))
+    if sys.byteorder != "little":
+        bounds.byteswap()
+    return b"".join(encoded), bounds.tobytes()
 
 
 @functools.cache

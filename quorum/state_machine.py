@@ -111,9 +111,10 @@ class MetadataStateMachine(SyncObjConsumer):
         # and every snapshot written or loaded; None elsewhere.
         self.history: HistoryWriter | None = None
         self._snapshot_offset = 0  # the next offset of the image being written
-        # With HTTP workers, the core's newest image file (voter/shared_image.py):
-        # taken here, on the apply thread, once the image reaches its offset,
-        # so the core too reads what it has not changed since from the file.
+        # With HTTP workers, the core's newest image file (voter/shared_image.py),
+        # taken once the image reaches its offset (take_newer_file: before the
+        # next batch applies, or when a worker's follower asks), so every
+        # process of the voter reads what it has not changed since from it.
         self.newer_file: ImageFile | None = None
         self.file_rebases = 0
         # Called on the apply thread after each applied entry; must not raise.
@@ -164,14 +165,9 @@ class MetadataStateMachine(SyncObjConsumer):
                 log.error("ignoring a Raft entry that is not a metadata batch: %s", e)
                 return INVALID
             image = self.image
-            newer = self.newer_file
-            if newer is not None and image.next_offset >= newer.next_offset:
-                self.newer_file = None
-                try:
-                    image = self.image = rebased(image, newer)
-                    self.file_rebases += 1
-                except ValueError as e:  # files come in order: never, but never back
-                    log.warning("an image file was skipped: %s", e)
+            if self.newer_file is not None:
+                self.take_newer_file()
+                image = self.image
             if not batch_applies(image.controller_epoch, batch, image.next_offset):
                 self.stale_batches += 1
                 return STALE
@@ -211,6 +207,22 @@ class MetadataStateMachine(SyncObjConsumer):
             self._notify()
             if stage_trace.TRACE is not None:
                 stage_trace.TRACE.mark("applied")
+
+    def take_newer_file(self) -> bool:
+        """The image read from ``newer_file`` if it has reached the file's
+        offset (on the thread that moves the image: the core's apply thread,
+        a worker's or the orderer's loop); True if it was taken."""
+        newer = self.newer_file
+        if newer is None or self.image.next_offset < newer.next_offset:
+            return False
+        self.newer_file = None
+        try:
+            self.image = rebased(self.image, newer)
+        except ValueError as e:  # files come in order: never, but never back
+            log.warning("an image file was skipped: %s", e)
+            return False
+        self.file_rebases += 1
+        return True
 
     def _remember_entry(self) -> None:
         syncobj = self._syncObj

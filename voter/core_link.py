@@ -350,23 +350,25 @@ class CoreLinks:
                 self._ring_failed()
             if self.shared is not None:
                 self.shared.tick()
-                now_s = time.monotonic()
-                if self.node.sm.file_rebases != self._rebases_trimmed:
-                    # The apply thread took a file: its own copy is freed. What
-                    # still held a part of it (the image /metrics last counted,
-                    # until its next scrape) lets go later: trimmed again then.
-                    self._rebases_trimmed = self.node.sm.file_rebases
-                    trim_malloc()
-                    self._trim_again_at = now_s + TRIM_AGAIN_S
-                elif self._trim_again_at is not None and now_s >= self._trim_again_at:
-                    self._trim_again_at = None
-                    trim_malloc()
+                self._trim_after_rebase(time.monotonic())
             before = self._state
             now = self.state()
             if now != before or time.monotonic() - sent_at >= STATE_AT_LEAST_S:
                 sent_at = time.monotonic()
                 for link in self._all_links():
                     link.send_state(now)
+
+    def _trim_after_rebase(self, now: float) -> None:
+        """The apply thread took a file: its own copy is freed, so malloc is
+        trimmed; what still held a part of it (the image /metrics last
+        counted, until its next scrape) lets go later: trimmed again then."""
+        if self.node.sm.file_rebases != self._rebases_trimmed:
+            self._rebases_trimmed = self.node.sm.file_rebases
+            trim_malloc()
+            self._trim_again_at = now + TRIM_AGAIN_S
+        elif self._trim_again_at is not None and now >= self._trim_again_at:
+            self._trim_again_at = None
+            trim_malloc()
 
     def _ring_failed(self) -> None:
         """The ring stopped taking batches (RecordLog.append logged why):

@@ -22,7 +22,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from metadata_records.image_file import ImageFile, ImageFileError, rebased
+from metadata_records.image_file import ImageFile, ImageFileError
 from metadata_records.snapshot import decode_image
 from quorum.runtime_tuning import trim_malloc
 from quorum.state_machine import MetadataStateMachine
@@ -94,8 +94,6 @@ class LogFollower:
         self._loaded = loaded
         self.has_image = asyncio.Event()
         self.ring: RingFollower | None = None  # the committed batches, from shared memory
-        self._newer: ImageFile | None = None  # a REBASE the image has not reached yet
-        self.rebases = 0
 
     def follow_ring(self, ring_fd: int) -> None:
         """Reads the core's batch ring from now on; before the link connects,
@@ -146,7 +144,7 @@ class LogFollower:
 
     def load(self, encoded: bytes | ImageFile, retained: tuple) -> None:
         """IMAGE: the image to start from (on connect, or after a catch-up)."""
-        self._newer = None
+        self.sm.newer_file = None
         load_image(self.sm, encoded, retained)
         if self.ring is not None:
             self.ring.caught_up()
@@ -171,29 +169,25 @@ class LogFollower:
         One that cannot be read is skipped (the image keeps its own partitions;
         the next file is tried)."""
         try:
-            self._newer = opened(path, offset)
+            self.sm.newer_file = opened(path, offset)
         except ImageFileError as e:
             log.warning("%s: a newer image file was skipped: %s", self.reader, e)
             return
-        self._take_newer()
+        self._take_newer(self.sm.file_rebases)
 
-    def _take_newer(self) -> None:
-        newer = self._newer
-        if newer is not None and self.sm.image.next_offset >= newer.next_offset:
-            self._newer = None
-            try:
-                self.sm.image = rebased(self.sm.image, newer)
-            except ValueError as e:  # never from the core, which names files in order
-                log.warning("%s: an image file was skipped: %s", self.reader, e)
-                return
-            self.rebases += 1
-            trim_malloc()  # what it kept of its own is freed: give the pages back
+    def _take_newer(self, rebases_before: int) -> None:
+        """The newer file if the image reached it; the pages of what the image
+        kept of its own handed back if it took one (here or in a batch's apply)."""
+        self.sm.take_newer_file()
+        if self.sm.file_rebases != rebases_before:
+            trim_malloc()
 
     def apply(self, batches: list) -> None:
+        rebases_before = self.sm.file_rebases
         gap = apply_batches(self.sm, batches, self.who)
         if gap is not None:
             self._on_gap(gap)
             return
-        self._take_newer()
+        self._take_newer(rebases_before)
         if self._applied is not None:
             self._applied()

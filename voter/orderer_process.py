@@ -299,7 +299,7 @@ class OrdererProcess:
             "stats": orderer.stats,
             "submitted": dict(self.submitted),
             "gc": gc_report(),
-            "imageRebases": self.follower.rebases,
+            "imageRebases": self.sm.file_rebases,
         }
         self._status_sent = (self._status_key(), time.monotonic())
         self.to_core((ORDERER, status))

@@ -508,7 +508,7 @@ async def _serve_worker(config: dict[str, Any]) -> int:
                     "connections": connection_counters(stats),
                     "requests": metrics.totals(),
                     "gc": gc_report(),
-                    "imageRebases": node.follower.rebases,
+                    "imageRebases": node.sm.file_rebases,
                 }
             )
             await asyncio.sleep(STATS_EVERY_S)
