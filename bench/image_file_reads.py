@@ -4,10 +4,15 @@ One voter with ``--http-workers 2`` on loopback, holding ``--topics`` topics
 of ``--partitions`` partitions (RF 3 over 3 brokers). Its workers read their
 partitions from the core's image file (voter/shared_image.py, decision 169)
 or, with ``SHARED_IMAGE`` off, each keep a copy of their own. ``wrk`` reads
-one topic (``GET /v1/topics/NAME``) and the first page of topics
-(``GET /v1/topics?limit=100``) at ``--connections`` connections for
-``--seconds`` each; the two settings alternate for ``--rounds`` rounds, each
-on a fresh voter, and the median requests/s and p50 of each are printed.
+one topic (``GET /v1/topics/NAME``), the first page of topics
+(``GET /v1/topics?limit=100``) and a topic drawn at random from all of them,
+at ``--connections`` connections for ``--seconds`` each, while the brokers
+heartbeat. A worker keeps the slots of the chunks it read most recently read
+out (metadata_records/hot_chunks.py): with more topics than that holds, the
+last row times reads that miss it. The two settings alternate for
+``--rounds`` rounds, each on a fresh voter, one first in a round and the
+other first in the next; each round's figures are shown as it ends, and the
+median requests/s and p50 of each setting at the end.
 
     python bench/image_file_reads.py [--topics 300] [--partitions 20] [--rounds 2]
 """
@@ -21,8 +26,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -52,10 +60,31 @@ def voter(root: Path, shared: bool) -> Cluster:
     return cluster
 
 
-def load(cluster: Cluster, topics: int, partitions: int) -> None:
+class Heartbeats(threading.Thread):
+    """The brokers heartbeating every second, as live brokers do: without
+    them their sessions end under the reads, and fencing them rewrites every
+    partition (and, with the file, a new file and every process's rebase)."""
+
+    def __init__(self, cluster: Cluster, epochs: dict[int, int]) -> None:
+        super().__init__(daemon=True)
+        self.url, self.epochs, self.stopped = cluster.url(0), epochs, threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(timeout=5) as client:
+            while not self.stopped.wait(1.0):
+                for broker, epoch in self.epochs.items():
+                    client.post(
+                        f"{self.url}/v1/brokers/heartbeat",
+                        json={"brokerId": broker, "brokerEpoch": epoch, "currentMetadataOffset": 0},
+                    )
+
+
+def load(cluster: Cluster, topics: int, partitions: int) -> dict[int, int]:
+    """The brokers' epochs, once they are unfenced and the topics made."""
     cluster.wait_ready()
-    for b in (1, 2, 3):
-        heartbeat_until_unfenced(cluster, 0, b, register(cluster, 0, b))
+    epochs = {b: register(cluster, 0, b) for b in (1, 2, 3)}
+    for b, epoch in epochs.items():
+        heartbeat_until_unfenced(cluster, 0, b, epoch)
     for lo in range(0, topics, 100):
         body = {
             "topics": [
@@ -64,29 +93,59 @@ def load(cluster: Cluster, topics: int, partitions: int) -> None:
             ]
         }
         write(cluster, 0, "/v1/topics", body)
+    return epochs
 
 
-def wrk(url: str, connections: int, seconds: int) -> tuple[float, float]:
-    """(requests/s, p50 ms) of ``wrk`` reading ``url``."""
-    out = subprocess.run(
-        [
-            "wrk",
-            "-t",
-            "2",
-            "-c",
-            str(connections),
-            "-d",
-            f"{max(1, round(seconds))}s",
-            "--latency",
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+def settled(cluster: Cluster, shared: bool) -> None:
+    """Until the core has written its last file of the load (it writes one
+    once writes calm down for 5 s) and every worker took it: reads timed
+    during a rebase would time the rebase. Copies of their own wait as long
+    (7 s of nothing new), so that both read as long after the load."""
+
+    def files() -> tuple:
+        status = cluster.status(0) or {}
+        return (
+            (status.get("imageFile") or {}).get("written"),
+            tuple(w["imageRebases"] for w in status.get("httpWorkers", [])),
+        )
+
+    seen = [files(), time.monotonic()]
+
+    def unchanged_for_7s() -> bool:
+        now = files()
+        if now != seen[0]:
+            seen[:] = [now, time.monotonic()]
+        return (all(now[1]) or not shared) and time.monotonic() - seen[1] >= 7.0
+
+    cluster.wait(unchanged_for_7s, timeout_s=120, what="the last file written and taken")
+
+
+def wrk(url: str, connections: int, seconds: int, script: str | None = None) -> tuple[float, float]:
+    """(requests/s, p50 ms) of ``wrk`` reading ``url`` (or the paths ``script`` makes)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as lua:
+        lua.write(script or "")
+        lua.flush()
+        out = subprocess.run(
+            ["wrk", "-t", "2", "-c", str(connections), "-d", f"{max(1, round(seconds))}s"]
+            + ["--latency", *(["-s", lua.name] if script else []), url],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p50, unit = re.search(r"50%\s+([\d.]+)(us|ms|s)", out).groups()
     return rate, float(p50) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def any_topic(topics: int) -> str:
+    """A wrk script reading a topic drawn at random from all of them: reads
+    spread past what a worker keeps read out (metadata_records/hot_chunks.py)."""
+    return (
+        "math.randomseed(os.time())\n"
+        "request = function()\n"
+        f'  return wrk.format("GET", "/v1/topics/t" .. math.random(0, {topics - 1}))\n'
+        "end\n"
+    )
 
 
 def one_round(shared: bool, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
@@ -94,22 +153,23 @@ def one_round(shared: bool, args: argparse.Namespace) -> dict[str, tuple[float, 
         cluster = voter(Path(tmp), shared)
         try:
             cluster.start()
-            load(cluster, args.topics, args.partitions)
-            if shared:  # the workers read from a file written after the load
-                cluster.wait(
-                    lambda: all(
-                        w["imageRebases"] >= 1 for w in (cluster.status(0) or {})["httpWorkers"]
-                    ),
-                    timeout_s=60,
-                    what="every worker on a file written after the load",
-                )
+            heartbeats = Heartbeats(cluster, load(cluster, args.topics, args.partitions))
+            heartbeats.start()
+            settled(cluster, shared)
             url = cluster.url(0)
-            return {
-                "one topic": wrk(f"{url}/v1/topics/t7", args.connections, args.seconds),
-                "a page of 100 topics": wrk(
-                    f"{url}/v1/topics?limit=100", args.connections, args.seconds
-                ),
-            }
+            try:
+                return {
+                    "one topic": wrk(f"{url}/v1/topics/t7", args.connections, args.seconds),
+                    "a page of 100 topics": wrk(
+                        f"{url}/v1/topics?limit=100", args.connections, args.seconds
+                    ),
+                    "any topic at random": wrk(
+                        url, args.connections, args.seconds, any_topic(args.topics)
+                    ),
+                }
+            finally:
+                heartbeats.stopped.set()
+                heartbeats.join()
         finally:
             cluster.close()
 
@@ -128,9 +188,12 @@ def main() -> int:
         parser.error("--topics must be 8 or more, --partitions and --rounds 1 or more")
     results: dict[bool, list[dict]] = {True: [], False: []}
     for n in range(args.rounds):
-        for shared in (True, False):
+        for shared in (True, False) if n % 2 == 0 else (False, True):  # neither always first
             progress(f"round {n + 1}: {'the image file' if shared else 'copies of their own'}")
             results[shared].append(one_round(shared, args))
+            progress(
+                ", ".join(f"{read} {r:,.0f}/s" for read, (r, _) in results[shared][-1].items())
+            )
     print(
         f"{args.topics} topics of {args.partitions} partitions, one voter with 2 HTTP workers, "
         f"{args.connections} connections (load {os.getloadavg()[0]:.1f}); median of "

@@ -35,6 +35,7 @@ from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from itertools import accumulate, pairwise
 from typing import Any
 
+from . import hot_chunks
 from .image import PartitionRegistration
 from .partition_map import PartitionMap
 
@@ -261,9 +262,20 @@ class FileChunk:
     one; a chunk is changed only while ``updated`` builds it (``opened``),
     then never again. It reads as the tuple of ``PartitionStates``:
     indexable up to its length (a slot past it raises IndexError), None
-    where empty, iterable."""
+    where empty, iterable. ``_read`` holds its slots as read out whole
+    while the chunk is among the hot ones (metadata_records/hot_chunks.py)."""
 
-    __slots__ = ("_buf", "_at", "_data", "_bounds", "_n", "_changed", "_len")
+    __slots__ = (
+        "_buf",
+        "_at",
+        "_data",
+        "_bounds",
+        "_n",
+        "_changed",
+        "_len",
+        "_read",
+        "__weakref__",
+    )
 
     def __init__(self, buf: Any, data: int, bounds: int, n: int, at: int = 0) -> None:
         self._buf = buf
@@ -273,6 +285,7 @@ class FileChunk:
         self._n = n
         self._changed: dict[int, bytes | None] = {}
         self._len = n
+        self._read: tuple[bytes | None, ...] | None = None
 
     def _from_file(self, low: int) -> bytes | None:
         if low >= self._n:
@@ -288,6 +301,9 @@ class FileChunk:
 
     def __getitem__(self, low: int) -> bytes | None:
         # get() inlined: a partition read is this and a decode.
+        read = self._read
+        if read is not None:
+            return read[low]
         if low >= self._len:
             raise IndexError(low)
         changed = self._changed
@@ -305,6 +321,18 @@ class FileChunk:
         return self._len
 
     def __iter__(self) -> Iterator[bytes | None]:
+        read = self._read
+        if read is not None:
+            hot_chunks.HOT.touch(self)
+            return iter(read)
+        slots = self._slots_read_out()
+        if hot_chunks.HOT_CHUNKS:
+            read = tuple(slots)
+            hot_chunks.HOT.keep(self, read)
+            return iter(read)
+        return iter(slots)
+
+    def _slots_read_out(self) -> list[bytes | None]:
         # Every bound read at once: a whole topic's read costs what its slots do.
         buf, data, n = self._buf, self._data, self._n
         bounds = _bounds_of(n).unpack_from(buf, self._bounds)
@@ -318,7 +346,7 @@ class FileChunk:
             for low, slot in self._changed.items():
                 slots[low] = slot
             del slots[self._len :]
-        return iter(slots)
+        return slots
 
     def changed_slots(self) -> list[int]:
         return list(self._changed)
@@ -362,12 +390,14 @@ class FileChunk:
         copy._at = self._at
         copy._changed = dict(self._changed)
         copy._len = self._len
+        copy._read = None
         return copy
 
     def __reduce__(self) -> tuple:
         return (tuple, (list(self),))  # pickled (to another process): its slots, not the file
 
     def put(self, low: int, slot: bytes | None) -> None:
+        self._read = None  # read out while ``updated`` built it: read again
         self._changed[low] = slot
         if slot is not None:
             self._len = max(self._len, low + 1)

@@ -1,0 +1,94 @@
+"""The slots of the chunks read whole most recently, kept read out of their
+image file: what makes a hot topic's read cost what it costs from a copy.
+
+A chunk read from an image file (``FileChunk``) slices each slot out of the
+mapping on every read: 0.28 µs a partition more than a chunk a process holds
+itself, 5-11% fewer HTTP reads a second (docs/performance.md). The slots a
+whole-chunk read sliced are kept on the chunk (``FileChunk._read``), so the
+next read of that chunk is a tuple's iteration, as from a copy.
+
+Bounded by slots, least recently read let go first: a process's memory then
+stays what it was, not growing with partitions (``HOT_SLOTS`` of about 100
+bytes each: 6.5 MB). A chunk's entry is a weak reference, so a chunk that a
+batch or a newer file replaced is not kept alive (nor its file mapped) by
+being hot; its entry goes with it. Only whole-chunk reads fill it: a lone
+partition read (the controller deciding one AlterPartition) slices its one
+slot and leaves the cache alone, so random single reads cost no more than
+without it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+# Whole-chunk reads keep their slots (this module); False: sliced on every read.
+HOT_CHUNKS = True
+
+HOT_SLOTS = int(os.environ.get("METAQUORUM_HOT_SLOTS", "65536"))
+
+
+class HotChunks:
+    """Which chunks hold their slots read out, in the order last read, and
+    how many slots that is. A chunk's slots live on the chunk itself; this
+    holds only the order and lets the oldest go past ``limit`` slots."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.slots = 0
+        self._order: OrderedDict[weakref.ref, int] = OrderedDict()
+        # The core's apply thread and its event loop both read chunks; a
+        # collection inside ``keep`` may run ``_gone`` on the same thread.
+        self._lock = threading.RLock()
+
+    def keep(self, chunk: Any, slots: tuple) -> None:
+        """Keep ``slots`` on ``chunk`` (its ``_read``), letting the least
+        recently read chunks go while more than ``limit`` slots are kept."""
+        size = len(slots)
+        if not size or size > self.limit:
+            return
+        with self._lock:
+            ref = weakref.ref(chunk, self._gone)
+            if ref in self._order:  # two threads read it out at once
+                return
+            chunk._read = slots
+            self._order[ref] = size
+            self.slots += size
+            while self.slots > self.limit:
+                old, old_size = self._order.popitem(last=False)
+                self.slots -= old_size
+                held = old()
+                if held is not None:
+                    held._read = None
+
+    def touch(self, chunk: Any) -> None:
+        """``chunk``'s kept slots were read: it is the last to go."""
+        with self._lock:
+            ref = weakref.ref(chunk)
+            if ref in self._order:
+                self._order.move_to_end(ref)
+
+    def _gone(self, ref: weakref.ref) -> None:
+        # The chunk died (a batch or a newer file replaced it): its slots went with it.
+        with self._lock:
+            size = self._order.pop(ref, None)
+            if size is not None:
+                self.slots -= size
+
+    def clear(self) -> None:
+        with self._lock:
+            for ref in list(self._order):
+                held = ref()
+                if held is not None:
+                    held._read = None
+            self._order.clear()
+            self.slots = 0
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
+HOT = HotChunks(HOT_SLOTS)
