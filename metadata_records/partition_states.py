@@ -323,7 +323,6 @@ class FileChunk:
     def __iter__(self) -> Iterator[bytes | None]:
         read = self._read
         if read is not None:
-            hot_chunks.HOT.touch(self)
             return iter(read)
         slots = self._slots_read_out()
         if hot_chunks.HOT_CHUNKS:

@@ -79,9 +79,9 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
     SpeedSwitch(
         "metadata_records.hot_chunks",
         "HOT_CHUNKS",
-        "a chunk read whole from an image file keeps its slots read out (the least "
-        "recently read let go past 65,536 slots), so a hot topic's next read does not "
-        "slice the mapping again",
+        "a chunk read whole from an image file keeps its slots read out (the first "
+        "read out let go past 65,536 slots), so a hot topic's next read does not slice "
+        "the mapping again",
         "FileChunk._slots_read_out on every whole-chunk read",
         (
             "tests/test_hot_chunks.py::test_reads_through_a_small_hot_set_are_the_plain_reads",

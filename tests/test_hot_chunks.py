@@ -1,8 +1,8 @@
 """The hot chunks (metadata_records/hot_chunks.py): a chunk read whole from an
-image file keeps its slots read out, the least recently read let go past a
-bound. Reads through it are the plain replay's reads whatever the bound and
-the order; it never holds more slots than its bound, never keeps a chunk (or
-its file) alive, and lone partition reads leave it alone."""
+image file keeps its slots read out, the first read out let go past a bound.
+Reads through it are the plain replay's reads whatever the bound and the
+order; it never holds more slots than its bound, never keeps a chunk (or its
+file) alive, and lone partition reads leave it alone."""
 
 import base64
 import gc
@@ -153,20 +153,20 @@ def test_lone_partition_reads_leave_the_hot_set_alone(tmp_path):
         assert [partitions[pid] for pid in range(600)] == list(partitions.values())
 
 
-def test_the_least_recently_read_chunk_goes_first(tmp_path):
+def test_the_first_chunk_read_out_goes_first(tmp_path):
     write_image_file(str(tmp_path / "f"), topics_image(3, 100))
     with hot_set(250) as hot:
         image = ImageFile(str(tmp_path / "f")).image()
         a, b, c = (topic.partitions for topic in image.topics.values())
         list(a.values())
         list(b.values())
-        list(a.values())  # a read again: b is now the oldest
+        list(a.values())  # read from what a kept: it is still the first to go
         list(c.values())
         chunk = {
             name: next(iter(p._chunks.values())) for name, p in zip("abc", (a, b, c), strict=True)
         }
-        assert chunk["a"]._read is not None and chunk["c"]._read is not None
-        assert chunk["b"]._read is None and hot.slots == 200
+        assert chunk["a"]._read is None and hot.slots == 200
+        assert chunk["b"]._read is not None and chunk["c"]._read is not None
 
 
 def test_threads_reading_at_once_keep_the_count_and_read_what_the_file_holds(tmp_path):
