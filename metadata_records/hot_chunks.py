@@ -23,7 +23,6 @@ without it.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -32,7 +31,7 @@ from typing import Any
 # Whole-chunk reads keep their slots (this module); False: sliced on every read.
 HOT_CHUNKS = True
 
-HOT_SLOTS = int(os.environ.get("METAQUORUM_HOT_SLOTS", "65536"))
+HOT_SLOTS = 65_536
 
 
 class HotChunks:
