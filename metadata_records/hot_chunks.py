@@ -3,7 +3,8 @@ image file: what makes a hot topic's read cost what it costs from a copy.
 
 A chunk read from an image file (``FileChunk``) slices each slot out of the
 mapping on every read: 0.28 µs a partition more than a chunk a process holds
-itself, 5-11% fewer HTTP reads a second (docs/performance.md). The slots a
+itself, and 5-11% fewer HTTP reads a second before this module
+(docs/performance.md). The slots a
 whole-chunk read sliced are kept on the chunk (``FileChunk._read``), so the
 next read of that chunk is a tuple's iteration, as from a copy.
 
