@@ -8,6 +8,9 @@ side by side:
 * single-partition AlterPartition at 1, 8 and 64 connections: requests/s,
   p50, p99 (wrk when installed, ``apt-get install wrk``; otherwise a lean
   Python client, which says so and costs the two cores more);
+* each voter's own journal syncs during the lone requests (its ``/metrics``:
+  syncs and the seconds they took), beside the disk's figure alone: what a
+  sync costs with three voters syncing one disk and sharing the cores;
 * the per-stage breakdown of a lone request: ``--lone`` requests sent one
   after another by a lean client in this process, each stage timed by the
   voters themselves (quorum/stage_trace.py, on through
@@ -18,8 +21,11 @@ side by side:
 
     python bench/lone_request.py [--lone N] [--seconds S] [--http-workers K]
                                  [--clients 1,8,64] [--switch NAME=on|off ...]
-                                 [--leader-sync-thread] [--json]
+                                 [--leader-sync-thread] [--no-disk] [--json]
 
+``--no-disk`` keeps the voters' data dirs on a tmpfs (/dev/shm): every
+``fdatasync`` returns at once, and what is left is the floor of everything
+but the disk (not durable: a measurement, never a way to run).
 ``--switch NAME=off`` (any switch of metaquorum/speed_switches.py, on or
 off) runs the voters with that switch set, and ``--leader-sync-thread``
 with the leader's journal sync on a thread of its own
@@ -47,6 +53,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -347,14 +354,48 @@ def switched(root: Path, switches: dict[str, bool]) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", str(ROOT))])}
 
 
+def journal_syncs(cluster: Cluster) -> list[tuple[float, float]]:
+    """Each voter's journal syncs so far and the seconds they took, read
+    from its ``/metrics``."""
+    names = ("metaquorum_journal_syncs", "metaquorum_journal_sync_seconds")
+    found = []
+    for i in range(cluster.n):
+        text = cluster.get(i, "/metrics").text
+        got = {
+            family.name: family.samples[0].value
+            for family in text_string_to_metric_families(text)
+            if family.name in names and family.samples
+        }
+        found.append((got.get(names[0], 0.0), got.get(names[1], 0.0)))
+    return found
+
+
+def syncs_between(before: list, after: list, leader: int) -> list[dict]:
+    return [
+        {
+            "voter": i,
+            "leader": i == leader,
+            "syncs": int(a[0] - b[0]),
+            "mean_us": (a[1] - b[1]) / (a[0] - b[0]) * 1e6 if a[0] > b[0] else None,
+        }
+        for i, (b, a) in enumerate(zip(before, after, strict=True))
+    ]
+
+
 async def run(
-    lone: int, seconds: float, workers: int, concurrency: list[int], switches: dict[str, bool]
+    lone: int,
+    seconds: float,
+    workers: int,
+    concurrency: list[int],
+    switches: dict[str, bool],
+    no_disk: bool = False,
 ) -> dict:
-    root = Path(tempfile.mkdtemp(prefix="mq-lone-bench-"))
+    root = Path(tempfile.mkdtemp(prefix="mq-lone-bench-", dir="/dev/shm" if no_disk else None))
     trace_dir = root / "trace"
     trace_dir.mkdir()
     figures: dict = {
         "layout": f"{workers} HTTP worker(s)" if workers else "one process",
+        "no_disk": no_disk,
         "switches": {name: "on" if on else "off" for name, on in switches.items()},
     }
     progress(f"disk: one writer, {DISK_WRITE_BYTES} B then fdatasync, {DISK_SYNC_S:g} s")
@@ -376,7 +417,9 @@ async def run(
         epochs, _, _ = await setup(url, cluster.cluster_id, 1)
         progress(f"lone requests: {lone}, one after another")
         topic_id = await fresh_topic(url, "lone", 64)
+        before = journal_syncs(cluster)
         requests = await lone_series(url, epochs, topic_id, lone)
+        figures["voter_syncs"] = syncs_between(before, journal_syncs(cluster), leader)
         await asyncio.sleep(3 * stage_trace.FLUSH_EVERY_S)
         figures["lone"] = breakdown(str(trace_dir), requests) | {
             "p50_ms": pct([(b - a) / 1e6 for a, b in requests], 0.5),
@@ -423,9 +466,20 @@ def print_figures(f: dict) -> None:
         f"-- one write alone: 3 voters, --fsync always, {f['layout']}"
         + (f" (switches: {switches})" if switches else "")
     )
+    if f["no_disk"]:
+        print("data dirs on a tmpfs (--no-disk): every fdatasync returns at once, nothing durable")
     print(
         f"disk fdatasync, one writer alone: p50 {d['p50_ms']:.3f} ms, p99 {d['p99_ms']:.3f} ms "
         f"({d['syncs']} syncs; load {d['load']})"
+    )
+    print(
+        "each voter's journal syncs during the lone requests (its /metrics), mean: "
+        + ", ".join(
+            f"voter {v['voter']}{' (leader)' if v['leader'] else ''} "
+            + ("-" if v["mean_us"] is None else f"{v['mean_us']:.0f} us")
+            + f" over {v['syncs']}"
+            for v in f["voter_syncs"]
+        )
     )
     print(f"single-partition AlterPartition ({f['client']}):")
     for r in f["load_runs"]:
@@ -466,6 +520,10 @@ def main() -> int:
         "--leader-sync-thread", action="store_true",
         help="the leader syncs its journal on a thread of its own (off by default)",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-disk", action="store_true",
+        help="the voters' data dirs on a tmpfs: the floor without the disk (not durable)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -488,7 +546,11 @@ def main() -> int:
         concurrency = [int(c) for c in args.clients.split(",") if c]
     except ValueError:
         parser.error(f"--clients {args.clients!r}: a comma-separated list of numbers")
-    figures = asyncio.run(run(args.lone, args.seconds, args.http_workers, concurrency, switches))
+    if args.no_disk and not os.path.isdir("/dev/shm"):
+        parser.error("--no-disk needs a tmpfs at /dev/shm, and this machine has none")
+    figures = asyncio.run(
+        run(args.lone, args.seconds, args.http_workers, concurrency, switches, args.no_disk)
+    )
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

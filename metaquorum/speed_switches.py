@@ -83,9 +83,7 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
         "read out let go past 65,536 slots), so a hot topic's next read does not slice "
         "the mapping again",
         "FileChunk._slots_read_out on every whole-chunk read",
-        (
-            "tests/test_hot_chunks.py::test_reads_through_a_small_hot_set_are_the_plain_reads",
-        ),
+        ("tests/test_hot_chunks.py::test_reads_through_a_small_hot_set_are_the_plain_reads",),
     ),
     SpeedSwitch(
         "voter.shared_image",
