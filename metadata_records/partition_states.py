@@ -262,8 +262,9 @@ class FileChunk:
     one; a chunk is changed only while ``updated`` builds it (``opened``),
     then never again. It reads as the tuple of ``PartitionStates``:
     indexable up to its length (a slot past it raises IndexError), None
-    where empty, iterable. ``_read`` holds its slots as read out whole
-    while the chunk is among the hot ones (metadata_records/hot_chunks.py)."""
+    where empty, iterable. ``_read`` is a weak reference to its slots as
+    read out whole, alive while the hot set keeps them
+    (metadata_records/hot_chunks.py)."""
 
     __slots__ = (
         "_buf",
@@ -274,7 +275,6 @@ class FileChunk:
         "_changed",
         "_len",
         "_read",
-        "__weakref__",
     )
 
     def __init__(self, buf: Any, data: int, bounds: int, n: int, at: int = 0) -> None:
@@ -285,7 +285,7 @@ class FileChunk:
         self._n = n
         self._changed: dict[int, bytes | None] = {}
         self._len = n
-        self._read: tuple[bytes | None, ...] | None = None
+        self._read: Any = None  # a weak reference to hot_chunks.Kept
 
     def _from_file(self, low: int) -> bytes | None:
         if low >= self._n:
@@ -303,7 +303,9 @@ class FileChunk:
         # get() inlined: a partition read is this and a decode.
         read = self._read
         if read is not None:
-            return read[low]
+            kept = read()
+            if kept is not None:
+                return kept.slots[low]
         if low >= self._len:
             raise IndexError(low)
         changed = self._changed
@@ -323,7 +325,9 @@ class FileChunk:
     def __iter__(self) -> Iterator[bytes | None]:
         read = self._read
         if read is not None:
-            return iter(read)
+            kept = read()
+            if kept is not None:
+                return iter(kept.slots)
         slots = self._slots_read_out()
         if hot_chunks.HOT_CHUNKS:
             read = tuple(slots)
