@@ -266,16 +266,7 @@ class FileChunk:
     read out whole, alive while the hot set keeps them
     (metadata_records/hot_chunks.py)."""
 
-    __slots__ = (
-        "_buf",
-        "_at",
-        "_data",
-        "_bounds",
-        "_n",
-        "_changed",
-        "_len",
-        "_read",
-    )
+    __slots__ = ("_buf", "_at", "_data", "_bounds", "_n", "_changed", "_len", "_read")
 
     def __init__(self, buf: Any, data: int, bounds: int, n: int, at: int = 0) -> None:
         self._buf = buf
