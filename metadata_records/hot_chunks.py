@@ -76,19 +76,8 @@ class HotChunks:
     def slots(self) -> int:
         return sum(len(kept.slots) for kept in self.held())
 
-    def clear(self) -> None:
-        self._refs.clear()
-
     def __len__(self) -> int:
         return len(self.held())
-
-
-def kept_slots(read: weakref.ref | None) -> tuple | None:
-    """The slots a chunk's ``_read`` still finds kept, or None."""
-    if read is None:
-        return None
-    kept = read()
-    return None if kept is None else kept.slots
 
 
 HOT = HotChunks(HOT_SLOTS)

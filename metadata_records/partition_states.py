@@ -264,7 +264,8 @@ class FileChunk:
     indexable up to its length (a slot past it raises IndexError), None
     where empty, iterable. ``_read`` is a weak reference to its slots as
     read out whole, alive while the hot set keeps them
-    (metadata_records/hot_chunks.py)."""
+    (metadata_records/hot_chunks.py); a copy being built has none, and is
+    only read whole once built."""
 
     __slots__ = ("_buf", "_at", "_data", "_bounds", "_n", "_changed", "_len", "_read")
 
@@ -388,10 +389,11 @@ class FileChunk:
         return copy
 
     def __reduce__(self) -> tuple:
-        return (tuple, (list(self),))  # pickled (to another process): its slots, not the file
+        # Pickled (to another process): its slots, not the file; a scan, not a
+        # hot read, so the hot set is left alone.
+        return (tuple, (self._slots_read_out(),))
 
     def put(self, low: int, slot: bytes | None) -> None:
-        self._read = None  # read out while ``updated`` built it: read again
         self._changed[low] = slot
         if slot is not None:
             self._len = max(self._len, low + 1)

@@ -48,7 +48,9 @@ def check_bound(hot: hot_chunks.HotChunks) -> None:
 
 
 def kept(chunk) -> tuple | None:
-    return hot_chunks.kept_slots(chunk._read)
+    """The slots the hot set still keeps for ``chunk``, or None."""
+    kept = chunk._read() if chunk._read is not None else None
+    return None if kept is None else kept.slots
 
 
 def read_alike(read, held, plain) -> None:
