@@ -128,6 +128,14 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
         ),
     ),
     SpeedSwitch(
+        "quorum.history",
+        "LINGER",
+        "the history writer looks for batches at most every LINGER_S while they flow, "
+        "so a stream of lone commits does not wake its thread once a batch",
+        "the writer woken by every put (HistoryWriter._run without the linger)",
+        ("tests/test_history.py::test_the_store_holds_the_same_files_with_and_without_the_linger",),
+    ),
+    SpeedSwitch(
         "quorum.state_machine",
         "ADOPT_VIEW",
         "the leader takes its controller's view of a batch it proposed as the next image",

@@ -18,7 +18,10 @@ core), read by any process of the voter (HTTP workers open the files):
   that many records. The empty image at offset 0 is an implicit checkpoint.
 
 Writes never hold the apply: ``append`` queues the bytes the apply already
-has (a C-level ``SimpleQueue.put``, no syscall) and a thread writes them.
+has (a C-level ``SimpleQueue.put``) and a thread writes them. While batches
+flow, the thread looks for more at most every ``LINGER_S`` (speed switch
+``LINGER``), so a put finds no thread to wake and a stream of lone commits
+does not wake it once a batch.
 Segments are fsynced when closed, not per batch: a crash loses at most the
 open segment's tail, which the journal usually replays again; what it does
 not (a newer snapshot was loaded) is a gap, and images are served only from
@@ -65,6 +68,14 @@ SEGMENT_NAME = re.compile(r"^seg-(\d{20})\.log$")
 CHECKPOINT_NAME = re.compile(r"^ckpt-(\d{20})\.snap$")
 PENDING = ".pending"  # a checkpoint linked, not yet named (HistoryWriter.checkpoint)
 QUEUE_MAX = 100_000  # batches waiting for the writer; beyond it they are dropped (a gap)
+# Speed switch: after writing what it found, the writer lets LINGER_S pass
+# before it looks again. Waking it once a batch cost the apply thread a
+# futex wake-up in each put, and its waking took the interpreter lock just
+# as the event loop should answer the write (issue 46, decision 171); a
+# reader of a batch not yet written waits for it (api/routes/history.py).
+# Plain twin: it looks again at once, woken by the next put.
+LINGER = True
+LINGER_S = 0.01
 DEFAULT_RETENTION_MS = 24 * 3600 * 1000
 DEFAULT_RETENTION_RECORDS = 1_000_000
 SEGMENTS_PER_WINDOW = 8  # a segment rolls at 1/8 of the window's records: trims are fine enough
@@ -345,6 +356,9 @@ class HistoryWriter:
             if item is None:
                 self._close_segment()
                 return
+            if LINGER:
+                time.sleep(LINGER_S)  # puts meanwhile wake nobody
+            time.sleep(0.01)
 
     def _handle(self, item) -> None:
         if len(item) == 4:

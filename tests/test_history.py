@@ -19,6 +19,7 @@ from metadata_records.image import EMPTY_IMAGE
 from metadata_records.records import Batch, NoOpRecord, TopicRecord
 from metadata_records.snapshot import image_digest
 from metadata_records.uuids import uuid_from_bytes
+from quorum import history as history_module
 from quorum.history import HistoryWriter, Retention, SegmentIndex, list_files
 from quorum.history_images import HistoryReader, OffsetBeyondWindow, OffsetNotCommitted
 from quorum.state_machine import write_snapshot_file
@@ -75,6 +76,47 @@ def test_image_at_any_offset_equals_a_plain_replay(batches, data) -> None:
             assert stamp == T0 + 1000 * batch_index
         with pytest.raises(OffsetNotCommitted):
             reader.image_after(len(log))
+
+
+@pytest.mark.parametrize("pause_every", [0, 3])
+def test_the_store_holds_the_same_files_with_and_without_the_linger(
+    tmp_path, monkeypatch, pause_every
+) -> None:
+    """The linger (speed switch LINGER) changes when the writer looks, never
+    what it writes: the same batches and checkpoints give the same files,
+    whether they come at once or with pauses that let the writer catch up
+    (and linger) between them."""
+    batches = topics(20)
+    checkpoints = {5, 12}
+    held = {}
+    for linger in (False, True):
+        monkeypatch.setattr(history_module, "LINGER", linger)
+        path = str(tmp_path / f"linger-{linger}")
+        writer = HistoryWriter(path, DEFAULT, clock_ms=lambda: T0)
+        writer.start()
+        image, next_offset = EMPTY_IMAGE, 0
+        for i, batch in enumerate(batches):
+            if i in checkpoints:
+                snapshot = str(tmp_path / f"snap-{linger}-{i}")
+                write_snapshot_file(snapshot, image, *NO_RAFT)
+                writer.checkpoint(snapshot, image.next_offset)
+            payload = encode_batch(Batch(0, T0 + i, tuple(batch)))
+            writer.append(next_offset, len(batch), T0 + i, payload)
+            next_offset += len(batch)
+            image = apply_records(image, batch)
+            if pause_every and i % pause_every == 0:
+                reader = HistoryReader(path, DEFAULT, clock_ms=lambda: T0)
+                deadline = time.monotonic() + 10
+                while reader.timestamp_of(next_offset - 1) is None:
+                    assert time.monotonic() < deadline, f"batch {i} never written"
+                    time.sleep(0.001)
+        writer.close()
+        held[linger] = {
+            name: open(os.path.join(path, name), "rb").read() for name in os.listdir(path)
+        }
+    assert sorted(held[True]) == sorted(held[False])
+    assert any(name.startswith("ckpt-") for name in held[True])
+    assert held[True] == held[False]
 
 
 def _ends(batches):
