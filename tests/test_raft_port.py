@@ -92,3 +92,30 @@ def test_raft_messages_pickle_bytes_as_bytes_and_old_pickles_still_load():
     assert pysyncobj.pickle.loads(new) == pysyncobj.pickle.loads(old) == call
     # The journal reader (quorum/data_dir_reader.py) refuses classes but reads both.
     assert _safe_loads(new) == _safe_loads(old) == call
+
+
+def test_the_orderers_word_that_a_push_may_go_wakes_no_one():
+    """``commit_push_may_go`` comes as a write is answered: it counts the word
+    and its time for the Raft thread's next poll (which looks for it every
+    ``delay_s`` while a push is held), and never writes to pysyncobj's pipe
+    notifier, whose wake-up took the interpreter lock from the loop writing
+    the answer (issue 46). The push's timing after the word:
+    tests/test_node.py::test_a_commit_index_waits_for_the_orderers_next_batch_and_goes_once_it_has_none."""
+    from pysyncobj.monotonic import monotonic
+
+    from quorum.raft.raft_port import _PUSH_MAY_GO, commit_push_may_go
+
+    class Notifier:
+        def notify(self) -> None:
+            raise AssertionError("the word woke the Raft thread")
+
+    class Voter:
+        _SyncObj__pipeNotifier = Notifier()
+
+    voter = Voter()
+    before = monotonic()
+    commit_push_may_go(voter)
+    commit_push_may_go(voter)
+    said, said_at = getattr(voter, _PUSH_MAY_GO)
+    assert said == 2
+    assert before <= said_at <= monotonic()

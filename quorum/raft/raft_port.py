@@ -683,7 +683,8 @@ COMMIT_PUSH_DELAY_S = 0.002
 COMMIT_PUSH_HOLD_S = 0.02
 _PUSH_DEFERRED = "_metaquorum_push_deferred"  # (delay_s, hold_s, count of held batches)
 _PUSH_HELD_UNTIL = "_metaquorum_push_held_until"
-_PUSH_MAY_GO = "_metaquorum_push_may_go"  # how often the orderer said so (its thread)
+_PUSH_MAY_GO = "_metaquorum_push_may_go"  # (how often the orderer said so, when last)
+_NOT_SAID = (0, 0.0)
 _PUSH_MAY_GO_SEEN = "_metaquorum_push_may_go_seen"  # how often the Raft thread acted on it
 
 
@@ -746,7 +747,8 @@ def defer_commit_push(
 
     The leader's poller is capped to wake when its next AppendEntries is due,
     so the held-back push (and each heartbeat) goes out on time instead of up
-    to one ``autoTickPeriod`` late. The leader's side is
+    to one ``autoTickPeriod`` late, and, while a push is held, every
+    ``delay_s`` to look for the orderer's word (which wakes no one). The leader's side is
     ``deferred_commit_push``, installed with the other patches."""
     from pysyncobj.monotonic import monotonic
     from pysyncobj.syncobj import _RAFT_STATE
@@ -759,17 +761,21 @@ def defer_commit_push(
         def poll(timeout):
             raft = voter()
             if raft is not None and raft._SyncObj__raftState == _RAFT_STATE.LEADER:
-                said = getattr(raft, _PUSH_MAY_GO, 0)
+                delay = getattr(raft, _PUSH_DEFERRED)[0]
+                said, said_at = getattr(raft, _PUSH_MAY_GO, _NOT_SAID)
                 if said != getattr(raft, _PUSH_MAY_GO_SEEN, 0):
                     setattr(raft, _PUSH_MAY_GO_SEEN, said)
                     held_until = getattr(raft, _PUSH_HELD_UNTIL, None)
                     # Only a push still held: anything sent since moved the time on.
                     if held_until is not None and raft._SyncObj__newAppendEntriesTime == held_until:
-                        delay = getattr(raft, _PUSH_DEFERRED)[0]
-                        raft._SyncObj__newAppendEntriesTime = min(held_until, monotonic() + delay)
+                        raft._SyncObj__newAppendEntriesTime = min(held_until, said_at + delay)
                     setattr(raft, _PUSH_HELD_UNTIL, None)
                 due = raft._SyncObj__newAppendEntriesTime
                 timeout = min(timeout, max(0.0, due - monotonic()))
+                if getattr(raft, _PUSH_HELD_UNTIL, None) is not None:
+                    # Held for the orderer's word, which wakes no one: looked
+                    # for again every delay_s until the hold ends.
+                    timeout = min(timeout, delay)
             return original_poll(timeout)
 
         poller.poll = poll
@@ -779,10 +785,15 @@ def defer_commit_push(
 def commit_push_may_go(syncobj) -> None:
     """The orderer proposes nothing more for now: a commit index held back
     for its next batch goes out ``delay_s`` from now (defer_commit_push).
-    Called from the event loop's thread (always the same one); done on the
-    Raft thread, before it next polls."""
-    # A count, not a flag: the Raft thread never writes it, so no word is lost.
-    setattr(syncobj, _PUSH_MAY_GO, getattr(syncobj, _PUSH_MAY_GO, 0) + 1)
-    notifier = getattr(syncobj, "_SyncObj__pipeNotifier", None)
-    if notifier is not None:
-        notifier.notify()
+    Called from the event loop's thread (always the same one); seen by the
+    Raft thread when it next polls, at most ``delay_s`` later while a push is
+    held. It wakes no one: the word comes as a write is answered, and waking
+    the Raft thread then made it take the interpreter lock from the loop
+    writing the answer, though in a stream of writes the next one carries the
+    commit index anyway (issue 46)."""
+    from pysyncobj.monotonic import monotonic
+
+    # A count, not a flag: the Raft thread never writes it, so no word is lost;
+    # one tuple, so the count and its time are read together.
+    said = getattr(syncobj, _PUSH_MAY_GO, _NOT_SAID)[0]
+    setattr(syncobj, _PUSH_MAY_GO, (said + 1, monotonic()))
