@@ -128,6 +128,14 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
         ),
     ),
     SpeedSwitch(
+        "quorum.raft.raft_port",
+        "STORED_SMALL_FRAMES",
+        "a Raft message under 4 KiB framed as stored zlib blocks, not deflated "
+        "(deflate's setup was nearly all of its cost)",
+        "pysyncobj's zlib.compress(data, 3) for every message (FrameZlib.compress)",
+        ("tests/test_raft_port.py::test_a_frame_reads_back_alike_stored_or_deflated",),
+    ),
+    SpeedSwitch(
         "quorum.history",
         "LINGER",
         "the history writer looks for batches at most every LINGER_S while they flow, "

@@ -119,3 +119,29 @@ def test_the_orderers_word_that_a_push_may_go_wakes_no_one():
     said, said_at = getattr(voter, _PUSH_MAY_GO)
     assert said == 2
     assert before <= said_at <= monotonic()
+
+
+@pytest.mark.parametrize("stored", [True, False])
+@pytest.mark.parametrize("size", [0, 1, 500, 4095, 4096, 50_000])
+def test_a_frame_reads_back_alike_stored_or_deflated(monkeypatch, stored, size):
+    """STORED_SMALL_FRAMES (a speed switch) changes how a small message is
+    framed, never what the peer reads: pysyncobj's own zlib.decompress gives
+    the message back either way, and a peer on either side of the switch
+    reads the other's frames."""
+    import os
+    import pickle
+    import zlib
+
+    from quorum.raft import raft_port
+    from quorum.raft.raft_port import STORED_UNDER_BYTES, FrameZlib
+
+    monkeypatch.setattr(raft_port, "STORED_SMALL_FRAMES", stored)
+    message = pickle.dumps({"type": "append_entries", "entries": [os.urandom(size // 2)]})[:size]
+    message += b"a" * (size - len(message))
+    framed = FrameZlib.compress(message, 3)
+    assert zlib.decompress(framed) == message
+    assert FrameZlib.decompress(zlib.compress(message, 3)) == message
+    if stored and size < STORED_UNDER_BYTES:
+        assert framed == zlib.compress(message, 0)
+    else:
+        assert framed == zlib.compress(message, 3)

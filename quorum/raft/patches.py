@@ -74,6 +74,15 @@ PATCHES: tuple[Patch, ...] = (
         "reads any protocol",
     ),
     Patch(
+        "pysyncobj.tcp_connection.zlib",
+        raft_port.frame_zlib,
+        "a message under 4 KiB goes out as stored zlib blocks, not deflated: deflate's "
+        "setup was nearly all of its cost (speed switch STORED_SMALL_FRAMES)",
+        "TcpConnection.send frames zlib.compress(pickle.dumps(message), 3) and "
+        "__processParseMessage reads zlib.decompress(data): the module global zlib, "
+        "nothing else of it",
+    ),
+    Patch(
         _TCP + "_TcpConnection__processRead",
         raft_port.guarded_read,
         "drop a connection whose next frame declares more than the limit (a small one "
