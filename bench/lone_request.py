@@ -64,6 +64,7 @@ from tests.cluster import Cluster  # noqa: E402
 
 DISK_SYNC_S = 2.0
 DISK_WRITE_BYTES = 1_000  # one batch of one AlterPartition record, about
+TAIL_SHARE = 0.02  # the slowest requests whose stages get a column of their own
 
 
 def progress(text: str) -> None:
@@ -248,6 +249,7 @@ def breakdown(trace_dir: str, requests: list[tuple[int, int]]) -> dict:
                 received_by[idx].add(pid)
     rows: dict[str, list[float]] = defaultdict(list)
     totals, waits, matched = [], [], 0
+    each: list[tuple[float, dict[str, float]]] = []  # (end to end, its rows) per request
     for sent, received in requests:
         # The leader's events inside the request's window, from every process.
         window = [
@@ -294,13 +296,16 @@ def breakdown(trace_dir: str, requests: list[tuple[int, int]]) -> dict:
             )
         matched += 1
         totals.append((received - sent) / 1e3)
+        its: dict[str, float] = {}
         for name, a, b in ROWS:
             if a not in first:
                 continue
             # The first b at or after a (the leader polls and syncs many times).
             tb = next((t for t in seen[b] if t >= first[a]), None) if b in seen else first.get(b)
             if tb is not None:
-                rows[name].append((tb - first[a]) / 1e3)
+                its[name] = (tb - first[a]) / 1e3
+                rows[name].append(its[name])
+        each.append((totals[-1], its))
         if first[("leader", "commit")] < first.get(("leader", "synced"), 1 << 62):
             waits.append("followers")
         elif ("leader", "synced") in first and ("leader", "ready") in first:
@@ -309,14 +314,27 @@ def breakdown(trace_dir: str, requests: list[tuple[int, int]]) -> dict:
                 if first[("leader", "synced")] >= first[("leader", "ack_in")]
                 else "follower"
             )
+    # The slowest TAIL_SHARE of the requests: where a tail request's time goes.
+    tail = sorted(each, key=lambda e: e[0])[-max(1, int(len(each) * TAIL_SHARE)) :]
+
+    def tail_median(name: str) -> float | None:
+        values = [its[name] for _, its in tail if name in its]
+        return statistics.median(values) if values else None
+
     table = [
-        {"stage": name, "median_us": statistics.median(rows[name]) if rows[name] else None}
+        {
+            "stage": name,
+            "median_us": statistics.median(rows[name]) if rows[name] else None,
+            "tail_median_us": tail_median(name),
+        }
         for name, _, _ in ROWS
     ]
     return {
         "requests": len(requests),
         "matched": matched,
         "end_to_end_median_us": statistics.median(totals) if totals else None,
+        "tail_requests": len(tail),
+        "tail_end_to_end_median_us": statistics.median(t for t, _ in tail) if tail else None,
         "rows": table,
         "commit_waited_for_leader_sync": waits.count("leader"),
         "commit_waited_for_follower": waits.count("follower"),
@@ -493,9 +511,19 @@ def print_figures(f: dict) -> None:
         f"lined up; end to end p50 {lone['p50_ms']:.3f} ms, p99 {lone['p99_ms']:.3f} ms; "
         f"load {lone['load']}):"
     )
+    tail_us = lone["tail_end_to_end_median_us"]
+    print(
+        f"  {'(median; the slowest ' + str(lone['tail_requests']) + ' requests: median)':<55} "
+        f"{'all':>10} {'slowest':>10}"
+    )
     for row in lone["rows"]:
-        us = row["median_us"]
-        print(f"  {row['stage']:<55} {'-' if us is None else f'{us:7.0f} us'}")
+        cells = [row["median_us"], row["tail_median_us"]]
+        print(
+            f"  {row['stage']:<55} "
+            + " ".join(f"{'-':>10}" if us is None else f"{us:7.0f} us" for us in cells)
+        )
+    if tail_us is not None:
+        print(f"  {'end to end':<55} {lone['end_to_end_median_us']:7.0f} us {tail_us:7.0f} us")
     print(
         f"  commits that waited for the leader's own sync: {lone['commit_waited_for_leader_sync']}, "
         f"for the first follower's answer: {lone['commit_waited_for_follower']}; "
