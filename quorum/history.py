@@ -358,7 +358,6 @@ class HistoryWriter:
                 return
             if LINGER:
                 time.sleep(LINGER_S)  # puts meanwhile wake nobody
-            time.sleep(0.01)
 
     def _handle(self, item) -> None:
         if len(item) == 4:
