@@ -136,6 +136,14 @@ SWITCHES: tuple[SpeedSwitch, ...] = (
         ("tests/test_raft_port.py::test_a_frame_reads_back_alike_stored_or_deflated",),
     ),
     SpeedSwitch(
+        "quorum.raft.durability",
+        "GROW_AHEAD",
+        "the journal's zero-filled room grown and synced ahead by a thread of its own, "
+        "not by the append that runs out of it (1 MiB of zeros synced with a write)",
+        "the append that finds no room fills the next step (JournalFile.write)",
+        ("tests/test_journal.py::test_room_grown_ahead_or_by_the_append_holds_the_same_entries",),
+    ),
+    SpeedSwitch(
         "quorum.history",
         "LINGER",
         "the history writer looks for batches at most every LINGER_S while they flow, "

@@ -223,8 +223,8 @@ def test_a_stalled_commit_index_store_holds_neither_the_raft_thread_nor_an_older
 
 def test_the_file_grows_in_zero_filled_steps_and_keeps_every_entry(journal_path):
     """Appends past the zero-filled room grow the file (JournalFile.GROW_STEP
-    at a time, or what a larger entry needs); every entry is read back after
-    a reopen."""
+    at a time, or what a larger entry needs, and a step ahead once less than
+    GROW_AHEAD_BELOW is left); every entry is read back after a reopen."""
     from quorum.raft.durability import JournalFile
 
     big = [(b"\x01" + bytes([i % 251]) * 70_000, i + 1, 1) for i in range(40)]
@@ -235,8 +235,49 @@ def test_the_file_grows_in_zero_filled_steps_and_keeps_every_entry(journal_path)
     end = journal._offset
     journal._destroy()
     size = os.path.getsize(journal_path)
-    assert end <= size <= end + JournalFile.GROW_STEP
+    assert end <= size <= end + JournalFile.GROW_STEP + JournalFile.GROW_AHEAD_BELOW
     assert reopen(journal_path) == big
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_room_grown_ahead_or_by_the_append_holds_the_same_entries(journal_path, monkeypatch, ahead):
+    """GROW_AHEAD (a speed switch) changes which thread fills the room, never
+    what the journal holds: the same entries read back either way. With it,
+    an append that finds the thread caught up never fills room itself (past
+    the new file's first step); without it, the appends fill every step."""
+    import threading
+
+    from quorum.raft import durability
+    from quorum.raft.durability import JournalFile
+
+    monkeypatch.setattr(durability, "GROW_AHEAD", ahead)
+    filled_by_writer: list[int] = []
+    real_fill = JournalFile._fill
+
+    def fill(self, fd, size, needed):
+        if threading.current_thread() is threading.main_thread():
+            filled_by_writer.append(size)
+        return real_fill(self, fd, size, needed)
+
+    monkeypatch.setattr(JournalFile, "_fill", fill)
+    entries = [(b"\x01" + bytes([i % 251]) * 30_000, i + 1, 1) for i in range(120)]
+    journal = MetaquorumJournal(str(journal_path), fsync=True)
+    room = journal._file
+    for entry in entries:
+        journal.add(*entry)
+        deadline = time.monotonic() + 30
+        while ahead and room._size - room._end_seen < room.GROW_AHEAD_BELOW:
+            assert time.monotonic() < deadline, "the room was never grown ahead"
+            time.sleep(0.001)
+    journal.sync_pending()
+    grown_ahead = room.grown_ahead
+    journal._destroy()
+    assert reopen(journal_path) == entries
+    if ahead:
+        assert filled_by_writer == [0], filled_by_writer  # the new file's first step
+        assert grown_ahead >= 3
+    else:
+        assert len(filled_by_writer) >= 4 and grown_ahead == 0
 
 
 def test_a_bit_flip_before_the_last_entry_is_refused_naming_file_and_offset(journal_path):
