@@ -253,9 +253,10 @@ def test_room_grown_ahead_or_by_the_append_holds_the_same_entries(journal_path, 
     monkeypatch.setattr(durability, "GROW_AHEAD", ahead)
     filled_by_writer: list[int] = []
     real_fill = JournalFile._fill
+    writer = threading.get_ident()  # this test's thread appends
 
     def fill(self, fd, size, needed):
-        if threading.current_thread() is threading.main_thread():
+        if threading.get_ident() == writer:
             filled_by_writer.append(size)
         return real_fill(self, fd, size, needed)
 
