@@ -313,11 +313,12 @@ class JournalFile:
         """Zeros from ``size`` to at least ``needed`` and one step past
         ``size``; the new size. Under ``_grow_lock``."""
         target = max(needed, size + self.GROW_STEP)
-        offset = size
-        while offset < target:
-            chunk = self._ZEROS[: target - offset]
-            offset += os.pwrite(fd, chunk, offset)
+        self._zeros(fd, size, target)
         return target
+
+    def _zeros(self, fd: int, start: int, stop: int) -> None:
+        while start < stop:
+            start += os.pwrite(fd, self._ZEROS[: stop - start], start)
 
     def _ask_ahead(self) -> None:
         if self._ahead is None:
@@ -353,9 +354,8 @@ class JournalFile:
                 with self._grow_lock:
                     if self._closed:
                         return
-                    offset, size = self._size, self._size + self.GROW_AHEAD_PIECE
-                    while offset < size:
-                        offset += os.pwrite(fd, self._ZEROS[: size - offset], offset)
+                    size = self._size + self.GROW_AHEAD_PIECE
+                    self._zeros(fd, self._size, size)
                     if self._sync_room:
                         os.fdatasync(fd)
                     self._size = size

@@ -45,6 +45,7 @@ import zlib
 from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pysyncobj.monotonic import monotonic
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
@@ -642,7 +643,6 @@ def listen_before_electing(original: Callable) -> Callable:
     as usual. A leader that is really gone sent nothing, so nothing is delayed.
     Each election this voter starts is logged (pysyncobj is silent about it).
     Wraps ``SyncObj._onTick`` (quorum/raft/patches.py)."""
-    from pysyncobj.monotonic import monotonic
     from pysyncobj.syncobj import _RAFT_STATE
 
     def on_tick(self, timeToWait=0.0):  # noqa: N803 - pysyncobj's name
@@ -730,7 +730,6 @@ def deferred_commit_push(original_apply: Callable) -> Callable:
     leader that ``defer_commit_push`` set up, the AppendEntries that would
     only carry a moved commit index is due later instead of now. A SyncObj
     without it is unchanged."""
-    from pysyncobj.monotonic import monotonic
     from pysyncobj.syncobj import _RAFT_STATE
 
     def apply_log_entries(self):
@@ -787,7 +786,6 @@ def defer_commit_push(
     to one ``autoTickPeriod`` late, and, while a push is held, every
     ``delay_s`` to look for the orderer's word (which wakes no one). The leader's side is
     ``deferred_commit_push``, installed with the other patches."""
-    from pysyncobj.monotonic import monotonic
     from pysyncobj.syncobj import _RAFT_STATE
 
     if getattr(syncobj, _PUSH_DEFERRED, None) is None:
@@ -828,8 +826,6 @@ def commit_push_may_go(syncobj) -> None:
     the Raft thread then made it take the interpreter lock from the loop
     writing the answer, though in a stream of writes the next one carries the
     commit index anyway (issue 46)."""
-    from pysyncobj.monotonic import monotonic
-
     # A count, not a flag: the Raft thread never writes it, so no word is lost;
     # one tuple, so the count and its time are read together.
     said = getattr(syncobj, _PUSH_MAY_GO, _NOT_SAID)[0]
