@@ -252,15 +252,15 @@ def test_room_grown_ahead_or_by_the_append_holds_the_same_entries(journal_path, 
 
     monkeypatch.setattr(durability, "GROW_AHEAD", ahead)
     filled_by_writer: list[int] = []
-    real_fill = JournalFile._fill
+    real_grow = JournalFile._grow
     writer = threading.get_ident()  # this test's thread appends
 
-    def fill(self, fd, size, needed):
+    def grow(self, needed):
         if threading.get_ident() == writer:
-            filled_by_writer.append(size)
-        return real_fill(self, fd, size, needed)
+            filled_by_writer.append(self._size)
+        return real_grow(self, needed)
 
-    monkeypatch.setattr(JournalFile, "_fill", fill)
+    monkeypatch.setattr(JournalFile, "_grow", grow)
     entries = [(b"\x01" + bytes([i % 251]) * 30_000, i + 1, 1) for i in range(120)]
     journal = MetaquorumJournal(str(journal_path), fsync=True)
     room = journal._file

@@ -262,7 +262,6 @@ class JournalFile:
         self._ahead: threading.Thread | None = None
         self._ahead_wanted = threading.Event()
         self._closed = False
-        self._creating = False  # written beside its name: no room grown ahead yet
         self._end_seen = 0  # the end of the furthest write: how much room is left
         self.grown_ahead = 0  # steps the thread made room for (the tests')
         if not os.path.exists(path):
@@ -280,7 +279,6 @@ class JournalFile:
         part = path + ".part"
         self._fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         self._size = 0
-        self._creating = True
         try:
             self.write(0, default_content)
             os.fsync(self._fd)
@@ -291,14 +289,11 @@ class JournalFile:
                 os.unlink(part)
             raise
         fsync_dir(path)
-        self._creating = False
 
     def write(self, offset: int, data: bytes) -> None:
         end = offset + len(data)
         if end > self._size:
-            with self._grow_lock:
-                if end > self._size:
-                    self._size = self._fill(self._fd, self._size, end)
+            self._grow(end)
         view = memoryview(data)
         while view:
             written = os.pwrite(self._fd, view, offset)
@@ -306,15 +301,19 @@ class JournalFile:
         # The furthest write (the header's are at its start; after a
         # truncation the room is only grown sooner).
         self._end_seen = end = max(end, self._end_seen)
-        if GROW_AHEAD and self._size - end < self.GROW_AHEAD_BELOW and not self._creating:
+        # A new file's first step leaves more than GROW_AHEAD_BELOW after its
+        # header, so no thread is asked while the file is still beside its name.
+        if GROW_AHEAD and self._size - end < self.GROW_AHEAD_BELOW:
             self._ask_ahead()
 
-    def _fill(self, fd: int, size: int, needed: int) -> int:
-        """Zeros from ``size`` to at least ``needed`` and one step past
-        ``size``; the new size. Under ``_grow_lock``."""
-        target = max(needed, size + self.GROW_STEP)
-        self._zeros(fd, size, target)
-        return target
+    def _grow(self, needed: int) -> None:
+        """Zeros up to at least ``needed`` and one step past the room, unless
+        the thread grew it meanwhile."""
+        with self._grow_lock:
+            if needed > self._size:
+                target = max(needed, self._size + self.GROW_STEP)
+                self._zeros(self._fd, self._size, target)
+                self._size = target
 
     def _zeros(self, fd: int, start: int, stop: int) -> None:
         while start < stop:
@@ -340,7 +339,7 @@ class JournalFile:
         """One step of room past the end, filled and synced a piece at a time
         (a piece is room once synced); nothing while enough is left (an ask
         the last step answered)."""
-        if self._closed or self._size - self._end_seen >= self.GROW_AHEAD_BELOW:
+        if self._size - self._end_seen >= self.GROW_AHEAD_BELOW:
             return
         try:
             fd = os.open(self._path, os.O_WRONLY)
